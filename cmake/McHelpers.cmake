@@ -1,0 +1,89 @@
+# Helpers that keep each directory's CMakeLists.txt to a few lines.
+#
+#   mc_add_library(name STATIC|SHARED SOURCES ... [LIBS ...])
+#   mc_add_executable(name SOURCES ... [LIBS ...])      daemons and tools
+#   mc_add_unit_test(name SOURCES ... [LIBS ...] [TIMEOUT s])
+#   mc_add_fuzzer(name SOURCE f.c CORPUS dir [LIBS ...])
+#   mc_add_pytest(name FILE path [TIMEOUT s])
+
+function(_mc_target_defaults t)
+  target_compile_options(${t} PRIVATE ${MC_WARNING_FLAGS})
+  target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/include
+                                          ${CMAKE_SOURCE_DIR}/common)
+  target_compile_definitions(${t} PRIVATE _GNU_SOURCE)
+  target_compile_options(${t} PRIVATE
+    -include ${CMAKE_SOURCE_DIR}/common/mc_banned.h)
+endfunction()
+
+function(mc_add_library name kind)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS;PUBLIC_LIBS" ${ARGN})
+  add_library(${name} ${kind} ${A_SOURCES})
+  _mc_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON
+                                           C_VISIBILITY_PRESET hidden)
+  target_include_directories(${name} INTERFACE ${CMAKE_CURRENT_SOURCE_DIR}
+                                               ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(${name} PRIVATE ${A_LIBS} PUBLIC ${A_PUBLIC_LIBS})
+endfunction()
+
+function(mc_add_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  _mc_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+endfunction()
+
+function(mc_scaled_timeout out secs)
+  math(EXPR t "${secs} * ${MC_TEST_TIMEOUT_SCALE}")
+  set(${out} ${t} PARENT_SCOPE)
+endfunction()
+
+function(mc_add_unit_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 60)
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  _mc_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE ${A_LIBS} PkgConfig::CRITERION)
+  mc_scaled_timeout(t ${A_TIMEOUT})
+  # Criterion forks each test; --timeout bounds every single test case too.
+  add_test(NAME unit.${name} COMMAND ${name} --timeout 30 -j1)
+  set_tests_properties(unit.${name} PROPERTIES TIMEOUT ${t} LABELS unit)
+endfunction()
+
+# A fuzz target is always built: as a libFuzzer binary when MC_FUZZ is on,
+# otherwise linked with a replay main so ctest runs the committed corpus
+# through it in every build (sanitized or not).
+function(mc_add_fuzzer name)
+  cmake_parse_arguments(A "" "SOURCE;CORPUS" "LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCE})
+  _mc_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+  if(MC_FUZZ)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    set(replay_args -runs=0)
+  else()
+    target_sources(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)
+    set(replay_args)
+  endif()
+  mc_scaled_timeout(t 120)
+  add_test(NAME fuzz_replay.${name}
+           COMMAND ${name} ${replay_args} ${A_CORPUS})
+  set_tests_properties(fuzz_replay.${name} PROPERTIES TIMEOUT ${t} LABELS fuzz)
+  set_property(GLOBAL APPEND PROPERTY MC_FUZZERS "${name}=${A_CORPUS}")
+endfunction()
+
+function(mc_add_pytest name)
+  cmake_parse_arguments(A "" "FILE;TIMEOUT" "" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  mc_scaled_timeout(t ${A_TIMEOUT})
+  add_test(NAME integration.${name}
+           COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider
+                   ${CMAKE_CURRENT_SOURCE_DIR}/${A_FILE})
+  set_tests_properties(integration.${name} PROPERTIES
+    TIMEOUT ${t} LABELS integration
+    ENVIRONMENT "MC_BUILD_DIR=${CMAKE_BINARY_DIR};MC_SOURCE_DIR=${CMAKE_SOURCE_DIR};MC_TEST_TIMEOUT_SCALE=${MC_TEST_TIMEOUT_SCALE}")
+endfunction()

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Daemon plumbing shared by every main(): see mc_daemon.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mc_daemon.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "mooncake/mc_version.h"
+
+int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg,
+			  int argc, char **argv, int *exit_code)
+{
+	struct mc_cfg_result res;
+	char err[MC_ERR_LEN];
+	int rc;
+
+	rc = mc_cfg_load(spec, cfg, argc, argv, &res, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", spec->prog, err);
+		*exit_code = MC_EXIT_USAGE;
+		return -1;
+	}
+	switch (res.action) {
+	case MC_CFG_HELP:
+		mc_cfg_print_help(spec, stdout);
+		*exit_code = MC_EXIT_OK;
+		return -1;
+	case MC_CFG_VERSION:
+		printf("%s (mooncakefs) %s\n", spec->prog, MC_VERSION_STRING);
+		*exit_code = MC_EXIT_OK;
+		return -1;
+	case MC_CFG_DUMP:
+		mc_cfg_dump_json(spec, cfg, stdout);
+		*exit_code = MC_EXIT_OK;
+		return -1;
+	case MC_CFG_RUN:
+		break;
+	}
+	return 0;
+}
+
+int mc_daemon_setup_logging(const char *ident, int verbosity,
+			    const char *log_file, bool use_syslog)
+{
+	mc_log_init_from_env();
+	if (verbosity > 0)
+		mc_log_set_level(mc_cfg_verbosity_level(verbosity));
+	if (log_file && *log_file)
+		return mc_log_use_file(log_file);
+	if (use_syslog)
+		return mc_log_use_syslog(ident);
+	return 0;
+}
+
+void mc_daemon_block_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+int mc_daemon_wait_signal(const sigset_t *set)
+{
+	int sig = 0;
+
+	while (sigwait(set, &sig) != 0)
+		;
+	return sig;
+}
+
+int mc_daemon_write_port_file(const char *path, int port)
+{
+	char tmp[4096], buf[16];
+	int fd, n, rc = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path,
+			     (int)getpid()) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d\n", port);
+	if (write(fd, buf, (size_t)n) != n)
+		rc = errno ? -errno : -EIO;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int mc_daemon_exit_code(int rc)
+{
+	if (rc == 0)
+		return MC_EXIT_OK;
+	if (rc == -EINVAL || rc == -ERANGE || rc == MC_EBADCONFIG)
+		return MC_EXIT_USAGE;
+	return MC_EXIT_FAILURE;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file mc_daemon.h
+ * What every daemon's main() does the same way: load its configuration
+ * (printing help, version or the effective config when asked), set up
+ * logging, block and wait for termination signals, publish the port it
+ * bound, and turn an error code into an exit status.
+ *
+ * Exit statuses: 0 clean stop, 1 runtime failure, 2 bad usage or config.
+ */
+#ifndef MC_DAEMON_H
+#define MC_DAEMON_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "mc_cfg.h"
+#include "mc_compiler.h"
+
+#define MC_EXIT_OK 0
+#define MC_EXIT_FAILURE 1
+#define MC_EXIT_USAGE 2
+
+/**
+ * mc_cfg_load() plus the built-in actions.
+ * @return -1: the caller should exit with *exit_code; 0: run.
+ */
+int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg,
+			  int argc, char **argv, int *exit_code);
+
+/** Apply MC_LOG_LEVEL, then -v, then send logs to a file or syslog. */
+int mc_daemon_setup_logging(const char *ident, int verbosity,
+			    const char *log_file, bool use_syslog) MC_MUST_CHECK;
+
+/** Block SIGINT, SIGTERM and SIGHUP in this and all later threads. */
+void mc_daemon_block_signals(sigset_t *set);
+
+/** Wait for one of the blocked signals; returns its number. */
+int mc_daemon_wait_signal(const sigset_t *set);
+
+/** Write "PORT\n" to path atomically (tmp file + rename). */
+int mc_daemon_write_port_file(const char *path, int port) MC_MUST_CHECK;
+
+int mc_daemon_exit_code(int rc);
+
+#endif

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HTTP serving over libmicrohttpd (see mc_http.h for the contract).
+ *
+ * Per request, the URI log callback captures the raw URI before the library
+ * unescapes anything; the access handler then accumulates the body within
+ * max_body and calls the user's handler once with the complete request.
+ * The completion callback frees the request in every case, including a
+ * client that disconnects mid-body.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mc_http.h"
+#include "mc_log.h"
+#include "mc_net.h"
+
+struct mc_http_server {
+	struct MHD_Daemon *mhd;
+	struct mc_http_server_cfg cfg;
+	char *host;
+	char *name;
+	int listen_fd;
+	int port;
+};
+
+struct req_state {
+	char *uri; /* raw, as received */
+	char *body;
+	size_t len, cap;
+	bool headers_seen;
+	bool too_big;
+	size_t discarded;
+};
+
+/* After this much discarded chunked body we stop reading and close. */
+#define DISCARD_LIMIT (8u << 20)
+
+int mc_http_reply(struct mc_http_response *resp, int status,
+		  const char *content_type, const void *body, size_t len)
+{
+	char *copy = malloc(len + 1);
+
+	resp->status = status;
+	resp->content_type = content_type;
+	if (!copy)
+		return -ENOMEM;
+	if (len)
+		memcpy(copy, body, len);
+	copy[len] = '\0';
+	free(resp->body);
+	resp->body = copy;
+	resp->body_len = len;
+	return 0;
+}
+
+int mc_http_replyf(struct mc_http_response *resp, int status,
+		   const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = sizeof(buf) - 1;
+	return mc_http_reply(resp, status, "text/plain", buf, (size_t)n);
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct req_state *st = calloc(1, sizeof(*st));
+
+	if (st)
+		st->uri = strdup(uri ? uri : "");
+	return st;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct req_state *st = *con_cls;
+
+	if (!st)
+		return;
+	free(st->uri);
+	free(st->body);
+	free(st);
+	*con_cls = NULL;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c,
+				  struct mc_http_response *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(r->body_len,
+					       r->body ? r->body : (char *)"",
+					       r->body ? MHD_RESPMEM_MUST_FREE
+						       : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(r->body);
+		return MHD_NO;
+	}
+	r->body = NULL; /* owned by the response now */
+	if (r->content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					r->content_type);
+	if (r->allow)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	ret = MHD_queue_response(c, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status,
+				 const char *text)
+{
+	struct mc_http_response r = { 0 };
+
+	if (mc_http_reply(&r, status, "text/plain", text, strlen(text)))
+		return MHD_NO;
+	return send_reply(c, &r);
+}
+
+static bool content_length_too_big(struct MHD_Connection *c, size_t max)
+{
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	char *end;
+	unsigned long long v;
+
+	if (!cl)
+		return false;
+	errno = 0;
+	v = strtoull(cl, &end, 10);
+	return errno == ERANGE || (end != cl && v > max);
+}
+
+static int append_body(struct req_state *st, const char *data, size_t n,
+		       size_t max)
+{
+	if (st->too_big || st->len + n > max) {
+		st->too_big = true;
+		st->discarded += n;
+		return 0;
+	}
+	if (st->len + n + 1 > st->cap) {
+		size_t cap = st->cap ? st->cap : 4096;
+		while (cap < st->len + n + 1)
+			cap *= 2;
+		char *b = realloc(st->body, cap);
+		if (!b)
+			return -ENOMEM;
+		st->body = b;
+		st->cap = cap;
+	}
+	memcpy(st->body + st->len, data, n);
+	st->len += n;
+	st->body[st->len] = '\0';
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+				  const char *url, const char *method,
+				  const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct mc_http_server *s = cls;
+	struct req_state *st = *con_cls;
+	struct mc_http_request req;
+	struct mc_http_response resp = { .status = 500 };
+	char *q;
+
+	if (!st || !st->uri)
+		return MHD_NO; /* out of memory in on_uri */
+	if (upload_data && *upload_data_size) {
+		if (append_body(st, upload_data, *upload_data_size,
+				s->cfg.max_body))
+			return MHD_NO;
+		*upload_data_size = 0;
+		return st->discarded > DISCARD_LIMIT ? MHD_NO : MHD_YES;
+	}
+	if (!st->headers_seen) {
+		/* First call: headers only. Refuse a declared huge body. */
+		st->headers_seen = true;
+		if (content_length_too_big(c, s->cfg.max_body))
+			return send_text(c, 413, "request body too large\n");
+		return MHD_YES;
+	}
+	if (st->too_big)
+		return send_text(c, 413, "request body too large\n");
+
+	q = strchr(st->uri, '?');
+	if (q)
+		*q++ = '\0';
+	req.method = method;
+	req.path = st->uri;
+	req.query = q;
+	req.body = st->body ? st->body : "";
+	req.body_len = st->len;
+	s->cfg.handler(s->cfg.arg, &req, &resp);
+	return send_reply(c, &resp);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	mc_log_debug("http", "%s", buf);
+}
+
+int mc_http_server_start(const struct mc_http_server_cfg *cfg,
+			 struct mc_http_server **out, char *err,
+			 size_t errlen)
+{
+	struct mc_http_server *s;
+	int rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->host = strdup(cfg->host);
+	s->name = strdup(cfg->name ? cfg->name : "http");
+	if (!s->host || !s->name) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	s->cfg.host = s->host;
+	s->cfg.name = s->name;
+	rc = mc_net_listen(cfg->host, cfg->port, 512, 1, &s->listen_fd,
+			   &s->port);
+	if (rc) {
+		snprintf(err, errlen, "%s: cannot listen on %s:%d: %s",
+			 s->name, cfg->host, cfg->port, strerror(-rc));
+		goto err_free;
+	}
+	s->mhd = MHD_start_daemon(
+		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, s,
+		MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+		MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned)(cfg->threads > 1 ? cfg->threads : 1),
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+		MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)(cfg->idle_timeout_s ? cfg->idle_timeout_s : 60),
+		MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)(cfg->max_connections ? cfg->max_connections : 1024),
+		MHD_OPTION_END);
+	if (!s->mhd) {
+		rc = -EIO;
+		snprintf(err, errlen, "%s: cannot start HTTP server on %s:%d",
+			 s->name, cfg->host, s->port);
+		close(s->listen_fd);
+		goto err_free;
+	}
+	*out = s;
+	return 0;
+
+err_free:
+	free(s->host);
+	free(s->name);
+	free(s);
+	return rc;
+}
+
+int mc_http_server_port(const struct mc_http_server *s)
+{
+	return s->port;
+}
+
+void mc_http_server_stop(struct mc_http_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->mhd);
+	close(s->listen_fd);
+	free(s->host);
+	free(s->name);
+	free(s);
+}

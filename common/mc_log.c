@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The log sink. Each line is formatted into a stack buffer and handed to
+ * the sink in one piece, so concurrent lines never interleave. The only
+ * global state of the project lives here: the level and the sink.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+
+_Atomic int mc_log_level_ = MC_LOG_INFO;
+
+static mc_log_sink_fn sink_fn;
+static void *sink_arg;
+static int sink_fd = STDERR_FILENO;
+
+static const struct {
+	const char *name;
+	int level;
+} level_names[] = {
+	{ "error", MC_LOG_ERROR },   { "err", MC_LOG_ERROR },
+	{ "warning", MC_LOG_WARN },  { "warn", MC_LOG_WARN },
+	{ "notice", MC_LOG_NOTICE }, { "info", MC_LOG_INFO },
+	{ "debug", MC_LOG_DEBUG },   { "trace", MC_LOG_TRACE },
+};
+
+static const char *level_tag(int level)
+{
+	switch (level) {
+	case MC_LOG_ERROR:
+		return "E";
+	case MC_LOG_WARN:
+		return "W";
+	case MC_LOG_NOTICE:
+		return "N";
+	case MC_LOG_INFO:
+		return "I";
+	case MC_LOG_DEBUG:
+		return "D";
+	default:
+		return "T";
+	}
+}
+
+void mc_bug(const char *file, int line, const char *what)
+{
+	mc_log_emit(MC_LOG_ERROR, "bug", "%s:%d: invariant broken: %s", file,
+		    line, what);
+	abort();
+}
+
+void mc_log_set_level(int level)
+{
+	if (level < MC_LOG_ERROR)
+		level = MC_LOG_ERROR;
+	if (level > MC_LOG_TRACE)
+		level = MC_LOG_TRACE;
+	atomic_store(&mc_log_level_, level);
+}
+
+int mc_log_get_level(void)
+{
+	return atomic_load(&mc_log_level_);
+}
+
+int mc_log_parse_level(const char *s, int *level)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (size_t i = 0; i < MC_ARRAY_SIZE(level_names); i++) {
+		if (!strcasecmp(s, level_names[i].name)) {
+			*level = level_names[i].level;
+			return 0;
+		}
+	}
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < 0 || v > MC_LOG_TRACE)
+		return -EINVAL;
+	*level = v < MC_LOG_ERROR ? MC_LOG_ERROR : (int)v;
+	return 0;
+}
+
+void mc_log_init_from_env(void)
+{
+	const char *s = getenv("MC_LOG_LEVEL");
+	int level;
+
+	if (!s)
+		return;
+	if (mc_log_parse_level(s, &level)) {
+		mc_log_warn("log", "ignoring MC_LOG_LEVEL=%s: expected "
+				   "error|warn|notice|info|debug|trace", s);
+		return;
+	}
+	mc_log_set_level(level);
+}
+
+void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
+{
+	sink_fn = fn;
+	sink_arg = arg;
+}
+
+static void syslog_sink(int level, const char *line, void *arg)
+{
+	syslog(level > LOG_DEBUG ? LOG_DEBUG : level, "%s", line);
+}
+
+int mc_log_use_syslog(const char *ident)
+{
+	openlog(ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	mc_log_set_sink(syslog_sink, NULL);
+	return 0;
+}
+
+int mc_log_use_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+
+	if (fd < 0)
+		return -errno;
+	if (sink_fd != STDERR_FILENO)
+		close(sink_fd);
+	sink_fd = fd;
+	mc_log_set_sink(NULL, NULL);
+	return 0;
+}
+
+void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
+{
+	char line[2048];
+	struct timeval tv;
+	struct tm tm;
+	size_t n;
+	int saved_errno = errno;
+	va_list ap;
+
+	if (sink_fn) {
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		sink_fn(level, line, sink_arg);
+		errno = saved_errno;
+		return;
+	}
+	gettimeofday(&tv, NULL);
+	localtime_r(&tv.tv_sec, &tm);
+	n = strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
+	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%06ld %s %d %s: ",
+			      (long)tv.tv_usec, level_tag(level), (int)getpid(),
+			      subsys);
+	if (n < sizeof(line)) {
+		va_start(ap, fmt);
+		int m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+		va_end(ap);
+		n = m < 0 ? n : n + (size_t)m;
+	}
+	if (n >= sizeof(line) - 1)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	/* One write per line; a short write to a log is not worth a retry. */
+	if (write(sink_fd, line, n) < 0) {
+		/* Nowhere left to report it. */
+	}
+	errno = saved_errno;
+}

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Socket helpers: see mc_net.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_net.h"
+
+static int resolve(const char *host, int port, int passive,
+		   struct addrinfo **res)
+{
+	struct addrinfo hints = { 0 };
+	char portstr[8];
+	int rc;
+
+	if (!host || !*host)
+		return -EINVAL;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = passive ? AI_PASSIVE : 0;
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	rc = getaddrinfo(host, portstr, &hints, res);
+	if (rc == EAI_SYSTEM)
+		return -errno;
+	if (rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA)
+		return -ENOENT;
+	if (rc)
+		return -EADDRNOTAVAIL;
+	return 0;
+}
+
+int mc_net_listen(const char *host, int port, int backlog, int nonblock,
+		  int *fd_out, int *port_out)
+{
+	struct addrinfo *res, *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd = -1, rc, one = 1;
+
+	if (port < 0 || port > 65535)
+		return -EINVAL;
+	rc = resolve(host, port, 1, &res);
+	if (rc)
+		return rc;
+	rc = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family,
+			    ai->ai_socktype | SOCK_CLOEXEC |
+				    (nonblock ? SOCK_NONBLOCK : 0),
+			    ai->ai_protocol);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+				 sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
+					 sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, backlog) == 0)
+			break;
+		rc = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return rc;
+	if (port_out) {
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		*port_out = ss.ss_family == AF_INET6
+				    ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+				    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+static int wait_connected(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int rc, soerr = 0;
+
+	do {
+		rc = poll(&p, 1, timeout_ms > 0 ? timeout_ms : -1);
+	} while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -ETIMEDOUT;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len))
+		return -errno;
+	return -soerr;
+}
+
+int mc_net_connect(const char *host, int port, int timeout_ms, int *fd_out)
+{
+	struct addrinfo *res, *ai;
+	int fd = -1, rc;
+
+	rc = resolve(host, port, 0, &res);
+	if (rc)
+		return rc;
+	rc = -ECONNREFUSED;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family,
+			    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    ai->ai_protocol);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			rc = 0;
+		else if (errno == EINPROGRESS)
+			rc = wait_connected(fd, timeout_ms);
+		else
+			rc = -errno;
+		if (rc == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return rc;
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+int mc_net_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOTSOCK) {
+				n = write(fd, p, len);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n < 0)
+					return -errno;
+			} else {
+				return -errno;
+			}
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int mc_net_read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int mc_net_set_nodelay(int fd)
+{
+	int one = 1;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		return -errno;
+	return 0;
+}
+
+int mc_net_set_timeouts(int fd, int timeout_ms)
+{
+	struct timeval tv = { .tv_sec = timeout_ms / 1000,
+			      .tv_usec = (timeout_ms % 1000) * 1000 };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	return 0;
+}

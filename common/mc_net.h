@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file mc_net.h
+ * Socket helpers that handle CLOEXEC, EINTR and short I/O once, so callers
+ * never do (Redis anet.c). All return 0 or a negative errno.
+ *
+ * Listeners bind exactly the address they are given: "0.0.0.0" or "::"
+ * must be asked for explicitly; there is no implicit wildcard.
+ */
+#ifndef MC_NET_H
+#define MC_NET_H
+
+#include <stddef.h>
+
+#include "mc_compiler.h"
+
+/**
+ * Create a listening TCP socket on host:port (port 0 = ephemeral).
+ * @param nonblock  set O_NONBLOCK on the listener
+ * @param fd_out    the socket, CLOEXEC, SO_REUSEADDR
+ * @param port_out  the port actually bound (may be NULL)
+ * @return 0, -EADDRINUSE, -EADDRNOTAVAIL, -ENOENT (host did not resolve)...
+ */
+int mc_net_listen(const char *host, int port, int backlog, int nonblock,
+		  int *fd_out, int *port_out) MC_MUST_CHECK;
+
+/** Connect with a timeout (ms, 0 = none); the socket is CLOEXEC, blocking. */
+int mc_net_connect(const char *host, int port, int timeout_ms,
+		   int *fd_out) MC_MUST_CHECK;
+
+/** Write all of buf: retries EINTR and short writes, never raises SIGPIPE. */
+int mc_net_write_all(int fd, const void *buf, size_t len) MC_MUST_CHECK;
+
+/** Read exactly len bytes; -ECONNRESET when the peer closes early. */
+int mc_net_read_all(int fd, void *buf, size_t len) MC_MUST_CHECK;
+
+int mc_net_set_nodelay(int fd) MC_MUST_CHECK;
+
+/** Send and receive timeouts in ms (0 = none). */
+int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
+
+#endif

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Scalar parsers. They are fed from the network (config pushed by tools),
+ * files and argv, so they are fuzzed (tests/fuzz/fuzz_size.c) and never
+ * trust a length: all arithmetic is checked for overflow.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mc_parse.h"
+
+static const char *skip_blank(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+/* Parse "123" or "123.456" into an integer part and a fraction. */
+static int parse_decimal(const char **sp, uint64_t *ipart, uint64_t *frac,
+			 uint64_t *frac_scale)
+{
+	const char *s = *sp;
+	uint64_t v = 0, f = 0, scale = 1;
+	int digits = 0;
+
+	while (isdigit((unsigned char)*s)) {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+		s++;
+		digits++;
+	}
+	if (*s == '.') {
+		s++;
+		while (isdigit((unsigned char)*s)) {
+			/* Keep 9 fractional digits; finer ones cannot matter. */
+			if (scale < 1000000000ULL) {
+				f = f * 10 + (uint64_t)(*s - '0');
+				scale *= 10;
+			}
+			s++;
+			digits++;
+		}
+	}
+	if (!digits)
+		return -EINVAL;
+	*ipart = v;
+	*frac = f;
+	*frac_scale = scale;
+	*sp = s;
+	return 0;
+}
+
+static int size_unit_shift(const char *u, unsigned *shift)
+{
+	static const char units[] = "BKMGTP";
+	const char *p;
+	size_t len = strlen(u);
+
+	/* Strip trailing blanks before matching the unit. */
+	while (len && (u[len - 1] == ' ' || u[len - 1] == '\t'))
+		len--;
+	if (len == 0) {
+		*shift = 0;
+		return 0;
+	}
+	p = strchr(units, toupper((unsigned char)u[0]));
+	if (!p || u[0] == '\0')
+		return -EINVAL;
+	*shift = (unsigned)(p - units) * 10;
+	if (len == 1)
+		return 0;
+	if (*p == 'B')
+		return -EINVAL; /* "BB", "Bi" */
+	if (len == 2 && (u[1] == 'b' || u[1] == 'B' || u[1] == 'i' ||
+			 u[1] == 'I'))
+		return 0;
+	if (len == 3 && (u[1] == 'i' || u[1] == 'I') &&
+	    (u[2] == 'b' || u[2] == 'B'))
+		return 0;
+	return -EINVAL;
+}
+
+int mc_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t ipart, frac, scale, mult, v;
+	unsigned shift;
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	s = skip_blank(s);
+	if (*s == '+')
+		s++;
+	rc = parse_decimal(&s, &ipart, &frac, &scale);
+	if (rc)
+		return rc;
+	s = skip_blank(s);
+	rc = size_unit_shift(s, &shift);
+	if (rc)
+		return rc;
+	mult = 1ULL << shift;
+	if (frac && shift == 0)
+		return -EINVAL; /* "1.5" bytes */
+	if (ipart > UINT64_MAX >> shift)
+		return -ERANGE;
+	v = ipart << shift;
+	if (frac) {
+		/* frac / scale * mult, exact: scale <= 1e9, mult <= 2^50. */
+		unsigned __int128 add = (unsigned __int128)frac * mult / scale;
+		if (add > UINT64_MAX - v)
+			return -ERANGE;
+		v += (uint64_t)add;
+	}
+	*out = v;
+	return 0;
+}
+
+int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
+			 uint64_t *out)
+{
+	uint64_t ipart, frac, scale, unit;
+	const char *u;
+	size_t len;
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	s = skip_blank(s);
+	rc = parse_decimal(&s, &ipart, &frac, &scale);
+	if (rc)
+		return rc;
+	u = skip_blank(s);
+	len = strlen(u);
+	while (len && (u[len - 1] == ' ' || u[len - 1] == '\t'))
+		len--;
+	if (len == 0)
+		unit = default_unit_ms;
+	else if (len == 2 && !strncasecmp(u, "ms", 2))
+		unit = 1;
+	else if (len == 1 && (*u == 's' || *u == 'S'))
+		unit = 1000;
+	else if (len == 1 && (*u == 'm' || *u == 'M'))
+		unit = 60000;
+	else if (len == 1 && (*u == 'h' || *u == 'H'))
+		unit = 3600000;
+	else
+		return -EINVAL;
+	if (unit && ipart > UINT64_MAX / unit)
+		return -ERANGE;
+	*out = ipart * unit + (uint64_t)((unsigned __int128)frac * unit / scale);
+	return 0;
+}
+
+int mc_parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "true", "1", "yes", "on", "y", "t" };
+	static const char *const no[] = { "false", "0", "no", "off", "n", "f" };
+
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < MC_ARRAY_SIZE(yes); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static bool rest_is_blank(const char *end)
+{
+	return *skip_blank(end) == '\0';
+}
+
+int mc_parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s)
+		return -EINVAL;
+	s = skip_blank(s);
+	if (!(isdigit((unsigned char)*s) ||
+	      ((*s == '-' || *s == '+') && isdigit((unsigned char)s[1]))))
+		return -EINVAL;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (!rest_is_blank(end))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int mc_parse_double(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s)
+		return -EINVAL;
+	s = skip_blank(s);
+	if (!*s)
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || !rest_is_blank(end))
+		return -EINVAL;
+	if (errno == ERANGE || !isfinite(v))
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
+		      int default_port, int *port_out)
+{
+	const char *host = s, *host_end, *port_str = NULL;
+	int64_t port;
+	size_t n;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (*s == '[') {
+		host = s + 1;
+		host_end = strchr(host, ']');
+		if (!host_end)
+			return -EINVAL;
+		if (host_end[1] == ':')
+			port_str = host_end + 2;
+		else if (host_end[1] != '\0')
+			return -EINVAL;
+	} else {
+		host_end = strrchr(s, ':');
+		if (host_end && strchr(s, ':') != host_end)
+			return -EINVAL; /* bare IPv6 needs brackets */
+		if (host_end)
+			port_str = host_end + 1;
+		else
+			host_end = s + strlen(s);
+	}
+	n = (size_t)(host_end - host);
+	if (n == 0)
+		return -EINVAL;
+	if (n >= host_len)
+		return -ENAMETOOLONG;
+	if (port_str) {
+		if (mc_parse_i64(port_str, &port) || port < 0 || port > 65535 ||
+		    !*port_str || *port_str == ' ')
+			return -EINVAL;
+	} else {
+		if (default_port < 0)
+			return -EINVAL;
+		port = default_port;
+	}
+	memcpy(host_out, host, n);
+	host_out[n] = '\0';
+	*port_out = (int)port;
+	return 0;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file mc_parse.h
+ * Strict parsers for the scalar values found in flags, config files and
+ * environment variables. Every function parses the whole string (leading
+ * and trailing blanks allowed) and returns 0, -EINVAL for malformed input
+ * or -ERANGE for a value out of range; *out is untouched on error.
+ */
+#ifndef MC_PARSE_H
+#define MC_PARSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mc_compiler.h"
+
+/**
+ * Byte sizes as upstream's configs write them: "3355443200", "0", "4G",
+ * "4GB", "500gb", "1.5 GiB", "64k". Units K, M, G, T, P (powers of 1024),
+ * case-insensitive, optionally followed by "i" and/or "B"; "B" alone means
+ * bytes. A fraction needs a unit and is rounded down to whole bytes.
+ */
+int mc_parse_size(const char *s, uint64_t *out) MC_MUST_CHECK;
+
+/**
+ * Durations: a number with an optional unit "ms", "s", "m" or "h"
+ * (upstream's --default_kv_lease_ttl syntax). A bare number is in
+ * default_unit_ms milliseconds (1 for ms, 1000 for seconds).
+ */
+int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
+			 uint64_t *out) MC_MUST_CHECK;
+
+/** true/false, 1/0, yes/no, on/off (any case). */
+int mc_parse_bool(const char *s, bool *out) MC_MUST_CHECK;
+
+/** Decimal signed integer (optional sign, no base prefix). */
+int mc_parse_i64(const char *s, int64_t *out) MC_MUST_CHECK;
+
+/** Finite floating-point number. */
+int mc_parse_double(const char *s, double *out) MC_MUST_CHECK;
+
+/**
+ * Split "host:port" or "[v6]:port". host_out gets a NUL-terminated copy
+ * (at most host_len - 1 bytes, else -ENAMETOOLONG). A missing port gives
+ * default_port (which may be -1 to make the port mandatory).
+ */
+int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
+		      int default_port, int *port_out) MC_MUST_CHECK;
+
+#endif

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HTTP metadata client over libcurl with a pool of keep-alive handles.
+ * Locking: pool_lock guards only the idle stack; requests run unlocked on
+ * a handle owned by the calling thread for the duration of the call.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta_http.h"
+#include "mooncake/mc_err.h"
+
+struct te_meta_http {
+	char *base_url;
+	long timeout_ms, connect_timeout_ms;
+	size_t max_response;
+	pthread_mutex_t pool_lock;
+	CURL **idle;
+	unsigned n_idle, max_idle;
+};
+
+struct body_buf {
+	char *data;
+	size_t len, cap, max;
+	bool overflow;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int te_meta_http_create(const struct te_meta_http_cfg *cfg,
+			struct te_meta_http **out)
+{
+	struct te_meta_http *c;
+
+	if (!cfg->base_url || strncmp(cfg->base_url, "http", 4) != 0)
+		return -EINVAL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->base_url = strdup(cfg->base_url);
+	c->max_idle = cfg->max_idle ? cfg->max_idle : 16;
+	c->idle = calloc(c->max_idle, sizeof(*c->idle));
+	if (!c->base_url || !c->idle) {
+		free(c->base_url);
+		free(c->idle);
+		free(c);
+		return -ENOMEM;
+	}
+	c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 3000;
+	c->connect_timeout_ms =
+		cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1500;
+	c->max_response = cfg->max_response ? cfg->max_response : (64u << 20);
+	pthread_mutex_init(&c->pool_lock, NULL);
+	*out = c;
+	return 0;
+}
+
+void te_meta_http_destroy(struct te_meta_http *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < c->n_idle; i++)
+		curl_easy_cleanup(c->idle[i]);
+	pthread_mutex_destroy(&c->pool_lock);
+	free(c->idle);
+	free(c->base_url);
+	free(c);
+}
+
+static CURL *take_handle(struct te_meta_http *c)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->n_idle)
+		h = c->idle[--c->n_idle];
+	pthread_mutex_unlock(&c->pool_lock);
+	return h ? h : curl_easy_init();
+}
+
+static void give_handle(struct te_meta_http *c, CURL *h)
+{
+	pthread_mutex_lock(&c->pool_lock);
+	if (c->n_idle < c->max_idle) {
+		c->idle[c->n_idle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&c->pool_lock);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct body_buf *b = arg;
+	size_t n = size * nmemb;
+
+	if (b->len + n > b->max) {
+		b->overflow = true;
+		return 0; /* aborts the transfer */
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 1024;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return 0;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+static int curl_to_err(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return -ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT:
+		return -ECONNREFUSED;
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return -EHOSTUNREACH;
+	case CURLE_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CURLE_WRITE_ERROR:
+		return -EMSGSIZE;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+/*
+ * One request. Returns the HTTP status (>= 100) or a negative code; the
+ * response body lands in *body when body is not NULL.
+ */
+static int request(struct te_meta_http *c, const char *method,
+		   const char *key, const void *val, size_t len,
+		   struct body_buf *body, char **urlp, char *err,
+		   size_t errlen)
+{
+	struct curl_slist *hdrs = NULL;
+	struct body_buf sink = { .max = c->max_response };
+	char *esc, *url_out, errbuf[CURL_ERROR_SIZE] = "";
+	size_t url_len;
+	long status = 0;
+	CURLcode cc;
+	CURL *h;
+	int rc;
+
+	h = take_handle(c);
+	if (!h)
+		return -ENOMEM;
+	esc = curl_easy_escape(h, key, (int)strlen(key));
+	if (!esc) {
+		give_handle(c, h);
+		return -ENOMEM;
+	}
+	url_len = strlen(c->base_url) + strlen(esc) + 6;
+	url_out = malloc(url_len);
+	if (!url_out) {
+		curl_free(esc);
+		give_handle(c, h);
+		return -ENOMEM;
+	}
+	snprintf(url_out, url_len, "%s?key=%s", c->base_url, esc);
+	curl_free(esc);
+	*urlp = url_out;
+
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_URL, url_out);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_PROXY, "");
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, body ? body : &sink);
+	if (!strcmp(method, "PUT")) {
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		/* No "Expect: 100-continue" round trip for small bodies. */
+		hdrs = curl_slist_append(hdrs, "Expect:");
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, val ? val : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)len);
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	}
+	cc = curl_easy_perform(h);
+	if (cc == CURLE_OK) {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		rc = (int)status;
+	} else {
+		rc = curl_to_err(cc);
+		if (err)
+			snprintf(err, errlen, "%s %s: %s", method, url_out,
+				 errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	}
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	curl_slist_free_all(hdrs);
+	free(sink.data);
+	give_handle(c, h);
+	return rc;
+}
+
+static int status_error(int status, const char *method, const char *url,
+			const struct body_buf *b, char *err, size_t errlen)
+{
+	if (err)
+		snprintf(err, errlen, "%s %s: HTTP %d%s%.200s%s", method, url,
+			 status, b && b->len ? " (" : "",
+			 b && b->data ? b->data : "", b && b->len ? ")" : "");
+	if (status == 404)
+		return -ENOENT;
+	return MC_EHTTP;
+}
+
+int te_meta_http_get(struct te_meta_http *c, const char *key, char **val,
+		     size_t *len, char *err, size_t errlen)
+{
+	struct body_buf b = { .max = c->max_response };
+	char *url = NULL;
+	int rc;
+
+	rc = request(c, "GET", key, NULL, 0, &b, &url, err, errlen);
+	if (rc == 200) {
+		if (!b.data)
+			b.data = calloc(1, 1);
+		if (!b.data) {
+			free(url);
+			return -ENOMEM;
+		}
+		*val = b.data;
+		*len = b.len;
+		free(url);
+		return 0;
+	}
+	if (rc > 0)
+		rc = status_error(rc, "GET", url, &b, err, errlen);
+	free(b.data);
+	free(url);
+	return rc;
+}
+
+int te_meta_http_put(struct te_meta_http *c, const char *key,
+		     const void *val, size_t len, char *err, size_t errlen)
+{
+	struct body_buf b = { .max = 4096 };
+	char *url = NULL;
+	int rc;
+
+	rc = request(c, "PUT", key, val, len, &b, &url, err, errlen);
+	if (rc == 200) {
+		free(b.data);
+		free(url);
+		return 0;
+	}
+	if (rc > 0) {
+		bool dup = rc == 400 && b.data && strstr(b.data, "Duplicate");
+		int status = rc;
+		rc = status_error(status, "PUT", url, &b, err, errlen);
+		if (dup)
+			rc = MC_EMETACONFLICT;
+	}
+	free(b.data);
+	free(url);
+	return rc;
+}
+
+int te_meta_http_del(struct te_meta_http *c, const char *key, char *err,
+		     size_t errlen)
+{
+	struct body_buf b = { .max = 4096 };
+	char *url = NULL;
+	int rc;
+
+	rc = request(c, "DELETE", key, NULL, 0, &b, &url, err, errlen);
+	if (rc == 200) {
+		free(b.data);
+		free(url);
+		return 0;
+	}
+	if (rc > 0)
+		rc = status_error(rc, "DELETE", url, &b, err, errlen);
+	free(b.data);
+	free(url);
+	return rc;
+}
