@@ -119,6 +119,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
 					r->content_type);
 	if (r->allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	/* A refused body may still be arriving: do not keep the connection. */
+	if (r->status == 413)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+					"close");
 	ret = MHD_queue_response(c, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	return ret;

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: Apache-2.0
+"""mooncake_metad as an operator meets it: exact bind address, strict
+flags and config files with named errors, gflags syntax."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from mctest import METAD, binary, request
+
+
+def listeners(port):
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(line.split()[3] for line in out.splitlines() if line)
+
+
+def test_binds_loopback_only(metad):
+    assert listeners(metad.port) == [f"127.0.0.1:{metad.port}"]
+
+
+def test_binds_wildcard_when_asked(procs, tmp_path):
+    d = procs.start_metad(tmp_path, host="0.0.0.0")
+    assert listeners(d.port) == [f"0.0.0.0:{d.port}"]
+
+
+def run_metad(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([binary(*METAD), *args], capture_output=True,
+                          text=True, timeout=30, env=e)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--no_such_flag=1"], "no_such_flag"),
+    (["--port", "70000"], "port"),
+    (["--port=abc"], "port"),
+    (["--max_body_size", "lots"], "max_body_size"),
+    (["stray"], "stray"),
+    (["--store", "redis://x"], "redis://x"),
+    (["--threads"], "threads"),
+])
+def test_bad_flags_are_named(args, needle):
+    r = run_metad("--host", "127.0.0.1", *args)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr
+
+
+def test_config_file_strict(tmp_path):
+    cfg = tmp_path / "metad.json"
+    cfg.write_text(json.dumps({"port": 0, "colour": "blue"}))
+    r = run_metad("--config_path", str(cfg))
+    assert r.returncode == 2 and "colour" in r.stderr
+    cfg.write_text(json.dumps({"port": "eighty"}))
+    r = run_metad("--config_path", str(cfg))
+    assert r.returncode == 2 and "port" in r.stderr
+    cfg.write_text("{not json")
+    r = run_metad(f"-config_path={cfg}")
+    assert r.returncode == 2 and "line 1" in r.stderr
+
+
+def test_precedence_file_env_flags(tmp_path):
+    cfg = tmp_path / "metad.json"
+    cfg.write_text(json.dumps({"port": 1111, "threads": 2,
+                               "max_body_size": "2MB", "host": "127.0.0.1"}))
+    r = run_metad("--config_path", str(cfg), "--dump_config",
+                  env={"MOONCAKE_METAD_THREADS": "3"})
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["port"], d["threads"], d["max_body_size"]) == (1111, 3, 2 << 20)
+    r = run_metad("--config_path", str(cfg), "-threads", "5", "--port=2222",
+                  "--dump_config", env={"MOONCAKE_METAD_THREADS": "3"})
+    d = json.loads(r.stdout)
+    assert (d["port"], d["threads"]) == (2222, 5)
+
+
+def test_gflags_syntax():
+    r = run_metad("-port", "1234", "--store_full_sync", "-v", "--dump_config")
+    d = json.loads(r.stdout)
+    assert (d["port"], d["store_full_sync"], d["v"]) == (1234, True, 1)
+    r = run_metad("--nostore_full_sync", "-v=2", "--max_body_size=1.5 MiB",
+                  "--dump_config")
+    d = json.loads(r.stdout)
+    assert (d["store_full_sync"], d["v"]) == (False, 2)
+    assert d["max_body_size"] == 3 << 19
+
+
+def test_help_and_version():
+    r = run_metad("--help")
+    assert r.returncode == 0 and "--max_body_size" in r.stdout
+    r = run_metad("--version")
+    assert r.returncode == 0 and "mooncake_metad" in r.stdout
+
+
+def test_port_in_use_is_clear(metad):
+    r = run_metad("--host", "127.0.0.1", "--port", str(metad.port))
+    assert r.returncode == 1
+    assert f"127.0.0.1:{metad.port}" in r.stderr
+    assert "in use" in r.stderr
+
+
+def test_max_body_flag(procs, tmp_path):
+    d = procs.start_metad(tmp_path, "--max_body_size", "1K")
+    assert request(d.port, "PUT", "/metadata?key=a", body=b"x" * 1025)[0] == 413
+    assert request(d.port, "PUT", "/metadata?key=a", body=b"x" * 1024)[0] == 200
