@@ -129,13 +129,14 @@ static int set_value(const struct mc_opt *o, void *cfg, const char *text,
 	}
 	if (rc)
 		return fail(err, errlen, rc,
-			    "%s: invalid value '%s' for '%s' (expected %s)", src,
-			    text, o->name, type_name(o->type));
+			    "%s: invalid value '%s' for '%s' (expected %s)",
+			    src, text, o->name, type_name(o->type));
 	if (bounded(o) && o->type != MC_OPT_BOOL && o->type != MC_OPT_STRING &&
 	    (d < o->min || d > o->max))
-		return fail(err, errlen, -ERANGE,
-			    "%s: value '%s' for '%s' is out of range [%g, %g]",
-			    src, text, o->name, o->min, o->max);
+		return fail(
+			err, errlen, -ERANGE,
+			"%s: value '%s' for '%s' is out of range [%.15g, %.15g]",
+			src, text, o->name, o->min, o->max);
 
 	switch (o->type) {
 	case MC_OPT_BOOL:
@@ -244,7 +245,8 @@ int mc_cfg_load_json(const struct mc_cfg_spec *spec, void *cfg,
 	}
 	json_object_foreach(root, key, val) {
 		bool alias;
-		const struct mc_opt *o = find_opt(spec, key, strlen(key), &alias);
+		const struct mc_opt *o =
+			find_opt(spec, key, strlen(key), &alias);
 
 		if (!o) {
 			if (spec->strict) {
@@ -264,8 +266,9 @@ int mc_cfg_load_json(const struct mc_cfg_spec *spec, void *cfg,
 			break;
 		}
 		if (alias)
-			mc_log_warn("config", "%s: '%s' is deprecated, use '%s'",
-				    source, key, o->name);
+			mc_log_warn("config",
+				    "%s: '%s' is deprecated, use '%s'", source,
+				    key, o->name);
 		rc = set_value(o, cfg, buf, src, err, errlen);
 		if (rc)
 			break;
@@ -291,16 +294,18 @@ int mc_cfg_load_file(const struct mc_cfg_spec *spec, void *cfg,
 			if (cap >= (16u << 20)) {
 				fclose(f);
 				free(text);
-				return fail(err, errlen, -EFBIG,
-					    "config file %s: larger than 16 MiB",
-					    path);
+				return fail(
+					err, errlen, -EFBIG,
+					"config file %s: larger than 16 MiB",
+					path);
 			}
 			cap = cap ? cap * 2 : 4096;
 			char *n = realloc(text, cap);
 			if (!n) {
 				fclose(f);
 				free(text);
-				return fail(err, errlen, -ENOMEM, "out of memory");
+				return fail(err, errlen, -ENOMEM,
+					    "out of memory");
 			}
 			text = n;
 		}
@@ -313,7 +318,8 @@ int mc_cfg_load_file(const struct mc_cfg_spec *spec, void *cfg,
 	fclose(f);
 	if (rc) {
 		free(text);
-		return fail(err, errlen, rc, "config file %s: read error", path);
+		return fail(err, errlen, rc, "config file %s: read error",
+			    path);
 	}
 	rc = mc_cfg_load_json(spec, cfg, text, len, path, err, errlen);
 	free(text);
@@ -418,7 +424,8 @@ int mc_cfg_parse_args(const struct mc_cfg_spec *spec, void *cfg, int argc,
 			if (res->positional + res->n_positional != &argv[i])
 				return fail(err, errlen, -EINVAL,
 					    "argument '%s': put flags before "
-					    "positional arguments", a);
+					    "positional arguments",
+					    a);
 			res->n_positional++;
 			continue;
 		}
@@ -442,9 +449,15 @@ int mc_cfg_parse_args(const struct mc_cfg_spec *spec, void *cfg, int argc,
 				res->action = MC_CFG_DUMP;
 				continue;
 			}
+			if (name_eq(t.name, t.len, "help_markdown")) {
+				res->action = MC_CFG_DOC;
+				return 0;
+			}
 			/* gflags' --noflag form for booleans. */
-			if (t.len > 2 && !strncmp(t.name, "no", 2) && !t.value) {
-				o = find_opt(spec, t.name + 2, t.len - 2, &alias);
+			if (t.len > 2 && !strncmp(t.name, "no", 2) &&
+			    !t.value) {
+				o = find_opt(spec, t.name + 2, t.len - 2,
+					     &alias);
 				if (o && o->type == MC_OPT_BOOL) {
 					*FIELD(cfg, o, bool) = false;
 					continue;
@@ -455,9 +468,10 @@ int mc_cfg_parse_args(const struct mc_cfg_spec *spec, void *cfg, int argc,
 				    (int)t.len, t.name);
 		}
 		if (alias)
-			mc_log_warn("config", "flag '%.*s' is deprecated, use "
-					      "'--%s'", (int)t.len, t.name,
-				    o->name);
+			mc_log_warn("config",
+				    "flag '%.*s' is deprecated, use "
+				    "'--%s'",
+				    (int)t.len, t.name, o->name);
 		value = t.value;
 		if (!value) {
 			const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -472,7 +486,8 @@ int mc_cfg_parse_args(const struct mc_cfg_spec *spec, void *cfg, int argc,
 				value = argv[++i];
 			} else {
 				return fail(err, errlen, -EINVAL,
-					    "flag '--%s' needs a value", o->name);
+					    "flag '--%s' needs a value",
+					    o->name);
 			}
 		}
 		snprintf(src, sizeof(src), "flag --%.*s", (int)t.len, t.name);
@@ -546,8 +561,9 @@ void mc_cfg_print_help(const struct mc_cfg_spec *spec, FILE *out)
 {
 	char env[128];
 
-	fprintf(out, "Usage: %s [flags]%s%s\n%s\n\nFlags (gflags syntax: "
-		     "--name=value, --name value, -name value):\n",
+	fprintf(out,
+		"Usage: %s [flags]%s%s\n%s\n\nFlags (gflags syntax: "
+		"--name=value, --name value, -name value):\n",
 		spec->prog, spec->positional_help ? " " : "",
 		spec->positional_help ? spec->positional_help : "",
 		spec->summary);
@@ -591,8 +607,8 @@ void mc_cfg_dump_json(const struct mc_cfg_spec *spec, const void *cfg,
 			v = json_real(*(const double *)p);
 			break;
 		case MC_OPT_STRING:
-			v = *(char *const *)p ? json_string(*(char *const *)p)
-					      : json_null();
+			v = *(char *const *)p ? json_string(*(char *const *)p) :
+						json_null();
 			break;
 		}
 		json_object_set_new(root, o->name, v);
@@ -622,7 +638,7 @@ void mc_cfg_doc_markdown(const struct mc_cfg_spec *spec, FILE *out)
 			o->def ? "`" : "", env[0] ? "`" : "", env,
 			env[0] ? "`" : "", o->help);
 		if (bounded(o))
-			fprintf(out, " Range %g..%g.", o->min, o->max);
+			fprintf(out, " Range %.15g..%.15g.", o->min, o->max);
 		fprintf(out, " |\n");
 	}
 	fprintf(out, "\n");

@@ -12,7 +12,7 @@
  *   --name=value  --name value  -name=value  -name value
  *   --flag  --flag=true|false|1|0|yes|no  --noflag      (booleans)
  *   -v  -v=2  -v 2                                      (verbosity)
- *   --help  --version  --dump_config  --                (built-ins)
+ *   --help  --version  --dump_config  --help_markdown  --   (built-ins)
  * Underscores and dashes in names are interchangeable (--rpc-port).
  *
  * Strict specs (our daemons) refuse unknown flags, unknown JSON keys and
@@ -37,19 +37,19 @@
 #define MC_ERR_LEN 512
 
 enum mc_opt_type {
-	MC_OPT_BOOL,	 /* bool */
-	MC_OPT_INT,	 /* int64_t, bounded by [min, max] */
-	MC_OPT_SIZE,	 /* uint64_t bytes, "4G" syntax, bounded */
-	MC_OPT_DOUBLE,	 /* double, bounded */
-	MC_OPT_STRING,	 /* char *, heap, may be NULL when default is NULL */
+	MC_OPT_BOOL, /* bool */
+	MC_OPT_INT, /* int64_t, bounded by [min, max] */
+	MC_OPT_SIZE, /* uint64_t bytes, "4G" syntax, bounded */
+	MC_OPT_DOUBLE, /* double, bounded */
+	MC_OPT_STRING, /* char *, heap, may be NULL when default is NULL */
 	MC_OPT_DURATION, /* uint64_t ms; bare numbers in `unit_ms` units */
 	MC_OPT_VERBOSITY /* int; the -v flag: bare means 1 */
 };
 
 struct mc_opt {
-	const char *name;  /* flag and JSON key */
+	const char *name; /* flag and JSON key */
 	const char *alias; /* deprecated alias (flag and key), or NULL */
-	const char *env;   /* environment variable, NULL: spec prefix+NAME */
+	const char *env; /* environment variable, NULL: spec prefix+NAME */
 	enum mc_opt_type type;
 	size_t offset; /* of the field inside the config struct */
 	const char *def; /* default, as text; NULL only for strings */
@@ -60,23 +60,24 @@ struct mc_opt {
 
 struct mc_cfg_spec {
 	const char *prog;
-	const char *summary;	/* one line for --help */
+	const char *summary; /* one line for --help */
 	const struct mc_opt *opts;
 	size_t n_opts;
 	bool strict;
-	const char *env_prefix;	/* e.g. "MOONCAKE_METAD_"; NULL: no env */
+	const char *env_prefix; /* e.g. "MOONCAKE_METAD_"; NULL: no env */
 	const char *config_opt; /* option naming the JSON file, or NULL */
 	const char *config_env; /* env naming the JSON file, or NULL */
-	int max_positional;	/* positional arguments allowed */
+	int max_positional; /* positional arguments allowed */
 	const char *positional_help;
 };
 
 /* Outcome of mc_cfg_load() besides errors. */
 enum mc_cfg_action {
 	MC_CFG_RUN = 0,
-	MC_CFG_HELP,	/* --help was given: print mc_cfg_print_help() */
+	MC_CFG_HELP, /* --help was given: print mc_cfg_print_help() */
 	MC_CFG_VERSION, /* --version */
-	MC_CFG_DUMP,	/* --dump_config */
+	MC_CFG_DUMP, /* --dump_config */
+	MC_CFG_DOC, /* --help_markdown: the table for docs/config.md */
 };
 
 struct mc_cfg_result {

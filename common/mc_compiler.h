@@ -15,13 +15,13 @@
 #define MC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define mc_container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+	((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* An internal invariant broke (git's BUG()): never for bad input. */
-#define MC_BUG_ON(cond)                                                  \
-	do {                                                             \
-		if (MC_UNLIKELY(cond))                                   \
-			mc_bug(__FILE__, __LINE__, #cond);               \
+#define MC_BUG_ON(cond)                                    \
+	do {                                               \
+		if (MC_UNLIKELY(cond))                     \
+			mc_bug(__FILE__, __LINE__, #cond); \
 	} while (0)
 
 MC_NORETURN void mc_bug(const char *file, int line, const char *what);

@@ -11,8 +11,8 @@
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 
-int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg,
-			  int argc, char **argv, int *exit_code)
+int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg, int argc,
+			  char **argv, int *exit_code)
 {
 	struct mc_cfg_result res;
 	char err[MC_ERR_LEN];
@@ -35,6 +35,10 @@ int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg,
 		return -1;
 	case MC_CFG_DUMP:
 		mc_cfg_dump_json(spec, cfg, stdout);
+		*exit_code = MC_EXIT_OK;
+		return -1;
+	case MC_CFG_DOC:
+		mc_cfg_doc_markdown(spec, stdout);
 		*exit_code = MC_EXIT_OK;
 		return -1;
 	case MC_CFG_RUN:

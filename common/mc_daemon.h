@@ -25,12 +25,13 @@
  * mc_cfg_load() plus the built-in actions.
  * @return -1: the caller should exit with *exit_code; 0: run.
  */
-int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg,
-			  int argc, char **argv, int *exit_code);
+int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg, int argc,
+			  char **argv, int *exit_code);
 
 /** Apply MC_LOG_LEVEL, then -v, then send logs to a file or syslog. */
 int mc_daemon_setup_logging(const char *ident, int verbosity,
-			    const char *log_file, bool use_syslog) MC_MUST_CHECK;
+			    const char *log_file,
+			    bool use_syslog) MC_MUST_CHECK;
 
 /** Block SIGINT, SIGTERM and SIGHUP in this and all later threads. */
 void mc_daemon_block_signals(sigset_t *set);

@@ -56,8 +56,8 @@ int mc_err_to_store(int rc)
 		return MC_STORE_##store;
 		MC_ERR_MAP(X)
 #undef X
-#define X(eno, store)      \
-	case -eno:         \
+#define X(eno, store) \
+	case -eno:    \
 		return MC_STORE_##store;
 		MC_ERRNO_STORE_MAP(X)
 #undef X

@@ -24,17 +24,17 @@
 
 struct mc_http_request {
 	const char *method; /* "GET", "PUT", ... */
-	const char *path;   /* raw path, NUL-terminated, without the query */
-	const char *query;  /* raw query after '?', or NULL */
-	const char *body;   /* NUL-terminated for convenience; may hold NULs */
+	const char *path; /* raw path, NUL-terminated, without the query */
+	const char *query; /* raw query after '?', or NULL */
+	const char *body; /* NUL-terminated for convenience; may hold NULs */
 	size_t body_len;
 };
 
 struct mc_http_response {
 	int status;
 	const char *content_type; /* static string, or NULL */
-	const char *allow;	  /* "Allow" header for 405, or NULL */
-	char *body;		  /* heap, freed by the server */
+	const char *allow; /* "Allow" header for 405, or NULL */
+	char *body; /* heap, freed by the server */
 	size_t body_len;
 };
 
@@ -42,19 +42,18 @@ struct mc_http_response {
 int mc_http_reply(struct mc_http_response *resp, int status,
 		  const char *content_type, const void *body, size_t len);
 /** printf-style text/plain body. */
-int mc_http_replyf(struct mc_http_response *resp, int status,
-		   const char *fmt, ...) MC_PRINTF(3, 4);
+int mc_http_replyf(struct mc_http_response *resp, int status, const char *fmt,
+		   ...) MC_PRINTF(3, 4);
 
-typedef void (*mc_http_handler_fn)(void *arg,
-				   const struct mc_http_request *req,
+typedef void (*mc_http_handler_fn)(void *arg, const struct mc_http_request *req,
 				   struct mc_http_response *resp);
 
 struct mc_http_server_cfg {
-	const char *host;	  /* bound exactly, e.g. "127.0.0.1" */
-	int port;		  /* 0 = ephemeral */
-	unsigned threads;	  /* worker threads, >= 1 */
-	size_t max_body;	  /* bytes; larger bodies get 413 */
-	unsigned idle_timeout_s;  /* close idle keep-alive connections */
+	const char *host; /* bound exactly, e.g. "127.0.0.1" */
+	int port; /* 0 = ephemeral */
+	unsigned threads; /* worker threads, >= 1 */
+	size_t max_body; /* bytes; larger bodies get 413 */
+	unsigned idle_timeout_s; /* close idle keep-alive connections */
 	unsigned max_connections; /* 0 = library default */
 	mc_http_handler_fn handler;
 	void *arg;

@@ -60,8 +60,8 @@ int mc_http_reply(struct mc_http_response *resp, int status,
 	return 0;
 }
 
-int mc_http_replyf(struct mc_http_response *resp, int status,
-		   const char *fmt, ...)
+int mc_http_replyf(struct mc_http_response *resp, int status, const char *fmt,
+		   ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -105,10 +105,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
-	resp = MHD_create_response_from_buffer(r->body_len,
-					       r->body ? r->body : (char *)"",
-					       r->body ? MHD_RESPMEM_MUST_FREE
-						       : MHD_RESPMEM_PERSISTENT);
+	resp = MHD_create_response_from_buffer(
+		r->body_len, r->body ? r->body : (char *)"",
+		r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (!resp) {
 		free(r->body);
 		return MHD_NO;
@@ -140,8 +139,8 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status,
 
 static bool content_length_too_big(struct MHD_Connection *c, size_t max)
 {
-	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *cl = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	char *end;
 	unsigned long long v;
 
@@ -231,8 +230,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 int mc_http_server_start(const struct mc_http_server_cfg *cfg,
-			 struct mc_http_server **out, char *err,
-			 size_t errlen)
+			 struct mc_http_server **out, char *err, size_t errlen)
 {
 	struct mc_http_server *s;
 	int rc;
@@ -252,14 +250,13 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 	rc = mc_net_listen(cfg->host, cfg->port, 512, 1, &s->listen_fd,
 			   &s->port);
 	if (rc) {
-		snprintf(err, errlen, "%s: cannot listen on %s:%d: %s",
-			 s->name, cfg->host, cfg->port, strerror(-rc));
+		snprintf(err, errlen, "%s: cannot listen on %s:%d: %s", s->name,
+			 cfg->host, cfg->port, strerror(-rc));
 		goto err_free;
 	}
 	s->mhd = MHD_start_daemon(
-		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, s,
-		MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
 		MHD_OPTION_THREAD_POOL_SIZE,
 		(unsigned)(cfg->threads > 1 ? cfg->threads : 1),
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,

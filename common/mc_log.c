@@ -101,8 +101,10 @@ void mc_log_init_from_env(void)
 	if (!s)
 		return;
 	if (mc_log_parse_level(s, &level)) {
-		mc_log_warn("log", "ignoring MC_LOG_LEVEL=%s: expected "
-				   "error|warn|notice|info|debug|trace", s);
+		mc_log_warn("log",
+			    "ignoring MC_LOG_LEVEL=%s: expected "
+			    "error|warn|notice|info|debug|trace",
+			    s);
 		return;
 	}
 	mc_log_set_level(level);
@@ -159,9 +161,9 @@ void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 	gettimeofday(&tv, NULL);
 	localtime_r(&tv.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%06ld %s %d %s: ",
-			      (long)tv.tv_usec, level_tag(level), (int)getpid(),
-			      subsys);
+	n += (size_t)snprintf(line + n, sizeof(line) - n,
+			      ".%06ld %s %d %s: ", (long)tv.tv_usec,
+			      level_tag(level), (int)getpid(), subsys);
 	if (n < sizeof(line)) {
 		va_start(ap, fmt);
 		int m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);

@@ -55,11 +55,11 @@ int mc_log_use_file(const char *path) MC_MUST_CHECK;
 void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 	MC_PRINTF(3, 4);
 
-#define mc_log(level, subsys, ...)                                      \
-	do {                                                            \
-		if ((level) <= atomic_load_explicit(&mc_log_level_,     \
+#define mc_log(level, subsys, ...)                                         \
+	do {                                                               \
+		if ((level) <= atomic_load_explicit(&mc_log_level_,        \
 						    memory_order_relaxed)) \
-			mc_log_emit((level), (subsys), __VA_ARGS__);    \
+			mc_log_emit((level), (subsys), __VA_ARGS__);       \
 	} while (0)
 
 #define mc_log_err(subsys, ...) mc_log(MC_LOG_ERROR, subsys, __VA_ARGS__)

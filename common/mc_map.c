@@ -18,22 +18,22 @@ struct mc_map {
 };
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                        \
-	do {                                                            \
-		v0 += v1;                                               \
-		v1 = ROTL(v1, 13);                                      \
-		v1 ^= v0;                                               \
-		v0 = ROTL(v0, 32);                                      \
-		v2 += v3;                                               \
-		v3 = ROTL(v3, 16);                                      \
-		v3 ^= v2;                                               \
-		v0 += v3;                                               \
-		v3 = ROTL(v3, 21);                                      \
-		v3 ^= v0;                                               \
-		v2 += v1;                                               \
-		v1 = ROTL(v1, 17);                                      \
-		v1 ^= v2;                                               \
-		v2 = ROTL(v2, 32);                                      \
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
 	} while (0)
 
 uint64_t mc_siphash(const uint64_t key[2], const void *data, size_t len)
@@ -101,9 +101,8 @@ void mc_map_destroy(struct mc_map *m)
 	free(m);
 }
 
-static struct mc_map_entry **find_slot(const struct mc_map *m,
-				       const char *key, size_t key_len,
-				       uint64_t h)
+static struct mc_map_entry **find_slot(const struct mc_map *m, const char *key,
+				       size_t key_len, uint64_t h)
 {
 	struct mc_map_entry **pp = &m->buckets[h & (m->n_buckets - 1)];
 
@@ -212,6 +211,7 @@ void mc_map_foreach(const struct mc_map *m,
 		    void *arg)
 {
 	for (size_t i = 0; i < m->n_buckets; i++)
-		for (const struct mc_map_entry *e = m->buckets[i]; e; e = e->next)
+		for (const struct mc_map_entry *e = m->buckets[i]; e;
+		     e = e->next)
 			fn(e, arg);
 }

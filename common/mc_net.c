@@ -80,9 +80,10 @@ int mc_net_listen(const char *host, int port, int backlog, int nonblock,
 			close(fd);
 			return rc;
 		}
-		*port_out = ss.ss_family == AF_INET6
-				    ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-				    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		*port_out =
+			ss.ss_family == AF_INET6 ?
+				ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+				ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	}
 	*fd_out = fd;
 	return 0;

@@ -78,8 +78,8 @@ static int size_unit_shift(const char *u, unsigned *shift)
 		return 0;
 	if (*p == 'B')
 		return -EINVAL; /* "BB", "Bi" */
-	if (len == 2 && (u[1] == 'b' || u[1] == 'B' || u[1] == 'i' ||
-			 u[1] == 'I'))
+	if (len == 2 &&
+	    (u[1] == 'b' || u[1] == 'B' || u[1] == 'i' || u[1] == 'I'))
 		return 0;
 	if (len == 3 && (u[1] == 'i' || u[1] == 'I') &&
 	    (u[2] == 'b' || u[2] == 'B'))
@@ -122,8 +122,7 @@ int mc_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
-			 uint64_t *out)
+int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t *out)
 {
 	uint64_t ipart, frac, scale, unit;
 	const char *u;
@@ -154,7 +153,8 @@ int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
 		return -EINVAL;
 	if (unit && ipart > UINT64_MAX / unit)
 		return -ERANGE;
-	*out = ipart * unit + (uint64_t)((unsigned __int128)frac * unit / scale);
+	*out = ipart * unit +
+	       (uint64_t)((unsigned __int128)frac * unit / scale);
 	return 0;
 }
 

@@ -40,7 +40,8 @@ static int db_fail(struct metad_kv *kv, const char *what, char *err,
 
 static int db_exec(sqlite3 *db, const char *sql)
 {
-	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : MC_EDB;
+	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 :
+								      MC_EDB;
 }
 
 static int load_entries(struct metad_kv *kv, char *err, size_t errlen)
@@ -72,14 +73,13 @@ static int check_schema(struct metad_kv *kv, char *err, size_t errlen)
 	sqlite3_stmt *st;
 	int rc = 0, version = -1;
 
-	if (db_exec(kv->db,
-		    "CREATE TABLE IF NOT EXISTS metad_schema("
-		    " id INTEGER PRIMARY KEY CHECK (id = 1),"
-		    " version INTEGER NOT NULL);"
-		    "INSERT OR IGNORE INTO metad_schema VALUES (1, 1);"
-		    "CREATE TABLE IF NOT EXISTS metad_entries("
-		    " key BLOB PRIMARY KEY, value BLOB NOT NULL)"
-		    " WITHOUT ROWID;"))
+	if (db_exec(kv->db, "CREATE TABLE IF NOT EXISTS metad_schema("
+			    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+			    " version INTEGER NOT NULL);"
+			    "INSERT OR IGNORE INTO metad_schema VALUES (1, 1);"
+			    "CREATE TABLE IF NOT EXISTS metad_entries("
+			    " key BLOB PRIMARY KEY, value BLOB NOT NULL)"
+			    " WITHOUT ROWID;"))
 		return db_fail(kv, "create schema", err, errlen);
 	if (sqlite3_prepare_v2(kv->db, "SELECT version FROM metad_schema", -1,
 			       &st, NULL) != SQLITE_OK)
@@ -121,8 +121,8 @@ static int open_sqlite(struct metad_kv *kv, const char *path, bool full_sync,
 		return db_fail(kv, path, err, errlen);
 	sqlite3_busy_timeout(kv->db, 5000);
 	if (db_exec(kv->db, "PRAGMA journal_mode=WAL") ||
-	    db_exec(kv->db, full_sync ? "PRAGMA synchronous=FULL"
-				      : "PRAGMA synchronous=NORMAL"))
+	    db_exec(kv->db, full_sync ? "PRAGMA synchronous=FULL" :
+					"PRAGMA synchronous=NORMAL"))
 		return db_fail(kv, "set WAL mode (is it an sqlite file?)", err,
 			       errlen);
 	rc = check_schema(kv, err, errlen);

@@ -23,9 +23,9 @@
 struct metad_kv;
 
 enum metad_put_outcome {
-	METAD_PUT_STORED,    /* created or replaced */
+	METAD_PUT_STORED, /* created or replaced */
 	METAD_PUT_UNCHANGED, /* same bytes were already there */
-	METAD_PUT_CONFLICT,  /* exclusive key held with other bytes */
+	METAD_PUT_CONFLICT, /* exclusive key held with other bytes */
 };
 
 int metad_kv_open(const char *store, bool full_sync, struct metad_kv **out,

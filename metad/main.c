@@ -53,8 +53,9 @@ int main(int argc, char **argv)
 		mc_log_err("metad", "%s", err);
 		goto out;
 	}
-	mc_log_notice("metad", "serving http://%s:%d/metadata (store %s, "
-			       "%zu entries)",
+	mc_log_notice("metad",
+		      "serving http://%s:%d/metadata (store %s, "
+		      "%zu entries)",
 		      cfg.host, mc_http_server_port(srv),
 		      cfg.store && *cfg.store ? cfg.store : "memory",
 		      metad_count(m));

@@ -188,8 +188,8 @@ void metad_handle(void *arg, const struct mc_http_request *req,
 		reply_text(resp, 404, "not found");
 		return;
 	}
-	if (strcmp(meth, "GET") && strcmp(meth, "HEAD") && strcmp(meth, "PUT") &&
-	    strcmp(meth, "DELETE")) {
+	if (strcmp(meth, "GET") && strcmp(meth, "HEAD") &&
+	    strcmp(meth, "PUT") && strcmp(meth, "DELETE")) {
 		reply_text(resp, 405, "method not allowed");
 		resp->allow = ALLOW_METADATA;
 		return;
@@ -207,9 +207,8 @@ void metad_handle(void *arg, const struct mc_http_request *req,
 	free(key);
 }
 
-int metad_serve(struct metad *m, const char *host, int port,
-		unsigned threads, struct mc_http_server **out, char *err,
-		size_t errlen)
+int metad_serve(struct metad *m, const char *host, int port, unsigned threads,
+		struct mc_http_server **out, char *err, size_t errlen)
 {
 	struct mc_http_server_cfg cfg = {
 		.host = host,

@@ -30,9 +30,9 @@
 struct metad_options {
 	/* NULL/"" or "memory": in memory only; "sqlite:PATH": durable. */
 	const char *store;
-	bool full_sync;	 /* fsync every commit (survives power loss) */
+	bool full_sync; /* fsync every commit (survives power loss) */
 	size_t max_body; /* bytes */
-	size_t max_key;	 /* bytes, after unescaping */
+	size_t max_key; /* bytes, after unescaping */
 };
 
 struct metad;
@@ -47,8 +47,8 @@ void metad_handle(void *metad, const struct mc_http_request *req,
 		  struct mc_http_response *resp);
 
 /** Serve m over HTTP on host:port (0 = ephemeral). */
-int metad_serve(struct metad *m, const char *host, int port,
-		unsigned threads, struct mc_http_server **out, char *err,
+int metad_serve(struct metad *m, const char *host, int port, unsigned threads,
+		struct mc_http_server **out, char *err,
 		size_t errlen) MC_MUST_CHECK;
 
 size_t metad_count(struct metad *m);

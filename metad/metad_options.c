@@ -8,9 +8,11 @@
 
 #include "metad_options.h"
 
-#define OPT(n, t, f, d, lo, hi, h)                                  \
-	{ .name = n, .type = t, .offset = offsetof(struct metad_cfg, f), \
-	  .def = d, .min = lo, .max = hi, .help = h }
+#define OPT(n, t, f, d, lo, hi, h)                                             \
+	{                                                                      \
+		.name = n, .type = t, .offset = offsetof(struct metad_cfg, f), \
+		.def = d, .min = lo, .max = hi, .help = h                      \
+	}
 
 static const struct mc_opt metad_opts[] = {
 	OPT("host", MC_OPT_STRING, host, "0.0.0.0", 0, 0,
@@ -49,4 +51,5 @@ const struct mc_cfg_spec metad_cfg_spec = {
 	.strict = true,
 	.env_prefix = "MOONCAKE_METAD_",
 	.config_opt = "config_path",
+	.config_env = "MOONCAKE_METAD_CONFIG_PATH",
 };

@@ -30,29 +30,30 @@ extern "C" {
  * Domain codes: X(name, value, upstream store code, message).
  * Append only; values are part of the wire protocols.
  */
-#define MC_ERR_MAP(X)                                                        \
-	X(EPOOLFULL, -4001, NO_AVAILABLE_HANDLE,                             \
-	  "no space left in the pool")                                       \
-	X(EHASLEASE, -4002, OBJECT_HAS_LEASE, "object is leased by a reader") \
-	X(ENOTREADY, -4003, REPLICA_IS_NOT_READY, "replica is not ready")    \
-	X(ELEASEEXPIRED, -4004, LEASE_EXPIRED,                               \
-	  "lease expired before the transfer completed")                     \
-	X(ENOSEGMENT, -4005, SEGMENT_NOT_FOUND, "segment not found")         \
+#define MC_ERR_MAP(X)                                                          \
+	X(EPOOLFULL, -4001, NO_AVAILABLE_HANDLE, "no space left in the pool")  \
+	X(EHASLEASE, -4002, OBJECT_HAS_LEASE, "object is leased by a reader")  \
+	X(ENOTREADY, -4003, REPLICA_IS_NOT_READY, "replica is not ready")      \
+	X(ELEASEEXPIRED, -4004, LEASE_EXPIRED,                                 \
+	  "lease expired before the transfer completed")                       \
+	X(ENOSEGMENT, -4005, SEGMENT_NOT_FOUND, "segment not found")           \
 	X(ESEGEXISTS, -4006, SEGMENT_ALREADY_EXISTS, "segment already exists") \
-	X(ENOCLIENT, -4007, CLIENT_NOT_FOUND, "client not known to the master") \
-	X(ETRANSFER, -4008, TRANSFER_FAIL, "data transfer failed")           \
-	X(ECHECKSUM, -4009, CHECKSUM_MISMATCH, "checksum mismatch")          \
-	X(ERPC, -4010, RPC_FAIL, "RPC to the master failed")                 \
-	X(ENEEDREMOUNT, -4011, UNAVAILABLE_IN_CURRENT_STATUS,                \
-	  "client must re-mount its segments")                               \
-	X(EHTTP, -4012, INTERNAL_ERROR, "unexpected HTTP status")            \
-	X(EMETACONFLICT, -4013, SEGMENT_ALREADY_EXISTS,                      \
-	  "metadata entry already held by another peer")                     \
-	X(ENOTREG, -4014, INVALID_PARAMS, "address is not in registered memory") \
-	X(EBADCONFIG, -4015, INVALID_PARAMS, "invalid configuration")        \
-	X(EDB, -4016, INTERNAL_ERROR, "durable store (sqlite) failed")        \
-	X(EBADKEY, -4017, INVALID_KEY, "invalid key")                        \
-	X(ENOTSUPPORTED, -4018, NOT_SUPPORTED,                               \
+	X(ENOCLIENT, -4007, CLIENT_NOT_FOUND,                                  \
+	  "client not known to the master")                                    \
+	X(ETRANSFER, -4008, TRANSFER_FAIL, "data transfer failed")             \
+	X(ECHECKSUM, -4009, CHECKSUM_MISMATCH, "checksum mismatch")            \
+	X(ERPC, -4010, RPC_FAIL, "RPC to the master failed")                   \
+	X(ENEEDREMOUNT, -4011, UNAVAILABLE_IN_CURRENT_STATUS,                  \
+	  "client must re-mount its segments")                                 \
+	X(EHTTP, -4012, INTERNAL_ERROR, "unexpected HTTP status")              \
+	X(EMETACONFLICT, -4013, SEGMENT_ALREADY_EXISTS,                        \
+	  "metadata entry already held by another peer")                       \
+	X(ENOTREG, -4014, INVALID_PARAMS,                                      \
+	  "address is not in registered memory")                               \
+	X(EBADCONFIG, -4015, INVALID_PARAMS, "invalid configuration")          \
+	X(EDB, -4016, INTERNAL_ERROR, "durable store (sqlite) failed")         \
+	X(EBADKEY, -4017, INVALID_KEY, "invalid key")                          \
+	X(ENOTSUPPORTED, -4018, NOT_SUPPORTED,                                 \
 	  "not supported by this build or peer")
 
 /*
@@ -61,67 +62,67 @@ extern "C" {
  */
 #define MC_STORE_ERR_MAP(X)                                                   \
 	X(OK, 0, "success")                                                   \
-	X(INTERNAL_ERROR, -1, "internal error")                              \
-	X(BUFFER_OVERFLOW, -10, "insufficient buffer space")                 \
-	X(SHARD_INDEX_OUT_OF_RANGE, -100, "shard index out of range")        \
-	X(SEGMENT_NOT_FOUND, -101, "no available segment found")             \
-	X(SEGMENT_ALREADY_EXISTS, -102, "segment already exists")            \
-	X(CLIENT_NOT_FOUND, -103, "client not found")                        \
-	X(NO_AVAILABLE_HANDLE, -200,                                         \
-	  "allocation failed: not enough space in the pool")                 \
-	X(INVALID_VERSION, -300, "invalid version")                          \
-	X(INVALID_KEY, -400, "invalid key")                                  \
-	X(WRITE_FAIL, -500, "write failed")                                  \
-	X(INVALID_PARAMS, -600, "invalid parameters")                        \
-	X(ILLEGAL_CLIENT, -601, "client not allowed to do this operation")   \
-	X(INVALID_WRITE, -700, "invalid write")                              \
-	X(INVALID_READ, -701, "invalid read")                                \
-	X(INVALID_REPLICA, -702, "invalid replica")                          \
-	X(REPLICA_IS_NOT_READY, -703, "replica is not ready")                \
-	X(OBJECT_NOT_FOUND, -704, "object not found")                        \
-	X(OBJECT_ALREADY_EXISTS, -705, "object already exists")              \
-	X(OBJECT_HAS_LEASE, -706, "object has a lease")                      \
+	X(INTERNAL_ERROR, -1, "internal error")                               \
+	X(BUFFER_OVERFLOW, -10, "insufficient buffer space")                  \
+	X(SHARD_INDEX_OUT_OF_RANGE, -100, "shard index out of range")         \
+	X(SEGMENT_NOT_FOUND, -101, "no available segment found")              \
+	X(SEGMENT_ALREADY_EXISTS, -102, "segment already exists")             \
+	X(CLIENT_NOT_FOUND, -103, "client not found")                         \
+	X(NO_AVAILABLE_HANDLE, -200,                                          \
+	  "allocation failed: not enough space in the pool")                  \
+	X(INVALID_VERSION, -300, "invalid version")                           \
+	X(INVALID_KEY, -400, "invalid key")                                   \
+	X(WRITE_FAIL, -500, "write failed")                                   \
+	X(INVALID_PARAMS, -600, "invalid parameters")                         \
+	X(ILLEGAL_CLIENT, -601, "client not allowed to do this operation")    \
+	X(INVALID_WRITE, -700, "invalid write")                               \
+	X(INVALID_READ, -701, "invalid read")                                 \
+	X(INVALID_REPLICA, -702, "invalid replica")                           \
+	X(REPLICA_IS_NOT_READY, -703, "replica is not ready")                 \
+	X(OBJECT_NOT_FOUND, -704, "object not found")                         \
+	X(OBJECT_ALREADY_EXISTS, -705, "object already exists")               \
+	X(OBJECT_HAS_LEASE, -706, "object has a lease")                       \
 	X(LEASE_EXPIRED, -707, "lease expired before the transfer completed") \
 	X(OBJECT_HAS_REPLICATION_TASK, -708, "object has a replication task") \
 	X(OBJECT_NO_REPLICATION_TASK, -709, "object has no replication task") \
-	X(REPLICA_NOT_FOUND, -710, "replica not found")                      \
-	X(REPLICA_ALREADY_EXISTS, -711, "replica already exists")            \
-	X(REPLICA_IS_GONE, -712, "replica existed but is gone")              \
-	X(REPLICA_NOT_IN_LOCAL_MEMORY, -713, "replica not in local memory")  \
-	X(OBJECT_REPLICA_BUSY, -714, "object replica is busy")               \
-	X(TRANSFER_FAIL, -800, "transfer failed")                            \
-	X(CHECKSUM_MISMATCH, -801, "checksum mismatch")                      \
-	X(RPC_FAIL, -900, "RPC failed")                                      \
-	X(RPC_TIMEOUT, -901, "RPC timed out")                                \
-	X(ETCD_OPERATION_ERROR, -1000, "etcd operation failed")              \
-	X(ETCD_KEY_NOT_EXIST, -1001, "key not found in etcd")                \
-	X(ETCD_TRANSACTION_FAIL, -1002, "etcd transaction failed")           \
-	X(ETCD_CTX_CANCELLED, -1003, "etcd context cancelled")               \
-	X(OPLOG_ENTRY_NOT_FOUND, -1004, "oplog entry not found")             \
-	X(INCOMPLETE_OPLOG_CATCH_UP, -1007, "oplog catch-up incomplete")     \
-	X(UNAVAILABLE_IN_CURRENT_STATUS, -1010,                              \
-	  "request cannot be served in the current status")                  \
-	X(UNAVAILABLE_IN_CURRENT_MODE, -1011,                                \
-	  "request cannot be served in the current mode")                    \
-	X(NOT_SUPPORTED, -1012, "not supported")                             \
-	X(FILE_NOT_FOUND, -1100, "file not found")                           \
-	X(FILE_OPEN_FAIL, -1101, "file open failed")                         \
-	X(FILE_READ_FAIL, -1102, "file read failed")                         \
-	X(FILE_WRITE_FAIL, -1103, "file write failed")                       \
-	X(FILE_INVALID_BUFFER, -1104, "invalid file buffer")                 \
-	X(FILE_LOCK_FAIL, -1105, "file lock failed")                         \
-	X(FILE_INVALID_HANDLE, -1106, "invalid file handle")                 \
-	X(BUCKET_NOT_FOUND, -1200, "bucket not found")                       \
-	X(BUCKET_ALREADY_EXISTS, -1201, "bucket already exists")             \
-	X(KEYS_EXCEED_BUCKET_LIMIT, -1202, "keys exceed bucket limit")       \
-	X(KEYS_ULTRA_LIMIT, -1203, "keys exceed the limit")                  \
-	X(UNABLE_OFFLOAD, -1300, "offload is not enabled")                   \
-	X(UNABLE_OFFLOADING, -1301, "unable to offload")                     \
-	X(TASK_NOT_FOUND, -1400, "task not found")                           \
-	X(TASK_PENDING_LIMIT_EXCEEDED, -1401, "too many pending tasks")      \
-	X(JOB_NOT_FOUND, -1402, "job not found")                             \
-	X(TENANT_QUOTA_EXCEEDED, -1700, "tenant quota exceeded")             \
-	X(TENANT_NOT_REGISTERED, -1701, "tenant not registered")             \
+	X(REPLICA_NOT_FOUND, -710, "replica not found")                       \
+	X(REPLICA_ALREADY_EXISTS, -711, "replica already exists")             \
+	X(REPLICA_IS_GONE, -712, "replica existed but is gone")               \
+	X(REPLICA_NOT_IN_LOCAL_MEMORY, -713, "replica not in local memory")   \
+	X(OBJECT_REPLICA_BUSY, -714, "object replica is busy")                \
+	X(TRANSFER_FAIL, -800, "transfer failed")                             \
+	X(CHECKSUM_MISMATCH, -801, "checksum mismatch")                       \
+	X(RPC_FAIL, -900, "RPC failed")                                       \
+	X(RPC_TIMEOUT, -901, "RPC timed out")                                 \
+	X(ETCD_OPERATION_ERROR, -1000, "etcd operation failed")               \
+	X(ETCD_KEY_NOT_EXIST, -1001, "key not found in etcd")                 \
+	X(ETCD_TRANSACTION_FAIL, -1002, "etcd transaction failed")            \
+	X(ETCD_CTX_CANCELLED, -1003, "etcd context cancelled")                \
+	X(OPLOG_ENTRY_NOT_FOUND, -1004, "oplog entry not found")              \
+	X(INCOMPLETE_OPLOG_CATCH_UP, -1007, "oplog catch-up incomplete")      \
+	X(UNAVAILABLE_IN_CURRENT_STATUS, -1010,                               \
+	  "request cannot be served in the current status")                   \
+	X(UNAVAILABLE_IN_CURRENT_MODE, -1011,                                 \
+	  "request cannot be served in the current mode")                     \
+	X(NOT_SUPPORTED, -1012, "not supported")                              \
+	X(FILE_NOT_FOUND, -1100, "file not found")                            \
+	X(FILE_OPEN_FAIL, -1101, "file open failed")                          \
+	X(FILE_READ_FAIL, -1102, "file read failed")                          \
+	X(FILE_WRITE_FAIL, -1103, "file write failed")                        \
+	X(FILE_INVALID_BUFFER, -1104, "invalid file buffer")                  \
+	X(FILE_LOCK_FAIL, -1105, "file lock failed")                          \
+	X(FILE_INVALID_HANDLE, -1106, "invalid file handle")                  \
+	X(BUCKET_NOT_FOUND, -1200, "bucket not found")                        \
+	X(BUCKET_ALREADY_EXISTS, -1201, "bucket already exists")              \
+	X(KEYS_EXCEED_BUCKET_LIMIT, -1202, "keys exceed bucket limit")        \
+	X(KEYS_ULTRA_LIMIT, -1203, "keys exceed the limit")                   \
+	X(UNABLE_OFFLOAD, -1300, "offload is not enabled")                    \
+	X(UNABLE_OFFLOADING, -1301, "unable to offload")                      \
+	X(TASK_NOT_FOUND, -1400, "task not found")                            \
+	X(TASK_PENDING_LIMIT_EXCEEDED, -1401, "too many pending tasks")       \
+	X(JOB_NOT_FOUND, -1402, "job not found")                              \
+	X(TENANT_QUOTA_EXCEEDED, -1700, "tenant quota exceeded")              \
+	X(TENANT_NOT_REGISTERED, -1701, "tenant not registered")              \
 	X(TENANT_NOT_EMPTY, -1702, "tenant not empty")
 
 /*
@@ -129,26 +130,26 @@ extern "C" {
  * at the public API: X(errno name, upstream store code). An errno not listed
  * becomes INTERNAL_ERROR.
  */
-#define MC_ERRNO_STORE_MAP(X)                 \
-	X(ENOENT, OBJECT_NOT_FOUND)           \
-	X(EEXIST, OBJECT_ALREADY_EXISTS)      \
-	X(EINVAL, INVALID_PARAMS)             \
-	X(ERANGE, INVALID_PARAMS)             \
-	X(ENAMETOOLONG, INVALID_KEY)          \
-	X(ENOSPC, NO_AVAILABLE_HANDLE)        \
-	X(EMSGSIZE, BUFFER_OVERFLOW)          \
-	X(ENOBUFS, BUFFER_OVERFLOW)           \
-	X(ETIMEDOUT, RPC_TIMEOUT)             \
-	X(ECONNREFUSED, RPC_FAIL)             \
-	X(ECONNRESET, RPC_FAIL)               \
-	X(EPIPE, RPC_FAIL)                    \
-	X(EHOSTUNREACH, RPC_FAIL)             \
-	X(EPROTO, RPC_FAIL)                   \
-	X(EBADMSG, RPC_FAIL)                  \
-	X(ENOTCONN, RPC_FAIL)                 \
-	X(EOPNOTSUPP, NOT_SUPPORTED)          \
-	X(EBUSY, OBJECT_REPLICA_BUSY)         \
-	X(EPERM, ILLEGAL_CLIENT)              \
+#define MC_ERRNO_STORE_MAP(X)            \
+	X(ENOENT, OBJECT_NOT_FOUND)      \
+	X(EEXIST, OBJECT_ALREADY_EXISTS) \
+	X(EINVAL, INVALID_PARAMS)        \
+	X(ERANGE, INVALID_PARAMS)        \
+	X(ENAMETOOLONG, INVALID_KEY)     \
+	X(ENOSPC, NO_AVAILABLE_HANDLE)   \
+	X(EMSGSIZE, BUFFER_OVERFLOW)     \
+	X(ENOBUFS, BUFFER_OVERFLOW)      \
+	X(ETIMEDOUT, RPC_TIMEOUT)        \
+	X(ECONNREFUSED, RPC_FAIL)        \
+	X(ECONNRESET, RPC_FAIL)          \
+	X(EPIPE, RPC_FAIL)               \
+	X(EHOSTUNREACH, RPC_FAIL)        \
+	X(EPROTO, RPC_FAIL)              \
+	X(EBADMSG, RPC_FAIL)             \
+	X(ENOTCONN, RPC_FAIL)            \
+	X(EOPNOTSUPP, NOT_SUPPORTED)     \
+	X(EBUSY, OBJECT_REPLICA_BUSY)    \
+	X(EPERM, ILLEGAL_CLIENT)         \
 	X(EACCES, ILLEGAL_CLIENT)
 
 enum mc_err {

@@ -150,10 +150,9 @@ static int curl_to_err(CURLcode cc)
  * One request. Returns the HTTP status (>= 100) or a negative code; the
  * response body lands in *body when body is not NULL.
  */
-static int request(struct te_meta_http *c, const char *method,
-		   const char *key, const void *val, size_t len,
-		   struct body_buf *body, char **urlp, char *err,
-		   size_t errlen)
+static int request(struct te_meta_http *c, const char *method, const char *key,
+		   const void *val, size_t len, struct body_buf *body,
+		   char **urlp, char *err, size_t errlen)
 {
 	struct curl_slist *hdrs = NULL;
 	struct body_buf sink = { .max = c->max_response };
@@ -195,7 +194,8 @@ static int request(struct te_meta_http *c, const char *method,
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, body ? body : &sink);
 	if (!strcmp(method, "PUT")) {
-		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		hdrs = curl_slist_append(hdrs,
+					 "Content-Type: application/json");
 		/* No "Expect: 100-continue" round trip for small bodies. */
 		hdrs = curl_slist_append(hdrs, "Expect:");
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -262,8 +262,8 @@ int te_meta_http_get(struct te_meta_http *c, const char *key, char **val,
 	return rc;
 }
 
-int te_meta_http_put(struct te_meta_http *c, const char *key,
-		     const void *val, size_t len, char *err, size_t errlen)
+int te_meta_http_put(struct te_meta_http *c, const char *key, const void *val,
+		     size_t len, char *err, size_t errlen)
 {
 	struct body_buf b = { .max = 4096 };
 	char *url = NULL;

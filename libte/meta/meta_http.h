@@ -25,11 +25,11 @@
 #include "mc_compiler.h"
 
 struct te_meta_http_cfg {
-	const char *base_url;	 /* e.g. http://127.0.0.1:8080/metadata */
-	long timeout_ms;	 /* whole request; 0 = 3000 */
+	const char *base_url; /* e.g. http://127.0.0.1:8080/metadata */
+	long timeout_ms; /* whole request; 0 = 3000 */
 	long connect_timeout_ms; /* 0 = 1500 */
-	unsigned max_idle;	 /* pooled handles kept; 0 = 16 */
-	size_t max_response;	 /* bytes; 0 = 64 MiB */
+	unsigned max_idle; /* pooled handles kept; 0 = 16 */
+	size_t max_response; /* bytes; 0 = 64 MiB */
 };
 
 struct te_meta_http;
@@ -42,9 +42,8 @@ void te_meta_http_destroy(struct te_meta_http *c);
 /** On success *val is malloc'd, NUL-terminated, owned by the caller. */
 int te_meta_http_get(struct te_meta_http *c, const char *key, char **val,
 		     size_t *len, char *err, size_t errlen) MC_MUST_CHECK;
-int te_meta_http_put(struct te_meta_http *c, const char *key,
-		     const void *val, size_t len, char *err,
-		     size_t errlen) MC_MUST_CHECK;
+int te_meta_http_put(struct te_meta_http *c, const char *key, const void *val,
+		     size_t len, char *err, size_t errlen) MC_MUST_CHECK;
 int te_meta_http_del(struct te_meta_http *c, const char *key, char *err,
 		     size_t errlen) MC_MUST_CHECK;
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install every Debian package mooncakefs needs to build, test and run.
+# Idempotent; fails loudly. Runs apt-get as root (through sudo when needed).
+# The CUDA toolkit is never installed here: it is used when already present.
+set -euo pipefail
+
+PACKAGES=(
+	# toolchain
+	build-essential cmake pkg-config clang llvm libclang-rt-14-dev
+	clang-format git
+	# libraries
+	libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
+	sqlite3 libfuse3-dev fuse3 libibverbs-dev libnuma-dev
+	# tests
+	libcriterion-dev python3 python3-pytest python3-numpy curl iproute2
+	procps
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=()
+elif command -v sudo >/dev/null; then
+	SUDO=(sudo)
+else
+	echo "setup.sh: run as root (apt-get needs it) or install sudo" >&2
+	exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "setup.sh: all ${#PACKAGES[@]} packages present"
+	exit 0
+fi
+echo "setup.sh: installing ${missing[*]}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
