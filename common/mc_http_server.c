@@ -217,6 +217,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	return send_reply(c, &resp);
 }
 
+/* libmicrohttpd hands us its own format strings. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char buf[512];
