@@ -600,8 +600,17 @@ void mc_cfg_dump_json(const struct mc_cfg_spec *spec, const void *cfg,
 			v = json_integer(*(const int *)p);
 			break;
 		case MC_OPT_SIZE:
+			/* Sizes beyond JSON's integers stay exact as text. */
+			if (*(const uint64_t *)p <= INT64_MAX)
+				v = json_integer((json_int_t) *
+						 (const uint64_t *)p);
+			else
+				v = json_sprintf("%" PRIu64,
+						 *(const uint64_t *)p);
+			break;
 		case MC_OPT_DURATION:
-			v = json_integer((json_int_t) * (const uint64_t *)p);
+			/* With its unit, so that the dump loads back as is. */
+			v = json_sprintf("%" PRIu64 "ms", *(const uint64_t *)p);
 			break;
 		case MC_OPT_DOUBLE:
 			v = json_real(*(const double *)p);

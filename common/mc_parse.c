@@ -124,7 +124,7 @@ int mc_parse_size(const char *s, uint64_t *out)
 
 int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t *out)
 {
-	uint64_t ipart, frac, scale, unit;
+	uint64_t ipart, frac, scale, unit, fpart;
 	const char *u;
 	size_t len;
 	int rc;
@@ -153,8 +153,10 @@ int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t *out)
 		return -EINVAL;
 	if (unit && ipart > UINT64_MAX / unit)
 		return -ERANGE;
-	*out = ipart * unit +
-	       (uint64_t)((unsigned __int128)frac * unit / scale);
+	fpart = (uint64_t)((unsigned __int128)frac * unit / scale);
+	if (ipart * unit > UINT64_MAX - fpart)
+		return -ERANGE; /* "18446744073709551.999s" */
+	*out = ipart * unit + fpart;
 	return 0;
 }
 
@@ -257,8 +259,8 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 	if (n >= host_len)
 		return -ENAMETOOLONG;
 	if (port_str) {
-		if (mc_parse_i64(port_str, &port) || port < 0 || port > 65535 ||
-		    !*port_str || *port_str == ' ')
+		if (!isdigit((unsigned char)*port_str) ||
+		    mc_parse_i64(port_str, &port) || port < 0 || port > 65535)
 			return -EINVAL;
 	} else {
 		if (default_port < 0)
