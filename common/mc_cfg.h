@@ -88,8 +88,10 @@ struct mc_cfg_result {
 
 /**
  * Fill cfg from defaults, file, environment and argv, in that order.
- * @return 0, or -EINVAL / MC_EBADCONFIG with a message in err that names
- *         the option, the source and the bad value.
+ * @return 0, or a negative code with a message in err that names the
+ *         option, the source and the bad value: -EINVAL (bad flag or
+ *         value), -ERANGE (out of bounds), MC_EBADCONFIG (bad file
+ *         content), -errno (config file unreadable).
  */
 int mc_cfg_load(const struct mc_cfg_spec *spec, void *cfg, int argc,
 		char **argv, struct mc_cfg_result *res, char *err,

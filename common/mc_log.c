@@ -114,6 +114,10 @@ void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
 {
 	sink_fn = fn;
 	sink_arg = arg;
+	if (!fn && sink_fd != STDERR_FILENO) {
+		close(sink_fd);
+		sink_fd = STDERR_FILENO;
+	}
 }
 
 static void syslog_sink(int level, const char *line, void *arg)
@@ -134,10 +138,8 @@ int mc_log_use_file(const char *path)
 
 	if (fd < 0)
 		return -errno;
-	if (sink_fd != STDERR_FILENO)
-		close(sink_fd);
-	sink_fd = fd;
 	mc_log_set_sink(NULL, NULL);
+	sink_fd = fd;
 	return 0;
 }
 
@@ -151,8 +153,9 @@ void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 	va_list ap;
 
 	if (sink_fn) {
+		int m = snprintf(line, sizeof(line), "%s: ", subsys);
 		va_start(ap, fmt);
-		vsnprintf(line, sizeof(line), fmt, ap);
+		vsnprintf(line + m, sizeof(line) - (size_t)m, fmt, ap);
 		va_end(ap);
 		sink_fn(level, line, sink_arg);
 		errno = saved_errno;

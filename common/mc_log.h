@@ -29,7 +29,10 @@ enum mc_log_level {
 	MC_LOG_TRACE = 8,
 };
 
-/* Thread safety: called from any thread, possibly concurrently. */
+/*
+ * A sink receives "subsystem: message" without a newline. Thread safety:
+ * called from any thread, possibly concurrently.
+ */
 typedef void (*mc_log_sink_fn)(int level, const char *line, void *arg);
 
 extern _Atomic int mc_log_level_;

@@ -39,8 +39,11 @@ static int parse_decimal(const char **sp, uint64_t *ipart, uint64_t *frac,
 	if (*s == '.') {
 		s++;
 		while (isdigit((unsigned char)*s)) {
-			/* Keep 9 fractional digits; finer ones cannot matter. */
-			if (scale < 1000000000ULL) {
+			/*
+			 * Keep 19 fractional digits (scale fits in 64 bits):
+			 * with units up to 2^50, 9 digits lose whole bytes.
+			 */
+			if (scale < 10000000000000000000ULL) {
 				f = f * 10 + (uint64_t)(*s - '0');
 				scale *= 10;
 			}
@@ -112,7 +115,7 @@ int mc_parse_size(const char *s, uint64_t *out)
 		return -ERANGE;
 	v = ipart << shift;
 	if (frac) {
-		/* frac / scale * mult, exact: scale <= 1e9, mult <= 2^50. */
+		/* frac / scale * mult, exact: scale <= 1e19, mult <= 2^50. */
 		unsigned __int128 add = (unsigned __int128)frac * mult / scale;
 		if (add > UINT64_MAX - v)
 			return -ERANGE;
@@ -165,14 +168,20 @@ int mc_parse_bool(const char *s, bool *out)
 	static const char *const yes[] = { "true", "1", "yes", "on", "y", "t" };
 	static const char *const no[] = { "false", "0", "no", "off", "n", "f" };
 
+	size_t len;
+
 	if (!s)
 		return -EINVAL;
+	s = skip_blank(s);
+	len = strlen(s);
+	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
 	for (size_t i = 0; i < MC_ARRAY_SIZE(yes); i++) {
-		if (!strcasecmp(s, yes[i])) {
+		if (strlen(yes[i]) == len && !strncasecmp(s, yes[i], len)) {
 			*out = true;
 			return 0;
 		}
-		if (!strcasecmp(s, no[i])) {
+		if (strlen(no[i]) == len && !strncasecmp(s, no[i], len)) {
 			*out = false;
 			return 0;
 		}
