@@ -162,9 +162,16 @@ static void fuzz_bool(const char *s)
 					     "no",   "off", "n",     "f" };
 	bool b = false, known = false, want = false;
 	int rc = mc_parse_bool(s, &b);
+	size_t len;
 
+	/* Blanks (space, tab) around the word are allowed, as everywhere. */
+	while (*s == ' ' || *s == '\t')
+		s++;
+	len = strlen(s);
+	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		if (!strcasecmp(s, words[i])) {
+		if (strlen(words[i]) == len && !strncasecmp(s, words[i], len)) {
 			known = true;
 			want = i < 6;
 		}
