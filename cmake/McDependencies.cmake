@@ -54,6 +54,21 @@ if(NOT MC_WITH_CUDA STREQUAL "OFF")
 endif()
 mc_feature(CUDA "${CUDAToolkit_FOUND}" "CUDA toolkit not installed (optional; never installed by scripts/setup.sh)")
 
+# What this build can do, for --version and for code that needs to know.
+set(MC_BUILD_FEATURES "")
+foreach(feat FUSE RDMA CUDA)
+  if(MC_HAVE_${feat})
+    string(TOLOWER ${feat} f)
+    string(APPEND MC_BUILD_FEATURES " +${f}")
+  else()
+    string(TOLOWER ${feat} f)
+    string(APPEND MC_BUILD_FEATURES " -${f}")
+  endif()
+endforeach()
+string(STRIP "${MC_BUILD_FEATURES}" MC_BUILD_FEATURES)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/mc_build_config.h.in
+               ${CMAKE_BINARY_DIR}/generated/mc_build_config.h)
+
 function(mc_print_summary)
   message(STATUS "mooncakefs ${PROJECT_VERSION} configuration:")
   foreach(feat FUSE RDMA CUDA)

@@ -6,10 +6,14 @@
 #   mc_add_fuzzer(name SOURCE f.c CORPUS dir [LIBS ...])
 #   mc_add_pytest(name FILE path [TIMEOUT s])
 
+set(MC_SANITIZER_REPORT_REGEX
+    "ERROR: (Address|Leak|Thread)Sanitizer|runtime error: |WARNING: ThreadSanitizer")
+
 function(_mc_target_defaults t)
   target_compile_options(${t} PRIVATE ${MC_WARNING_FLAGS})
   target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/include
-                                          ${CMAKE_SOURCE_DIR}/common)
+                                          ${CMAKE_SOURCE_DIR}/common
+                                          ${CMAKE_BINARY_DIR}/generated)
   target_compile_definitions(${t} PRIVATE _GNU_SOURCE)
   target_compile_options(${t} PRIVATE
     -include ${CMAKE_SOURCE_DIR}/common/mc_banned.h)
@@ -49,7 +53,10 @@ function(mc_add_unit_test name)
   mc_scaled_timeout(t ${A_TIMEOUT})
   # Criterion forks each test; --timeout bounds every single test case too.
   add_test(NAME unit.${name} COMMAND ${name} --timeout 30 -j1)
-  set_tests_properties(unit.${name} PROPERTIES TIMEOUT ${t} LABELS unit)
+  # Criterion forks each test and ignores how the child exits after it
+  # reported, so a sanitizer report in a child is caught from the output.
+  set_tests_properties(unit.${name} PROPERTIES TIMEOUT ${t} LABELS unit
+    FAIL_REGULAR_EXPRESSION "${MC_SANITIZER_REPORT_REGEX}")
 endfunction()
 
 # A fuzz target is always built: as a libFuzzer binary when MC_FUZZ is on,
@@ -70,7 +77,8 @@ function(mc_add_fuzzer name)
   mc_scaled_timeout(t 120)
   add_test(NAME fuzz_replay.${name}
            COMMAND ${name} ${replay_args} ${A_CORPUS})
-  set_tests_properties(fuzz_replay.${name} PROPERTIES TIMEOUT ${t} LABELS fuzz)
+  set_tests_properties(fuzz_replay.${name} PROPERTIES TIMEOUT ${t} LABELS fuzz
+    FAIL_REGULAR_EXPRESSION "${MC_SANITIZER_REPORT_REGEX}")
   set_property(GLOBAL APPEND PROPERTY MC_FUZZERS "${name}=${A_CORPUS}")
 endfunction()
 

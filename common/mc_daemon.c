@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mc_build_config.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
@@ -30,7 +31,10 @@ int mc_daemon_load_config(const struct mc_cfg_spec *spec, void *cfg, int argc,
 		*exit_code = MC_EXIT_OK;
 		return -1;
 	case MC_CFG_VERSION:
-		printf("%s (mooncakefs) %s\n", spec->prog, MC_VERSION_STRING);
+		printf("%s (mooncakefs) %s\nfeatures: %s%s%s\n", spec->prog,
+		       MC_VERSION_STRING, MC_BUILD_FEATURES,
+		       MC_BUILD_SANITIZERS[0] ? " sanitizers: " : "",
+		       MC_BUILD_SANITIZERS);
 		*exit_code = MC_EXIT_OK;
 		return -1;
 	case MC_CFG_DUMP:
