@@ -223,67 +223,62 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	return rc;
 }
 
-static int status_error(int status, const char *method, const char *url,
-			const struct body_buf *b, char *err, size_t errlen)
+/*
+ * One request with its outcome mapped: 0 for 200 (the body stays in *b for
+ * the caller to take or free), else a negative code with err naming the
+ * method, the URL and the status. The URL is freed here in every case.
+ */
+static int call(struct te_meta_http *c, const char *method, const char *key,
+		const void *val, size_t len, struct body_buf *b, char *err,
+		size_t errlen)
 {
-	if (err)
-		snprintf(err, errlen, "%s %s: HTTP %d%s%.200s%s", method, url,
-			 status, b && b->len ? " (" : "",
-			 b && b->data ? b->data : "", b && b->len ? ")" : "");
-	if (status == 404)
-		return -ENOENT;
-	return MC_EHTTP;
+	char *url = NULL;
+	int rc = request(c, method, key, val, len, b, &url, err, errlen);
+
+	if (rc > 0 && rc != 200) {
+		if (err)
+			snprintf(err, errlen, "%s %s: HTTP %d%s%.200s%s",
+				 method, url, rc, b->len ? " (" : "",
+				 b->data ? b->data : "", b->len ? ")" : "");
+		if (rc == 404)
+			rc = -ENOENT;
+		else if (rc == 400 && b->data && strstr(b->data, "Duplicate"))
+			rc = MC_EMETACONFLICT; /* an rpc_meta entry is taken */
+		else
+			rc = MC_EHTTP;
+	} else if (rc == 200) {
+		rc = 0;
+	}
+	free(url);
+	return rc;
 }
 
 int te_meta_http_get(struct te_meta_http *c, const char *key, char **val,
 		     size_t *len, char *err, size_t errlen)
 {
 	struct body_buf b = { .max = c->max_response };
-	char *url = NULL;
-	int rc;
+	int rc = call(c, "GET", key, NULL, 0, &b, err, errlen);
 
-	rc = request(c, "GET", key, NULL, 0, &b, &url, err, errlen);
-	if (rc == 200) {
-		if (!b.data)
-			b.data = calloc(1, 1);
-		if (!b.data) {
-			free(url);
-			return -ENOMEM;
-		}
-		*val = b.data;
-		*len = b.len;
-		free(url);
-		return 0;
+	if (!rc && !b.data)
+		b.data = calloc(1, 1);
+	if (!rc && !b.data)
+		rc = -ENOMEM;
+	if (rc) {
+		free(b.data);
+		return rc;
 	}
-	if (rc > 0)
-		rc = status_error(rc, "GET", url, &b, err, errlen);
-	free(b.data);
-	free(url);
-	return rc;
+	*val = b.data;
+	*len = b.len;
+	return 0;
 }
 
 int te_meta_http_put(struct te_meta_http *c, const char *key, const void *val,
 		     size_t len, char *err, size_t errlen)
 {
 	struct body_buf b = { .max = 4096 };
-	char *url = NULL;
-	int rc;
+	int rc = call(c, "PUT", key, val, len, &b, err, errlen);
 
-	rc = request(c, "PUT", key, val, len, &b, &url, err, errlen);
-	if (rc == 200) {
-		free(b.data);
-		free(url);
-		return 0;
-	}
-	if (rc > 0) {
-		bool dup = rc == 400 && b.data && strstr(b.data, "Duplicate");
-		int status = rc;
-		rc = status_error(status, "PUT", url, &b, err, errlen);
-		if (dup)
-			rc = MC_EMETACONFLICT;
-	}
 	free(b.data);
-	free(url);
 	return rc;
 }
 
@@ -291,18 +286,8 @@ int te_meta_http_del(struct te_meta_http *c, const char *key, char *err,
 		     size_t errlen)
 {
 	struct body_buf b = { .max = 4096 };
-	char *url = NULL;
-	int rc;
+	int rc = call(c, "DELETE", key, NULL, 0, &b, err, errlen);
 
-	rc = request(c, "DELETE", key, NULL, 0, &b, &url, err, errlen);
-	if (rc == 200) {
-		free(b.data);
-		free(url);
-		return 0;
-	}
-	if (rc > 0)
-		rc = status_error(rc, "DELETE", url, &b, err, errlen);
 	free(b.data);
-	free(url);
 	return rc;
 }
