@@ -16,6 +16,8 @@ def procs():
     reg = mctest.Procs()
     yield reg
     reg.cleanup()
+    reports = reg.sanitizer_reports()
+    assert not reports, "sanitizer report in a daemon log:\n" + reports[0]
 
 
 @pytest.fixture

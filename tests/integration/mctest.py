@@ -23,6 +23,8 @@ def binary(*parts):
 
 
 METAD = ("metad", "mooncake_metad")
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "WARNING: ThreadSanitizer", "runtime error: ")
 METAD_CLI = ("tests", "tools", "metad_cli")
 
 
@@ -70,6 +72,7 @@ class Procs:
 
     def __init__(self):
         self.procs = []
+        self.logs = []
         atexit.register(self.cleanup)
 
     def popen(self, args, **kw):
@@ -87,6 +90,7 @@ class Procs:
                "--port_file", str(port_file), *args]
         p = self.popen(cmd, stdout=log, stderr=log)
         log.close()
+        self.logs.append(log_path)
 
         def ready():
             if p.poll() is not None:
@@ -103,6 +107,18 @@ class Procs:
         wait_for(lambda: request(d.port, "GET", "/health")[0] == 200,
                  what="metad /health")
         return d
+
+    def sanitizer_reports(self):
+        """Sanitizer findings in the logs of the daemons started."""
+        found = []
+        for path in self.logs:
+            with open(path, errors="replace") as f:
+                text = f.read()
+            for marker in SANITIZER_MARKERS:
+                if marker in text:
+                    i = text.index(marker)
+                    found.append(f"{path}: {text[max(0, i - 200):i + 2000]}")
+        return found
 
     def cleanup(self):
         for p in self.procs:
