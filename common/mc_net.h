@@ -34,7 +34,8 @@ int mc_net_write_all(int fd, const void *buf, size_t len) MC_MUST_CHECK;
 /** Read exactly len bytes; -ECONNRESET when the peer closes early. */
 int mc_net_read_all(int fd, void *buf, size_t len) MC_MUST_CHECK;
 
-int mc_net_set_nodelay(int fd) MC_MUST_CHECK;
+/** Best effort: failing only costs latency. */
+int mc_net_set_nodelay(int fd);
 
 /** Send and receive timeouts in ms (0 = none). */
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;

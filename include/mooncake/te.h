@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file te.h
+ * The transfer engine: batched reads and writes between registered memory
+ * of processes on one host or many.
+ *
+ * Concepts (upstream Mooncake's, with our conventions):
+ * - An engine is one process's endpoint, named by its local server name and
+ *   found by peers through a metadata service (`http://host:port/metadata`,
+ *   `etcd://h1:2379,h2:2379` or a scheme-less etcd list, or `P2PHANDSHAKE`
+ *   for no service: peers ask each other directly).
+ * - Local memory is registered with a location tag ("cpu:0", "cuda:1", "*")
+ *   and a remote-accessible flag; remote-accessible buffers are published
+ *   in the engine's segment descriptor so peers may target them.
+ * - A segment is a peer (or this engine itself) opened by name. Target
+ *   addresses are the peer's virtual addresses, as upstream's.
+ * - A batch holds up to `capacity` requests; requests run asynchronously
+ *   and each has a status (WAITING, COMPLETED, FAILED, TIMEOUT) and a count
+ *   of bytes transferred. te_batch_wait() blocks without spinning.
+ *
+ * Transports: "tcp" (upstream's TCP framing, version 2) between any two
+ * engines, "shm" between engines on one host and network namespace for
+ * memory allocated with te_mem_alloc(), and "local" (memcpy) when the
+ * target is this engine. The engine picks the best one per request unless
+ * te_engine_cfg.transport pins one. "rdma" is refused with -ENOTSUP until
+ * the RDMA issue.
+ *
+ * Errors: 0 or a negative code (include/mooncake/mc_err.h): -EINVAL,
+ * -ENOMEM, -EBUSY, -E2BIG, -ENOENT, -ETIMEDOUT, MC_ENOTREG (an address
+ * outside registered memory), MC_EMETACONFLICT (the name is held by a live
+ * peer), MC_ENOTSUPPORTED (a CUDA pointer, a transport not built). Where a
+ * function takes `err`, a message naming the cause is written there.
+ *
+ * Ownership: strings and arrays passed in are borrowed for the call.
+ * Registered memory stays owned by the caller and must outlive every
+ * request that uses it. Handles are freed only by their destroy/close.
+ *
+ * Thread safety: every function may be called from any thread; a batch may
+ * be polled from one thread while another submits to it.
+ */
+#ifndef MOONCAKE_TE_H
+#define MOONCAKE_TE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct te_engine;
+struct te_segment;
+struct te_batch;
+
+#define TE_ERR_LEN 512
+
+struct te_engine_cfg {
+	/* Metadata connection string (see above). Required. */
+	const char *metadata;
+	/*
+	 * This engine's name, unique in the cluster: "host" or "host:port".
+	 * With P2PHANDSHAKE the name becomes "host:rpcport".
+	 */
+	const char *local_server_name;
+	/* Address to bind and advertise; NULL: the host part of the name. */
+	const char *ip_or_host_name;
+	/* RPC (handshake) port; 0: a free one in MC_MIN/MAX_RPC_PORT. */
+	int rpc_port;
+	/* NULL or "" (auto), "tcp", "shm", "local" or "rdma". */
+	const char *transport;
+	/* Per-request timeout in ms; 0: MC_TRANSFER_TIMEOUT_MS or 30000. */
+	unsigned timeout_ms;
+	/* TCP connections per peer; 0: MC_TCP_LANES_PER_PEER or 4. */
+	unsigned tcp_lanes;
+};
+
+enum te_opcode {
+	TE_READ = 0, /* copy target -> local */
+	TE_WRITE = 1, /* copy local -> target */
+};
+
+enum te_status_code {
+	TE_WAITING = 0,
+	TE_COMPLETED = 4,
+	TE_TIMEOUT = 5,
+	TE_FAILED = 6,
+};
+
+struct te_request {
+	enum te_opcode opcode;
+	void *local; /* inside registered local memory */
+	struct te_segment *target; /* from te_segment_open() */
+	uint64_t target_addr; /* the target's virtual address */
+	uint64_t length;
+};
+
+struct te_status {
+	enum te_status_code status;
+	uint64_t transferred;
+	int error; /* 0, or the code that failed it */
+};
+
+/* Counters of one transport; monotonic since the engine started. */
+struct te_counters {
+	uint64_t read_bytes, write_bytes;
+	uint64_t read_requests, write_requests;
+	uint64_t failed_requests;
+	uint64_t served_bytes; /* bytes this engine served to peers */
+};
+
+/**
+ * Create an engine: bind its RPC and data listeners, publish
+ * mooncake/rpc_meta/<name> and mooncake/ram/<name>. A name whose rpc_meta
+ * entry belongs to a peer that no longer answers is taken over; a live
+ * holder makes this fail with MC_EMETACONFLICT.
+ */
+int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
+		     char *err, size_t errlen);
+
+/** Remove this engine's metadata entries and free it. In-flight requests
+ *  fail; batches must have been destroyed. */
+void te_engine_destroy(struct te_engine *eng);
+
+/** The engine's segment name (with P2PHANDSHAKE, "host:rpcport"). */
+const char *te_engine_name(const struct te_engine *eng);
+
+/** "ip:port" of the RPC listener. */
+const char *te_engine_rpc_address(const struct te_engine *eng);
+
+/**
+ * Register [addr, addr+len) under a location tag. Overlapping an existing
+ * registration is -EEXIST; a CUDA device pointer is MC_ENOTSUPPORTED.
+ * With remote_accessible, the buffer is published and peers may target it.
+ */
+int te_register(struct te_engine *eng, void *addr, size_t len,
+		const char *location, bool remote_accessible);
+
+/** Unregister the buffer starting at addr: -ENOENT, or -EBUSY while
+ *  requests of this engine use it. */
+int te_unregister(struct te_engine *eng, void *addr);
+
+/**
+ * Allocate len bytes of memory a peer on the same host can map (named
+ * shared memory under /dev/shm, pre-faulted), so transfers to it use the
+ * "shm" transport. Register it with te_register() like any memory.
+ * @param name  persistent name to re-adopt after a restart, or NULL
+ */
+int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
+		 void **out);
+void te_mem_free(struct te_engine *eng, void *addr);
+
+/** Resolve a peer (or this engine) by segment name. */
+int te_segment_open(struct te_engine *eng, const char *name,
+		    struct te_segment **out, char *err, size_t errlen);
+void te_segment_close(struct te_segment *seg);
+
+/** Create a batch that holds up to capacity requests. */
+int te_batch_create(struct te_engine *eng, unsigned capacity,
+		    struct te_batch **out);
+
+/**
+ * Start n requests. More than the batch has room for is -E2BIG (nothing
+ * started); a local address outside registered memory is MC_ENOTREG.
+ * A request the transport refuses later ends FAILED with its error.
+ */
+int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
+		    unsigned n);
+
+/** Status of request idx (in submission order). */
+int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st);
+
+/** Block until every submitted request ended or timeout_ms passed (-1:
+ *  forever); 0 or -ETIMEDOUT. */
+int te_batch_wait(struct te_batch *b, int timeout_ms);
+
+/** Forget all requests so the batch can be reused; -EBUSY while any is
+ *  in flight. */
+int te_batch_reset(struct te_batch *b);
+
+/** Free the batch; -EBUSY (and nothing freed) while requests are in
+ *  flight. */
+int te_batch_destroy(struct te_batch *b);
+
+/** Send a notification {name, msg} to a peer's engine. */
+int te_notify(struct te_engine *eng, struct te_segment *target,
+	      const char *name, const char *msg);
+
+/**
+ * Take up to max received notifications; returns how many. Strings are
+ * malloc'd and owned by the caller (free name and msg).
+ */
+int te_notifications(struct te_engine *eng, char **names, char **msgs, int max);
+
+/** Counters of one transport ("tcp", "shm", "local"). */
+int te_counters(struct te_engine *eng, const char *transport,
+		struct te_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Batches and tasks. A task counts its unfinished slices; the transport
+ * that finishes the last one (te__slice_done) sets the final status,
+ * counts it, drops the task's references and wakes te_batch_wait(). No
+ * thread ever spins: waiting is a condition variable.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+int te_batch_create(struct te_engine *eng, unsigned capacity,
+		    struct te_batch **out)
+{
+	struct te_batch *b;
+	pthread_condattr_t ca;
+
+	if (!capacity || capacity > (1u << 20))
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->tasks = calloc(capacity, sizeof(*b->tasks));
+	if (!b->tasks) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->eng = eng;
+	b->capacity = capacity;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = b;
+	return 0;
+}
+
+int te_batch_destroy(struct te_batch *b)
+{
+	if (!b)
+		return 0;
+	if (atomic_load(&b->inflight))
+		return -EBUSY;
+	pthread_cond_destroy(&b->cond);
+	pthread_mutex_destroy(&b->lock);
+	free(b->tasks);
+	free(b);
+	return 0;
+}
+
+int te_batch_reset(struct te_batch *b)
+{
+	if (atomic_load(&b->inflight))
+		return -EBUSY;
+	atomic_store(&b->n, 0);
+	return 0;
+}
+
+static void task_finish(struct te_task *t)
+{
+	struct te_batch *b = t->batch;
+	struct te_transport *tp = b->eng->tps[t->tp];
+	int err = atomic_load(&t->error);
+	int st = !err			    ? TE_COMPLETED :
+		 atomic_load(&t->timed_out) ? TE_TIMEOUT :
+					      TE_FAILED;
+
+	if (tp) {
+		if (err)
+			atomic_fetch_add(&tp->failed_requests, 1);
+		else
+			te__count(tp, t->req.opcode, t->req.length);
+	}
+	if (t->local_reg)
+		te__reg_put(t->local_reg);
+	if (t->peer)
+		te__peer_put(t->peer);
+	t->local_reg = NULL;
+	t->peer = NULL;
+	atomic_store(&t->status, st);
+	pthread_mutex_lock(&b->lock);
+	if (atomic_fetch_sub(&b->inflight, 1) == 1)
+		pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void te__task_add_slices(struct te_task *task, int n)
+{
+	atomic_fetch_add(&task->pending, n);
+}
+
+void te__slice_done(struct te_task *task, uint64_t bytes, int rc)
+{
+	if (rc < 0) {
+		int zero = 0;
+		atomic_compare_exchange_strong(&task->error, &zero, rc);
+		if (rc == -ETIMEDOUT)
+			atomic_store(&task->timed_out, true);
+	}
+	atomic_fetch_add(&task->transferred, bytes);
+	if (atomic_fetch_sub(&task->pending, 1) == 1)
+		task_finish(task);
+}
+
+static int pick_transport(struct te_engine *eng, struct te_peer *peer,
+			  const struct te_request *req)
+{
+	static const int order[] = { TE_TP_LOCAL, TE_TP_SHM, TE_TP_TCP };
+
+	if (eng->forced_tp >= 0) {
+		struct te_transport *tp = eng->tps[eng->forced_tp];
+		return tp && tp->ops->reachable(tp, peer, req) ?
+			       eng->forced_tp :
+			       -1;
+	}
+	for (size_t i = 0; i < MC_ARRAY_SIZE(order); i++) {
+		struct te_transport *tp = eng->tps[order[i]];
+		if (tp && tp->ops->reachable(tp, peer, req))
+			return order[i];
+	}
+	return -1;
+}
+
+int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
+		    unsigned n)
+{
+	struct te_engine *eng = b->eng;
+	unsigned base = atomic_load(&b->n);
+	uint64_t deadline;
+
+	if (n > b->capacity - base)
+		return -E2BIG;
+	for (unsigned i = 0; i < n; i++) {
+		const struct te_request *r = &reqs[i];
+		if ((r->opcode != TE_READ && r->opcode != TE_WRITE) ||
+		    !r->target || (r->length && !r->local))
+			return -EINVAL;
+	}
+	/* Refuse the whole submission before starting any of it. */
+	for (unsigned i = 0; i < n; i++) {
+		struct te_memreg *reg;
+
+		b->tasks[base + i].local_reg = NULL;
+		if (!reqs[i].length)
+			continue;
+		reg = te__reg_find(eng, (uintptr_t)reqs[i].local,
+				   reqs[i].length, false);
+		if (!reg) {
+			for (unsigned j = 0; j < i; j++) {
+				struct te_task *t = &b->tasks[base + j];
+				if (t->local_reg)
+					te__reg_put(t->local_reg);
+				t->local_reg = NULL;
+			}
+			return MC_ENOTREG;
+		}
+		b->tasks[base + i].local_reg = reg;
+	}
+	deadline = te__now_ns() + (uint64_t)eng->timeout_ms * 1000000ULL;
+	atomic_store(&b->n, base + n);
+	for (unsigned i = 0; i < n; i++) {
+		struct te_task *t = &b->tasks[base + i];
+		struct te_transport *tp;
+		int rc;
+
+		t->batch = b;
+		t->req = reqs[i];
+		t->tp = -1;
+		t->deadline_ns = deadline;
+		atomic_store(&t->status, TE_WAITING);
+		atomic_store(&t->transferred, 0);
+		atomic_store(&t->error, 0);
+		atomic_store(&t->timed_out, false);
+		atomic_store(&t->pending, 1);
+		atomic_fetch_add(&b->inflight, 1);
+		t->peer = te__segment_peer(reqs[i].target);
+		if (!t->peer) {
+			te__slice_done(t, 0, -EHOSTUNREACH);
+			continue;
+		}
+		if (!t->req.length) {
+			t->tp = TE_TP_LOCAL;
+			te__slice_done(t, 0, 0);
+			continue;
+		}
+		t->tp = pick_transport(eng, t->peer, &t->req);
+		if (t->tp < 0) {
+			t->tp = TE_TP_TCP;
+			te__slice_done(t, 0, MC_ENOTSUPPORTED);
+			continue;
+		}
+		tp = eng->tps[t->tp];
+		rc = tp->ops->submit(tp, t);
+		if (rc)
+			te__slice_done(t, 0, rc);
+	}
+	return 0;
+}
+
+int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st)
+{
+	struct te_task *t;
+
+	if (idx >= atomic_load(&b->n))
+		return -EINVAL;
+	t = &b->tasks[idx];
+	st->status = atomic_load(&t->status);
+	st->transferred = atomic_load(&t->transferred);
+	st->error = st->status == TE_WAITING ? 0 : atomic_load(&t->error);
+	return 0;
+}
+
+int te_batch_wait(struct te_batch *b, int timeout_ms)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (timeout_ms >= 0) {
+		ts.tv_sec += timeout_ms / 1000;
+		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&b->lock);
+	while (atomic_load(&b->inflight) && rc == 0) {
+		if (timeout_ms < 0)
+			pthread_cond_wait(&b->cond, &b->lock);
+		else if (pthread_cond_timedwait(&b->cond, &b->lock, &ts) ==
+			 ETIMEDOUT)
+			rc = atomic_load(&b->inflight) ? -ETIMEDOUT : 0;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return rc;
+}

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Engine lifetime: configuration, listeners, transports, and the two
+ * metadata entries every engine publishes (upstream's names and JSON):
+ *
+ *   mooncake/rpc_meta/<name>  {"ip_or_host_name": "...", "rpc_port": N}
+ *   mooncake/ram/<name>       the segment descriptor (desc.c)
+ *
+ * Claiming a name: rpc_meta is created only if absent (put_new). If it is
+ * held, the recorded address is probed: silence means its owner died and
+ * the entry is taken over; an answer means a live engine has the name and
+ * creation fails with MC_EMETACONFLICT.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+#include "mc_parse.h"
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+#define PROBE_TIMEOUT_MS 1000
+
+uint64_t te__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+const char *te_engine_name(const struct te_engine *eng)
+{
+	return eng->name;
+}
+
+const char *te_engine_rpc_address(const struct te_engine *eng)
+{
+	return eng->rpc_address;
+}
+
+static unsigned env_uint(const char *name, unsigned def)
+{
+	const char *s = getenv(name);
+	long v = s && *s ? strtol(s, NULL, 10) : 0;
+
+	return v > 0 ? (unsigned)v : def;
+}
+
+int te__publish(struct te_engine *eng)
+{
+	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
+	char *desc;
+	int rc;
+
+	if (eng->p2p || !eng->meta)
+		return 0;
+	rc = te__meta_key(eng, key, sizeof(key), "ram", eng->name);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&eng->publish_lock);
+	desc = te__describe(eng);
+	rc = desc ? eng->meta->ops->put(eng->meta, key, desc, strlen(desc), err,
+					sizeof(err)) :
+		    -ENOMEM;
+	pthread_mutex_unlock(&eng->publish_lock);
+	if (rc)
+		mc_log_err("te", "publishing %s: %s", key, err);
+	free(desc);
+	return rc;
+}
+
+static int claim_name(struct te_engine *eng, char *err, size_t errlen)
+{
+	char key[TE_NAME_MAX + 64], body[TE_NAME_MAX + 64];
+	char ip[TE_NAME_MAX], *cur;
+	size_t len;
+	int rc, port;
+
+	rc = te__meta_key(eng, key, sizeof(key), "rpc_meta", eng->name);
+	if (rc)
+		return rc;
+	snprintf(body, sizeof(body),
+		 "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%d}", eng->ip,
+		 eng->rpc_port);
+	rc = eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
+				     errlen);
+	if (rc != MC_EMETACONFLICT)
+		return rc;
+	rc = eng->meta->ops->get(eng->meta, key, &cur, &len, err, errlen);
+	if (rc == -ENOENT) /* released meanwhile */
+		return eng->meta->ops->put_new(eng->meta, key, body,
+					       strlen(body), err, errlen);
+	if (rc)
+		return rc;
+	rc = te__rpc_meta_decode(cur, len, ip, sizeof(ip), &port);
+	free(cur);
+	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS) == 0) {
+		snprintf(err, errlen,
+			 "segment name '%s' is in use by a live engine at "
+			 "%s:%d",
+			 eng->name, ip, port);
+		return MC_EMETACONFLICT;
+	}
+	mc_log_debug("te",
+		     "taking over segment name '%s' (previous owner "
+		     "at %s:%d does not answer)",
+		     eng->name, rc ? "?" : ip, rc ? 0 : port);
+	rc = eng->meta->ops->del(eng->meta, key, err, errlen);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
+				       errlen);
+}
+
+static void unpublish(struct te_engine *eng)
+{
+	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
+	static const char *const kinds[] = { "ram", "rpc_meta" };
+
+	if (eng->p2p || !eng->meta)
+		return;
+	for (size_t i = 0; i < MC_ARRAY_SIZE(kinds); i++) {
+		if (te__meta_key(eng, key, sizeof(key), kinds[i], eng->name))
+			continue;
+		int rc = eng->meta->ops->del(eng->meta, key, err, sizeof(err));
+		if (rc && rc != -ENOENT)
+			mc_log_warn("te", "removing %s: %s", key, err);
+	}
+}
+
+static int parse_transport(struct te_engine *eng, const char *t, char *err,
+			   size_t errlen)
+{
+	if (!t || !*t) {
+		const char *force = getenv("MC_FORCE_TCP");
+		eng->forced_tp = force && *force && *force != '0' ? TE_TP_TCP :
+								    -1;
+		return 0;
+	}
+	if (!strcmp(t, "rdma")) {
+		snprintf(err, errlen,
+			 "transport 'rdma' was asked for, but this build "
+			 "has no RDMA transport yet (use tcp or shm)");
+		return MC_ENOTSUPPORTED;
+	}
+	eng->forced_tp = te__transport_index(t);
+	if (eng->forced_tp < 0) {
+		snprintf(err, errlen,
+			 "unknown transport '%s' (tcp, shm, "
+			 "local)",
+			 t);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		       char *err, size_t errlen)
+{
+	int port = 0;
+
+	if (!cfg->local_server_name || !*cfg->local_server_name ||
+	    strlen(cfg->local_server_name) >= TE_NAME_MAX) {
+		snprintf(err, errlen,
+			 "local_server_name is missing or too "
+			 "long");
+		return -EINVAL;
+	}
+	snprintf(eng->name, sizeof(eng->name), "%s", cfg->local_server_name);
+	if (cfg->ip_or_host_name && *cfg->ip_or_host_name) {
+		snprintf(eng->ip, sizeof(eng->ip), "%s", cfg->ip_or_host_name);
+	} else if (mc_parse_hostport(cfg->local_server_name, eng->ip,
+				     sizeof(eng->ip), 0, &port)) {
+		snprintf(err, errlen,
+			 "local_server_name '%s': expected "
+			 "host or host:port",
+			 cfg->local_server_name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
+		     char *err, size_t errlen)
+{
+	struct te_engine *eng;
+	char ebuf[TE_ERR_LEN] = "";
+	int rc;
+
+	if (!err) {
+		err = ebuf;
+		errlen = sizeof(ebuf);
+	}
+	if (!cfg->metadata || !*cfg->metadata) {
+		snprintf(err, errlen, "no metadata connection string");
+		return -EINVAL;
+	}
+	eng = calloc(1, sizeof(*eng));
+	if (!eng)
+		return -ENOMEM;
+	eng->rpc_fd = -1;
+	pthread_rwlock_init(&eng->reg_lock, NULL);
+	pthread_mutex_init(&eng->peer_lock, NULL);
+	pthread_mutex_init(&eng->notif_lock, NULL);
+	pthread_mutex_init(&eng->publish_lock, NULL);
+	eng->timeout_ms = cfg->timeout_ms ?
+				  cfg->timeout_ms :
+				  env_uint("MC_TRANSFER_TIMEOUT_MS", 30000);
+	eng->tcp_lanes = cfg->tcp_lanes ? cfg->tcp_lanes :
+					  env_uint("MC_TCP_LANES_PER_PEER", 4);
+	snprintf(eng->meta_conn, sizeof(eng->meta_conn), "%s", cfg->metadata);
+
+	rc = setup_names(eng, cfg, err, errlen);
+	if (!rc)
+		rc = parse_transport(eng, cfg->transport, err, errlen);
+	if (!rc)
+		rc = te__host_id(eng->host_id, sizeof(eng->host_id));
+	if (!rc)
+		rc = te_meta_open(cfg->metadata, &eng->meta, err, errlen);
+	if (rc)
+		goto err_free;
+	eng->p2p = eng->meta == NULL;
+	rc = te__transports_init(eng, err, errlen);
+	if (rc)
+		goto err_meta;
+	rc = te__rpc_start(eng, cfg->rpc_port, err, errlen);
+	if (rc)
+		goto err_tps;
+	/* With P2PHANDSHAKE peers address us by our RPC address. */
+	if (eng->p2p &&
+	    (size_t)snprintf(eng->name, sizeof(eng->name), "%s",
+			     eng->rpc_address) >= sizeof(eng->name)) {
+		rc = -ENAMETOOLONG;
+		goto err_rpc;
+	}
+
+	eng->self = calloc(1, sizeof(*eng->self));
+	if (!eng->self) {
+		rc = -ENOMEM;
+		goto err_rpc;
+	}
+	atomic_store(&eng->self->refs, 1);
+	eng->self->eng = eng;
+	eng->self->is_self = true;
+	snprintf(eng->self->name, sizeof(eng->self->name), "%s", eng->name);
+
+	if (!eng->p2p) {
+		rc = claim_name(eng, err, errlen);
+		if (!rc)
+			rc = te__publish(eng);
+		if (rc)
+			goto err_self;
+	}
+	mc_log_debug("te", "engine '%s' up: rpc %s, metadata %s", eng->name,
+		     eng->rpc_address, cfg->metadata);
+	*out = eng;
+	return 0;
+
+err_self:
+	te__peer_put(eng->self);
+err_rpc:
+	te__rpc_stop(eng);
+err_tps:
+	te__transports_fini(eng);
+err_meta:
+	te_meta_close(eng->meta);
+err_free:
+	pthread_rwlock_destroy(&eng->reg_lock);
+	pthread_mutex_destroy(&eng->peer_lock);
+	pthread_mutex_destroy(&eng->notif_lock);
+	pthread_mutex_destroy(&eng->publish_lock);
+	free(eng);
+	return rc;
+}
+
+void te_engine_destroy(struct te_engine *eng)
+{
+	if (!eng)
+		return;
+	unpublish(eng);
+	te__rpc_stop(eng);
+	/* Peers first: their per-transport state belongs to the transports. */
+	te__peers_free(eng);
+	te__peer_put(eng->self);
+	te__transports_fini(eng);
+	te__regs_free(eng);
+	te__notifications_free(eng);
+	te_meta_close(eng->meta);
+	pthread_rwlock_destroy(&eng->reg_lock);
+	pthread_mutex_destroy(&eng->peer_lock);
+	pthread_mutex_destroy(&eng->notif_lock);
+	pthread_mutex_destroy(&eng->publish_lock);
+	free(eng);
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Peers and segments. A peer is resolved once (rpc_meta + ram descriptor
+ * from the metadata backend, or a Metadata handshake in P2PHANDSHAKE
+ * mode) and cached by name. When a transport finds a peer unreachable it
+ * marks it stale; the next use resolves the name again, so a peer that
+ * restarted under the same name (new ports) is reachable again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_parse.h"
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+struct te_peer *te__peer_get(struct te_peer *p)
+{
+	atomic_fetch_add(&p->refs, 1);
+	return p;
+}
+
+void te__peer_put(struct te_peer *p)
+{
+	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		struct te_transport *tp = p->eng->tps[i];
+		if (tp && tp->ops->peer_release && p->tp_priv[i])
+			tp->ops->peer_release(tp, p);
+	}
+	te__desc_release(p);
+	free(p);
+}
+
+void te__peer_invalidate(struct te_peer *p)
+{
+	p->stale = true;
+}
+
+int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
+		 const char *name)
+{
+	const char *cid = getenv("MC_METADATA_CLUSTER_ID");
+
+	if ((size_t)snprintf(buf, len, "mooncake/%s%s%s/%s",
+			     cid && *cid ? cid : "", cid && *cid ? "/" : "",
+			     kind, name) >= len)
+		return -ENAMETOOLONG;
+	(void)eng;
+	return 0;
+}
+
+static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
+		 char *err, size_t errlen)
+{
+	char key[TE_NAME_MAX + 64], *val = NULL;
+	size_t len;
+	int rc;
+
+	if (eng->p2p) {
+		/* The name is "host:port" of the peer's RPC listener. */
+		rc = mc_parse_hostport(name, p->ip, sizeof(p->ip), -1,
+				       &p->rpc_port);
+		if (rc) {
+			snprintf(err, errlen,
+				 "segment '%s': with P2PHANDSHAKE a segment "
+				 "name is host:port",
+				 name);
+			return -EINVAL;
+		}
+		rc = te__rpc_fetch_desc(eng, p->ip, p->rpc_port, &val, &len,
+					err, errlen);
+		if (rc)
+			return rc;
+	} else {
+		rc = te__meta_key(eng, key, sizeof(key), "rpc_meta", name);
+		if (!rc)
+			rc = eng->meta->ops->get(eng->meta, key, &val, &len,
+						 err, errlen);
+		if (rc)
+			return rc;
+		rc = te__rpc_meta_decode(val, len, p->ip, sizeof(p->ip),
+					 &p->rpc_port);
+		free(val);
+		val = NULL;
+		if (rc) {
+			snprintf(err, errlen,
+				 "segment '%s': bad rpc_meta entry", name);
+			return rc;
+		}
+		rc = te__meta_key(eng, key, sizeof(key), "ram", name);
+		if (!rc)
+			rc = eng->meta->ops->get(eng->meta, key, &val, &len,
+						 err, errlen);
+		if (rc)
+			return rc;
+	}
+	rc = te__desc_decode(val, len, p, err, errlen);
+	free(val);
+	return rc;
+}
+
+/* Caller holds peer_lock. Drops stale entries on the way. */
+static struct te_peer *cache_find(struct te_engine *eng, const char *name)
+{
+	for (unsigned i = 0; i < eng->n_peers; i++) {
+		struct te_peer *p = eng->peers[i];
+		if (strcmp(p->name, name) != 0)
+			continue;
+		if (!p->stale)
+			return p;
+		eng->peers[i] = eng->peers[--eng->n_peers];
+		te__peer_put(p);
+		i--;
+	}
+	return NULL;
+}
+
+static int cache_add(struct te_engine *eng, struct te_peer *p)
+{
+	if (eng->n_peers == eng->cap_peers) {
+		unsigned cap = eng->cap_peers ? eng->cap_peers * 2 : 16;
+		struct te_peer **n = realloc(eng->peers, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		eng->peers = n;
+		eng->cap_peers = cap;
+	}
+	eng->peers[eng->n_peers++] = te__peer_get(p);
+	return 0;
+}
+
+int te__peer_lookup(struct te_engine *eng, const char *name,
+		    struct te_peer **out, char *err, size_t errlen)
+{
+	struct te_peer *p, *cached;
+	char ebuf[TE_ERR_LEN] = "";
+	int rc;
+
+	if (!err) {
+		err = ebuf;
+		errlen = sizeof(ebuf);
+	}
+	if (strlen(name) >= TE_NAME_MAX || !*name) {
+		snprintf(err, errlen, "segment name '%.64s...': bad length",
+			 name);
+		return -ENAMETOOLONG;
+	}
+	if (!strcmp(name, eng->name)) {
+		*out = te__peer_get(eng->self);
+		return 0;
+	}
+	pthread_mutex_lock(&eng->peer_lock);
+	p = cache_find(eng, name);
+	if (p) {
+		*out = te__peer_get(p);
+		pthread_mutex_unlock(&eng->peer_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&eng->peer_lock);
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->eng = eng;
+	atomic_store(&p->refs, 1);
+	rc = fetch(eng, name, p, err, errlen);
+	if (rc) {
+		te__desc_release(p);
+		free(p);
+		return rc;
+	}
+	/* The descriptor's name is the peer's; we asked for this one. */
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	pthread_mutex_lock(&eng->peer_lock);
+	cached = cache_find(eng, name);
+	if (cached) { /* another thread won the race */
+		te__peer_get(cached);
+		pthread_mutex_unlock(&eng->peer_lock);
+		te__peer_put(p);
+		*out = cached;
+		return 0;
+	}
+	rc = cache_add(eng, p);
+	pthread_mutex_unlock(&eng->peer_lock);
+	if (rc) {
+		te__peer_put(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void te__peers_free(struct te_engine *eng)
+{
+	for (unsigned i = 0; i < eng->n_peers; i++)
+		te__peer_put(eng->peers[i]);
+	free(eng->peers);
+	eng->peers = NULL;
+	eng->n_peers = eng->cap_peers = 0;
+}
+
+int te_segment_open(struct te_engine *eng, const char *name,
+		    struct te_segment **out, char *err, size_t errlen)
+{
+	struct te_segment *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	rc = te__peer_lookup(eng, name, &s->peer, err, errlen);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	s->eng = eng;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	*out = s;
+	return 0;
+}
+
+void te_segment_close(struct te_segment *seg)
+{
+	if (!seg)
+		return;
+	te__peer_put(seg->peer);
+	free(seg);
+}
+
+struct te_peer *te__segment_peer(struct te_segment *seg)
+{
+	struct te_engine *eng = seg->eng;
+	struct te_peer *p, *fresh;
+
+	pthread_mutex_lock(&eng->peer_lock);
+	p = seg->peer;
+	if (!p->stale) {
+		te__peer_get(p);
+		pthread_mutex_unlock(&eng->peer_lock);
+		return p;
+	}
+	pthread_mutex_unlock(&eng->peer_lock);
+	if (te__peer_lookup(eng, seg->name, &fresh, NULL, 0))
+		return NULL;
+	pthread_mutex_lock(&eng->peer_lock);
+	p = seg->peer;
+	seg->peer = fresh;
+	te__peer_get(fresh);
+	pthread_mutex_unlock(&eng->peer_lock);
+	te__peer_put(p);
+	return fresh;
+}

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file te_int.h
+ * Internals of the transfer engine shared by its files and transports.
+ * Nothing outside libte/ includes this header.
+ *
+ * Object graph and lifetimes:
+ * - struct te_engine owns the registration table, the transports, the
+ *   metadata backend, the handshake listener and the peer cache.
+ * - struct te_peer is a parsed segment descriptor of a peer (or of this
+ *   engine), refcounted (te__peer_get/put). The cache holds one reference;
+ *   every te_segment and every in-flight task hold one each. A stale peer
+ *   (its connection failed) is dropped from the cache and re-fetched by the
+ *   next te_segment_open() or submit.
+ * - struct te_task is one request; it lives in its batch's array and ends
+ *   exactly once through te__task_done(), after all its slices finished.
+ *
+ * Locking: eng->reg_lock (rwlock) guards the registration table;
+ * eng->peer_lock guards the peer cache; batch->lock guards the batch's
+ * condition variable. Counters and task progress are atomics.
+ */
+#ifndef TE_INT_H
+#define TE_INT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mc_compiler.h"
+#include "meta/meta.h"
+#include "mooncake/te.h"
+
+#define TE_MAX_TRANSPORTS 4
+#define TE_MAX_BUFFERS 4096 /* per descriptor */
+#define TE_LOCATION_LEN 64
+#define TE_NAME_MAX 256
+#define TE_HOST_ID_LEN 96
+
+enum te_transport_id {
+	TE_TP_TCP = 0,
+	TE_TP_SHM = 1,
+	TE_TP_LOCAL = 2,
+	TE_TP_COUNT
+};
+
+/* A registered local buffer. */
+struct te_memreg {
+	uintptr_t addr;
+	size_t len;
+	char location[TE_LOCATION_LEN];
+	bool remote;
+	char *shm_path; /* backing /dev/shm file (te_mem_alloc) or NULL */
+	uint64_t shm_offset; /* of addr inside that file */
+	_Atomic int busy; /* requests of this engine using it */
+};
+
+/* One buffer in a descriptor. */
+struct te_buffer_desc {
+	uint64_t addr, length;
+	char location[TE_LOCATION_LEN];
+	char *shm_path; /* our extension: mappable by same-host peers */
+	uint64_t shm_offset;
+};
+
+/* A peer's parsed segment descriptor plus per-transport state. */
+struct te_peer {
+	_Atomic int refs;
+	char name[TE_NAME_MAX];
+	char ip[TE_NAME_MAX]; /* rpc_meta ip_or_host_name */
+	int rpc_port;
+	int tcp_data_port;
+	int tcp_proto_version;
+	char host_id[TE_HOST_ID_LEN]; /* "" when the peer is not ours */
+	bool is_self;
+	_Atomic bool stale;
+	unsigned n_buffers;
+	struct te_buffer_desc *buffers;
+	void *tp_priv[TE_MAX_TRANSPORTS]; /* owned by each transport */
+	struct te_engine *eng;
+};
+
+struct te_segment {
+	struct te_engine *eng;
+	struct te_peer *peer; /* under eng->peer_lock; replaced if stale */
+	char name[TE_NAME_MAX];
+};
+
+struct te_task {
+	struct te_batch *batch;
+	struct te_request req;
+	struct te_peer *peer; /* reference held until the task ends */
+	int tp; /* transport index */
+	_Atomic int status;
+	_Atomic uint64_t transferred;
+	_Atomic int pending; /* slices not finished */
+	_Atomic int error; /* first error */
+	_Atomic bool timed_out;
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+	struct te_memreg *local_reg;
+};
+
+struct te_batch {
+	struct te_engine *eng;
+	unsigned capacity;
+	_Atomic unsigned n;
+	_Atomic unsigned inflight;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct te_task *tasks;
+};
+
+struct te_transport;
+
+/**
+ * A transport. Ops are called by the core only; missing optional ops are
+ * simply not called. Append new members at the end (version).
+ */
+struct te_transport_ops {
+	const char *name;
+	unsigned version;
+	/** Start listeners/threads; fill *out (embedding struct te_transport). */
+	int (*init)(struct te_engine *eng, struct te_transport **out, char *err,
+		    size_t errlen);
+	void (*fini)(struct te_transport *tp);
+	/** Add this transport's fields to our descriptor. Optional. */
+	int (*describe)(struct te_transport *tp, json_t *desc);
+	/** Can this transport carry req to peer? */
+	bool (*reachable)(struct te_transport *tp, struct te_peer *peer,
+			  const struct te_request *req);
+	/**
+	 * Start a task (task->pending already counts one slice); the
+	 * transport ends every slice with te__slice_done(). Must not block
+	 * on the network.
+	 */
+	int (*submit)(struct te_transport *tp, struct te_task *task);
+	/** Free per-peer state in peer->tp_priv[tp->index]. Optional. */
+	void (*peer_release)(struct te_transport *tp, struct te_peer *peer);
+};
+
+struct te_transport {
+	const struct te_transport_ops *ops;
+	struct te_engine *eng;
+	int index;
+	_Atomic uint64_t read_bytes, write_bytes;
+	_Atomic uint64_t read_requests, write_requests;
+	_Atomic uint64_t failed_requests, served_bytes;
+};
+
+struct te_notif {
+	struct te_notif *next;
+	char *name, *msg;
+};
+
+struct te_engine {
+	char name[TE_NAME_MAX];
+	char ip[TE_NAME_MAX];
+	char rpc_address[TE_NAME_MAX + 8];
+	int rpc_port;
+	char host_id[TE_HOST_ID_LEN];
+	unsigned timeout_ms;
+	unsigned tcp_lanes;
+	int forced_tp; /* -1: automatic */
+	bool p2p;
+
+	struct te_meta *meta; /* NULL with P2PHANDSHAKE */
+	char meta_conn[1024];
+
+	pthread_rwlock_t reg_lock;
+	struct te_memreg **regs; /* sorted by addr */
+	unsigned n_regs, cap_regs;
+
+	struct te_transport *tps[TE_TP_COUNT];
+
+	pthread_mutex_t peer_lock;
+	struct te_peer **peers; /* cache, by name */
+	unsigned n_peers, cap_peers;
+	struct te_peer *self;
+
+	pthread_mutex_t notif_lock;
+	struct te_notif *notif_head, *notif_tail;
+
+	/* Handshake (RPC) listener. */
+	int rpc_fd;
+	pthread_t rpc_thread;
+	_Atomic bool stopping;
+
+	pthread_mutex_t publish_lock;
+};
+
+/* engine.c */
+uint64_t te__now_ns(void);
+/** Re-publish our descriptor (after registration changes). */
+int te__publish(struct te_engine *eng);
+/** Our descriptor as JSON text (malloc'd). */
+char *te__describe(struct te_engine *eng);
+
+/* memreg.c: find the registration holding [addr, addr+len). */
+struct te_memreg *te__reg_find(struct te_engine *eng, uintptr_t addr,
+			       uint64_t len, bool remote_only);
+/** Is [addr, addr+len) inside one remote-accessible registered buffer?
+ *  Caller holds reg_lock for reading for as long as it touches the bytes. */
+bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len);
+/** Drop a reference taken by te__reg_find(). */
+static inline void te__reg_put(struct te_memreg *r)
+{
+	atomic_fetch_sub(&r->busy, 1);
+}
+void te__regs_free(struct te_engine *eng);
+/* cuda.c: true for a CUDA device pointer (builds with CUDA only). */
+bool te__is_device_ptr(const void *p);
+
+/* peer.c */
+struct te_peer *te__peer_get(struct te_peer *p);
+void te__peer_put(struct te_peer *p);
+/** Resolve a peer by name (cache, metadata or handshake). */
+int te__peer_lookup(struct te_engine *eng, const char *name,
+		    struct te_peer **out, char *err, size_t errlen);
+/** Mark a peer stale: the next lookup fetches its descriptor again. */
+void te__peer_invalidate(struct te_peer *p);
+/** The segment's current peer, refreshed if stale; a new reference, or
+ *  NULL when it cannot be resolved. */
+struct te_peer *te__segment_peer(struct te_segment *seg);
+void te__peers_free(struct te_engine *eng);
+/** "mooncake/[cluster id/]<kind>/<name>" (MC_METADATA_CLUSTER_ID). */
+int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
+		 const char *name);
+
+/* desc.c: the one codec of segment descriptors (fuzzed). */
+int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
+		    size_t errlen) MC_MUST_CHECK;
+void te__desc_release(struct te_peer *p);
+int te__rpc_meta_decode(const char *json, size_t len, char *ip, size_t iplen,
+			int *port) MC_MUST_CHECK;
+
+/* batch.c: slice bookkeeping for transports. */
+/** One slice of task ended: bytes moved, or rc < 0. */
+void te__slice_done(struct te_task *task, uint64_t bytes, int rc);
+/** Add slices before submitting them (the initial one is counted). */
+void te__task_add_slices(struct te_task *task, int n);
+
+/* transport.c */
+extern const struct te_transport_ops te_tcp_ops, te_shm_ops, te_local_ops;
+int te__transports_init(struct te_engine *eng, char *err, size_t errlen);
+void te__transports_fini(struct te_engine *eng);
+int te__transport_index(const char *name);
+void te__count(struct te_transport *tp, enum te_opcode op, uint64_t bytes);
+
+/* handshake.c: types of handshake frames (upstream's numbers). */
+enum {
+	TE_HS_CONNECTION = 0,
+	TE_HS_METADATA = 1,
+	TE_HS_NOTIFY = 2,
+	TE_HS_PROBE = 3,
+};
+size_t te__hs_max_length(void);
+/** Decode one whole frame (header included) of len bytes. */
+int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,
+		  const char **json, size_t *json_len) MC_MUST_CHECK;
+int te__hs_parse_notify(const char *json, size_t len, char **name,
+			char **msg) MC_MUST_CHECK;
+void te__notifications_free(struct te_engine *eng);
+int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen);
+void te__rpc_stop(struct te_engine *eng);
+/** Probe a peer's RPC address; 0 when something answered. */
+int te__rpc_probe(const char *ip, int port, int timeout_ms);
+/** P2PHANDSHAKE: fetch a peer's descriptor from ip:port. */
+int te__rpc_fetch_desc(struct te_engine *eng, const char *ip, int port,
+		       char **json, size_t *len, char *err, size_t errlen);
+int te__rpc_notify(struct te_engine *eng, const char *ip, int port,
+		   const char *name, const char *msg);
+
+/* host.c: "<boot id>/<netns inode>", equal only on one host and netns. */
+int te__host_id(char *buf, size_t len);
+
+#endif

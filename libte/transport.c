@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The transport registry: every built-in transport is listed here, in the
+ * engine's order of index (enum te_transport_id). RDMA joins this table
+ * with its issue; until then asking for it fails with a message that says
+ * so.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+static const struct te_transport_ops *const builtin[TE_TP_COUNT] = {
+	[TE_TP_TCP] = &te_tcp_ops,
+	[TE_TP_SHM] = &te_shm_ops,
+	[TE_TP_LOCAL] = &te_local_ops,
+};
+
+int te__transport_index(const char *name)
+{
+	for (int i = 0; i < TE_TP_COUNT; i++)
+		if (!strcmp(builtin[i]->name, name))
+			return i;
+	return -1;
+}
+
+int te__transports_init(struct te_engine *eng, char *err, size_t errlen)
+{
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		struct te_transport *tp;
+		int rc = builtin[i]->init(eng, &tp, err, errlen);
+
+		if (rc) {
+			te__transports_fini(eng);
+			return rc;
+		}
+		tp->ops = builtin[i];
+		tp->eng = eng;
+		tp->index = i;
+		eng->tps[i] = tp;
+	}
+	return 0;
+}
+
+void te__transports_fini(struct te_engine *eng)
+{
+	for (int i = TE_TP_COUNT - 1; i >= 0; i--) {
+		if (eng->tps[i])
+			eng->tps[i]->ops->fini(eng->tps[i]);
+		eng->tps[i] = NULL;
+	}
+}
+
+void te__count(struct te_transport *tp, enum te_opcode op, uint64_t bytes)
+{
+	if (op == TE_READ) {
+		atomic_fetch_add(&tp->read_bytes, bytes);
+		atomic_fetch_add(&tp->read_requests, 1);
+	} else {
+		atomic_fetch_add(&tp->write_bytes, bytes);
+		atomic_fetch_add(&tp->write_requests, 1);
+	}
+}
+
+int te_counters(struct te_engine *eng, const char *transport,
+		struct te_counters *out)
+{
+	int i = te__transport_index(transport);
+	struct te_transport *tp;
+
+	if (i < 0 || !(tp = eng->tps[i]))
+		return -ENOENT;
+	out->read_bytes = atomic_load(&tp->read_bytes);
+	out->write_bytes = atomic_load(&tp->write_bytes);
+	out->read_requests = atomic_load(&tp->read_requests);
+	out->write_requests = atomic_load(&tp->write_requests);
+	out->failed_requests = atomic_load(&tp->failed_requests);
+	out->served_bytes = atomic_load(&tp->served_bytes);
+	return 0;
+}

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The "shm" transport: a peer on the same host and network namespace
+ * (equal mc_host_id) publishes, for buffers it allocated with
+ * te_mem_alloc(), the /dev/shm file behind them. We map that file once per
+ * peer buffer and copy with memcpy in the submitting thread: no sockets,
+ * no peer CPU.
+ *
+ * Safety: the file must lie under /dev/shm/ (checked when decoding the
+ * descriptor) and be at least as large as the published range (checked
+ * with fstat before mapping, so a truncated file cannot SIGBUS us).
+ * Mappings live as long as the cached peer; a peer that restarts is
+ * re-resolved when its segment is opened again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+struct shm_map {
+	void *base; /* mapping, page aligned */
+	size_t map_len;
+	char *ptr; /* the buffer's first byte inside the mapping */
+};
+
+struct shm_peer {
+	pthread_mutex_t lock;
+	unsigned n;
+	struct shm_map *maps; /* one per peer buffer, lazily mapped */
+};
+
+static int shm_init(struct te_engine *eng, struct te_transport **out, char *err,
+		    size_t errlen)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+static void shm_fini(struct te_transport *tp)
+{
+	free(tp);
+}
+
+static int find_buffer(struct te_peer *p, uint64_t addr, uint64_t len)
+{
+	for (unsigned i = 0; i < p->n_buffers; i++) {
+		struct te_buffer_desc *b = &p->buffers[i];
+		if (b->shm_path && addr >= b->addr &&
+		    len <= b->length - (addr - b->addr) &&
+		    addr - b->addr <= b->length)
+			return (int)i;
+	}
+	return -1;
+}
+
+static bool shm_reachable(struct te_transport *tp, struct te_peer *peer,
+			  const struct te_request *req)
+{
+	return !peer->is_self && peer->host_id[0] &&
+	       !strcmp(peer->host_id, tp->eng->host_id) &&
+	       find_buffer(peer, req->target_addr, req->length) >= 0;
+}
+
+static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t aligned = b->shm_offset & ~((uint64_t)page - 1);
+	size_t map_len = (size_t)(b->length + (b->shm_offset - aligned));
+	struct stat st;
+	void *p;
+	int fd, rc;
+
+	fd = open(b->shm_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < b->shm_offset + b->length) {
+		close(fd);
+		return -EBADMSG;
+	}
+	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 (off_t)aligned);
+	rc = p == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (rc)
+		return rc;
+	m->base = p;
+	m->map_len = map_len;
+	m->ptr = (char *)p + (b->shm_offset - aligned);
+	return 0;
+}
+
+static struct shm_peer *peer_state(struct te_transport *tp, struct te_peer *p)
+{
+	struct shm_peer *sp;
+
+	/* Creation races are settled under the engine's peer lock. */
+	pthread_mutex_lock(&tp->eng->peer_lock);
+	sp = p->tp_priv[tp->index];
+	if (!sp) {
+		sp = calloc(1, sizeof(*sp));
+		if (sp) {
+			sp->maps = calloc(p->n_buffers, sizeof(*sp->maps));
+			if (!sp->maps) {
+				free(sp);
+				sp = NULL;
+			} else {
+				sp->n = p->n_buffers;
+				pthread_mutex_init(&sp->lock, NULL);
+				p->tp_priv[tp->index] = sp;
+			}
+		}
+	}
+	pthread_mutex_unlock(&tp->eng->peer_lock);
+	return sp;
+}
+
+static int shm_submit(struct te_transport *tp, struct te_task *t)
+{
+	struct te_peer *p = t->peer;
+	int i = find_buffer(p, t->req.target_addr, t->req.length);
+	struct shm_peer *sp = peer_state(tp, p);
+	struct te_buffer_desc *b;
+	char *target;
+	int rc = 0;
+
+	if (i < 0)
+		return MC_ENOTREG;
+	if (!sp)
+		return -ENOMEM;
+	b = &p->buffers[i];
+	pthread_mutex_lock(&sp->lock);
+	if (!sp->maps[i].base)
+		rc = map_buffer(b, &sp->maps[i]);
+	pthread_mutex_unlock(&sp->lock);
+	if (rc)
+		return rc;
+	target = sp->maps[i].ptr + (t->req.target_addr - b->addr);
+	if (t->req.opcode == TE_READ)
+		memcpy(t->req.local, target, t->req.length);
+	else
+		memcpy(target, t->req.local, t->req.length);
+	te__slice_done(t, t->req.length, 0);
+	return 0;
+}
+
+static void shm_peer_release(struct te_transport *tp, struct te_peer *p)
+{
+	struct shm_peer *sp = p->tp_priv[tp->index];
+
+	for (unsigned i = 0; i < sp->n; i++)
+		if (sp->maps[i].base)
+			munmap(sp->maps[i].base, sp->maps[i].map_len);
+	pthread_mutex_destroy(&sp->lock);
+	free(sp->maps);
+	free(sp);
+	p->tp_priv[tp->index] = NULL;
+}
+
+const struct te_transport_ops te_shm_ops = {
+	.name = "shm",
+	.version = 1,
+	.init = shm_init,
+	.fini = shm_fini,
+	.reachable = shm_reachable,
+	.submit = shm_submit,
+	.peer_release = shm_peer_release,
+};

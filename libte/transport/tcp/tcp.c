@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The "tcp" transport's ops table: upstream's TCP data framing, version 2
+ * (status frames), advertised as tcp_data_port / tcp_proto_version 2 in
+ * our descriptor so an upstream engine can talk to ours and back.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "tcp_int.h"
+
+static int tcp_init(struct te_engine *eng, struct te_transport **out, char *err,
+		    size_t errlen)
+{
+	struct tcp_transport *t = calloc(1, sizeof(*t));
+	const char *s = getenv("MC_TCP_MAX_SLICE_SIZE");
+	long v = s ? strtol(s, NULL, 10) : 0;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->base.eng = eng;
+	t->slice_size = v >= 4096 ? (uint64_t)v : TCP_SLICE_DEFAULT;
+	pthread_mutex_init(&t->conns_lock, NULL);
+	pthread_cond_init(&t->conns_cond, NULL);
+	rc = tcp_server_start(t, err, errlen);
+	if (rc) {
+		pthread_cond_destroy(&t->conns_cond);
+		pthread_mutex_destroy(&t->conns_lock);
+		free(t);
+		return rc;
+	}
+	*out = &t->base;
+	return 0;
+}
+
+static void tcp_fini(struct te_transport *tp)
+{
+	struct tcp_transport *t = to_tcp(tp);
+
+	tcp_server_stop(t);
+	/* Peers were released first; wait for their lane threads to end. */
+	pthread_mutex_lock(&t->conns_lock);
+	while (atomic_load(&t->n_lane_threads))
+		pthread_cond_wait(&t->conns_cond, &t->conns_lock);
+	pthread_mutex_unlock(&t->conns_lock);
+	pthread_cond_destroy(&t->conns_cond);
+	pthread_mutex_destroy(&t->conns_lock);
+	free(t);
+}
+
+static int tcp_describe(struct te_transport *tp, json_t *desc)
+{
+	json_object_set_new(desc, "tcp_data_port",
+			    json_integer(to_tcp(tp)->data_port));
+	json_object_set_new(desc, "tcp_proto_version", json_integer(2));
+	return 0;
+}
+
+static bool tcp_reachable(struct te_transport *tp, struct te_peer *peer,
+			  const struct te_request *req)
+{
+	return !peer->is_self && peer->tcp_data_port > 0;
+}
+
+static int tcp_submit(struct te_transport *tp, struct te_task *t)
+{
+	return tcp_client_submit(to_tcp(tp), t);
+}
+
+static void tcp_peer_release(struct te_transport *tp, struct te_peer *p)
+{
+	tcp_client_peer_release(to_tcp(tp), p);
+}
+
+const struct te_transport_ops te_tcp_ops = {
+	.name = "tcp",
+	.version = 1,
+	.init = tcp_init,
+	.fini = tcp_fini,
+	.describe = tcp_describe,
+	.reachable = tcp_reachable,
+	.submit = tcp_submit,
+	.peer_release = tcp_peer_release,
+};

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TCP client: per peer, `lanes` persistent connections, each driven
+ * by a sender and a receiver thread (full duplex, so READ data coming
+ * back never blocks WRITE data going out). Slices wait in the peer's
+ * queue; a lane's sender takes one when it has fewer than TCP_LANE_DEPTH
+ * in flight, the receiver completes them in order.
+ *
+ * Failures: an I/O error or a timeout breaks the lane's connection. The
+ * receiver then ends the slice it was reading (FAILED, or TIMEOUT past its
+ * deadline) and puts the slices still in flight back at the head of the
+ * queue if their deadline allows, so another connection retries them
+ * (reads and writes of the same bytes are idempotent). A refused
+ * connection ends the slice and marks the peer stale, so the next use
+ * resolves its name again (a restarted peer has new ports).
+ *
+ * Lifetime: struct tcp_peer is refcounted by its owner (te_peer) and by
+ * each lane thread; the last one out frees it, so a lane thread that ends
+ * the last task of a peer never has to join itself.
+ *
+ * Locking: one mutex per peer guards its queue and lanes' state; no I/O
+ * happens under it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+#include "mc_net.h"
+#include "tcp_int.h"
+#include "mooncake/mc_err.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+
+struct tcp_slice {
+	struct tcp_slice *next;
+	struct te_task *task;
+	char *local;
+	uint64_t remote, len;
+	uint8_t op;
+	bool sent;
+};
+
+struct tcp_peer;
+
+struct tcp_lane {
+	struct tcp_peer *tp;
+	int fd; /* -1: not connected */
+	bool broken;
+	struct tcp_slice *if_head, *if_tail; /* in flight, in order */
+	unsigned n_inflight;
+	pthread_cond_t cond;
+};
+
+struct tcp_peer {
+	_Atomic int refs;
+	struct tcp_transport *t;
+	struct te_peer *peer; /* valid while the owner's reference lives */
+	char ip[TE_NAME_MAX];
+	int port;
+	bool v2;
+	pthread_mutex_t lock;
+	pthread_cond_t queue_cond;
+	struct tcp_slice *q_head, *q_tail;
+	bool stopping;
+	bool peer_gone; /* owner released: do not touch ->peer */
+	unsigned n_lanes;
+	struct tcp_lane lanes[];
+};
+
+static void tcp_peer_put(struct tcp_peer *tp)
+{
+	if (atomic_fetch_sub(&tp->refs, 1) != 1)
+		return;
+	for (unsigned i = 0; i < tp->n_lanes; i++) {
+		if (tp->lanes[i].fd >= 0)
+			close(tp->lanes[i].fd);
+		pthread_cond_destroy(&tp->lanes[i].cond);
+	}
+	pthread_cond_destroy(&tp->queue_cond);
+	pthread_mutex_destroy(&tp->lock);
+	free(tp);
+}
+
+static void thread_exit_accounting(struct tcp_transport *t)
+{
+	pthread_mutex_lock(&t->conns_lock);
+	atomic_fetch_sub(&t->n_lane_threads, 1);
+	pthread_cond_broadcast(&t->conns_cond);
+	pthread_mutex_unlock(&t->conns_lock);
+}
+
+static void finish(struct tcp_slice *s, int rc)
+{
+	te__slice_done(s->task, rc ? 0 : s->len, rc);
+	free(s);
+}
+
+/* Caller holds tp->lock. */
+static void queue_front(struct tcp_peer *tp, struct tcp_slice *s)
+{
+	s->next = tp->q_head;
+	s->sent = false;
+	tp->q_head = s;
+	if (!tp->q_tail)
+		tp->q_tail = s;
+}
+
+static bool is_connection_error(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -EPIPE ||
+	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -ENOTCONN;
+}
+
+/*
+ * The lane's connection broke: end or requeue everything in flight, close
+ * the socket. Called by the receiver with tp->lock held; returns the
+ * slices to end (outside the lock) as a list.
+ */
+static struct tcp_slice *break_lane(struct tcp_lane *l)
+{
+	struct tcp_peer *tp = l->tp;
+	struct tcp_slice *dead = NULL, *s, *next;
+	uint64_t now = te__now_ns();
+
+	for (s = l->if_head; s; s = next) {
+		next = s->next;
+		if (s->task->deadline_ns > now && !tp->stopping) {
+			queue_front(tp, s);
+		} else {
+			s->next = dead;
+			dead = s;
+		}
+	}
+	l->if_head = l->if_tail = NULL;
+	l->n_inflight = 0;
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+	l->broken = false;
+	pthread_cond_broadcast(&l->cond);
+	pthread_cond_broadcast(&tp->queue_cond);
+	return dead;
+}
+
+static int send_slice(int fd, struct tcp_peer *tp, struct tcp_slice *s)
+{
+	struct tcp_hdr h = {
+		.size = s->len, .addr = s->remote, .op = s->op, .v2 = tp->v2
+	};
+	uint8_t raw[TCP_HDR_LEN];
+	int rc;
+
+	tcp_hdr_encode(&h, raw);
+	rc = tcp_io_send(fd, raw, sizeof(raw), s->task->deadline_ns);
+	if (!rc && s->op == TCP_OP_WRITE)
+		rc = tcp_io_send(fd, s->local, s->len, s->task->deadline_ns);
+	return rc;
+}
+
+static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
+{
+	uint64_t now = te__now_ns();
+	int ms = CONNECT_TIMEOUT_MS, rc;
+
+	if (deadline > now && (deadline - now) / 1000000 < (uint64_t)ms)
+		ms = (int)((deadline - now) / 1000000) + 1;
+	rc = mc_net_connect(tp->ip, tp->port, ms, fd);
+	if (rc)
+		return rc;
+	mc_net_set_nodelay(*fd);
+	/* Our I/O helpers poll: the socket must not block. */
+	if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK)) {
+		rc = -errno;
+		close(*fd);
+	}
+	return rc;
+}
+
+static void *sender(void *arg)
+{
+	struct tcp_lane *l = arg;
+	struct tcp_peer *tp = l->tp;
+
+	pthread_mutex_lock(&tp->lock);
+	for (;;) {
+		struct tcp_slice *s;
+		int fd, rc;
+
+		while (!tp->stopping && (l->broken || !tp->q_head ||
+					 l->n_inflight >= TCP_LANE_DEPTH))
+			pthread_cond_wait(
+				l->broken || l->n_inflight >= TCP_LANE_DEPTH ?
+					&l->cond :
+					&tp->queue_cond,
+				&tp->lock);
+		if (tp->stopping)
+			break;
+		s = tp->q_head;
+		tp->q_head = s->next;
+		if (!tp->q_head)
+			tp->q_tail = NULL;
+		s->next = NULL;
+		if (te__now_ns() >= s->task->deadline_ns) {
+			pthread_mutex_unlock(&tp->lock);
+			finish(s, -ETIMEDOUT);
+			pthread_mutex_lock(&tp->lock);
+			continue;
+		}
+		if (l->fd < 0) {
+			pthread_mutex_unlock(&tp->lock);
+			rc = connect_lane(tp, s->task->deadline_ns, &fd);
+			pthread_mutex_lock(&tp->lock);
+			if (rc) {
+				if (is_connection_error(rc) && !tp->peer_gone)
+					te__peer_invalidate(tp->peer);
+				pthread_mutex_unlock(&tp->lock);
+				finish(s, rc);
+				pthread_mutex_lock(&tp->lock);
+				continue;
+			}
+			l->fd = fd;
+		}
+		/* In flight before sending: replies come back in order. */
+		if (l->if_tail)
+			l->if_tail->next = s;
+		else
+			l->if_head = s;
+		l->if_tail = s;
+		l->n_inflight++;
+		fd = l->fd;
+		pthread_mutex_unlock(&tp->lock);
+		rc = send_slice(fd, tp, s);
+		pthread_mutex_lock(&tp->lock);
+		if (rc) {
+			/* Let the receiver clean up the connection. */
+			l->broken = true;
+			shutdown(fd, SHUT_RDWR);
+		}
+		s->sent = true;
+		pthread_cond_broadcast(&l->cond);
+	}
+	pthread_mutex_unlock(&tp->lock);
+	thread_exit_accounting(tp->t);
+	tcp_peer_put(tp);
+	return NULL;
+}
+
+/* Read the reply to s; 0, MC_ENOTREG (refused) or an I/O error. */
+static int receive_slice(int fd, struct tcp_peer *tp, struct tcp_slice *s,
+			 bool *io_error)
+{
+	uint8_t raw[TCP_STATUS_LEN];
+	uint32_t code;
+	int rc = 0;
+
+	*io_error = false;
+	if (tp->v2) {
+		rc = tcp_io_recv(fd, raw, sizeof(raw), s->task->deadline_ns);
+		if (!rc && tcp_status_decode(raw, &code))
+			rc = -EPROTO;
+		if (rc) {
+			*io_error = true;
+			return rc;
+		}
+		if (code != TCP_STATUS_OK)
+			return MC_ENOTREG;
+	}
+	if (s->op == TCP_OP_READ) {
+		rc = tcp_io_recv(fd, s->local, s->len, s->task->deadline_ns);
+		*io_error = rc != 0;
+	}
+	return rc;
+}
+
+static void *receiver(void *arg)
+{
+	struct tcp_lane *l = arg;
+	struct tcp_peer *tp = l->tp;
+
+	pthread_mutex_lock(&tp->lock);
+	for (;;) {
+		struct tcp_slice *s, *dead;
+		bool io_error;
+		int fd, rc;
+
+		while (!tp->stopping && !l->broken &&
+		       !(l->if_head && l->if_head->sent))
+			pthread_cond_wait(&l->cond, &tp->lock);
+		if (tp->stopping)
+			break;
+		if (l->broken && !(l->if_head && l->if_head->sent)) {
+			dead = break_lane(l);
+			pthread_mutex_unlock(&tp->lock);
+			for (; dead; dead = s) {
+				s = dead->next;
+				finish(dead, -ECONNRESET);
+			}
+			pthread_mutex_lock(&tp->lock);
+			continue;
+		}
+		s = l->if_head;
+		fd = l->fd;
+		pthread_mutex_unlock(&tp->lock);
+		rc = receive_slice(fd, tp, s, &io_error);
+		pthread_mutex_lock(&tp->lock);
+		l->if_head = s->next;
+		if (!l->if_head)
+			l->if_tail = NULL;
+		l->n_inflight--;
+		dead = NULL;
+		if (io_error) {
+			if (is_connection_error(rc) && !tp->peer_gone)
+				te__peer_invalidate(tp->peer);
+			l->broken = true;
+			dead = break_lane(l);
+		}
+		pthread_cond_broadcast(&l->cond);
+		pthread_mutex_unlock(&tp->lock);
+		finish(s, rc);
+		for (struct tcp_slice *n; dead; dead = n) {
+			n = dead->next;
+			finish(dead, rc);
+		}
+		pthread_mutex_lock(&tp->lock);
+	}
+	pthread_mutex_unlock(&tp->lock);
+	thread_exit_accounting(tp->t);
+	tcp_peer_put(tp);
+	return NULL;
+}
+
+static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
+{
+	unsigned n = t->base.eng->tcp_lanes;
+	struct tcp_peer *tp = calloc(1, sizeof(*tp) + n * sizeof(tp->lanes[0]));
+	pthread_attr_t attr;
+
+	if (!tp)
+		return NULL;
+	atomic_store(&tp->refs, 1);
+	tp->t = t;
+	tp->peer = p;
+	snprintf(tp->ip, sizeof(tp->ip), "%s", p->ip);
+	tp->port = p->tcp_data_port;
+	tp->v2 = p->tcp_proto_version >= 2;
+	tp->n_lanes = n;
+	pthread_mutex_init(&tp->lock, NULL);
+	pthread_cond_init(&tp->queue_cond, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (unsigned i = 0; i < n; i++) {
+		struct tcp_lane *l = &tp->lanes[i];
+		pthread_t th;
+
+		l->tp = tp;
+		l->fd = -1;
+		pthread_cond_init(&l->cond, NULL);
+		atomic_fetch_add(&tp->refs, 2);
+		atomic_fetch_add(&t->n_lane_threads, 2);
+		if (pthread_create(&th, &attr, sender, l)) {
+			atomic_fetch_sub(&tp->refs, 2);
+			atomic_fetch_sub(&t->n_lane_threads, 2);
+			break;
+		}
+		if (pthread_create(&th, &attr, receiver, l)) {
+			/* The sender alone would never finish slices. */
+			pthread_mutex_lock(&tp->lock);
+			tp->stopping = true;
+			pthread_mutex_unlock(&tp->lock);
+			atomic_fetch_sub(&tp->refs, 1);
+			atomic_fetch_sub(&t->n_lane_threads, 1);
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return tp;
+}
+
+static struct tcp_peer *peer_state(struct tcp_transport *t, struct te_peer *p)
+{
+	struct te_engine *eng = t->base.eng;
+	struct tcp_peer *tp;
+
+	pthread_mutex_lock(&eng->peer_lock);
+	tp = p->tp_priv[t->base.index];
+	if (!tp) {
+		tp = peer_create(t, p);
+		p->tp_priv[t->base.index] = tp;
+	}
+	pthread_mutex_unlock(&eng->peer_lock);
+	return tp;
+}
+
+int tcp_client_submit(struct tcp_transport *t, struct te_task *task)
+{
+	struct tcp_peer *tp = peer_state(t, task->peer);
+	struct tcp_slice *head = NULL, *tail = NULL;
+	uint64_t len = task->req.length, off = 0;
+	uint64_t n = (len + t->slice_size - 1) / t->slice_size;
+
+	if (!tp)
+		return -ENOMEM;
+	/* Build every slice first: a failed allocation starts nothing. */
+	for (uint64_t i = 0; i < n; i++) {
+		struct tcp_slice *s = calloc(1, sizeof(*s));
+		uint64_t l = len - off < t->slice_size ? len - off :
+							 t->slice_size;
+		if (!s) {
+			while (head) {
+				s = head->next;
+				free(head);
+				head = s;
+			}
+			return -ENOMEM;
+		}
+		s->task = task;
+		s->local = (char *)task->req.local + off;
+		s->remote = task->req.target_addr + off;
+		s->len = l;
+		s->op = task->req.opcode == TE_READ ? TCP_OP_READ :
+						      TCP_OP_WRITE;
+		if (tail)
+			tail->next = s;
+		else
+			head = s;
+		tail = s;
+		off += l;
+	}
+	te__task_add_slices(task, (int)n - 1);
+	pthread_mutex_lock(&tp->lock);
+	if (tp->stopping) {
+		pthread_mutex_unlock(&tp->lock);
+		while (head) {
+			struct tcp_slice *s = head->next;
+			finish(head, -ECANCELED);
+			head = s;
+		}
+		return 0;
+	}
+	if (tp->q_tail)
+		tp->q_tail->next = head;
+	else
+		tp->q_head = head;
+	tp->q_tail = tail;
+	pthread_cond_broadcast(&tp->queue_cond);
+	pthread_mutex_unlock(&tp->lock);
+	return 0;
+}
+
+void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p)
+{
+	struct tcp_peer *tp = p->tp_priv[t->base.index];
+	struct tcp_slice *q;
+
+	p->tp_priv[t->base.index] = NULL;
+	pthread_mutex_lock(&tp->lock);
+	tp->stopping = true;
+	tp->peer_gone = true;
+	q = tp->q_head;
+	tp->q_head = tp->q_tail = NULL;
+	for (unsigned i = 0; i < tp->n_lanes; i++) {
+		if (tp->lanes[i].fd >= 0)
+			shutdown(tp->lanes[i].fd, SHUT_RDWR);
+		pthread_cond_broadcast(&tp->lanes[i].cond);
+	}
+	pthread_cond_broadcast(&tp->queue_cond);
+	pthread_mutex_unlock(&tp->lock);
+	/* Tasks hold peer references, so nothing should be queued here. */
+	while (q) {
+		struct tcp_slice *s = q->next;
+		finish(q, -ECANCELED);
+		q = s;
+	}
+	tcp_peer_put(tp);
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file tcp_int.h
+ * The TCP transport's parts: tcp.c (ops table), tcp_server.c (serves
+ * peers' requests straight from and into registered memory) and
+ * tcp_client.c (per-peer lanes).
+ *
+ * Client model: each peer gets `lanes` persistent connections. A lane is
+ * full duplex: its sender thread takes slices from the peer's queue and
+ * writes request headers (and WRITE payloads); its receiver thread reads
+ * status frames (and READ payloads) in the same order. Requests larger
+ * than the slice size are cut into slices spread over the lanes. Every
+ * wait is a condition variable or poll() with the slice's deadline; no
+ * thread spins.
+ */
+#ifndef TE_TCP_INT_H
+#define TE_TCP_INT_H
+
+#include <pthread.h>
+
+#include "te_int.h"
+#include "tcp_wire.h"
+
+#define TCP_SLICE_DEFAULT (1u << 20)
+#define TCP_LANE_DEPTH 8 /* slices in flight per lane */
+
+struct tcp_conn; /* a served connection */
+
+struct tcp_transport {
+	struct te_transport base;
+	int listen_fd;
+	int data_port;
+	uint64_t slice_size;
+	pthread_t accept_thread;
+	_Atomic bool stopping;
+	pthread_mutex_t conns_lock;
+	struct tcp_conn *conns; /* served connections, for shutdown */
+	_Atomic int n_conns;
+	_Atomic int n_lane_threads; /* client threads still running */
+	pthread_cond_t conns_cond; /* signalled when either drops */
+};
+
+static inline struct tcp_transport *to_tcp(struct te_transport *tp)
+{
+	return mc_container_of(tp, struct tcp_transport, base);
+}
+
+/* tcp_server.c */
+int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen);
+void tcp_server_stop(struct tcp_transport *t);
+
+/* tcp_client.c */
+int tcp_client_submit(struct tcp_transport *t, struct te_task *task);
+void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p);
+
+/* Socket I/O with a deadline (CLOCK_MONOTONIC ns; 0 = none). */
+int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns);
+
+#endif

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TCP server: peers' requests go straight between the socket and our
+ * registered memory (no bounce buffer). Every request is checked against
+ * the registration table first; a range outside remote-accessible memory
+ * is refused without touching memory (version 2: status code 1 and the
+ * connection goes on; version 1: the connection is closed, as upstream).
+ *
+ * Threads: one accept thread, one thread per served connection (peers
+ * keep a few persistent lanes each). reg_lock is held for reading while a
+ * request's bytes move, so te_unregister() waits for them; each data
+ * phase is bounded by the engine's request timeout.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+#include "mc_net.h"
+#include "tcp_int.h"
+
+/* A rejected WRITE's payload is read and dropped up to this size, so the
+ * connection stays usable; beyond it the connection is closed. */
+#define DRAIN_MAX (64u << 20)
+
+struct tcp_conn {
+	struct tcp_conn *next, *prev;
+	struct tcp_transport *t;
+	int fd;
+	pthread_t thread;
+};
+
+static int drain(int fd, uint64_t len, uint64_t deadline)
+{
+	char buf[65536];
+
+	while (len) {
+		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+		int rc = tcp_io_recv(fd, buf, n, deadline);
+		if (rc)
+			return rc;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Serve one request; a negative return closes the connection. */
+static int serve_request(struct tcp_transport *t, int fd,
+			 const struct tcp_hdr *h)
+{
+	struct te_engine *eng = t->base.eng;
+	uint64_t deadline = te__now_ns() + eng->timeout_ms * 1000000ULL;
+	void *mem = (void *)(uintptr_t)h->addr;
+	uint8_t st[TCP_STATUS_LEN];
+	bool ok;
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&eng->reg_lock);
+	ok = h->size == 0 || te__reg_check_remote(eng, h->addr, h->size);
+	if (ok && h->op == TCP_OP_READ) {
+		if (h->v2) {
+			tcp_status_encode(TCP_STATUS_OK, st);
+			rc = tcp_io_send(fd, st, sizeof(st), deadline);
+		}
+		if (!rc)
+			rc = tcp_io_send(fd, mem, h->size, deadline);
+	} else if (ok) {
+		rc = tcp_io_recv(fd, mem, h->size, deadline);
+	}
+	pthread_rwlock_unlock(&eng->reg_lock);
+	if (rc)
+		return rc;
+	if (ok) {
+		atomic_fetch_add(&t->base.served_bytes, h->size);
+		if (h->op == TCP_OP_WRITE && h->v2) {
+			tcp_status_encode(TCP_STATUS_OK, st);
+			rc = tcp_io_send(fd, st, sizeof(st), deadline);
+		}
+		return rc;
+	}
+	mc_log_debug("te", "tcp: refused %s of %llu bytes at 0x%llx",
+		     h->op == TCP_OP_READ ? "READ" : "WRITE",
+		     (unsigned long long)h->size, (unsigned long long)h->addr);
+	if (!h->v2)
+		return -EACCES;
+	if (h->op == TCP_OP_WRITE) {
+		if (h->size > DRAIN_MAX)
+			return -EACCES;
+		rc = drain(fd, h->size, deadline);
+		if (rc)
+			return rc;
+	}
+	tcp_status_encode(TCP_STATUS_REJECTED, st);
+	return tcp_io_send(fd, st, sizeof(st), deadline);
+}
+
+static void *serve_conn(void *arg)
+{
+	struct tcp_conn *c = arg;
+	struct tcp_transport *t = c->t;
+	uint8_t raw[TCP_HDR_LEN];
+	struct tcp_hdr h;
+
+	while (!atomic_load(&t->stopping)) {
+		/* Idle connections wait here until data or shutdown. */
+		if (tcp_io_recv(c->fd, raw, sizeof(raw), 0))
+			break;
+		if (tcp_hdr_decode(raw, &h) || serve_request(t, c->fd, &h))
+			break;
+	}
+	pthread_mutex_lock(&t->conns_lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		t->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	close(c->fd);
+	free(c);
+	atomic_fetch_sub(&t->n_conns, 1);
+	pthread_cond_broadcast(&t->conns_cond);
+	pthread_mutex_unlock(&t->conns_lock);
+	return NULL;
+}
+
+static void *accept_loop(void *arg)
+{
+	struct tcp_transport *t = arg;
+
+	while (!atomic_load(&t->stopping)) {
+		struct pollfd p = { .fd = t->listen_fd, .events = POLLIN };
+		struct tcp_conn *c;
+		pthread_attr_t attr;
+		int fd;
+
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		fd = accept4(t->listen_fd, NULL, NULL,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			continue;
+		mc_net_set_nodelay(fd);
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->t = t;
+		c->fd = fd;
+		pthread_mutex_lock(&t->conns_lock);
+		c->next = t->conns;
+		if (t->conns)
+			t->conns->prev = c;
+		t->conns = c;
+		atomic_fetch_add(&t->n_conns, 1);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&c->thread, &attr, serve_conn, c)) {
+			t->conns = c->next;
+			if (c->next)
+				c->next->prev = NULL;
+			atomic_fetch_sub(&t->n_conns, 1);
+			close(fd);
+			free(c);
+		}
+		pthread_attr_destroy(&attr);
+		pthread_mutex_unlock(&t->conns_lock);
+	}
+	return NULL;
+}
+
+int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen)
+{
+	struct te_engine *eng = t->base.eng;
+	int rc;
+
+	rc = mc_net_listen(eng->ip, 0, 128, 1, &t->listen_fd, &t->data_port);
+	if (rc) {
+		snprintf(err, errlen, "tcp transport: cannot listen on %s: %s",
+			 eng->ip, strerror(-rc));
+		return rc;
+	}
+	rc = pthread_create(&t->accept_thread, NULL, accept_loop, t);
+	if (rc) {
+		close(t->listen_fd);
+		return -rc;
+	}
+	return 0;
+}
+
+void tcp_server_stop(struct tcp_transport *t)
+{
+	atomic_store(&t->stopping, true);
+	pthread_join(t->accept_thread, NULL);
+	close(t->listen_fd);
+	pthread_mutex_lock(&t->conns_lock);
+	for (struct tcp_conn *c = t->conns; c; c = c->next)
+		shutdown(c->fd, SHUT_RDWR);
+	while (atomic_load(&t->n_conns))
+		pthread_cond_wait(&t->conns_cond, &t->conns_lock);
+	pthread_mutex_unlock(&t->conns_lock);
+}
