@@ -251,3 +251,46 @@ struct te_peer *te__segment_peer(struct te_segment *seg)
 	te__peer_put(p);
 	return fresh;
 }
+
+int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
+		       unsigned max)
+{
+	struct te_peer *p = te__segment_peer(seg);
+	int n;
+
+	if (!p)
+		return -EHOSTUNREACH;
+	if (p->is_self) {
+		struct te_engine *eng = seg->eng;
+		unsigned k = 0;
+
+		pthread_rwlock_rdlock(&eng->reg_lock);
+		for (unsigned i = 0; i < eng->n_regs; i++) {
+			struct te_memreg *r = eng->regs[i];
+			if (!r->remote)
+				continue;
+			if (k < max) {
+				out[k].addr = r->addr;
+				out[k].length = r->len;
+				snprintf(out[k].location,
+					 sizeof(out[k].location), "%s",
+					 r->location);
+				out[k].shareable = r->shm_path != NULL;
+			}
+			k++;
+		}
+		pthread_rwlock_unlock(&eng->reg_lock);
+		n = (int)k;
+	} else {
+		for (unsigned i = 0; i < p->n_buffers && i < max; i++) {
+			out[i].addr = p->buffers[i].addr;
+			out[i].length = p->buffers[i].length;
+			snprintf(out[i].location, sizeof(out[i].location), "%s",
+				 p->buffers[i].location);
+			out[i].shareable = p->buffers[i].shm_path != NULL;
+		}
+		n = (int)p->n_buffers;
+	}
+	te__peer_put(p);
+	return n;
+}

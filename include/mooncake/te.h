@@ -155,6 +155,28 @@ int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen);
 void te_segment_close(struct te_segment *seg);
 
+/* A buffer a segment publishes. */
+struct te_buffer_info {
+	uint64_t addr, length;
+	char location[64];
+	bool shareable; /* mappable by engines on the same host (shm) */
+};
+
+/** Copy up to max of the segment's published buffers; returns how many
+ *  it has (which may exceed max). */
+int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
+		       unsigned max);
+
+/**
+ * Topology as JSON: {"numa_nodes": [0, ...], "nics": [{"name": "eth0",
+ * "numa_node": -1, "speed_mbps": N}, ...]} from sysfs. malloc'd; the
+ * caller frees it. NULL when out of memory.
+ */
+char *te_topology_json(void);
+
+/** NUMA node holding the page at addr (-1 when unknown). */
+int te_mem_numa_node(const void *addr);
+
 /** Create a batch that holds up to capacity requests. */
 int te_batch_create(struct te_engine *eng, unsigned capacity,
 		    struct te_batch **out);
