@@ -46,10 +46,21 @@ struct tcp_slice {
 
 struct tcp_peer;
 
+/*
+ * Lane state, under the peer's lock. The sender owns the socket it is
+ * writing to until it returns: a break only shuts the socket down and
+ * parks it in dead_fd (closed by the sender before it reconnects), and
+ * the slice being sent stays on the in-flight list until the sender has
+ * seen the outcome. `gen` counts connections so a sender can tell that
+ * the one it wrote to is gone.
+ */
 struct tcp_lane {
 	struct tcp_peer *tp;
 	int fd; /* -1: not connected */
-	bool broken;
+	int dead_fd; /* shut down, to be closed by the sender */
+	unsigned gen;
+	bool broken; /* send failed: wait for the receiver to break it */
+	struct tcp_slice *sending;
 	struct tcp_slice *if_head, *if_tail; /* in flight, in order */
 	unsigned n_inflight;
 	pthread_cond_t cond;
@@ -78,6 +89,8 @@ static void tcp_peer_put(struct tcp_peer *tp)
 	for (unsigned i = 0; i < tp->n_lanes; i++) {
 		if (tp->lanes[i].fd >= 0)
 			close(tp->lanes[i].fd);
+		if (tp->lanes[i].dead_fd >= 0)
+			close(tp->lanes[i].dead_fd);
 		pthread_cond_destroy(&tp->lanes[i].cond);
 	}
 	pthread_cond_destroy(&tp->queue_cond);
@@ -115,10 +128,29 @@ static bool is_connection_error(int rc)
 	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -ENOTCONN;
 }
 
+/* Caller holds tp->lock. */
+static void fifo_remove(struct tcp_lane *l, struct tcp_slice *s)
+{
+	struct tcp_slice **pp = &l->if_head, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->next) {
+		if (*pp != s)
+			continue;
+		*pp = s->next;
+		if (l->if_tail == s)
+			l->if_tail = prev;
+		s->next = NULL;
+		l->n_inflight--;
+		return;
+	}
+}
+
 /*
- * The lane's connection broke: end or requeue everything in flight, close
- * the socket. Called by the receiver with tp->lock held; returns the
- * slices to end (outside the lock) as a list.
+ * The lane's connection broke (the receiver saw an I/O error). Every
+ * slice already sent is put back at the head of the queue if its
+ * deadline allows, else returned to be ended; the slice the sender is
+ * still writing stays for the sender to settle. Caller (the receiver)
+ * holds tp->lock and ends the returned list outside it.
  */
 static struct tcp_slice *break_lane(struct tcp_lane *l)
 {
@@ -128,6 +160,9 @@ static struct tcp_slice *break_lane(struct tcp_lane *l)
 
 	for (s = l->if_head; s; s = next) {
 		next = s->next;
+		if (s == l->sending)
+			continue;
+		fifo_remove(l, s);
 		if (s->task->deadline_ns > now && !tp->stopping) {
 			queue_front(tp, s);
 		} else {
@@ -135,11 +170,14 @@ static struct tcp_slice *break_lane(struct tcp_lane *l)
 			dead = s;
 		}
 	}
-	l->if_head = l->if_tail = NULL;
-	l->n_inflight = 0;
-	if (l->fd >= 0)
-		close(l->fd);
+	if (l->fd >= 0) {
+		shutdown(l->fd, SHUT_RDWR);
+		if (l->dead_fd >= 0)
+			close(l->dead_fd);
+		l->dead_fd = l->fd;
+	}
 	l->fd = -1;
+	l->gen++;
 	l->broken = false;
 	pthread_cond_broadcast(&l->cond);
 	pthread_cond_broadcast(&tp->queue_cond);
@@ -188,18 +226,19 @@ static void *sender(void *arg)
 	pthread_mutex_lock(&tp->lock);
 	for (;;) {
 		struct tcp_slice *s;
+		unsigned gen;
 		int fd, rc;
 
-		while (!tp->stopping && (l->broken || !tp->q_head ||
-					 l->n_inflight >= TCP_LANE_DEPTH))
-			pthread_cond_wait(
-				l->broken || l->n_inflight >= TCP_LANE_DEPTH ?
-					&l->cond :
-					&tp->queue_cond,
-				&tp->lock);
+		while (!tp->stopping && !tp->q_head)
+			pthread_cond_wait(&tp->queue_cond, &tp->lock);
+		while (!tp->stopping &&
+		       (l->broken || l->n_inflight >= TCP_LANE_DEPTH))
+			pthread_cond_wait(&l->cond, &tp->lock);
 		if (tp->stopping)
 			break;
 		s = tp->q_head;
+		if (!s)
+			continue; /* another lane took it */
 		tp->q_head = s->next;
 		if (!tp->q_head)
 			tp->q_tail = NULL;
@@ -211,6 +250,9 @@ static void *sender(void *arg)
 			continue;
 		}
 		if (l->fd < 0) {
+			if (l->dead_fd >= 0)
+				close(l->dead_fd);
+			l->dead_fd = -1;
 			pthread_mutex_unlock(&tp->lock);
 			rc = connect_lane(tp, s->task->deadline_ns, &fd);
 			pthread_mutex_lock(&tp->lock);
@@ -231,16 +273,33 @@ static void *sender(void *arg)
 			l->if_head = s;
 		l->if_tail = s;
 		l->n_inflight++;
+		l->sending = s;
 		fd = l->fd;
+		gen = l->gen;
 		pthread_mutex_unlock(&tp->lock);
 		rc = send_slice(fd, tp, s);
 		pthread_mutex_lock(&tp->lock);
-		if (rc) {
-			/* Let the receiver clean up the connection. */
-			l->broken = true;
-			shutdown(fd, SHUT_RDWR);
+		l->sending = NULL;
+		if (gen != l->gen) {
+			/* The connection broke while we wrote: settle s here. */
+			fifo_remove(l, s);
+			if (!rc && s->task->deadline_ns > te__now_ns() &&
+			    !tp->stopping) {
+				queue_front(tp, s);
+				pthread_cond_broadcast(&tp->queue_cond);
+			} else {
+				pthread_mutex_unlock(&tp->lock);
+				finish(s, rc ? rc : -ECONNRESET);
+				pthread_mutex_lock(&tp->lock);
+			}
+		} else {
+			if (rc) {
+				/* The receiver fails on it and breaks the lane. */
+				l->broken = true;
+				shutdown(fd, SHUT_RDWR);
+			}
+			s->sent = true;
 		}
-		s->sent = true;
 		pthread_cond_broadcast(&l->cond);
 	}
 	pthread_mutex_unlock(&tp->lock);
@@ -283,39 +342,23 @@ static void *receiver(void *arg)
 
 	pthread_mutex_lock(&tp->lock);
 	for (;;) {
-		struct tcp_slice *s, *dead;
+		struct tcp_slice *s, *dead = NULL;
 		bool io_error;
 		int fd, rc;
 
-		while (!tp->stopping && !l->broken &&
-		       !(l->if_head && l->if_head->sent))
+		while (!tp->stopping && !(l->if_head && l->if_head->sent))
 			pthread_cond_wait(&l->cond, &tp->lock);
 		if (tp->stopping)
 			break;
-		if (l->broken && !(l->if_head && l->if_head->sent)) {
-			dead = break_lane(l);
-			pthread_mutex_unlock(&tp->lock);
-			for (; dead; dead = s) {
-				s = dead->next;
-				finish(dead, -ECONNRESET);
-			}
-			pthread_mutex_lock(&tp->lock);
-			continue;
-		}
 		s = l->if_head;
 		fd = l->fd;
 		pthread_mutex_unlock(&tp->lock);
 		rc = receive_slice(fd, tp, s, &io_error);
 		pthread_mutex_lock(&tp->lock);
-		l->if_head = s->next;
-		if (!l->if_head)
-			l->if_tail = NULL;
-		l->n_inflight--;
-		dead = NULL;
+		fifo_remove(l, s);
 		if (io_error) {
 			if (is_connection_error(rc) && !tp->peer_gone)
 				te__peer_invalidate(tp->peer);
-			l->broken = true;
 			dead = break_lane(l);
 		}
 		pthread_cond_broadcast(&l->cond);
@@ -358,6 +401,7 @@ static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
 
 		l->tp = tp;
 		l->fd = -1;
+		l->dead_fd = -1;
 		pthread_cond_init(&l->cond, NULL);
 		atomic_fetch_add(&tp->refs, 2);
 		atomic_fetch_add(&t->n_lane_threads, 2);
