@@ -13,7 +13,7 @@ PACKAGES=(
 	sqlite3 libfuse3-dev fuse3 libibverbs-dev libnuma-dev
 	# tests
 	libcriterion-dev python3 python3-pytest python3-numpy curl iproute2
-	procps
+	procps etcd-server
 )
 
 if [ "$(id -u)" -eq 0 ]; then
