@@ -118,8 +118,9 @@ struct te_counters {
 int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		     char *err, size_t errlen);
 
-/** Remove this engine's metadata entries and free it. In-flight requests
- *  fail; batches must have been destroyed. */
+/** Remove this engine's metadata entries and free it. Every batch must
+ *  have been destroyed first (so no request is in flight), and every
+ *  segment closed. */
 void te_engine_destroy(struct te_engine *eng);
 
 /** The engine's segment name (with P2PHANDSHAKE, "host:rpcport"). */
