@@ -162,22 +162,33 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		b->tasks[base + i].local_reg = reg;
 	}
 	deadline = te__now_ns() + (uint64_t)eng->timeout_ms * 1000000ULL;
-	atomic_store(&b->n, base + n);
+	/*
+	 * Every new task is WAITING and counted in flight before b->n makes
+	 * it visible: a concurrent te_batch_status() never reads the status
+	 * of the batch's previous use, and a concurrent te_batch_wait() does
+	 * not return while later requests of this submission are unstarted.
+	 */
 	for (unsigned i = 0; i < n; i++) {
 		struct te_task *t = &b->tasks[base + i];
-		struct te_transport *tp;
-		int rc;
 
 		t->batch = b;
 		t->req = reqs[i];
 		t->tp = -1;
+		t->peer = NULL;
 		t->deadline_ns = deadline;
 		atomic_store(&t->status, TE_WAITING);
 		atomic_store(&t->transferred, 0);
 		atomic_store(&t->error, 0);
 		atomic_store(&t->timed_out, false);
 		atomic_store(&t->pending, 1);
-		atomic_fetch_add(&b->inflight, 1);
+	}
+	atomic_fetch_add(&b->inflight, n);
+	atomic_store(&b->n, base + n);
+	for (unsigned i = 0; i < n; i++) {
+		struct te_task *t = &b->tasks[base + i];
+		struct te_transport *tp;
+		int rc;
+
 		t->peer = te__segment_peer(reqs[i].target);
 		if (!t->peer) {
 			te__slice_done(t, 0, -EHOSTUNREACH);
@@ -190,7 +201,15 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		}
 		t->tp = pick_transport(eng, t->peer, &t->req);
 		if (t->tp < 0) {
-			t->tp = TE_TP_TCP;
+			/*
+			 * No transport reaches this range of the cached
+			 * descriptor: the peer may have registered more memory
+			 * or restarted, so resolve it again on the next use.
+			 */
+			if (!t->peer->is_self)
+				te__peer_invalidate(t->peer);
+			t->tp = eng->forced_tp >= 0 ? eng->forced_tp :
+						      TE_TP_TCP;
 			te__slice_done(t, 0, MC_ENOTSUPPORTED);
 			continue;
 		}
