@@ -167,6 +167,14 @@ int te__peer_lookup(struct te_engine *eng, const char *name,
 	atomic_store(&p->refs, 1);
 	rc = fetch(eng, name, p, err, errlen);
 	if (rc) {
+		char detail[TE_ERR_LEN];
+
+		snprintf(detail, sizeof(detail), "%s", err);
+		snprintf(err, errlen, "segment '%s' %s: %s", name,
+			 rc == -ENOENT ?
+				 "is not known to the metadata service" :
+				 "cannot be resolved",
+			 detail);
 		te__desc_release(p);
 		free(p);
 		return rc;
