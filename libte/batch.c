@@ -64,7 +64,8 @@ int te_batch_reset(struct te_batch *b)
 static void task_finish(struct te_task *t)
 {
 	struct te_batch *b = t->batch;
-	struct te_transport *tp = b->eng->tps[t->tp];
+	/* tp is -1 when the request failed before a transport was chosen. */
+	struct te_transport *tp = t->tp >= 0 ? b->eng->tps[t->tp] : NULL;
 	int err = atomic_load(&t->error);
 	int st = !err			    ? TE_COMPLETED :
 		 atomic_load(&t->timed_out) ? TE_TIMEOUT :
@@ -191,6 +192,9 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 
 		t->peer = te__segment_peer(reqs[i].target);
 		if (!t->peer) {
+			/* Stale and not resolvable again (peer gone). */
+			t->tp = eng->forced_tp >= 0 ? eng->forced_tp :
+						      TE_TP_TCP;
 			te__slice_done(t, 0, -EHOSTUNREACH);
 			continue;
 		}

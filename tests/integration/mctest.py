@@ -3,8 +3,12 @@
 ephemeral loopback ports, wait on conditions (never fixed sleeps), and
 tear everything down even when a test fails."""
 import atexit
+import glob
 import http.client
+import itertools
+import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -26,6 +30,26 @@ METAD = ("metad", "mooncake_metad")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                      "WARNING: ThreadSanitizer", "runtime error: ")
 METAD_CLI = ("tests", "tools", "metad_cli")
+SOURCE = os.environ.get("MC_SOURCE_DIR") or os.path.join(
+    os.path.dirname(__file__), "..", "..")
+TE_TSAN_SUPP = os.path.join(SOURCE, "tests", "tools", "te_tsan.supp")
+TE_PEER = ("tests", "tools", "te_peer")
+TE_CONFORMANCE = ("tests", "tools", "te_conformance")
+TE_CLIENT = ("tests", "tools", "te_client")
+_seq = itertools.count(1)
+
+
+def te_env(extra=None):
+    """Environment for the transfer-engine tools: TSan builds get the
+    suppressions of tests/tools/te_tsan.supp (the tools move memory whose
+    order another process guarantees, which TSan cannot see)."""
+    e = dict(os.environ)
+    opts = e.get("TSAN_OPTIONS", "")
+    if "suppressions=" not in opts:
+        e["TSAN_OPTIONS"] = (opts + ":" if opts else "") + \
+            f"suppressions={TE_TSAN_SUPP}"
+    e.update(extra or {})
+    return e
 
 
 def wait_for(cond, timeout=10.0, what="condition"):
@@ -73,6 +97,7 @@ class Procs:
     def __init__(self):
         self.procs = []
         self.logs = []
+        self.shm_pids = []
         atexit.register(self.cleanup)
 
     def popen(self, args, **kw):
@@ -80,13 +105,14 @@ class Procs:
         self.procs.append(p)
         return p
 
-    def start_metad(self, tmp_path, *args, host="127.0.0.1", name="metad"):
+    def start_metad(self, tmp_path, *args, host="127.0.0.1", name="metad",
+                    port=0):
         port_file = tmp_path / f"{name}.port"
         if port_file.exists():
             port_file.unlink()
         log_path = tmp_path / f"{name}.log"
         log = open(log_path, "ab")
-        cmd = [binary(*METAD), "--host", host, "--port", "0",
+        cmd = [binary(*METAD), "--host", host, "--port", str(port),
                "--port_file", str(port_file), *args]
         p = self.popen(cmd, stdout=log, stderr=log)
         log.close()
@@ -107,6 +133,56 @@ class Procs:
         wait_for(lambda: request(d.port, "GET", "/health")[0] == 200,
                  what="metad /health")
         return d
+
+    def start_te_peer(self, tmp_path, metadata, *args, name="127.0.0.1",
+                      size="64M", shm=False, seed=0, env=None):
+        """Start tests/tools/te_peer and wait for its ready file."""
+        tag = f"te_peer{next(_seq)}"
+        ready = tmp_path / f"{tag}.ready"
+        log_path = tmp_path / f"{tag}.log"
+        log = open(log_path, "ab")
+        cmd = [binary(*TE_PEER), "--metadata", metadata, "--name", name,
+               "--size", str(size), "--ready", str(ready), "--pattern",
+               str(seed), *(["--shm"] if shm else []), *args]
+        p = self.popen(cmd, stdout=log, stderr=log, env=te_env(env))
+        log.close()
+        self.logs.append(log_path)
+        if shm:
+            self.shm_pids.append(p.pid)
+
+        def is_ready():
+            try:
+                return json.loads(ready.read_text())
+            except (FileNotFoundError, ValueError):
+                if p.poll() is not None:
+                    raise RuntimeError(
+                        f"te_peer exited {p.returncode}: "
+                        + open(log_path, errors="replace").read())
+                return None
+
+        info = wait_for(is_ready, what=f"{tag} ready file")
+        return TePeer(p, info, seed, log_path)
+
+    def start_te_client(self, tmp_path, metadata, *args, name=None):
+        """Start tests/tools/te_client; returns a TeClient once it printed
+        its ready line (raises with that line otherwise)."""
+        tag = f"te_client{next(_seq)}"
+        log_path = tmp_path / f"{tag}.log"
+        log = open(log_path, "ab")
+        if name is None:
+            name = f"127.0.0.1:{20000 + next(_seq)}"
+        cmd = [binary(*TE_CLIENT), "--metadata", metadata, "--name", name,
+               *args]
+        p = self.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                       stderr=log, bufsize=0, env=te_env())
+        log.close()
+        self.logs.append(log_path)
+        c = TeClient(p, log_path)
+        line = c.readline()
+        if not line.startswith("ready "):
+            raise RuntimeError(f"te_client: {line}")
+        c.name = line.split()[1]
+        return c
 
     def sanitizer_reports(self):
         """Sanitizer findings in the logs of the daemons started."""
@@ -129,6 +205,125 @@ class Procs:
                     pass
                 p.wait()
         self.procs = []
+        # Shared memory of te_mem_alloc() that a killed peer left behind.
+        for pid in self.shm_pids:
+            for path in glob.glob(f"/dev/shm/mooncake.{pid}.*"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        self.shm_pids = []
+
+
+class TePeer:
+    """A running te_peer: its segment name, RPC address and buffer."""
+
+    def __init__(self, proc, info, seed, log_path):
+        self.proc = proc
+        self.pid = proc.pid
+        self.name = info["name"]
+        self.rpc = info["rpc"]
+        self.addr = info["addr"]
+        self.size = info["size"]
+        self.seed = seed
+        self.log_path = log_path
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def signal(self, sig):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stopped(self):
+        """Is every thread of the peer stopped (SIGSTOP delivered)?"""
+        try:
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                    if f.read().rpartition(")")[2].split()[0] not in "tT":
+                        return False
+        except FileNotFoundError:
+            return False
+        return True
+
+    def pause(self):
+        """SIGSTOP, and wait until it took effect: the signal is delivered
+        asynchronously, and a peer still running would serve requests."""
+        self.signal(signal.SIGSTOP)
+        wait_for(self.stopped, what="te_peer stopped")
+
+    def kill(self):
+        """SIGKILL: no clean unpublish."""
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, timeout=30.0):
+        """SIGTERM (after SIGCONT); returns the exit status."""
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout * SCALE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+class TeClient:
+    """Drives tests/tools/te_client: one command line in, one reply line
+    out (see the tool's header for the commands)."""
+
+    def __init__(self, proc, log_path):
+        self.proc = proc
+        self.log_path = log_path
+        self.buf = b""
+        self.name = None
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def readline(self, timeout=30.0):
+        deadline = time.monotonic() + timeout * SCALE
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("te_client did not answer")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise EOFError(
+                        f"te_client exited {self.proc.wait()}: " + self.log())
+                self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def cmd(self, line, timeout=30.0):
+        self.proc.stdin.write(line.encode() + b"\n")
+        return self.readline(timeout)
+
+    def ok(self, line, timeout=30.0):
+        """Run a command that must succeed; returns its key=value pairs."""
+        reply = self.cmd(line, timeout)
+        assert reply.startswith("ok"), f"{line!r} -> {reply!r}"
+        return dict(kv.split("=", 1) for kv in reply.split()[1:]
+                    if "=" in kv)
+
+    def transfer(self, batch, seg, op, addr, length, count, timeout_ms=60000):
+        """Submit, wait, and return (status dict, wait dict); the batch
+        is left for check/destroy."""
+        self.ok(f"submit {batch} {seg} {op} {addr} {length} {count}")
+        w = self.ok(f"wait {batch} {int(timeout_ms * SCALE)}",
+                    timeout=timeout_ms / 1000 + 30)
+        return self.ok(f"status {batch}"), w
+
+    def quit(self, timeout=60.0):
+        self.proc.stdin.write(b"quit\n")
+        line = self.readline(timeout)
+        assert line == "ok bye", line
+        return self.proc.wait(timeout * SCALE)
 
 
 def request(port, method, path, body=None, headers=None, timeout=10.0):

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The transfer engine's contract (include/mooncake/te.h), transport by
+transport: tests/tools/te_conformance drives an engine pinned to one
+transport against a te_peer (or, for "local", against itself) and checks
+data byte for byte, batch semantics, refusals and the counters."""
+import subprocess
+
+import pytest
+
+from mctest import (SANITIZER_MARKERS, SCALE, TE_CONFORMANCE, binary, te_env,
+                    wait_for)
+
+CASES = ["sizes", "write_read", "batches", "threads", "refusals", "enotreg",
+         "e2big", "busy", "wait", "notify", "integrity"]
+# Big enough for the 64 MiB case at an unaligned offset.
+PEER_SIZE = 72 << 20
+MODES = ["tcp", "shm", "local", "p2p_tcp"]
+SEEDS = {"tcp": 101, "shm": 202, "local": 303, "p2p_tcp": 404}
+
+
+def start_target(procs, tmp_path, mode):
+    """(metadata connection string, transport, te_peer or None)."""
+    transport = "tcp" if mode == "p2p_tcp" else mode
+    if mode == "p2p_tcp":
+        metadata = "P2PHANDSHAKE"
+    else:
+        metadata = procs.start_metad(tmp_path).url
+    peer = None
+    if transport != "local":
+        peer = procs.start_te_peer(tmp_path, metadata, name="127.0.0.1:29000",
+                                   size=PEER_SIZE, shm=transport == "shm",
+                                   seed=SEEDS[mode])
+    return metadata, transport, peer
+
+
+def run_conformance(procs, metadata, transport, seed, peer=None, cases="all",
+                    name="127.0.0.1:29001"):
+    cmd = [binary(*TE_CONFORMANCE), "--metadata", metadata, "--transport",
+           transport, "--seed", str(seed), "--name", name, "--timeout_ms",
+           "20000", "--case", cases]
+    if peer is not None:
+        cmd += ["--target", peer.name, "--target_addr", str(peer.addr),
+                "--target_size", str(peer.size)]
+    p = procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, env=te_env())
+    out, err = p.communicate(timeout=240 * SCALE)
+    return p.returncode, out, err
+
+
+def check_output(rc, out, err, mode, cases):
+    for marker in SANITIZER_MARKERS:
+        assert marker not in err, err
+    missing = [c for c in cases
+               if not any(line.startswith(f"ok {c} ")
+                          for line in out.splitlines())]
+    assert rc == 0 and not missing, (
+        f"{mode}: exit {rc}, cases not ok: {missing}\n{out}\n{err}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_conformance(procs, tmp_path, mode):
+    metadata, transport, peer = start_target(procs, tmp_path, mode)
+    rc, out, err = run_conformance(procs, metadata, transport, SEEDS[mode],
+                                   peer, cases=",".join(CASES))
+    check_output(rc, out, err, mode, CASES)
+    if peer is not None:
+        # The peer got the notification, byte for byte.
+        want = f'notify te_conformance hello-{SEEDS[mode]} "quoted" {{json}}'
+        wait_for(lambda: want in peer.log(), what="notification at the peer")
+        assert peer.stop() == 0, peer.log()
+
+
+@pytest.mark.parametrize("mode", ["tcp", "shm", "local"])
+def test_status_polled_during_submit(procs, tmp_path, mode):
+    """te.h: a batch may be polled from one thread while another submits
+    to it; the poller must never read a status left by the batch's
+    previous use."""
+    metadata, transport, peer = start_target(procs, tmp_path, mode)
+    rc, out, err = run_conformance(procs, metadata, transport, SEEDS[mode],
+                                   peer, cases="poll")
+    check_output(rc, out, err, mode, ["poll"])
+    if peer is not None:
+        assert peer.stop() == 0, peer.log()
