@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ struct shm_alloc {
 	size_t len;
 	char *path;
 	bool persistent;
+	int fd; /* holds a shared flock: peers test it to see we are alive */
 };
 
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -238,7 +240,13 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		rc = -errno;
 		goto err_close;
 	}
-	close(fd);
+	/*
+	 * Liveness for same-host peers: we hold a shared lock for as long as
+	 * the memory is ours; a peer that can take an exclusive one knows we
+	 * are gone (the kernel drops the lock when we die).
+	 */
+	(void)flock(fd, LOCK_SH);
+	a->fd = fd;
 	(void)madvise(p, len, MADV_HUGEPAGE);
 	a->addr = (uintptr_t)p;
 	a->len = len;
@@ -246,6 +254,7 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	a->path = malloc(strlen(path) + 9);
 	if (!a->path) {
 		munmap(p, len);
+		close(fd);
 		shm_unlink(path);
 		free(a);
 		return -ENOMEM;
@@ -285,6 +294,7 @@ void te_mem_free(struct te_engine *eng, void *addr)
 	munmap(addr, a->len);
 	if (!a->persistent)
 		unlink(a->path);
+	close(a->fd);
 	free(a->path);
 	free(a);
 }

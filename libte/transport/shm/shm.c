@@ -9,13 +9,16 @@
  * Safety: the file must lie under /dev/shm/ (checked when decoding the
  * descriptor) and be at least as large as the published range (checked
  * with fstat before mapping, so a truncated file cannot SIGBUS us).
- * Mappings live as long as the cached peer; a peer that restarts is
- * re-resolved when its segment is opened again.
+ * Mappings live as long as the cached peer. The owner holds a shared
+ * flock on its file while alive; before each copy we try an exclusive
+ * one, and getting it means the owner died: the request fails and the
+ * peer is resolved again on next use (one syscall per request).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include "mooncake/mc_err.h"
 
 struct shm_map {
+	int fd; /* the peer's file, to test its owner's lock */
 	void *base; /* mapping, page aligned */
 	size_t map_len;
 	char *ptr; /* the buffer's first byte inside the mapping */
@@ -87,9 +91,11 @@ static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 (off_t)aligned);
 	rc = p == MAP_FAILED ? -errno : 0;
-	close(fd);
-	if (rc)
+	if (rc) {
+		close(fd);
 		return rc;
+	}
+	m->fd = fd;
 	m->base = p;
 	m->map_len = map_len;
 	m->ptr = (char *)p + (b->shm_offset - aligned);
@@ -141,6 +147,15 @@ static int shm_submit(struct te_transport *tp, struct te_task *t)
 	pthread_mutex_unlock(&sp->lock);
 	if (rc)
 		return rc;
+	/*
+	 * The owner holds a shared lock on its file while alive: if we can
+	 * lock it exclusively, it died and its memory is nobody's pool.
+	 */
+	if (flock(sp->maps[i].fd, LOCK_EX | LOCK_NB) == 0) {
+		flock(sp->maps[i].fd, LOCK_UN);
+		te__peer_invalidate(p);
+		return -ECONNRESET;
+	}
 	target = sp->maps[i].ptr + (t->req.target_addr - b->addr);
 	if (t->req.opcode == TE_READ)
 		memcpy(t->req.local, target, t->req.length);
@@ -154,9 +169,12 @@ static void shm_peer_release(struct te_transport *tp, struct te_peer *p)
 {
 	struct shm_peer *sp = p->tp_priv[tp->index];
 
-	for (unsigned i = 0; i < sp->n; i++)
-		if (sp->maps[i].base)
+	for (unsigned i = 0; i < sp->n; i++) {
+		if (sp->maps[i].base) {
 			munmap(sp->maps[i].base, sp->maps[i].map_len);
+			close(sp->maps[i].fd);
+		}
+	}
 	pthread_mutex_destroy(&sp->lock);
 	free(sp->maps);
 	free(sp);

@@ -261,3 +261,22 @@ def test_live_name_is_refused(procs, tmp_path, metad):
     read_ok(c, "a", p1, MiB, 4)
     assert c.quit() == 0
     assert p1.stop() == 0, p1.log()
+
+
+def test_killed_shm_peer_fails(procs, tmp_path, metad):
+    """A same-host peer's memory outlives it in /dev/shm and in our
+    mapping; the owner's flock tells us it died, so requests FAIL instead
+    of completing into memory nobody owns."""
+    p = procs.start_te_peer(tmp_path, metad.url, name="127.0.0.1:31101",
+                            size=16 * MiB, shm=True, seed=11)
+    c = client(procs, tmp_path, metad.url, "--timeout_ms", "5000",
+               "--size", str(16 * MiB), transport="shm")
+    c.ok(f"open {p.name}")
+    read_ok(c, "alive", p, MiB, 4)
+    p.kill()
+    c.ok(f"submit dead {p.name} read {p.addr} {MiB} 4")
+    w = c.ok(f"wait dead {int(10000 * SCALE)}", timeout=30)
+    st = c.ok("status dead")
+    assert w["rc"] == "0" and st["failed"] == "4", st
+    assert c.ok("destroy dead")["rc"] == "0"
+    assert c.quit() == 0
