@@ -63,6 +63,7 @@ struct tcp_lane {
 	struct tcp_slice *sending;
 	struct tcp_slice *if_head, *if_tail; /* in flight, in order */
 	unsigned n_inflight;
+	bool room_wait; /* the sender waits for n_inflight <= DEPTH / 2 */
 	pthread_cond_t cond;
 };
 
@@ -190,13 +191,12 @@ static int send_slice(int fd, struct tcp_peer *tp, struct tcp_slice *s)
 		.size = s->len, .addr = s->remote, .op = s->op, .v2 = tp->v2
 	};
 	uint8_t raw[TCP_HDR_LEN];
-	int rc;
 
 	tcp_hdr_encode(&h, raw);
-	rc = tcp_io_send(fd, raw, sizeof(raw), s->task->deadline_ns);
-	if (!rc && s->op == TCP_OP_WRITE)
-		rc = tcp_io_send(fd, s->local, s->len, s->task->deadline_ns);
-	return rc;
+	if (s->op == TCP_OP_WRITE)
+		return tcp_io_send2(fd, raw, sizeof(raw), s->local, s->len,
+				    s->task->deadline_ns);
+	return tcp_io_send(fd, raw, sizeof(raw), s->task->deadline_ns);
 }
 
 static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
@@ -231,8 +231,16 @@ static void *sender(void *arg)
 
 		while (!tp->stopping && !tp->q_head)
 			pthread_cond_wait(&tp->queue_cond, &tp->lock);
-		while (!tp->stopping &&
-		       (l->broken || l->n_inflight >= TCP_LANE_DEPTH))
+		/* A full lane refills from half: one wake-up per
+		 * TCP_LANE_DEPTH / 2 replies, not one per reply. */
+		if (l->n_inflight >= TCP_LANE_DEPTH) {
+			l->room_wait = true;
+			while (!tp->stopping && !l->broken &&
+			       l->n_inflight > TCP_LANE_DEPTH / 2)
+				pthread_cond_wait(&l->cond, &tp->lock);
+			l->room_wait = false;
+		}
+		while (!tp->stopping && l->broken)
 			pthread_cond_wait(&l->cond, &tp->lock);
 		if (tp->stopping)
 			break;
@@ -361,7 +369,8 @@ static void *receiver(void *arg)
 				te__peer_invalidate(tp->peer);
 			dead = break_lane(l);
 		}
-		pthread_cond_broadcast(&l->cond);
+		if (l->room_wait && l->n_inflight <= TCP_LANE_DEPTH / 2)
+			pthread_cond_broadcast(&l->cond);
 		pthread_mutex_unlock(&tp->lock);
 		finish(s, rc);
 		for (struct tcp_slice *n; dead; dead = n) {
@@ -490,7 +499,9 @@ int tcp_client_submit(struct tcp_transport *t, struct te_task *task)
 	else
 		tp->q_head = head;
 	tp->q_tail = tail;
-	pthread_cond_broadcast(&tp->queue_cond);
+	/* One idle sender per slice, not every lane's sender per request. */
+	for (uint64_t i = 0; i < n && i < tp->n_lanes; i++)
+		pthread_cond_signal(&tp->queue_cond);
 	pthread_mutex_unlock(&tp->lock);
 	return 0;
 }

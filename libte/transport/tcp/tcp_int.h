@@ -55,6 +55,8 @@ void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p);
 
 /* Socket I/O with a deadline (CLOCK_MONOTONIC ns; 0 = none). */
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns);
+int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+		 uint64_t deadline_ns);
 int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns);
 
 #endif

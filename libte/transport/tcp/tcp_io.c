@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "tcp_int.h"
@@ -32,6 +33,43 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 	return 0;
 }
 
+/* Two buffers with as few sendmsg() calls as the socket allows: a small
+ * header rides in the same segment as the payload, one wake-up for the
+ * peer instead of two (TCP_NODELAY sends a lone header on its own). */
+int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+		 uint64_t deadline_ns)
+{
+	struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+
+	while (iov[0].iov_len + iov[1].iov_len) {
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			size_t k = (size_t)n;
+			for (int i = 0; i < 2 && k; i++) {
+				size_t d = k < iov[i].iov_len ? k :
+								iov[i].iov_len;
+				iov[i].iov_base = (char *)iov[i].iov_base + d;
+				iov[i].iov_len -= d;
+				k -= d;
+			}
+			if (!iov[0].iov_len) {
+				m.msg_iov = &iov[1];
+				m.msg_iovlen = 1;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		int rc = wait_fd(fd, POLLOUT, deadline_ns);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)
 {
 	const char *p = buf;
@@ -54,9 +92,29 @@ int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)
 	return 0;
 }
 
+/*
+ * Large payloads: wake the reader once per RCVLOWAT_MAX bytes instead of
+ * once per arriving segment (SO_RCVLOWAT). Never more than what is still
+ * expected, or poll() would wait for bytes that never come.
+ */
+#define RCVLOWAT_MIN (64u << 10)
+#define RCVLOWAT_MAX (256u << 10)
+
+static void set_lowat(int fd, int *cur, size_t left)
+{
+	int want = left >= RCVLOWAT_MIN ?
+			   (int)(left < RCVLOWAT_MAX ? left : RCVLOWAT_MAX) :
+			   1;
+
+	if (want != *cur &&
+	    !setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)))
+		*cur = want;
+}
+
 int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
 	char *p = buf;
+	int lowat = 1, rc = 0;
 
 	while (len) {
 		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
@@ -65,15 +123,22 @@ int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 			len -= (size_t)n;
 			continue;
 		}
-		if (n == 0)
-			return -ECONNRESET;
+		if (n == 0) {
+			rc = -ECONNRESET;
+			break;
+		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		int rc = wait_fd(fd, POLLIN, deadline_ns);
+		if (errno != EAGAIN) {
+			rc = -errno;
+			break;
+		}
+		set_lowat(fd, &lowat, len);
+		rc = wait_fd(fd, POLLIN, deadline_ns);
 		if (rc)
-			return rc;
+			break;
 	}
-	return 0;
+	if (lowat != 1)
+		set_lowat(fd, &lowat, 0);
+	return rc;
 }

@@ -61,12 +61,9 @@ static int serve_request(struct tcp_transport *t, int fd,
 	pthread_rwlock_rdlock(&eng->reg_lock);
 	ok = h->size == 0 || te__reg_check_remote(eng, h->addr, h->size);
 	if (ok && h->op == TCP_OP_READ) {
-		if (h->v2) {
-			tcp_status_encode(TCP_STATUS_OK, st);
-			rc = tcp_io_send(fd, st, sizeof(st), deadline);
-		}
-		if (!rc)
-			rc = tcp_io_send(fd, mem, h->size, deadline);
+		tcp_status_encode(TCP_STATUS_OK, st);
+		rc = tcp_io_send2(fd, st, h->v2 ? sizeof(st) : 0, mem, h->size,
+				  deadline);
 	} else if (ok) {
 		rc = tcp_io_recv(fd, mem, h->size, deadline);
 	}
