@@ -201,6 +201,19 @@ void te__regs_free(struct te_engine *eng)
 	eng->n_regs = eng->cap_regs = 0;
 }
 
+/* Populate writable pages; touch them one by one on kernels < 5.14. */
+static void prefault(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+		return;
+#endif
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (size_t off = 0; off < len; off += (size_t)page)
+		((volatile char *)p)[off] = ((volatile char *)p)[off];
+}
+
 int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		 void **out)
 {
@@ -233,13 +246,17 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		rc = -errno;
 		goto err_close;
 	}
-	/* Pre-fault now: first-touch faults are slow on VMs. */
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-		 fd, 0);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		rc = -errno;
 		goto err_close;
 	}
+	/*
+	 * Ask for huge pages before the pages exist (where shmem THP is
+	 * enabled), then pre-fault now: first-touch faults are slow on VMs.
+	 */
+	(void)madvise(p, len, MADV_HUGEPAGE);
+	prefault(p, len);
 	/*
 	 * Liveness for same-host peers: we hold a shared lock for as long as
 	 * the memory is ours; a peer that can take an exclusive one knows we
@@ -247,7 +264,6 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	 */
 	(void)flock(fd, LOCK_SH);
 	a->fd = fd;
-	(void)madvise(p, len, MADV_HUGEPAGE);
 	a->addr = (uintptr_t)p;
 	a->len = len;
 	a->persistent = name != NULL;
