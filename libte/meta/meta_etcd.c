@@ -27,6 +27,7 @@
 #include <strings.h>
 
 #include "base64.h"
+#include "curl_body.h"
 #include "meta.h"
 #include "mooncake/mc_err.h"
 
@@ -46,12 +47,6 @@ struct etcd_meta {
 	pthread_mutex_t pool_lock;
 	CURL *idle[ETCD_MAX_IDLE];
 	unsigned n_idle;
-};
-
-struct body_buf {
-	char *data;
-	size_t len, cap, max;
-	bool overflow;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -106,51 +101,6 @@ static void give_handle(struct etcd_meta *m, CURL *h)
 
 /* ---- one HTTP exchange ---- */
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-	struct body_buf *b = arg;
-	size_t n = size * nmemb;
-
-	if (n > b->max - b->len) {
-		b->overflow = true;
-		return 0; /* aborts the transfer */
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 1024;
-		char *d;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		d = realloc(b->data, cap);
-		if (!d)
-			return 0;
-		b->data = d;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return n;
-}
-
-static int curl_to_err(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return -EHOSTUNREACH;
-	case CURLE_OUT_OF_MEMORY:
-		return -ENOMEM;
-	case CURLE_WRITE_ERROR:
-		return -ENOMEM; /* on_body's realloc; overflow is apart */
-	default:
-		return -ECONNRESET;
-	}
-}
-
 /* Worth trying the next endpoint after this outcome of an attempt. */
 static bool failover(int rc)
 {
@@ -184,7 +134,7 @@ static int post_once(struct etcd_meta *m, CURL *h, const char *url,
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, te_curl_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, m->hdrs);
 	curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -203,7 +153,7 @@ static int post_once(struct etcd_meta *m, CURL *h, const char *url,
 		       "etcd POST %s: response larger than %zu bytes", url,
 		       b->max);
 	} else {
-		rc = curl_to_err(cc);
+		rc = te_curl_err(cc, b);
 		seterr(err, errlen, "etcd POST %s: %s", url,
 		       errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	}

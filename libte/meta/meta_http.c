@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "curl_body.h"
 #include "meta_http.h"
 #include "mooncake/mc_err.h"
 
@@ -21,12 +22,6 @@ struct te_meta_http {
 	pthread_mutex_t pool_lock;
 	CURL **idle;
 	unsigned n_idle, max_idle;
-};
-
-struct body_buf {
-	char *data;
-	size_t len, cap, max;
-	bool overflow;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -103,49 +98,6 @@ static void give_handle(struct te_meta_http *c, CURL *h)
 		curl_easy_cleanup(h);
 }
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-	struct body_buf *b = arg;
-	size_t n = size * nmemb;
-
-	if (b->len + n > b->max) {
-		b->overflow = true;
-		return 0; /* aborts the transfer */
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 1024;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *d = realloc(b->data, cap);
-		if (!d)
-			return 0;
-		b->data = d;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return n;
-}
-
-static int curl_to_err(CURLcode cc)
-{
-	switch (cc) {
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return -EHOSTUNREACH;
-	case CURLE_OUT_OF_MEMORY:
-		return -ENOMEM;
-	case CURLE_WRITE_ERROR:
-		return -EMSGSIZE;
-	default:
-		return -ECONNRESET;
-	}
-}
-
 /*
  * One request. Returns the HTTP status (>= 100) or a negative code; the
  * response body lands in *body when body is not NULL.
@@ -191,7 +143,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, te_curl_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, body ? body : &sink);
 	if (!strcmp(method, "PUT")) {
 		hdrs = curl_slist_append(hdrs,
@@ -211,7 +163,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		rc = (int)status;
 	} else {
-		rc = curl_to_err(cc);
+		rc = te_curl_err(cc, body ? body : &sink);
 		if (err)
 			snprintf(err, errlen, "%s %s: %s", method, url_out,
 				 errbuf[0] ? errbuf : curl_easy_strerror(cc));

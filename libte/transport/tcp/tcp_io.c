@@ -72,24 +72,7 @@ int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
 
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN)
-			return -errno;
-		int rc = wait_fd(fd, POLLOUT, deadline_ns);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return tcp_io_send2(fd, buf, len, NULL, 0, deadline_ns);
 }
 
 /*
