@@ -11,9 +11,10 @@ PACKAGES=(
 	# libraries
 	libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
 	sqlite3 libfuse3-dev fuse3 libibverbs-dev libnuma-dev
+	protobuf-c-compiler libprotobuf-c-dev libpcre2-dev
 	# tests
 	libcriterion-dev python3 python3-pytest python3-numpy curl iproute2
-	procps etcd-server
+	procps etcd-server redis-server libhiredis-dev
 )
 
 if [ "$(id -u)" -eq 0 ]; then

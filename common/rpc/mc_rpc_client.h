@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file mc_rpc_client.h
+ * A client of the master RPC: a pool of TCP connections to one master,
+ * one call at a time per connection, any number of threads at once.
+ *
+ * Errors: 0 or a negative errno: -ETIMEDOUT (no answer within the
+ * timeout), -ECONNREFUSED and other connect errors, -ECONNRESET (the
+ * master closed the connection), -EPROTO (an answer that does not decode).
+ * A call that fails on a pooled connection the master had already closed
+ * (it restarted) is retried once on a fresh connection.
+ */
+#ifndef MC_RPC_CLIENT_H
+#define MC_RPC_CLIENT_H
+
+#include "mc_compiler.h"
+#include "mc_rpc.h"
+
+struct mc_rpc_client;
+
+/** hostport: "host:port" (port defaults to 50051). Connects lazily. */
+int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
+			 struct mc_rpc_client **out) MC_MUST_CHECK;
+void mc_rpc_client_destroy(struct mc_rpc_client *c);
+
+/** Per-call timeout (connect + send + answer), ms, > 0. */
+void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms);
+unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c);
+
+/**
+ * Send req as method and wait for the answer, decoded into *resp (free
+ * with protobuf_c_message_free_unpacked(*resp, NULL)).
+ */
+int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
+		const ProtobufCMessage *req,
+		ProtobufCMessage **resp) MC_MUST_CHECK;
+
+/** Close idle connections (after the master is known to have gone). */
+void mc_rpc_client_reset(struct mc_rpc_client *c);
+
+#endif

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Master RPC client: a mutex-guarded stack of idle connections; a caller
+ * takes one (or connects), does one request/response on it, and gives it
+ * back unless it failed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mc_net.h"
+#include "mc_parse.h"
+#include "mc_rpc_client.h"
+
+#define MAX_IDLE 16
+
+struct mc_rpc_client {
+	char host[256];
+	int port;
+	_Atomic unsigned timeout_ms;
+	atomic_uint_fast64_t next_id;
+	pthread_mutex_t lock;
+	int idle[MAX_IDLE];
+	unsigned n_idle;
+};
+
+int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
+			 struct mc_rpc_client **out)
+{
+	struct mc_rpc_client *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	rc = mc_parse_hostport(hostport, c->host, sizeof(c->host), 50051,
+			       &c->port);
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	c->timeout_ms = timeout_ms ? timeout_ms : 5000;
+	atomic_init(&c->next_id, 1);
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
+}
+
+void mc_rpc_client_reset(struct mc_rpc_client *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->n_idle)
+		close(c->idle[--c->n_idle]);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mc_rpc_client_destroy(struct mc_rpc_client *c)
+{
+	if (!c)
+		return;
+	mc_rpc_client_reset(c);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms)
+{
+	if (timeout_ms)
+		c->timeout_ms = timeout_ms;
+}
+
+unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c)
+{
+	return c->timeout_ms;
+}
+
+static int take(struct mc_rpc_client *c, int *fd, bool *pooled)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->n_idle) {
+		*fd = c->idle[--c->n_idle];
+		pthread_mutex_unlock(&c->lock);
+		*pooled = true;
+		return 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*pooled = false;
+	rc = mc_net_connect(c->host, c->port, (int)c->timeout_ms, fd);
+	if (rc)
+		return rc;
+	(void)mc_net_set_nodelay(*fd);
+	return 0;
+}
+
+static void give(struct mc_rpc_client *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->n_idle < MAX_IDLE) {
+		c->idle[c->n_idle++] = fd;
+		fd = -1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+static int timeout_errno(int rc)
+{
+	return rc == -EAGAIN || rc == -EWOULDBLOCK ? -ETIMEDOUT : rc;
+}
+
+/* One exchange on fd; *sent tells whether the request left entirely. */
+static int exchange(struct mc_rpc_client *c, int fd, const uint8_t *frame,
+		    size_t len, uint16_t method, uint64_t id,
+		    const ProtobufCMessageDescriptor *rd,
+		    ProtobufCMessage **resp, bool *got_any)
+{
+	uint8_t hb[MC_RPC_HDR_LEN];
+	struct mc_rpc_hdr h;
+	uint8_t *body;
+	int rc;
+
+	*got_any = false;
+	rc = mc_net_set_timeouts(fd, (int)c->timeout_ms);
+	if (rc)
+		return rc;
+	rc = mc_net_write_all(fd, frame, len);
+	if (rc)
+		return timeout_errno(rc);
+	rc = mc_net_read_all(fd, hb, sizeof(hb));
+	if (rc)
+		return timeout_errno(rc);
+	*got_any = true;
+	rc = mc_rpc_hdr_decode(hb, MC_RPC_MAX_BODY, &h);
+	if (rc)
+		return -EPROTO;
+	if (h.kind != MC_RPC_RESPONSE || h.req_id != id || h.method != method)
+		return -EPROTO;
+	body = malloc(h.length ? h.length : 1);
+	if (!body)
+		return -ENOMEM;
+	rc = mc_net_read_all(fd, body, h.length);
+	if (rc) {
+		free(body);
+		return timeout_errno(rc);
+	}
+	*resp = mc_rpc_unpack(rd, body, h.length);
+	free(body);
+	return *resp ? 0 : -EPROTO;
+}
+
+int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
+		const ProtobufCMessage *req, ProtobufCMessage **resp)
+{
+	const struct mc_rpc_method *m = mc_rpc_method(method);
+	struct mc_rpc_hdr h = { .version = MC_RPC_VERSION,
+				.kind = MC_RPC_REQUEST,
+				.method = method };
+	uint8_t *frame;
+	size_t len;
+	int rc;
+
+	*resp = NULL;
+	if (!m || req->descriptor != m->req)
+		return -EINVAL;
+	h.req_id = atomic_fetch_add(&c->next_id, 1);
+	rc = mc_rpc_pack_frame(&h, req, &frame, &len);
+	if (rc)
+		return rc;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool pooled, got_any;
+		int fd;
+
+		rc = take(c, &fd, &pooled);
+		if (rc)
+			break;
+		rc = exchange(c, fd, frame, len, method, h.req_id, m->resp,
+			      resp, &got_any);
+		if (!rc) {
+			give(c, fd);
+			break;
+		}
+		close(fd);
+		/* A stale pooled connection: the master restarted. */
+		if (!(pooled && !got_any &&
+		      (rc == -ECONNRESET || rc == -EPIPE)))
+			break;
+	}
+	free(frame);
+	return rc;
+}

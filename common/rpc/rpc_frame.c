@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Master RPC frames: the 24-byte header codec, the method table (which
+ * protobuf message each method carries) and frame packing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_rpc.h"
+#include "mooncake/mc_err.h"
+
+static inline void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t get_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+void mc_rpc_hdr_encode(const struct mc_rpc_hdr *h, uint8_t *out)
+{
+	put_le32(out, MC_RPC_MAGIC);
+	out[4] = h->version;
+	out[5] = h->kind;
+	put_le16(out + 6, h->method);
+	put_le32(out + 8, h->length);
+	put_le32(out + 12, h->flags);
+	put_le64(out + 16, h->req_id);
+}
+
+int mc_rpc_hdr_decode(const uint8_t *in, uint32_t max_body,
+		      struct mc_rpc_hdr *h)
+{
+	if (get_le32(in) != MC_RPC_MAGIC)
+		return -EPROTO;
+	h->version = in[4];
+	h->kind = in[5];
+	h->method = get_le16(in + 6);
+	h->length = get_le32(in + 8);
+	h->flags = get_le32(in + 12);
+	h->req_id = get_le64(in + 16);
+	if (h->version != MC_RPC_VERSION ||
+	    (h->kind != MC_RPC_REQUEST && h->kind != MC_RPC_RESPONSE))
+		return -EPROTO;
+	if (h->length > max_body)
+		return -EMSGSIZE;
+	return 0;
+}
+
+#define M(id_, name_, metric_, req_, resp_, batch_)                           \
+	{                                                                     \
+		.id = MCRPC__METHOD__##id_, .name = name_, .metric = metric_, \
+		.req = &mcrpc__##req_##__descriptor,                          \
+		.resp = &mcrpc__##resp_##__descriptor, .batch = batch_        \
+	}
+
+static const struct mc_rpc_method methods[] = {
+	M(SERVICE_READY, "ServiceReady", "service_ready", service_ready_request,
+	  service_ready_response, false),
+	M(PING, "Ping", "ping", ping_request, ping_response, false),
+	M(MOUNT_SEGMENT, "MountSegment", "mount_segment", mount_segment_request,
+	  mount_segment_response, false),
+	M(REMOUNT_SEGMENT, "ReMountSegment", "remount_segment",
+	  re_mount_segment_request, re_mount_segment_response, false),
+	M(UNMOUNT_SEGMENT, "UnmountSegment", "unmount_segment",
+	  unmount_segment_request, unmount_segment_response, false),
+	M(GET_STATUS, "GetStatus", "get_status", get_status_request,
+	  get_status_response, false),
+	M(PUT_START, "PutStart", "put_start", put_start_request,
+	  put_start_response, false),
+	M(PUT_END, "PutEnd", "put_end", keys_request, keys_response, false),
+	M(PUT_REVOKE, "PutRevoke", "put_revoke", keys_request, keys_response,
+	  false),
+	M(BATCH_PUT_START, "BatchPutStart", "batch_put_start",
+	  put_start_request, put_start_response, true),
+	M(BATCH_PUT_END, "BatchPutEnd", "batch_put_end", keys_request,
+	  keys_response, true),
+	M(BATCH_PUT_REVOKE, "BatchPutRevoke", "batch_put_revoke", keys_request,
+	  keys_response, true),
+	M(GET_REPLICA_LIST, "GetReplicaList", "get_replica_list", keys_request,
+	  get_replica_list_response, false),
+	M(BATCH_GET_REPLICA_LIST, "BatchGetReplicaList",
+	  "batch_get_replica_list", keys_request, get_replica_list_response,
+	  true),
+	M(EXIST_KEY, "ExistKey", "exist_key", keys_request, exist_response,
+	  false),
+	M(BATCH_EXIST_KEY, "BatchExistKey", "batch_exist_key", keys_request,
+	  exist_response, true),
+	M(GET_SIZE, "GetSize", "get_size", keys_request, get_size_response,
+	  true),
+	M(REMOVE, "Remove", "remove", keys_request, keys_response, false),
+	M(BATCH_REMOVE, "BatchRemove", "batch_remove", keys_request,
+	  keys_response, true),
+	M(REMOVE_ALL, "RemoveAll", "remove_all", remove_all_request,
+	  count_response, false),
+	M(REMOVE_BY_REGEX, "RemoveByRegex", "remove_by_regex",
+	  remove_all_request, count_response, false),
+	M(STAT, "Stat", "stat", keys_request, stat_response, false),
+	M(LIST, "List", "list", list_request, list_response, false),
+	M(LEASE_RENEW, "LeaseRenew", "lease_renew", lease_request,
+	  keys_response, true),
+	M(LEASE_RELEASE, "LeaseRelease", "lease_release", lease_request,
+	  keys_response, true),
+	M(RENAME, "Rename", "rename", rename_request, keys_response, false),
+	M(WATCH, "Watch", "watch", watch_request, watch_response, false),
+};
+
+#define N_METHODS (sizeof(methods) / sizeof(methods[0]))
+
+const struct mc_rpc_method *mc_rpc_method(uint16_t id)
+{
+	for (size_t i = 0; i < N_METHODS; i++)
+		if (methods[i].id == id)
+			return &methods[i];
+	return NULL;
+}
+
+size_t mc_rpc_method_count(void)
+{
+	return N_METHODS;
+}
+
+const struct mc_rpc_method *mc_rpc_method_at(size_t i)
+{
+	return i < N_METHODS ? &methods[i] : NULL;
+}
+
+ProtobufCMessage *mc_rpc_unpack(const ProtobufCMessageDescriptor *d,
+				const uint8_t *body, size_t len)
+{
+	return protobuf_c_message_unpack(d, NULL, len, body);
+}
+
+int mc_rpc_pack_frame(const struct mc_rpc_hdr *h, const ProtobufCMessage *msg,
+		      uint8_t **out, size_t *out_len)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	struct mc_rpc_hdr hh = *h;
+	uint8_t *buf;
+
+	if (len > MC_RPC_MAX_BODY)
+		return -EMSGSIZE;
+	buf = malloc(MC_RPC_HDR_LEN + len + 1);
+	if (!buf)
+		return -ENOMEM;
+	hh.length = (uint32_t)len;
+	mc_rpc_hdr_encode(&hh, buf);
+	protobuf_c_message_pack(msg, buf + MC_RPC_HDR_LEN);
+	*out = buf;
+	*out_len = MC_RPC_HDR_LEN + len;
+	return 0;
+}
+
+int32_t mc_rpc_resp_code(const ProtobufCMessage *resp)
+{
+	const ProtobufCFieldDescriptor *f;
+
+	f = protobuf_c_message_descriptor_get_field(resp->descriptor, 1);
+	if (!f || f->type != PROTOBUF_C_TYPE_INT32)
+		return MC_STORE_INTERNAL_ERROR;
+	return *(const int32_t *)((const char *)resp + f->offset);
+}

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file store.h
+ * The Mooncake Store client (libmooncake): put and get objects in the pool
+ * that the master places in the memory segments clients contribute. Every
+ * node uses it: the filesystem daemon, mooncake_client, the `mooncake` CLI,
+ * the Python package and connectors that link it directly (the fast path).
+ *
+ * The API is upstream's store_c.h (mooncake_store_*) with the same argument
+ * orders and return conventions, so code written against upstream keeps
+ * working:
+ * - Functions return 0 or a negative *upstream store code* (-200
+ *   NO_AVAILABLE_HANDLE, -704 OBJECT_NOT_FOUND, -706 OBJECT_HAS_LEASE, -800
+ *   TRANSFER_FAIL, -900 RPC_FAIL, ...; see docs/errors.md), never errno.
+ * - get_into returns the byte count (>= 0) or a negative code; is_exist
+ *   returns 1, 0 or a negative code.
+ * - A put of a key that already holds a complete object succeeds without
+ *   overwriting it (objects are immutable; remove first to replace).
+ * - mooncake_store_strerror() names any code in words.
+ *
+ * Lifecycle: create -> setup (joins the pool: contributes a segment of
+ * global_segment_size bytes when > 0, registers a local staging buffer of
+ * local_buffer_size bytes) -> any calls -> close/destroy. A handle is
+ * thread-safe: any number of threads may call into it at once.
+ *
+ * Memory: put/get copy through the staging buffer (values up to
+ * local_buffer_size). The zero-copy forms (put_from, get_into, batch_*)
+ * need memory registered with register_buffer(); unregistered memory is
+ * refused with -600 INVALID_PARAMS.
+ *
+ * Segments: a contributed segment lives in named shared memory
+ * (/dev/shm/mooncake.seg.<name>) and carries a persistent id in its first
+ * page. A process that restarts under the same name (after kill -9, say)
+ * re-adopts it and the objects in it survive. close() leaves the pool
+ * cleanly: the segment is unmounted at the master and its memory freed.
+ *
+ * Configuration: setup's arguments win; NULL/0 arguments fall back to the
+ * JSON file named by MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables
+ * (docs/config.md, "Store client"), then to upstream's defaults.
+ */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef MOONCAKE_API
+#define MOONCAKE_API __attribute__((visibility("default")))
+#endif
+
+typedef struct mooncake_store *mooncake_store_t;
+
+/* Upstream's ReplicateConfig for the C API. */
+typedef struct mooncake_replicate_config {
+	size_t replica_num; /* 0 means 1 */
+	bool with_soft_pin;
+	bool with_hard_pin;
+	const char **preferred_segments; /* segment names, tried first */
+	size_t preferred_segments_count;
+} mooncake_replicate_config_t;
+
+/** Allocate an unconnected handle; NULL when out of memory. */
+MOONCAKE_API mooncake_store_t mooncake_store_create(void);
+
+/** close() if needed, then free the handle. */
+MOONCAKE_API void mooncake_store_destroy(mooncake_store_t store);
+
+/**
+ * Join the pool.
+ * @param local_hostname   this node's name, "host" or "host:port" (the
+ *                         transfer engine's segment name; with
+ *                         P2PHANDSHAKE it becomes "ip:port")
+ * @param metadata_server  "http://h:p/metadata", "etcd://h:p" or
+ *                         "P2PHANDSHAKE"
+ * @param global_segment_size  bytes contributed to the pool (0: none)
+ * @param local_buffer_size    staging buffer for put/get (0: none)
+ * @param protocol         "tcp" (or "rdma": refused until built)
+ * @param device_name      RDMA devices ("" for TCP)
+ * @param master_server_addr  "host:port" of mooncake_master
+ */
+MOONCAKE_API int
+mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
+		     const char *metadata_server, uint64_t global_segment_size,
+		     uint64_t local_buffer_size, const char *protocol,
+		     const char *device_name, const char *master_server_addr);
+
+/** 0 healthy, 1 not set up or closed, 2 master unreachable. */
+MOONCAKE_API int mooncake_store_health_check(mooncake_store_t store);
+
+/** Leave the pool: unmount the segment, free memory. Idempotent. */
+MOONCAKE_API int mooncake_store_close(mooncake_store_t store);
+
+/* NULL config means one replica, no pins. */
+MOONCAKE_API int mooncake_store_put(mooncake_store_t store, const char *key,
+				    const void *value, size_t size,
+				    const mooncake_replicate_config_t *config);
+MOONCAKE_API int
+mooncake_store_put_from(mooncake_store_t store, const char *key,
+			const void *buffer, size_t size,
+			const mooncake_replicate_config_t *config);
+/** Copy the object into buffer (registered); bytes copied or < 0.
+ *  A buffer smaller than the object is -600 and nothing is copied. */
+MOONCAKE_API int64_t mooncake_store_get_into(mooncake_store_t store,
+					     const char *key, void *buffer,
+					     size_t size);
+/** Copy into any memory (through the staging buffer); as get_into. */
+MOONCAKE_API int64_t mooncake_store_get(mooncake_store_t store, const char *key,
+					void *buffer, size_t size);
+
+/** results[i] = 0 or a code per key. Returns 0 when every call was made
+ *  (per-key outcomes in results), < 0 when none was. */
+MOONCAKE_API int
+mooncake_store_batch_put_from(mooncake_store_t store, const char **keys,
+			      void **buffers, const size_t *sizes, size_t count,
+			      const mooncake_replicate_config_t *config,
+			      int *results);
+/** results[i] = bytes read or a code per key. */
+MOONCAKE_API int mooncake_store_batch_get_into(mooncake_store_t store,
+					       const char **keys,
+					       void **buffers,
+					       const size_t *sizes,
+					       size_t count, int64_t *results);
+
+/**
+ * Gather/scatter forms: object i is the concatenation of n_parts[i] parts;
+ * parts of all objects are flattened in key order into buffers/sizes.
+ */
+MOONCAKE_API int mooncake_store_batch_put_from_multi(
+	mooncake_store_t store, const char **keys, size_t count, void **buffers,
+	const size_t *sizes, const size_t *n_parts,
+	const mooncake_replicate_config_t *config, int *results);
+MOONCAKE_API int mooncake_store_batch_get_into_multi(
+	mooncake_store_t store, const char **keys, size_t count, void **buffers,
+	const size_t *sizes, const size_t *n_parts, int64_t *results);
+
+/** 1 exists, 0 not, < 0 error. Grants a lease, as upstream. */
+MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t store,
+					 const char *key);
+/** results[i] = 1, 0 or a code. */
+MOONCAKE_API int mooncake_store_batch_is_exist(mooncake_store_t store,
+					       const char **keys, size_t count,
+					       int *results);
+/** Object size or a negative code. Takes no lease. */
+MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t store,
+					     const char *key);
+
+MOONCAKE_API int mooncake_store_remove(mooncake_store_t store, const char *key,
+				       bool force);
+/** results[i] = 0 or a code. */
+MOONCAKE_API int mooncake_store_batch_remove(mooncake_store_t store,
+					     const char **keys, size_t count,
+					     bool force, int *results);
+/** Number removed (>= 0) or a code; pattern is PCRE2 syntax. */
+MOONCAKE_API int64_t mooncake_store_remove_by_regex(mooncake_store_t store,
+						    const char *pattern,
+						    bool force);
+MOONCAKE_API int64_t mooncake_store_remove_all(mooncake_store_t store,
+					       bool force);
+
+MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t store,
+						void *buffer, size_t size);
+MOONCAKE_API int mooncake_store_unregister_buffer(mooncake_store_t store,
+						  void *buffer);
+
+/** This client's segment name (the transfer engine's); NULL before setup. */
+MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t store);
+
+/** Replica descriptors of a key (no data moved; grants a lease). */
+typedef struct mooncake_replica_desc {
+	char endpoint[256]; /* transfer engine segment name */
+	uint64_t address;
+	uint64_t size;
+	bool is_memory; /* always true today: memory replicas only */
+	bool same_host; /* readable by memcpy from shared memory */
+} mooncake_replica_desc_t;
+/** Up to max descriptors into out; returns how many exist or a code. */
+MOONCAKE_API int mooncake_store_get_replica_desc(mooncake_store_t store,
+						 const char *key,
+						 mooncake_replica_desc_t *out,
+						 size_t max);
+
+/** Words for a code returned by this API ("OBJECT_NOT_FOUND: ..."). */
+MOONCAKE_API const char *mooncake_store_strerror(int code);
+
+/* Timeouts of one handle, in ms; 0 keeps the current value. Defaults:
+ * MC_RPC_TIMEOUT_MS (5000) and MC_TRANSFER_TIMEOUT_MS (30000). */
+MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t store,
+					     unsigned rpc_ms,
+					     unsigned transfer_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
