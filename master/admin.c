@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Admin and Prometheus HTTP of the master (see admin.h).
+ */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin.h"
+#include "master.h"
+#include "mc_rpc.h"
+#include "mooncake/mc_err.h"
+#include "mooncake/mc_version.h"
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+		char *np = realloc(b->p, cap);
+		if (!np) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+}
+
+static void sb_put(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
+		char *np = realloc(b->p, cap);
+		if (!np) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+static void reply_sb(struct mc_http_response *resp, struct sbuf *b,
+		     const char *type)
+{
+	if (b->oom) {
+		free(b->p);
+		(void)mc_http_replyf(resp, 500, "out of memory\n");
+		return;
+	}
+	resp->status = 200;
+	resp->content_type = type;
+	resp->body = b->p ? b->p : strdup("");
+	resp->body_len = b->len;
+}
+
+static void reply_json(struct mc_http_response *resp, int status, json_t *j)
+{
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	json_decref(j);
+	if (!s) {
+		(void)mc_http_replyf(resp, 500, "out of memory\n");
+		return;
+	}
+	resp->status = status;
+	resp->content_type = "application/json";
+	resp->body = s;
+	resp->body_len = strlen(s);
+}
+
+#define GAUGE(b, name, help, v)                                            \
+	sb_printf(b,                                                       \
+		  "# HELP " name " " help "\n# TYPE " name " gauge\n" name \
+		  " %llu\n",                                               \
+		  (unsigned long long)(v))
+#define COUNTER(b, name, help, v)                                            \
+	sb_printf(b,                                                         \
+		  "# HELP " name " " help "\n# TYPE " name " counter\n" name \
+		  " %llu\n",                                                 \
+		  (unsigned long long)(v))
+
+static void metrics(struct master *m, struct sbuf *b)
+{
+	uint64_t soft = 0, value_bytes = 0, wall = mst_wall();
+
+	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+		soft += o->soft_pin_until > wall;
+		value_bytes += o->size;
+	}
+	GAUGE(b, "master_active_clients", "Clients alive.",
+	      mst_client_count(m));
+	GAUGE(b, "master_total_capacity_bytes",
+	      "Bytes of all mounted segments.", m->capacity);
+	GAUGE(b, "master_allocated_bytes", "Bytes allocated to replicas.",
+	      m->allocated);
+	GAUGE(b, "master_key_count", "Complete objects.", m->n_complete);
+	GAUGE(b, "master_soft_pin_key_count", "Soft-pinned objects.", soft);
+	GAUGE(b, "master_value_size_bytes",
+	      "Bytes of complete objects (one replica each).", value_bytes);
+	COUNTER(b, "master_evicted_key_count", "Objects evicted.",
+		m->stats.evicted_keys);
+	COUNTER(b, "master_evicted_size_bytes", "Bytes evicted.",
+		m->stats.evicted_bytes);
+	COUNTER(b, "master_attempted_evictions_total", "Eviction runs.",
+		m->stats.eviction_attempts);
+	COUNTER(b, "master_successful_evictions_total",
+		"Eviction runs that evicted something.",
+		m->stats.eviction_successes);
+	COUNTER(b, "master_put_start_alloc_failures_total",
+		"PutStarts that found no space.", m->stats.alloc_failures);
+	COUNTER(b, "master_put_start_partial_allocations_total",
+		"PutStarts that got fewer replicas than asked.",
+		m->stats.partial_allocations);
+	COUNTER(b, "master_put_start_discard_cnt",
+		"Unfinished puts pre-empted by a new put.", m->stats.discarded);
+	COUNTER(b, "master_put_start_release_cnt",
+		"Abandoned puts whose memory was reclaimed.",
+		m->stats.released);
+	COUNTER(b, "master_put_start_discarded_staging_size",
+		"Bytes of pre-empted puts.", m->stats.discarded_bytes);
+	for (size_t i = 0; i < mc_rpc_method_count(); i++) {
+		const struct mc_rpc_method *md = mc_rpc_method_at(i);
+		if (md->batch && !strncmp(md->metric, "batch_", 6)) {
+			sb_printf(
+				b,
+				"# TYPE master_%s_requests_total counter\n"
+				"master_%s_requests_total %llu\n"
+				"# TYPE master_%s_items_total counter\n"
+				"master_%s_items_total %llu\n"
+				"# TYPE master_%s_failed_items_total counter\n"
+				"master_%s_failed_items_total %llu\n",
+				md->metric, md->metric,
+				(unsigned long long)m->stats.requests[i],
+				md->metric, md->metric,
+				(unsigned long long)m->stats.batch_items[i],
+				md->metric, md->metric,
+				(unsigned long long)
+					m->stats.batch_failed_items[i]);
+		}
+		sb_printf(b,
+			  "# TYPE master_%s_requests_total counter\n"
+			  "master_%s_requests_total %llu\n"
+			  "# TYPE master_%s_failures_total counter\n"
+			  "master_%s_failures_total %llu\n",
+			  md->metric, md->metric,
+			  (unsigned long long)m->stats.requests[i], md->metric,
+			  md->metric, (unsigned long long)m->stats.failures[i]);
+	}
+}
+
+char *mst_admin_summary(struct master *m)
+{
+	struct sbuf b = { 0 };
+
+	sb_printf(&b,
+		  "clients %zu, segments capacity %llu bytes, allocated %llu "
+		  "(%.1f%%), keys %llu, evicted %llu",
+		  mst_client_count(m), (unsigned long long)m->capacity,
+		  (unsigned long long)m->allocated,
+		  m->capacity ?
+			  100.0 * (double)m->allocated / (double)m->capacity :
+			  0.0,
+		  (unsigned long long)m->n_complete,
+		  (unsigned long long)m->stats.evicted_keys);
+	if (b.oom) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+static json_t *replicas_json(const struct mst_object *o)
+{
+	json_t *a = json_array();
+
+	for (unsigned i = 0; a && i < o->n_repl; i++) {
+		const struct mst_replica *r = &o->repl[i];
+		if (!mst_replica_live(r))
+			continue;
+		json_array_append_new(
+			a, json_pack("{s:I,s:I,s:s,s:s}", "size_",
+				     (json_int_t)o->size, "buffer_address_",
+				     (json_int_t)mst_replica_addr(r),
+				     "protocol_", r->seg->protocol,
+				     "transport_endpoint_", r->seg->endpoint));
+	}
+	return a;
+}
+
+static void query_key(struct master *m, const char *query,
+		      struct mc_http_response *resp)
+{
+	char key[4097];
+	size_t n;
+	struct mst_object *o;
+
+	if (mc_http_query_get(query, "key", key, sizeof(key), &n) || !n) {
+		reply_json(resp, 400,
+			   json_pack("{s:b,s:i,s:s}", "success", 0,
+				     "error_code", MC_STORE_INVALID_PARAMS,
+				     "error", "missing or bad ?key="));
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (mst_stat(m, key, n, &o)) {
+		pthread_mutex_unlock(&m->lock);
+		reply_json(resp, 404,
+			   json_pack("{s:b,s:i,s:s}", "success", 0,
+				     "error_code", MC_STORE_OBJECT_NOT_FOUND,
+				     "error", "object not found"));
+		return;
+	}
+	json_t *j =
+		json_pack("{s:b,s:o}", "success", 1, "data", replicas_json(o));
+	pthread_mutex_unlock(&m->lock);
+	reply_json(resp, 200, j);
+}
+
+static void batch_query(struct master *m, const char *query,
+			struct mc_http_response *resp)
+{
+	size_t cap = 1 << 20, n;
+	char *keys = malloc(cap);
+	json_t *data = json_object();
+
+	if (!keys || !data || mc_http_query_get(query, "keys", keys, cap, &n)) {
+		free(keys);
+		json_decref(data);
+		reply_json(resp, 400,
+			   json_pack("{s:b,s:i,s:s}", "success", 0,
+				     "error_code", MC_STORE_INVALID_PARAMS,
+				     "error", "missing or bad ?keys=a,b"));
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	for (char *k = keys, *end; k && *k; k = end ? end + 1 : NULL) {
+		struct mst_object *o;
+		end = strchr(k, ',');
+		if (end)
+			*end = 0;
+		if (!*k)
+			continue;
+		if (mst_stat(m, k, strlen(k), &o))
+			json_object_set_new(
+				data, k,
+				json_pack("{s:b,s:i}", "ok", 0, "error_code",
+					  MC_STORE_OBJECT_NOT_FOUND));
+		else
+			json_object_set_new(data, k,
+					    json_pack("{s:b,s:o}", "ok", 1,
+						      "values",
+						      replicas_json(o)));
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(keys);
+	reply_json(resp, 200,
+		   json_pack("{s:b,s:o}", "success", 1, "data", data));
+}
+
+void mst_admin_handle(void *arg, const struct mc_http_request *req,
+		      struct mc_http_response *resp)
+{
+	struct master *m = arg;
+	struct sbuf b = { 0 };
+
+	if (strcmp(req->method, "GET")) {
+		resp->allow = "GET";
+		(void)mc_http_replyf(resp, 405, "only GET\n");
+		return;
+	}
+	if (!strcmp(req->path, "/metrics")) {
+		pthread_mutex_lock(&m->lock);
+		metrics(m, &b);
+		pthread_mutex_unlock(&m->lock);
+		reply_sb(resp, &b, "text/plain; version=0.0.4");
+	} else if (!strcmp(req->path, "/metrics/summary")) {
+		pthread_mutex_lock(&m->lock);
+		char *s = mst_admin_summary(m);
+		pthread_mutex_unlock(&m->lock);
+		(void)mc_http_replyf(resp, s ? 200 : 500, "%s\n",
+				     s ? s : "out of memory");
+		free(s);
+	} else if (!strcmp(req->path, "/health")) {
+		pthread_mutex_lock(&m->lock);
+		uint64_t up = mst_now() - m->started;
+		pthread_mutex_unlock(&m->lock);
+		reply_json(resp, 200,
+			   json_pack("{s:s,s:s,s:s,s:I}", "status", "ok",
+				     "role", "master", "version",
+				     MC_VERSION_STRING, "uptime_ms",
+				     (json_int_t)up));
+	} else if (!strcmp(req->path, "/get_all_segments")) {
+		pthread_mutex_lock(&m->lock);
+		for (struct mst_segment *s = m->segments; s; s = s->next)
+			if (s->owner)
+				sb_printf(&b, "%s\n", s->name);
+		pthread_mutex_unlock(&m->lock);
+		reply_sb(resp, &b, "text/plain");
+	} else if (!strcmp(req->path, "/get_all_keys")) {
+		pthread_mutex_lock(&m->lock);
+		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+			sb_put(&b, o->key, o->key_len);
+			sb_put(&b, "\n", 1);
+		}
+		pthread_mutex_unlock(&m->lock);
+		reply_sb(resp, &b, "text/plain");
+	} else if (!strcmp(req->path, "/query_key")) {
+		query_key(m, req->query, resp);
+	} else if (!strcmp(req->path, "/batch_query_keys")) {
+		batch_query(m, req->query, resp);
+	} else {
+		(void)mc_http_replyf(resp, 404, "no such page: %s\n",
+				     req->path);
+	}
+}

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sqlite persistence of the master (see db.h). Memory mode uses an
+ * in-memory database, so listing works the same way without a file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "master.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+
+#define SCHEMA_VERSION 1
+
+struct mst_db {
+	sqlite3 *h;
+	int lock_fd;
+	sqlite3_stmt *begin, *commit, *rollback;
+	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
+};
+
+static const char *const schema =
+	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER);"
+	"CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY, name TEXT,"
+	" endpoint TEXT, protocol TEXT, host_id TEXT, size INTEGER)"
+	" WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY,"
+	" size INTEGER, flags INTEGER, soft_pin_until INTEGER,"
+	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;";
+
+static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
+{
+	return sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+				  NULL);
+}
+
+static int db_fail(struct mst_db *db, const char *what)
+{
+	mc_log_err("master", "sqlite %s: %s", what, sqlite3_errmsg(db->h));
+	return MC_STORE_INTERNAL_ERROR;
+}
+
+static int step_done(struct mst_db *db, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(db, what);
+}
+
+int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
+		char *err, size_t errlen)
+{
+	bool mem = !path || !*path || !strcmp(path, "memory");
+	struct mst_db *db = calloc(1, sizeof(*db));
+	char pragma[128];
+	int rc, ver = 0;
+	sqlite3_stmt *st;
+
+	if (!db)
+		return -ENOMEM;
+	db->lock_fd = -1;
+	if (!mem) {
+		db->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (db->lock_fd < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "database %s: %s", path,
+				 strerror(-rc));
+			free(db);
+			return rc;
+		}
+		if (flock(db->lock_fd, LOCK_EX | LOCK_NB)) {
+			snprintf(err, errlen,
+				 "database %s is in use by another master",
+				 path);
+			close(db->lock_fd);
+			free(db);
+			return -EBUSY;
+		}
+	}
+	if (sqlite3_open_v2(mem ? ":memory:" : path, &db->h,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				    SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "database %s: %s", path,
+			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		mst_db_close(db);
+		return MC_EDB;
+	}
+	snprintf(pragma, sizeof(pragma),
+		 "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
+		 " PRAGMA cache_size=-65536;",
+		 full_sync ? "FULL" : "NORMAL");
+	if (sqlite3_exec(db->h, mem ? "PRAGMA cache_size=-65536;" : pragma,
+			 NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db->h, schema, NULL, NULL, NULL) != SQLITE_OK)
+		goto sql_err;
+	if (prep(db, "SELECT v FROM meta WHERE k='schema'", &st) == SQLITE_OK) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			ver = sqlite3_column_int(st, 0);
+		sqlite3_finalize(st);
+	}
+	if (ver > SCHEMA_VERSION) {
+		snprintf(err, errlen,
+			 "database %s has schema %d, newer than this master's "
+			 "%d",
+			 path, ver, SCHEMA_VERSION);
+		mst_db_close(db);
+		return MC_EDB;
+	}
+	if (sqlite3_exec(db->h,
+			 "INSERT OR REPLACE INTO meta VALUES('schema', 1)",
+			 NULL, NULL, NULL) != SQLITE_OK)
+		goto sql_err;
+	if (prep(db, "BEGIN", &db->begin) || prep(db, "COMMIT", &db->commit) ||
+	    prep(db, "ROLLBACK", &db->rollback) ||
+	    prep(db,
+		 "INSERT OR REPLACE INTO segments VALUES(?1,?2,?3,?4,?5,?6)",
+		 &db->put_seg) ||
+	    prep(db, "DELETE FROM segments WHERE id=?1", &db->del_seg) ||
+	    prep(db, "INSERT OR REPLACE INTO objects VALUES(?1,?2,?3,?4,?5,?6)",
+		 &db->put_obj) ||
+	    prep(db, "DELETE FROM objects WHERE key=?1", &db->del_obj) ||
+	    prep(db,
+		 "SELECT key,size,mtime FROM objects WHERE key>=?1 ORDER BY "
+		 "key",
+		 &db->seek))
+		goto sql_err;
+	*out = db;
+	return 0;
+
+sql_err:
+	snprintf(err, errlen, "database %s: %s", mem ? "(memory)" : path,
+		 sqlite3_errmsg(db->h));
+	mst_db_close(db);
+	return MC_EDB;
+}
+
+void mst_db_close(struct mst_db *db)
+{
+	if (!db)
+		return;
+	sqlite3_finalize(db->begin);
+	sqlite3_finalize(db->commit);
+	sqlite3_finalize(db->rollback);
+	sqlite3_finalize(db->put_seg);
+	sqlite3_finalize(db->del_seg);
+	sqlite3_finalize(db->put_obj);
+	sqlite3_finalize(db->del_obj);
+	sqlite3_finalize(db->seek);
+	sqlite3_close(db->h);
+	if (db->lock_fd >= 0)
+		close(db->lock_fd);
+	free(db);
+}
+
+int mst_db_begin(struct mst_db *db)
+{
+	return step_done(db, db->begin, "begin");
+}
+
+int mst_db_commit(struct mst_db *db)
+{
+	int rc = step_done(db, db->commit, "commit");
+
+	if (rc)
+		mst_db_rollback(db);
+	return rc;
+}
+
+void mst_db_rollback(struct mst_db *db)
+{
+	if (!sqlite3_get_autocommit(db->h))
+		(void)step_done(db, db->rollback, "rollback");
+}
+
+int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s)
+{
+	sqlite3_stmt *st = db->put_seg;
+
+	sqlite3_bind_blob(st, 1, s->id, MST_ID_LEN, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, s->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, s->endpoint, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, s->protocol, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, s->host_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)s->size);
+	return step_done(db, st, "put segment");
+}
+
+int mst_db_del_segment(struct mst_db *db, const uint8_t *id)
+{
+	sqlite3_bind_blob(db->del_seg, 1, id, MST_ID_LEN, SQLITE_STATIC);
+	return step_done(db, db->del_seg, "delete segment");
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+#define REPL_REC (MST_ID_LEN + 8)
+
+int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
+{
+	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
+	sqlite3_stmt *st = db->put_obj;
+	size_t n = 0;
+
+	for (unsigned i = 0; i < o->n_repl; i++) {
+		const struct mst_replica *r = &o->repl[i];
+		if (!r->seg)
+			continue;
+		memcpy(blob + n, r->seg->id, MST_ID_LEN);
+		put_le64(blob + n + MST_ID_LEN, mc_alloc_block_offset(r->blk));
+		n += REPL_REC;
+	}
+	sqlite3_bind_blob(st, 1, o->key, (int)o->key_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
+	sqlite3_bind_int(st, 3, o->hard_pin ? 1 : 0);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->soft_pin_until);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->mtime);
+	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
+	return step_done(db, st, "put object");
+}
+
+int mst_db_del_object(struct mst_db *db, const char *key, size_t len)
+{
+	sqlite3_bind_blob(db->del_obj, 1, key, (int)len, SQLITE_STATIC);
+	return step_done(db, db->del_obj, "delete object");
+}
+
+int mst_db_load(struct mst_db *db,
+		int (*on_segment)(void *arg, const struct mst_db_segment *s),
+		int (*on_object)(void *arg, const struct mst_db_object *o),
+		void *arg)
+{
+	sqlite3_stmt *st;
+	int rc = 0;
+
+	if (prep(db,
+		 "SELECT id,name,endpoint,protocol,host_id,size FROM "
+		 "segments",
+		 &st))
+		return db_fail(db, "load segments");
+	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+		struct mst_db_segment s = {
+			.id = sqlite3_column_blob(st, 0),
+			.name = (const char *)sqlite3_column_text(st, 1),
+			.endpoint = (const char *)sqlite3_column_text(st, 2),
+			.protocol = (const char *)sqlite3_column_text(st, 3),
+			.host_id = (const char *)sqlite3_column_text(st, 4),
+			.size = (uint64_t)sqlite3_column_int64(st, 5),
+		};
+		if (sqlite3_column_bytes(st, 0) != MST_ID_LEN)
+			continue;
+		rc = on_segment(arg, &s);
+	}
+	sqlite3_finalize(st);
+	if (rc)
+		return rc;
+	if (prep(db,
+		 "SELECT key,size,flags,soft_pin_until,mtime,replicas "
+		 "FROM objects",
+		 &st))
+		return db_fail(db, "load objects");
+	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+		struct mst_db_object o = { 0 };
+		const uint8_t *b = sqlite3_column_blob(st, 5);
+		int bl = sqlite3_column_bytes(st, 5);
+
+		o.key = sqlite3_column_blob(st, 0);
+		o.key_len = (size_t)sqlite3_column_bytes(st, 0);
+		o.size = (uint64_t)sqlite3_column_int64(st, 1);
+		o.hard_pin = sqlite3_column_int(st, 2) & 1;
+		o.soft_pin_until = (uint64_t)sqlite3_column_int64(st, 3);
+		o.mtime = (uint64_t)sqlite3_column_int64(st, 4);
+		for (int off = 0; b && off + REPL_REC <= bl && o.n_repl < 8;
+		     off += REPL_REC) {
+			o.repl[o.n_repl].seg_id = b + off;
+			o.repl[o.n_repl].offset =
+				get_le64(b + off + MST_ID_LEN);
+			o.n_repl++;
+		}
+		if (!o.key)
+			continue;
+		rc = on_object(arg, &o);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Smallest string greater than every string that starts with s (false
+ * when none: s is all 0xff). */
+static bool prefix_successor(char *s, size_t *len)
+{
+	while (*len) {
+		unsigned char c = (unsigned char)s[*len - 1];
+		if (c != 0xff) {
+			s[*len - 1] = (char)(c + 1);
+			return true;
+		}
+		(*len)--;
+	}
+	return false;
+}
+
+static bool has_prefix(const char *k, size_t kl, const char *p, size_t pl)
+{
+	return kl >= pl && !memcmp(k, p, pl);
+}
+
+static int cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static const char *find_delim(const char *s, size_t len, const char *d,
+			      size_t dl)
+{
+	if (!dl || len < dl)
+		return NULL;
+	return memmem(s, len, d, dl);
+}
+
+int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
+		const char *delim, size_t delim_len, const char *start_after,
+		size_t start_len, unsigned limit,
+		void (*fn)(void *arg, const struct mst_db_entry *e), void *arg,
+		bool *truncated)
+{
+	size_t cap = prefix_len + start_len + 64, blen;
+	char *bound = malloc(cap);
+	sqlite3_stmt *st = db->seek;
+	unsigned count = 0;
+	int rc = 0;
+
+	*truncated = false;
+	if (!bound)
+		return MC_STORE_INTERNAL_ERROR;
+	/* Start at the prefix, or just after the cursor when it is later. */
+	if (start_len &&
+	    cmp_bytes(start_after, start_len, prefix, prefix_len) >= 0) {
+		memcpy(bound, start_after, start_len);
+		bound[start_len] = 0;
+		blen = start_len + 1;
+	} else {
+		memcpy(bound, prefix, prefix_len);
+		blen = prefix_len;
+	}
+	for (;;) {
+		const char *k;
+		size_t kl;
+		int s;
+
+		sqlite3_reset(st);
+		sqlite3_bind_blob(st, 1, bound, (int)blen, SQLITE_TRANSIENT);
+		s = sqlite3_step(st);
+		if (s == SQLITE_DONE)
+			break;
+		if (s != SQLITE_ROW) {
+			rc = db_fail(db, "list");
+			break;
+		}
+		k = sqlite3_column_blob(st, 0);
+		kl = (size_t)sqlite3_column_bytes(st, 0);
+		if (!k || !has_prefix(k, kl, prefix, prefix_len))
+			break;
+		const char *d = find_delim(k + prefix_len, kl - prefix_len,
+					   delim, delim_len);
+		struct mst_db_entry e = { .name = k, .name_len = kl };
+		size_t nl = kl;
+
+		if (d) {
+			nl = (size_t)(d - k) + delim_len;
+			e.name_len = nl;
+			e.is_prefix = true;
+		} else {
+			e.size = (uint64_t)sqlite3_column_int64(st, 1);
+			e.mtime = (uint64_t)sqlite3_column_int64(st, 2);
+		}
+		bool skip = start_len &&
+			    cmp_bytes(k, nl, start_after, start_len) <= 0;
+		if (!skip && count == limit) {
+			*truncated = true;
+			break;
+		}
+		if (!skip) {
+			fn(arg, &e);
+			count++;
+		}
+		/* Next bound: past this key, or past the whole prefix. */
+		if (nl + 1 > cap) {
+			char *nb = realloc(bound, nl + 64);
+			if (!nb) {
+				rc = MC_STORE_INTERNAL_ERROR;
+				break;
+			}
+			bound = nb;
+			cap = nl + 64;
+		}
+		memcpy(bound, k, nl);
+		blen = nl;
+		if (d) {
+			if (!prefix_successor(bound, &blen))
+				break;
+		} else {
+			bound[blen++] = 0;
+		}
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	free(bound);
+	return rc;
+}

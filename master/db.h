@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file db.h
+ * The master's durable record in sqlite (WAL): segments and complete
+ * objects with their replicas (segment id + offset). Leases, holds,
+ * recency and PROCESSING puts are never written: a restart forgets them,
+ * so nothing half-written comes back as complete.
+ *
+ * Writes happen inside a transaction the caller opens with mst_db_begin()
+ * and ends with mst_db_commit() (or _rollback); a commit that returns 0 is
+ * on disk (kill -9 safe; with full_sync also power-loss safe). The file is
+ * locked to one master (flock): a second master on it fails to start.
+ * A NULL db (memory mode) accepts every call and stores nothing.
+ */
+#ifndef MASTER_DB_H
+#define MASTER_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mst_db;
+struct mst_object;
+struct mst_segment;
+
+int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
+		char *err, size_t errlen);
+void mst_db_close(struct mst_db *db);
+
+int mst_db_begin(struct mst_db *db);
+int mst_db_commit(struct mst_db *db);
+void mst_db_rollback(struct mst_db *db);
+
+int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s);
+int mst_db_del_segment(struct mst_db *db, const uint8_t *id);
+int mst_db_put_object(struct mst_db *db, const struct mst_object *o);
+int mst_db_del_object(struct mst_db *db, const char *key, size_t len);
+
+/* Restore: segments first, then objects. */
+struct mst_db_segment {
+	const uint8_t *id;
+	const char *name, *endpoint, *protocol, *host_id;
+	uint64_t size;
+};
+struct mst_db_replica {
+	const uint8_t *seg_id;
+	uint64_t offset;
+};
+struct mst_db_object {
+	const char *key;
+	size_t key_len;
+	uint64_t size, mtime, soft_pin_until;
+	bool hard_pin;
+	unsigned n_repl;
+	struct mst_db_replica repl[8];
+};
+int mst_db_load(struct mst_db *db,
+		int (*on_segment)(void *arg, const struct mst_db_segment *s),
+		int (*on_object)(void *arg, const struct mst_db_object *o),
+		void *arg);
+
+/* Paged listing in key order (bytewise). */
+struct mst_db_entry {
+	const char *name;
+	size_t name_len;
+	uint64_t size, mtime;
+	bool is_prefix;
+};
+/**
+ * Entries under prefix after start_after; with a delimiter, keys that
+ * contain it after the prefix collapse into one prefix entry. Calls fn for
+ * up to limit entries; *truncated tells whether more follow.
+ */
+int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
+		const char *delim, size_t delim_len, const char *start_after,
+		size_t start_len, unsigned limit,
+		void (*fn)(void *arg, const struct mst_db_entry *e), void *arg,
+		bool *truncated);
+
+#endif

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master's state: creation (restoring segments and complete objects
+ * from sqlite), teardown, and the periodic housekeeping of mst_tick().
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "db.h"
+#include "master.h"
+#include "mc_log.h"
+#include "mc_rpc.h"
+#include "mooncake/mc_err.h"
+
+struct restore {
+	struct master *m;
+	uint64_t objects, dropped_replicas, segments;
+};
+
+static int on_segment(void *arg, const struct mst_db_segment *d)
+{
+	struct restore *r = arg;
+	struct master *m = r->m;
+	struct mst_segment *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	memcpy(s->id, d->id, MST_ID_LEN);
+	s->name = strdup(d->name ? d->name : "");
+	s->endpoint = strdup(d->endpoint ? d->endpoint : "");
+	s->protocol = strdup(d->protocol ? d->protocol : "tcp");
+	s->host_id = strdup(d->host_id ? d->host_id : "");
+	s->size = d->size;
+	if (!s->name || !s->endpoint || !s->protocol || !s->host_id ||
+	    mc_alloc_create(d->size, &s->alloc)) {
+		free(s->name);
+		free(s->endpoint);
+		free(s->protocol);
+		free(s->host_id);
+		free(s);
+		return -ENOMEM;
+	}
+	s->restore_deadline = mst_now() + m->cfg.restore_grace_ms;
+	s->next = m->segments;
+	m->segments = s;
+	m->capacity += s->size;
+	r->segments++;
+	return 0;
+}
+
+static int on_object(void *arg, const struct mst_db_object *d)
+{
+	struct restore *r = arg;
+	struct master *m = r->m;
+	struct mst_object *o = calloc(1, sizeof(*o) + d->key_len + 1);
+
+	if (!o)
+		return -ENOMEM;
+	memcpy(o->key, d->key, d->key_len);
+	o->key_len = d->key_len;
+	o->size = d->size;
+	o->state = MST_COMPLETE;
+	o->hard_pin = d->hard_pin;
+	o->soft_pin_until = d->soft_pin_until;
+	o->mtime = d->mtime;
+	for (unsigned i = 0; i < d->n_repl && o->n_repl < MST_MAX_REPLICAS;
+	     i++) {
+		struct mst_segment *s = mst_segment_find(m, d->repl[i].seg_id);
+		struct mc_alloc_block *b;
+		if (!s || mc_alloc_reserve(s->alloc, d->repl[i].offset, d->size,
+					   &b)) {
+			r->dropped_replicas++;
+			continue;
+		}
+		o->repl[o->n_repl].seg = s;
+		o->repl[o->n_repl].blk = b;
+		o->n_repl++;
+		s->n_replicas++;
+		m->allocated += mc_alloc_block_size(b);
+	}
+	if (!o->n_repl) {
+		free(o);
+		return 0;
+	}
+	mst_objmap_add(&m->objs, o);
+	mst_lru_add(m, o);
+	m->n_complete++;
+	r->objects++;
+	return 0;
+}
+
+int mst_create(const struct mst_config *cfg, const char *db_path,
+	       bool full_sync, struct master **out, char *err, size_t errlen)
+{
+	struct master *m = calloc(1, sizeof(*m));
+	size_t nm = mc_rpc_method_count();
+	struct restore r = { .m = m };
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->cfg = *cfg;
+	m->started = mst_now();
+	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
+		m->rng = mst_wall() | 1;
+	m->view_version = mst_rand(m) >> 16;
+	m->stats.requests = calloc(nm, sizeof(uint64_t));
+	m->stats.failures = calloc(nm, sizeof(uint64_t));
+	m->stats.batch_items = calloc(nm, sizeof(uint64_t));
+	m->stats.batch_failed_items = calloc(nm, sizeof(uint64_t));
+	if (!m->stats.requests || !m->stats.failures || !m->stats.batch_items ||
+	    !m->stats.batch_failed_items || mst_objmap_init(&m->objs) ||
+	    mst_feed_init(&m->feed, 65536)) {
+		snprintf(err, errlen, "out of memory");
+		mst_destroy(m);
+		return -ENOMEM;
+	}
+	m->feed.epoch = mst_rand(m) >> 1 | 1;
+	rc = mst_db_open(db_path, full_sync, &m->db, err, errlen);
+	if (rc) {
+		mst_destroy(m);
+		return rc;
+	}
+	rc = mst_db_load(m->db, on_segment, on_object, &r);
+	if (rc) {
+		snprintf(err, errlen, "restoring from %s failed", db_path);
+		mst_destroy(m);
+		return rc;
+	}
+	if (r.segments)
+		mc_log_notice("master",
+			      "restored %llu segments and %llu objects from "
+			      "%s (%llu replicas dropped); owners have %llu "
+			      "ms to re-mount",
+			      (unsigned long long)r.segments,
+			      (unsigned long long)r.objects, db_path,
+			      (unsigned long long)r.dropped_replicas,
+			      (unsigned long long)cfg->restore_grace_ms);
+	*out = m;
+	return 0;
+}
+
+void mst_destroy(struct master *m)
+{
+	if (!m)
+		return;
+	while (m->holds) {
+		struct mst_hold *h = m->holds;
+		m->holds = h->next;
+		free(h);
+	}
+	for (size_t b = 0; m->objs.buckets && b < m->objs.n_buckets; b++) {
+		struct mst_object *o = m->objs.buckets[b], *next;
+		for (; o; o = next) {
+			next = o->hnext;
+			o->holds = 0;
+			free(o); /* allocators go below, whole */
+		}
+	}
+	for (struct mst_object *o = m->orphans, *n; o; o = n) {
+		n = o->onext;
+		free(o);
+	}
+	for (struct mst_object *o = m->releasing, *n; o; o = n) {
+		n = o->onext;
+		free(o);
+	}
+	while (m->segments) {
+		struct mst_segment *s = m->segments;
+		m->segments = s->next;
+		mc_alloc_destroy(s->alloc);
+		free(s->name);
+		free(s->endpoint);
+		free(s->protocol);
+		free(s->host_id);
+		free(s);
+	}
+	while (m->clients) {
+		struct mst_client *c = m->clients;
+		m->clients = c->next;
+		free(c);
+	}
+	mst_objmap_free(&m->objs);
+	if (m->feed.ring)
+		mst_feed_free(&m->feed);
+	mst_db_close(m->db);
+	free(m->stats.requests);
+	free(m->stats.failures);
+	free(m->stats.batch_items);
+	free(m->stats.batch_failed_items);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static void expire_holds(struct master *m, uint64_t now)
+{
+	struct mst_hold **pp = &m->holds;
+
+	while (*pp) {
+		struct mst_hold *h = *pp;
+		if (h->expires > now) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		if (h->obj->holds)
+			h->obj->holds--;
+		free(h);
+	}
+}
+
+static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
+		    bool releasing)
+{
+	struct mst_object **pp = list;
+
+	while (*pp) {
+		struct mst_object *o = *pp;
+		bool done = releasing ? now - o->put_start >=
+						m->cfg.release_timeout_ms :
+					!o->holds && o->read_lease_until <= now;
+		if (!done) {
+			pp = &o->onext;
+			continue;
+		}
+		*pp = o->onext;
+		if (releasing)
+			m->stats.released++;
+		mst_object_free(m, o);
+	}
+}
+
+/* PutStarts nobody finished or pre-empted: freed after the release
+ * timeout. A full scan, so run rarely. */
+static void sweep_abandoned(struct master *m, uint64_t now)
+{
+	for (size_t b = 0; b < m->objs.n_buckets; b++) {
+		struct mst_object *o = m->objs.buckets[b], *next;
+		for (; o; o = next) {
+			next = o->hnext;
+			if (o->state == MST_PROCESSING &&
+			    now - o->put_start >= m->cfg.release_timeout_ms) {
+				mst_objmap_del(&m->objs, o);
+				m->stats.released++;
+				mst_object_free(m, o);
+			}
+		}
+	}
+}
+
+void mst_tick(struct master *m)
+{
+	static uint64_t last_slow, last_sweep;
+	uint64_t now = mst_now();
+
+	if (now - last_slow >= 100) {
+		last_slow = now;
+		mst_expire_clients(m, now);
+		expire_holds(m, now);
+		reclaim(m, &m->orphans, now, false);
+		reclaim(m, &m->releasing, now, true);
+	}
+	if (now - last_sweep >= 5000) {
+		last_sweep = now;
+		sweep_abandoned(m, now);
+	}
+	mst_evict_tick(m);
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file master.h
+ * The master's state: clients, the segments they contribute, objects and
+ * their replicas, leases, holds, pins, recency, the change feed, and the
+ * sqlite record of it all. docs/design.md ("Master") explains the rules.
+ *
+ * Locking: one mutex (struct master.lock) guards everything below; every
+ * mst_* function that takes `struct master *` expects it held unless it
+ * says otherwise. The RPC handlers (service.c) take it around each call.
+ *
+ * Time: leases, holds and liveness use the monotonic clock (ms);
+ * modification times and soft-pin deadlines that go to sqlite use the wall
+ * clock (ms since the epoch).
+ *
+ * Codes: functions return 0 or an upstream store code (MC_STORE_*), the
+ * currency of the RPC protocol.
+ */
+#ifndef MASTER_H
+#define MASTER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+#define MST_ID_LEN 16
+#define MST_MAX_REPLICAS 8
+
+struct mst_db;
+struct mst_client;
+
+struct mst_segment {
+	uint8_t id[MST_ID_LEN];
+	char *name, *endpoint, *protocol, *host_id;
+	uint64_t base, size;
+	struct mc_alloc *alloc;
+	struct mst_client *owner; /* NULL: restored, waiting for its owner */
+	uint64_t restore_deadline; /* mono ms, when owner == NULL */
+	uint64_t n_replicas;
+	struct mst_segment *next; /* master.segments list */
+};
+
+struct mst_client {
+	uint8_t id[MST_ID_LEN];
+	uint64_t last_seen; /* mono ms */
+	struct mst_client *next;
+};
+
+/* ENDING and REMOVING mark an object inside one batch between its sqlite
+ * write and the commit, so a key repeated in that batch is seen once. */
+enum mst_obj_state {
+	MST_PROCESSING = 1,
+	MST_ENDING = 2,
+	MST_COMPLETE = 3,
+	MST_REMOVING = 4,
+};
+
+struct mst_replica {
+	struct mst_segment *seg; /* NULL: its segment went away */
+	struct mc_alloc_block *blk;
+};
+
+struct mst_object {
+	struct mst_object *hnext; /* hash chain */
+	uint64_t hash;
+	uint64_t size;
+	uint8_t state; /* enum mst_obj_state */
+	uint8_t n_repl;
+	bool hard_pin;
+	bool orphan; /* removed from the namespace, memory kept for readers */
+	uint32_t holds;
+	uint64_t put_start; /* mono ms */
+	uint64_t lease_until; /* mono ms: reads (and existence checks) */
+	uint64_t read_lease_until; /* mono ms: reads only */
+	uint64_t last_access; /* mono ms: last read or completed write */
+	uint64_t soft_pin_until; /* wall ms, 0 none */
+	uint64_t mtime; /* wall ms of PutEnd */
+	uint8_t writer[MST_ID_LEN];
+	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
+	struct mst_object *onext; /* orphan / release list */
+	struct mst_replica repl[MST_MAX_REPLICAS];
+	size_t key_len;
+	char key[]; /* key_len bytes + NUL */
+};
+
+struct mst_objmap {
+	struct mst_object **buckets;
+	size_t n_buckets, count;
+	uint64_t seed[2];
+};
+
+struct mst_event {
+	uint64_t seq;
+	int type; /* MCRPC__EVENT_TYPE__* */
+	char *key, *to;
+};
+
+struct mst_feed {
+	struct mst_event *ring;
+	size_t cap, head, n; /* ring of the newest n events */
+	uint64_t epoch, last_seq;
+	pthread_cond_t cond;
+};
+
+struct mst_hold {
+	uint64_t id;
+	struct mst_object *obj;
+	uint64_t expires; /* mono ms */
+	struct mst_hold *next;
+};
+
+struct mst_config {
+	uint64_t lease_ttl_ms;
+	uint64_t soft_pin_ttl_ms, max_soft_pin_ttl_ms;
+	bool allow_evict_soft_pinned;
+	double eviction_ratio, high_watermark;
+	uint64_t client_ttl_ms;
+	int strategy; /* enum mst_strategy */
+	uint64_t discard_timeout_ms, release_timeout_ms;
+	uint64_t restore_grace_ms;
+	uint64_t exist_max_idle_ms;
+	uint64_t hold_ttl_ms;
+	size_t max_key_len;
+};
+
+enum mst_strategy { MST_RANDOM = 0, MST_FREE_RATIO_FIRST, MST_LOCAL_FIRST };
+
+/* Counters for /metrics (monotonic unless said). */
+struct mst_stats {
+	uint64_t evicted_keys, evicted_bytes;
+	uint64_t eviction_attempts, eviction_successes;
+	uint64_t alloc_failures, partial_allocations;
+	uint64_t discarded, released, discarded_bytes;
+	uint64_t *requests, *failures; /* per method row, mc_rpc_method_at */
+	uint64_t *batch_items, *batch_failed_items;
+};
+
+struct master {
+	pthread_mutex_t lock;
+	struct mst_config cfg;
+	struct mst_objmap objs;
+	struct mst_segment *segments;
+	struct mst_client *clients;
+	struct mst_object *lru_head, *lru_tail; /* head = least recent */
+	struct mst_object *orphans; /* freed once unleased and unheld */
+	struct mst_object *releasing; /* discarded PutStarts */
+	struct mst_hold *holds;
+	uint64_t next_hold;
+	uint64_t capacity, allocated;
+	uint64_t n_complete;
+	struct mst_feed feed;
+	struct mst_stats stats;
+	struct mst_db *db;
+	uint64_t started; /* mono ms */
+	uint64_t view_version;
+	bool need_eviction;
+	bool stopping; /* shutting down: long polls return */
+	uint64_t rng;
+};
+
+/* ---- time and ids (util.c) ------------------------------------------- */
+uint64_t mst_now(void); /* monotonic ms */
+uint64_t mst_wall(void); /* wall ms */
+uint64_t mst_rand(struct master *m);
+void mst_id_hex(const uint8_t *id, char out[2 * MST_ID_LEN + 1]);
+
+/* ---- lifecycle (master.c) -------------------------------------------- */
+/** Create the state; db_path NULL or "memory": nothing durable. */
+int mst_create(const struct mst_config *cfg, const char *db_path,
+	       bool full_sync, struct master **out, char *err, size_t errlen);
+void mst_destroy(struct master *m);
+/** Housekeeping, called every ~10 ms by the background thread: client
+ *  liveness, restore grace, holds, orphans, abandoned puts, eviction. */
+void mst_tick(struct master *m);
+
+/* ---- object map (objmap.c) -------------------------------------------- */
+int mst_objmap_init(struct mst_objmap *om);
+void mst_objmap_free(struct mst_objmap *om);
+struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
+				  size_t len);
+int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
+void mst_objmap_del(struct mst_objmap *om, struct mst_object *o);
+uint64_t mst_objmap_hash(const struct mst_objmap *om, const char *key,
+			 size_t len);
+
+/* ---- segments and clients (segments.c) -------------------------------- */
+struct mst_seg_desc {
+	const uint8_t *id;
+	const char *name, *endpoint, *protocol, *host_id;
+	uint64_t base, size;
+};
+struct mst_client *mst_client_find(struct master *m, const uint8_t *id);
+struct mst_client *mst_client_touch(struct master *m, const uint8_t *id);
+/** 0 mounted; MC_STORE_SEGMENT_ALREADY_EXISTS if another live client
+ *  owns it. */
+int mst_mount(struct master *m, const uint8_t *client,
+	      const struct mst_seg_desc *d);
+/** 0 re-adopted (*objects kept), 1 mounted as new, or a code. */
+int mst_remount(struct master *m, const uint8_t *client,
+		const struct mst_seg_desc *d, uint64_t *objects);
+int mst_unmount(struct master *m, const uint8_t *client, const uint8_t *seg);
+struct mst_segment *mst_segment_find(struct master *m, const uint8_t *id);
+/** Drop a segment and every replica on it (objects left with none go). */
+void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why);
+void mst_expire_clients(struct master *m, uint64_t now);
+size_t mst_client_count(struct master *m);
+
+/* ---- objects (objects.c) ---------------------------------------------- */
+struct mst_put_cfg {
+	unsigned replicas;
+	bool hard_pin, soft_pin;
+	uint64_t soft_pin_ttl_ms;
+	const char *const *preferred;
+	size_t n_preferred;
+};
+/** Allocate replicas for key (state PROCESSING); *out for the reply. */
+int mst_put_start(struct master *m, const uint8_t *client, const char *key,
+		  size_t key_len, uint64_t size, const struct mst_put_cfg *pc,
+		  struct mst_object **out);
+/** Stage the completion of key in the open transaction; applied by
+ *  mst_put_end_apply() once the transaction commits. */
+int mst_put_end_prepare(struct master *m, const char *key, size_t key_len,
+			struct mst_object **out);
+void mst_put_end_apply(struct master *m, struct mst_object *o);
+/** The transaction failed: back to PROCESSING. */
+void mst_put_end_undo(struct master *m, struct mst_object *o);
+int mst_put_revoke(struct master *m, const char *key, size_t key_len);
+/** COMPLETE object or code (-704 missing, -703 processing or no readable
+ *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
+int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
+	    struct mst_object **out, uint64_t *hold_id);
+/** 1, 0 or a code; grants an existence lease. */
+int mst_exist(struct master *m, const char *key, size_t key_len);
+/** COMPLETE object without any lease, or a code. */
+int mst_stat(struct master *m, const char *key, size_t key_len,
+	     struct mst_object **out);
+/** Remove (db row first; caller commits), then mst_remove_apply(). */
+int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
+		       bool force, struct mst_object **out);
+void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type);
+void mst_remove_undo(struct master *m, struct mst_object *o);
+int mst_rename(struct master *m, const char *from, size_t from_len,
+	       const char *to, size_t to_len, bool no_replace);
+int mst_hold_renew(struct master *m, uint64_t id);
+int mst_hold_release(struct master *m, uint64_t id);
+/** Replica i readable now (its segment mounted). */
+bool mst_replica_live(const struct mst_replica *r);
+uint64_t mst_replica_addr(const struct mst_replica *r);
+/** Free every replica of o and o itself (o must be out of every list). */
+void mst_object_free(struct master *m, struct mst_object *o);
+bool mst_object_leased(const struct mst_object *o, uint64_t now);
+
+/* ---- recency and eviction (evict.c) ----------------------------------- */
+void mst_lru_add(struct master *m, struct mst_object *o);
+void mst_lru_del(struct master *m, struct mst_object *o);
+void mst_lru_touch(struct master *m, struct mst_object *o);
+/** Evict unleased objects, least recently read first, until `bytes` were
+ *  freed or `count` objects went (whichever comes first; 0 = no limit on
+ *  that measure). Returns the number evicted. */
+uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count);
+/** Watermark check: evict down to watermark - ratio. */
+void mst_evict_tick(struct master *m);
+
+/* ---- allocation (place.c) --------------------------------------------- */
+/** Place up to n replicas of size bytes on distinct segments. Returns the
+ *  number placed (0: pool full). */
+unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
+		   unsigned n, const struct mst_put_cfg *pc,
+		   struct mst_replica *out);
+void mst_replica_free(struct master *m, struct mst_replica *r);
+
+/* ---- change feed (feed.c) --------------------------------------------- */
+int mst_feed_init(struct mst_feed *f, size_t cap);
+void mst_feed_free(struct mst_feed *f);
+void mst_feed_emit(struct master *m, int type, const char *key, size_t key_len,
+		   const char *to, size_t to_len);
+
+#endif

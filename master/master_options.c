@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake_master's options: upstream's flag names, syntax and defaults
+ * (reference: gflags of mooncake_master), then ours. docs/config.md is
+ * generated from this table. Upstream features we do not have yet (HA,
+ * oplog, snapshots, SSD offload, CXL, tenants, KV events) are accepted as
+ * flags and refused with a clear message when turned on.
+ */
+#include <stddef.h>
+
+#include "master_options.h"
+
+#define OPT(n, t, f, d, lo, hi, h)                                             \
+	{                                                                      \
+		.name = n, .type = t,                                          \
+		.offset = offsetof(struct master_cfg, f), .def = d, .min = lo, \
+		.max = hi, .help = h                                           \
+	}
+#define OPTA(n, a, t, f, d, lo, hi, h)                                         \
+	{                                                                      \
+		.name = n, .alias = a, .type = t,                              \
+		.offset = offsetof(struct master_cfg, f), .def = d, .min = lo, \
+		.max = hi, .help = h                                           \
+	}
+#define DUR(n, f, d, unit, h)                                       \
+	{                                                           \
+		.name = n, .type = MC_OPT_DURATION,                 \
+		.offset = offsetof(struct master_cfg, f), .def = d, \
+		.unit_ms = unit, .help = h                          \
+	}
+
+static const struct mc_opt master_opts[] = {
+	OPTA("rpc_port", "port", MC_OPT_INT, rpc_port, "50051", 0, 65535,
+	     "RPC port; 0 binds a free one (see --port_file; upstream "
+	     "maps 0 to 50051)."),
+	OPT("rpc_address", MC_OPT_STRING, rpc_address, "0.0.0.0", 0, 0,
+	    "Address the RPC listener binds, exactly."),
+	OPT("rpc_interface", MC_OPT_STRING, rpc_interface, "", 0, 0,
+	    "Accepted for compatibility; use --rpc_address."),
+	OPTA("rpc_thread_num", "max_threads", MC_OPT_INT, rpc_thread_num, "0",
+	     0, 4096,
+	     "Accepted; every connection has its own thread (0 = default)."),
+	OPT("rpc_conn_timeout_seconds", MC_OPT_INT, rpc_conn_timeout_seconds,
+	    "0", 0, 86400, "Close RPC connections idle this long (0 = never)."),
+	OPT("rpc_enable_tcp_no_delay", MC_OPT_BOOL, rpc_enable_tcp_no_delay,
+	    "true", 0, 0, "TCP_NODELAY on RPC connections (always on)."),
+	OPT("enable_metric_reporting", MC_OPT_BOOL, enable_metric_reporting,
+	    "true", 0, 0, "Log a metrics summary every 10 s."),
+	OPT("metrics_port", MC_OPT_INT, metrics_port, "9003", 0, 65535,
+	    "Admin and Prometheus HTTP port (/metrics, /health, ...)."),
+	OPT("metrics_host", MC_OPT_STRING, metrics_host, "0.0.0.0", 0, 0,
+	    "Address the admin HTTP listener binds."),
+	DUR("default_kv_lease_ttl", default_kv_lease_ttl, "10000", 1,
+	    "Lease granted by get and exist (bare numbers are ms)."),
+	DUR("default_kv_soft_pin_ttl", default_kv_soft_pin_ttl, "30m", 1,
+	    "Soft pin duration when a put asks for one (ms)."),
+	DUR("max_kv_soft_pin_ttl", max_kv_soft_pin_ttl, "24h", 1,
+	    "Longest soft pin a put may ask for (ms)."),
+	OPT("allow_evict_soft_pinned_objects", MC_OPT_BOOL,
+	    allow_evict_soft_pinned_objects, "true", 0, 0,
+	    "Evict soft-pinned objects when nothing else is left."),
+	OPT("eviction_ratio", MC_OPT_DOUBLE, eviction_ratio, "0.05", 0, 1,
+	    "Fraction evicted below the watermark (0 disables eviction)."),
+	OPT("eviction_high_watermark_ratio", MC_OPT_DOUBLE,
+	    eviction_high_watermark_ratio, "0.90", 0, 1,
+	    "Used fraction of the pool above which eviction runs."),
+	DUR("client_ttl", client_ttl, "10", 1000,
+	    "A client silent this long loses its segments (bare numbers "
+	    "are seconds)."),
+	OPT("memory_allocator", MC_OPT_STRING, memory_allocator, "offset", 0, 0,
+	    "Accepted: 'offset' (TLSF here) or 'cachelib' (same)."),
+	OPT("allocation_strategy", MC_OPT_STRING, allocation_strategy, "random",
+	    0, 0, "random, free_ratio_first or local_first."),
+	DUR("put_start_discard_timeout_sec", put_start_discard_timeout_sec,
+	    "30", 1000,
+	    "An unfinished put older than this gives way to a new put of the "
+	    "same key (s)."),
+	DUR("put_start_release_timeout_sec", put_start_release_timeout_sec,
+	    "600", 1000,
+	    "An abandoned put's memory is reclaimed after this (s)."),
+	OPT("enable_http_metadata_server", MC_OPT_BOOL,
+	    enable_http_metadata_server, "false", 0, 0,
+	    "Serve the transfer engine's HTTP metadata (/metadata) too."),
+	OPT("http_metadata_server_host", MC_OPT_STRING,
+	    http_metadata_server_host, "0.0.0.0", 0, 0,
+	    "Address the metadata HTTP listener binds, exactly."),
+	OPT("http_metadata_server_port", MC_OPT_INT, http_metadata_server_port,
+	    "8080", 0, 65535, "Metadata HTTP port (0 = ephemeral)."),
+	OPT("enable_metadata_cleanup_on_timeout", MC_OPT_BOOL,
+	    enable_metadata_cleanup_on_timeout, "false", 0, 0,
+	    "Accepted (stale engine entries are taken over by name)."),
+	OPT("cluster_id", MC_OPT_STRING, cluster_id, "mooncake_cluster", 0, 0,
+	    "Cluster name (accepted)."),
+	OPT("root_fs_dir", MC_OPT_STRING, root_fs_dir, "", 0, 0,
+	    "Legacy shared-filesystem replicas: not supported (must be "
+	    "empty)."),
+	OPT("enable_ha", MC_OPT_BOOL, enable_ha, "false", 0, 0,
+	    "High availability: not supported yet (sqlite keeps state)."),
+	OPT("ha_backend_type", MC_OPT_STRING, ha_backend_type, "etcd", 0, 0,
+	    "Accepted with --enable_ha."),
+	OPT("ha_backend_connstring", MC_OPT_STRING, ha_backend_connstring, "",
+	    0, 0, "Accepted with --enable_ha."),
+	OPT("etcd_endpoints", MC_OPT_STRING, etcd_endpoints, "", 0, 0,
+	    "Accepted with --enable_ha."),
+	OPT("enable_oplog", MC_OPT_BOOL, enable_oplog, "false", 0, 0,
+	    "Not supported (sqlite is the record)."),
+	OPT("enable_snapshot", MC_OPT_BOOL, enable_snapshot, "false", 0, 0,
+	    "Not supported (sqlite is the record)."),
+	OPT("enable_offload", MC_OPT_BOOL, enable_offload, "false", 0, 0,
+	    "SSD offload: not supported yet."),
+	OPT("enable_cxl", MC_OPT_BOOL, enable_cxl, "false", 0, 0,
+	    "CXL memory: not supported."),
+	OPT("enable_multi_tenants", MC_OPT_BOOL, enable_multi_tenants, "false",
+	    0, 0, "Tenants: not supported yet."),
+	OPT("enable_kv_events", MC_OPT_BOOL, enable_kv_events, "false", 0, 0,
+	    "ZMQ KV events: not supported (see the Watch RPC)."),
+	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
+	    "JSON file with any of these options as keys."),
+	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
+	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
+	OPT("db_path", MC_OPT_STRING, db_path, "mooncake_master.db", 0, 0,
+	    "sqlite file of the durable record ('memory': nothing survives "
+	    "a restart, as upstream)."),
+	OPT("db_full_sync", MC_OPT_BOOL, db_full_sync, "false", 0, 0,
+	    "fsync every commit so a power loss loses nothing (slower)."),
+	DUR("restore_grace", restore_grace, "60", 1000,
+	    "After a restart, segments not re-mounted within this time are "
+	    "dropped with their objects (s)."),
+	DUR("exist_max_idle", exist_max_idle, "20000", 1,
+	    "An existence check protects an object from eviction only if "
+	    "it was read or written within this time (ms)."),
+	OPT("max_key_length", MC_OPT_SIZE, max_key_length, "4096", 1, 1048576,
+	    "Longest key in bytes; longer is -400 INVALID_KEY."),
+	OPT("max_request_size", MC_OPT_SIZE, max_request_size, "64MiB", 4096,
+	    1073741824.0,
+	    "Largest RPC frame body; larger closes the "
+	    "connection."),
+	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
+	    "Write the RPC port to this file once serving."),
+	OPT("metrics_port_file", MC_OPT_STRING, metrics_port_file, NULL, 0, 0,
+	    "Write the admin HTTP port to this file once serving."),
+	OPT("metadata_port_file", MC_OPT_STRING, metadata_port_file, NULL, 0, 0,
+	    "Write the metadata HTTP port to this file once serving."),
+	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,
+	    "Append logs to this file instead of stderr."),
+	OPT("syslog", MC_OPT_BOOL, syslog, "false", 0, 0,
+	    "Send logs to syslog instead of stderr."),
+};
+
+const struct mc_cfg_spec master_cfg_spec = {
+	.prog = "mooncake_master",
+	.summary = "Mooncake Store master: places objects in the segments "
+		   "clients contribute; sqlite keeps what it placed.",
+	.opts = master_opts,
+	.n_opts = sizeof(master_opts) / sizeof(master_opts[0]),
+	.strict = true,
+	.env_prefix = "MOONCAKE_MASTER_",
+	.config_opt = "config_path",
+	.config_env = "MOONCAKE_MASTER_CONFIG_PATH",
+};

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/** @file master_options.h The configuration table of mooncake_master. */
+#ifndef MASTER_OPTIONS_H
+#define MASTER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mc_cfg.h"
+
+struct master_cfg {
+	/* upstream's */
+	int64_t rpc_port;
+	char *rpc_address;
+	char *rpc_interface;
+	int64_t rpc_thread_num;
+	int64_t rpc_conn_timeout_seconds;
+	bool rpc_enable_tcp_no_delay;
+	bool enable_metric_reporting;
+	int64_t metrics_port;
+	char *metrics_host;
+	uint64_t default_kv_lease_ttl;
+	uint64_t default_kv_soft_pin_ttl;
+	uint64_t max_kv_soft_pin_ttl;
+	bool allow_evict_soft_pinned_objects;
+	double eviction_ratio;
+	double eviction_high_watermark_ratio;
+	uint64_t client_ttl;
+	char *memory_allocator;
+	char *allocation_strategy;
+	uint64_t put_start_discard_timeout_sec;
+	uint64_t put_start_release_timeout_sec;
+	bool enable_http_metadata_server;
+	char *http_metadata_server_host;
+	int64_t http_metadata_server_port;
+	bool enable_metadata_cleanup_on_timeout;
+	char *cluster_id;
+	char *root_fs_dir;
+	bool enable_ha;
+	char *ha_backend_type;
+	char *ha_backend_connstring;
+	char *etcd_endpoints;
+	bool enable_oplog;
+	bool enable_snapshot;
+	bool enable_offload;
+	bool enable_cxl;
+	bool enable_multi_tenants;
+	bool enable_kv_events;
+	char *config_path;
+	int v;
+	/* ours */
+	char *db_path;
+	bool db_full_sync;
+	uint64_t restore_grace;
+	uint64_t exist_max_idle;
+	uint64_t max_key_length;
+	uint64_t max_request_size;
+	char *port_file;
+	char *metrics_port_file;
+	char *metadata_port_file;
+	char *log_file;
+	bool syslog;
+};
+
+extern const struct mc_cfg_spec master_cfg_spec;
+
+#endif

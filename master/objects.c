@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Object rules (upstream's, docs/design.md "Master"): put start/end/revoke,
+ * get and exist with leases, stat without one, remove (refused while
+ * leased unless forced; forced removal keeps the memory until readers are
+ * done), atomic rename, and holds (leases a reader keeps while it has the
+ * object open).
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "master.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "master.pb-c.h"
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+bool mst_replica_live(const struct mst_replica *r)
+{
+	return r->seg && r->seg->owner && r->blk;
+}
+
+uint64_t mst_replica_addr(const struct mst_replica *r)
+{
+	return r->seg->base + mc_alloc_block_offset(r->blk);
+}
+
+static unsigned live_replicas(const struct mst_object *o)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < o->n_repl; i++)
+		n += mst_replica_live(&o->repl[i]);
+	return n;
+}
+
+bool mst_object_leased(const struct mst_object *o, uint64_t now)
+{
+	return o->lease_until > now || o->holds > 0;
+}
+
+static void drop_holds_of(struct master *m, struct mst_object *o)
+{
+	struct mst_hold **pp = &m->holds;
+
+	while (*pp) {
+		struct mst_hold *h = *pp;
+		if (h->obj == o) {
+			*pp = h->next;
+			free(h);
+		} else {
+			pp = &h->next;
+		}
+	}
+	o->holds = 0;
+}
+
+void mst_object_free(struct master *m, struct mst_object *o)
+{
+	for (unsigned i = 0; i < o->n_repl; i++)
+		mst_replica_free(m, &o->repl[i]);
+	if (o->holds)
+		drop_holds_of(m, o);
+	free(o);
+}
+
+static int check_key(struct master *m, size_t len)
+{
+	if (!len)
+		return MC_STORE_INVALID_PARAMS;
+	if (len > m->cfg.max_key_len)
+		return MC_STORE_INVALID_KEY;
+	return 0;
+}
+
+static struct mst_object *obj_new(const char *key, size_t len)
+{
+	struct mst_object *o = calloc(1, sizeof(*o) + len + 1);
+
+	if (!o)
+		return NULL;
+	memcpy(o->key, key, len);
+	o->key_len = len;
+	return o;
+}
+
+/* An unfinished put older than the discard timeout gives way: its memory
+ * is released only after the release timeout (its writer may still be
+ * writing into it). */
+static void discard(struct master *m, struct mst_object *o)
+{
+	mst_objmap_del(&m->objs, o);
+	o->onext = m->releasing;
+	m->releasing = o;
+	m->stats.discarded++;
+	m->stats.discarded_bytes += o->size * o->n_repl;
+}
+
+int mst_put_start(struct master *m, const uint8_t *client, const char *key,
+		  size_t key_len, uint64_t size, const struct mst_put_cfg *pc,
+		  struct mst_object **out)
+{
+	struct mst_replica repl[MST_MAX_REPLICAS] = { { 0 } };
+	unsigned want = pc->replicas ? pc->replicas : 1, n = 0;
+	uint64_t now = mst_now();
+	struct mst_object *o;
+	int rc = check_key(m, key_len);
+
+	if (rc)
+		return rc;
+	if (!size)
+		return MC_STORE_INVALID_PARAMS;
+	if (want > MST_MAX_REPLICAS)
+		want = MST_MAX_REPLICAS;
+	o = mst_objmap_get(&m->objs, key, key_len);
+	if (o) {
+		if (o->state == MST_COMPLETE ||
+		    now - o->put_start < m->cfg.discard_timeout_ms)
+			return MC_STORE_OBJECT_ALREADY_EXISTS;
+		discard(m, o);
+	}
+	n = mst_place(m, client, size, want, pc, repl);
+	for (int round = 0; !n && round < 4; round++) {
+		/* Full: evict least recently read objects, then retry. */
+		if (!mst_evict(m, (size * want) << round, 0))
+			break;
+		n = mst_place(m, client, size, want, pc, repl);
+	}
+	if (!n) {
+		m->stats.alloc_failures++;
+		m->need_eviction = true;
+		return MC_STORE_NO_AVAILABLE_HANDLE;
+	}
+	if (n < want)
+		m->stats.partial_allocations++;
+	o = obj_new(key, key_len);
+	if (!o) {
+		for (unsigned i = 0; i < n; i++)
+			mst_replica_free(m, &repl[i]);
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	o->size = size;
+	o->state = MST_PROCESSING;
+	o->n_repl = (uint8_t)n;
+	memcpy(o->repl, repl, sizeof(repl));
+	o->put_start = now;
+	o->hard_pin = pc->hard_pin;
+	/* While PROCESSING, soft_pin_until holds the pin's duration: the
+	 * deadline starts when the object becomes readable. */
+	if (pc->soft_pin) {
+		uint64_t ttl = pc->soft_pin_ttl_ms ? pc->soft_pin_ttl_ms :
+						     m->cfg.soft_pin_ttl_ms;
+		o->soft_pin_until = ttl < m->cfg.max_soft_pin_ttl_ms ?
+					    ttl :
+					    m->cfg.max_soft_pin_ttl_ms;
+	}
+	memcpy(o->writer, client, MST_ID_LEN);
+	mst_objmap_add(&m->objs, o);
+	*out = o;
+	return 0;
+}
+
+int mst_put_end_prepare(struct master *m, const char *key, size_t key_len,
+			struct mst_object **out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	*out = NULL;
+	if (!o || o->state == MST_REMOVING)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	if (o->state != MST_PROCESSING)
+		return 0; /* already complete, or repeated in this batch */
+	if (!live_replicas(o))
+		return MC_STORE_REPLICA_IS_GONE;
+	o->mtime = mst_wall();
+	if (o->soft_pin_until)
+		o->soft_pin_until += o->mtime;
+	o->state = MST_ENDING;
+	*out = o;
+	return mst_db_put_object(m->db, o);
+}
+
+void mst_put_end_undo(struct master *m, struct mst_object *o)
+{
+	(void)m;
+	o->state = MST_PROCESSING;
+	if (o->soft_pin_until)
+		o->soft_pin_until -= o->mtime;
+}
+
+void mst_put_end_apply(struct master *m, struct mst_object *o)
+{
+	o->state = MST_COMPLETE;
+	o->last_access = mst_now();
+	mst_lru_add(m, o);
+	m->n_complete++;
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_PUT, o->key, o->key_len, NULL,
+		      0);
+}
+
+int mst_put_revoke(struct master *m, const char *key, size_t key_len)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	if (!o)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	if (o->state != MST_PROCESSING)
+		return MC_STORE_INVALID_WRITE;
+	mst_objmap_del(&m->objs, o);
+	mst_object_free(m, o);
+	return 0;
+}
+
+static int readable(struct master *m, const char *key, size_t key_len,
+		    struct mst_object **out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	if (!o)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	if (o->state != MST_COMPLETE || !live_replicas(o))
+		return MC_STORE_REPLICA_IS_NOT_READY;
+	*out = o;
+	return 0;
+}
+
+int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
+	    struct mst_object **out, uint64_t *hold_id)
+{
+	uint64_t now = mst_now();
+	struct mst_object *o;
+	int rc = readable(m, key, key_len, &o);
+
+	if (rc)
+		return rc;
+	o->read_lease_until = now + m->cfg.lease_ttl_ms;
+	o->lease_until = max_u64(o->lease_until, o->read_lease_until);
+	o->last_access = now;
+	mst_lru_touch(m, o);
+	if (hold) {
+		struct mst_hold *h = calloc(1, sizeof(*h));
+		if (!h)
+			return MC_STORE_INTERNAL_ERROR;
+		h->id = ++m->next_hold;
+		h->obj = o;
+		h->expires = now + m->cfg.hold_ttl_ms;
+		h->next = m->holds;
+		m->holds = h;
+		o->holds++;
+		*hold_id = h->id;
+	}
+	*out = o;
+	return 0;
+}
+
+int mst_exist(struct master *m, const char *key, size_t key_len)
+{
+	struct mst_object *o;
+
+	if (readable(m, key, key_len, &o))
+		return 0;
+	o->lease_until =
+		max_u64(o->lease_until, mst_now() + m->cfg.lease_ttl_ms);
+	return 1;
+}
+
+int mst_stat(struct master *m, const char *key, size_t key_len,
+	     struct mst_object **out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	if (!o || o->state != MST_COMPLETE)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	*out = o;
+	return 0;
+}
+
+int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
+		       bool force, struct mst_object **out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	if (!o)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	if (o->state == MST_REMOVING)
+		return MC_STORE_OBJECT_NOT_FOUND; /* repeated in this batch */
+	if (o->state != MST_COMPLETE)
+		return MC_STORE_REPLICA_IS_NOT_READY;
+	if (!force && mst_object_leased(o, mst_now()))
+		return MC_STORE_OBJECT_HAS_LEASE;
+	o->state = MST_REMOVING;
+	*out = o;
+	return mst_db_del_object(m->db, key, key_len);
+}
+
+void mst_remove_undo(struct master *m, struct mst_object *o)
+{
+	(void)m;
+	o->state = MST_COMPLETE;
+}
+
+/* Out of the namespace; the memory stays while a reader may use it. */
+static void unlink_obj(struct master *m, struct mst_object *o)
+{
+	mst_objmap_del(&m->objs, o);
+	mst_lru_del(m, o);
+	m->n_complete--;
+	if (o->read_lease_until > mst_now() || o->holds) {
+		o->orphan = true;
+		o->onext = m->orphans;
+		m->orphans = o;
+	} else {
+		mst_object_free(m, o);
+	}
+}
+
+void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type)
+{
+	mst_feed_emit(m, ev_type, o->key, o->key_len, NULL, 0);
+	unlink_obj(m, o);
+}
+
+int mst_rename(struct master *m, const char *from, size_t from_len,
+	       const char *to, size_t to_len, bool no_replace)
+{
+	struct mst_object *src, *dst, *n;
+	int rc = check_key(m, to_len);
+
+	if (rc)
+		return rc;
+	src = mst_objmap_get(&m->objs, from, from_len);
+	if (!src || src->state != MST_COMPLETE)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	if (from_len == to_len && !memcmp(from, to, to_len))
+		return 0;
+	dst = mst_objmap_get(&m->objs, to, to_len);
+	if (dst && no_replace)
+		return MC_STORE_OBJECT_ALREADY_EXISTS;
+	if (dst && dst->state != MST_COMPLETE)
+		return MC_STORE_OBJECT_REPLICA_BUSY;
+	n = obj_new(to, to_len);
+	if (!n)
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(n, src, offsetof(struct mst_object, key_len));
+	n->hnext = NULL;
+	n->lru_prev = n->lru_next = NULL;
+	rc = mst_db_begin(m->db);
+	if (!rc && dst)
+		rc = mst_db_del_object(m->db, to, to_len);
+	if (!rc)
+		rc = mst_db_del_object(m->db, from, from_len);
+	if (!rc)
+		rc = mst_db_put_object(m->db, n);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	if (rc) {
+		free(n);
+		return rc;
+	}
+	if (dst)
+		unlink_obj(m, dst);
+	/* n takes over src's replicas, holds and recency. */
+	mst_objmap_del(&m->objs, src);
+	mst_lru_del(m, src);
+	for (struct mst_hold *h = m->holds; h; h = h->next)
+		if (h->obj == src)
+			h->obj = n;
+	free(src);
+	mst_objmap_add(&m->objs, n);
+	mst_lru_add(m, n);
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RENAME, from, from_len, to,
+		      to_len);
+	return 0;
+}
+
+static struct mst_hold **hold_find(struct master *m, uint64_t id)
+{
+	struct mst_hold **pp = &m->holds;
+
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id)
+			return pp;
+	return NULL;
+}
+
+int mst_hold_renew(struct master *m, uint64_t id)
+{
+	struct mst_hold **pp = hold_find(m, id);
+
+	if (!pp)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	(*pp)->expires = mst_now() + m->cfg.hold_ttl_ms;
+	return 0;
+}
+
+int mst_hold_release(struct master *m, uint64_t id)
+{
+	struct mst_hold **pp = hold_find(m, id), *h;
+
+	if (!pp)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	h = *pp;
+	*pp = h->next;
+	if (h->obj->holds)
+		h->obj->holds--;
+	free(h);
+	return 0;
+}

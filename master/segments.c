@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Clients and the segments they contribute: mount, re-mount (re-adoption
+ * after a restart of the master or of the owner), unmount, and what
+ * happens when a client goes silent for client_ttl.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "master.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "master.pb-c.h"
+
+struct mst_client *mst_client_find(struct master *m, const uint8_t *id)
+{
+	for (struct mst_client *c = m->clients; c; c = c->next)
+		if (!memcmp(c->id, id, MST_ID_LEN))
+			return c;
+	return NULL;
+}
+
+struct mst_client *mst_client_touch(struct master *m, const uint8_t *id)
+{
+	struct mst_client *c = mst_client_find(m, id);
+
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		memcpy(c->id, id, MST_ID_LEN);
+		c->next = m->clients;
+		m->clients = c;
+	}
+	c->last_seen = mst_now();
+	return c;
+}
+
+size_t mst_client_count(struct master *m)
+{
+	size_t n = 0;
+
+	for (struct mst_client *c = m->clients; c; c = c->next)
+		n++;
+	return n;
+}
+
+struct mst_segment *mst_segment_find(struct master *m, const uint8_t *id)
+{
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		if (!memcmp(s->id, id, MST_ID_LEN))
+			return s;
+	return NULL;
+}
+
+static void set_str(char **dst, const char *src)
+{
+	char *n = strdup(src ? src : "");
+
+	if (n) {
+		free(*dst);
+		*dst = n;
+	}
+}
+
+static void seg_describe(struct mst_segment *s, const struct mst_seg_desc *d)
+{
+	set_str(&s->name, d->name);
+	set_str(&s->endpoint, d->endpoint);
+	set_str(&s->protocol, d->protocol);
+	set_str(&s->host_id, d->host_id);
+	s->base = d->base;
+}
+
+/* Remove replicas on s from o; true when o has none left. */
+static bool strip(struct mst_object *o, const struct mst_segment *s)
+{
+	unsigned j = 0;
+
+	for (unsigned i = 0; i < o->n_repl; i++)
+		if (o->repl[i].seg != s)
+			o->repl[j++] = o->repl[i];
+	for (unsigned i = j; i < o->n_repl; i++)
+		o->repl[i] = (struct mst_replica){ 0 };
+	o->n_repl = (uint8_t)j;
+	return j == 0;
+}
+
+static bool on_seg(const struct mst_object *o, const struct mst_segment *s)
+{
+	for (unsigned i = 0; i < o->n_repl; i++)
+		if (o->repl[i].seg == s)
+			return true;
+	return false;
+}
+
+static void strip_list(struct master *m, struct mst_object **list,
+		       const struct mst_segment *s)
+{
+	struct mst_object **pp = list;
+
+	while (*pp) {
+		struct mst_object *o = *pp;
+		if (strip(o, s)) {
+			*pp = o->onext;
+			o->onext = NULL;
+			mst_object_free(m, o);
+		} else {
+			pp = &o->onext;
+		}
+	}
+}
+
+void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
+{
+	struct mst_segment **pp;
+	char hex[2 * MST_ID_LEN + 1];
+	uint64_t lost = 0, kept = 0;
+	int rc = mst_db_begin(m->db);
+
+	for (size_t b = 0; b < m->objs.n_buckets; b++) {
+		struct mst_object *o = m->objs.buckets[b], *next;
+		for (; o; o = next) {
+			next = o->hnext;
+			if (!on_seg(o, s))
+				continue;
+			if (!strip(o, s)) {
+				if (o->state == MST_COMPLETE && !rc)
+					rc = mst_db_put_object(m->db, o);
+				kept++;
+				continue;
+			}
+			if (o->state == MST_COMPLETE) {
+				if (!rc)
+					rc = mst_db_del_object(m->db, o->key,
+							       o->key_len);
+				mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_LOST,
+					      o->key, o->key_len, NULL, 0);
+				mst_lru_del(m, o);
+				m->n_complete--;
+			}
+			mst_objmap_del(&m->objs, o);
+			mst_object_free(m, o);
+			lost++;
+		}
+	}
+	strip_list(m, &m->orphans, s);
+	strip_list(m, &m->releasing, s);
+	if (!rc)
+		rc = mst_db_del_segment(m->db, s->id);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	mst_id_hex(s->id, hex);
+	mc_log_notice("master",
+		      "segment %s (%s, %s) dropped: %s; %llu objects lost, "
+		      "%llu kept on other replicas%s",
+		      s->name, s->endpoint, hex, why, (unsigned long long)lost,
+		      (unsigned long long)kept,
+		      rc ? " (NOT recorded in the database)" : "");
+	for (pp = &m->segments; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	m->capacity -= s->size;
+	m->allocated -= mc_alloc_used(s->alloc);
+	m->view_version++;
+	mc_alloc_destroy(s->alloc);
+	free(s->name);
+	free(s->endpoint);
+	free(s->protocol);
+	free(s->host_id);
+	free(s);
+}
+
+static int seg_new(struct master *m, struct mst_client *c,
+		   const struct mst_seg_desc *d, struct mst_segment **out)
+{
+	struct mst_segment *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(s->id, d->id, MST_ID_LEN);
+	s->size = d->size;
+	seg_describe(s, d);
+	if (mc_alloc_create(d->size, &s->alloc) || !s->name) {
+		free(s->name);
+		free(s->endpoint);
+		free(s->protocol);
+		free(s->host_id);
+		free(s);
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	s->owner = c;
+	rc = mst_db_begin(m->db);
+	if (!rc)
+		rc = mst_db_put_segment(m->db, s);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	if (rc) {
+		mc_alloc_destroy(s->alloc);
+		free(s->name);
+		free(s->endpoint);
+		free(s->protocol);
+		free(s->host_id);
+		free(s);
+		return rc;
+	}
+	s->next = m->segments;
+	m->segments = s;
+	m->capacity += s->size;
+	m->view_version++;
+	*out = s;
+	return 0;
+}
+
+static bool owner_live(struct master *m, const struct mst_segment *s,
+		       const uint8_t *client)
+{
+	(void)m;
+	return s->owner && memcmp(s->owner->id, client, MST_ID_LEN);
+}
+
+static int check_desc(const struct mst_seg_desc *d)
+{
+	if (!d->id || !d->size || !d->endpoint || !*d->endpoint)
+		return MC_STORE_INVALID_PARAMS;
+	return 0;
+}
+
+int mst_mount(struct master *m, const uint8_t *client,
+	      const struct mst_seg_desc *d)
+{
+	struct mst_segment *s;
+	struct mst_client *c;
+	char hex[2 * MST_ID_LEN + 1];
+	int rc = check_desc(d);
+
+	if (rc)
+		return rc;
+	s = mst_segment_find(m, d->id);
+	if (s && owner_live(m, s, client))
+		return MC_STORE_SEGMENT_ALREADY_EXISTS;
+	if (s)
+		mst_segment_drop(m, s, "mounted again as new memory");
+	c = mst_client_touch(m, client);
+	if (!c)
+		return MC_STORE_INTERNAL_ERROR;
+	rc = seg_new(m, c, d, &s);
+	if (rc)
+		return rc;
+	mst_id_hex(d->id, hex);
+	mc_log_notice("master", "segment %s mounted: %s at %s, %llu bytes", hex,
+		      d->name ? d->name : "", d->endpoint,
+		      (unsigned long long)d->size);
+	return 0;
+}
+
+int mst_remount(struct master *m, const uint8_t *client,
+		const struct mst_seg_desc *d, uint64_t *objects)
+{
+	struct mst_segment *s;
+	struct mst_client *c;
+	char hex[2 * MST_ID_LEN + 1];
+	int rc = check_desc(d);
+
+	*objects = 0;
+	if (rc)
+		return rc;
+	s = mst_segment_find(m, d->id);
+	if (!s || s->size != d->size) {
+		rc = mst_mount(m, client, d);
+		return rc ? rc : 1;
+	}
+	c = mst_client_touch(m, client);
+	if (!c)
+		return MC_STORE_INTERNAL_ERROR;
+	seg_describe(s, d);
+	s->owner = c;
+	s->restore_deadline = 0;
+	rc = mst_db_begin(m->db);
+	if (!rc)
+		rc = mst_db_put_segment(m->db, s);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	if (rc)
+		return rc;
+	m->view_version++;
+	*objects = s->n_replicas;
+	mst_id_hex(d->id, hex);
+	mc_log_notice("master",
+		      "segment %s re-adopted by %s at %s: %llu replicas kept",
+		      hex, s->name, s->endpoint,
+		      (unsigned long long)s->n_replicas);
+	return 0;
+}
+
+int mst_unmount(struct master *m, const uint8_t *client, const uint8_t *seg)
+{
+	struct mst_segment *s = mst_segment_find(m, seg);
+
+	if (!s)
+		return MC_STORE_SEGMENT_NOT_FOUND;
+	if (owner_live(m, s, client))
+		return MC_STORE_ILLEGAL_CLIENT;
+	mst_segment_drop(m, s, "unmounted by its owner");
+	return 0;
+}
+
+void mst_expire_clients(struct master *m, uint64_t now)
+{
+	struct mst_client **pp = &m->clients;
+	struct mst_segment *s, *next;
+
+	while (*pp) {
+		struct mst_client *c = *pp;
+		if (now - c->last_seen <= m->cfg.client_ttl_ms) {
+			pp = &c->next;
+			continue;
+		}
+		char hex[2 * MST_ID_LEN + 1];
+		mst_id_hex(c->id, hex);
+		mc_log_warn("master",
+			    "client %s silent for more than %llu ms: removing "
+			    "it and its segments",
+			    hex, (unsigned long long)m->cfg.client_ttl_ms);
+		for (s = m->segments; s; s = next) {
+			next = s->next;
+			if (s->owner == c)
+				mst_segment_drop(m, s, "owner timed out");
+		}
+		*pp = c->next;
+		free(c);
+	}
+	for (s = m->segments; s; s = next) {
+		next = s->next;
+		if (!s->owner && now > s->restore_deadline)
+			mst_segment_drop(m, s,
+					 "not re-mounted after the master "
+					 "restarted");
+	}
+}

@@ -1,0 +1,889 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * RPC method handlers (see service.h and common/rpc/master.proto). Each
+ * handler runs under the master lock and builds its response in an arena;
+ * the frame is packed before the lock is released, so responses may point
+ * into the master's state.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "arena.h"
+#include "db.h"
+#include "master.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "mooncake/mc_version.h"
+#include "service.h"
+
+struct call {
+	struct master *m;
+	struct arena a;
+	const ProtobufCMessage *req;
+	ProtobufCMessage *resp;
+	size_t method_row;
+	uint64_t items, failed_items;
+};
+
+#define NEW(c, type, init)                                     \
+	({                                                     \
+		type *p_ = arena_alloc(&(c)->a, sizeof(type)); \
+		if (p_)                                        \
+			init(p_);                              \
+		p_;                                            \
+	})
+
+#define ARRAY(c, type, n) \
+	((type *)arena_alloc(&(c)->a, sizeof(type) * ((n) ? (n) : 1)))
+
+static bool id_ok(const ProtobufCBinaryData *d)
+{
+	return d->len == MST_ID_LEN && d->data;
+}
+
+static void seg_desc(const Mcrpc__Segment *s, struct mst_seg_desc *d)
+{
+	*d = (struct mst_seg_desc){
+		.id = s->id.len == MST_ID_LEN ? s->id.data : NULL,
+		.name = s->name,
+		.endpoint = s->endpoint,
+		.protocol = s->protocol,
+		.host_id = s->host_id,
+		.base = s->base_addr,
+		.size = s->size,
+	};
+}
+
+static Mcrpc__Segment *seg_msg(struct call *c, const struct mst_segment *s)
+{
+	Mcrpc__Segment *g = NEW(c, Mcrpc__Segment, mcrpc__segment__init);
+
+	if (!g)
+		return NULL;
+	g->id.data = (uint8_t *)s->id;
+	g->id.len = MST_ID_LEN;
+	g->name = s->name;
+	g->endpoint = s->endpoint;
+	g->base_addr = s->base;
+	g->size = s->size;
+	g->protocol = s->protocol;
+	g->host_id = s->host_id;
+	return g;
+}
+
+/* ---- liveness and segments ---------------------------------------------- */
+
+static int h_service_ready(struct call *c)
+{
+	Mcrpc__ServiceReadyResponse *r =
+		NEW(c, Mcrpc__ServiceReadyResponse,
+		    mcrpc__service_ready_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	r->version = (char *)MC_VERSION_STRING;
+	r->protocol_version = MC_RPC_VERSION;
+	c->resp = &r->base;
+	return 0;
+}
+
+static int h_ping(struct call *c)
+{
+	const Mcrpc__PingRequest *q = (const void *)c->req;
+	Mcrpc__PingResponse *r =
+		NEW(c, Mcrpc__PingResponse, mcrpc__ping_response__init);
+	struct mst_client *cl;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	r->view_version = c->m->view_version;
+	if (!id_ok(&q->client_id)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	cl = mst_client_find(c->m, q->client_id.data);
+	if (cl)
+		cl->last_seen = mst_now();
+	r->client_status = cl ? 1 : 2;
+	return 0;
+}
+
+static int h_mount(struct call *c)
+{
+	const Mcrpc__MountSegmentRequest *q = (const void *)c->req;
+	Mcrpc__MountSegmentResponse *r =
+		NEW(c, Mcrpc__MountSegmentResponse,
+		    mcrpc__mount_segment_response__init);
+	struct mst_seg_desc d;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!id_ok(&q->client_id) || !q->segment) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	seg_desc(q->segment, &d);
+	r->code = mst_mount(c->m, q->client_id.data, &d);
+	return 0;
+}
+
+static int h_remount(struct call *c)
+{
+	const Mcrpc__ReMountSegmentRequest *q = (const void *)c->req;
+	Mcrpc__ReMountSegmentResponse *r =
+		NEW(c, Mcrpc__ReMountSegmentResponse,
+		    mcrpc__re_mount_segment_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!id_ok(&q->client_id)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	if (!mst_client_touch(c->m, q->client_id.data))
+		return -ENOMEM;
+	r->results = ARRAY(c, int32_t, q->n_segments);
+	r->objects = ARRAY(c, uint64_t, q->n_segments);
+	if (!r->results || !r->objects)
+		return -ENOMEM;
+	r->n_results = r->n_objects = q->n_segments;
+	for (size_t i = 0; i < q->n_segments; i++) {
+		struct mst_seg_desc d;
+		seg_desc(q->segments[i], &d);
+		r->results[i] = mst_remount(c->m, q->client_id.data, &d,
+					    &r->objects[i]);
+	}
+	return 0;
+}
+
+static int h_unmount(struct call *c)
+{
+	const Mcrpc__UnmountSegmentRequest *q = (const void *)c->req;
+	Mcrpc__UnmountSegmentResponse *r =
+		NEW(c, Mcrpc__UnmountSegmentResponse,
+		    mcrpc__unmount_segment_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!id_ok(&q->client_id) || !id_ok(&q->segment_id)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	r->code = mst_unmount(c->m, q->client_id.data, q->segment_id.data);
+	return 0;
+}
+
+static int h_get_status(struct call *c)
+{
+	struct master *m = c->m;
+	Mcrpc__GetStatusResponse *r = NEW(c, Mcrpc__GetStatusResponse,
+					  mcrpc__get_status_response__init);
+	size_t n = 0;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		n++;
+	r->segments = ARRAY(c, Mcrpc__SegmentStatus *, n);
+	if (!r->segments)
+		return -ENOMEM;
+	for (struct mst_segment *s = m->segments; s; s = s->next) {
+		Mcrpc__SegmentStatus *st = NEW(c, Mcrpc__SegmentStatus,
+					       mcrpc__segment_status__init);
+		if (!st || !(st->segment = seg_msg(c, s)))
+			return -ENOMEM;
+		st->used = mc_alloc_used(s->alloc);
+		st->objects = s->n_replicas;
+		st->mounted = s->owner != NULL;
+		if (s->owner) {
+			st->client_id.data = s->owner->id;
+			st->client_id.len = MST_ID_LEN;
+		}
+		r->segments[r->n_segments++] = st;
+	}
+	r->capacity = m->capacity;
+	r->allocated = m->allocated;
+	r->keys = m->n_complete;
+	r->clients = (uint32_t)mst_client_count(m);
+	r->evicted_keys = m->stats.evicted_keys;
+	r->version = (char *)MC_VERSION_STRING;
+	r->uptime_ms = mst_now() - m->started;
+	return 0;
+}
+
+/* ---- put ------------------------------------------------------------------ */
+
+static bool single_ok(struct call *c, size_t n)
+{
+	const struct mc_rpc_method *md = mc_rpc_method_at(c->method_row);
+
+	return md->batch || n == 1;
+}
+
+static Mcrpc__ReplicaList *replica_list(struct call *c,
+					const struct mst_object *o, bool live)
+{
+	Mcrpc__ReplicaList *l =
+		NEW(c, Mcrpc__ReplicaList, mcrpc__replica_list__init);
+
+	if (!l)
+		return NULL;
+	if (!o)
+		return l;
+	l->replicas = ARRAY(c, Mcrpc__Replica *, o->n_repl);
+	if (!l->replicas)
+		return NULL;
+	l->size = o->size;
+	for (unsigned i = 0; i < o->n_repl; i++) {
+		const struct mst_replica *rp = &o->repl[i];
+		Mcrpc__Replica *x;
+		if (!rp->seg || !rp->blk || (live && !mst_replica_live(rp)))
+			continue;
+		x = NEW(c, Mcrpc__Replica, mcrpc__replica__init);
+		if (!x)
+			return NULL;
+		x->endpoint = rp->seg->endpoint;
+		x->address = mst_replica_addr(rp);
+		x->size = o->size;
+		x->protocol = rp->seg->protocol;
+		x->segment_id.data = (uint8_t *)rp->seg->id;
+		x->segment_id.len = MST_ID_LEN;
+		x->host_id = rp->seg->host_id;
+		x->status = o->state == MST_COMPLETE ? 3 : 2;
+		l->replicas[l->n_replicas++] = x;
+	}
+	return l;
+}
+
+static int h_put_start(struct call *c)
+{
+	const Mcrpc__PutStartRequest *q = (const void *)c->req;
+	Mcrpc__PutStartResponse *r = NEW(c, Mcrpc__PutStartResponse,
+					 mcrpc__put_start_response__init);
+	struct mst_put_cfg pc = { 0 };
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!id_ok(&q->client_id) || q->n_sizes != q->n_keys ||
+	    !single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	if (q->config) {
+		pc.replicas = q->config->replica_num;
+		pc.hard_pin = q->config->with_hard_pin;
+		pc.soft_pin = q->config->with_soft_pin;
+		pc.soft_pin_ttl_ms = q->config->soft_pin_ttl_ms;
+		pc.preferred =
+			(const char *const *)q->config->preferred_segments;
+		pc.n_preferred = q->config->n_preferred_segments;
+	}
+	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
+	if (!r->results)
+		return -ENOMEM;
+	for (size_t i = 0; i < q->n_keys; i++) {
+		struct mst_object *o = NULL;
+		int rc = mst_put_start(c->m, q->client_id.data, q->keys[i],
+				       strlen(q->keys[i]), q->sizes[i], &pc,
+				       &o);
+		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, false);
+		if (!l)
+			return -ENOMEM;
+		l->code = rc;
+		c->failed_items += rc != 0;
+		r->results[r->n_results++] = l;
+	}
+	c->items += q->n_keys;
+	return 0;
+}
+
+static Mcrpc__KeysResponse *keys_resp(struct call *c, size_t n)
+{
+	Mcrpc__KeysResponse *r =
+		NEW(c, Mcrpc__KeysResponse, mcrpc__keys_response__init);
+
+	if (!r)
+		return NULL;
+	r->results = ARRAY(c, Mcrpc__KeyResult *, n);
+	if (!r->results)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		r->results[i] =
+			NEW(c, Mcrpc__KeyResult, mcrpc__key_result__init);
+		if (!r->results[i])
+			return NULL;
+	}
+	r->n_results = n;
+	c->resp = &r->base;
+	return r;
+}
+
+static void count_results(struct call *c, Mcrpc__KeysResponse *r)
+{
+	c->items += r->n_results;
+	for (size_t i = 0; i < r->n_results; i++)
+		c->failed_items += r->results[i]->code != 0;
+}
+
+static int h_put_end(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, q->n_keys);
+	struct mst_object **objs;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	if (!single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	objs = ARRAY(c, struct mst_object *, q->n_keys);
+	if (!objs)
+		return -ENOMEM;
+	rc = mst_db_begin(c->m->db);
+	for (size_t i = 0; !rc && i < q->n_keys; i++)
+		r->results[i]->code = mst_put_end_prepare(
+			c->m, q->keys[i], strlen(q->keys[i]), &objs[i]);
+	if (!rc)
+		rc = mst_db_commit(c->m->db);
+	for (size_t i = 0; i < q->n_keys; i++) {
+		if (!objs[i])
+			continue;
+		if (rc) {
+			mst_put_end_undo(c->m, objs[i]);
+			r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+		} else if (objs[i]->state == MST_ENDING) {
+			mst_put_end_apply(c->m, objs[i]);
+		}
+	}
+	if (rc)
+		r->code = MC_STORE_INTERNAL_ERROR;
+	count_results(c, r);
+	return 0;
+}
+
+static int h_put_revoke(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, q->n_keys);
+
+	if (!r)
+		return -ENOMEM;
+	if (!single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	for (size_t i = 0; i < q->n_keys; i++)
+		r->results[i]->code =
+			mst_put_revoke(c->m, q->keys[i], strlen(q->keys[i]));
+	count_results(c, r);
+	return 0;
+}
+
+/* ---- get and exist -------------------------------------------------------- */
+
+static int h_get_replica_list(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__GetReplicaListResponse *r =
+		NEW(c, Mcrpc__GetReplicaListResponse,
+		    mcrpc__get_replica_list_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
+	if (!r->results)
+		return -ENOMEM;
+	for (size_t i = 0; i < q->n_keys; i++) {
+		struct mst_object *o = NULL;
+		uint64_t hold = 0;
+		int rc = mst_get(c->m, q->keys[i], strlen(q->keys[i]), q->hold,
+				 &o, &hold);
+		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, true);
+		if (!l)
+			return -ENOMEM;
+		l->code = rc;
+		l->lease_ttl_ms = rc ? 0 : c->m->cfg.lease_ttl_ms;
+		l->hold_id = hold;
+		c->failed_items += rc != 0;
+		r->results[r->n_results++] = l;
+	}
+	c->items += q->n_keys;
+	return 0;
+}
+
+static int h_exist(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__ExistResponse *r =
+		NEW(c, Mcrpc__ExistResponse, mcrpc__exist_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	r->results = ARRAY(c, int32_t, q->n_keys);
+	if (!r->results)
+		return -ENOMEM;
+	r->n_results = q->n_keys;
+	for (size_t i = 0; i < q->n_keys; i++)
+		r->results[i] = mst_exist(c->m, q->keys[i], strlen(q->keys[i]));
+	c->items += q->n_keys;
+	return 0;
+}
+
+static int h_get_size(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__GetSizeResponse *r =
+		NEW(c, Mcrpc__GetSizeResponse, mcrpc__get_size_response__init);
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	r->sizes = ARRAY(c, int64_t, q->n_keys);
+	if (!r->sizes)
+		return -ENOMEM;
+	r->n_sizes = q->n_keys;
+	for (size_t i = 0; i < q->n_keys; i++) {
+		struct mst_object *o;
+		int rc = mst_stat(c->m, q->keys[i], strlen(q->keys[i]), &o);
+		r->sizes[i] = rc ? rc : (int64_t)o->size;
+	}
+	c->items += q->n_keys;
+	return 0;
+}
+
+/* ---- remove --------------------------------------------------------------- */
+
+static int h_remove(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, q->n_keys);
+	struct mst_object **objs;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	if (!single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	objs = ARRAY(c, struct mst_object *, q->n_keys);
+	if (!objs)
+		return -ENOMEM;
+	rc = mst_db_begin(c->m->db);
+	for (size_t i = 0; !rc && i < q->n_keys; i++)
+		r->results[i]->code = mst_remove_prepare(c->m, q->keys[i],
+							 strlen(q->keys[i]),
+							 q->force, &objs[i]);
+	if (!rc)
+		rc = mst_db_commit(c->m->db);
+	for (size_t i = 0; i < q->n_keys; i++) {
+		if (!objs[i] || objs[i]->state != MST_REMOVING)
+			continue;
+		if (rc) {
+			mst_remove_undo(c->m, objs[i]);
+			r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+		} else {
+			mst_remove_apply(c->m, objs[i],
+					 MCRPC__EVENT_TYPE__EV_REMOVE);
+		}
+	}
+	if (rc)
+		r->code = MC_STORE_INTERNAL_ERROR;
+	if (!mc_rpc_method_at(c->method_row)->batch && !r->code)
+		r->code = r->results[0]->code;
+	count_results(c, r);
+	return 0;
+}
+
+static int h_remove_all(struct call *c)
+{
+	const Mcrpc__RemoveAllRequest *q = (const void *)c->req;
+	Mcrpc__CountResponse *r =
+		NEW(c, Mcrpc__CountResponse, mcrpc__count_response__init);
+	bool by_regex = mc_rpc_method_at(c->method_row)->id ==
+			MCRPC__METHOD__REMOVE_BY_REGEX;
+	pcre2_code *re = NULL;
+	pcre2_match_data *md = NULL;
+	struct master *m = c->m;
+	uint64_t now = mst_now(), n = 0, cap = 0;
+	struct mst_object **v = NULL;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (by_regex) {
+		int ec;
+		PCRE2_SIZE eo;
+		if (!q->regex || !*q->regex) {
+			r->code = MC_STORE_INVALID_PARAMS;
+			return 0;
+		}
+		re = pcre2_compile((PCRE2_SPTR)q->regex, PCRE2_ZERO_TERMINATED,
+				   0, &ec, &eo, NULL);
+		if (!re) {
+			r->code = MC_STORE_INVALID_PARAMS;
+			return 0;
+		}
+		md = pcre2_match_data_create_from_pattern(re, NULL);
+		if (!md) {
+			pcre2_code_free(re);
+			return -ENOMEM;
+		}
+	}
+	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+		if (!q->force && mst_object_leased(o, now))
+			continue;
+		if (re && pcre2_match(re, (PCRE2_SPTR)o->key, o->key_len, 0, 0,
+				      md, NULL) < 0)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 1024;
+			struct mst_object **nv = realloc(v, nc * sizeof(*v));
+			if (!nv) {
+				free(v);
+				pcre2_match_data_free(md);
+				pcre2_code_free(re);
+				return -ENOMEM;
+			}
+			v = nv;
+			cap = nc;
+		}
+		v[n++] = o;
+	}
+	pcre2_match_data_free(md);
+	pcre2_code_free(re);
+	rc = mst_db_begin(m->db);
+	for (uint64_t i = 0; !rc && i < n; i++)
+		rc = mst_db_del_object(m->db, v[i]->key, v[i]->key_len);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	if (rc) {
+		r->code = MC_STORE_INTERNAL_ERROR;
+	} else {
+		for (uint64_t i = 0; i < n; i++)
+			mst_remove_apply(m, v[i], MCRPC__EVENT_TYPE__EV_REMOVE);
+		r->count = n;
+	}
+	free(v);
+	return 0;
+}
+
+/* ---- filesystem support --------------------------------------------------- */
+
+static int h_stat(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__StatResponse *r =
+		NEW(c, Mcrpc__StatResponse, mcrpc__stat_response__init);
+	uint64_t now = mst_now(), wall = mst_wall();
+	struct mst_object *o;
+	Mcrpc__ReplicaList *l;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (q->n_keys != 1) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	r->code = mst_stat(c->m, q->keys[0], strlen(q->keys[0]), &o);
+	if (r->code)
+		return 0;
+	l = replica_list(c, o, true);
+	if (!l)
+		return -ENOMEM;
+	r->size = o->size;
+	r->replicas = (uint32_t)l->n_replicas;
+	r->replica_list = l->replicas;
+	r->n_replica_list = l->n_replicas;
+	r->lease_ms = o->lease_until > now ? o->lease_until - now : 0;
+	r->holds = o->holds;
+	r->hard_pin = o->hard_pin;
+	r->soft_pin_ms = o->soft_pin_until > wall ? o->soft_pin_until - wall :
+						    0;
+	r->mtime_ms = o->mtime;
+	return 0;
+}
+
+struct list_ctx {
+	struct call *c;
+	Mcrpc__ListResponse *r;
+	bool oom;
+};
+
+static void list_cb(void *arg, const struct mst_db_entry *e)
+{
+	struct list_ctx *lc = arg;
+	Mcrpc__ListEntry *x =
+		NEW(lc->c, Mcrpc__ListEntry, mcrpc__list_entry__init);
+
+	if (!x || !(x->name = arena_strndup(&lc->c->a, e->name, e->name_len))) {
+		lc->oom = true;
+		return;
+	}
+	x->size = e->size;
+	x->is_prefix = e->is_prefix;
+	x->mtime_ms = e->mtime;
+	lc->r->entries[lc->r->n_entries++] = x;
+}
+
+static int h_list(struct call *c)
+{
+	const Mcrpc__ListRequest *q = (const void *)c->req;
+	Mcrpc__ListResponse *r =
+		NEW(c, Mcrpc__ListResponse, mcrpc__list_response__init);
+	unsigned limit = q->limit ? q->limit : 1000;
+	struct list_ctx lc = { .c = c, .r = r };
+	bool trunc = false;
+	const char *p = q->prefix ? q->prefix : "";
+	const char *d = q->delimiter ? q->delimiter : "";
+	const char *s = q->start_after ? q->start_after : "";
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (limit > 100000)
+		limit = 100000;
+	r->entries = ARRAY(c, Mcrpc__ListEntry *, limit);
+	if (!r->entries)
+		return -ENOMEM;
+	r->code = mst_db_list(c->m->db, p, strlen(p), d, strlen(d), s,
+			      strlen(s), limit, list_cb, &lc, &trunc);
+	if (lc.oom)
+		return -ENOMEM;
+	r->truncated = trunc;
+	return 0;
+}
+
+static int h_lease(struct call *c)
+{
+	const Mcrpc__LeaseRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, q->n_hold_ids);
+	bool renew = mc_rpc_method_at(c->method_row)->id ==
+		     MCRPC__METHOD__LEASE_RENEW;
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < q->n_hold_ids; i++)
+		r->results[i]->code =
+			renew ? mst_hold_renew(c->m, q->hold_ids[i]) :
+				mst_hold_release(c->m, q->hold_ids[i]);
+	count_results(c, r);
+	return 0;
+}
+
+static int h_rename(struct call *c)
+{
+	const Mcrpc__RenameRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, 0);
+
+	if (!r)
+		return -ENOMEM;
+	if (!q->from || !q->to) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	r->code = mst_rename(c->m, q->from, strlen(q->from), q->to,
+			     strlen(q->to), q->no_replace);
+	return 0;
+}
+
+static int h_watch(struct call *c)
+{
+	const Mcrpc__WatchRequest *q = (const void *)c->req;
+	Mcrpc__WatchResponse *r =
+		NEW(c, Mcrpc__WatchResponse, mcrpc__watch_response__init);
+	struct mst_feed *f = &c->m->feed;
+	unsigned max = q->max ? q->max : 1024;
+	uint64_t after = q->after, oldest;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	r->epoch = f->epoch;
+	if (q->epoch != f->epoch) {
+		/* A new cursor, or one from before a restart. */
+		r->reset = q->epoch != 0;
+		r->last = f->last_seq;
+		return 0;
+	}
+	if (f->last_seq <= after && q->wait_ms) {
+		struct timespec ts;
+		unsigned w = q->wait_ms > 30000 ? 30000 : q->wait_ms;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += w / 1000;
+		ts.tv_nsec += (long)(w % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		while (f->last_seq <= after && !c->m->stopping &&
+		       pthread_cond_timedwait(&f->cond, &c->m->lock, &ts) == 0)
+			;
+	}
+	oldest = f->last_seq - f->n + 1;
+	if (after + 1 < oldest || after > f->last_seq) {
+		r->reset = true;
+		r->last = f->last_seq;
+		return 0;
+	}
+	uint64_t n = f->last_seq - after;
+	if (n > max)
+		n = max;
+	r->events = ARRAY(c, Mcrpc__Event *, n);
+	if (!r->events)
+		return -ENOMEM;
+	for (uint64_t s = after + 1; s <= after + n; s++) {
+		const struct mst_event *e =
+			&f->ring[(f->head + (s - oldest)) % f->cap];
+		Mcrpc__Event *x = NEW(c, Mcrpc__Event, mcrpc__event__init);
+		if (!x)
+			return -ENOMEM;
+		x->seq = e->seq;
+		x->type = e->type;
+		x->key = e->key ? e->key : (char *)"";
+		x->to = e->to ? e->to : (char *)"";
+		r->events[r->n_events++] = x;
+	}
+	r->last = after + n;
+	return 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+typedef int (*handler_fn)(struct call *c);
+
+static handler_fn handler_of(uint16_t id)
+{
+	switch (id) {
+	case MCRPC__METHOD__SERVICE_READY:
+		return h_service_ready;
+	case MCRPC__METHOD__PING:
+		return h_ping;
+	case MCRPC__METHOD__MOUNT_SEGMENT:
+		return h_mount;
+	case MCRPC__METHOD__REMOUNT_SEGMENT:
+		return h_remount;
+	case MCRPC__METHOD__UNMOUNT_SEGMENT:
+		return h_unmount;
+	case MCRPC__METHOD__GET_STATUS:
+		return h_get_status;
+	case MCRPC__METHOD__PUT_START:
+	case MCRPC__METHOD__BATCH_PUT_START:
+		return h_put_start;
+	case MCRPC__METHOD__PUT_END:
+	case MCRPC__METHOD__BATCH_PUT_END:
+		return h_put_end;
+	case MCRPC__METHOD__PUT_REVOKE:
+	case MCRPC__METHOD__BATCH_PUT_REVOKE:
+		return h_put_revoke;
+	case MCRPC__METHOD__GET_REPLICA_LIST:
+	case MCRPC__METHOD__BATCH_GET_REPLICA_LIST:
+		return h_get_replica_list;
+	case MCRPC__METHOD__EXIST_KEY:
+	case MCRPC__METHOD__BATCH_EXIST_KEY:
+		return h_exist;
+	case MCRPC__METHOD__GET_SIZE:
+		return h_get_size;
+	case MCRPC__METHOD__REMOVE:
+	case MCRPC__METHOD__BATCH_REMOVE:
+		return h_remove;
+	case MCRPC__METHOD__REMOVE_ALL:
+	case MCRPC__METHOD__REMOVE_BY_REGEX:
+		return h_remove_all;
+	case MCRPC__METHOD__STAT:
+		return h_stat;
+	case MCRPC__METHOD__LIST:
+		return h_list;
+	case MCRPC__METHOD__LEASE_RENEW:
+	case MCRPC__METHOD__LEASE_RELEASE:
+		return h_lease;
+	case MCRPC__METHOD__RENAME:
+		return h_rename;
+	case MCRPC__METHOD__WATCH:
+		return h_watch;
+	}
+	return NULL;
+}
+
+/* Any response message decodes this: field 1 (code) = -1012. */
+static int not_supported(const struct mc_rpc_hdr *h, uint8_t **frame,
+			 size_t *len)
+{
+	static const uint8_t body[] = { 0x08, 0x8c, 0xf8, 0xff, 0xff, 0xff,
+					0xff, 0xff, 0xff, 0xff, 0x01 };
+	struct mc_rpc_hdr rh = *h;
+	uint8_t *f = malloc(MC_RPC_HDR_LEN + sizeof(body));
+
+	if (!f)
+		return -ENOMEM;
+	rh.kind = MC_RPC_RESPONSE;
+	rh.length = sizeof(body);
+	mc_rpc_hdr_encode(&rh, f);
+	memcpy(f + MC_RPC_HDR_LEN, body, sizeof(body));
+	*frame = f;
+	*len = MC_RPC_HDR_LEN + sizeof(body);
+	return 0;
+}
+
+int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
+		     const uint8_t *body, uint8_t **frame, size_t *len)
+{
+	const struct mc_rpc_method *md = mc_rpc_method(h->method);
+	handler_fn fn = md ? handler_of(h->method) : NULL;
+	struct call c = { .m = m };
+	struct mc_rpc_hdr rh = *h;
+	int rc;
+
+	if (!fn)
+		return not_supported(h, frame, len);
+	c.method_row = (size_t)(md - mc_rpc_method_at(0));
+	c.req = mc_rpc_unpack(md->req, body, h->length);
+	if (!c.req)
+		return -EPROTO;
+	pthread_mutex_lock(&m->lock);
+	rc = fn(&c);
+	if (!rc && c.resp) {
+		int32_t code = mc_rpc_resp_code(c.resp);
+		m->stats.requests[c.method_row]++;
+		if (code || (c.items && c.failed_items == c.items))
+			m->stats.failures[c.method_row]++;
+		m->stats.batch_items[c.method_row] += c.items;
+		m->stats.batch_failed_items[c.method_row] += c.failed_items;
+		rh.kind = MC_RPC_RESPONSE;
+		rc = mc_rpc_pack_frame(&rh, c.resp, frame, len);
+	} else if (!rc) {
+		rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&m->lock);
+	protobuf_c_message_free_unpacked((ProtobufCMessage *)c.req, NULL);
+	arena_free(&c.a);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Clocks, the master's PRNG and id formatting. */
+#include <time.h>
+
+#include "master.h"
+
+uint64_t mst_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t mst_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* xorshift64*: placement randomness only, never security. */
+uint64_t mst_rand(struct master *m)
+{
+	uint64_t x = m->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	m->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+void mst_id_hex(const uint8_t *id, char out[2 * MST_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < MST_ID_LEN; i++) {
+		out[2 * i] = hex[id[i] >> 4];
+		out[2 * i + 1] = hex[id[i] & 15];
+	}
+	out[2 * MST_ID_LEN] = 0;
+}
