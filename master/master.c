@@ -15,8 +15,19 @@
 #include "mc_rpc.h"
 #include "mooncake/mc_err.h"
 
+/* A replica read from sqlite, reserved in its allocator once all are
+ * known: reservations must go in offset order per segment (alloc.h). */
+struct pending {
+	struct mst_object *obj;
+	struct mst_segment *seg;
+	uint64_t offset;
+	unsigned idx;
+};
+
 struct restore {
 	struct master *m;
+	struct pending *p;
+	size_t n, cap;
 	uint64_t objects, dropped_replicas, segments;
 };
 
@@ -69,27 +80,82 @@ static int on_object(void *arg, const struct mst_db_object *d)
 	for (unsigned i = 0; i < d->n_repl && o->n_repl < MST_MAX_REPLICAS;
 	     i++) {
 		struct mst_segment *s = mst_segment_find(m, d->repl[i].seg_id);
-		struct mc_alloc_block *b;
-		if (!s || mc_alloc_reserve(s->alloc, d->repl[i].offset, d->size,
-					   &b)) {
+		if (!s) {
 			r->dropped_replicas++;
 			continue;
 		}
-		o->repl[o->n_repl].seg = s;
-		o->repl[o->n_repl].blk = b;
-		o->n_repl++;
-		s->n_replicas++;
-		m->allocated += mc_alloc_block_size(b);
-	}
-	if (!o->n_repl) {
-		free(o);
-		return 0;
+		if (r->n == r->cap) {
+			size_t nc = r->cap ? 2 * r->cap : 4096;
+			struct pending *np = realloc(r->p, nc * sizeof(*np));
+			if (!np) {
+				free(o);
+				return -ENOMEM;
+			}
+			r->p = np;
+			r->cap = nc;
+		}
+		r->p[r->n++] = (struct pending){ .obj = o,
+						 .seg = s,
+						 .offset = d->repl[i].offset,
+						 .idx = o->n_repl };
+		o->repl[o->n_repl++].seg = s;
 	}
 	mst_objmap_add(&m->objs, o);
 	mst_lru_add(m, o);
 	m->n_complete++;
-	r->objects++;
 	return 0;
+}
+
+static int by_seg_offset(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	if (x->seg != y->seg)
+		return (uintptr_t)x->seg < (uintptr_t)y->seg ? -1 : 1;
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Reserve every replica's range, then drop what did not fit (a record
+ * overlapping another, which only a corrupted file could hold). */
+static void reserve_all(struct restore *r)
+{
+	struct master *m = r->m;
+
+	qsort(r->p, r->n, sizeof(*r->p), by_seg_offset);
+	for (size_t i = 0; i < r->n; i++) {
+		struct pending *p = &r->p[i];
+		struct mc_alloc_block *b;
+		if (mc_alloc_reserve(p->seg->alloc, p->offset, p->obj->size,
+				     &b)) {
+			p->obj->repl[p->idx].seg = NULL;
+			r->dropped_replicas++;
+			continue;
+		}
+		p->obj->repl[p->idx].blk = b;
+		p->seg->n_replicas++;
+		m->allocated += mc_alloc_block_size(b);
+	}
+	for (size_t b = 0; b < m->objs.n_buckets; b++) {
+		struct mst_object *o = m->objs.buckets[b], *next;
+		for (; o; o = next) {
+			unsigned j = 0;
+			next = o->hnext;
+			for (unsigned i = 0; i < o->n_repl; i++)
+				if (o->repl[i].seg && o->repl[i].blk)
+					o->repl[j++] = o->repl[i];
+			for (unsigned i = j; i < o->n_repl; i++)
+				o->repl[i] = (struct mst_replica){ 0 };
+			o->n_repl = (uint8_t)j;
+			if (j) {
+				r->objects++;
+				continue;
+			}
+			mst_objmap_del(&m->objs, o);
+			mst_lru_del(m, o);
+			m->n_complete--;
+			free(o);
+		}
+	}
 }
 
 int mst_create(const struct mst_config *cfg, const char *db_path,
@@ -126,6 +192,9 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		return rc;
 	}
 	rc = mst_db_load(m->db, on_segment, on_object, &r);
+	if (!rc)
+		reserve_all(&r);
+	free(r.p);
 	if (rc) {
 		snprintf(err, errlen, "restoring from %s failed", db_path);
 		mst_destroy(m);

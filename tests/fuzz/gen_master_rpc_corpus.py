@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Write seed inputs for fuzz_master_rpc: frame sequences a real client
+sends (mount, put start/end, get, exist, list, rename, remove, ...),
+encoded by hand (protobuf wire format) so no protobuf package is needed.
+Run: tests/fuzz/gen_master_rpc_corpus.py tests/fuzz/corpus/fuzz_master_rpc"""
+import os
+import struct
+import sys
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def f_varint(n, v):
+    return varint(n << 3) + varint(v)
+
+
+def f_bytes(n, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(n << 3 | 2) + varint(len(b)) + b
+
+
+def f_packed(n, vals):
+    return f_bytes(n, b"".join(varint(v) for v in vals))
+
+
+def frame(method, body, rid):
+    return struct.pack("<IBBHIIQ", 0x3152434D, 1, 0, method, len(body), 0,
+                       rid) + body
+
+
+CID = bytes(range(16))
+SID = bytes(range(16, 32))
+seg = (f_bytes(1, SID) + f_bytes(2, "127.0.0.1:1") + f_bytes(3, "127.0.0.1:1")
+       + f_varint(4, 0x7f0000000000) + f_varint(5, 1 << 20) + f_bytes(6, "tcp")
+       + f_bytes(7, "h1"))
+mount = frame(3, f_bytes(1, CID) + f_bytes(2, seg), 1)
+remount = frame(4, f_bytes(1, CID) + f_bytes(2, seg), 2)
+
+
+def keys(*ks, force=False, hold=False):
+    b = f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
+    if force:
+        b += f_varint(3, 1)
+    if hold:
+        b += f_varint(4, 1)
+    return b
+
+
+def put_start(method, ks, sizes, rid, replicas=1):
+    cfg = f_varint(1, replicas) + f_varint(3, 1)
+    return frame(method, f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
+                 + f_packed(3, sizes) + f_bytes(4, cfg), rid)
+
+
+seeds = {
+    "ready": frame(1, b"", 1) + frame(2, f_bytes(1, CID), 2),
+    "mount_put_get": mount + put_start(10, ["a"], [4096], 2)
+    + frame(11, keys("a"), 3) + frame(20, keys("a"), 4)
+    + frame(22, keys("a"), 5) + frame(24, keys("a", "b"), 6)
+    + frame(40, keys("a"), 7),
+    "batch": mount + put_start(13, ["x/1", "x/2", "x/2", "y"], [10, 20, 30,
+                                                               1 << 21], 2)
+    + frame(14, keys("x/1", "x/2", "y"), 3)
+    + frame(21, keys("x/1", "x/2", "nope", hold=True), 4)
+    + frame(23, keys("x/1", "nope"), 5)
+    + frame(31, keys("x/1", "x/2", "x/2", force=True), 6),
+    "list_rename": mount + put_start(13, ["d/a", "d/b/c", "e"], [1, 2, 3], 2)
+    + frame(14, keys("d/a", "d/b/c", "e"), 3)
+    + frame(41, f_bytes(1, "d/") + f_bytes(2, "/") + f_varint(4, 1), 4)
+    + frame(44, f_bytes(1, "d/a") + f_bytes(2, "e"), 5)
+    + frame(41, f_bytes(1, "") + f_bytes(3, "d/"), 6)
+    + frame(45, f_varint(1, 0), 7),
+    "remove_all": mount + put_start(10, ["k"], [100], 2)
+    + frame(11, keys("k"), 3) + frame(20, keys("k", hold=True), 4)
+    + frame(42, f_packed(1, [1, 2]), 5) + frame(30, keys("k"), 6)
+    + frame(32, f_varint(1, 1), 7)
+    + frame(33, f_bytes(2, "^k.*$"), 8) + frame(43, f_packed(1, [1]), 9),
+    "revoke_unmount": mount + remount + put_start(10, ["r"], [64], 3)
+    + frame(12, keys("r"), 4) + frame(6, b"", 5)
+    + frame(5, f_bytes(1, CID) + f_bytes(2, SID), 6),
+    "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
+    "bad_body": frame(10, b"\xff\xff\xff", 1),
+}
+
+out = sys.argv[1] if len(sys.argv) > 1 else "corpus/fuzz_master_rpc"
+os.makedirs(out, exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
