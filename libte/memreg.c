@@ -86,6 +86,7 @@ struct shm_alloc {
 	size_t len;
 	char *path;
 	bool persistent;
+	bool unlinked; /* te_mem_unlink() removed the name */
 	int fd; /* holds a shared flock: peers test it to see we are alive */
 };
 
@@ -291,6 +292,26 @@ err_close:
 	return rc;
 }
 
+int te_mem_unlink(struct te_engine *eng, void *addr)
+{
+	int rc = -ENOENT;
+
+	(void)eng;
+	pthread_mutex_lock(&alloc_lock);
+	for (struct shm_alloc *a = allocs; a; a = a->next) {
+		if (a->addr != (uintptr_t)addr)
+			continue;
+		rc = 0;
+		if (!a->unlinked && unlink(a->path) && errno != ENOENT)
+			rc = -errno;
+		/* Never unlink again: the name may be someone else's now. */
+		a->unlinked = true;
+		break;
+	}
+	pthread_mutex_unlock(&alloc_lock);
+	return rc;
+}
+
 void te_mem_free(struct te_engine *eng, void *addr)
 {
 	struct shm_alloc **pp, *a = NULL;
@@ -308,7 +329,7 @@ void te_mem_free(struct te_engine *eng, void *addr)
 	if (!a)
 		return;
 	munmap(addr, a->len);
-	if (!a->persistent)
+	if (!a->persistent && !a->unlinked)
 		unlink(a->path);
 	close(a->fd);
 	free(a->path);

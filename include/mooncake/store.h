@@ -17,6 +17,12 @@
  * - A put of a key that already holds a complete object succeeds without
  *   overwriting it (objects are immutable; remove first to replace).
  * - mooncake_store_strerror() names any code in words.
+ * - A NULL handle, a NULL or empty key and NULL arrays are -600
+ *   INVALID_PARAMS; a master that does not answer is -900 RPC_FAIL, one
+ *   that answers too late -901 RPC_TIMEOUT.
+ * - Calls before a successful setup or after close return -1010
+ *   UNAVAILABLE_IN_CURRENT_STATUS (health_check: 1, get_hostname: NULL).
+ *   A failed setup may be retried; a closed handle stays closed.
  *
  * Lifecycle: create -> setup (joins the pool: contributes a segment of
  * global_segment_size bytes when > 0, registers a local staging buffer of
@@ -36,7 +42,9 @@
  *
  * Configuration: setup's arguments win; NULL/0 arguments fall back to the
  * JSON file named by MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables
- * (docs/config.md, "Store client"), then to upstream's defaults.
+ * (docs/config.md, "Store client"), then to the defaults: "localhost",
+ * P2PHANDSHAKE, no segment, no staging buffer, "tcp", master
+ * 127.0.0.1:50051. The file may hold keys of other programs (ignored).
  */
 #ifndef MOONCAKE_STORE_H
 #define MOONCAKE_STORE_H
@@ -73,13 +81,16 @@ MOONCAKE_API void mooncake_store_destroy(mooncake_store_t store);
 /**
  * Join the pool.
  * @param local_hostname   this node's name, "host" or "host:port" (the
- *                         transfer engine's segment name; with
- *                         P2PHANDSHAKE it becomes "ip:port")
+ *                         transfer engine's segment name; the port is its
+ *                         RPC port). Without a port, a free one in
+ *                         12300..14300 is added, as upstream does; with
+ *                         P2PHANDSHAKE the name becomes "ip:rpcport".
  * @param metadata_server  "http://h:p/metadata", "etcd://h:p" or
  *                         "P2PHANDSHAKE"
- * @param global_segment_size  bytes contributed to the pool (0: none)
+ * @param global_segment_size  bytes contributed to the pool (0: none;
+ *                         else at least 1 MiB, smaller is -600)
  * @param local_buffer_size    staging buffer for put/get (0: none)
- * @param protocol         "tcp" (or "rdma": refused until built)
+ * @param protocol         "tcp" ("rdma": -1012 NOT_SUPPORTED until built)
  * @param device_name      RDMA devices ("" for TCP)
  * @param master_server_addr  "host:port" of mooncake_master
  */
@@ -92,7 +103,8 @@ mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
 /** 0 healthy, 1 not set up or closed, 2 master unreachable. */
 MOONCAKE_API int mooncake_store_health_check(mooncake_store_t store);
 
-/** Leave the pool: unmount the segment, free memory. Idempotent. */
+/** Leave the pool: unmount the segment (the master drops its replicas),
+ *  free memory. Waits for calls in progress. Idempotent; returns 0. */
 MOONCAKE_API int mooncake_store_close(mooncake_store_t store);
 
 /* NULL config means one replica, no pins. */
@@ -104,7 +116,9 @@ mooncake_store_put_from(mooncake_store_t store, const char *key,
 			const void *buffer, size_t size,
 			const mooncake_replicate_config_t *config);
 /** Copy the object into buffer (registered); bytes copied or < 0.
- *  A buffer smaller than the object is -600 and nothing is copied. */
+ *  A buffer smaller than the object is -600 and nothing is copied. A
+ *  replica that fails is retried on the object's next replica (-800 when
+ *  none is left); a read that outlived its lease is -707 LEASE_EXPIRED. */
 MOONCAKE_API int64_t mooncake_store_get_into(mooncake_store_t store,
 					     const char *key, void *buffer,
 					     size_t size);
@@ -113,7 +127,7 @@ MOONCAKE_API int64_t mooncake_store_get(mooncake_store_t store, const char *key,
 					void *buffer, size_t size);
 
 /** results[i] = 0 or a code per key. Returns 0 when every call was made
- *  (per-key outcomes in results), < 0 when none was. */
+ *  (per-key outcomes in results), < 0 when none was; count 0 is 0. */
 MOONCAKE_API int
 mooncake_store_batch_put_from(mooncake_store_t store, const char **keys,
 			      void **buffers, const size_t *sizes, size_t count,
@@ -162,12 +176,16 @@ MOONCAKE_API int64_t mooncake_store_remove_by_regex(mooncake_store_t store,
 MOONCAKE_API int64_t mooncake_store_remove_all(mooncake_store_t store,
 					       bool force);
 
+/** Make memory usable by the zero-copy calls; overlapping a registered
+ *  buffer is -600. Unregister takes the start address: unknown is -600,
+ *  in use by a transfer -714 OBJECT_REPLICA_BUSY. */
 MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t store,
 						void *buffer, size_t size);
 MOONCAKE_API int mooncake_store_unregister_buffer(mooncake_store_t store,
 						  void *buffer);
 
-/** This client's segment name (the transfer engine's); NULL before setup. */
+/** This client's segment name (the transfer engine's); NULL before setup
+ *  and after close. The string lives until destroy. */
 MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t store);
 
 /** Replica descriptors of a key (no data moved; grants a lease). */
@@ -188,7 +206,12 @@ MOONCAKE_API int mooncake_store_get_replica_desc(mooncake_store_t store,
 MOONCAKE_API const char *mooncake_store_strerror(int code);
 
 /* Timeouts of one handle, in ms; 0 keeps the current value. Defaults:
- * MC_RPC_TIMEOUT_MS (5000) and MC_TRANSFER_TIMEOUT_MS (30000). */
+ * MC_RPC_TIMEOUT_MS (5000) and MC_TRANSFER_TIMEOUT_MS (30000). May be
+ * called before setup (the transfer timeout then also becomes the engine's
+ * per-request timeout). After setup the transfer timeout bounds how long a
+ * call waits before failing a transfer with -800; the call still returns
+ * only once the engine has ended its requests (its per-request timeout),
+ * so no transfer touches the caller's buffer after the call returned. */
 MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t store,
 					     unsigned rpc_ms,
 					     unsigned transfer_ms);

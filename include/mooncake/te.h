@@ -151,6 +151,14 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		 void **out);
 void te_mem_free(struct te_engine *eng, void *addr);
 
+/**
+ * Remove the /dev/shm name of the allocation starting at addr, so that a
+ * persistent allocation is not re-adopted by a later process and its memory
+ * is freed once unmapped (te_mem_free) by everyone. -ENOENT when addr is not
+ * the start of a te_mem_alloc() allocation.
+ */
+int te_mem_unlink(struct te_engine *eng, void *addr);
+
 /** Resolve a peer (or this engine) by segment name. */
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen);

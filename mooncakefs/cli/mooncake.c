@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake: the pool from a shell.
+ *   mooncake status            segments, capacity, use, keys, clients
+ *   mooncake ls [PREFIX]       keys (paged through the master, no lease)
+ *   mooncake info KEY          size, replicas, lease, pins
+ *   mooncake put FILE KEY      store a file (zero-copy from its mapping)
+ *   mooncake get KEY FILE      fetch an object into a file
+ *   mooncake rm KEY            remove (--force: even while leased)
+ * status/ls/info speak RPC to the master only; put/get/rm join the pool as
+ * a client without a segment. Errors are printed in words with upstream's
+ * code, and the exit status is 1 (2 for usage errors).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mc_cfg.h"
+#include "mc_daemon.h"
+#include "mc_log.h"
+#include "mc_rpc_client.h"
+#include "mooncake/mc_err.h"
+#include "mooncake/mc_version.h"
+#include "mooncake/store.h"
+
+struct cli_cfg {
+	char *master;
+	char *metadata;
+	char *local_hostname;
+	char *protocol;
+	int64_t replicas;
+	bool force;
+	bool hard_pin;
+	int64_t limit;
+	uint64_t rpc_timeout;
+	int v;
+};
+
+#define OPT(n, e, t, f, d, lo, hi, h)                                       \
+	{                                                                   \
+		.name = n, .env = e, .type = t,                             \
+		.offset = offsetof(struct cli_cfg, f), .def = d, .min = lo, \
+		.max = hi, .help = h                                        \
+	}
+
+static const struct mc_opt cli_opts[] = {
+	OPT("master", "MOONCAKE_MASTER", MC_OPT_STRING, master,
+	    "127.0.0.1:50051", 0, 0, "Master RPC address host:port."),
+	OPT("metadata", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING, metadata,
+	    "http://127.0.0.1:8080/metadata", 0, 0,
+	    "Transfer engine metadata service (put/get)."),
+	OPT("local_hostname", "MOONCAKE_LOCAL_HOSTNAME", MC_OPT_STRING,
+	    local_hostname, "127.0.0.1", 0, 0,
+	    "This client's address (put/get)."),
+	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
+	    0, "Transfer protocol (put/get)."),
+	OPT("replicas", NULL, MC_OPT_INT, replicas, "1", 1, 8,
+	    "put: replicas on distinct segments."),
+	OPT("hard_pin", NULL, MC_OPT_BOOL, hard_pin, "false", 0, 0,
+	    "put: never evict this object."),
+	OPT("force", NULL, MC_OPT_BOOL, force, "false", 0, 0,
+	    "rm: remove even while leased."),
+	OPT("limit", NULL, MC_OPT_INT, limit, "0", 0, 1e12,
+	    "ls: stop after this many keys (0 = all)."),
+	{ .name = "rpc_timeout",
+	  .env = "MC_RPC_TIMEOUT_MS",
+	  .type = MC_OPT_DURATION,
+	  .offset = offsetof(struct cli_cfg, rpc_timeout),
+	  .def = "5000",
+	  .unit_ms = 1,
+	  .help = "RPC timeout (ms)." },
+	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),
+};
+
+static const struct mc_cfg_spec cli_spec = {
+	.prog = "mooncake",
+	.summary = "Inspect and manage the Mooncake pool: status, ls [PREFIX], "
+		   "info KEY, put FILE KEY, get KEY FILE, rm KEY.",
+	.opts = cli_opts,
+	.n_opts = sizeof(cli_opts) / sizeof(cli_opts[0]),
+	.strict = true,
+	.max_positional = 3,
+	.positional_help = "COMMAND [ARGS]",
+};
+
+static int fail_code(const char *what, int code)
+{
+	fprintf(stderr, "mooncake: %s: %s (%d %s)\n", what,
+		mc_store_strerror(code), code, mc_store_err_name(code));
+	return 1;
+}
+
+static int fail_rpc(const char *master, int rc)
+{
+	fprintf(stderr, "mooncake: master %s: %s (%d %s)\n", master,
+		mc_strerror(rc), mc_err_to_store(rc),
+		mc_store_err_name(mc_err_to_store(rc)));
+	return 1;
+}
+
+static int call(struct mc_rpc_client *c, const struct cli_cfg *cfg,
+		uint16_t method, const ProtobufCMessage *req,
+		ProtobufCMessage **resp)
+{
+	int rc = mc_rpc_call(c, method, req, resp);
+
+	if (rc)
+		return fail_rpc(cfg->master, rc);
+	return 0;
+}
+
+static void human(uint64_t v, char *out, size_t n)
+{
+	static const char *const u[] = {
+		"B", "KiB", "MiB", "GiB", "TiB", "PiB"
+	};
+	double d = (double)v;
+	int i = 0;
+
+	while (d >= 1024 && i < 5) {
+		d /= 1024;
+		i++;
+	}
+	snprintf(out, n, i ? "%.1f %s" : "%.0f %s", d, u[i]);
+}
+
+static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
+{
+	Mcrpc__GetStatusRequest q = MCRPC__GET_STATUS_REQUEST__INIT;
+	Mcrpc__GetStatusResponse *r;
+	char cap[32], used[32], sz[32], us[32];
+
+	if (call(c, cfg, MCRPC__METHOD__GET_STATUS, &q.base,
+		 (ProtobufCMessage **)&r))
+		return 1;
+	human(r->capacity, cap, sizeof(cap));
+	human(r->allocated, used, sizeof(used));
+	printf("master %s  version %s  up %" PRIu64 " s\n", cfg->master,
+	       r->version, r->uptime_ms / 1000);
+	printf("capacity %s  used %s (%.1f%%)  keys %" PRIu64
+	       "  clients %u  segments %zu  evicted %" PRIu64 "\n",
+	       cap, used,
+	       r->capacity ?
+		       100.0 * (double)r->allocated / (double)r->capacity :
+		       0.0,
+	       r->keys, r->clients, r->n_segments, r->evicted_keys);
+	if (r->n_segments)
+		printf("\n%-24s %-24s %10s %10s %6s %8s  %s\n", "SEGMENT",
+		       "ENDPOINT", "SIZE", "USED", "USE%", "OBJECTS", "STATE");
+	for (size_t i = 0; i < r->n_segments; i++) {
+		Mcrpc__SegmentStatus *s = r->segments[i];
+		human(s->segment->size, sz, sizeof(sz));
+		human(s->used, us, sizeof(us));
+		printf("%-24s %-24s %10s %10s %5.1f%% %8" PRIu64 "  %s\n",
+		       s->segment->name, s->segment->endpoint, sz, us,
+		       s->segment->size ? 100.0 * (double)s->used /
+						  (double)s->segment->size :
+					  0.0,
+		       s->objects, s->mounted ? "mounted" : "awaiting owner");
+	}
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static int cmd_ls(struct mc_rpc_client *c, const struct cli_cfg *cfg,
+		  const char *prefix)
+{
+	char *cursor = strdup("");
+	uint64_t shown = 0;
+	int ret = 0;
+
+	if (!cursor)
+		return 1;
+	for (;;) {
+		Mcrpc__ListRequest q = MCRPC__LIST_REQUEST__INIT;
+		Mcrpc__ListResponse *r;
+		q.prefix = (char *)prefix;
+		q.start_after = cursor;
+		q.limit = 1000;
+		if (call(c, cfg, MCRPC__METHOD__LIST, &q.base,
+			 (ProtobufCMessage **)&r)) {
+			ret = 1;
+			break;
+		}
+		if (r->code) {
+			ret = fail_code("ls", r->code);
+			protobuf_c_message_free_unpacked(&r->base, NULL);
+			break;
+		}
+		for (size_t i = 0; i < r->n_entries; i++) {
+			if (cfg->limit && shown >= (uint64_t)cfg->limit)
+				break;
+			printf("%12" PRIu64 "  %s\n", r->entries[i]->size,
+			       r->entries[i]->name);
+			shown++;
+		}
+		bool more = r->truncated && r->n_entries &&
+			    !(cfg->limit && shown >= (uint64_t)cfg->limit);
+		if (more) {
+			free(cursor);
+			cursor = strdup(r->entries[r->n_entries - 1]->name);
+		}
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+		if (!more || !cursor)
+			break;
+	}
+	free(cursor);
+	return ret;
+}
+
+static int cmd_info(struct mc_rpc_client *c, const struct cli_cfg *cfg,
+		    const char *key)
+{
+	Mcrpc__KeysRequest q = MCRPC__KEYS_REQUEST__INIT;
+	Mcrpc__StatResponse *r;
+	char *keys[1] = { (char *)key }, sz[32];
+
+	q.keys = keys;
+	q.n_keys = 1;
+	if (call(c, cfg, MCRPC__METHOD__STAT, &q.base, (ProtobufCMessage **)&r))
+		return 1;
+	if (r->code) {
+		int rc = fail_code(key, r->code);
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+		return rc;
+	}
+	time_t t = (time_t)(r->mtime_ms / 1000);
+	struct tm tm;
+	char when[64] = "?";
+	if (localtime_r(&t, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	human(r->size, sz, sizeof(sz));
+	printf("key       %s\nsize      %" PRIu64 " (%s)\nwritten   %s\n"
+	       "lease     %" PRIu64 " ms left\nholds     %u\nhard pin  %s\n"
+	       "soft pin  %" PRIu64 " ms left\nreplicas  %u\n",
+	       key, r->size, sz, when, r->lease_ms, r->holds,
+	       r->hard_pin ? "yes" : "no", r->soft_pin_ms, r->replicas);
+	for (size_t i = 0; i < r->n_replica_list; i++)
+		printf("  %s @ 0x%" PRIx64 " (%s)\n",
+		       r->replica_list[i]->endpoint,
+		       r->replica_list[i]->address,
+		       r->replica_list[i]->protocol);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static mooncake_store_t join(const struct cli_cfg *cfg)
+{
+	mooncake_store_t s = mooncake_store_create();
+	int rc;
+
+	if (!s) {
+		fprintf(stderr, "mooncake: out of memory\n");
+		return NULL;
+	}
+	rc = mooncake_store_setup(s, cfg->local_hostname, cfg->metadata, 0, 0,
+				  cfg->protocol, "", cfg->master);
+	if (rc) {
+		fail_code("joining the pool", rc);
+		mooncake_store_destroy(s);
+		return NULL;
+	}
+	mooncake_store_set_timeouts(s, (unsigned)cfg->rpc_timeout, 0);
+	return s;
+}
+
+static int cmd_put(const struct cli_cfg *cfg, const char *file, const char *key)
+{
+	mooncake_replicate_config_t rc_cfg = {
+		.replica_num = (size_t)cfg->replicas,
+		.with_hard_pin = cfg->hard_pin,
+	};
+	struct stat st;
+	void *p = MAP_FAILED;
+	mooncake_store_t s;
+	int fd, rc, ret = 1;
+
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	if (!st.st_size) {
+		fprintf(stderr,
+			"mooncake: %s: empty; the store holds objects of at "
+			"least one byte\n",
+			file);
+		close(fd);
+		return 1;
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE,
+		 fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		return 1;
+	}
+	s = join(cfg);
+	if (!s)
+		goto out;
+	rc = mooncake_store_register_buffer(s, p, (size_t)st.st_size);
+	if (!rc)
+		rc = mooncake_store_put_from(s, key, p, (size_t)st.st_size,
+					     &rc_cfg);
+	if (rc)
+		fail_code("put", rc);
+	else
+		ret = 0;
+	mooncake_store_unregister_buffer(s, p);
+	mooncake_store_destroy(s);
+out:
+	munmap(p, (size_t)st.st_size);
+	return ret;
+}
+
+static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
+{
+	mooncake_store_t s = join(cfg);
+	int64_t size, got;
+	void *p;
+	int fd, ret = 1;
+
+	if (!s)
+		return 1;
+	size = mooncake_store_get_size(s, key);
+	if (size < 0) {
+		fail_code(key, (int)size);
+		mooncake_store_destroy(s);
+		return 1;
+	}
+	fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || ftruncate(fd, size)) {
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		mooncake_store_destroy(s);
+		return 1;
+	}
+	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		mooncake_store_destroy(s);
+		return 1;
+	}
+	got = mooncake_store_register_buffer(s, p, (size_t)size);
+	if (!got)
+		got = mooncake_store_get_into(s, key, p, (size_t)size);
+	if (got < 0)
+		fail_code("get", (int)got);
+	else if (got != size)
+		fprintf(stderr,
+			"mooncake: get: %" PRId64 " of %" PRId64 " bytes\n",
+			got, size);
+	else
+		ret = msync(p, (size_t)size, MS_SYNC) ? 1 : 0;
+	mooncake_store_unregister_buffer(s, p);
+	munmap(p, (size_t)size);
+	mooncake_store_destroy(s);
+	if (ret)
+		unlink(file);
+	return ret;
+}
+
+static int cmd_rm(const struct cli_cfg *cfg, const char *key)
+{
+	mooncake_store_t s = join(cfg);
+	int rc;
+
+	if (!s)
+		return 1;
+	rc = mooncake_store_remove(s, key, cfg->force);
+	mooncake_store_destroy(s);
+	return rc ? fail_code(key, rc) : 0;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: mooncake [options] status | ls [PREFIX] | "
+			"info KEY | put FILE KEY | get KEY FILE | rm KEY\n"
+			"       mooncake --help\n");
+	return MC_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli_cfg cfg = { 0 };
+	struct mc_cfg_result res;
+	struct mc_rpc_client *c = NULL;
+	char err[MC_ERR_LEN];
+	const char *cmd;
+	int n, ret;
+
+	mc_log_set_level(MC_LOG_WARN);
+	if (mc_cfg_load(&cli_spec, &cfg, argc, argv, &res, err, sizeof(err))) {
+		fprintf(stderr, "mooncake: %s\n", err);
+		mc_cfg_release(&cli_spec, &cfg);
+		return MC_EXIT_USAGE;
+	}
+	if (res.action != MC_CFG_RUN) {
+		int code = 0;
+		if (res.action == MC_CFG_HELP)
+			mc_cfg_print_help(&cli_spec, stdout);
+		else if (res.action == MC_CFG_DUMP)
+			mc_cfg_dump_json(&cli_spec, &cfg, stdout);
+		else if (res.action == MC_CFG_DOC)
+			mc_cfg_doc_markdown(&cli_spec, stdout);
+		else
+			printf("mooncake %s\n", MC_VERSION_STRING);
+		mc_cfg_release(&cli_spec, &cfg);
+		return code;
+	}
+	if (cfg.v)
+		mc_log_set_level(mc_cfg_verbosity_level(cfg.v));
+	n = res.n_positional;
+	cmd = n ? res.positional[0] : NULL;
+	if (!cmd) {
+		ret = usage();
+		goto out;
+	}
+	if (!strcmp(cmd, "put") && n == 3) {
+		ret = cmd_put(&cfg, res.positional[1], res.positional[2]);
+		goto out;
+	}
+	if (!strcmp(cmd, "get") && n == 3) {
+		ret = cmd_get(&cfg, res.positional[1], res.positional[2]);
+		goto out;
+	}
+	if (!strcmp(cmd, "rm") && n == 2) {
+		ret = cmd_rm(&cfg, res.positional[1]);
+		goto out;
+	}
+	if (mc_rpc_client_create(cfg.master, (unsigned)cfg.rpc_timeout, &c)) {
+		fprintf(stderr, "mooncake: bad master address '%s'\n",
+			cfg.master);
+		ret = MC_EXIT_USAGE;
+		goto out;
+	}
+	if (!strcmp(cmd, "status") && n == 1)
+		ret = cmd_status(c, &cfg);
+	else if (!strcmp(cmd, "ls") && n <= 2)
+		ret = cmd_ls(c, &cfg, n == 2 ? res.positional[1] : "");
+	else if (!strcmp(cmd, "info") && n == 2)
+		ret = cmd_info(c, &cfg, res.positional[1]);
+	else
+		ret = usage();
+out:
+	mc_rpc_client_destroy(c);
+	mc_cfg_release(&cli_spec, &cfg);
+	return ret;
+}

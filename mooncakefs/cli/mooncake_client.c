@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake_client: a standalone pool member (upstream's "real client").
+ * It joins the pool with a segment of --global_segment_size bytes under
+ * the transfer-engine name --host:--port, serves peers' reads and writes
+ * of that memory until SIGTERM/SIGINT, then leaves cleanly (the master
+ * drops the segment's replicas). After kill -9, a restart under the same
+ * host:port re-adopts the segment and the objects in it survive.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mc_daemon.h"
+#include "mc_log.h"
+#include "mc_net.h"
+#include "mooncake/mc_err.h"
+#include "store_int.h"
+
+struct client_cfg {
+	char *host;
+	int64_t port;
+	uint64_t global_segment_size;
+	char *master_server_address;
+	char *metadata_server;
+	char *protocol;
+	char *device_names;
+	int64_t threads;
+	char *segment_name;
+	char *port_file;
+	char *log_file;
+	char *config_path;
+	int v;
+};
+
+#define OPT(n, t, f, d, lo, hi, h)                                             \
+	{                                                                      \
+		.name = n, .type = t,                                          \
+		.offset = offsetof(struct client_cfg, f), .def = d, .min = lo, \
+		.max = hi, .help = h                                           \
+	}
+
+static const struct mc_opt client_opts[] = {
+	OPT("host", MC_OPT_STRING, host, "0.0.0.0", 0, 0,
+	    "Address to bind and advertise; 0.0.0.0 means this host's first "
+	    "non-loopback IPv4 address."),
+	OPT("port", MC_OPT_INT, port, "50052", 0, 65535,
+	    "Transfer-engine RPC port (the name is host:port); 0 picks a "
+	    "free one (see --port_file)."),
+	OPT("global_segment_size", MC_OPT_SIZE, global_segment_size, "4GB",
+	    1048576.0, 1125899906842624.0,
+	    "Bytes contributed to the pool (\"4GB\" syntax)."),
+	OPT("master_server_address", MC_OPT_STRING, master_server_address,
+	    "127.0.0.1:50051", 0, 0, "host:port of mooncake_master."),
+	OPT("metadata_server", MC_OPT_STRING, metadata_server,
+	    "http://127.0.0.1:8080/metadata", 0, 0,
+	    "Transfer-engine metadata: http://h:p/metadata, etcd://h:p or "
+	    "P2PHANDSHAKE."),
+	OPT("protocol", MC_OPT_STRING, protocol, "tcp", 0, 0,
+	    "Transport: tcp (rdma is not built yet)."),
+	OPT("device_names", MC_OPT_STRING, device_names, "", 0, 0,
+	    "RDMA devices (ignored for tcp)."),
+	OPT("threads", MC_OPT_INT, threads, "1", 1, 1024,
+	    "Accepted for upstream compatibility; the transfer engine "
+	    "sizes its own threads."),
+	OPT("segment_name", MC_OPT_STRING, segment_name, "", 0, 0,
+	    "Name of the persistent segment (/dev/shm/mooncake.seg.NAME); "
+	    "empty: host_port."),
+	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
+	    "Write the port to this file once in the pool."),
+	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,
+	    "Append logs to this file instead of stderr."),
+	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
+	    "JSON file with any of these options as keys."),
+	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
+	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
+};
+
+static const struct mc_cfg_spec client_spec = {
+	.prog = "mooncake_client",
+	.summary = "Standalone Mooncake pool member: contributes a memory "
+		   "segment to the pool until stopped.",
+	.opts = client_opts,
+	.n_opts = sizeof(client_opts) / sizeof(client_opts[0]),
+	.strict = true,
+	.env_prefix = "MOONCAKE_CLIENT_",
+	.config_opt = "config_path",
+	.config_env = "MOONCAKE_CLIENT_CONFIG_PATH",
+};
+
+/* --host 0.0.0.0: the first non-loopback IPv4 address that is up. */
+static int first_ipv4(char *out, size_t len)
+{
+	struct ifaddrs *ifs, *i;
+	int rc = -EADDRNOTAVAIL;
+
+	if (getifaddrs(&ifs))
+		return -errno;
+	for (i = ifs; i; i = i->ifa_next) {
+		const struct sockaddr_in *sin;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+			continue;
+		sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
+		if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len)) {
+			rc = 0;
+			break;
+		}
+	}
+	freeifaddrs(ifs);
+	return rc;
+}
+
+/* --port 0: a port free right now (the engine binds it just after). */
+static int free_port(const char *host, int *port)
+{
+	int fd, rc;
+
+	rc = mc_net_listen(host, 0, 1, 0, &fd, port);
+	if (rc)
+		return rc;
+	close(fd);
+	return 0;
+}
+
+static int join(struct mooncake_store *s, const struct client_cfg *cfg,
+		const char *host, int *port_out)
+{
+	char name[300];
+	int port = (int)cfg->port, rc = 0;
+
+	for (int attempt = 0; attempt < 5; attempt++) {
+		struct mcs_cfg_args a = {
+			.local_hostname = name,
+			.metadata_server = cfg->metadata_server,
+			.global_segment_size = cfg->global_segment_size,
+			.protocol = cfg->protocol,
+			.device_name = cfg->device_names,
+			.master_server_address = cfg->master_server_address,
+			.segment_name = cfg->segment_name &&
+							*cfg->segment_name ?
+						cfg->segment_name :
+						NULL,
+		};
+
+		if (!cfg->port) {
+			rc = free_port(host, &port);
+			if (rc) {
+				mc_log_err("client", "--host %s: %s", host,
+					   mc_strerror(rc));
+				return rc;
+			}
+		}
+		snprintf(name, sizeof(name),
+			 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+		rc = mcs_store_setup(s, &a);
+		/* Someone took the free port between our probe and bind. */
+		if (rc != -EADDRINUSE || cfg->port)
+			break;
+	}
+	*port_out = port;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct client_cfg cfg = { 0 };
+	struct mooncake_store *s = NULL;
+	char host[64];
+	sigset_t sigs;
+	int rc, code, port = 0;
+
+	if (mc_daemon_load_config(&client_spec, &cfg, argc, argv, &code)) {
+		mc_cfg_release(&client_spec, &cfg);
+		return code;
+	}
+	rc = mc_daemon_setup_logging("mooncake_client", cfg.v, cfg.log_file,
+				     false);
+	if (rc) {
+		fprintf(stderr, "mooncake_client: log file %s: %s\n",
+			cfg.log_file, mc_strerror(rc));
+		goto out;
+	}
+	mc_daemon_block_signals(&sigs);
+
+	if (!strcmp(cfg.host, "0.0.0.0")) {
+		rc = first_ipv4(host, sizeof(host));
+		if (rc) {
+			mc_log_err("client",
+				   "--host 0.0.0.0: this host has no "
+				   "non-loopback IPv4 address to advertise "
+				   "(%s); pass --host ADDRESS",
+				   mc_strerror(rc));
+			rc = -EINVAL;
+			goto out;
+		}
+		mc_log_info("client", "--host 0.0.0.0: advertising %s", host);
+	} else if ((size_t)snprintf(host, sizeof(host), "%s", cfg.host) >=
+		   sizeof(host)) {
+		mc_log_err("client", "--host %s: too long", cfg.host);
+		rc = -EINVAL;
+		goto out;
+	}
+
+	s = mooncake_store_create();
+	if (!s) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = join(s, &cfg, host, &port);
+	if (rc) {
+		mc_log_err("client", "cannot join the pool: %s (%s)",
+			   mc_strerror(rc),
+			   mc_store_err_name(mc_err_to_store(rc)));
+		goto out;
+	}
+	mc_log_notice("client",
+		      "in the pool as %s: segment of %llu bytes, master %s, "
+		      "metadata %s",
+		      mooncake_store_get_hostname(s),
+		      (unsigned long long)cfg.global_segment_size,
+		      cfg.master_server_address, cfg.metadata_server);
+	if (cfg.port_file && *cfg.port_file) {
+		rc = mc_daemon_write_port_file(cfg.port_file, port);
+		if (rc) {
+			mc_log_err("client", "port file %s: %s", cfg.port_file,
+				   mc_strerror(rc));
+			goto out;
+		}
+	}
+	rc = mc_daemon_wait_signal(&sigs);
+	mc_log_notice("client", "signal %d: leaving the pool", rc);
+	rc = 0;
+out:
+	mooncake_store_destroy(s);
+	mc_cfg_release(&client_spec, &cfg);
+	return mc_daemon_exit_code(rc);
+}

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Typed master RPC wrappers (see master_client.h): build the request, call
+ * through the pooled RPC client, check the answer's shape and translate
+ * every store code in it to an internal code.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master_client.h"
+#include "mc_log.h"
+#include "mc_rpc_client.h"
+#include "mooncake/mc_err.h"
+#include "store_err.h"
+
+#define WATCH_MAX_WAIT_MS 30000u
+
+struct mcs_master {
+	struct mc_rpc_client *rpc;
+	char *addr;
+	uint8_t client_id[MCS_CLIENT_ID_LEN];
+	pthread_mutex_t long_lock;
+	struct mc_rpc_client *rpc_long; /* Watch long polls, made lazily */
+};
+
+int mcs_master_create(const char *addr, unsigned timeout_ms,
+		      const uint8_t *client_id, struct mcs_master **out)
+{
+	struct mcs_master *m = calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	m->addr = strdup(addr);
+	if (!m->addr) {
+		free(m);
+		return -ENOMEM;
+	}
+	rc = mc_rpc_client_create(addr, timeout_ms, &m->rpc);
+	if (rc) {
+		free(m->addr);
+		free(m);
+		return rc;
+	}
+	if (client_id)
+		memcpy(m->client_id, client_id, MCS_CLIENT_ID_LEN);
+	pthread_mutex_init(&m->long_lock, NULL);
+	*out = m;
+	return 0;
+}
+
+void mcs_master_destroy(struct mcs_master *m)
+{
+	if (!m)
+		return;
+	mc_rpc_client_destroy(m->rpc);
+	mc_rpc_client_destroy(m->rpc_long);
+	pthread_mutex_destroy(&m->long_lock);
+	free(m->addr);
+	free(m);
+}
+
+void mcs_master_set_timeout(struct mcs_master *m, unsigned timeout_ms)
+{
+	mc_rpc_client_set_timeout(m->rpc, timeout_ms);
+	pthread_mutex_lock(&m->long_lock);
+	if (m->rpc_long && timeout_ms)
+		mc_rpc_client_set_timeout(m->rpc_long,
+					  timeout_ms + WATCH_MAX_WAIT_MS);
+	pthread_mutex_unlock(&m->long_lock);
+}
+
+unsigned mcs_master_timeout(const struct mcs_master *m)
+{
+	return mc_rpc_client_timeout(m->rpc);
+}
+
+const uint8_t *mcs_master_client_id(const struct mcs_master *m)
+{
+	return m->client_id;
+}
+
+void mcs_master_free(void *msg)
+{
+	if (msg)
+		protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+/* One call: transport errors as they are, else the answer's own code. */
+static int call_on(struct mc_rpc_client *c, uint16_t method, const void *req,
+		   void *resp_out)
+{
+	ProtobufCMessage **resp = resp_out;
+	int32_t code;
+	int rc;
+
+	rc = mc_rpc_call(c, method, req, resp);
+	if (rc) {
+		const struct mc_rpc_method *mm = mc_rpc_method(method);
+		mc_log_debug("store", "%s: %s", mm ? mm->name : "rpc",
+			     mc_strerror(rc));
+		return rc;
+	}
+	code = mc_rpc_resp_code(*resp);
+	if (code) {
+		protobuf_c_message_free_unpacked(*resp, NULL);
+		*resp = NULL;
+		return mcs_err_from_store(code);
+	}
+	return 0;
+}
+
+static int call(struct mcs_master *m, uint16_t method, const void *req,
+		void *resp_out)
+{
+	return call_on(m->rpc, method, req, resp_out);
+}
+
+static ProtobufCBinaryData client_id(struct mcs_master *m)
+{
+	return (ProtobufCBinaryData){ .len = MCS_CLIENT_ID_LEN,
+				      .data = m->client_id };
+}
+
+static Mcrpc__KeysRequest keys_req(struct mcs_master *m,
+				   const char *const *keys, size_t n)
+{
+	Mcrpc__KeysRequest r = MCRPC__KEYS_REQUEST__INIT;
+
+	r.client_id = client_id(m);
+	r.n_keys = n;
+	r.keys = (char **)keys;
+	return r;
+}
+
+/* A KeysResponse method: per-key codes into results. */
+static int keys_call(struct mcs_master *m, uint16_t method,
+		     const Mcrpc__KeysRequest *req, size_t n, int *results)
+{
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc;
+
+	rc = call(m, method, req, &resp);
+	if (rc)
+		return rc;
+	if (resp->n_results != n) {
+		rc = -EPROTO;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			results[i] = resp->results[i] ?
+					     mcs_err_from_store(
+						     resp->results[i]->code) :
+					     -EPROTO;
+	}
+	mcs_master_free(resp);
+	return rc;
+}
+
+/* ReplicaList codes to internal codes; -EPROTO when the count is off. */
+static int fix_lists(Mcrpc__ReplicaList **lists, size_t got, size_t want)
+{
+	if (got != want)
+		return -EPROTO;
+	for (size_t i = 0; i < got; i++) {
+		if (!lists[i])
+			return -EPROTO;
+		lists[i]->code = mcs_err_from_store(lists[i]->code);
+	}
+	return 0;
+}
+
+/* ---- liveness and segments --------------------------------------------- */
+
+int mcs_master_service_ready(struct mcs_master *m,
+			     Mcrpc__ServiceReadyResponse **out)
+{
+	Mcrpc__ServiceReadyRequest req = MCRPC__SERVICE_READY_REQUEST__INIT;
+	Mcrpc__ServiceReadyResponse *resp = NULL;
+	int rc;
+
+	rc = call(m, MCRPC__METHOD__SERVICE_READY, &req, &resp);
+	if (out)
+		*out = resp;
+	else
+		mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_ping(struct mcs_master *m, int *client_status,
+		    uint64_t *view_version)
+{
+	Mcrpc__PingRequest req = MCRPC__PING_REQUEST__INIT;
+	Mcrpc__PingResponse *resp = NULL;
+	int rc;
+
+	req.client_id = client_id(m);
+	rc = call(m, MCRPC__METHOD__PING, &req, &resp);
+	if (rc)
+		return rc;
+	*client_status = resp->client_status;
+	if (view_version)
+		*view_version = resp->view_version;
+	mcs_master_free(resp);
+	return 0;
+}
+
+int mcs_master_mount(struct mcs_master *m, const Mcrpc__Segment *seg)
+{
+	Mcrpc__MountSegmentRequest req = MCRPC__MOUNT_SEGMENT_REQUEST__INIT;
+	Mcrpc__MountSegmentResponse *resp = NULL;
+	int rc;
+
+	req.client_id = client_id(m);
+	req.segment = (Mcrpc__Segment *)seg;
+	rc = call(m, MCRPC__METHOD__MOUNT_SEGMENT, &req, &resp);
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_remount(struct mcs_master *m, Mcrpc__Segment *const *segs,
+		       size_t n, Mcrpc__ReMountSegmentResponse **out)
+{
+	Mcrpc__ReMountSegmentRequest req =
+		MCRPC__RE_MOUNT_SEGMENT_REQUEST__INIT;
+	Mcrpc__ReMountSegmentResponse *resp = NULL;
+	int rc;
+
+	*out = NULL;
+	req.client_id = client_id(m);
+	req.n_segments = n;
+	req.segments = (Mcrpc__Segment **)segs;
+	rc = call(m, MCRPC__METHOD__REMOUNT_SEGMENT, &req, &resp);
+	if (rc)
+		return rc;
+	if (resp->n_results != n ||
+	    (resp->n_objects != n && resp->n_objects != 0)) {
+		mcs_master_free(resp);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (resp->results[i] < 0)
+			resp->results[i] = mcs_err_from_store(resp->results[i]);
+	*out = resp;
+	return 0;
+}
+
+int mcs_master_unmount(struct mcs_master *m, const uint8_t *segment_id)
+{
+	Mcrpc__UnmountSegmentRequest req = MCRPC__UNMOUNT_SEGMENT_REQUEST__INIT;
+	Mcrpc__UnmountSegmentResponse *resp = NULL;
+	int rc;
+
+	req.client_id = client_id(m);
+	req.segment_id = (ProtobufCBinaryData){ .len = MCS_CLIENT_ID_LEN,
+						.data = (uint8_t *)segment_id };
+	rc = call(m, MCRPC__METHOD__UNMOUNT_SEGMENT, &req, &resp);
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out)
+{
+	Mcrpc__GetStatusRequest req = MCRPC__GET_STATUS_REQUEST__INIT;
+
+	*out = NULL;
+	return call(m, MCRPC__METHOD__GET_STATUS, &req, out);
+}
+
+/* ---- objects ----------------------------------------------------------- */
+
+int mcs_master_put_start(struct mcs_master *m, bool batch,
+			 const char *const *keys, const uint64_t *sizes,
+			 size_t n, const Mcrpc__ReplicateConfig *cfg,
+			 Mcrpc__PutStartResponse **out)
+{
+	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
+	Mcrpc__PutStartResponse *resp = NULL;
+	int rc;
+
+	*out = NULL;
+	req.client_id = client_id(m);
+	req.n_keys = n;
+	req.keys = (char **)keys;
+	req.n_sizes = n;
+	req.sizes = (uint64_t *)sizes;
+	req.config = (Mcrpc__ReplicateConfig *)cfg;
+	rc = call(m,
+		  batch ? MCRPC__METHOD__BATCH_PUT_START :
+			  MCRPC__METHOD__PUT_START,
+		  &req, &resp);
+	if (rc)
+		return rc;
+	rc = fix_lists(resp->results, resp->n_results, n);
+	if (rc) {
+		mcs_master_free(resp);
+		return rc;
+	}
+	*out = resp;
+	return 0;
+}
+
+int mcs_master_put_end(struct mcs_master *m, bool batch,
+		       const char *const *keys, size_t n, int *results)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+
+	return keys_call(m,
+			 batch ? MCRPC__METHOD__BATCH_PUT_END :
+				 MCRPC__METHOD__PUT_END,
+			 &req, n, results);
+}
+
+int mcs_master_put_revoke(struct mcs_master *m, bool batch,
+			  const char *const *keys, size_t n, int *results)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+
+	return keys_call(m,
+			 batch ? MCRPC__METHOD__BATCH_PUT_REVOKE :
+				 MCRPC__METHOD__PUT_REVOKE,
+			 &req, n, results);
+}
+
+int mcs_master_get_replicas(struct mcs_master *m, bool batch,
+			    const char *const *keys, size_t n, bool hold,
+			    Mcrpc__GetReplicaListResponse **out)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	int rc;
+
+	*out = NULL;
+	req.hold = hold;
+	rc = call(m,
+		  batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
+			  MCRPC__METHOD__GET_REPLICA_LIST,
+		  &req, &resp);
+	if (rc)
+		return rc;
+	rc = fix_lists(resp->results, resp->n_results, n);
+	if (rc) {
+		mcs_master_free(resp);
+		return rc;
+	}
+	*out = resp;
+	return 0;
+}
+
+int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
+		     size_t n, int *results)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__ExistResponse *resp = NULL;
+	int rc;
+
+	rc = call(m,
+		  batch ? MCRPC__METHOD__BATCH_EXIST_KEY :
+			  MCRPC__METHOD__EXIST_KEY,
+		  &req, &resp);
+	if (rc)
+		return rc;
+	if (resp->n_results != n) {
+		rc = -EPROTO;
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			int v = resp->results[i];
+			results[i] = v < 0 ? mcs_err_from_store(v) : !!v;
+		}
+	}
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
+			int64_t *sizes)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__GetSizeResponse *resp = NULL;
+	int rc;
+
+	rc = call(m, MCRPC__METHOD__GET_SIZE, &req, &resp);
+	if (rc)
+		return rc;
+	if (resp->n_sizes != n) {
+		rc = -EPROTO;
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			int64_t v = resp->sizes[i];
+			sizes[i] = v < 0 ? mcs_err_from_store((int)v) : v;
+		}
+	}
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_remove(struct mcs_master *m, bool batch, const char *const *keys,
+		      size_t n, bool force, int *results)
+{
+	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+
+	req.force = force;
+	return keys_call(
+		m, batch ? MCRPC__METHOD__BATCH_REMOVE : MCRPC__METHOD__REMOVE,
+		&req, n, results);
+}
+
+static int count_call(struct mcs_master *m, uint16_t method, const char *regex,
+		      bool force, uint64_t *count)
+{
+	Mcrpc__RemoveAllRequest req = MCRPC__REMOVE_ALL_REQUEST__INIT;
+	Mcrpc__CountResponse *resp = NULL;
+	int rc;
+
+	req.force = force;
+	req.regex = (char *)(regex ? regex : "");
+	rc = call(m, method, &req, &resp);
+	if (rc)
+		return rc;
+	*count = resp->count;
+	mcs_master_free(resp);
+	return 0;
+}
+
+int mcs_master_remove_all(struct mcs_master *m, bool force, uint64_t *count)
+{
+	return count_call(m, MCRPC__METHOD__REMOVE_ALL, NULL, force, count);
+}
+
+int mcs_master_remove_by_regex(struct mcs_master *m, const char *regex,
+			       bool force, uint64_t *count)
+{
+	return count_call(m, MCRPC__METHOD__REMOVE_BY_REGEX, regex, force,
+			  count);
+}
+
+/* ---- filesystem support ------------------------------------------------ */
+
+int mcs_master_stat(struct mcs_master *m, const char *key,
+		    Mcrpc__StatResponse **out)
+{
+	Mcrpc__KeysRequest req = keys_req(m, &key, 1);
+
+	*out = NULL;
+	return call(m, MCRPC__METHOD__STAT, &req, out);
+}
+
+int mcs_master_list(struct mcs_master *m, const char *prefix,
+		    const char *delimiter, const char *start_after,
+		    unsigned limit, Mcrpc__ListResponse **out)
+{
+	Mcrpc__ListRequest req = MCRPC__LIST_REQUEST__INIT;
+
+	*out = NULL;
+	req.prefix = (char *)(prefix ? prefix : "");
+	req.delimiter = (char *)(delimiter ? delimiter : "");
+	req.start_after = (char *)(start_after ? start_after : "");
+	req.limit = limit;
+	return call(m, MCRPC__METHOD__LIST, &req, out);
+}
+
+static int lease_call(struct mcs_master *m, uint16_t method,
+		      const uint64_t *ids, size_t n, int *results)
+{
+	Mcrpc__LeaseRequest req = MCRPC__LEASE_REQUEST__INIT;
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc;
+
+	req.n_hold_ids = n;
+	req.hold_ids = (uint64_t *)ids;
+	rc = call(m, method, &req, &resp);
+	if (rc)
+		return rc;
+	if (resp->n_results != n) {
+		rc = -EPROTO;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			results[i] = resp->results[i] ?
+					     mcs_err_from_store(
+						     resp->results[i]->code) :
+					     -EPROTO;
+	}
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
+			   size_t n, int *results)
+{
+	return lease_call(m, MCRPC__METHOD__LEASE_RENEW, hold_ids, n, results);
+}
+
+int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
+			     size_t n, int *results)
+{
+	return lease_call(m, MCRPC__METHOD__LEASE_RELEASE, hold_ids, n,
+			  results);
+}
+
+int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
+		      bool no_replace)
+{
+	Mcrpc__RenameRequest req = MCRPC__RENAME_REQUEST__INIT;
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc;
+
+	req.from = (char *)from;
+	req.to = (char *)to;
+	req.no_replace = no_replace;
+	rc = call(m, MCRPC__METHOD__RENAME, &req, &resp);
+	/* The outcome may also come as the one per-key result. */
+	if (!rc && resp->n_results == 1 && resp->results[0])
+		rc = mcs_err_from_store(resp->results[0]->code);
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
+		     unsigned wait_ms, unsigned max, Mcrpc__WatchResponse **out)
+{
+	Mcrpc__WatchRequest req = MCRPC__WATCH_REQUEST__INIT;
+	struct mc_rpc_client *c;
+	int rc = 0;
+
+	*out = NULL;
+	if (wait_ms > WATCH_MAX_WAIT_MS)
+		wait_ms = WATCH_MAX_WAIT_MS;
+	req.epoch = epoch;
+	req.after = after;
+	req.wait_ms = wait_ms;
+	req.max = max;
+	if (!wait_ms)
+		return call(m, MCRPC__METHOD__WATCH, &req, out);
+	/* Long polls get their own pool, with a timeout that covers them. */
+	pthread_mutex_lock(&m->long_lock);
+	if (!m->rpc_long)
+		rc = mc_rpc_client_create(m->addr,
+					  mc_rpc_client_timeout(m->rpc) +
+						  WATCH_MAX_WAIT_MS,
+					  &m->rpc_long);
+	c = m->rpc_long;
+	pthread_mutex_unlock(&m->long_lock);
+	if (rc)
+		return rc;
+	return call_on(c, MCRPC__METHOD__WATCH, &req, out);
+}

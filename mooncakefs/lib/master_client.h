@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file master_client.h
+ * Typed wrappers of every master RPC (common/rpc/master.proto) for the
+ * store library, the `mooncake` CLI and the FUSE daemon.
+ *
+ * Codes: every function returns 0 or an internal code (-errno, MC_E*):
+ * the RPC client's transport errors as they are (-ETIMEDOUT for no answer
+ * in time, -ECONNREFUSED, -ECONNRESET, -EPROTO ...), or the response's
+ * top-level `code` translated with mcs_err_from_store(). Per-key outcomes
+ * are translated too, whether they come back in an array (results[i]) or
+ * inside a returned message: no upstream store code ever leaves this file.
+ * A response whose per-key arrays do not match the request is -EPROTO.
+ *
+ * Single-key methods (batch == false) send one key; the master may report
+ * that key's outcome either as the top-level code or as results[0], so a
+ * caller takes `rc ? rc : results[0]` and never needs to know which.
+ *
+ * Messages returned through `out` are the unpacked protobuf responses
+ * (types in build/generated/rpc/master.pb-c.h), owned by the caller: free
+ * them with mcs_master_free(). On error *out is NULL.
+ *
+ * Thread safety: any number of threads may call at once (the RPC client
+ * is a connection pool).
+ */
+#ifndef MCS_MASTER_CLIENT_H
+#define MCS_MASTER_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mc_compiler.h"
+#include "mc_rpc.h"
+
+#define MCS_CLIENT_ID_LEN 16
+
+/* PingResponse.client_status */
+enum mcs_client_status {
+	MCS_CLIENT_OK = 1,
+	MCS_CLIENT_NEED_REMOUNT = 2,
+};
+
+/* ReplicaList / Replica status: upstream ReplicaStatus COMPLETE. */
+#define MCS_REPLICA_COMPLETE 3
+
+struct mcs_master;
+
+/**
+ * addr "host:port"; timeout_ms per call (0: 5000); client_id is copied
+ * (NULL: an all-zero id, for tools that use no per-client method).
+ */
+int mcs_master_create(const char *addr, unsigned timeout_ms,
+		      const uint8_t *client_id,
+		      struct mcs_master **out) MC_MUST_CHECK;
+void mcs_master_destroy(struct mcs_master *m);
+void mcs_master_set_timeout(struct mcs_master *m, unsigned timeout_ms);
+unsigned mcs_master_timeout(const struct mcs_master *m);
+const uint8_t *mcs_master_client_id(const struct mcs_master *m);
+
+/** Free a message returned by any function below (NULL is fine). */
+void mcs_master_free(void *msg);
+
+/* ---- liveness and segments --------------------------------------------- */
+
+/** out (may be NULL) gets the version strings. */
+int mcs_master_service_ready(struct mcs_master *m,
+			     Mcrpc__ServiceReadyResponse **out);
+/** *client_status: enum mcs_client_status; view_version may be NULL. */
+int mcs_master_ping(struct mcs_master *m, int *client_status,
+		    uint64_t *view_version);
+int mcs_master_mount(struct mcs_master *m, const Mcrpc__Segment *seg);
+/**
+ * ReMountSegment with n segments (n == 0 registers the client). out gets
+ * results[i] (0 re-adopted, 1 mounted as new, < 0 internal code) and
+ * objects[i], both with exactly n entries.
+ */
+int mcs_master_remount(struct mcs_master *m, Mcrpc__Segment *const *segs,
+		       size_t n, Mcrpc__ReMountSegmentResponse **out);
+int mcs_master_unmount(struct mcs_master *m, const uint8_t *segment_id);
+int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out);
+
+/* ---- objects ----------------------------------------------------------- */
+
+/**
+ * PutStart (batch false, n == 1) or BatchPutStart: (*out)->results[i] has
+ * the key's code and, when 0, the replicas to write. cfg may be NULL.
+ */
+int mcs_master_put_start(struct mcs_master *m, bool batch,
+			 const char *const *keys, const uint64_t *sizes,
+			 size_t n, const Mcrpc__ReplicateConfig *cfg,
+			 Mcrpc__PutStartResponse **out);
+/** PutEnd / BatchPutEnd; results[i] per key. */
+int mcs_master_put_end(struct mcs_master *m, bool batch,
+		       const char *const *keys, size_t n, int *results);
+int mcs_master_put_revoke(struct mcs_master *m, bool batch,
+			  const char *const *keys, size_t n, int *results);
+
+/**
+ * GetReplicaList / BatchGetReplicaList: (*out)->results[i] has the code,
+ * COMPLETE replicas, size and lease_ttl_ms (hold_id with hold).
+ */
+int mcs_master_get_replicas(struct mcs_master *m, bool batch,
+			    const char *const *keys, size_t n, bool hold,
+			    Mcrpc__GetReplicaListResponse **out);
+/** ExistKey / BatchExistKey: results[i] 1, 0 or < 0. */
+int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
+		     size_t n, int *results);
+/** GetSize: sizes[i] the size or < 0. */
+int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
+			int64_t *sizes);
+/** Remove / BatchRemove; results[i] per key. */
+int mcs_master_remove(struct mcs_master *m, bool batch, const char *const *keys,
+		      size_t n, bool force, int *results);
+int mcs_master_remove_all(struct mcs_master *m, bool force, uint64_t *count);
+int mcs_master_remove_by_regex(struct mcs_master *m, const char *regex,
+			       bool force, uint64_t *count);
+
+/* ---- filesystem support ------------------------------------------------ */
+
+/** Stat: no lease taken; replica_list describes every replica. */
+int mcs_master_stat(struct mcs_master *m, const char *key,
+		    Mcrpc__StatResponse **out);
+/** List one page (limit 0: the master's 1000); strings may be NULL. */
+int mcs_master_list(struct mcs_master *m, const char *prefix,
+		    const char *delimiter, const char *start_after,
+		    unsigned limit, Mcrpc__ListResponse **out);
+/** LeaseRenew / LeaseRelease of holds; results[i] per hold id. */
+int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
+			   size_t n, int *results);
+int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
+			     size_t n, int *results);
+/** Rename; no_replace: -EEXIST when `to` exists. */
+int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
+		      bool no_replace);
+/**
+ * Watch the change feed from (epoch, after); long-polls up to wait_ms
+ * (at most 30000) on a connection whose timeout covers the wait.
+ */
+int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
+		     unsigned wait_ms, unsigned max,
+		     Mcrpc__WatchResponse **out);
+
+#endif

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Persistent segment: named shared memory with an identity header (see
+ * segment.h). A live owner holds a shared flock on the memory (te_mem_alloc
+ * takes it); we test with an exclusive, non-blocking lock before mapping,
+ * so two processes never share one segment.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "mooncake/mc_err.h"
+#include "mooncake/te.h"
+#include "segment.h"
+#include "util.h"
+
+_Static_assert(sizeof(struct mcs_seg_hdr) == 48, "segment header layout");
+_Static_assert(offsetof(struct mcs_seg_hdr, id) == 12, "header id offset");
+_Static_assert(offsetof(struct mcs_seg_hdr, size) == 32, "header size");
+
+int mcs_segment_name(const char *engine_name, char *out, size_t outlen)
+{
+	size_t n = strlen(engine_name);
+
+	if (!n || n > MCS_SEG_NAME_MAX || n >= outlen)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < n; i++) {
+		char c = engine_name[i];
+		out[i] = (c == ':' || c == '/') ? '_' : c;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static bool name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n > MCS_SEG_NAME_MAX || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return false;
+	return !strchr(name, '/');
+}
+
+/* MC_ESEGEXISTS when a live process holds the memory of this name. */
+static int check_free(const char *name, char *err, size_t errlen)
+{
+	char path[MCS_SEG_NAME_MAX + 64];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "/dev/shm/mooncake.seg.%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno == EWOULDBLOCK) {
+			snprintf(err, errlen,
+				 "segment %s is in use by a live process "
+				 "(%s)",
+				 name, path);
+			rc = MC_ESEGEXISTS;
+		}
+	} else {
+		(void)flock(fd, LOCK_UN);
+	}
+	close(fd);
+	return rc;
+}
+
+int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
+		     struct mcs_segment **out, char *err, size_t errlen)
+{
+	struct mcs_segment *seg;
+	struct mcs_seg_hdr *h;
+	char shm_name[MCS_SEG_NAME_MAX + 8];
+	int rc;
+
+	if (size < MCS_SEG_MIN_SIZE || size > SIZE_MAX - MCS_SEG_HDR_LEN) {
+		snprintf(err, errlen,
+			 "global_segment_size %llu: at least 1 MiB "
+			 "(or 0 for none)",
+			 (unsigned long long)size);
+		return -EINVAL;
+	}
+	if (!name_ok(name)) {
+		snprintf(err, errlen,
+			 "segment_name '%s': 1 to %d characters, no '/'", name,
+			 MCS_SEG_NAME_MAX);
+		return -EINVAL;
+	}
+	rc = check_free(name, err, errlen);
+	if (rc)
+		return rc;
+	seg = calloc(1, sizeof(*seg));
+	if (!seg)
+		return -ENOMEM;
+	snprintf(seg->name, sizeof(seg->name), "%s", name);
+	snprintf(shm_name, sizeof(shm_name), "seg.%s", name);
+	seg->map_len = MCS_SEG_HDR_LEN + (size_t)size;
+	rc = te_mem_alloc(eng, seg->map_len, shm_name, &seg->map);
+	if (rc) {
+		snprintf(err, errlen,
+			 "segment %s: cannot allocate %zu bytes of shared "
+			 "memory: %s",
+			 name, seg->map_len, mc_strerror(rc));
+		free(seg);
+		return rc;
+	}
+	seg->pool = (uint8_t *)seg->map + MCS_SEG_HDR_LEN;
+	seg->size = size;
+	h = seg->map;
+	if (!memcmp(h->magic, MCS_SEG_MAGIC, sizeof(h->magic)) &&
+	    h->version == MCS_SEG_VERSION && h->size == size) {
+		memcpy(seg->id, h->id, sizeof(seg->id));
+		seg->reused = true;
+	} else {
+		rc = mcs_random(seg->id, sizeof(seg->id));
+		if (rc) {
+			snprintf(err, errlen, "getrandom: %s", mc_strerror(rc));
+			goto err_free;
+		}
+		memset(seg->map, 0, MCS_SEG_HDR_LEN);
+		memcpy(h->magic, MCS_SEG_MAGIC, sizeof(h->magic));
+		h->version = MCS_SEG_VERSION;
+		memcpy(h->id, seg->id, sizeof(h->id));
+		h->size = size;
+		h->created_ms = mcs_wall_ms();
+	}
+	rc = te_register(eng, seg->map, seg->map_len, "cpu:0", true);
+	if (rc) {
+		snprintf(err, errlen, "segment %s: register: %s", name,
+			 mc_strerror(rc));
+		goto err_free;
+	}
+	seg->registered = true;
+	*out = seg;
+	return 0;
+
+err_free:
+	/* A header we could not use is no reason to drop a kept segment. */
+	if (!seg->reused)
+		(void)te_mem_unlink(eng, seg->map);
+	te_mem_free(eng, seg->map);
+	free(seg);
+	return rc;
+}
+
+void mcs_segment_unregister(struct mcs_segment *seg, struct te_engine *eng)
+{
+	if (seg && seg->registered && eng) {
+		(void)te_unregister(eng, seg->map);
+		seg->registered = false;
+	}
+}
+
+void mcs_segment_free(struct mcs_segment *seg, struct te_engine *eng,
+		      bool unlink)
+{
+	if (!seg)
+		return;
+	mcs_segment_unregister(seg, eng);
+	if (unlink)
+		(void)te_mem_unlink(eng, seg->map);
+	te_mem_free(eng, seg->map);
+	free(seg);
+}

@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The store handle's lifecycle: create, setup (engine, master, staging
+ * buffer, segment, heartbeat), close (a clean leave), destroy, plus the
+ * calls that are about the handle itself: health, timeouts, buffer
+ * registration, names of codes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "mc_parse.h"
+#include "mooncake/te.h"
+#include "ping.h"
+#include "segment.h"
+#include "staging.h"
+#include "store_int.h"
+#include "util.h"
+#include "xfer.h"
+
+MOONCAKE_API mooncake_store_t mooncake_store_create(void)
+{
+	struct mooncake_store *s = calloc(1, sizeof(*s));
+	pthread_rwlockattr_t a;
+
+	if (!s)
+		return NULL;
+	pthread_rwlockattr_init(&a);
+	/* close() must not starve behind a steady stream of calls. */
+	pthread_rwlockattr_setkind_np(
+		&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->lock, &a);
+	pthread_rwlockattr_destroy(&a);
+	pthread_mutex_init(&s->mount_lock, NULL);
+	mcs_regs_init(&s->regs);
+	s->state = MCS_NEW;
+	return s;
+}
+
+int mcs_enter(struct mooncake_store *s)
+{
+	if (!s)
+		return MC_STORE_INVALID_PARAMS;
+	pthread_rwlock_rdlock(&s->lock);
+	if (s->state != MCS_READY) {
+		pthread_rwlock_unlock(&s->lock);
+		return MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
+	}
+	return 0;
+}
+
+void mcs_leave(struct mooncake_store *s)
+{
+	pthread_rwlock_unlock(&s->lock);
+}
+
+bool mcs_key_ok(const char *key)
+{
+	return key && *key;
+}
+
+/* ---- mounting ---------------------------------------------------------- */
+
+static void segment_desc(struct mooncake_store *s, Mcrpc__Segment *d)
+{
+	*d = (Mcrpc__Segment)MCRPC__SEGMENT__INIT;
+	d->id = (ProtobufCBinaryData){ .len = sizeof(s->seg->id),
+				       .data = s->seg->id };
+	d->name = s->name; /* the effective local_hostname (with its port) */
+	d->endpoint = s->name;
+	d->base_addr = (uint64_t)(uintptr_t)s->seg->pool;
+	d->size = s->seg->size;
+	d->protocol = s->cfg.protocol;
+	d->host_id = s->host_id;
+}
+
+/*
+ * Make the master know us and our segment: MountSegment for a segment it
+ * cannot know, ReMountSegment otherwise (0 re-adopted with its objects, 1
+ * mounted as new). A client without a segment registers with an empty
+ * ReMountSegment.
+ */
+static int do_mount(struct mooncake_store *s)
+{
+	Mcrpc__ReMountSegmentResponse *resp = NULL;
+	Mcrpc__Segment d, *list[1] = { &d };
+	int rc;
+
+	pthread_mutex_lock(&s->mount_lock);
+	if (!s->seg) {
+		rc = mcs_master_remount(s->master, NULL, 0, &resp);
+		mcs_master_free(resp);
+		goto out;
+	}
+	segment_desc(s, &d);
+	if (!s->seg->reused && !atomic_load(&s->seg_mounted)) {
+		rc = mcs_master_mount(s->master, &d);
+		if (!rc) {
+			mc_log_notice("store",
+				      "mounted new segment %s (%llu bytes at "
+				      "%s)",
+				      s->seg->name,
+				      (unsigned long long)s->seg->size,
+				      s->name);
+			/* From now on the master may hold objects in it. */
+			s->seg->reused = true;
+		}
+		goto out;
+	}
+	rc = mcs_master_remount(s->master, list, 1, &resp);
+	if (!rc) {
+		rc = resp->results[0];
+		if (rc == 0)
+			mc_log_notice(
+				"store", "re-adopted segment %s (%llu objects)",
+				s->seg->name,
+				(unsigned long long)(resp->n_objects ?
+							     resp->objects[0] :
+							     0));
+		else if (rc == 1)
+			mc_log_notice("store",
+				      "mounted new segment %s (%llu bytes at "
+				      "%s; the master did not know it)",
+				      s->seg->name,
+				      (unsigned long long)s->seg->size,
+				      s->name);
+		rc = rc == 1 ? 0 : rc;
+	}
+	mcs_master_free(resp);
+out:
+	if (!rc && s->seg)
+		atomic_store(&s->seg_mounted, true);
+	pthread_mutex_unlock(&s->mount_lock);
+	return rc;
+}
+
+static int ping_remount(void *arg)
+{
+	struct mooncake_store *s = arg;
+
+	atomic_store(&s->seg_mounted, false);
+	return do_mount(s);
+}
+
+static bool ping_owed(void *arg)
+{
+	struct mooncake_store *s = arg;
+
+	return s->seg && !atomic_load(&s->seg_mounted);
+}
+
+/* ---- setup and teardown ------------------------------------------------ */
+
+/* Undo whatever setup built; `leave`: also drop the segment's name. */
+static void teardown(struct mooncake_store *s, bool leave)
+{
+	bool dropped = false;
+	int rc;
+
+	mcs_ping_stop(s->ping);
+	s->ping = NULL;
+	if (s->seg && atomic_load(&s->seg_mounted)) {
+		rc = mcs_master_unmount(s->master, s->seg->id);
+		if (rc)
+			mc_log_info("store",
+				    "unmount segment %s: %s (the master "
+				    "drops it when this client expires)",
+				    s->seg->name, mc_strerror(rc));
+		dropped = !rc;
+		atomic_store(&s->seg_mounted, false);
+	}
+	/* te.h: batches and segments before the engine. */
+	mcs_xfer_destroy(s->xfer);
+	s->xfer = NULL;
+	/* A segment the master may still hold objects in keeps its name,
+	 * for the next process of this name to re-adopt. */
+	if (s->seg)
+		mcs_segment_free(s->seg, s->eng,
+				 leave || dropped || !s->seg->reused);
+	s->seg = NULL;
+	mcs_staging_destroy(s->staging, s->eng);
+	s->staging = NULL;
+	te_engine_destroy(s->eng);
+	s->eng = NULL;
+	mcs_master_destroy(s->master);
+	s->master = NULL;
+	mcs_cfg_release(&s->cfg);
+}
+
+static int check_protocol(const char *p)
+{
+	if (!p || !*p || !strcmp(p, "tcp"))
+		return 0;
+	if (!strcmp(p, "rdma")) {
+		mc_log_err("store",
+			   "protocol rdma: NOT_SUPPORTED (-1012): this build "
+			   "has no RDMA transport; use tcp");
+		return MC_ENOTSUPPORTED;
+	}
+	mc_log_err("store", "protocol '%s': NOT_SUPPORTED (-1012); use tcp", p);
+	return MC_ENOTSUPPORTED;
+}
+
+static unsigned env_uint(const char *name, unsigned def)
+{
+	const char *v = getenv(name);
+	int64_t n;
+
+	if (!v || mc_parse_i64(v, &n) || n < 0 || n > 65535)
+		return def;
+	return (unsigned)n;
+}
+
+/*
+ * A name without a port gets one, as upstream's client does: a random
+ * port in MC_STORE_CLIENT_MIN_PORT..MAX_PORT (12300..14300), which is also
+ * the engine's RPC port, retried (MC_STORE_CLIENT_SETUP_RETRIES, 20) while
+ * the name is taken or the port busy. With P2PHANDSHAKE the engine names
+ * itself ip:rpcport anyway.
+ */
+static int create_engine(struct mooncake_store *s)
+{
+	struct te_engine_cfg ec = { 0 };
+	char host[256], name[300], err[TE_ERR_LEN] = "";
+	unsigned lo = env_uint("MC_STORE_CLIENT_MIN_PORT", 12300);
+	unsigned hi = env_uint("MC_STORE_CLIENT_MAX_PORT", 14300);
+	unsigned tries = env_uint("MC_STORE_CLIENT_SETUP_RETRIES", 20);
+	bool pick;
+	int port = 0, rc;
+
+	rc = mc_parse_hostport(s->cfg.local_hostname, host, sizeof(host), 0,
+			       &port);
+	if (rc) {
+		mc_log_err("store",
+			   "local_hostname '%s': expected host or host:port",
+			   s->cfg.local_hostname);
+		return -EINVAL;
+	}
+	pick = !port && strcmp(s->cfg.metadata_server, "P2PHANDSHAKE");
+	if (!pick || !tries || lo < 1 || lo > hi)
+		tries = 1;
+	ec.metadata = s->cfg.metadata_server;
+	ec.local_server_name = s->cfg.local_hostname;
+	ec.timeout_ms = atomic_load(&s->transfer_ms);
+	for (unsigned i = 0; i < tries; i++) {
+		uint32_t r = 0;
+
+		if (pick) {
+			if (mcs_random(&r, sizeof(r)))
+				r = (uint32_t)mcs_now_ms() + i;
+			port = (int)(lo + r % (hi - lo + 1));
+			snprintf(name, sizeof(name),
+				 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+				 port);
+			ec.local_server_name = name;
+		}
+		ec.rpc_port = port;
+		rc = te_engine_create(&ec, &s->eng, err, sizeof(err));
+		if (!pick || (rc != MC_EMETACONFLICT && rc != -EADDRINUSE))
+			break;
+		mc_log_debug("store", "engine name %s: %s; another port", name,
+			     err);
+	}
+	if (rc) {
+		mc_log_err("store", "transfer engine %s (metadata %s): %s",
+			   ec.local_server_name, s->cfg.metadata_server, err);
+		return rc;
+	}
+	s->name = strdup(te_engine_name(s->eng));
+	return s->name ? 0 : -ENOMEM;
+}
+
+static int connect_master(struct mooncake_store *s)
+{
+	int rc;
+
+	rc = mcs_random(s->client_id, sizeof(s->client_id));
+	if (rc)
+		return rc;
+	rc = mcs_master_create(s->cfg.master_server_address,
+			       atomic_load(&s->rpc_ms), s->client_id,
+			       &s->master);
+	if (rc) {
+		mc_log_err("store", "master_server_address '%s': %s",
+			   s->cfg.master_server_address, mc_strerror(rc));
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	rc = mcs_master_service_ready(s->master, NULL);
+	if (rc)
+		mc_log_err("store", "master %s unreachable: %s",
+			   s->cfg.master_server_address, mc_strerror(rc));
+	return rc;
+}
+
+static int create_staging(struct mooncake_store *s)
+{
+	int rc;
+
+	if (!s->cfg.local_buffer_size)
+		return 0;
+	rc = mcs_staging_create(s->eng, (size_t)s->cfg.local_buffer_size,
+				&s->staging);
+	if (rc)
+		mc_log_err("store", "local_buffer_size %llu: %s",
+			   (unsigned long long)s->cfg.local_buffer_size,
+			   mc_strerror(rc));
+	return rc;
+}
+
+static int create_segment(struct mooncake_store *s)
+{
+	char name[MCS_SEG_NAME_MAX + 1], err[MC_ERR_LEN] = "";
+	const char *n = s->cfg.segment_name;
+	int rc;
+
+	if (!s->cfg.global_segment_size)
+		return 0;
+	if (!n || !*n) {
+		rc = mcs_segment_name(s->name, name, sizeof(name));
+		if (rc) {
+			mc_log_err("store",
+				   "engine name %s: too long for a "
+				   "segment name (set segment_name)",
+				   s->name);
+			return -EINVAL;
+		}
+		n = name;
+	}
+	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, &s->seg,
+			      err, sizeof(err));
+	if (rc)
+		mc_log_err("store", "%s", err);
+	return rc;
+}
+
+static int do_setup(struct mooncake_store *s)
+{
+	int rc;
+
+	/* set_timeouts() before setup wins over the configuration. */
+	if (!atomic_load(&s->rpc_ms))
+		atomic_store(&s->rpc_ms, (unsigned)s->cfg.rpc_timeout_ms);
+	else
+		s->rpc_ms_set = true;
+	if (!atomic_load(&s->transfer_ms))
+		atomic_store(&s->transfer_ms,
+			     (unsigned)s->cfg.transfer_timeout_ms);
+	else
+		s->transfer_ms_set = true;
+	rc = check_protocol(s->cfg.protocol);
+	if (!rc)
+		rc = create_engine(s);
+	if (!rc)
+		rc = mcs_host_id(s->host_id, sizeof(s->host_id));
+	if (!rc)
+		rc = connect_master(s);
+	if (!rc)
+		rc = create_staging(s);
+	if (!rc)
+		rc = create_segment(s);
+	if (!rc)
+		rc = mcs_xfer_create(s->eng, &s->xfer);
+	if (rc)
+		return rc;
+	rc = do_mount(s);
+	if (rc == MC_ESEGEXISTS && s->seg) {
+		/* A previous process of ours has not expired at the master
+		 * yet: the heartbeat retries until it has. */
+		mc_log_notice("store",
+			      "segment %s is still held by a previous client "
+			      "at the master; retrying",
+			      s->seg->name);
+		rc = 0;
+	} else if (rc && !s->seg) {
+		/* Registration of a client without a segment is a courtesy:
+		 * the master also learns of us from the first ping. */
+		mc_log_debug("store", "register client: %s", mc_strerror(rc));
+		rc = 0;
+	} else if (rc) {
+		mc_log_err("store", "mount segment %s: %s", s->seg->name,
+			   mc_strerror(rc));
+		return rc;
+	}
+	return mcs_ping_start(s->master, (unsigned)s->cfg.ping_interval_ms,
+			      ping_remount, ping_owed, s, &s->ping);
+}
+
+int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
+{
+	char err[MC_ERR_LEN] = "";
+	int rc;
+
+	pthread_rwlock_wrlock(&s->lock);
+	if (s->state != MCS_NEW) {
+		pthread_rwlock_unlock(&s->lock);
+		return MCS_EBADSTATE;
+	}
+	rc = mcs_cfg_load(&s->cfg, a, err, sizeof(err));
+	if (rc) {
+		mc_log_err("store", "configuration: %s", err);
+		mcs_cfg_release(&s->cfg);
+		pthread_rwlock_unlock(&s->lock);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	rc = do_setup(s);
+	if (rc) {
+		teardown(s, false);
+		free(s->name);
+		s->name = NULL;
+		/* A retry reads the configuration afresh. */
+		if (!s->rpc_ms_set)
+			atomic_store(&s->rpc_ms, 0);
+		if (!s->transfer_ms_set)
+			atomic_store(&s->transfer_ms, 0);
+	} else {
+		s->state = MCS_READY;
+		mc_log_info("store",
+			    "joined the pool as %s (master %s, segment %llu "
+			    "bytes, staging %llu bytes)",
+			    s->name, s->cfg.master_server_address,
+			    (unsigned long long)s->cfg.global_segment_size,
+			    (unsigned long long)s->cfg.local_buffer_size);
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+MOONCAKE_API int
+mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
+		     const char *metadata_server, uint64_t global_segment_size,
+		     uint64_t local_buffer_size, const char *protocol,
+		     const char *device_name, const char *master_server_addr)
+{
+	struct mcs_cfg_args a = {
+		.local_hostname = local_hostname,
+		.metadata_server = metadata_server,
+		.global_segment_size = global_segment_size,
+		.local_buffer_size = local_buffer_size,
+		.protocol = protocol,
+		.device_name = device_name,
+		.master_server_address = master_server_addr,
+	};
+
+	if (!store)
+		return MC_STORE_INVALID_PARAMS;
+	return mc_err_to_store(mcs_store_setup(store, &a));
+}
+
+MOONCAKE_API int mooncake_store_close(mooncake_store_t s)
+{
+	if (!s)
+		return MC_STORE_INVALID_PARAMS;
+	pthread_rwlock_wrlock(&s->lock);
+	if (s->state == MCS_READY) {
+		teardown(s, true);
+		mc_log_info("store", "left the pool (%s)", s->name);
+	}
+	s->state = MCS_CLOSED;
+	pthread_rwlock_unlock(&s->lock);
+	return 0;
+}
+
+MOONCAKE_API void mooncake_store_destroy(mooncake_store_t s)
+{
+	if (!s)
+		return;
+	(void)mooncake_store_close(s);
+	pthread_rwlock_destroy(&s->lock);
+	pthread_mutex_destroy(&s->mount_lock);
+	mcs_regs_free(&s->regs);
+	free(s->name);
+	free(s);
+}
+
+/* ---- the handle itself ------------------------------------------------- */
+
+MOONCAKE_API int mooncake_store_health_check(mooncake_store_t s)
+{
+	int rc;
+
+	if (mcs_enter(s))
+		return 1;
+	rc = mcs_master_service_ready(s->master, NULL);
+	mcs_leave(s);
+	return rc ? 2 : 0;
+}
+
+MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t s,
+					     unsigned rpc_ms,
+					     unsigned transfer_ms)
+{
+	int rc = 0;
+
+	if (!s)
+		return MC_STORE_INVALID_PARAMS;
+	pthread_rwlock_rdlock(&s->lock);
+	if (s->state == MCS_CLOSED) {
+		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
+	} else {
+		if (rpc_ms) {
+			atomic_store(&s->rpc_ms, rpc_ms);
+			if (s->master)
+				mcs_master_set_timeout(s->master, rpc_ms);
+		}
+		if (transfer_ms)
+			atomic_store(&s->transfer_ms, transfer_ms);
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t s)
+{
+	const char *name;
+
+	if (!s)
+		return NULL;
+	pthread_rwlock_rdlock(&s->lock);
+	name = s->state == MCS_READY ? s->name : NULL;
+	pthread_rwlock_unlock(&s->lock);
+	return name;
+}
+
+MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t s,
+						void *buffer, size_t size)
+{
+	int rc = mcs_enter(s);
+
+	if (rc)
+		return rc;
+	if (!buffer || !size) {
+		mcs_leave(s);
+		return MC_STORE_INVALID_PARAMS;
+	}
+	rc = te_register(s->eng, buffer, size, "cpu:0", false);
+	if (!rc) {
+		rc = mcs_regs_add(&s->regs, buffer, size);
+		if (rc)
+			(void)te_unregister(s->eng, buffer);
+	}
+	mcs_leave(s);
+	/* Overlapping an earlier registration is a bad argument here. */
+	return mc_err_to_store(rc == -EEXIST ? -EINVAL : rc);
+}
+
+MOONCAKE_API int mooncake_store_unregister_buffer(mooncake_store_t s,
+						  void *buffer)
+{
+	size_t len = 0;
+	int rc = mcs_enter(s);
+
+	if (rc)
+		return rc;
+	rc = mcs_regs_del(&s->regs, buffer, &len);
+	if (!rc) {
+		rc = te_unregister(s->eng, buffer);
+		/* Still in use by a transfer: it stays registered. */
+		if (rc && mcs_regs_add(&s->regs, buffer, len))
+			mc_log_debug("store", "unregister: cannot restore %p",
+				     buffer);
+	}
+	mcs_leave(s);
+	return mc_err_to_store(rc == -ENOENT ? -EINVAL : rc);
+}
+
+MOONCAKE_API const char *mooncake_store_strerror(int code)
+{
+	switch (code) {
+#define X(name, value, msg) \
+	case value:         \
+		return #name ": " msg;
+		MC_STORE_ERR_MAP(X)
+#undef X
+	}
+	return "UNKNOWN: unknown error code";
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The store client's option table and its loader (see store_cfg.h). Key
+ * names and defaults are upstream's MooncakeConfig ones where upstream has
+ * them; sizes take integers or "4GB"/"500gb" strings.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_cfg.h"
+
+#define OPT(n, e, t, f, d, lo, hi, h)                                       \
+	{                                                                   \
+		.name = n, .env = e, .type = t,                             \
+		.offset = offsetof(struct mcs_cfg, f), .def = d, .min = lo, \
+		.max = hi, .unit_ms = 1, .help = h                          \
+	}
+
+static const struct mc_opt mcs_opts[] = {
+	OPT("local_hostname", "MOONCAKE_LOCAL_HOSTNAME", MC_OPT_STRING,
+	    local_hostname, "localhost", 0, 0,
+	    "This node's transfer-engine name, \"host\" or \"host:port\" "
+	    "(the port is the engine's RPC port)."),
+	OPT("metadata_server", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING,
+	    metadata_server, "P2PHANDSHAKE", 0, 0,
+	    "http://h:p/metadata, etcd://h:p or P2PHANDSHAKE."),
+	OPT("global_segment_size", "MOONCAKE_GLOBAL_SEGMENT_SIZE", MC_OPT_SIZE,
+	    global_segment_size, "0", 0, 0,
+	    "Bytes this node contributes to the pool (0: none)."),
+	OPT("local_buffer_size", "MOONCAKE_LOCAL_BUFFER_SIZE", MC_OPT_SIZE,
+	    local_buffer_size, "0", 0, 0,
+	    "Staging buffer for put/get of unregistered memory (0: none)."),
+	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
+	    0, "Transport: tcp (rdma is not built yet)."),
+	OPT("device_name", "MOONCAKE_DEVICE", MC_OPT_STRING, device_name, "", 0,
+	    0, "RDMA devices (ignored for tcp)."),
+	OPT("master_server_address", "MOONCAKE_MASTER", MC_OPT_STRING,
+	    master_server_address, "127.0.0.1:50051", 0, 0,
+	    "host:port of mooncake_master."),
+	OPT("rpc_timeout_ms", "MC_RPC_TIMEOUT_MS", MC_OPT_DURATION,
+	    rpc_timeout_ms, "5000", 1, 3600000,
+	    "Timeout of one master RPC (bare numbers are ms)."),
+	OPT("transfer_timeout_ms", "MC_TRANSFER_TIMEOUT_MS", MC_OPT_DURATION,
+	    transfer_timeout_ms, "30000", 1, 3600000,
+	    "Timeout of one transfer (bare numbers are ms)."),
+	OPT("ping_interval_ms", "MC_STORE_PING_MS", MC_OPT_DURATION,
+	    ping_interval_ms, "1000", 10, 60000,
+	    "Heartbeat interval to the master."),
+	OPT("segment_name", "MOONCAKE_SEGMENT_NAME", MC_OPT_STRING,
+	    segment_name, "", 0, 0,
+	    "Name of the persistent segment (/dev/shm/mooncake.seg.NAME); "
+	    "empty: the engine name with ':' and '/' as '_'."),
+};
+
+const struct mc_cfg_spec mcs_cfg_spec = {
+	.prog = "libmooncake",
+	.summary = "Mooncake Store client configuration.",
+	.opts = mcs_opts,
+	.n_opts = sizeof(mcs_opts) / sizeof(mcs_opts[0]),
+	.strict = false,
+	.env_prefix = NULL,
+	.config_opt = NULL,
+	.config_env = "MOONCAKE_CONFIG_PATH",
+};
+
+static int override(char **field, const char *v)
+{
+	char *c;
+
+	if (!v)
+		return 0;
+	c = strdup(v);
+	if (!c)
+		return -ENOMEM;
+	free(*field);
+	*field = c;
+	return 0;
+}
+
+int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
+		 size_t errlen)
+{
+	struct mc_cfg_result res;
+	char *argv[] = { "libmooncake", NULL };
+	int rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	rc = mc_cfg_load(&mcs_cfg_spec, cfg, 1, argv, &res, err, errlen);
+	if (rc)
+		return rc;
+	if (a) {
+		rc = override(&cfg->local_hostname, a->local_hostname);
+		if (!rc)
+			rc = override(&cfg->metadata_server,
+				      a->metadata_server);
+		if (!rc)
+			rc = override(&cfg->protocol, a->protocol);
+		if (!rc)
+			rc = override(&cfg->device_name, a->device_name);
+		if (!rc)
+			rc = override(&cfg->master_server_address,
+				      a->master_server_address);
+		if (!rc)
+			rc = override(&cfg->segment_name, a->segment_name);
+		if (rc) {
+			snprintf(err, errlen, "out of memory");
+			return rc;
+		}
+		if (a->global_segment_size)
+			cfg->global_segment_size = a->global_segment_size;
+		if (a->local_buffer_size)
+			cfg->local_buffer_size = a->local_buffer_size;
+	}
+	if (!cfg->local_hostname || !*cfg->local_hostname) {
+		snprintf(err, errlen, "local_hostname is empty");
+		return -EINVAL;
+	}
+	if (!cfg->metadata_server || !*cfg->metadata_server) {
+		snprintf(err, errlen, "metadata_server is empty");
+		return -EINVAL;
+	}
+	if (!cfg->master_server_address || !*cfg->master_server_address) {
+		snprintf(err, errlen, "master_server_address is empty");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void mcs_cfg_release(struct mcs_cfg *cfg)
+{
+	mc_cfg_release(&mcs_cfg_spec, cfg);
+}

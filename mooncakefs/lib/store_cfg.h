@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file store_cfg.h
+ * The store client's configuration (docs/config.md, "Store client"): one
+ * lenient mc_cfg table read from the JSON file named by
+ * MOONCAKE_CONFIG_PATH, then MOONCAKE_* / MC_* variables; setup()'s
+ * non-NULL, non-zero arguments win over both. Unknown keys in the file are
+ * ignored with a warning, since vLLM, SGLang and LMCache share it.
+ */
+#ifndef MCS_STORE_CFG_H
+#define MCS_STORE_CFG_H
+
+#include <stdint.h>
+
+#include "mc_cfg.h"
+
+struct mcs_cfg {
+	char *local_hostname;
+	char *metadata_server;
+	uint64_t global_segment_size;
+	uint64_t local_buffer_size;
+	char *protocol;
+	char *device_name;
+	char *master_server_address;
+	uint64_t rpc_timeout_ms;
+	uint64_t transfer_timeout_ms;
+	uint64_t ping_interval_ms;
+	char *segment_name; /* "" or NULL: derived from the engine name */
+};
+
+/* What setup() was given; NULL strings and 0 sizes mean "not given". */
+struct mcs_cfg_args {
+	const char *local_hostname;
+	const char *metadata_server;
+	uint64_t global_segment_size;
+	uint64_t local_buffer_size;
+	const char *protocol;
+	const char *device_name;
+	const char *master_server_address;
+	const char *segment_name;
+};
+
+extern const struct mc_cfg_spec mcs_cfg_spec;
+
+/**
+ * Defaults < file < environment < args. 0, or a negative code with the
+ * option, its source and the bad value named in err.
+ */
+int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *args,
+		 char *err, size_t errlen) MC_MUST_CHECK;
+
+void mcs_cfg_release(struct mcs_cfg *cfg);
+
+#endif

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Get: one (Batch)GetReplicaList for all keys, then rounds of reads: round
+ * r reads every key that is still missing from its r-th replica (replicas
+ * on this host first: the engine then copies through shared memory), all
+ * keys' reads in as few transfer batches as possible. A key whose read
+ * finished after its lease ran out is LEASE_EXPIRED: the object may have
+ * been removed and its memory reused while we read.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "staging.h"
+#include "store_int.h"
+#include "util.h"
+#include "xfer.h"
+
+struct gk {
+	const Mcrpc__ReplicaList *rl;
+	const Mcrpc__Replica **order; /* usable replicas, preferred first */
+	size_t n_order, next;
+	size_t op_first, op_n;
+	bool pending;
+};
+
+static int validate(struct mooncake_store *s, const struct mcs_get_key *k,
+		    uint64_t *cap)
+{
+	uint64_t sum = 0;
+
+	if (!mcs_key_ok(k->key) || !k->n_parts || !k->parts || !k->part_sizes)
+		return -EINVAL;
+	for (size_t p = 0; p < k->n_parts; p++) {
+		if (sum + k->part_sizes[p] < sum)
+			return -EINVAL;
+		sum += k->part_sizes[p];
+		if (!k->part_sizes[p])
+			continue;
+		if (!k->parts[p])
+			return -EINVAL;
+		if (!k->trusted && !mcs_regs_contains(&s->regs, k->parts[p],
+						      k->part_sizes[p])) {
+			mc_log_debug("store",
+				     "get %s: buffer %p (%zu bytes) is not "
+				     "registered",
+				     k->key, k->parts[p], k->part_sizes[p]);
+			return -EINVAL;
+		}
+	}
+	*cap = sum;
+	return 0;
+}
+
+static uint64_t capacity(const struct mcs_get_key *k)
+{
+	uint64_t sum = 0;
+
+	for (size_t p = 0; p < k->n_parts; p++)
+		sum += k->part_sizes[p];
+	return sum;
+}
+
+static bool usable(const Mcrpc__Replica *r, uint64_t size)
+{
+	return r && r->endpoint && *r->endpoint &&
+	       (r->status == 0 || r->status == MCS_REPLICA_COMPLETE) &&
+	       (r->size == 0 || r->size >= size);
+}
+
+/* Replicas on this host first, otherwise in the master's order. */
+static int order_replicas(struct mooncake_store *s, struct gk *g)
+{
+	const Mcrpc__ReplicaList *rl = g->rl;
+
+	g->order =
+		calloc(rl->n_replicas ? rl->n_replicas : 1, sizeof(*g->order));
+	if (!g->order)
+		return -ENOMEM;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t r = 0; r < rl->n_replicas; r++) {
+			const Mcrpc__Replica *rep = rl->replicas[r];
+			bool local = s->host_id[0] && rep && rep->host_id &&
+				     !strcmp(rep->host_id, s->host_id);
+
+			if (!usable(rep, rl->size) || local != (pass == 0))
+				continue;
+			g->order[g->n_order++] = rep;
+		}
+	}
+	return 0;
+}
+
+/* Ops reading size bytes of replica rep into the key's parts. */
+static size_t add_ops(struct mcs_xfer_op *ops, const struct mcs_get_key *k,
+		      const Mcrpc__Replica *rep, uint64_t size)
+{
+	uint64_t off = 0;
+	size_t n = 0;
+
+	for (size_t p = 0; p < k->n_parts && off < size; p++) {
+		uint64_t len = k->part_sizes[p];
+
+		if (len > size - off)
+			len = size - off;
+		if (!len)
+			continue;
+		ops[n++] = (struct mcs_xfer_op){ .opcode = TE_READ,
+						 .local = k->parts[p],
+						 .endpoint = rep->endpoint,
+						 .remote = rep->address + off,
+						 .len = len };
+		off += len;
+	}
+	return n;
+}
+
+/* Read the keys live[] from their lists; t0: when the leases started. */
+static void read_lists(struct mooncake_store *s, struct mcs_get_key *keys,
+		       const size_t *live, Mcrpc__ReplicaList *const *lists,
+		       size_t n_live, uint64_t t0)
+{
+	struct mcs_xfer_op *ops = NULL;
+	struct gk *g = calloc(n_live, sizeof(*g));
+	size_t max_ops = 0;
+
+	/* Every key below ends with its own result; until then, this. */
+	for (size_t j = 0; j < n_live; j++)
+		keys[live[j]].result = -ENOMEM;
+	if (!g)
+		goto out;
+	for (size_t j = 0; j < n_live; j++) {
+		struct mcs_get_key *k = &keys[live[j]];
+
+		g[j].rl = lists[j];
+		if (lists[j]->code) {
+			k->result = lists[j]->code;
+			continue;
+		}
+		if (lists[j]->size > capacity(k)) {
+			mc_log_debug("store",
+				     "get %s: object of %llu bytes, buffer "
+				     "of %llu",
+				     k->key, (unsigned long long)lists[j]->size,
+				     (unsigned long long)capacity(k));
+			k->result = -EINVAL;
+			continue;
+		}
+		if (!lists[j]->size) {
+			k->result = 0;
+			continue;
+		}
+		if (order_replicas(s, &g[j]))
+			goto out;
+		if (!g[j].n_order) {
+			k->result = MC_ENOTREADY;
+			continue;
+		}
+		g[j].pending = true;
+		max_ops += k->n_parts;
+	}
+	ops = calloc(max_ops ? max_ops : 1, sizeof(*ops));
+	if (!ops)
+		goto out;
+
+	for (;;) {
+		size_t n_ops = 0;
+
+		for (size_t j = 0; j < n_live; j++) {
+			if (!g[j].pending)
+				continue;
+			g[j].op_first = n_ops;
+			n_ops += add_ops(&ops[n_ops], &keys[live[j]],
+					 g[j].order[g[j].next], g[j].rl->size);
+			g[j].op_n = n_ops - g[j].op_first;
+		}
+		if (!n_ops)
+			break;
+		(void)mcs_xfer_run(s->xfer, ops, n_ops,
+				   atomic_load(&s->transfer_ms));
+		for (size_t j = 0; j < n_live; j++) {
+			struct mcs_get_key *k = &keys[live[j]];
+			int bad = 0;
+
+			if (!g[j].pending)
+				continue;
+			for (size_t o = g[j].op_first;
+			     o < g[j].op_first + g[j].op_n && !bad; o++)
+				bad = ops[o].result;
+			if (!bad) {
+				g[j].pending = false;
+				k->result = (int64_t)g[j].rl->size;
+				continue;
+			}
+			mc_log_debug("store", "get %s: read from %s: %s%s",
+				     k->key, g[j].order[g[j].next]->endpoint,
+				     mc_strerror(bad),
+				     g[j].next + 1 < g[j].n_order ?
+					     "; trying the next replica" :
+					     "");
+			if (++g[j].next == g[j].n_order) {
+				g[j].pending = false;
+				k->result = MC_ETRANSFER;
+			}
+		}
+	}
+	for (size_t j = 0; j < n_live; j++) {
+		struct mcs_get_key *k = &keys[live[j]];
+		uint64_t ttl = g[j].rl->lease_ttl_ms;
+		uint64_t took = mcs_now_ms() - t0;
+
+		if (k->result > 0 && ttl && took > ttl) {
+			mc_log_debug("store",
+				     "get %s: took %llu ms, lease was %llu ms",
+				     k->key, (unsigned long long)took,
+				     (unsigned long long)ttl);
+			k->result = MC_ELEASEEXPIRED;
+		}
+	}
+out:
+	if (g)
+		for (size_t j = 0; j < n_live; j++)
+			free(g[j].order);
+	free(g);
+	free(ops);
+}
+
+int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
+		 bool batch)
+{
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	const char **names = calloc(n, sizeof(*names));
+	size_t *live = calloc(n, sizeof(*live));
+	size_t n_live = 0;
+	uint64_t t0, cap;
+	int rc = 0;
+
+	if (!names || !live) {
+		for (size_t i = 0; i < n; i++)
+			keys[i].result = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		keys[i].result = validate(s, &keys[i], &cap);
+		if (keys[i].result)
+			continue;
+		names[n_live] = keys[i].key;
+		live[n_live++] = i;
+	}
+	if (!n_live)
+		goto out;
+	/* The master starts the leases between now and its answer. */
+	t0 = mcs_now_ms();
+	rc = mcs_master_get_replicas(s->master, batch, names, n_live, false,
+				     &resp);
+	if (rc) {
+		for (size_t j = 0; j < n_live; j++)
+			keys[live[j]].result = rc;
+		goto out;
+	}
+	read_lists(s, keys, live, resp->results, n_live, t0);
+out:
+	mcs_master_free(resp);
+	free(names);
+	free(live);
+	return 0;
+}
+
+int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
+		       size_t size)
+{
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	struct mcs_get_key k = { .key = key, .n_parts = 1, .trusted = true };
+	uint64_t t0, osize;
+	size_t live = 0, psize;
+	void *tmp;
+	int rc;
+
+	if (!mcs_key_ok(key) || !buf)
+		return -EINVAL;
+	t0 = mcs_now_ms();
+	rc = mcs_master_get_replicas(s->master, false, &key, 1, false, &resp);
+	if (rc)
+		return rc;
+	rc = resp->results[0]->code;
+	osize = resp->results[0]->size;
+	if (rc || !osize || osize > size) {
+		mcs_master_free(resp);
+		return rc ? rc : osize ? -EINVAL : 0;
+	}
+	if (!s->staging || osize > mcs_staging_size(s->staging)) {
+		mc_log_warn("store",
+			    "get %s: %llu bytes do not fit the staging buffer "
+			    "(local_buffer_size %llu); use get_into with a "
+			    "registered buffer or raise local_buffer_size",
+			    key, (unsigned long long)osize,
+			    (unsigned long long)s->cfg.local_buffer_size);
+		mcs_master_free(resp);
+		return -EINVAL;
+	}
+	rc = mcs_staging_alloc(s->staging, (size_t)osize,
+			       atomic_load(&s->transfer_ms), &tmp);
+	if (rc) {
+		mcs_master_free(resp);
+		return rc;
+	}
+	psize = (size_t)osize;
+	k.parts = &tmp;
+	k.part_sizes = &psize;
+	read_lists(s, &k, &live, resp->results, 1, t0);
+	if (k.result > 0)
+		memcpy(buf, tmp, (size_t)k.result);
+	mcs_staging_free(s->staging, tmp, (size_t)osize);
+	mcs_master_free(resp);
+	return k.result;
+}

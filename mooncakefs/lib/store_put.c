@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Put: one (Batch)PutStart for all keys, every replica of every key
+ * written in as few transfer batches as possible, then one (Batch)PutEnd
+ * for the keys whose writes all succeeded and one (Batch)PutRevoke for the
+ * others (TRANSFER_FAIL). OBJECT_ALREADY_EXISTS is success without
+ * writing: objects are immutable.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "mc_map.h"
+#include "staging.h"
+#include "store_int.h"
+#include "xfer.h"
+
+#define PENDING 1 /* a result not known yet */
+
+struct pk {
+	uint64_t size;
+	int start; /* PutStart's code for the key */
+	size_t op_first, op_n;
+};
+
+/* Sum of the parts; -EINVAL for no bytes, unregistered memory. */
+static int validate(struct mooncake_store *s, const struct mcs_put_key *k,
+		    uint64_t *size)
+{
+	uint64_t sum = 0;
+
+	if (!mcs_key_ok(k->key) || !k->n_parts || !k->parts || !k->part_sizes)
+		return -EINVAL;
+	for (size_t p = 0; p < k->n_parts; p++) {
+		if (sum + k->part_sizes[p] < sum)
+			return -EINVAL;
+		sum += k->part_sizes[p];
+		if (!k->part_sizes[p])
+			continue;
+		if (!k->parts[p])
+			return -EINVAL;
+		if (!k->trusted && !mcs_regs_contains(&s->regs, k->parts[p],
+						      k->part_sizes[p])) {
+			mc_log_debug("store",
+				     "put %s: buffer %p (%zu bytes) is not "
+				     "registered",
+				     k->key, k->parts[p], k->part_sizes[p]);
+			return -EINVAL;
+		}
+	}
+	if (!sum)
+		return -EINVAL;
+	*size = sum;
+	return 0;
+}
+
+static void to_config(const mooncake_replicate_config_t *c,
+		      Mcrpc__ReplicateConfig *out)
+{
+	*out = (Mcrpc__ReplicateConfig)MCRPC__REPLICATE_CONFIG__INIT;
+	out->replica_num = 1;
+	if (!c)
+		return;
+	out->replica_num = c->replica_num ? (uint32_t)c->replica_num : 1;
+	out->with_soft_pin = c->with_soft_pin;
+	out->with_hard_pin = c->with_hard_pin;
+	if (c->preferred_segments && c->preferred_segments_count) {
+		out->n_preferred_segments = c->preferred_segments_count;
+		out->preferred_segments = (char **)c->preferred_segments;
+	}
+}
+
+/* The replicas' shape is ours to check: a write must fit each one. */
+static int check_replicas(const Mcrpc__ReplicaList *rl, uint64_t size)
+{
+	if (!rl->n_replicas)
+		return MC_EPOOLFULL;
+	for (size_t r = 0; r < rl->n_replicas; r++) {
+		const Mcrpc__Replica *rep = rl->replicas[r];
+		if (!rep || !rep->endpoint || !*rep->endpoint ||
+		    (rep->size && rep->size != size))
+			return -EPROTO;
+	}
+	return 0;
+}
+
+/* End or revoke the keys listed in idx; results of the ended ones. */
+static void finish(struct mooncake_store *s, struct mcs_put_key *keys,
+		   const size_t *idx, size_t n, bool batch, bool end)
+{
+	const char **names;
+	int *res;
+	int rc;
+
+	if (!n)
+		return;
+	names = calloc(n, sizeof(*names));
+	res = calloc(n, sizeof(*res));
+	if (!names || !res) {
+		rc = -ENOMEM;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			names[i] = keys[idx[i]].key;
+		rc = end ? mcs_master_put_end(s->master, batch, names, n, res) :
+			   mcs_master_put_revoke(s->master, batch, names, n,
+						 res);
+	}
+	for (size_t i = 0; i < n; i++) {
+		int r = rc ? rc : res[i];
+		if (end)
+			keys[idx[i]].result = r;
+		else if (r)
+			mc_log_debug("store", "revoke %s: %s", keys[idx[i]].key,
+				     mc_strerror(r));
+	}
+	free(names);
+	free(res);
+}
+
+/* A key the master said exists may be an earlier key of this batch: it
+ * then shares that key's fate. */
+static void resolve_duplicates(struct mcs_put_key *keys, struct pk *st,
+			       size_t n)
+{
+	struct mc_map *first = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct mc_map_entry *e;
+		size_t j;
+
+		if (st[i].start != -EEXIST)
+			continue;
+		if (!first) {
+			if (mc_map_create(&first))
+				break;
+			for (size_t k = n; k-- > 0;) {
+				if (st[k].start != 0)
+					continue;
+				/* Later duplicates give way to earlier. */
+				if (mc_map_put(first, keys[k].key,
+					       strlen(keys[k].key), &k,
+					       sizeof(k)))
+					break;
+			}
+		}
+		e = mc_map_get(first, keys[i].key, strlen(keys[i].key));
+		if (!e)
+			continue;
+		memcpy(&j, e->val, sizeof(j));
+		if (j < i)
+			keys[i].result = keys[j].result;
+	}
+	mc_map_destroy(first);
+}
+
+int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
+		 const mooncake_replicate_config_t *cfg, bool batch)
+{
+	Mcrpc__PutStartResponse *resp = NULL;
+	Mcrpc__ReplicateConfig rcfg;
+	struct mcs_xfer_op *ops = NULL;
+	struct pk *st;
+	const char **names = NULL;
+	uint64_t *sizes = NULL;
+	size_t *live = NULL, *ended = NULL, *revoked = NULL;
+	size_t n_live = 0, n_ops = 0, n_end = 0, n_rev = 0;
+	int rc = 0;
+
+	st = calloc(n, sizeof(*st));
+	live = calloc(n, sizeof(*live));
+	names = calloc(n, sizeof(*names));
+	sizes = calloc(n, sizeof(*sizes));
+	ended = calloc(n, sizeof(*ended));
+	revoked = calloc(n, sizeof(*revoked));
+	if (!st || !live || !names || !sizes || !ended || !revoked) {
+		for (size_t i = 0; i < n; i++)
+			keys[i].result = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		st[i].start = PENDING;
+		keys[i].result = validate(s, &keys[i], &st[i].size);
+		if (keys[i].result)
+			continue;
+		keys[i].result = PENDING;
+		names[n_live] = keys[i].key;
+		sizes[n_live] = st[i].size;
+		live[n_live++] = i;
+	}
+	if (!n_live)
+		goto out;
+
+	to_config(cfg, &rcfg);
+	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
+				  &resp);
+	if (rc)
+		goto fail_all;
+	for (size_t j = 0; j < n_live; j++) {
+		const Mcrpc__ReplicaList *rl = resp->results[j];
+		size_t i = live[j];
+
+		st[i].start = rl->code;
+		if (rl->code == -EEXIST) {
+			keys[i].result = 0;
+			continue;
+		}
+		if (rl->code) {
+			keys[i].result = rl->code;
+			continue;
+		}
+		keys[i].result = check_replicas(rl, st[i].size);
+		if (keys[i].result) {
+			revoked[n_rev++] = i;
+			continue;
+		}
+		keys[i].result = PENDING;
+		n_ops += rl->n_replicas * keys[i].n_parts;
+	}
+
+	ops = calloc(n_ops ? n_ops : 1, sizeof(*ops));
+	if (!ops) {
+		for (size_t j = 0; j < n_live; j++) {
+			if (keys[live[j]].result != PENDING)
+				continue;
+			keys[live[j]].result = -ENOMEM;
+			revoked[n_rev++] = live[j];
+		}
+		goto end;
+	}
+	n_ops = 0;
+	for (size_t j = 0; j < n_live; j++) {
+		const Mcrpc__ReplicaList *rl = resp->results[j];
+		size_t i = live[j];
+		const struct mcs_put_key *k = &keys[i];
+
+		if (keys[i].result != PENDING)
+			continue;
+		st[i].op_first = n_ops;
+		for (size_t r = 0; r < rl->n_replicas; r++) {
+			uint64_t off = 0;
+
+			for (size_t p = 0; p < k->n_parts; p++) {
+				ops[n_ops++] = (struct mcs_xfer_op){
+					.opcode = TE_WRITE,
+					.local = k->parts[p],
+					.endpoint = rl->replicas[r]->endpoint,
+					.remote =
+						rl->replicas[r]->address + off,
+					.len = k->part_sizes[p],
+				};
+				off += k->part_sizes[p];
+			}
+		}
+		st[i].op_n = n_ops - st[i].op_first;
+	}
+	(void)mcs_xfer_run(s->xfer, ops, n_ops, atomic_load(&s->transfer_ms));
+
+	for (size_t j = 0; j < n_live; j++) {
+		size_t i = live[j];
+		int bad = 0;
+
+		if (keys[i].result != PENDING)
+			continue;
+		for (size_t o = st[i].op_first;
+		     o < st[i].op_first + st[i].op_n && !bad; o++) {
+			bad = ops[o].result;
+			if (bad)
+				mc_log_debug("store",
+					     "put %s: write to %s at %#llx: "
+					     "%s",
+					     keys[i].key, ops[o].endpoint,
+					     (unsigned long long)ops[o].remote,
+					     mc_strerror(bad));
+		}
+		if (bad) {
+			keys[i].result = MC_ETRANSFER;
+			revoked[n_rev++] = i;
+		} else {
+			ended[n_end++] = i;
+		}
+	}
+end:
+	finish(s, keys, ended, n_end, batch, true);
+	finish(s, keys, revoked, n_rev, batch, false);
+	resolve_duplicates(keys, st, n);
+	goto out;
+
+fail_all:
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].result == PENDING)
+			keys[i].result = rc;
+out:
+	mcs_master_free(resp);
+	free(ops);
+	free(st);
+	free(live);
+	free(names);
+	free(sizes);
+	free(ended);
+	free(revoked);
+	return 0;
+}
+
+int mcs_put_staged(struct mooncake_store *s, const char *key, const void *value,
+		   size_t size, const mooncake_replicate_config_t *cfg)
+{
+	struct mcs_put_key k = { .key = key, .n_parts = 1, .trusted = true };
+	void *buf;
+	int rc;
+
+	if (!mcs_key_ok(key) || !value || !size)
+		return -EINVAL;
+	if (!s->staging || size > mcs_staging_size(s->staging)) {
+		mc_log_warn("store",
+			    "put %s: %zu bytes do not fit the staging buffer "
+			    "(local_buffer_size %llu); use put_from with a "
+			    "registered buffer or raise local_buffer_size",
+			    key, size,
+			    (unsigned long long)s->cfg.local_buffer_size);
+		return -EINVAL;
+	}
+	rc = mcs_staging_alloc(s->staging, size, atomic_load(&s->transfer_ms),
+			       &buf);
+	if (rc)
+		return rc;
+	memcpy(buf, value, size);
+	k.parts = &buf;
+	k.part_sizes = &size;
+	(void)mcs_put_keys(s, &k, 1, cfg, false);
+	mcs_staging_free(s->staging, buf, size);
+	return k.result;
+}

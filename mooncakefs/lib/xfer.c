@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Transfer runner (see xfer.h): resolve endpoints through a cache, submit
+ * every operation in batches of up to XFER_BATCH_CAP requests, then wait
+ * for all of them against one deadline.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "mc_map.h"
+#include "mooncake/mc_err.h"
+#include "util.h"
+#include "xfer.h"
+
+#define XFER_BATCH_CAP 256u
+#define XFER_POOL 8u
+
+struct mcs_xfer {
+	struct te_engine *eng;
+	pthread_mutex_t lock;
+	struct mc_map *segs; /* endpoint -> struct te_segment * */
+	struct te_batch *pool[XFER_POOL];
+	unsigned n_pool;
+};
+
+int mcs_xfer_create(struct te_engine *eng, struct mcs_xfer **out)
+{
+	struct mcs_xfer *x = calloc(1, sizeof(*x));
+	int rc;
+
+	if (!x)
+		return -ENOMEM;
+	rc = mc_map_create(&x->segs);
+	if (rc) {
+		free(x);
+		return rc;
+	}
+	x->eng = eng;
+	pthread_mutex_init(&x->lock, NULL);
+	*out = x;
+	return 0;
+}
+
+static void close_seg(const struct mc_map_entry *e, void *arg)
+{
+	struct te_segment *seg;
+
+	(void)arg;
+	memcpy(&seg, e->val, sizeof(seg));
+	te_segment_close(seg);
+}
+
+void mcs_xfer_destroy(struct mcs_xfer *x)
+{
+	if (!x)
+		return;
+	for (unsigned i = 0; i < x->n_pool; i++)
+		(void)te_batch_destroy(x->pool[i]);
+	mc_map_foreach(x->segs, close_seg, NULL);
+	mc_map_destroy(x->segs);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+static int get_segment(struct mcs_xfer *x, const char *name,
+		       struct te_segment **out)
+{
+	const struct mc_map_entry *e;
+	struct te_segment *seg, *extra = NULL;
+	char err[TE_ERR_LEN] = "";
+	size_t len = strlen(name);
+	int rc = 0;
+
+	pthread_mutex_lock(&x->lock);
+	e = mc_map_get(x->segs, name, len);
+	if (e)
+		memcpy(out, e->val, sizeof(*out));
+	pthread_mutex_unlock(&x->lock);
+	if (e)
+		return 0;
+	rc = te_segment_open(x->eng, name, &seg, err, sizeof(err));
+	if (rc) {
+		mc_log_debug("store", "open segment %s: %s", name, err);
+		return rc;
+	}
+	pthread_mutex_lock(&x->lock);
+	e = mc_map_get(x->segs, name, len);
+	if (e) {
+		/* Another thread opened it meanwhile: use theirs. */
+		memcpy(out, e->val, sizeof(*out));
+		extra = seg;
+	} else if (!mc_map_put(x->segs, name, len, &seg, sizeof(seg))) {
+		*out = seg;
+	} else {
+		extra = seg;
+		rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&x->lock);
+	if (extra)
+		te_segment_close(extra);
+	return rc;
+}
+
+static int batch_get(struct mcs_xfer *x, struct te_batch **out)
+{
+	pthread_mutex_lock(&x->lock);
+	if (x->n_pool) {
+		*out = x->pool[--x->n_pool];
+		pthread_mutex_unlock(&x->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&x->lock);
+	return te_batch_create(x->eng, XFER_BATCH_CAP, out);
+}
+
+/* Only called once nothing is in flight. */
+static void batch_put(struct mcs_xfer *x, struct te_batch *b)
+{
+	if (te_batch_reset(b)) {
+		(void)te_batch_destroy(b);
+		return;
+	}
+	pthread_mutex_lock(&x->lock);
+	if (x->n_pool < XFER_POOL) {
+		x->pool[x->n_pool++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&x->lock);
+	if (b)
+		(void)te_batch_destroy(b);
+}
+
+struct chunk {
+	struct te_batch *b;
+	size_t *idx; /* op index of each request */
+	unsigned n;
+};
+
+static int op_result(const struct te_status *st, uint64_t len)
+{
+	switch (st->status) {
+	case TE_COMPLETED:
+		return st->transferred == len ? 0 : MC_ETRANSFER;
+	case TE_TIMEOUT:
+		return -ETIMEDOUT;
+	case TE_WAITING:
+		return -ETIMEDOUT;
+	case TE_FAILED:
+	default:
+		return st->error ? st->error : MC_ETRANSFER;
+	}
+}
+
+/* Wait for one chunk against the deadline, collect, drain, recycle. */
+static void finish_chunk(struct mcs_xfer *x, struct chunk *c,
+			 struct mcs_xfer_op *ops, uint64_t deadline)
+{
+	uint64_t now = mcs_now_ms();
+	int left = now >= deadline ? 0 : (int)(deadline - now);
+	bool timed_out = te_batch_wait(c->b, left) == -ETIMEDOUT;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		struct mcs_xfer_op *op = &ops[c->idx[i]];
+		struct te_status st;
+
+		if (te_batch_status(c->b, i, &st))
+			op->result = MC_ETRANSFER;
+		else
+			op->result = op_result(&st, op->len);
+	}
+	if (timed_out) {
+		/* Our caller gives up; the engine's own timeout ends these. */
+		mc_log_debug("store", "transfer batch of %u timed out", c->n);
+		(void)te_batch_wait(c->b, -1);
+	}
+	batch_put(x, c->b);
+	c->b = NULL;
+}
+
+static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		    uint64_t deadline)
+{
+	struct te_request *reqs = NULL;
+	struct chunk *chunks = NULL;
+	size_t *idx = NULL, n_live = 0, n_chunks = 0;
+	const char *last_name = NULL;
+	struct te_segment *last_seg = NULL;
+
+	if (!n)
+		return 0;
+	reqs = calloc(n, sizeof(*reqs));
+	idx = calloc(n, sizeof(*idx));
+	chunks = calloc((n + XFER_BATCH_CAP - 1) / XFER_BATCH_CAP,
+			sizeof(*chunks));
+	if (!reqs || !idx || !chunks) {
+		free(reqs);
+		free(idx);
+		free(chunks);
+		for (size_t i = 0; i < n; i++)
+			ops[i].result = -ENOMEM;
+		return -ENOMEM;
+	}
+	/* Resolve endpoints; runs of one endpoint cost one lookup. */
+	for (size_t i = 0; i < n; i++) {
+		struct mcs_xfer_op *op = &ops[i];
+		struct te_segment *seg = NULL;
+		int rc = 0;
+
+		op->result = 0;
+		if (!op->len)
+			continue;
+		if (last_name && !strcmp(last_name, op->endpoint)) {
+			seg = last_seg;
+		} else {
+			rc = get_segment(x, op->endpoint, &seg);
+			if (!rc) {
+				last_name = op->endpoint;
+				last_seg = seg;
+			}
+		}
+		if (rc) {
+			op->result = rc;
+			continue;
+		}
+		reqs[n_live] = (struct te_request){ .opcode = op->opcode,
+						    .local = op->local,
+						    .target = seg,
+						    .target_addr = op->remote,
+						    .length = op->len };
+		idx[n_live++] = i;
+	}
+	/* Submit everything before waiting for anything. */
+	for (size_t off = 0; off < n_live; off += XFER_BATCH_CAP) {
+		struct chunk *c = &chunks[n_chunks];
+		unsigned cnt = (unsigned)(n_live - off < XFER_BATCH_CAP ?
+						  n_live - off :
+						  XFER_BATCH_CAP);
+		int rc = batch_get(x, &c->b);
+
+		if (!rc) {
+			rc = te_batch_submit(c->b, &reqs[off], cnt);
+			if (rc) {
+				batch_put(x, c->b);
+				c->b = NULL;
+			}
+		}
+		if (rc) {
+			for (unsigned i = 0; i < cnt; i++)
+				ops[idx[off + i]].result = rc;
+			continue;
+		}
+		c->idx = &idx[off];
+		c->n = cnt;
+		n_chunks++;
+	}
+	for (size_t i = 0; i < n_chunks; i++)
+		finish_chunk(x, &chunks[i], ops, deadline);
+	free(reqs);
+	free(idx);
+	free(chunks);
+	return 0;
+}
+
+/* Failures that a second try may cure: the peer restarted or went away
+ * and the engine has marked it stale; the retry resolves it again. */
+static bool retryable(int rc)
+{
+	return rc && rc != -ETIMEDOUT && rc != MC_ENOTREG && rc != -EINVAL &&
+	       rc != -ENOMEM;
+}
+
+int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		 unsigned timeout_ms)
+{
+	uint64_t deadline = mcs_now_ms() + timeout_ms;
+	struct mcs_xfer_op *again;
+	size_t *where, n_again = 0;
+	int rc;
+
+	rc = run_pass(x, ops, n, deadline);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		n_again += retryable(ops[i].result);
+	if (!n_again || mcs_now_ms() >= deadline)
+		return 0;
+	again = calloc(n_again, sizeof(*again));
+	where = calloc(n_again, sizeof(*where));
+	if (!again || !where) {
+		free(again);
+		free(where);
+		return 0;
+	}
+	n_again = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!retryable(ops[i].result))
+			continue;
+		where[n_again] = i;
+		again[n_again++] = ops[i];
+	}
+	mc_log_debug("store", "retrying %zu of %zu transfers once", n_again, n);
+	if (!run_pass(x, again, n_again, deadline))
+		for (size_t i = 0; i < n_again; i++)
+			ops[where[i]].result = again[i].result;
+	free(again);
+	free(where);
+	return 0;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file xfer.h
+ * Moves the bytes of puts and gets: a list of (local buffer, endpoint,
+ * remote address, length) operations run through transfer-engine batches,
+ * as few as possible, with a result per operation. Replica choice and
+ * failover are the caller's (store_put.c, store_get.c).
+ *
+ * Segments (peers) are opened once per endpoint and cached until destroy;
+ * the engine re-resolves a cached peer by itself when it went stale (the
+ * peer restarted), so a later call reaches the new process. Batches come
+ * from a small pool.
+ *
+ * Thread safety: any number of threads may call mcs_xfer_run() at once.
+ */
+#ifndef MCS_XFER_H
+#define MCS_XFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mc_compiler.h"
+#include "mooncake/te.h"
+
+struct mcs_xfer;
+
+struct mcs_xfer_op {
+	enum te_opcode opcode;
+	void *local; /* registered local memory */
+	const char *endpoint; /* the replica's engine name */
+	uint64_t remote; /* address there */
+	uint64_t len;
+	int result; /* out: 0, -ETIMEDOUT or the engine's code */
+};
+
+int mcs_xfer_create(struct te_engine *eng, struct mcs_xfer **out) MC_MUST_CHECK;
+/** Destroy pooled batches and close segments (before te_engine_destroy). */
+void mcs_xfer_destroy(struct mcs_xfer *x);
+
+/**
+ * Run n operations; each gets its result. An operation that failed for
+ * any reason but a timeout is tried once more (the engine re-resolves a
+ * peer it found stale, so a peer that restarted is reached on the second
+ * try). Operations whose requests have not ended after timeout_ms are
+ * -ETIMEDOUT; the call still waits for the engine to end them (its own
+ * per-request timeout) before returning, so no request touches local
+ * memory afterwards. Returns 0, or -ENOMEM when nothing could be tried
+ * (every result is then -ENOMEM too).
+ */
+int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		 unsigned timeout_ms);
+
+#endif

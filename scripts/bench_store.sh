@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Benchmark of the Mooncake Store, by hand only (never in CI, no timing is
+# asserted). Builds the four programs it needs in Release (build-release/,
+# as scripts/build.sh release configures it), then, on 127.0.0.1 with
+# ephemeral ports:
+#
+#   1. store_bench: a mooncake_master (durable: sqlite in the temporary
+#      directory, WAL, synchronous=NORMAL) with its HTTP metadata server,
+#      one pool member (mooncake_client, --global_segment_size, default
+#      256MiB, pre-faulted) and a redis-server (no persistence). store_bench
+#      puts and gets through the C API from 1 and 4 processes, our client
+#      reading through shared memory and then forced onto TCP
+#      (MC_FORCE_TCP=1), each case next to Redis measured with hiredis.
+#   2. master_bench: a fresh mooncake_master of its own (the bench mounts
+#      a fake 1 TiB segment there), durable as above: RPC rates, latency
+#      and RSS per key after 1,000,000 keys.
+#   3. master_bench again, puts only, against a master with
+#      --db_full_sync (an fsync per commit).
+#
+# Prints the benches' markdown tables (docs/benchmarks.md). Daemons, the
+# temporary directory and the pool member's /dev/shm/mooncake.seg.* are
+# cleaned up on any exit.
+#
+# Usage: scripts/bench_store.sh [--only store|master] [--seconds S]
+#                               [--segment_size SIZE] [--no_full_sync]
+#                               [--pin C,S] [-- store_bench options]
+#   --only store|master  run one bench only
+#   --seconds S          per case (store_bench default 2, master_bench 3)
+#   --segment_size SIZE  the pool member's segment (default 256MiB)
+#   --no_full_sync       skip step 3
+#   --pin C,S            master_bench: clients on CPU C, the master and
+#                        the raw TCP server on CPU S (default: no pinning)
+#   -- ...               passed to store_bench (e.g. --procs 1 --sizes 1MiB)
+# Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${MC_BENCH_BUILD_DIR:-$root/build-release}
+only=
+seconds=
+segsize=256MiB
+full_sync=1
+pin=
+store_args=()
+tmp=
+segname=mc-bench-store-$$
+pids=()
+
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--only) only=$2; shift 2 ;;
+	--seconds) seconds=$2; shift 2 ;;
+	--segment_size) segsize=$2; shift 2 ;;
+	--no_full_sync) full_sync=0; shift ;;
+	--pin) pin=$2; shift 2 ;;
+	--) shift; store_args=("$@"); break ;;
+	-h | --help) sed -n '3,/^# Environment/p' "$0"; exit 0 ;;
+	*) echo "bench_store: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+case $only in
+'' | store | master) ;;
+*) echo "bench_store: --only store|master" >&2; exit 2 ;;
+esac
+
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	# The member unlinks its segment when it leaves cleanly; not after
+	# a kill -9 (the name is ours alone).
+	rm -f "/dev/shm/mooncake.seg.$segname"
+	if [[ -n $tmp ]]; then
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log="$build/bench-store-build.log"
+mkdir -p "$build"
+echo "bench_store: building Release in $build" >&2
+if ! { { [[ -f $build/CMakeCache.txt ]] ||
+	CC=gcc cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+		-DMC_WERROR=OFF -DBUILD_TESTING=OFF; } &&
+	cmake --build "$build" -j"$(nproc)" --target mooncake_master \
+		mooncake_client store_bench master_bench; } >"$log" 2>&1; then
+	tail -n 30 "$log" >&2
+	echo "bench_store: build failed (full log: $log)" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mc-bench-store.XXXXXX")
+
+# forget PID: drop a process that has ended from the cleanup list.
+forget() {
+	local p keep=()
+	for p in "${pids[@]}"; do
+		[[ $p == "$1" ]] || keep+=("$p")
+	done
+	pids=("${keep[@]}")
+}
+
+# stop PID: SIGTERM (a clean leave), then wait.
+stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	forget "$1"
+}
+
+# wait_file NAME PID FILE...: until every FILE is non-empty.
+wait_file() {
+	local name=$1 pid=$2 f i
+	shift 2
+	for f in "$@"; do
+		for ((i = 0; i < 300; i++)); do
+			[[ -s $f ]] && break
+			if ! kill -0 "$pid" 2>/dev/null; then
+				cat "$tmp/$name.log" >&2
+				echo "bench_store: $name exited" >&2
+				exit 1
+			fi
+			sleep 0.1
+		done
+		if [[ ! -s $f ]]; then
+			cat "$tmp/$name.log" >&2
+			echo "bench_store: $name wrote no $(basename "$f")" >&2
+			exit 1
+		fi
+	done
+}
+
+# start_master NAME [options]: sets master_pid, master_addr, meta_url.
+start_master() {
+	local name=$1 pre=()
+	shift
+	[[ -n $pin ]] && pre=(taskset -c "${pin#*,}")
+	"${pre[@]}" "$build/master/mooncake_master" --rpc_address 127.0.0.1 \
+		--rpc_port 0 --port_file "$tmp/$name.port" \
+		--metrics_host 127.0.0.1 --metrics_port 0 \
+		--enable_http_metadata_server \
+		--http_metadata_server_host 127.0.0.1 \
+		--http_metadata_server_port 0 \
+		--metadata_port_file "$tmp/$name.meta" \
+		--db_path "$tmp/$name.db" --enable_metric_reporting=false \
+		"$@" >"$tmp/$name.log" 2>&1 &
+	master_pid=$!
+	pids+=("$master_pid")
+	wait_file "$name" "$master_pid" "$tmp/$name.port" "$tmp/$name.meta"
+	master_addr=127.0.0.1:$(<"$tmp/$name.port")
+	meta_url=http://127.0.0.1:$(<"$tmp/$name.meta")/metadata
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket();
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# run COMMAND...: in the background, so that a signal reaches cleanup.
+run() {
+	local pid
+	"$@" &
+	pid=$!
+	pids+=("$pid")
+	if ! wait "$pid"; then
+		forget "$pid"
+		echo "bench_store: failed: $*" >&2
+		exit 1
+	fi
+	forget "$pid"
+}
+
+read -r load _ </proc/loadavg
+if awk -v l="$load" 'BEGIN { exit !(l > 0.5) }'; then
+	echo "bench_store: warning: load average $load; other work (or the" \
+		"build just done) may make the figures noisy" >&2
+fi
+
+if [[ $only != master ]]; then
+	start_master store
+	store_master=$master_pid
+	"$build/mooncakefs/cli/mooncake_client" --host 127.0.0.1 --port 0 \
+		--global_segment_size "$segsize" \
+		--master_server_address "$master_addr" \
+		--metadata_server "$meta_url" --segment_name "$segname" \
+		--port_file "$tmp/member.port" >"$tmp/member.log" 2>&1 &
+	member=$!
+	pids+=("$member")
+	wait_file member "$member" "$tmp/member.port"
+	redis_port=$(free_port)
+	redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
+		--appendonly no --daemonize no --dir "$tmp" \
+		>"$tmp/redis.log" 2>&1 &
+	pids+=("$!")
+	for ((i = 0; i < 100; i++)); do
+		redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	echo "bench_store: master $master_addr, member" \
+		"127.0.0.1:$(<"$tmp/member.port") ($segsize), redis" \
+		"127.0.0.1:$redis_port" >&2
+	sargs=(--master_server_address "$master_addr"
+		--metadata_server "$meta_url" --pool_size "$segsize"
+		--redis "127.0.0.1:$redis_port")
+	[[ -n $seconds ]] && sargs+=(--seconds "$seconds")
+	echo "## store_bench"
+	echo
+	run "$build/bench/store_bench" "${sargs[@]}" "${store_args[@]}"
+	echo
+	stop "$member"
+	stop "$store_master"
+fi
+
+if [[ $only != store ]]; then
+	margs=()
+	[[ -n $seconds ]] && margs+=(--seconds "$seconds")
+	[[ -n $pin ]] && margs+=(--pin "$pin")
+	start_master meta
+	echo "## master_bench (sqlite, synchronous=NORMAL)"
+	echo
+	run "$build/bench/master_bench" --master_server_address "$master_addr" \
+		--master_pid "$master_pid" --label sqlite "${margs[@]}"
+	du -k "$tmp/meta.db"* | awk '{ s += $1 } END {
+		printf "\nsqlite files after the run: %.0f MiB\n\n", s / 1024 }'
+	stop "$master_pid"
+	if ((full_sync)); then
+		start_master sync --db_full_sync
+		echo "## master_bench (sqlite, --db_full_sync)"
+		echo
+		run "$build/bench/master_bench" \
+			--master_server_address "$master_addr" \
+			--master_pid "$master_pid" --label "sqlite+fsync" \
+			--cases put --mem_keys 0 "${margs[@]}"
+		stop "$master_pid"
+	fi
+fi

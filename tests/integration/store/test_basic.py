@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Three pool members on loopback: puts and gets with checksums, replicas
+on distinct segments, batches with hits and misses, leases, the admin
+HTTP, malformed frames, and the CLI."""
+import random
+import socket
+import struct
+
+import pytest
+
+from pool import Shell, cli, eventually
+
+
+def test_random_puts_and_gets_verify(procs, tmp_path, master, members):
+    sh = Shell(procs, tmp_path, master)
+    eventually(lambda: len(master.segments()) == 3, what="3 segments")
+    rng = random.Random(7)
+    objs = {}
+    for i in range(60):
+        size = rng.choice([1, 100, 4096, 65536, 1 << 20, 3 << 20]) + \
+            rng.randrange(64)
+        objs[f"obj/{i}"] = (size, i + 1)
+        sh.ok(f"put obj/{i} {size} {i + 1}")
+    for key, (size, seed) in rng.sample(sorted(objs.items()), len(objs)):
+        sh.ok(f"check {key} {size} {seed}")
+        assert sh.ok(f"size {key}") == str(size)
+    # A put of an existing key succeeds and does not overwrite it.
+    sh.ok("put obj/0 77 999")
+    k0size, k0seed = objs["obj/0"]
+    sh.ok(f"check obj/0 {k0size} {k0seed}")
+    assert master.metric("master_key_count") == len(objs)
+    sh.close()
+
+
+def test_replicas_on_distinct_segments(procs, tmp_path, master, members):
+    sh = Shell(procs, tmp_path, master)
+    eventually(lambda: len(master.segments()) == 3, what="3 segments")
+    for i in range(10):
+        sh.ok(f"put rep/{i} 200000 {i} 3")
+        desc = sh.ok(f"desc rep/{i}").split()
+        assert int(desc[0]) == 3, desc
+        endpoints = [d.split("@")[0] for d in desc[1:]]
+        assert len(set(endpoints)) == 3, endpoints
+        assert set(endpoints) == {m.name for m in members}
+        sh.ok(f"check rep/{i} 200000 {i}")
+
+
+def test_batches_with_hits_and_misses(procs, tmp_path, master, members):
+    sh = Shell(procs, tmp_path, master)
+    reply = sh.ok("bput 16 b/ 65536 5")
+    assert all(c == "0" for c in reply.split()[-1].split(",")), reply
+    reply = sh.ok("bget 16 b/ 65536 5")
+    assert all(c == "65536" or c == "0" for c in
+               reply.split()[-1].split(",")), reply
+    # Keys 16..23 were never put: misses in the same batch as hits.
+    reply = sh.cmd("bget 24 b/ 65536 5")
+    codes = reply.split()[-1].split(",")
+    assert len(codes) == 24, reply
+    assert all(int(c) >= 0 for c in codes[:16]), reply
+    assert all(c == "-704" for c in codes[16:]), reply
+    keys = [f"b/{i}" for i in range(20)]
+    assert sh.exist(keys) == [1] * 16 + [0] * 4
+    assert sh.exist([]) == []
+    # Duplicate keys in one batch: one object, no error.
+    sh.ok("put dup 100 1")
+    assert sh.exist(["dup", "dup", "nope"]) == [1, 1, 0]
+
+
+def test_leases_and_remove(procs, tmp_path, master, members):
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put leased 1000 3")
+    sh.ok("get leased")  # grants a 10 s lease
+    assert sh.code("rm leased") == -706
+    sh.ok("rm leased force")
+    assert sh.exist(["leased"]) == [0]
+    assert sh.code("get leased") == -704
+    assert sh.code("rm leased") == -704
+    sh.ok("put re 1000 4")
+    assert sh.ok("rmre ^r.$ force") == "1"
+    sh.ok("put a1 10 1")
+    sh.ok("put a2 10 2")
+    assert int(sh.ok("rmall force")) >= 2
+    assert master.metric("master_key_count") == 0
+
+
+def test_admin_http(procs, tmp_path, master, members):
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put web/x 1234 1")
+    eventually(lambda: len(master.segments()) == 3, what="3 segments")
+    assert sorted(master.segments()) == sorted(m.name for m in members)
+    st, body = master.http("/query_key?key=web/x")
+    assert st == 200 and '"size_":1234' in body, body
+    st, body = master.http("/query_key?key=nope")
+    assert st == 404 and "-704" in body
+    st, body = master.http("/batch_query_keys?keys=web/x,nope")
+    assert st == 200 and '"web/x"' in body and '"nope"' in body
+    st, body = master.http("/get_all_keys")
+    assert st == 200 and "web/x" in body.splitlines()
+    for name in ("master_total_capacity_bytes", "master_allocated_bytes",
+                 "master_key_count", "master_active_clients",
+                 "master_put_start_requests_total",
+                 "master_get_replica_list_requests_total"):
+        master.metric(name)
+    assert master.metric("master_total_capacity_bytes") == 3 * 32 * 10**6 \
+        or master.metric("master_total_capacity_bytes") >= 3 * 32 * 10**6
+    st, body = master.http("/health")
+    assert st == 200 and '"ok"' in body
+
+
+def frame(method, body, rid=1, magic=0x3152434D, version=1, kind=0):
+    return struct.pack("<IBBHIIQ", magic, version, kind, method, len(body), 0,
+                       rid) + body
+
+
+def closed_by_master(port, data):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        s.sendall(data)
+        s.settimeout(10)
+        try:
+            return s.recv(4096) == b""
+        except ConnectionResetError:
+            return True
+    finally:
+        s.close()
+
+
+def test_malformed_frames_close_only_that_connection(procs, tmp_path,
+                                                     master, members):
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put keep 4096 9")
+    bad = [
+        b"GET / HTTP/1.1\r\n\r\n" + b"x" * 8,           # not our magic
+        frame(10, b"", version=9),                       # unknown version
+        frame(10, b"", kind=1),                          # a response
+        frame(10, b"\xff\xff\xff\xff"),                  # body does not decode
+        struct.pack("<IBBHIIQ", 0x3152434D, 1, 0, 10, 1 << 30, 0, 1),  # huge
+    ]
+    for data in bad:
+        assert closed_by_master(master.rpc_port, data), data[:16]
+    # An unknown method is answered, not dropped: code -1012.
+    s = socket.create_connection(("127.0.0.1", master.rpc_port), timeout=10)
+    s.sendall(frame(4242, b""))
+    hdr = s.recv(24)
+    assert len(hdr) == 24 and struct.unpack("<H", hdr[6:8])[0] == 4242
+    s.close()
+    # Others are served throughout.
+    sh.ok("check keep 4096 9")
+    assert "keys 1" in cli(master, "status").stdout
+
+
+def test_cli(procs, tmp_path, master, members):
+    src = tmp_path / "src.bin"
+    src.write_bytes(random.Random(3).randbytes(3 << 20))
+    cli(master, "put", str(src), "files/a")
+    cli(master, "put", str(src), "files/b", "--replicas", "2")
+    out = cli(master, "status").stdout
+    assert "keys 2" in out and "clients" in out
+    for m in members:
+        assert m.name in out
+    ls = cli(master, "ls", "files/").stdout.split("\n")
+    assert [l.split()[-1] for l in ls if l] == ["files/a", "files/b"]
+    info = cli(master, "info", "files/b").stdout
+    assert "replicas  2" in info and str(3 << 20) in info
+    dst = tmp_path / "dst.bin"
+    cli(master, "get", "files/a", str(dst))
+    assert dst.read_bytes() == src.read_bytes()
+    p = cli(master, "info", "nope", check=False)
+    assert p.returncode == 1 and "-704" in p.stderr \
+        and "OBJECT_NOT_FOUND" in p.stderr
+    cli(master, "rm", "files/a", "--force")
+    p = cli(master, "get", "files/a", str(dst), check=False)
+    assert p.returncode == 1 and "OBJECT_NOT_FOUND" in p.stderr
+    p = cli(master, "frobnicate", check=False)
+    assert p.returncode == 2

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Eviction under pressure: least recently read first, leased and
+hard-pinned objects kept, existence polling cannot pin the pool, and a
+full pool answers -200 NO_AVAILABLE_HANDLE, then recovers."""
+import random
+import threading
+import time
+
+from pool import Master, Member, Shell, cli, cleanup_segments, eventually
+
+OBJ = 256 * 1024
+
+
+def pool(procs, tmp_path, *args, n=3, size="16MiB"):
+    m = Master(procs, tmp_path, "--eviction_high_watermark_ratio", "0.9",
+               "--eviction_ratio", "0.05", *args)
+    ms = [Member(procs, tmp_path, m, size=size) for _ in range(n)]
+    eventually(lambda: len(m.segments()) == n, what="segments mounted")
+    return m, ms
+
+
+def test_least_recently_read_go_first(procs, tmp_path):
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "200")
+    try:
+        sh = Shell(procs, tmp_path, m)
+        old = [f"old/{i}" for i in range(120)]
+        for i, k in enumerate(old):
+            sh.ok(f"put {k} {OBJ} {i}")
+        order = old[:]
+        random.Random(1).shuffle(order)
+        for k in order:
+            sh.ok(f"get {k}")
+        time.sleep(0.5)  # read leases (200 ms) expire
+        assert m.metric("master_evicted_key_count") == 0
+        # 190 x 256 KiB = 47.5 MiB crosses the 0.9 watermark of 48 MiB.
+        for i in range(70):
+            sh.ok(f"put new/{i} {OBJ} {1000 + i}")
+        eventually(lambda: m.metric("master_evicted_key_count") > 0,
+                   what="eviction")
+        time.sleep(0.2)
+        gone = [k for k, e in zip(old, sh.exist(old)) if not e]
+        assert gone, "nothing evicted"
+        quarter = set(order[:len(order) // 4])
+        share = sum(k in quarter for k in gone) / len(gone)
+        assert share >= 0.9, (len(gone), share)
+        # What stayed is intact.
+        for k in old:
+            if k not in gone:
+                sh.ok(f"check {k} {OBJ} {old.index(k)}")
+                break
+        assert m.metric("master_allocated_bytes") <= \
+            0.9 * m.metric("master_total_capacity_bytes") + OBJ
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_leased_and_hard_pinned_are_kept(procs, tmp_path):
+    m, ms = pool(procs, tmp_path)
+    try:
+        sh = Shell(procs, tmp_path, m)
+        blob = tmp_path / "pin.bin"
+        blob.write_bytes(b"p" * OBJ)
+        pinned = [f"pin/{i}" for i in range(5)]
+        for k in pinned:
+            cli(m, "put", str(blob), k, "--hard_pin")
+        plain = [f"plain/{i}" for i in range(40)]
+        for i, k in enumerate(plain):
+            sh.ok(f"put {k} {OBJ} {i}")
+        leased = plain[:10]
+        for k in leased:
+            sh.ok(f"get {k}")  # 10 s lease
+        for i in range(150):
+            code = sh.code(f"put fill/{i} {OBJ} {i}")
+            assert code == 0, code
+        assert m.metric("master_evicted_key_count") > 0
+        assert sh.exist(pinned) == [1] * len(pinned)
+        assert sh.exist(leased) == [1] * len(leased)
+        for i, k in enumerate(leased):
+            sh.ok(f"check {k} {OBJ} {i}")
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_exist_polling_does_not_stop_eviction(procs, tmp_path):
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "1000",
+                 "--exist_max_idle", "1500")
+    try:
+        sh = Shell(procs, tmp_path, m)
+        keys = [f"k/{i}" for i in range(150)]
+        for i, k in enumerate(keys):
+            sh.ok(f"put {k} {OBJ} {i}")
+        poller = Shell(procs, tmp_path, m)
+        stop = threading.Event()
+        polls = [0]
+
+        def poll():
+            while not stop.is_set():
+                poller.exist(keys)
+                polls[0] += 1
+                time.sleep(0.1)
+
+        t = threading.Thread(target=poll)
+        t.start()
+        try:
+            time.sleep(2.0)  # longer than exist_max_idle since the puts
+            for i in range(40):
+                assert sh.code(f"put more/{i} {OBJ} {i}") == 0
+            eventually(lambda: m.metric("master_evicted_key_count") > 0,
+                       what="eviction despite polling")
+        finally:
+            stop.set()
+            t.join()
+        assert polls[0] >= 10
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_full_pool_answers_200_and_recovers(procs, tmp_path):
+    m, ms = pool(procs, tmp_path, n=1, size="8MiB")
+    try:
+        blob = tmp_path / "one.bin"
+        blob.write_bytes(b"x" * (1 << 20))
+        stored = []
+        for i in range(12):
+            p = cli(m, "put", str(blob), f"full/{i}", "--hard_pin",
+                    check=False)
+            if p.returncode:
+                assert "-200" in p.stderr and "NO_AVAILABLE_HANDLE" in \
+                    p.stderr, p.stderr
+                break
+            stored.append(f"full/{i}")
+        else:
+            raise AssertionError("pool never filled")
+        assert 5 <= len(stored) <= 8
+        sh = Shell(procs, tmp_path, m)
+        assert sh.code(f"put more {1 << 20} 1") == -200
+        assert m.metric("master_put_start_alloc_failures_total") >= 2
+        cli(m, "rm", stored[0], "--force")
+        sh.ok(f"put more {1 << 20} 1")
+        sh.ok(f"check more {1 << 20} 1")
+        # A value larger than any segment can never fit.
+        assert sh.code(f"put huge {64 << 20} 1") in (-200, -600)
+    finally:
+        cleanup_segments([x.port for x in ms])

