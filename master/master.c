@@ -121,7 +121,8 @@ static void reserve_all(struct restore *r)
 {
 	struct master *m = r->m;
 
-	qsort(r->p, r->n, sizeof(*r->p), by_seg_offset);
+	if (r->n)
+		qsort(r->p, r->n, sizeof(*r->p), by_seg_offset);
 	for (size_t i = 0; i < r->n; i++) {
 		struct pending *p = &r->p[i];
 		struct mc_alloc_block *b;

@@ -14,7 +14,8 @@ progs=("$@")
 if [ ${#progs[@]} -eq 0 ]; then
 	progs=(build-gcc/metad/mooncake_metad build-gcc/master/mooncake_master
 		build-gcc/mooncakefs/cli/mooncake_client
-		build-gcc/mooncakefs/cli/mooncake)
+		build-gcc/mooncakefs/cli/mooncake
+		build-gcc/tests/tools/store_cfgdoc)
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

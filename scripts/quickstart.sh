@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job, one command: install what is needed, build, start the pool
-# on this machine and show it answering. Today the pool is its metadata
-# service (mooncake_metad with a durable sqlite store); later issues add the
-# master, the mounted filesystem and the rest.
+# The main job, one command: install what is needed, build, start a
+# single-node pool on this machine and show it working. Today the pool is
+# mooncake_master (with its embedded metadata service and its sqlite
+# record) and one mooncake_client pool member contributing memory; the
+# mounted filesystem arrives with issue 5.
 #
 #   scripts/quickstart.sh          set up, build, start, demonstrate
 #   scripts/quickstart.sh stop     stop what it started
@@ -10,35 +11,71 @@
 #
 # Everything listens on 127.0.0.1 only (see docs/operations.md, trust
 # model). State lives in $MC_STATE_DIR (default: .state/ in the checkout).
-# MC_METAD_PORT picks the port (default 8080, upstream's).
+# Ports (upstream's defaults): MC_MASTER_PORT 50051, MC_METRICS_PORT 9003,
+# MC_METAD_PORT 8080, MC_CLIENT_PORT 50052. MC_SEGMENT_SIZE (1GiB) is the
+# memory the member contributes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 state=${MC_STATE_DIR:-$root/.state}
-port=${MC_METAD_PORT:-8080}
-pidfile=$state/metad.pid
+rpc_port=${MC_MASTER_PORT:-50051}
+metrics_port=${MC_METRICS_PORT:-9003}
+meta_port=${MC_METAD_PORT:-8080}
+client_port=${MC_CLIENT_PORT:-50052}
+segment=${MC_SEGMENT_SIZE:-1GiB}
+bin=$root/build
 
-running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
 
-stop() {
-	if running; then
-		pid=$(cat "$pidfile")
+stop_one() {
+	if running "$1"; then
+		pid=$(cat "$state/$1.pid")
 		kill -TERM "$pid"
-		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		echo "stopped mooncake_metad (pid $pid)"
+		for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		echo "stopped $1 (pid $pid)"
 	else
-		echo "mooncake_metad is not running"
+		echo "$1 is not running"
 	fi
-	rm -f "$pidfile"
+	rm -f "$state/$1.pid"
+}
+
+# start NAME PORTFILE COMMAND...: run detached, wait for its port file.
+start() {
+	local name=$1 pf=$2
+	shift 2
+	if running "$name"; then
+		echo "$name already running (pid $(cat "$state/$name.pid"))"
+		return
+	fi
+	rm -f "$pf"
+	setsid "$@" </dev/null >/dev/null 2>"$state/$name.err" &
+	echo $! >"$state/$name.pid"
+	for _ in $(seq 600); do
+		[ -s "$pf" ] && return
+		if ! running "$name"; then
+			cat "$state/$name.err" "$state/$name.log" 2>/dev/null | tail -20 >&2
+			echo "$name failed to start (a port taken? see the MC_*_PORT variables)" >&2
+			rm -f "$state/$name.pid"
+			exit 1
+		fi
+		sleep 0.1
+	done
+	echo "$name did not become ready; see $state/$name.log" >&2
+	exit 1
 }
 
 case ${1:-start} in
-stop) stop; exit 0 ;;
+stop)
+	stop_one mooncake_client
+	stop_one mooncake_master
+	exit 0
+	;;
 status)
-	if running; then
-		echo "mooncake_metad running, pid $(cat "$pidfile"), http://127.0.0.1:$(cat "$state/metad.port")/metadata"
-	else
-		echo "mooncake_metad not running"
+	for d in mooncake_master mooncake_client; do
+		if running $d; then echo "$d running, pid $(cat "$state/$d.pid")"; else echo "$d not running"; fi
+	done
+	if running mooncake_master; then
+		"$bin/mooncakefs/cli/mooncake" --master "127.0.0.1:$rpc_port" status || true
 	fi
 	exit 0
 	;;
@@ -50,40 +87,36 @@ scripts/setup.sh
 MC_BUILD_DIR=build scripts/build.sh release
 mkdir -p "$state"
 
-if running; then
-	echo "mooncake_metad already running (pid $(cat "$pidfile"))"
-else
-	rm -f "$state/metad.port"
-	setsid build/metad/mooncake_metad --host 127.0.0.1 --port "$port" \
-		--store "sqlite:$state/metad.db" --port_file "$state/metad.port" \
-		--log_file "$state/metad.log" </dev/null >/dev/null 2>"$state/metad.err" &
-	echo $! >"$pidfile"
-	for _ in $(seq 100); do
-		[ -s "$state/metad.port" ] && break
-		if ! running; then
-			cat "$state/metad.err" >&2
-			echo "mooncake_metad failed to start (port $port taken? set MC_METAD_PORT)" >&2
-			rm -f "$pidfile"
-			exit 1
-		fi
-		sleep 0.05
-	done
-fi
-url="http://127.0.0.1:$(cat "$state/metad.port")/metadata"
-key="mooncake/rpc_meta/$(hostname):12345"
-esc=$(python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1],safe=""))' "$key")
+start mooncake_master "$state/master.port" \
+	"$bin/master/mooncake_master" --rpc_address 127.0.0.1 --rpc_port "$rpc_port" \
+	--metrics_host 127.0.0.1 --metrics_port "$metrics_port" \
+	--enable_http_metadata_server --http_metadata_server_host 127.0.0.1 \
+	--http_metadata_server_port "$meta_port" --db_path "$state/master.db" \
+	--port_file "$state/master.port" --log_file "$state/mooncake_master.log"
+start mooncake_client "$state/client.port" \
+	"$bin/mooncakefs/cli/mooncake_client" --host 127.0.0.1 --port "$client_port" \
+	--global_segment_size "$segment" \
+	--master_server_address "127.0.0.1:$rpc_port" \
+	--metadata_server "http://127.0.0.1:$meta_port/metadata" \
+	--port_file "$state/client.port" --log_file "$state/mooncake_client.log"
+
+export MOONCAKE_MASTER=127.0.0.1:$rpc_port
+export MOONCAKE_TE_META_DATA_SERVER=http://127.0.0.1:$meta_port/metadata
+cli=$bin/mooncakefs/cli/mooncake
+for _ in $(seq 100); do
+	"$cli" status 2>/dev/null | grep -q mounted && break
+	sleep 0.1
+done
 
 echo
-echo "metadata service: $url (store $state/metad.db, log $state/metad.log)"
-echo "\$ curl -X PUT '$url?key=$esc' -d '{\"ip_or_host_name\":\"127.0.0.1\",\"rpc_port\":12345}'"
-curl -sS -X PUT -H 'Content-Type: application/json' "$url?key=$esc" \
-	-d '{"ip_or_host_name":"127.0.0.1","rpc_port":12345}'
-echo
-echo "\$ curl '$url?key=$esc'"
-curl -sS "$url?key=$esc"
-echo
-echo "\$ curl '${url%/metadata}/health'"
-curl -sS "${url%/metadata}/health"
-echo
+echo "pool: master 127.0.0.1:$rpc_port (record $state/master.db), metadata http://127.0.0.1:$meta_port/metadata,"
+echo "      admin http://127.0.0.1:$metrics_port/metrics, one member contributing $segment"
+run() { echo "\$ $*"; "$@"; }
+run "$cli" put README.md demo/readme
+run "$cli" ls demo/
+run "$cli" info demo/readme
+run "$cli" get demo/readme "$state/readme.copy"
+run cmp README.md "$state/readme.copy" && echo "(identical)"
+run "$cli" status
 echo
 echo "Stop it with: scripts/quickstart.sh stop"
