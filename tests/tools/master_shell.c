@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * master_shell: drive the master's filesystem-support RPCs from pytest,
+ * one command line in, one reply line out ("ok ..." or "err CODE NAME"
+ * with upstream's store code). Argument "-" stands for an empty string.
+ *   list PREFIX DELIM START LIMIT -> ok N truncated=0|1 NAME:SIZE[:/] ...
+ *   stat KEY                      -> ok size=S replicas=R holds=H lease=MS
+ *   rename FROM TO [noreplace]    -> ok
+ *   hold KEY                      -> ok HOLD_ID   (GetReplicaList + hold)
+ *   renew ID | release ID         -> ok
+ *   watch EPOCH AFTER WAIT_MS     -> ok epoch=E last=L reset=0|1 TYPE:KEY[>TO] ...
+ *   rm KEY [force]                -> ok
+ *   quit                          -> exits
+ * Usage: master_shell HOST:PORT
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master_client.h"
+#include "mooncake/mc_err.h"
+
+static const char *arg(const char *s)
+{
+	return s && strcmp(s, "-") ? s : "";
+}
+
+static void err(int rc)
+{
+	int code = mc_err_to_store(rc);
+
+	printf("err %d %s\n", code, mc_store_err_name(code));
+}
+
+static void do_list(struct mcs_master *m, char **a, int n)
+{
+	Mcrpc__ListResponse *r;
+	int rc;
+
+	if (n != 5) {
+		puts("err -600 usage");
+		return;
+	}
+	rc = mcs_master_list(m, arg(a[1]), arg(a[2]), arg(a[3]),
+			     (unsigned)strtoul(a[4], NULL, 10), &r);
+	if (rc) {
+		err(rc);
+		return;
+	}
+	printf("ok %zu truncated=%d", r->n_entries, r->truncated ? 1 : 0);
+	for (size_t i = 0; i < r->n_entries; i++)
+		printf(" %s:%" PRIu64 "%s", r->entries[i]->name,
+		       r->entries[i]->size,
+		       r->entries[i]->is_prefix ? ":/" : "");
+	putchar('\n');
+	mcs_master_free(r);
+}
+
+static void do_stat(struct mcs_master *m, const char *key)
+{
+	Mcrpc__StatResponse *r;
+	int rc = mcs_master_stat(m, key, &r);
+
+	if (rc) {
+		err(rc);
+		return;
+	}
+	printf("ok size=%" PRIu64 " replicas=%u holds=%u lease=%" PRIu64
+	       " hard_pin=%d\n",
+	       r->size, r->replicas, r->holds, r->lease_ms, r->hard_pin);
+	mcs_master_free(r);
+}
+
+static void do_hold(struct mcs_master *m, const char *key)
+{
+	Mcrpc__GetReplicaListResponse *r;
+	const char *keys[1] = { key };
+	int rc = mcs_master_get_replicas(m, false, keys, 1, true, &r);
+
+	if (rc) {
+		err(rc);
+		return;
+	}
+	if (r->n_results != 1 || r->results[0]->code)
+		printf("err %d %s\n", r->n_results ? r->results[0]->code : -1,
+		       mc_store_err_name(r->n_results ? r->results[0]->code :
+							-1));
+	else
+		printf("ok %" PRIu64 "\n", r->results[0]->hold_id);
+	mcs_master_free(r);
+}
+
+static void do_lease(struct mcs_master *m, const char *id, bool renew)
+{
+	uint64_t h = strtoull(id, NULL, 10);
+	int res = 0;
+	int rc = renew ? mcs_master_lease_renew(m, &h, 1, &res) :
+			 mcs_master_lease_release(m, &h, 1, &res);
+
+	if (!rc)
+		rc = res;
+	if (rc)
+		err(rc);
+	else
+		puts("ok");
+}
+
+static const char *ev_name(int t)
+{
+	switch (t) {
+	case MCRPC__EVENT_TYPE__EV_PUT:
+		return "put";
+	case MCRPC__EVENT_TYPE__EV_REMOVE:
+		return "remove";
+	case MCRPC__EVENT_TYPE__EV_RENAME:
+		return "rename";
+	case MCRPC__EVENT_TYPE__EV_EVICT:
+		return "evict";
+	case MCRPC__EVENT_TYPE__EV_LOST:
+		return "lost";
+	}
+	return "?";
+}
+
+static void do_watch(struct mcs_master *m, char **a, int n)
+{
+	Mcrpc__WatchResponse *r;
+	int rc;
+
+	if (n != 4) {
+		puts("err -600 usage");
+		return;
+	}
+	rc = mcs_master_watch(m, strtoull(a[1], NULL, 10),
+			      strtoull(a[2], NULL, 10),
+			      (unsigned)strtoul(a[3], NULL, 10), 0, &r);
+	if (rc) {
+		err(rc);
+		return;
+	}
+	printf("ok epoch=%" PRIu64 " last=%" PRIu64 " reset=%d", r->epoch,
+	       r->last, r->reset ? 1 : 0);
+	for (size_t i = 0; i < r->n_events; i++)
+		printf(" %s:%s%s%s", ev_name(r->events[i]->type),
+		       r->events[i]->key, *r->events[i]->to ? ">" : "",
+		       r->events[i]->to);
+	putchar('\n');
+	mcs_master_free(r);
+}
+
+int main(int argc, char **argv)
+{
+	struct mcs_master *m;
+	char line[8192];
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: master_shell HOST:PORT\n");
+		return 2;
+	}
+	if (mcs_master_create(argv[1], 40000, NULL, &m)) {
+		fprintf(stderr, "master_shell: bad address %s\n", argv[1]);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while (fgets(line, sizeof(line), stdin)) {
+		char *a[8], *save = NULL;
+		int n = 0;
+
+		for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 8;
+		     t = strtok_r(NULL, " \t\r\n", &save))
+			a[n++] = t;
+		if (!n)
+			continue;
+		if (!strcmp(a[0], "quit"))
+			break;
+		if (!strcmp(a[0], "list"))
+			do_list(m, a, n);
+		else if (!strcmp(a[0], "stat") && n == 2)
+			do_stat(m, a[1]);
+		else if (!strcmp(a[0], "rename") && (n == 3 || n == 4)) {
+			int rc = mcs_master_rename(m, a[1], a[2], n == 4);
+			if (rc)
+				err(rc);
+			else
+				puts("ok");
+		} else if (!strcmp(a[0], "hold") && n == 2)
+			do_hold(m, a[1]);
+		else if (!strcmp(a[0], "renew") && n == 2)
+			do_lease(m, a[1], true);
+		else if (!strcmp(a[0], "release") && n == 2)
+			do_lease(m, a[1], false);
+		else if (!strcmp(a[0], "watch"))
+			do_watch(m, a, n);
+		else if (!strcmp(a[0], "rm") && (n == 2 || n == 3)) {
+			const char *k[1] = { a[1] };
+			int res = 0, rc = mcs_master_remove(m, false, k, 1,
+							    n == 3, &res);
+			if (!rc)
+				rc = res;
+			if (rc)
+				err(rc);
+			else
+				puts("ok");
+		} else
+			puts("err -600 unknown command");
+	}
+	mcs_master_destroy(m);
+	return 0;
+}
