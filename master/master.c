@@ -147,7 +147,7 @@ static void reserve_all(struct restore *r)
 			for (unsigned i = j; i < o->n_repl; i++)
 				o->repl[i] = (struct mst_replica){ 0 };
 			o->n_repl = (uint8_t)j;
-			if (j) {
+			if (j || !o->size) {
 				r->objects++;
 				continue;
 			}

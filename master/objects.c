@@ -31,9 +31,13 @@ uint64_t mst_replica_addr(const struct mst_replica *r)
 	return r->seg->base + mc_alloc_block_offset(r->blk);
 }
 
+/* Readable replicas; an empty object counts as one (it needs none). */
 static unsigned live_replicas(const struct mst_object *o)
 {
 	unsigned n = 0;
+
+	if (!o->size)
+		return 1;
 
 	for (unsigned i = 0; i < o->n_repl; i++)
 		n += mst_replica_live(&o->repl[i]);
@@ -114,8 +118,6 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 
 	if (rc)
 		return rc;
-	if (!size)
-		return MC_STORE_INVALID_PARAMS;
 	if (want > MST_MAX_REPLICAS)
 		want = MST_MAX_REPLICAS;
 	o = mst_objmap_get(&m->objs, key, key_len);
@@ -125,19 +127,20 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 			return MC_STORE_OBJECT_ALREADY_EXISTS;
 		discard(m, o);
 	}
-	n = mst_place(m, client, size, want, pc, repl);
-	for (int round = 0; !n && round < 4; round++) {
+	/* An empty object needs no memory: it is complete with no replica. */
+	n = size ? mst_place(m, client, size, want, pc, repl) : 0;
+	for (int round = 0; size && !n && round < 4; round++) {
 		/* Full: evict least recently read objects, then retry. */
 		if (!mst_evict(m, (size * want) << round, 0))
 			break;
 		n = mst_place(m, client, size, want, pc, repl);
 	}
-	if (!n) {
+	if (!n && size) {
 		m->stats.alloc_failures++;
 		m->need_eviction = true;
 		return MC_STORE_NO_AVAILABLE_HANDLE;
 	}
-	if (n < want)
+	if (size && n < want)
 		m->stats.partial_allocations++;
 	o = obj_new(key, key_len);
 	if (!o) {

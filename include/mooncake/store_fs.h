@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file store_fs.h
+ * Extensions of the store client (libmooncake) that a filesystem needs and
+ * upstream's API lacks: objects opened for ranged reads under a hold,
+ * objects written at offsets straight into their replicas, stat without a
+ * lease, paged listing, atomic rename, pool figures and the change feed.
+ * The FUSE daemon (mooncakefs/fuse) is built on these.
+ *
+ * Conventions are store.h's: a mooncake_store_t set up with
+ * mooncake_store_setup(); every function returns 0 (or a count) or a
+ * negative *upstream store code*; handles are thread-safe unless said.
+ */
+#ifndef MOONCAKE_STORE_FS_H
+#define MOONCAKE_STORE_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- stat and listing (no lease taken) ---------------------------------- */
+
+typedef struct mooncake_obj_stat {
+	uint64_t size;
+	uint64_t mtime_ms; /* wall clock of the put's completion */
+	uint32_t replicas; /* readable replicas now */
+	uint32_t holds; /* readers holding it open */
+	uint64_t lease_ms; /* lease time left, 0 none */
+	bool hard_pin;
+	uint64_t soft_pin_ms; /* soft pin left, 0 none */
+} mooncake_obj_stat_t;
+
+/** -704 when absent. */
+MOONCAKE_API int mooncake_store_stat(mooncake_store_t store, const char *key,
+				     mooncake_obj_stat_t *out);
+
+/* Replica descriptions for an extended attribute: "endpoint@0xaddr\n"
+ * lines into buf (NUL-terminated, truncated to len); returns the count. */
+MOONCAKE_API int mooncake_store_replica_text(mooncake_store_t store,
+					     const char *key, char *buf,
+					     size_t len);
+
+typedef struct mooncake_list_entry {
+	const char *name; /* full key, or a common prefix ending in delim */
+	uint64_t size;
+	uint64_t mtime_ms;
+	bool is_prefix;
+} mooncake_list_entry_t;
+
+/**
+ * One page of keys under prefix, after start_after (NULL or "": from the
+ * start), in bytewise order; with a delimiter, keys containing it after
+ * the prefix collapse into one prefix entry. fn is called per entry
+ * (strings valid during the call only). *truncated tells whether more
+ * follow the last entry. limit 0: 1000. Returns the number of entries.
+ */
+MOONCAKE_API int mooncake_store_list(mooncake_store_t store, const char *prefix,
+				     const char *delimiter,
+				     const char *start_after, unsigned limit,
+				     void (*fn)(void *arg,
+						const mooncake_list_entry_t *e),
+				     void *arg, bool *truncated);
+
+/** Atomic rename; replaces an existing `to` unless no_replace (-705). */
+MOONCAKE_API int mooncake_store_rename(mooncake_store_t store, const char *from,
+				       const char *to, bool no_replace);
+
+typedef struct mooncake_pool_stat {
+	uint64_t capacity; /* = master_total_capacity_bytes */
+	uint64_t allocated; /* = master_allocated_bytes */
+	uint64_t keys;
+	uint32_t clients;
+	uint32_t segments;
+} mooncake_pool_stat_t;
+
+MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t store,
+					  mooncake_pool_stat_t *out);
+
+/* ---- reading by range ---------------------------------------------------- */
+
+typedef struct mooncake_object *mooncake_object_t;
+
+/**
+ * Open key for reading: fetches its replicas and takes a hold, so the
+ * object's memory stays readable until mooncake_store_object_close(),
+ * even if it is removed or renamed over meanwhile. The hold is renewed
+ * in the background while open. -704 when absent.
+ */
+MOONCAKE_API int mooncake_store_object_open(mooncake_store_t store,
+					    const char *key,
+					    mooncake_object_t *out);
+MOONCAKE_API uint64_t mooncake_store_object_size(mooncake_object_t obj);
+/**
+ * Copy [off, off+len) of the object into buf, which must lie in memory
+ * registered with mooncake_store_register_buffer() (or be any memory when
+ * the library's staging buffer is large enough: it is copied through it).
+ * Reads past the end are cut short. Returns bytes copied or a code; a
+ * failed replica is skipped for the next one before -800 is returned.
+ */
+MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t obj,
+						uint64_t off, void *buf,
+						size_t len);
+/** Release the hold and free the handle. */
+MOONCAKE_API void mooncake_store_object_close(mooncake_object_t obj);
+
+/* ---- writing by range ---------------------------------------------------- */
+
+typedef struct mooncake_writer *mooncake_writer_t;
+
+/**
+ * Start a put of exactly size bytes under key (PutStart): replicas are
+ * allocated now; -705 if key already exists (complete or being written),
+ * -200 when the pool has no room. size 0 is allowed (an empty object).
+ */
+MOONCAKE_API int mooncake_store_writer_open(
+	mooncake_store_t store, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config, mooncake_writer_t *out);
+/** Write [off, off+len) into every replica; buf as for object_read. */
+MOONCAKE_API int mooncake_store_writer_write(mooncake_writer_t w, uint64_t off,
+					     const void *buf, size_t len);
+/** PutEnd (commit = true) or PutRevoke, then free the handle. */
+MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit);
+
+/* ---- change feed ---------------------------------------------------------- */
+
+enum mooncake_event_type {
+	MOONCAKE_EV_PUT = 1,
+	MOONCAKE_EV_REMOVE = 2,
+	MOONCAKE_EV_RENAME = 3,
+	MOONCAKE_EV_EVICT = 4,
+	MOONCAKE_EV_LOST = 5,
+};
+
+typedef struct mooncake_event {
+	uint64_t seq;
+	enum mooncake_event_type type;
+	const char *key;
+	const char *to; /* rename target, "" otherwise */
+} mooncake_event_t;
+
+/**
+ * Follow the change feed from cursor (*epoch, *after); 0/0 starts at the
+ * present. Waits up to wait_ms for an event, calls fn for each, advances
+ * the cursor. Returns the number of events, or 1 with *reset set when
+ * events were lost (the caller must forget everything it cached), or a
+ * code. Uses its own connection, so a long poll blocks nobody else.
+ */
+MOONCAKE_API int mooncake_store_watch(mooncake_store_t store, uint64_t *epoch,
+				      uint64_t *after, unsigned wait_ms,
+				      void (*fn)(void *arg,
+						 const mooncake_event_t *e),
+				      void *arg, bool *reset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The inode table: inode number -> node, and (parent, name, version) ->
+ * node, both chained hash tables under one mutex. A file node is one
+ * version of a key (size and mtime), so a replaced object gets a new
+ * inode. File nodes go when the kernel forgets them; directory nodes stay
+ * (there are few, and children may still point at them).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcfs.h"
+
+#define ROOT_BUCKETS 4096
+
+static uint64_t name_hash(uint64_t parent, const char *name, uint64_t size,
+			  uint64_t mtime)
+{
+	uint64_t h = 1469598103934665603ull ^ parent;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	h ^= size * 0x9e3779b97f4a7c15ull;
+	h ^= mtime * 0xc2b2ae3d27d4eb4full;
+	return h;
+}
+
+static void link_node(struct mcfs *fs, struct mcfs_node *n)
+{
+	size_t bi = n->ino % fs->n_buckets;
+	size_t bn = name_hash(n->parent ? n->parent->ino : 0, n->name, n->size,
+			      n->mtime_ms) %
+		    fs->n_buckets;
+
+	n->ino_next = fs->by_ino[bi];
+	fs->by_ino[bi] = n;
+	n->name_next = fs->by_name[bn];
+	fs->by_name[bn] = n;
+	fs->n_nodes++;
+}
+
+static void unlink_node(struct mcfs *fs, struct mcfs_node *n)
+{
+	struct mcfs_node **pp = &fs->by_ino[n->ino % fs->n_buckets];
+	size_t bn = name_hash(n->parent ? n->parent->ino : 0, n->name, n->size,
+			      n->mtime_ms) %
+		    fs->n_buckets;
+
+	for (; *pp; pp = &(*pp)->ino_next)
+		if (*pp == n) {
+			*pp = n->ino_next;
+			break;
+		}
+	for (pp = &fs->by_name[bn]; *pp; pp = &(*pp)->name_next)
+		if (*pp == n) {
+			*pp = n->name_next;
+			break;
+		}
+	fs->n_nodes--;
+}
+
+static struct mcfs_node *node_new(struct mcfs *fs, struct mcfs_node *parent,
+				  const char *name, enum mcfs_kind kind,
+				  const char *key, uint64_t ino)
+{
+	struct mcfs_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	n->name = strdup(name);
+	n->key = strdup(key ? key : "");
+	if (!n->name || !n->key) {
+		free(n->name);
+		free(n->key);
+		free(n);
+		return NULL;
+	}
+	n->ino = ino ? ino : fs->next_ino++;
+	n->kind = kind;
+	n->parent = parent;
+	link_node(fs, n);
+	return n;
+}
+
+int mcfs_itab_init(struct mcfs *fs)
+{
+	pthread_mutex_init(&fs->itab_lock, NULL);
+	fs->n_buckets = ROOT_BUCKETS;
+	fs->by_ino = calloc(fs->n_buckets, sizeof(*fs->by_ino));
+	fs->by_name = calloc(fs->n_buckets, sizeof(*fs->by_name));
+	if (!fs->by_ino || !fs->by_name)
+		return -ENOMEM;
+	fs->next_ino = FUSE_ROOT_ID + 1;
+	fs->root = node_new(fs, NULL, "", MCFS_ROOT, "", FUSE_ROOT_ID);
+	if (!fs->root)
+		return -ENOMEM;
+	fs->kv = node_new(fs, fs->root, "kv", MCFS_KV_DIR, "", 0);
+	fs->ckpt = node_new(fs, fs->root, "ckpt", MCFS_CKPT_DIR, "", 0);
+	fs->vdir = node_new(fs, fs->root, ".mooncake", MCFS_VDIR, "", 0);
+	if (!fs->kv || !fs->ckpt || !fs->vdir)
+		return -ENOMEM;
+	return 0;
+}
+
+void mcfs_itab_free(struct mcfs *fs)
+{
+	for (size_t b = 0; fs->by_ino && b < fs->n_buckets; b++) {
+		struct mcfs_node *n = fs->by_ino[b], *next;
+		for (; n; n = next) {
+			next = n->ino_next;
+			free(n->name);
+			free(n->key);
+			free(n);
+		}
+	}
+	free(fs->by_ino);
+	free(fs->by_name);
+	fs->by_ino = fs->by_name = NULL;
+	pthread_mutex_destroy(&fs->itab_lock);
+}
+
+struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino)
+{
+	struct mcfs_node *n;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (n = fs->by_ino[ino % fs->n_buckets]; n; n = n->ino_next)
+		if (n->ino == ino)
+			break;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return n;
+}
+
+/* Caller holds itab_lock. */
+static struct mcfs_node *find_child(struct mcfs *fs, struct mcfs_node *parent,
+				    const char *name, uint64_t size,
+				    uint64_t mtime, bool dir)
+{
+	size_t b = name_hash(parent->ino, name, size, mtime) % fs->n_buckets;
+
+	for (struct mcfs_node *n = fs->by_name[b]; n; n = n->name_next)
+		if (n->parent == parent && n->size == size &&
+		    n->mtime_ms == mtime && !strcmp(n->name, name) &&
+		    (n->kind != MCFS_KV_FILE) == dir)
+			return n;
+	return NULL;
+}
+
+struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
+				  const char *name, enum mcfs_kind kind,
+				  const char *key, uint64_t size,
+				  uint64_t mtime_ms)
+{
+	bool dir = kind != MCFS_KV_FILE;
+	struct mcfs_node *n;
+
+	if (dir)
+		size = mtime_ms = 0;
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_child(fs, parent, name, size, mtime_ms, dir);
+	if (!n) {
+		n = node_new(fs, parent, name, kind, key, 0);
+		if (n) {
+			unlink_node(fs, n);
+			n->size = size;
+			n->mtime_ms = mtime_ms;
+			link_node(fs, n);
+		}
+	}
+	if (n)
+		n->nlookup++;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return n;
+}
+
+void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
+{
+	struct mcfs_node *n;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (n = fs->by_ino[ino % fs->n_buckets]; n; n = n->ino_next)
+		if (n->ino == ino)
+			break;
+	if (n) {
+		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
+		if (!n->nlookup && n->kind == MCFS_KV_FILE) {
+			unlink_node(fs, n);
+			free(n->name);
+			free(n->key);
+			free(n);
+		}
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
+				    char **next_name)
+{
+	struct mcfs_node *d = fs->kv;
+	const char *p = key;
+
+	*next_name = NULL;
+	pthread_mutex_lock(&fs->itab_lock);
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		char *name = mcfs_escape(p, len);
+		struct mcfs_node *c;
+
+		if (!name)
+			break;
+		c = slash ? find_child(fs, d, name, 0, 0, true) : NULL;
+		if (!c) {
+			*next_name = name;
+			break;
+		}
+		free(name);
+		d = c;
+		p = slash + 1;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return d;
+}
+
+void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
+{
+	mode_t um = (mode_t)fs->o.umask_;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = fs->o.uid >= 0 ? (uid_t)fs->o.uid : fs->uid;
+	st->st_gid = fs->o.gid >= 0 ? (gid_t)fs->o.gid : fs->gid;
+	st->st_blksize = 1 << 20;
+	switch (n->kind) {
+	case MCFS_KV_FILE:
+		st->st_mode = S_IFREG | ((fs->o.read_only ? 0444 : 0644) & ~um);
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+		st->st_mtim.tv_sec = (time_t)(n->mtime_ms / 1000);
+		st->st_mtim.tv_nsec = (long)(n->mtime_ms % 1000) * 1000000;
+		st->st_ctim = st->st_atim = st->st_mtim;
+		return;
+	case MCFS_VFILE:
+		st->st_mode = S_IFREG | (0444 & ~um);
+		st->st_nlink = 1;
+		break;
+	case MCFS_VDIR:
+		st->st_mode = S_IFDIR | (0555 & ~um);
+		st->st_nlink = 2;
+		break;
+	default:
+		st->st_mode = S_IFDIR | ((fs->o.read_only ? 0555 : 0755) & ~um);
+		st->st_nlink = 2;
+		break;
+	}
+	st->st_mtim.tv_sec = (time_t)(fs->start_ms / 1000);
+	st->st_ctim = st->st_atim = st->st_mtim;
+}

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncakefs: mount the Mooncake pool. Checks the master answers (so a
+ * mount against a dead master fails at once), mounts, daemonizes unless
+ * -f, then joins the pool in the background (contributing segment_size
+ * bytes, pre-faulted, which must not delay the mount: operations wait for
+ * it) and serves FUSE requests on worker threads until unmounted. On
+ * unmount the node leaves the pool cleanly: its segment is unmounted at
+ * the master.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mc_daemon.h"
+#include "mc_log.h"
+#include "mc_rpc_client.h"
+#include "mcfs.h"
+
+const struct fuse_lowlevel_ops mcfs_ops = {
+	.init = mcfs_op_init,
+	.destroy = mcfs_op_destroy,
+	.lookup = mcfs_op_lookup,
+	.forget = mcfs_op_forget,
+	.forget_multi = mcfs_op_forget_multi,
+	.getattr = mcfs_op_getattr,
+	.setattr = mcfs_op_setattr,
+	.statfs = mcfs_op_statfs,
+	.unlink = mcfs_op_unlink,
+	.rename = mcfs_op_rename,
+	.mkdir = mcfs_op_mkdir,
+	.rmdir = mcfs_op_rmdir,
+	.getxattr = mcfs_op_getxattr,
+	.listxattr = mcfs_op_listxattr,
+	.setxattr = mcfs_op_setxattr,
+	.removexattr = mcfs_op_removexattr,
+	.open = mcfs_op_open,
+	.create = mcfs_op_create,
+	.read = mcfs_op_read,
+	.write = mcfs_op_write,
+	.flush = mcfs_op_flush,
+	.release = mcfs_op_release,
+	.fsync = mcfs_op_fsync,
+	.fallocate = mcfs_op_fallocate,
+	.opendir = mcfs_op_opendir,
+	.readdir = mcfs_op_readdir,
+	.readdirplus = mcfs_op_readdirplus,
+	.releasedir = mcfs_op_releasedir,
+};
+
+void mcfs_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct mcfs *fs = userdata;
+
+	/* 1 MiB requests (max_pages 256 where the kernel has it). */
+	conn->max_write = 1u << 20;
+	conn->max_read = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC; /* open(O_TRUNC) = replace */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	(void)fs;
+}
+
+void mcfs_op_destroy(void *userdata)
+{
+	struct mcfs *fs = userdata;
+
+	mcfs_watch_stop(fs);
+	pthread_mutex_lock(&fs->ready_lock);
+	if (fs->ready == 0)
+		fs->ready = -1;
+	pthread_mutex_unlock(&fs->ready_lock);
+}
+
+static void *setup_main(void *arg)
+{
+	struct mcfs *fs = arg;
+	int rc;
+
+	rc = mooncake_store_setup(fs->store, fs->o.local_hostname,
+				  fs->o.metadata, fs->o.segment_size,
+				  fs->o.buffer_size, fs->o.protocol,
+				  fs->o.device, fs->o.master);
+	if (!rc) {
+		mooncake_store_set_timeouts(fs->store, fs->o.rpc_timeout_ms, 0);
+		rc = mcfs_bufs_init(fs, fs->o.threads + 4);
+	}
+	if (!rc)
+		rc = mcfs_watch_start(fs);
+	if (rc)
+		mc_log_err("mcfs", "joining the pool at %s failed: %s",
+			   fs->o.master, mooncake_store_strerror(rc));
+	else
+		mc_log_notice("mcfs",
+			      "joined the pool at %s as %s, contributing %llu "
+			      "bytes",
+			      fs->o.master,
+			      mooncake_store_get_hostname(fs->store),
+			      (unsigned long long)fs->o.segment_size);
+	pthread_mutex_lock(&fs->ready_lock);
+	fs->ready = rc ? (rc < 0 ? rc : -1) : 1;
+	pthread_cond_broadcast(&fs->ready_cond);
+	pthread_mutex_unlock(&fs->ready_lock);
+	return NULL;
+}
+
+static int check_master(const struct mcfs_opts *o)
+{
+	Mcrpc__ServiceReadyRequest q = MCRPC__SERVICE_READY_REQUEST__INIT;
+	ProtobufCMessage *r = NULL;
+	struct mc_rpc_client *c;
+	int rc = mc_rpc_client_create(o->master, o->rpc_timeout_ms, &c);
+
+	if (rc) {
+		fprintf(stderr, "mooncakefs: bad master address '%s'\n",
+			o->master);
+		return rc;
+	}
+	rc = mc_rpc_call(c, MCRPC__METHOD__SERVICE_READY, &q.base, &r);
+	if (r)
+		protobuf_c_message_free_unpacked(r, NULL);
+	mc_rpc_client_destroy(c);
+	if (rc)
+		fprintf(stderr, "mooncakefs: master %s: %s\n", o->master,
+			strerror(-rc));
+	return rc;
+}
+
+/* Default persistent segment name: one per mount point. */
+static void default_segment_name(struct mcfs_opts *o)
+{
+	size_t n = strlen(o->mountpoint) + 8;
+	char *s;
+
+	if (o->segment_name && *o->segment_name)
+		return;
+	s = malloc(n);
+	if (!s)
+		return;
+	snprintf(s, n, "mcfs%s", o->mountpoint);
+	for (char *c = s; *c; c++)
+		if (*c == '/' || *c == ':' || *c == ' ')
+			*c = '_';
+	free(o->segment_name);
+	o->segment_name = s;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_loop_config *lc = NULL;
+	struct mcfs fs = { 0 };
+	pthread_t setup;
+	bool setup_started = false;
+	int rc, ret = 1;
+
+	rc = mcfs_parse_opts(argc, argv, &fs.o, &fargs);
+	if (rc) {
+		fuse_opt_free_args(&fargs);
+		mcfs_free_opts(&fs.o);
+		return rc > 0 ? 0 : 2;
+	}
+	default_segment_name(&fs.o);
+	fs.uid = getuid();
+	fs.gid = getgid();
+	fs.start_ms = now_ms();
+	pthread_mutex_init(&fs.ready_lock, NULL);
+	pthread_cond_init(&fs.ready_cond, NULL);
+	if (mcfs_itab_init(&fs))
+		goto out;
+	if (check_master(&fs.o))
+		goto out;
+	if (setenv("MOONCAKE_SEGMENT_NAME", fs.o.segment_name, 1))
+		goto out;
+	fs.store = mooncake_store_create();
+	if (!fs.store)
+		goto out;
+
+	fs.se = fuse_session_new(&fargs, &mcfs_ops, sizeof(mcfs_ops), &fs);
+	if (!fs.se)
+		goto out;
+	if (fuse_set_signal_handlers(fs.se))
+		goto out_session;
+	if (fuse_session_mount(fs.se, fs.o.mountpoint)) {
+		fprintf(stderr, "mooncakefs: cannot mount on %s\n",
+			fs.o.mountpoint);
+		goto out_signals;
+	}
+	if (!fs.o.foreground && !fs.o.log_file && !fs.o.syslog)
+		fs.o.syslog = true; /* stderr goes away with the terminal */
+	rc = mc_daemon_setup_logging("mooncakefs", fs.o.debug ? 1 : 0,
+				     fs.o.log_file, fs.o.syslog);
+	if (rc)
+		fprintf(stderr, "mooncakefs: log file %s: %s\n", fs.o.log_file,
+			strerror(-rc));
+	if (fuse_daemonize(fs.o.foreground))
+		goto out_unmount;
+	if (pthread_create(&setup, NULL, setup_main, &fs) == 0)
+		setup_started = true;
+	else
+		goto out_unmount;
+	mc_log_notice("mcfs", "mounted %s on %s", fs.o.master, fs.o.mountpoint);
+
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		goto out_unmount;
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
+	rc = fuse_session_loop_mt(fs.se, lc);
+	ret = rc < 0 ? 1 : 0;
+	mc_log_notice("mcfs", "unmounted %s", fs.o.mountpoint);
+
+out_unmount:
+	fuse_session_unmount(fs.se);
+out_signals:
+	fuse_remove_signal_handlers(fs.se);
+out_session:
+	if (setup_started)
+		pthread_join(setup, NULL);
+	mcfs_watch_stop(&fs);
+	fuse_session_destroy(fs.se);
+out:
+	if (lc)
+		fuse_loop_cfg_destroy(lc);
+	if (fs.store) {
+		mcfs_bufs_free(&fs);
+		/* Leave the pool: the segment is unmounted at the master. */
+		mooncake_store_destroy(fs.store);
+	}
+	for (size_t i = 0; i < fs.n_mkdirs; i++)
+		free(fs.mkdirs[i]);
+	free(fs.mkdirs);
+	if (fs.by_ino)
+		mcfs_itab_free(&fs);
+	fuse_opt_free_args(&fargs);
+	mcfs_free_opts(&fs.o);
+	return ret;
+}

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * .mooncake/: read-only files generated when opened.
+ *   stats     "name value" lines: this mount's counters and the pool's
+ *   config    the mount's effective options (JSON)
+ *   segments  the pool's segments: name endpoint size used objects state
+ *   clients   the clients owning segments
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_rpc_client.h"
+#include "mcfs.h"
+
+const char *const mcfs_vfiles[] = { "stats", "config", "segments", "clients",
+				    NULL };
+
+struct text {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void add(struct text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void add(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		if (t->oom)
+			return;
+		va_start(ap, fmt);
+		n = vsnprintf(t->p ? t->p + t->len : NULL, t->cap - t->len, fmt,
+			      ap);
+		va_end(ap);
+		if (n < 0) {
+			t->oom = true;
+			return;
+		}
+		if ((size_t)n < t->cap - t->len) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = t->cap * 2 + (size_t)n + 256;
+		char *np = realloc(t->p, cap);
+		if (!np) {
+			t->oom = true;
+			return;
+		}
+		t->p = np;
+		t->cap = cap;
+	}
+}
+
+static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
+{
+	Mcrpc__GetStatusRequest q = MCRPC__GET_STATUS_REQUEST__INIT;
+	struct mc_rpc_client *c;
+	int rc = mc_rpc_client_create(fs->o.master, fs->o.rpc_timeout_ms, &c);
+
+	if (rc)
+		return EIO;
+	rc = mc_rpc_call(c, MCRPC__METHOD__GET_STATUS, &q.base,
+			 (ProtobufCMessage **)out);
+	mc_rpc_client_destroy(c);
+	return rc ? EIO : 0;
+}
+
+static void hex(const ProtobufCBinaryData *d, char *out)
+{
+	static const char h[] = "0123456789abcdef";
+	size_t n = d->len > 16 ? 16 : d->len;
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = h[d->data[i] >> 4];
+		out[2 * i + 1] = h[d->data[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
+		     size_t *len)
+{
+	struct text t = { 0 };
+	Mcrpc__GetStatusResponse *st = NULL;
+	int rc = 0;
+
+	if (!strcmp(name, "config"))
+		return mcfs_opts_json(&fs->o, text, len) ? ENOMEM : 0;
+	if (!strcmp(name, "stats")) {
+		mooncake_pool_stat_t ps = { 0 };
+		bool pool = fs->ready == 1 &&
+			    !mooncake_store_pool_stat(fs->store, &ps);
+		add(&t,
+		    "mount_reads %" PRIu64 "\nmount_read_bytes %" PRIu64
+		    "\nmount_writes %" PRIu64 "\nmount_write_bytes %" PRIu64
+		    "\nmount_lookups %" PRIu64 "\nmount_invalidations %" PRIu64
+		    "\nmount_errors %" PRIu64 "\nmount_staged_bytes %" PRIu64
+		    "\n",
+		    atomic_load(&fs->n_reads), atomic_load(&fs->n_read_bytes),
+		    atomic_load(&fs->n_writes), atomic_load(&fs->n_write_bytes),
+		    atomic_load(&fs->n_lookups),
+		    atomic_load(&fs->n_invalidations),
+		    atomic_load(&fs->n_errors), atomic_load(&fs->staged));
+		if (pool)
+			add(&t,
+			    "master_total_capacity_bytes %" PRIu64
+			    "\nmaster_allocated_bytes %" PRIu64
+			    "\nmaster_key_count %" PRIu64
+			    "\nmaster_active_clients %u\nmaster_segments %u\n",
+			    ps.capacity, ps.allocated, ps.keys, ps.clients,
+			    ps.segments);
+	} else {
+		rc = status(fs, &st);
+		if (rc)
+			return rc;
+		if (!strcmp(name, "segments")) {
+			for (size_t i = 0; i < st->n_segments; i++) {
+				Mcrpc__SegmentStatus *s = st->segments[i];
+				add(&t,
+				    "%s %s %" PRIu64 " %" PRIu64 " %" PRIu64
+				    " %s\n",
+				    s->segment->name, s->segment->endpoint,
+				    s->segment->size, s->used, s->objects,
+				    s->mounted ? "mounted" : "awaiting-owner");
+			}
+		} else {
+			add(&t, "clients %u\n", st->clients);
+			for (size_t i = 0; i < st->n_segments; i++) {
+				char id[33];
+				hex(&st->segments[i]->client_id, id);
+				if (*id)
+					add(&t, "%s %s\n", id,
+					    st->segments[i]->segment->name);
+			}
+		}
+		protobuf_c_message_free_unpacked(&st->base, NULL);
+	}
+	if (t.oom) {
+		free(t.p);
+		return ENOMEM;
+	}
+	if (!t.p)
+		t.p = strdup("");
+	*text = t.p;
+	*len = t.len;
+	return t.p ? 0 : ENOMEM;
+}
