@@ -259,3 +259,43 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	st->st_mtim.tv_sec = (time_t)(fs->start_ms / 1000);
 	st->st_ctim = st->st_atim = st->st_mtim;
 }
+
+void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
+		       const char *name, struct mcfs_node *newparent,
+		       const char *newname, const char *newkey)
+{
+	char *nn = strdup(newname), *nk = strdup(newkey);
+
+	if (!nn || !nk) {
+		free(nn);
+		free(nk);
+		return;
+	}
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t b = 0; b < fs->n_buckets; b++) {
+		struct mcfs_node *n = fs->by_ino[b], *next;
+		for (; n; n = next) {
+			next = n->ino_next;
+			if (n->kind != MCFS_KV_FILE || n->parent != parent ||
+			    strcmp(n->name, name))
+				continue;
+			unlink_node(fs, n);
+			free(n->name);
+			free(n->key);
+			n->name = strdup(nn);
+			n->key = strdup(nk);
+			n->parent = newparent;
+			if (!n->name || !n->key) {
+				free(n->name);
+				free(n->key);
+				n->name = strdup("");
+				n->key = strdup("");
+			}
+			link_node(fs, n);
+			/* the bucket walk may meet n again: harmless */
+		}
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	free(nn);
+	free(nk);
+}

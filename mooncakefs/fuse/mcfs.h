@@ -172,6 +172,11 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  const char *key, uint64_t size,
 				  uint64_t mtime_ms);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
+/** A rename made through this mount: the kernel now calls the moved
+ *  inodes by their new name, so their key follows. */
+void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
+		       const char *name, struct mcfs_node *newparent,
+		       const char *newname, const char *newkey);
 /** Deepest known directory for key and the component after it. */
 struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 				    char **next_name);

@@ -262,7 +262,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_lock(&fh->lock);
-	if (off + 1 < fh->next_off || off == 0)
+	/* off is the d_off of the last entry the reader consumed, which is
+	 * the number of the entry to produce next. */
+	if (off < fh->next_off || off == 0)
 		restart(fh);
 	for (;;) {
 		const char *name;
@@ -270,7 +272,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct mcfs_node *n = NULL;
 		size_t need;
 
-		if (fh->next_off < off + 1 && fh->next_off <= 2) {
+		if (fh->next_off < off && fh->next_off <= 2) {
 			fh->next_off++; /* skipping back to off */
 			continue;
 		}
@@ -293,7 +295,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				}
 			}
 			struct mcfs_dirent *d = &fh->ents[fh->pos];
-			if (fh->next_off < off + 1) {
+			if (fh->next_off < off) {
 				fh->pos++;
 				fh->next_off++;
 				continue;

@@ -425,6 +425,8 @@ void mcfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EXDEV);
 		goto out;
 	}
+	if (!rc)
+		mcfs_node_renamed(fs, p, name, np, newname, to);
 	fuse_reply_err(req, mcfs_errno(rc));
 out:
 	free(from);

@@ -96,7 +96,7 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 		return mcfs_opts_json(&fs->o, text, len) ? ENOMEM : 0;
 	if (!strcmp(name, "stats")) {
 		mooncake_pool_stat_t ps = { 0 };
-		bool pool = fs->ready == 1 &&
+		bool pool = !mcfs_wait_ready(fs) &&
 			    !mooncake_store_pool_stat(fs->store, &ps);
 		add(&t,
 		    "mount_reads %" PRIu64 "\nmount_read_bytes %" PRIu64

@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers for filesystem tests: mount the real mooncakefs daemon on a
+directory of the test, unmount it (or find it dead) afterwards."""
+import errno
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "store"))
+import mctest  # noqa: E402
+from mctest import SCALE, binary, wait_for  # noqa: E402
+from pool import Master, Member, Shell, cleanup_segments, free_port  # noqa
+
+MCFS = ("mooncakefs", "fuse", "mooncakefs")
+HELPER = ("mount_helpers", "mount.mooncakefs")
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def umount(path, lazy=False):
+    if is_mounted(path):
+        subprocess.run(["umount"] + (["-l"] if lazy else []) + [str(path)],
+                       capture_output=True)
+
+
+class Mount:
+    """A mooncakefs mount (daemonized, logs in the test's directory)."""
+
+    def __init__(self, procs, tmp_path, master, name="mnt", seg="64MiB",
+                 opts="", segment_name=None):
+        self.procs, self.tmp, self.master = procs, tmp_path, master
+        self.path = tmp_path / name
+        self.path.mkdir(exist_ok=True)
+        self.log_path = tmp_path / f"{name}.fs.log"
+        self.seg = seg
+        self.segment_name = segment_name or f"t{os.getpid()}_{name}_" \
+            f"{free_port()}"
+        self.opts = opts
+        procs.logs.append(self.log_path)
+        self.mount()
+
+    def options(self):
+        o = (f"metadata={self.master.metadata},segment_size={self.seg},"
+             f"log_file={self.log_path},segment_name={self.segment_name},"
+             f"rpc_timeout=2000")
+        return o + ("," + self.opts if self.opts else "")
+
+    def mount(self):
+        p = subprocess.run([binary(*MCFS), self.master.addr, str(self.path),
+                            "-o", self.options()], capture_output=True,
+                           text=True, timeout=60 * SCALE,
+                           env=mctest.te_env())
+        assert p.returncode == 0, p.stderr + self.log()
+        wait_for(lambda: is_mounted(self.path), what="mounted")
+        # The pool is joined in the background: wait until kv/ answers.
+        wait_for(lambda: os.listdir(self.path / "kv") is not None,
+                 timeout=30, what="kv/ answers")
+        return self
+
+    @property
+    def kv(self):
+        return self.path / "kv"
+
+    def pid(self):
+        out = subprocess.run(["pgrep", "-f", f"mooncakefs .* {self.path} "],
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0]) if out else None
+
+    def log(self):
+        try:
+            return open(self.log_path, errors="replace").read()
+        except FileNotFoundError:
+            return ""
+
+    def umount(self):
+        umount(self.path)
+
+    def cleanup(self):
+        umount(self.path, lazy=True)
+        subprocess.run(["pkill", "-9", "-f", f"mooncakefs .* {self.path} "],
+                       capture_output=True)
+        for p in (f"/dev/shm/mooncake.seg.{self.segment_name}",):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def write_random(path, size, seed):
+    data = random_bytes(size, seed)
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def random_bytes(size, seed):
+    """size pseudo-random bytes (seed is only a label: os.urandom)."""
+    del seed
+    return os.urandom(size)
+
+
+def enotconn(path):
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ENOTCONN
+    return False
+
+
+__all__ = ["Mount", "Master", "Member", "Shell", "cleanup_segments",
+           "is_mounted", "umount", "write_random", "random_bytes",
+           "enotconn", "SCALE", "time", "wait_for", "binary", "HELPER"]
