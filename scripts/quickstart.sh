@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job, one command: install what is needed, build, start a
-# single-node pool on this machine and show it working. Today the pool is
-# mooncake_master (with its embedded metadata service and its sqlite
-# record) and one mooncake_client pool member contributing memory; the
-# mounted filesystem arrives with issue 5.
+# single-node pool on this machine and show it working: mooncake_master
+# (with its embedded metadata service and its sqlite record) and the pool
+# mounted with mooncakefs, which contributes MC_SEGMENT_SIZE of memory
+# (pre-faulted in the background: the mount answers at once).
 #
 #   scripts/quickstart.sh          set up, build, start, demonstrate
 #   scripts/quickstart.sh stop     stop what it started
@@ -12,8 +12,8 @@
 # Everything listens on 127.0.0.1 only (see docs/operations.md, trust
 # model). State lives in $MC_STATE_DIR (default: .state/ in the checkout).
 # Ports (upstream's defaults): MC_MASTER_PORT 50051, MC_METRICS_PORT 9003,
-# MC_METAD_PORT 8080, MC_CLIENT_PORT 50052. MC_SEGMENT_SIZE (1GiB) is the
-# memory the member contributes.
+# MC_METAD_PORT 8080. MC_SEGMENT_SIZE (1GiB) is the memory the node
+# contributes; MC_MOUNT (default $MC_STATE_DIR/pool) is the mount point.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -21,8 +21,8 @@ state=${MC_STATE_DIR:-$root/.state}
 rpc_port=${MC_MASTER_PORT:-50051}
 metrics_port=${MC_METRICS_PORT:-9003}
 meta_port=${MC_METAD_PORT:-8080}
-client_port=${MC_CLIENT_PORT:-50052}
 segment=${MC_SEGMENT_SIZE:-1GiB}
+mnt=${MC_MOUNT:-$state/pool}
 bin=$root/build
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
@@ -64,16 +64,21 @@ start() {
 	exit 1
 }
 
+mounted() { grep -q " $(realpath -m "$mnt") fuse.mooncakefs " /proc/self/mounts; }
+
 case ${1:-start} in
 stop)
-	stop_one mooncake_client
+	if mounted; then
+		umount "$mnt" && echo "unmounted $mnt (the node left the pool)"
+	else
+		echo "$mnt is not mounted"
+	fi
 	stop_one mooncake_master
 	exit 0
 	;;
 status)
-	for d in mooncake_master mooncake_client; do
-		if running $d; then echo "$d running, pid $(cat "$state/$d.pid")"; else echo "$d not running"; fi
-	done
+	if running mooncake_master; then echo "mooncake_master running, pid $(cat "$state/mooncake_master.pid")"; else echo "mooncake_master not running"; fi
+	if mounted; then echo "mounted on $mnt"; else echo "not mounted"; fi
 	if running mooncake_master; then
 		"$bin/mooncakefs/cli/mooncake" --master "127.0.0.1:$rpc_port" status || true
 	fi
@@ -93,12 +98,14 @@ start mooncake_master "$state/master.port" \
 	--enable_http_metadata_server --http_metadata_server_host 127.0.0.1 \
 	--http_metadata_server_port "$meta_port" --db_path "$state/master.db" \
 	--port_file "$state/master.port" --log_file "$state/mooncake_master.log"
-start mooncake_client "$state/client.port" \
-	"$bin/mooncakefs/cli/mooncake_client" --host 127.0.0.1 --port "$client_port" \
-	--global_segment_size "$segment" \
-	--master_server_address "127.0.0.1:$rpc_port" \
-	--metadata_server "http://127.0.0.1:$meta_port/metadata" \
-	--port_file "$state/client.port" --log_file "$state/mooncake_client.log"
+mkdir -p "$mnt"
+if mounted; then
+	echo "already mounted on $mnt"
+else
+	"$bin/mooncakefs/fuse/mooncakefs" "127.0.0.1:$rpc_port" "$mnt" -o \
+		"metadata=http://127.0.0.1:$meta_port/metadata,segment_size=$segment,log_file=$state/mooncakefs.log,segment_name=quickstart" ||
+		{ tail -20 "$state/mooncakefs.log" >&2; exit 1; }
+fi
 
 export MOONCAKE_MASTER=127.0.0.1:$rpc_port
 export MOONCAKE_TE_META_DATA_SERVER=http://127.0.0.1:$meta_port/metadata
@@ -110,13 +117,15 @@ done
 
 echo
 echo "pool: master 127.0.0.1:$rpc_port (record $state/master.db), metadata http://127.0.0.1:$meta_port/metadata,"
-echo "      admin http://127.0.0.1:$metrics_port/metrics, one member contributing $segment"
+echo "      admin http://127.0.0.1:$metrics_port/metrics; mounted on $mnt, contributing $segment"
 run() { echo "\$ $*"; "$@"; }
-run "$cli" put README.md demo/readme
-run "$cli" ls demo/
-run "$cli" info demo/readme
-run "$cli" get demo/readme "$state/readme.copy"
-run cmp README.md "$state/readme.copy" && echo "(identical)"
+run cp README.md "$mnt/kv/readme.md"
+run mkdir -p "$mnt/kv/demo"
+run cp scripts/quickstart.sh "$mnt/kv/demo/quickstart.sh"
+run ls -l "$mnt/kv" "$mnt/kv/demo"
+run cmp README.md "$mnt/kv/readme.md" && echo "(identical)"
+run du -sh "$mnt/kv"
+run df -h "$mnt"
 run "$cli" status
 echo
 echo "Stop it with: scripts/quickstart.sh stop"

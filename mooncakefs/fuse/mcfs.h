@@ -40,6 +40,7 @@ struct mcfs_opts {
 	unsigned replicas;
 	unsigned threads;
 	bool read_only;
+	bool fsname_set;
 	bool foreground, debug;
 	bool allow_other, default_permissions;
 	int64_t uid, gid; /* -1: the mounting user's */

@@ -147,6 +147,8 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 			o->debug = o->foreground = b;
 		return 0;
 	}
+	if (!strcmp(kv, "fsname"))
+		o->fsname_set = true;
 	if (!strcmp(kv, "ro") || !strcmp(kv, "read_only")) {
 		o->read_only = true;
 		return fuse_opt_add_arg(fargs, "-oro") ? -ENOMEM : 0;
@@ -302,6 +304,13 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 	}
 	if (o->debug && fuse_opt_add_arg(fargs, "-odebug"))
 		return -ENOMEM;
+	if (!o->fsname_set) {
+		/* df and /proc/mounts show the pool's master. */
+		char arg[300];
+		snprintf(arg, sizeof(arg), "-ofsname=%s", o->master);
+		if (fuse_opt_add_arg(fargs, arg))
+			return -ENOMEM;
+	}
 	return 0;
 }
 
