@@ -17,6 +17,11 @@ class Host:
     def cmd(self, args):
         return ["ip", "netns", "exec", self.ns, *args]
 
+    def nsenter(self, args):
+        """Like cmd() but keeps the caller's mount namespace (ip netns
+        exec makes a new one, which would hide FUSE mounts)."""
+        return ["nsenter", f"--net=/run/netns/{self.ns}", *args]
+
     def run(self, args, **kw):
         return subprocess.run(self.cmd(args), capture_output=True, text=True,
                               timeout=60, **kw)
