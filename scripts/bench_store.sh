@@ -13,9 +13,14 @@
 #      puts and gets through the C API from 1 and 4 processes, our client
 #      reading through shared memory and then forced onto TCP
 #      (MC_FORCE_TCP=1), each case next to Redis measured with hiredis.
+#      The master runs with --default_kv_lease_ttl 1s: it keeps the memory
+#      of a removed object until the object's read lease ends, and the
+#      bench waits for that after every case (10 s each by default).
 #   2. master_bench: a fresh mooncake_master of its own (the bench mounts
 #      a fake 1 TiB segment there), durable as above: RPC rates, latency
-#      and RSS per key after 1,000,000 keys.
+#      and RSS per key after 1,000,000 keys. Then the single-key latencies
+#      again with the bench and every master thread on CPU 0: on this kind
+#      of VM a round trip between two vCPUs costs ~60 us of wake-up alone.
 #   3. master_bench again, puts only, against a master with
 #      --db_full_sync (an fsync per commit).
 #
@@ -25,14 +30,13 @@
 #
 # Usage: scripts/bench_store.sh [--only store|master] [--seconds S]
 #                               [--segment_size SIZE] [--no_full_sync]
-#                               [--pin C,S] [-- store_bench options]
+#                               [-- store_bench options]
 #   --only store|master  run one bench only
 #   --seconds S          per case (store_bench default 2, master_bench 3)
 #   --segment_size SIZE  the pool member's segment (default 256MiB)
 #   --no_full_sync       skip step 3
-#   --pin C,S            master_bench: clients on CPU C, the master and
-#                        the raw TCP server on CPU S (default: no pinning)
 #   -- ...               passed to store_bench (e.g. --procs 1 --sizes 1MiB)
+# Takes about 8 minutes with the defaults.
 # Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR.
 set -euo pipefail
 
@@ -42,7 +46,6 @@ only=
 seconds=
 segsize=256MiB
 full_sync=1
-pin=
 store_args=()
 tmp=
 segname=mc-bench-store-$$
@@ -54,7 +57,6 @@ while [[ $# -gt 0 ]]; do
 	--seconds) seconds=$2; shift 2 ;;
 	--segment_size) segsize=$2; shift 2 ;;
 	--no_full_sync) full_sync=0; shift ;;
-	--pin) pin=$2; shift 2 ;;
 	--) shift; store_args=("$@"); break ;;
 	-h | --help) sed -n '3,/^# Environment/p' "$0"; exit 0 ;;
 	*) echo "bench_store: unknown argument $1" >&2; exit 2 ;;
@@ -138,10 +140,9 @@ wait_file() {
 
 # start_master NAME [options]: sets master_pid, master_addr, meta_url.
 start_master() {
-	local name=$1 pre=()
+	local name=$1
 	shift
-	[[ -n $pin ]] && pre=(taskset -c "${pin#*,}")
-	"${pre[@]}" "$build/master/mooncake_master" --rpc_address 127.0.0.1 \
+	"$build/master/mooncake_master" --rpc_address 127.0.0.1 \
 		--rpc_port 0 --port_file "$tmp/$name.port" \
 		--metrics_host 127.0.0.1 --metrics_port 0 \
 		--enable_http_metadata_server \
@@ -183,7 +184,7 @@ if awk -v l="$load" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 
 if [[ $only != master ]]; then
-	start_master store
+	start_master store --default_kv_lease_ttl 1000
 	store_master=$master_pid
 	"$build/mooncakefs/cli/mooncake_client" --host 127.0.0.1 --port 0 \
 		--global_segment_size "$segsize" \
@@ -220,7 +221,6 @@ fi
 if [[ $only != store ]]; then
 	margs=()
 	[[ -n $seconds ]] && margs+=(--seconds "$seconds")
-	[[ -n $pin ]] && margs+=(--pin "$pin")
 	start_master meta
 	echo "## master_bench (sqlite, synchronous=NORMAL)"
 	echo
@@ -228,6 +228,14 @@ if [[ $only != store ]]; then
 		--master_pid "$master_pid" --label sqlite "${margs[@]}"
 	du -k "$tmp/meta.db"* | awk '{ s += $1 } END {
 		printf "\nsqlite files after the run: %.0f MiB\n\n", s / 1024 }'
+	echo "## master_bench, single keys, bench and master on CPU 0"
+	echo
+	taskset -a -p -c 0 "$master_pid" >/dev/null
+	run "$build/bench/master_bench" --master_server_address "$master_addr" \
+		--master_pid "$master_pid" --label "sqlite, 1 vCPU" \
+		--procs 1 --forms single --cases put,get --mem_keys 0 \
+		--pin 0,0 "${margs[@]}"
+	echo
 	stop "$master_pid"
 	if ((full_sync)); then
 		start_master sync --db_full_sync
