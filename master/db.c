@@ -96,10 +96,10 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		return MC_EDB;
 	}
 	snprintf(pragma, sizeof(pragma),
-		 "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
-		 " PRAGMA cache_size=-65536;",
+		 "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
+		 " PRAGMA synchronous=%s;",
 		 full_sync ? "FULL" : "NORMAL");
-	if (sqlite3_exec(db->h, mem ? "PRAGMA cache_size=-65536;" : pragma,
+	if (sqlite3_exec(db->h, mem ? "PRAGMA locking_mode=EXCLUSIVE;" : pragma,
 			 NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db->h, schema, NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;

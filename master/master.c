@@ -136,27 +136,30 @@ static void reserve_all(struct restore *r)
 		p->seg->n_replicas++;
 		m->allocated += mc_alloc_block_size(b);
 	}
-	for (size_t b = 0; b < m->objs.n_buckets; b++) {
-		struct mst_object *o = m->objs.buckets[b], *next;
-		for (; o; o = next) {
-			unsigned j = 0;
-			next = o->hnext;
-			for (unsigned i = 0; i < o->n_repl; i++)
-				if (o->repl[i].seg && o->repl[i].blk)
-					o->repl[j++] = o->repl[i];
-			for (unsigned i = j; i < o->n_repl; i++)
-				o->repl[i] = (struct mst_replica){ 0 };
-			o->n_repl = (uint8_t)j;
-			if (j || !o->size) {
-				r->objects++;
-				continue;
-			}
-			mst_objmap_del(&m->objs, o);
-			mst_lru_del(m, o);
-			m->n_complete--;
-			free(o);
+	struct mst_object **all;
+	size_t n_all;
+
+	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
+		return;
+	for (size_t k = 0; k < n_all; k++) {
+		struct mst_object *o = all[k];
+		unsigned j = 0;
+		for (unsigned i = 0; i < o->n_repl; i++)
+			if (o->repl[i].seg && o->repl[i].blk)
+				o->repl[j++] = o->repl[i];
+		for (unsigned i = j; i < o->n_repl; i++)
+			o->repl[i] = (struct mst_replica){ 0 };
+		o->n_repl = (uint8_t)j;
+		if (j || !o->size) {
+			r->objects++;
+			continue;
 		}
+		mst_objmap_del(&m->objs, o);
+		mst_lru_del(m, o);
+		m->n_complete--;
+		free(o);
 	}
+	free(all);
 }
 
 int mst_create(const struct mst_config *cfg, const char *db_path,
@@ -223,14 +226,8 @@ void mst_destroy(struct master *m)
 		m->holds = h->next;
 		free(h);
 	}
-	for (size_t b = 0; m->objs.buckets && b < m->objs.n_buckets; b++) {
-		struct mst_object *o = m->objs.buckets[b], *next;
-		for (; o; o = next) {
-			next = o->hnext;
-			o->holds = 0;
-			free(o); /* allocators go below, whole */
-		}
-	}
+	for (size_t i = 0; m->objs.slots && i < m->objs.cap; i++)
+		free(m->objs.slots[i].obj); /* allocators go below, whole */
 	for (struct mst_object *o = m->orphans, *n; o; o = n) {
 		n = o->onext;
 		free(o);
@@ -308,18 +305,21 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
  * timeout. A full scan, so run rarely. */
 static void sweep_abandoned(struct master *m, uint64_t now)
 {
-	for (size_t b = 0; b < m->objs.n_buckets; b++) {
-		struct mst_object *o = m->objs.buckets[b], *next;
-		for (; o; o = next) {
-			next = o->hnext;
-			if (o->state == MST_PROCESSING &&
-			    now - o->put_start >= m->cfg.release_timeout_ms) {
-				mst_objmap_del(&m->objs, o);
-				m->stats.released++;
-				mst_object_free(m, o);
-			}
+	struct mst_object **all;
+	size_t n_all;
+
+	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
+		return;
+	for (size_t k = 0; k < n_all; k++) {
+		struct mst_object *o = all[k];
+		if (o->state == MST_PROCESSING &&
+		    now - o->put_start >= m->cfg.release_timeout_ms) {
+			mst_objmap_del(&m->objs, o);
+			m->stats.released++;
+			mst_object_free(m, o);
 		}
 	}
+	free(all);
 }
 
 void mst_tick(struct master *m)

@@ -64,8 +64,6 @@ struct mst_replica {
 };
 
 struct mst_object {
-	struct mst_object *hnext; /* hash chain */
-	uint64_t hash;
 	uint64_t size;
 	uint8_t state; /* enum mst_obj_state */
 	uint8_t n_repl;
@@ -86,9 +84,14 @@ struct mst_object {
 	char key[]; /* key_len bytes + NUL */
 };
 
+struct mst_slot {
+	uint64_t hash;
+	struct mst_object *obj; /* NULL: empty */
+};
+
 struct mst_objmap {
-	struct mst_object **buckets;
-	size_t n_buckets, count;
+	struct mst_slot *slots;
+	size_t cap, count; /* cap: a power of two */
 	uint64_t seed[2];
 };
 
@@ -185,6 +188,10 @@ int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
 void mst_objmap_del(struct mst_objmap *om, struct mst_object *o);
 uint64_t mst_objmap_hash(const struct mst_objmap *om, const char *key,
 			 size_t len);
+/** Every object now in the map (malloc'd array), for the rare passes
+ *  over all of them that also delete. */
+int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
+			size_t *n);
 
 /* ---- segments and clients (segments.c) -------------------------------- */
 struct mst_seg_desc {

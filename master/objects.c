@@ -351,7 +351,6 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	if (!n)
 		return MC_STORE_INTERNAL_ERROR;
 	memcpy(n, src, offsetof(struct mst_object, key_len));
-	n->hnext = NULL;
 	n->lru_prev = n->lru_next = NULL;
 	rc = mst_db_begin(m->db);
 	if (!rc && dst)

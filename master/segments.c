@@ -119,32 +119,35 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 	uint64_t lost = 0, kept = 0;
 	int rc = mst_db_begin(m->db);
 
-	for (size_t b = 0; b < m->objs.n_buckets; b++) {
-		struct mst_object *o = m->objs.buckets[b], *next;
-		for (; o; o = next) {
-			next = o->hnext;
-			if (!on_seg(o, s))
-				continue;
-			if (!strip(o, s)) {
-				if (o->state == MST_COMPLETE && !rc)
-					rc = mst_db_put_object(m->db, o);
-				kept++;
-				continue;
-			}
-			if (o->state == MST_COMPLETE) {
-				if (!rc)
-					rc = mst_db_del_object(m->db, o->key,
-							       o->key_len);
-				mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_LOST,
-					      o->key, o->key_len, NULL, 0);
-				mst_lru_del(m, o);
-				m->n_complete--;
-			}
-			mst_objmap_del(&m->objs, o);
-			mst_object_free(m, o);
-			lost++;
+	struct mst_object **all = NULL;
+	size_t n_all = 0;
+
+	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
+		n_all = 0; /* out of memory: replicas stay until the next try */
+	for (size_t i = 0; i < n_all; i++) {
+		struct mst_object *o = all[i];
+		if (!on_seg(o, s))
+			continue;
+		if (!strip(o, s)) {
+			if (o->state == MST_COMPLETE && !rc)
+				rc = mst_db_put_object(m->db, o);
+			kept++;
+			continue;
 		}
+		if (o->state == MST_COMPLETE) {
+			if (!rc)
+				rc = mst_db_del_object(m->db, o->key,
+						       o->key_len);
+			mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_LOST, o->key,
+				      o->key_len, NULL, 0);
+			mst_lru_del(m, o);
+			m->n_complete--;
+		}
+		mst_objmap_del(&m->objs, o);
+		mst_object_free(m, o);
+		lost++;
 	}
+	free(all);
 	strip_list(m, &m->orphans, s);
 	strip_list(m, &m->releasing, s);
 	if (!rc)

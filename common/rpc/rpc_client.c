@@ -24,6 +24,7 @@ struct mc_rpc_client {
 	atomic_uint_fast64_t next_id;
 	pthread_mutex_t lock;
 	int idle[MAX_IDLE];
+	unsigned idle_tmo[MAX_IDLE]; /* the timeout set on each idle socket */
 	unsigned n_idle;
 };
 
@@ -76,19 +77,22 @@ unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c)
 	return c->timeout_ms;
 }
 
-static int take(struct mc_rpc_client *c, int *fd, bool *pooled)
+static int take(struct mc_rpc_client *c, int *fd, unsigned *tmo, bool *pooled)
 {
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->n_idle) {
-		*fd = c->idle[--c->n_idle];
+		c->n_idle--;
+		*fd = c->idle[c->n_idle];
+		*tmo = c->idle_tmo[c->n_idle];
 		pthread_mutex_unlock(&c->lock);
 		*pooled = true;
 		return 0;
 	}
 	pthread_mutex_unlock(&c->lock);
 	*pooled = false;
+	*tmo = 0;
 	rc = mc_net_connect(c->host, c->port, (int)c->timeout_ms, fd);
 	if (rc)
 		return rc;
@@ -96,10 +100,11 @@ static int take(struct mc_rpc_client *c, int *fd, bool *pooled)
 	return 0;
 }
 
-static void give(struct mc_rpc_client *c, int fd)
+static void give(struct mc_rpc_client *c, int fd, unsigned tmo)
 {
 	pthread_mutex_lock(&c->lock);
 	if (c->n_idle < MAX_IDLE) {
+		c->idle_tmo[c->n_idle] = tmo;
 		c->idle[c->n_idle++] = fd;
 		fd = -1;
 	}
@@ -114,20 +119,24 @@ static int timeout_errno(int rc)
 }
 
 /* One exchange on fd; *sent tells whether the request left entirely. */
-static int exchange(struct mc_rpc_client *c, int fd, const uint8_t *frame,
-		    size_t len, uint16_t method, uint64_t id,
-		    const ProtobufCMessageDescriptor *rd,
+static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
+		    const uint8_t *frame, size_t len, uint16_t method,
+		    uint64_t id, const ProtobufCMessageDescriptor *rd,
 		    ProtobufCMessage **resp, bool *got_any)
 {
 	uint8_t hb[MC_RPC_HDR_LEN];
 	struct mc_rpc_hdr h;
 	uint8_t *body;
+	unsigned want = c->timeout_ms;
 	int rc;
 
 	*got_any = false;
-	rc = mc_net_set_timeouts(fd, (int)c->timeout_ms);
-	if (rc)
-		return rc;
+	if (*tmo != want) { /* two syscalls: only when it changes */
+		rc = mc_net_set_timeouts(fd, (int)want);
+		if (rc)
+			return rc;
+		*tmo = want;
+	}
 	rc = mc_net_write_all(fd, frame, len);
 	if (rc)
 		return timeout_errno(rc);
@@ -173,15 +182,16 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		return rc;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		bool pooled, got_any;
+		unsigned tmo;
 		int fd;
 
-		rc = take(c, &fd, &pooled);
+		rc = take(c, &fd, &tmo, &pooled);
 		if (rc)
 			break;
-		rc = exchange(c, fd, frame, len, method, h.req_id, m->resp,
-			      resp, &got_any);
+		rc = exchange(c, fd, &tmo, frame, len, method, h.req_id,
+			      m->resp, resp, &got_any);
 		if (!rc) {
-			give(c, fd);
+			give(c, fd, tmo);
 			break;
 		}
 		close(fd);
