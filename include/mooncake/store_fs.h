@@ -10,6 +10,13 @@
  * Conventions are store.h's: a mooncake_store_t set up with
  * mooncake_store_setup(); every function returns 0 (or a count) or a
  * negative *upstream store code*; handles are thread-safe unless said.
+ *
+ * Handles (objects, writers) belong to their store: close them before
+ * mooncake_store_destroy(). After mooncake_store_close() their calls
+ * return -1010 UNAVAILABLE_IN_CURRENT_STATUS and closing them only frees
+ * them (close() has released the holds and the master discards unfinished
+ * puts by itself). Callbacks (list, watch) run after the call has left the
+ * store, so they may call into it again.
  */
 #ifndef MOONCAKE_STORE_FS_H
 #define MOONCAKE_STORE_FS_H
@@ -29,7 +36,7 @@ extern "C" {
 typedef struct mooncake_obj_stat {
 	uint64_t size;
 	uint64_t mtime_ms; /* wall clock of the put's completion */
-	uint32_t replicas; /* readable replicas now */
+	uint32_t replicas; /* readable replicas now (0 for an empty object) */
 	uint32_t holds; /* readers holding it open */
 	uint64_t lease_ms; /* lease time left, 0 none */
 	bool hard_pin;
@@ -41,7 +48,9 @@ MOONCAKE_API int mooncake_store_stat(mooncake_store_t store, const char *key,
 				     mooncake_obj_stat_t *out);
 
 /* Replica descriptions for an extended attribute: "endpoint@0xaddr\n"
- * lines into buf (NUL-terminated, truncated to len); returns the count. */
+ * lines into buf (NUL-terminated, truncated to len; buf may be NULL when
+ * len is 0); returns the count of replicas, also when truncated. No lease
+ * is taken. */
 MOONCAKE_API int mooncake_store_replica_text(mooncake_store_t store,
 					     const char *key, char *buf,
 					     size_t len);
@@ -57,8 +66,10 @@ typedef struct mooncake_list_entry {
  * One page of keys under prefix, after start_after (NULL or "": from the
  * start), in bytewise order; with a delimiter, keys containing it after
  * the prefix collapse into one prefix entry. fn is called per entry
- * (strings valid during the call only). *truncated tells whether more
- * follow the last entry. limit 0: 1000. Returns the number of entries.
+ * (strings valid during the call only; fn may be NULL). *truncated (may
+ * be NULL) tells whether more follow the last entry; the next page starts
+ * after the last name returned, a common prefix included. limit 0: 1000
+ * (the master caps it at 100000). Returns the number of entries.
  */
 MOONCAKE_API int mooncake_store_list(mooncake_store_t store, const char *prefix,
 				     const char *delimiter,
@@ -67,7 +78,10 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t store, const char *prefix,
 						const mooncake_list_entry_t *e),
 				     void *arg, bool *truncated);
 
-/** Atomic rename; replaces an existing `to` unless no_replace (-705). */
+/** Atomic rename; replaces an existing `to` unless no_replace (-705).
+ *  -704 when `from` is absent; a `to` still being written is -714.
+ *  Holds follow the object: a reader of `from` keeps reading it, and a
+ *  reader of the replaced `to` keeps reading the old object. */
 MOONCAKE_API int mooncake_store_rename(mooncake_store_t store, const char *from,
 				       const char *to, bool no_replace);
 
@@ -76,7 +90,7 @@ typedef struct mooncake_pool_stat {
 	uint64_t allocated; /* = master_allocated_bytes */
 	uint64_t keys;
 	uint32_t clients;
-	uint32_t segments;
+	uint32_t segments; /* mounted (those capacity counts) */
 } mooncake_pool_stat_t;
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t store,
@@ -90,7 +104,8 @@ typedef struct mooncake_object *mooncake_object_t;
  * Open key for reading: fetches its replicas and takes a hold, so the
  * object's memory stays readable until mooncake_store_object_close(),
  * even if it is removed or renamed over meanwhile. The hold is renewed
- * in the background while open. -704 when absent.
+ * in the background while open (one thread per store renews every open
+ * object's hold). -704 when absent, -703 while it is still being written.
  */
 MOONCAKE_API int mooncake_store_object_open(mooncake_store_t store,
 					    const char *key,
@@ -100,13 +115,20 @@ MOONCAKE_API uint64_t mooncake_store_object_size(mooncake_object_t obj);
  * Copy [off, off+len) of the object into buf, which must lie in memory
  * registered with mooncake_store_register_buffer() (or be any memory when
  * the library's staging buffer is large enough: it is copied through it).
- * Reads past the end are cut short. Returns bytes copied or a code; a
- * failed replica is skipped for the next one before -800 is returned.
+ * Reads past the end are cut short (0 at or after the end). Returns bytes
+ * copied or a code; a failed replica is skipped for the next one before
+ * -800 is returned (the one that answered is tried first next time).
+ * -707 LEASE_EXPIRED when the hold is gone (the master restarted, or it
+ * could not be renewed for 3 lease TTLs): the memory may have been
+ * reused, so nothing is returned; reopen the key. Unregistered memory
+ * larger than the staging buffer is -600. Any number of threads may read
+ * one object at once.
  */
 MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t obj,
 						uint64_t off, void *buf,
 						size_t len);
-/** Release the hold and free the handle. */
+/** Release the hold and free the handle (NULL is fine). Not concurrent
+ *  with reads of the same handle. */
 MOONCAKE_API void mooncake_store_object_close(mooncake_object_t obj);
 
 /* ---- writing by range ---------------------------------------------------- */
@@ -117,14 +139,31 @@ typedef struct mooncake_writer *mooncake_writer_t;
  * Start a put of exactly size bytes under key (PutStart): replicas are
  * allocated now; -705 if key already exists (complete or being written),
  * -200 when the pool has no room. size 0 is allowed (an empty object).
+ * The object becomes visible at close(commit). Bytes never written read
+ * as zeros (close fills the holes). A put not ended within the master's
+ * put_start_discard_timeout_sec (30 s) may be discarded for another put of
+ * the same key: write under a key nobody else writes, then rename. A put
+ * must end within put_start_release_timeout_sec (600 s): the master then
+ * frees its memory and nothing tells the writer (the master cannot renew
+ * a put yet), so later writes could land in another object's memory.
  */
 MOONCAKE_API int mooncake_store_writer_open(
 	mooncake_store_t store, const char *key, uint64_t size,
 	const mooncake_replicate_config_t *config, mooncake_writer_t *out);
-/** Write [off, off+len) into every replica; buf as for object_read. */
+/**
+ * Write [off, off+len) into every replica; buf as for object_read. Past
+ * the end is -600 (and harmless). A write that fails on any replica
+ * (-800) spoils the put: later writes return that code and close() revokes
+ * it. Writes at different offsets may run in several threads at once;
+ * overlapping concurrent writes leave either's bytes.
+ */
 MOONCAKE_API int mooncake_store_writer_write(mooncake_writer_t w, uint64_t off,
 					     const void *buf, size_t len);
-/** PutEnd (commit = true) or PutRevoke, then free the handle. */
+/**
+ * PutEnd (commit = true) or PutRevoke, then free the handle; not
+ * concurrent with its writes. A commit after a failed write revokes and
+ * returns the write's code; a revoke frees the memory at once.
+ */
 MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit);
 
 /* ---- change feed ---------------------------------------------------------- */
@@ -146,10 +185,14 @@ typedef struct mooncake_event {
 
 /**
  * Follow the change feed from cursor (*epoch, *after); 0/0 starts at the
- * present. Waits up to wait_ms for an event, calls fn for each, advances
- * the cursor. Returns the number of events, or 1 with *reset set when
- * events were lost (the caller must forget everything it cached), or a
- * code. Uses its own connection, so a long poll blocks nobody else.
+ * present. Waits up to wait_ms for an event, calls fn for each (in order;
+ * strings valid during the call only; fn may be NULL), advances the
+ * cursor. Returns the number of events (0 when none came in time), or 1
+ * with *reset set and fn not called when events were lost or the master
+ * restarted (the caller must forget everything it cached; the cursor then
+ * points at the present), or a code. *reset may be NULL. Uses its own
+ * connections, so a long poll blocks nobody else; close() of the store
+ * ends a waiting watch within about a second (-1010).
  */
 MOONCAKE_API int mooncake_store_watch(mooncake_store_t store, uint64_t *epoch,
 				      uint64_t *after, unsigned wait_ms,

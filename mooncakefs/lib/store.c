@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "holds.h"
 #include "mc_log.h"
 #include "mc_parse.h"
 #include "mooncake/te.h"
@@ -160,6 +161,9 @@ static void teardown(struct mooncake_store *s, bool leave)
 
 	mcs_ping_stop(s->ping);
 	s->ping = NULL;
+	/* Objects left open lose their holds now (released, not expired). */
+	mcs_holds_destroy(s->holds);
+	s->holds = NULL;
 	if (s->seg && atomic_load(&s->seg_mounted)) {
 		rc = mcs_master_unmount(s->master, s->seg->id);
 		if (rc)
@@ -355,6 +359,8 @@ static int do_setup(struct mooncake_store *s)
 		rc = mcs_host_id(s->host_id, sizeof(s->host_id));
 	if (!rc)
 		rc = connect_master(s);
+	if (!rc)
+		rc = mcs_holds_create(s->master, &s->holds);
 	if (!rc)
 		rc = create_staging(s);
 	if (!rc)

@@ -62,13 +62,6 @@ static uint64_t capacity(const struct mcs_get_key *k)
 	return sum;
 }
 
-static bool usable(const Mcrpc__Replica *r, uint64_t size)
-{
-	return r && r->endpoint && *r->endpoint &&
-	       (r->status == 0 || r->status == MCS_REPLICA_COMPLETE) &&
-	       (r->size == 0 || r->size >= size);
-}
-
 /* Replicas on this host first, otherwise in the master's order. */
 static int order_replicas(struct mooncake_store *s, struct gk *g)
 {
@@ -78,17 +71,7 @@ static int order_replicas(struct mooncake_store *s, struct gk *g)
 		calloc(rl->n_replicas ? rl->n_replicas : 1, sizeof(*g->order));
 	if (!g->order)
 		return -ENOMEM;
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t r = 0; r < rl->n_replicas; r++) {
-			const Mcrpc__Replica *rep = rl->replicas[r];
-			bool local = s->host_id[0] && rep && rep->host_id &&
-				     !strcmp(rep->host_id, s->host_id);
-
-			if (!usable(rep, rl->size) || local != (pass == 0))
-				continue;
-			g->order[g->n_order++] = rep;
-		}
-	}
+	g->n_order = mcs_replicas_order(s, rl, g->order);
 	return 0;
 }
 

@@ -2,7 +2,8 @@
 /**
  * @file store_int.h
  * Internals of the store client shared by its files, mooncake_client and
- * the tests: the handle, its lifecycle lock, and the put/get engines.
+ * the tests: the handle, its lifecycle lock, the put/get engines and the
+ * replica helpers they and the store_fs.h calls share.
  *
  * Lifecycle: `lock` is a writer-preferring rwlock. Every API call holds it
  * for reading while it runs (mcs_enter/mcs_leave); setup and close hold it
@@ -10,8 +11,9 @@
  * half-built or half-torn-down handle.
  *
  * Codes: functions here return internal codes (0, -errno, MC_E*); the
- * public functions in store.c, store_io.c and store_meta.c convert once
- * with mc_err_to_store().
+ * public functions (store.c, store_io.c, store_meta.c and the store_fs.h
+ * ones in store_fs_meta.c, store_object.c, store_writer.c, store_watch.c)
+ * convert once with mc_err_to_store().
  */
 #ifndef MCS_STORE_INT_H
 #define MCS_STORE_INT_H
@@ -29,6 +31,7 @@
 #include "store_cfg.h"
 
 struct te_engine;
+struct mcs_holds;
 struct mcs_segment;
 struct mcs_staging;
 struct mcs_xfer;
@@ -55,6 +58,7 @@ struct mooncake_store {
 	struct mcs_staging *staging;
 	struct mcs_xfer *xfer;
 	struct mcs_ping *ping;
+	struct mcs_holds *holds; /* of open objects (store_fs.h) */
 	struct mcs_regs regs; /* user buffers */
 	_Atomic unsigned rpc_ms; /* 0: from the config */
 	_Atomic unsigned transfer_ms;
@@ -112,5 +116,37 @@ int mcs_put_staged(struct mooncake_store *s, const char *key, const void *value,
 
 /** A usable key: non-NULL, non-empty. */
 bool mcs_key_ok(const char *key);
+
+/* ---- replicas (replicas.c) ------------------------------------------------ */
+
+/** A replica as handles keep it: where its bytes are. */
+struct mcs_loc {
+	const char *endpoint; /* the engine's name */
+	uint64_t address; /* of byte 0 there */
+};
+
+/** A complete replica that can hold size bytes. */
+bool mcs_replica_usable(const Mcrpc__Replica *r, uint64_t size);
+/** On this host (the engine then copies through shared memory). */
+bool mcs_replica_local(const struct mooncake_store *s, const Mcrpc__Replica *r);
+/**
+ * The usable replicas of rl into out (room for rl->n_replicas), those on
+ * this host first, otherwise in the master's order; returns how many.
+ */
+size_t mcs_replicas_order(const struct mooncake_store *s,
+			  const Mcrpc__ReplicaList *rl,
+			  const Mcrpc__Replica **out);
+/** PutStart's replicas for size bytes: 0, MC_EPOOLFULL (none), -EPROTO. */
+int mcs_replicas_check_put(const Mcrpc__ReplicaList *rl, uint64_t size);
+/** The wire form of a replicate config (NULL: one replica, no pins). */
+void mcs_replicate_config(const mooncake_replicate_config_t *c,
+			  Mcrpc__ReplicateConfig *out);
+/**
+ * One calloc'd block: head bytes (the handle), then n locations copied
+ * from reps, then their endpoints and key; *locs and *key_copy point into
+ * it, so one free() frees all. NULL when out of memory.
+ */
+void *mcs_flat_alloc(size_t head, const Mcrpc__Replica *const *reps, size_t n,
+		     const char *key, struct mcs_loc **locs, char **key_copy);
 
 #endif

@@ -55,36 +55,6 @@ static int validate(struct mooncake_store *s, const struct mcs_put_key *k,
 	return 0;
 }
 
-static void to_config(const mooncake_replicate_config_t *c,
-		      Mcrpc__ReplicateConfig *out)
-{
-	*out = (Mcrpc__ReplicateConfig)MCRPC__REPLICATE_CONFIG__INIT;
-	out->replica_num = 1;
-	if (!c)
-		return;
-	out->replica_num = c->replica_num ? (uint32_t)c->replica_num : 1;
-	out->with_soft_pin = c->with_soft_pin;
-	out->with_hard_pin = c->with_hard_pin;
-	if (c->preferred_segments && c->preferred_segments_count) {
-		out->n_preferred_segments = c->preferred_segments_count;
-		out->preferred_segments = (char **)c->preferred_segments;
-	}
-}
-
-/* The replicas' shape is ours to check: a write must fit each one. */
-static int check_replicas(const Mcrpc__ReplicaList *rl, uint64_t size)
-{
-	if (!rl->n_replicas)
-		return MC_EPOOLFULL;
-	for (size_t r = 0; r < rl->n_replicas; r++) {
-		const Mcrpc__Replica *rep = rl->replicas[r];
-		if (!rep || !rep->endpoint || !*rep->endpoint ||
-		    (rep->size && rep->size != size))
-			return -EPROTO;
-	}
-	return 0;
-}
-
 /* End or revoke the keys listed in idx; results of the ended ones. */
 static void finish(struct mooncake_store *s, struct mcs_put_key *keys,
 		   const size_t *idx, size_t n, bool batch, bool end)
@@ -191,7 +161,7 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 	if (!n_live)
 		goto out;
 
-	to_config(cfg, &rcfg);
+	mcs_replicate_config(cfg, &rcfg);
 	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
 				  &resp);
 	if (rc)
@@ -209,7 +179,7 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 			keys[i].result = rl->code;
 			continue;
 		}
-		keys[i].result = check_replicas(rl, st[i].size);
+		keys[i].result = mcs_replicas_check_put(rl, st[i].size);
 		if (keys[i].result) {
 			revoked[n_rev++] = i;
 			continue;

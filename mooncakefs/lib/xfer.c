@@ -17,7 +17,9 @@
 #include "xfer.h"
 
 #define XFER_BATCH_CAP 256u
-#define XFER_POOL 8u
+#define XFER_POOL 32u /* batches kept for reuse: one per concurrent call */
+#define XFER_SMALL 16u /* calls of up to this many ops allocate nothing */
+_Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
 
 struct mcs_xfer {
 	struct te_engine *eng;
@@ -184,18 +186,24 @@ static void finish_chunk(struct mcs_xfer *x, struct chunk *c,
 static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		    uint64_t deadline)
 {
-	struct te_request *reqs = NULL;
-	struct chunk *chunks = NULL;
-	size_t *idx = NULL, n_live = 0, n_chunks = 0;
+	struct te_request small_reqs[XFER_SMALL], *reqs = small_reqs;
+	size_t small_idx[XFER_SMALL], *idx = small_idx;
+	struct chunk small_chunk, *chunks = &small_chunk;
+	size_t n_live = 0, n_chunks = 0;
 	const char *last_name = NULL;
 	struct te_segment *last_seg = NULL;
+	bool heap = n > XFER_SMALL;
 
 	if (!n)
 		return 0;
-	reqs = calloc(n, sizeof(*reqs));
-	idx = calloc(n, sizeof(*idx));
-	chunks = calloc((n + XFER_BATCH_CAP - 1) / XFER_BATCH_CAP,
-			sizeof(*chunks));
+	/* Small calls (a ranged read or write: one op per replica) are the
+	 * hot path: their arrays live on the stack. */
+	if (heap) {
+		reqs = calloc(n, sizeof(*reqs));
+		idx = calloc(n, sizeof(*idx));
+		chunks = calloc((n + XFER_BATCH_CAP - 1) / XFER_BATCH_CAP,
+				sizeof(*chunks));
+	}
 	if (!reqs || !idx || !chunks) {
 		free(reqs);
 		free(idx);
@@ -259,9 +267,11 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	}
 	for (size_t i = 0; i < n_chunks; i++)
 		finish_chunk(x, &chunks[i], ops, deadline);
-	free(reqs);
-	free(idx);
-	free(chunks);
+	if (heap) {
+		free(reqs);
+		free(idx);
+		free(chunks);
+	}
 	return 0;
 }
 

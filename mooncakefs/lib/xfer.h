@@ -9,7 +9,8 @@
  * Segments (peers) are opened once per endpoint and cached until destroy;
  * the engine re-resolves a cached peer by itself when it went stale (the
  * peer restarted), so a later call reaches the new process. Batches come
- * from a small pool.
+ * from a pool (one per concurrent call, up to 32), and a call of up to 16
+ * operations (a ranged read or write: one per replica) allocates nothing.
  *
  * Thread safety: any number of threads may call mcs_xfer_run() at once.
  */

@@ -50,9 +50,45 @@
  *   close                          -> ok
  *   new                            destroy the handle, create another
  *   quit                           close, then "ok" and exit 0
+ *
+ * The filesystem extensions (include/mooncake/store_fs.h). OPTS are any of
+ * "threads=N" (N threads share the pieces: piece i goes to thread i % N),
+ * "unreg" (read/write through unregistered memory: the staging buffer)
+ * and "sparse" (only even-numbered pieces are written; a sparse read
+ * expects zeros in the odd ones).
+ *   oread KEY CHUNK SEED [OPTS]    object_open, read every CHUNK-byte piece
+ *                                  into its place of one buffer, compare
+ *                                  with VALUE(size, SEED), close
+ *                                  -> ok SIZE | mismatch offset N
+ *   oopen KEY                      object_open, kept open -> ok H SIZE
+ *   oreadh H CHUNK SEED [OPTS]     as oread through open handle H
+ *   oread1 H OFF LEN               one object_read of LEN bytes at OFF
+ *                                  -> ok GOT CRC32HEX
+ *   oclose H                       object_close -> ok
+ *   wwrite KEY SIZE CHUNK SEED [REPLICAS] [OPTS]
+ *                                  writer_open, write VALUE(SIZE, SEED) in
+ *                                  CHUNK pieces, last piece first, close
+ *                                  with commit -> ok
+ *   wabort KEY SIZE                writer_open, close without commit -> ok
+ *   wopen KEY SIZE [REPLICAS]      writer_open, kept open -> ok H
+ *   wpiece H OFF LEN SEED          writer_write of bytes [OFF, OFF+LEN) of
+ *                                  VALUE(size, SEED) -> ok
+ *   wclose H commit|abort          writer_close -> ok
+ *   fstat KEY                      stat -> ok size=S replicas=R holds=H
+ *                                  lease=MS mtime=MS
+ *   rtext KEY                      replica_text -> ok N LINE ...
+ *   ren FROM TO [noreplace]        rename -> ok
+ *   ls PREFIX DELIM START LIMIT    list ("-": none)
+ *                                  -> ok N truncated=0|1 NAME:SIZE[:/] ...
+ *   pool                           pool_stat -> ok capacity=C allocated=A
+ *                                  keys=K clients=N segments=M
+ *   watch EPOCH AFTER WAIT_MS      watch -> ok epoch=E after=A reset=0|1
+ *                                  TYPE:KEY[>TO] ... (the call's count is
+ *                                  checked: the events, or 1 for a reset)
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,6 +99,7 @@
 #include "mc_compiler.h"
 #include "mc_parse.h"
 #include "mooncake/store.h"
+#include "mooncake/store_fs.h"
 
 #define MAX_ARGS 4096
 #define MAX_LINE (1u << 20)
@@ -644,6 +681,8 @@ static int cmd_count(int argc, char **argv, bool regex)
 	return 0;
 }
 
+static void close_objects(void);
+
 static int cmd_simple(int argc, char **argv)
 {
 	const char *c = argv[0];
@@ -695,6 +734,7 @@ static int cmd_simple(int argc, char **argv)
 		return reply("ok");
 	}
 	if (!strcmp(c, "new") && argc == 1) {
+		close_objects();
 		mooncake_store_destroy(store);
 		forget_scratch_registration();
 		store = mooncake_store_create();
@@ -704,6 +744,664 @@ static int cmd_simple(int argc, char **argv)
 	}
 	reply_err(-600, "unknown command or bad arguments");
 	return 0;
+}
+
+/* ---- the filesystem extensions (store_fs.h) ------------------------------ */
+
+#define MAX_OBJS 64
+#define MAX_THREADS 64
+
+static mooncake_object_t objs[MAX_OBJS];
+
+static mooncake_writer_t writers[MAX_OBJS];
+static uint64_t writer_size[MAX_OBJS];
+
+/* Before the handle goes: objects are closed, writers abort. */
+static void close_objects(void)
+{
+	for (int h = 0; h < MAX_OBJS; h++) {
+		mooncake_store_object_close(objs[h]);
+		objs[h] = NULL;
+		if (writers[h])
+			(void)mooncake_store_writer_close(writers[h], false);
+		writers[h] = NULL;
+	}
+}
+
+/* A reply line grown as needed. */
+struct line {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void line_add(struct line *l, const char *fmt, ...) MC_PRINTF(2, 3);
+
+static void line_add(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = l->cap - l->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(l->p ? l->p + l->len : NULL, l->p ? room : 0, fmt,
+			      ap);
+		va_end(ap);
+		if (n < 0) {
+			l->oom = true;
+			return;
+		}
+		if (l->p && (size_t)n < room) {
+			l->len += (size_t)n;
+			return;
+		}
+		size_t cap = (l->cap + (size_t)n + 1) * 2;
+		char *p = realloc(l->p, cap);
+		if (!p) {
+			l->oom = true;
+			return;
+		}
+		l->p = p;
+		l->cap = cap;
+	}
+}
+
+static int line_reply(struct line *l)
+{
+	if (l->oom)
+		reply_err(-1, "out of memory");
+	else
+		reply("%s", l->p ? l->p : "ok");
+	free(l->p);
+	return 0;
+}
+
+/* Trailing options of oread/oreadh/wwrite. */
+struct opts {
+	unsigned threads;
+	bool unreg, sparse;
+};
+
+static bool parse_opts(int argc, char **argv, int at, struct opts *o)
+{
+	uint64_t n;
+
+	*o = (struct opts){ .threads = 1 };
+	for (int i = at; i < argc; i++) {
+		if (!strcmp(argv[i], "unreg"))
+			o->unreg = true;
+		else if (!strcmp(argv[i], "sparse"))
+			o->sparse = true;
+		else if (!strncmp(argv[i], "threads=", 8) &&
+			 parse_u64(argv[i] + 8, &n) && n >= 1 &&
+			 n <= MAX_THREADS)
+			o->threads = (unsigned)n;
+		else
+			return false;
+	}
+	return true;
+}
+
+/* The memory pieces go to and come from: registered scratch or not. */
+static int io_buffer(const struct opts *o, size_t size, uint8_t **out,
+		     bool *heap)
+{
+	*heap = o->unreg;
+	if (!o->unreg)
+		return scratch_get(size, out);
+	*out = malloc(size ? size : 1);
+	return *out ? 0 : -1;
+}
+
+/* Pieces of CHUNK bytes spread over threads: thread t does i % n == t. */
+struct pieces {
+	mooncake_object_t obj;
+	mooncake_writer_t w;
+	uint8_t *buf;
+	uint64_t size, chunk;
+	unsigned n_threads;
+	bool sparse;
+	int64_t result; /* first failure */
+	pthread_mutex_t lock;
+};
+
+struct worker {
+	struct pieces *p;
+	unsigned t;
+	pthread_t thread;
+};
+
+static void set_result(struct pieces *p, int64_t rc)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->result)
+		p->result = rc;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static uint64_t n_pieces(const struct pieces *p)
+{
+	return p->chunk ? (p->size + p->chunk - 1) / p->chunk : 0;
+}
+
+/* Reads in order of offsets. */
+static void *read_pieces(void *arg)
+{
+	struct worker *wk = arg;
+	struct pieces *p = wk->p;
+
+	for (uint64_t i = wk->t; i < n_pieces(p); i += p->n_threads) {
+		uint64_t off = i * p->chunk;
+		uint64_t len = p->size - off < p->chunk ? p->size - off :
+							  p->chunk;
+		int64_t got = mooncake_store_object_read(p->obj, off,
+							 p->buf + off, len);
+
+		if (got != (int64_t)len) {
+			set_result(p, got < 0 ? got : -800);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Writes the last piece first. */
+static void *write_pieces(void *arg)
+{
+	struct worker *wk = arg;
+	struct pieces *p = wk->p;
+	uint64_t n = n_pieces(p);
+
+	for (uint64_t k = wk->t; k < n; k += p->n_threads) {
+		uint64_t i = n - 1 - k;
+		uint64_t off = i * p->chunk;
+		uint64_t len = p->size - off < p->chunk ? p->size - off :
+							  p->chunk;
+		int rc;
+
+		if (p->sparse && i % 2)
+			continue;
+		rc = mooncake_store_writer_write(p->w, off, p->buf + off, len);
+		if (rc) {
+			set_result(p, rc);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int64_t run_pieces(struct pieces *p, void *(*fn)(void *))
+{
+	struct worker wk[MAX_THREADS];
+	unsigned started = 0;
+
+	pthread_mutex_init(&p->lock, NULL);
+	for (unsigned t = 0; t < p->n_threads; t++) {
+		wk[t] = (struct worker){ .p = p, .t = t };
+		if (p->n_threads == 1) {
+			fn(&wk[t]);
+			continue;
+		}
+		if (pthread_create(&wk[t].thread, NULL, fn, &wk[t])) {
+			set_result(p, -1);
+			break;
+		}
+		started++;
+	}
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(wk[t].thread, NULL);
+	pthread_mutex_destroy(&p->lock);
+	return p->result;
+}
+
+/* Read all of obj in pieces and compare with VALUE(size, seed). */
+static int read_verify(mooncake_object_t obj, uint64_t chunk, uint64_t seed,
+		       const struct opts *o)
+{
+	uint64_t size = mooncake_store_object_size(obj);
+	struct pieces p = { .obj = obj,
+			    .size = size,
+			    .chunk = chunk,
+			    .n_threads = o->threads };
+	uint8_t *want = NULL;
+	bool heap;
+	int64_t rc;
+
+	if (size > MAX_VALUE)
+		return reply_err(-600, "object too large for store_shell");
+	if (io_buffer(o, (size_t)size, &p.buf, &heap))
+		return reply_err(-1, "buffer");
+	memset(p.buf, 0xA5, (size_t)size);
+	rc = run_pieces(&p, read_pieces);
+	if (rc) {
+		reply_err((int)rc, NULL);
+		goto out;
+	}
+	if (!o->sparse) {
+		size_t at = value_cmp(p.buf, (size_t)size, seed);
+		if (at != size)
+			reply("mismatch offset %zu", at);
+		else
+			reply("ok %" PRIu64, size);
+		goto out;
+	}
+	/* Sparse: odd pieces were never written and must read as zeros. */
+	want = malloc(size ? size : 1);
+	if (!want) {
+		reply_err(-1, "out of memory");
+		goto out;
+	}
+	value_fill(want, (size_t)size, seed);
+	for (uint64_t off = 0; off < size; off += chunk) {
+		uint64_t len = size - off < chunk ? size - off : chunk;
+		if ((off / chunk) % 2)
+			memset(want + off, 0, (size_t)len);
+	}
+	for (uint64_t i = 0; i < size; i++) {
+		if (p.buf[i] != want[i]) {
+			reply("mismatch offset %" PRIu64, i);
+			goto out;
+		}
+	}
+	reply("ok %" PRIu64, size);
+out:
+	free(want);
+	if (heap)
+		free(p.buf);
+	return 0;
+}
+
+static int cmd_oread(int argc, char **argv)
+{
+	mooncake_object_t obj;
+	uint64_t chunk, seed;
+	struct opts o;
+	int rc;
+
+	if (argc < 4 || !parse_size(argv[2], &chunk) || !chunk ||
+	    !parse_u64(argv[3], &seed) || !parse_opts(argc, argv, 4, &o))
+		return usage("oread KEY CHUNK SEED [threads=N] [unreg] "
+			     "[sparse]");
+	rc = mooncake_store_object_open(store, argv[1], &obj);
+	if (rc)
+		return reply_err(rc, "open");
+	read_verify(obj, chunk, seed, &o);
+	mooncake_store_object_close(obj);
+	return 0;
+}
+
+/* A handle number of the table, or -1. */
+static int handle_arg(const char *a)
+{
+	uint64_t h;
+
+	if (!parse_u64(a, &h) || h >= MAX_OBJS || !objs[h])
+		return -1;
+	return (int)h;
+}
+
+static int cmd_ohandle(int argc, char **argv)
+{
+	const char *c = argv[0];
+	uint64_t chunk, seed, off, len;
+	struct opts o;
+	int h, rc;
+
+	if (!strcmp(c, "oopen")) {
+		if (argc != 2)
+			return usage("oopen KEY");
+		for (h = 0; h < MAX_OBJS && objs[h]; h++)
+			;
+		if (h == MAX_OBJS)
+			return reply_err(-600, "too many open objects");
+		rc = mooncake_store_object_open(store, argv[1], &objs[h]);
+		if (rc)
+			return reply_err(rc, NULL);
+		return reply("ok %d %" PRIu64, h,
+			     mooncake_store_object_size(objs[h]));
+	}
+	if (!strcmp(c, "oclose")) {
+		if (argc != 2 || (h = handle_arg(argv[1])) < 0)
+			return usage("oclose H");
+		mooncake_store_object_close(objs[h]);
+		objs[h] = NULL;
+		return reply("ok");
+	}
+	if (!strcmp(c, "oread1")) {
+		uint8_t *buf;
+		int64_t got;
+
+		if (argc != 4 || (h = handle_arg(argv[1])) < 0 ||
+		    !parse_u64(argv[2], &off) || !parse_size(argv[3], &len) ||
+		    len > MAX_VALUE)
+			return usage("oread1 H OFF LEN");
+		if (scratch_get((size_t)len, &buf))
+			return reply_err(-1, "scratch buffer");
+		got = mooncake_store_object_read(objs[h], off, buf, len);
+		if (got < 0)
+			return reply_err((int)got, NULL);
+		return reply("ok %" PRId64 " %08x", got,
+			     crc32_ieee(buf, (size_t)got));
+	}
+	if (argc < 4 || (h = handle_arg(argv[1])) < 0 ||
+	    !parse_size(argv[2], &chunk) || !chunk ||
+	    !parse_u64(argv[3], &seed) || !parse_opts(argc, argv, 4, &o))
+		return usage("oreadh H CHUNK SEED [threads=N] [unreg] "
+			     "[sparse]");
+	return read_verify(objs[h], chunk, seed, &o);
+}
+
+static int cmd_wwrite(int argc, char **argv)
+{
+	mooncake_replicate_config_t c = { .replica_num = 1 };
+	struct pieces p = { 0 };
+	uint64_t size, chunk, seed, repl = 1;
+	struct opts o;
+	int at = 5, rc;
+	bool heap;
+
+	if (argc > 5 && parse_u64(argv[5], &repl))
+		at = 6;
+	if (argc < 5 || !parse_size(argv[2], &size) || size > MAX_VALUE ||
+	    !parse_size(argv[3], &chunk) || !chunk ||
+	    !parse_u64(argv[4], &seed) || repl > 64 ||
+	    !parse_opts(argc, argv, at, &o))
+		return usage("wwrite KEY SIZE CHUNK SEED [REPLICAS] "
+			     "[threads=N] [unreg] [sparse]");
+	c.replica_num = (size_t)repl;
+	if (io_buffer(&o, (size_t)size, &p.buf, &heap))
+		return reply_err(-1, "buffer");
+	value_fill(p.buf, (size_t)size, seed);
+	rc = mooncake_store_writer_open(store, argv[1], size, &c, &p.w);
+	if (rc) {
+		reply_err(rc, "open");
+		goto out;
+	}
+	p.size = size;
+	p.chunk = chunk;
+	p.n_threads = o.threads;
+	p.sparse = o.sparse;
+	rc = (int)run_pieces(&p, write_pieces);
+	if (rc) {
+		(void)mooncake_store_writer_close(p.w, false);
+		reply_err(rc, "write");
+		goto out;
+	}
+	rc = mooncake_store_writer_close(p.w, true);
+	if (rc)
+		reply_err(rc, "close");
+	else
+		reply("ok");
+out:
+	if (heap)
+		free(p.buf);
+	return 0;
+}
+
+static int cmd_wabort(int argc, char **argv)
+{
+	mooncake_writer_t w;
+	uint64_t size;
+	int rc;
+
+	if (argc != 3 || !parse_size(argv[2], &size))
+		return usage("wabort KEY SIZE");
+	rc = mooncake_store_writer_open(store, argv[1], size, NULL, &w);
+	if (rc)
+		return reply_err(rc, "open");
+	rc = mooncake_store_writer_close(w, false);
+	if (rc)
+		return reply_err(rc, "close");
+	return reply("ok");
+}
+
+static int writer_arg(const char *a)
+{
+	uint64_t h;
+
+	if (!parse_u64(a, &h) || h >= MAX_OBJS || !writers[h])
+		return -1;
+	return (int)h;
+}
+
+/* wopen, wpiece, wclose */
+static int cmd_whandle(int argc, char **argv)
+{
+	mooncake_replicate_config_t c = { .replica_num = 1 };
+	const char *cmd = argv[0];
+	uint64_t size, repl = 1, off, len, seed;
+	uint8_t *buf;
+	int h, rc;
+
+	if (!strcmp(cmd, "wopen")) {
+		if (argc < 3 || argc > 4 || !parse_size(argv[2], &size) ||
+		    (argc == 4 && (!parse_u64(argv[3], &repl) || repl > 64)))
+			return usage("wopen KEY SIZE [REPLICAS]");
+		for (h = 0; h < MAX_OBJS && writers[h]; h++)
+			;
+		if (h == MAX_OBJS)
+			return reply_err(-600, "too many open writers");
+		c.replica_num = (size_t)repl;
+		rc = mooncake_store_writer_open(store, argv[1], size, &c,
+						&writers[h]);
+		if (rc)
+			return reply_err(rc, NULL);
+		writer_size[h] = size;
+		return reply("ok %d", h);
+	}
+	if (!strcmp(cmd, "wclose")) {
+		if (argc != 3 || (h = writer_arg(argv[1])) < 0 ||
+		    (strcmp(argv[2], "commit") && strcmp(argv[2], "abort")))
+			return usage("wclose H commit|abort");
+		rc = mooncake_store_writer_close(writers[h],
+						 !strcmp(argv[2], "commit"));
+		writers[h] = NULL;
+		if (rc)
+			return reply_err(rc, NULL);
+		return reply("ok");
+	}
+	if (argc != 5 || (h = writer_arg(argv[1])) < 0 ||
+	    !parse_u64(argv[2], &off) || !parse_size(argv[3], &len) ||
+	    !parse_u64(argv[4], &seed) || writer_size[h] > MAX_VALUE)
+		return usage("wpiece H OFF LEN SEED");
+	size = writer_size[h];
+	if (scratch_get((size_t)size, &buf))
+		return reply_err(-1, "scratch buffer");
+	value_fill(buf, (size_t)size, seed);
+	/* Past the end: handed over as is, for the library to refuse. */
+	rc = mooncake_store_writer_write(
+		writers[h], off, off <= size ? buf + off : buf, (size_t)len);
+	if (rc)
+		return reply_err(rc, NULL);
+	return reply("ok");
+}
+
+static int cmd_fstat(int argc, char **argv)
+{
+	mooncake_obj_stat_t st;
+	int rc;
+
+	if (argc != 2)
+		return usage("fstat KEY");
+	rc = mooncake_store_stat(store, argv[1], &st);
+	if (rc)
+		return reply_err(rc, NULL);
+	return reply("ok size=%" PRIu64 " replicas=%" PRIu32 " holds=%" PRIu32
+		     " lease=%" PRIu64 " mtime=%" PRIu64,
+		     st.size, st.replicas, st.holds, st.lease_ms, st.mtime_ms);
+}
+
+static int cmd_rtext(int argc, char **argv)
+{
+	char buf[4096];
+	int n;
+
+	if (argc != 2)
+		return usage("rtext KEY");
+	n = mooncake_store_replica_text(store, argv[1], buf, sizeof(buf));
+	if (n < 0)
+		return reply_err(n, NULL);
+	for (char *p = buf; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	return reply("ok %d %s", n, buf);
+}
+
+static int cmd_ren(int argc, char **argv)
+{
+	bool no_replace = argc == 4 && !strcmp(argv[3], "noreplace");
+	int rc;
+
+	if (argc != 3 && !no_replace)
+		return usage("ren FROM TO [noreplace]");
+	rc = mooncake_store_rename(store, argv[1], argv[2], no_replace);
+	if (rc)
+		return reply_err(rc, NULL);
+	return reply("ok");
+}
+
+static void ls_entry(void *arg, const mooncake_list_entry_t *e)
+{
+	line_add(arg, " %s:%" PRIu64 "%s", e->name, e->size,
+		 e->is_prefix ? ":/" : "");
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	struct line entries = { 0 }, l = { 0 };
+	bool truncated = false;
+	uint64_t limit;
+	int n;
+
+	if (argc != 5 || !parse_u64(argv[4], &limit) || limit > UINT32_MAX)
+		return usage("ls PREFIX DELIM START LIMIT");
+	n = mooncake_store_list(store, opt_str(argv[1]), opt_str(argv[2]),
+				opt_str(argv[3]), (unsigned)limit, ls_entry,
+				&entries, &truncated);
+	if (n < 0) {
+		free(entries.p);
+		return reply_err(n, NULL);
+	}
+	line_add(&l, "ok %d truncated=%d%s", n, truncated ? 1 : 0,
+		 entries.p ? entries.p : "");
+	l.oom |= entries.oom;
+	free(entries.p);
+	return line_reply(&l);
+}
+
+static int cmd_pool(int argc, char **argv)
+{
+	mooncake_pool_stat_t st;
+	int rc;
+
+	(void)argv;
+	if (argc != 1)
+		return usage("pool");
+	rc = mooncake_store_pool_stat(store, &st);
+	if (rc)
+		return reply_err(rc, NULL);
+	return reply("ok capacity=%" PRIu64 " allocated=%" PRIu64
+		     " keys=%" PRIu64 " clients=%" PRIu32 " segments=%" PRIu32,
+		     st.capacity, st.allocated, st.keys, st.clients,
+		     st.segments);
+}
+
+static const char *ev_name(enum mooncake_event_type t)
+{
+	switch (t) {
+	case MOONCAKE_EV_PUT:
+		return "put";
+	case MOONCAKE_EV_REMOVE:
+		return "remove";
+	case MOONCAKE_EV_RENAME:
+		return "rename";
+	case MOONCAKE_EV_EVICT:
+		return "evict";
+	case MOONCAKE_EV_LOST:
+		return "lost";
+	}
+	return "?";
+}
+
+static void watch_event(void *arg, const mooncake_event_t *e)
+{
+	line_add(arg, " %s:%s%s%s", ev_name(e->type), e->key, *e->to ? ">" : "",
+		 e->to);
+}
+
+static size_t count_events(const char *text)
+{
+	size_t n = 0;
+
+	for (; text && *text; text++)
+		n += *text == ' ';
+	return n;
+}
+
+static int cmd_watch(int argc, char **argv)
+{
+	struct line events = { 0 }, l = { 0 };
+	uint64_t epoch, after, wait;
+	bool reset = false;
+	int n;
+
+	if (argc != 4 || !parse_u64(argv[1], &epoch) ||
+	    !parse_u64(argv[2], &after) || !parse_u64(argv[3], &wait) ||
+	    wait > UINT32_MAX)
+		return usage("watch EPOCH AFTER WAIT_MS");
+	n = mooncake_store_watch(store, &epoch, &after, (unsigned)wait,
+				 watch_event, &events, &reset);
+	if (n < 0) {
+		free(events.p);
+		return reply_err(n, NULL);
+	}
+	/* The count is the events delivered, or 1 for a reset. */
+	if (reset ? n != 1 || events.p : n != (int)count_events(events.p)) {
+		free(events.p);
+		return reply("err -1 INTERNAL_ERROR watch returned %d with "
+			     "reset=%d",
+			     n, reset ? 1 : 0);
+	}
+	line_add(&l, "ok epoch=%" PRIu64 " after=%" PRIu64 " reset=%d%s", epoch,
+		 after, reset ? 1 : 0, events.p ? events.p : "");
+	l.oom |= events.oom;
+	free(events.p);
+	return line_reply(&l);
+}
+
+static bool run_fs(int argc, char **argv)
+{
+	const char *c = argv[0];
+
+	if (!strcmp(c, "oread"))
+		cmd_oread(argc, argv);
+	else if (!strcmp(c, "oopen") || !strcmp(c, "oreadh") ||
+		 !strcmp(c, "oread1") || !strcmp(c, "oclose"))
+		cmd_ohandle(argc, argv);
+	else if (!strcmp(c, "wwrite"))
+		cmd_wwrite(argc, argv);
+	else if (!strcmp(c, "wabort"))
+		cmd_wabort(argc, argv);
+	else if (!strcmp(c, "wopen") || !strcmp(c, "wpiece") ||
+		 !strcmp(c, "wclose"))
+		cmd_whandle(argc, argv);
+	else if (!strcmp(c, "fstat"))
+		cmd_fstat(argc, argv);
+	else if (!strcmp(c, "rtext"))
+		cmd_rtext(argc, argv);
+	else if (!strcmp(c, "ren"))
+		cmd_ren(argc, argv);
+	else if (!strcmp(c, "ls"))
+		cmd_ls(argc, argv);
+	else if (!strcmp(c, "pool"))
+		cmd_pool(argc, argv);
+	else if (!strcmp(c, "watch"))
+		cmd_watch(argc, argv);
+	else
+		return false;
+	return true;
 }
 
 static void run(int argc, char **argv)
@@ -742,7 +1440,7 @@ static void run(int argc, char **argv)
 		cmd_count(argc, argv, true);
 	else if (!strcmp(c, "desc"))
 		cmd_desc(argc, argv);
-	else
+	else if (!run_fs(argc, argv))
 		cmd_simple(argc, argv);
 }
 
@@ -796,6 +1494,7 @@ int main(void)
 	}
 	/* "quit" is answered once the handle is closed: the pool has
 	 * forgotten us by the time the test reads "ok". */
+	close_objects();
 	if (scratch_reg)
 		(void)mooncake_store_unregister_buffer(store, scratch);
 	mooncake_store_destroy(store);

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Hold renewer (see holds.h): a table of the holds of open objects and one
+ * thread that renews them all per interval. A hold released while a
+ * renewal is in flight is only unlinked then; the renewer frees it once it
+ * no longer looks at its snapshot.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "holds.h"
+#include "master_client.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "util.h"
+
+#define RENEW_MAX_MS 5000u
+#define DEFAULT_LEASE_MS 10000u
+#define HOLD_TTL_LEASES 3u /* the master's hold TTL, in lease TTLs */
+#define RPC_CHUNK 4096u /* hold ids per LeaseRenew/LeaseRelease */
+
+struct mcs_holds {
+	struct mcs_master *m;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct mcs_hold **v; /* registered holds; v[i]->slot == i */
+	size_t n, cap;
+	struct mcs_hold *dead; /* released during a renewal */
+	bool renewing, started, stop, outage;
+	unsigned interval_ms;
+	pthread_t thread;
+	/* the renewer's snapshot, reused across rounds */
+	uint64_t *ids;
+	struct mcs_hold **refs;
+	int *res;
+	size_t snap_cap;
+};
+
+int mcs_holds_create(struct mcs_master *m, struct mcs_holds **out)
+{
+	struct mcs_holds *h = calloc(1, sizeof(*h));
+	pthread_condattr_t ca;
+
+	if (!h)
+		return -ENOMEM;
+	h->m = m;
+	h->interval_ms = RENEW_MAX_MS;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = h;
+	return 0;
+}
+
+bool mcs_hold_valid(struct mcs_hold *x, uint64_t now_ms)
+{
+	return !atomic_load(&x->lost) &&
+	       now_ms < atomic_load(&x->confirmed_ms) + x->ttl_ms;
+}
+
+size_t mcs_holds_count(struct mcs_holds *h)
+{
+	size_t n;
+
+	pthread_mutex_lock(&h->lock);
+	n = h->n;
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
+/* Grow the snapshot arrays to n; caller holds the lock. */
+static int snap_reserve(struct mcs_holds *h, size_t n)
+{
+	uint64_t *ids;
+	struct mcs_hold **refs;
+	int *res;
+
+	if (n <= h->snap_cap)
+		return 0;
+	ids = realloc(h->ids, n * sizeof(*ids));
+	if (ids)
+		h->ids = ids;
+	refs = realloc(h->refs, n * sizeof(*refs));
+	if (refs)
+		h->refs = refs;
+	res = realloc(h->res, n * sizeof(*res));
+	if (res)
+		h->res = res;
+	if (!ids || !refs || !res)
+		return -ENOMEM;
+	h->snap_cap = n;
+	return 0;
+}
+
+/* One LeaseRenew/LeaseRelease per RPC_CHUNK ids; res gets every result. */
+static void lease_calls(struct mcs_master *m, bool renew, const uint64_t *ids,
+			size_t n, int *res)
+{
+	for (size_t off = 0; off < n; off += RPC_CHUNK) {
+		size_t cnt = n - off < RPC_CHUNK ? n - off : RPC_CHUNK;
+		int rc = renew ? mcs_master_lease_renew(m, ids + off, cnt,
+							res + off) :
+				 mcs_master_lease_release(m, ids + off, cnt,
+							  res + off);
+
+		for (size_t i = 0; rc && i < cnt; i++)
+			res[off + i] = rc;
+	}
+}
+
+/* Renew every hold once; called and returns with the lock held. */
+static void renew_all(struct mcs_holds *h)
+{
+	size_t n = h->n, failed = 0;
+	uint64_t t0;
+	int first = 0;
+
+	if (!n)
+		return;
+	if (snap_reserve(h, n)) {
+		mc_log_debug("store", "renew holds: out of memory");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		h->refs[i] = h->v[i];
+		h->ids[i] = h->v[i]->id;
+	}
+	h->renewing = true;
+	pthread_mutex_unlock(&h->lock);
+
+	t0 = mcs_now_ms();
+	lease_calls(h->m, true, h->ids, n, h->res);
+
+	pthread_mutex_lock(&h->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct mcs_hold *x = h->refs[i];
+		int r = h->res[i];
+
+		if (x->dead)
+			continue;
+		if (!r) {
+			atomic_store(&x->confirmed_ms, t0);
+		} else if (r == -ENOENT) {
+			if (!atomic_exchange(&x->lost, true))
+				mc_log_info("store",
+					    "hold %llu of an open object is "
+					    "gone (expired, or the master "
+					    "restarted): its reads now fail "
+					    "with LEASE_EXPIRED",
+					    (unsigned long long)x->id);
+		} else if (!failed++) {
+			first = r;
+		}
+	}
+	if (failed && !h->outage)
+		mc_log_warn("store", "renew %zu of %zu holds: %s (retrying)",
+			    failed, n, mc_strerror(first));
+	else if (!failed && h->outage)
+		mc_log_notice("store", "holds renewed again");
+	h->outage = failed != 0;
+	while (h->dead) {
+		struct mcs_hold *x = h->dead;
+		h->dead = x->next_dead;
+		free(x);
+	}
+	h->renewing = false;
+}
+
+static void *renewer(void *arg)
+{
+	struct mcs_holds *h = arg;
+	uint64_t last = mcs_now_ms();
+	struct timespec ts;
+
+	pthread_mutex_lock(&h->lock);
+	while (!h->stop) {
+		/* Recomputed on every wake: the interval may have shrunk. */
+		uint64_t now = mcs_now_ms(), due = last + h->interval_ms;
+
+		if (now >= due) {
+			last = now;
+			renew_all(h);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)((due - now) / 1000);
+		ts.tv_nsec += (long)((due - now) % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&h->cond, &h->lock, &ts);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* Caller holds the lock. */
+static int start_thread(struct mcs_holds *h)
+{
+	sigset_t all, old;
+	int rc;
+
+	/* The thread takes no signals: they belong to the application. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&h->thread, NULL, renewer, h);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -rc;
+	h->started = true;
+	return 0;
+}
+
+int mcs_holds_add(struct mcs_holds *h, uint64_t id, uint64_t t0_ms,
+		  uint64_t lease_ms, struct mcs_hold **out)
+{
+	struct mcs_hold *x = calloc(1, sizeof(*x));
+	int rc = 0;
+
+	if (!x)
+		return -ENOMEM;
+	if (!lease_ms)
+		lease_ms = DEFAULT_LEASE_MS;
+	x->id = id;
+	x->ttl_ms = lease_ms * HOLD_TTL_LEASES;
+	atomic_store(&x->confirmed_ms, t0_ms);
+	pthread_mutex_lock(&h->lock);
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 16;
+		struct mcs_hold **v = realloc(h->v, cap * sizeof(*v));
+
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		h->v = v;
+		h->cap = cap;
+	}
+	if (!h->started)
+		rc = start_thread(h);
+	if (rc)
+		goto out;
+	/* Renew at least once per lease TTL: a hold then survives two
+	 * renewals that fail. */
+	if (lease_ms < h->interval_ms) {
+		h->interval_ms = (unsigned)lease_ms;
+		pthread_cond_broadcast(&h->cond);
+	}
+	x->slot = h->n;
+	h->v[h->n++] = x;
+	*out = x;
+	x = NULL;
+out:
+	pthread_mutex_unlock(&h->lock);
+	free(x);
+	return rc;
+}
+
+int mcs_holds_release(struct mcs_holds *h, struct mcs_hold *x)
+{
+	uint64_t id = x->id;
+	int res = 0, rc;
+
+	pthread_mutex_lock(&h->lock);
+	h->v[x->slot] = h->v[--h->n];
+	h->v[x->slot]->slot = x->slot;
+	if (h->renewing) {
+		x->dead = true;
+		x->next_dead = h->dead;
+		h->dead = x;
+	} else {
+		free(x);
+	}
+	pthread_mutex_unlock(&h->lock);
+	rc = mcs_master_lease_release(h->m, &id, 1, &res);
+	return rc ? rc : res;
+}
+
+void mcs_holds_destroy(struct mcs_holds *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	if (h->started)
+		pthread_join(h->thread, NULL);
+	/* Objects left open: their holds end now, not 30 s from now. */
+	if (h->n && !snap_reserve(h, h->n)) {
+		for (size_t i = 0; i < h->n; i++)
+			h->ids[i] = h->v[i]->id;
+		lease_calls(h->m, false, h->ids, h->n, h->res);
+		mc_log_info("store", "released %zu holds of objects left open",
+			    h->n);
+	}
+	for (size_t i = 0; i < h->n; i++)
+		free(h->v[i]);
+	free(h->v);
+	free(h->ids);
+	free(h->refs);
+	free(h->res);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}

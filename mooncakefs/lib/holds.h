@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file holds.h
+ * The holds of open objects (store_object.c) and the one background thread
+ * that keeps them alive: every interval it renews all of them with one
+ * batched LeaseRenew. The master expires a hold 3 lease TTLs after its
+ * last renewal (30 s by default); the interval is 5 s, or one lease TTL
+ * when that is shorter, so a hold survives two failed renewals.
+ *
+ * Each hold records when the master last confirmed it (the send time of
+ * the GetReplicaList or LeaseRenew that did) and whether the master has
+ * forgotten it (a renewal answered OBJECT_NOT_FOUND: it expired, or the
+ * master restarted). A read is safe while mcs_hold_valid() says so: then
+ * the object's memory cannot have been freed or reused meanwhile.
+ *
+ * The thread starts with the first hold; mcs_holds_destroy() stops it and
+ * releases the holds still registered (objects left open at close()).
+ *
+ * Thread safety: every function may be called from any thread; a hold
+ * returned by mcs_holds_add() is valid until mcs_holds_release() or
+ * mcs_holds_destroy().
+ */
+#ifndef MCS_HOLDS_H
+#define MCS_HOLDS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mc_compiler.h"
+
+struct mcs_master;
+struct mcs_holds;
+
+struct mcs_hold {
+	uint64_t id; /* the master's hold id */
+	uint64_t ttl_ms; /* the hold's lifetime after each renewal */
+	_Atomic uint64_t confirmed_ms; /* monotonic; see above */
+	atomic_bool lost; /* the master no longer knows it */
+	/* owned by the registry */
+	size_t slot;
+	bool dead;
+	struct mcs_hold *next_dead;
+};
+
+/** A registry renewing through m (which must outlive it). */
+int mcs_holds_create(struct mcs_master *m,
+		     struct mcs_holds **out) MC_MUST_CHECK;
+/** Stop the thread, release every hold left (one LeaseRelease), free. */
+void mcs_holds_destroy(struct mcs_holds *h);
+
+/**
+ * Register hold id, confirmed at t0_ms (monotonic, taken before the
+ * request that created it), for a master whose lease TTL is lease_ms (0:
+ * 10 s); starts the thread when needed. 0 or -ENOMEM, -errno.
+ */
+int mcs_holds_add(struct mcs_holds *h, uint64_t id, uint64_t t0_ms,
+		  uint64_t lease_ms, struct mcs_hold **out) MC_MUST_CHECK;
+/** Unregister x and LeaseRelease it; 0 or the RPC's code. */
+int mcs_holds_release(struct mcs_holds *h, struct mcs_hold *x);
+
+/** The hold is known to protect the object up to now_ms. */
+bool mcs_hold_valid(struct mcs_hold *x, uint64_t now_ms);
+
+/** Holds registered now (for tests and stats). */
+size_t mcs_holds_count(struct mcs_holds *h);
+
+#endif

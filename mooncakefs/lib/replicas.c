@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the store client knows about replicas, shared by the put and get
+ * engines and the handles of store_fs.h: which are usable, which are on
+ * this host, the order to read them in, the checks of a put's, the
+ * replicate config on the wire, and flat copies kept by handles.
+ */
+#include <errno.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+bool mcs_replica_usable(const Mcrpc__Replica *r, uint64_t size)
+{
+	return r && r->endpoint && *r->endpoint &&
+	       (r->status == 0 || r->status == MCS_REPLICA_COMPLETE) &&
+	       (r->size == 0 || r->size >= size);
+}
+
+bool mcs_replica_local(const struct mooncake_store *s, const Mcrpc__Replica *r)
+{
+	return s->host_id[0] && r && r->host_id &&
+	       !strcmp(r->host_id, s->host_id);
+}
+
+size_t mcs_replicas_order(const struct mooncake_store *s,
+			  const Mcrpc__ReplicaList *rl,
+			  const Mcrpc__Replica **out)
+{
+	size_t n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t r = 0; r < rl->n_replicas; r++) {
+			const Mcrpc__Replica *rep = rl->replicas[r];
+
+			if (!mcs_replica_usable(rep, rl->size) ||
+			    mcs_replica_local(s, rep) != (pass == 0))
+				continue;
+			out[n++] = rep;
+		}
+	}
+	return n;
+}
+
+int mcs_replicas_check_put(const Mcrpc__ReplicaList *rl, uint64_t size)
+{
+	if (!rl->n_replicas)
+		return MC_EPOOLFULL;
+	for (size_t r = 0; r < rl->n_replicas; r++) {
+		const Mcrpc__Replica *rep = rl->replicas[r];
+
+		if (!rep || !rep->endpoint || !*rep->endpoint ||
+		    (rep->size && rep->size != size))
+			return -EPROTO;
+	}
+	return 0;
+}
+
+void mcs_replicate_config(const mooncake_replicate_config_t *c,
+			  Mcrpc__ReplicateConfig *out)
+{
+	*out = (Mcrpc__ReplicateConfig)MCRPC__REPLICATE_CONFIG__INIT;
+	out->replica_num = 1;
+	if (!c)
+		return;
+	out->replica_num = c->replica_num ? (uint32_t)c->replica_num : 1;
+	out->with_soft_pin = c->with_soft_pin;
+	out->with_hard_pin = c->with_hard_pin;
+	if (c->preferred_segments && c->preferred_segments_count) {
+		out->n_preferred_segments = c->preferred_segments_count;
+		out->preferred_segments = (char **)c->preferred_segments;
+	}
+}
+
+void *mcs_flat_alloc(size_t head, const Mcrpc__Replica *const *reps, size_t n,
+		     const char *key, struct mcs_loc **locs, char **key_copy)
+{
+	const size_t al = alignof(struct mcs_loc);
+	size_t at = (head + al - 1) / al * al;
+	size_t total = at + n * sizeof(**locs) + strlen(key) + 1;
+	char *p, *text;
+
+	for (size_t i = 0; i < n; i++)
+		total += strlen(reps[i]->endpoint) + 1;
+	p = calloc(1, total);
+	if (!p)
+		return NULL;
+	*locs = (struct mcs_loc *)(void *)(p + at);
+	text = p + at + n * sizeof(**locs);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(reps[i]->endpoint) + 1;
+
+		memcpy(text, reps[i]->endpoint, len);
+		(*locs)[i] = (struct mcs_loc){ .endpoint = text,
+					       .address = reps[i]->address };
+		text += len;
+	}
+	memcpy(text, key, strlen(key) + 1);
+	*key_copy = text;
+	return p;
+}

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Objects written by range (store_fs.h): PutStart allocates the replicas,
+ * every write goes to all of them at its offset, close() ends the put
+ * (PutEnd) or revokes it (PutRevoke: its memory is freed at once).
+ *
+ * The writer remembers which bytes were written (extents.h). A commit
+ * first fills the bytes never written with zeros, so an object never
+ * shows what an earlier object left in the same memory. A write that
+ * failed on any replica poisons the writer: later writes are refused and
+ * close() revokes the put.
+ *
+ * Thread safety: writes at different offsets may run in any number of
+ * threads at once (the extent set has its own lock); close() must not
+ * run concurrently with a write of the same writer.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "extents.h"
+#include "mc_log.h"
+#include "mooncake/te.h"
+#include "staging.h"
+#include "store_int.h"
+#include "xfer.h"
+
+#include "mooncake/store_fs.h"
+
+#define STACK_OPS 8u /* replicas written without allocating */
+#define ZERO_CHUNK (1u << 20) /* the zero-fill buffer */
+
+struct mooncake_writer {
+	struct mooncake_store *s;
+	uint64_t size;
+	char *key;
+	size_t n_repl;
+	struct mcs_loc *repl;
+	atomic_int error; /* the first failure (internal code), sticky */
+	pthread_mutex_t lock; /* of done */
+	struct mcs_extents done; /* bytes written */
+};
+
+static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
+		       const mooncake_replicate_config_t *cfg,
+		       struct mooncake_writer **out)
+{
+	Mcrpc__PutStartResponse *resp = NULL;
+	const Mcrpc__ReplicaList *rl;
+	Mcrpc__ReplicateConfig rcfg;
+	struct mooncake_writer *w;
+	struct mcs_loc *locs;
+	char *key_copy;
+	size_t n;
+	int rc, res = 0;
+
+	mcs_replicate_config(cfg, &rcfg);
+	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
+				  &resp);
+	if (rc)
+		return rc;
+	rl = resp->results[0];
+	rc = rl->code;
+	if (rc)
+		goto out;
+	/* An empty object is complete with no replica. */
+	n = size ? rl->n_replicas : 0;
+	if (size)
+		rc = mcs_replicas_check_put(rl, size);
+	w = rc ? NULL :
+		 mcs_flat_alloc(sizeof(*w),
+				(const Mcrpc__Replica *const *)rl->replicas, n,
+				key, &locs, &key_copy);
+	if (!w) {
+		rc = rc ? rc : -ENOMEM;
+		if (mcs_master_put_revoke(s->master, false, &key, 1, &res))
+			mc_log_debug("store", "writer %s: revoke failed", key);
+		goto out;
+	}
+	w->s = s;
+	w->size = size;
+	w->key = key_copy;
+	w->n_repl = n;
+	w->repl = locs;
+	atomic_init(&w->error, 0);
+	pthread_mutex_init(&w->lock, NULL);
+	*out = w;
+out:
+	mcs_master_free(resp);
+	return rc;
+}
+
+MOONCAKE_API int
+mooncake_store_writer_open(mooncake_store_t s, const char *key, uint64_t size,
+			   const mooncake_replicate_config_t *config,
+			   mooncake_writer_t *out)
+{
+	int rc;
+
+	if (!out)
+		return MC_STORE_INVALID_PARAMS;
+	*out = NULL;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	rc = mcs_key_ok(key) ? open_writer(s, key, size, config, out) : -EINVAL;
+	mcs_leave(s);
+	return mc_err_to_store(rc);
+}
+
+/* [off, off+len) from local (registered) into every replica. */
+static int write_replicas(struct mooncake_writer *w, uint64_t off, void *local,
+			  uint64_t len)
+{
+	struct mooncake_store *s = w->s;
+	struct mcs_xfer_op stack_ops[STACK_OPS], *ops = stack_ops;
+	int rc = 0;
+
+	if (w->n_repl > STACK_OPS) {
+		ops = calloc(w->n_repl, sizeof(*ops));
+		if (!ops)
+			return -ENOMEM;
+	}
+	for (size_t r = 0; r < w->n_repl; r++)
+		ops[r] = (struct mcs_xfer_op){
+			.opcode = TE_WRITE,
+			.local = local,
+			.endpoint = w->repl[r].endpoint,
+			.remote = w->repl[r].address + off,
+			.len = len,
+		};
+	(void)mcs_xfer_run(s->xfer, ops, w->n_repl,
+			   atomic_load(&s->transfer_ms));
+	for (size_t r = 0; r < w->n_repl; r++) {
+		if (!ops[r].result)
+			continue;
+		mc_log_debug("store", "write %s [%llu, +%llu) to %s: %s",
+			     w->key, (unsigned long long)off,
+			     (unsigned long long)len, ops[r].endpoint,
+			     mc_strerror(ops[r].result));
+		rc = MC_ETRANSFER;
+	}
+	if (ops != stack_ops)
+		free(ops);
+	return rc;
+}
+
+/* Through the staging buffer from any memory. */
+static int write_staged(struct mooncake_writer *w, uint64_t off,
+			const void *buf, uint64_t len)
+{
+	struct mooncake_store *s = w->s;
+	void *tmp;
+	int rc;
+
+	if (!s->staging || len > mcs_staging_size(s->staging)) {
+		mc_log_debug("store",
+			     "write %s: buffer %p (%llu bytes) is neither "
+			     "registered nor fits the staging buffer",
+			     w->key, buf, (unsigned long long)len);
+		return -EINVAL;
+	}
+	rc = mcs_staging_alloc(s->staging, (size_t)len,
+			       atomic_load(&s->transfer_ms), &tmp);
+	if (rc)
+		return rc;
+	memcpy(tmp, buf, (size_t)len);
+	rc = write_replicas(w, off, tmp, len);
+	mcs_staging_free(s->staging, tmp, (size_t)len);
+	return rc;
+}
+
+/* The writer is poisoned by its first failed write. */
+static void fail(struct mooncake_writer *w, int rc)
+{
+	int none = 0;
+
+	if (atomic_compare_exchange_strong(&w->error, &none, rc))
+		mc_log_info("store",
+			    "writer %s: %s; the put is revoked at close",
+			    w->key, mc_strerror(rc));
+}
+
+static int do_write(struct mooncake_writer *w, uint64_t off, const void *buf,
+		    uint64_t len)
+{
+	struct mooncake_store *s = w->s;
+	int rc = atomic_load(&w->error);
+
+	if (rc)
+		return rc;
+	if (mcs_regs_contains(&s->regs, buf, (size_t)len))
+		rc = write_replicas(w, off, (void *)buf, len);
+	else
+		rc = write_staged(w, off, buf, len);
+	/* A bad buffer is the caller's to fix; the put is still good. */
+	if (rc == -EINVAL || rc == -ENOBUFS)
+		return rc;
+	if (!rc) {
+		pthread_mutex_lock(&w->lock);
+		rc = mcs_extents_add(&w->done, off, off + len);
+		pthread_mutex_unlock(&w->lock);
+	}
+	if (rc)
+		fail(w, rc);
+	return rc;
+}
+
+MOONCAKE_API int mooncake_store_writer_write(mooncake_writer_t w, uint64_t off,
+					     const void *buf, size_t len)
+{
+	int rc;
+
+	if (!w || (!buf && len) || off > w->size || len > w->size - off)
+		return MC_STORE_INVALID_PARAMS;
+	if (!len)
+		return 0;
+	rc = mcs_enter(w->s);
+	if (rc)
+		return rc;
+	rc = do_write(w, off, buf, len);
+	mcs_leave(w->s);
+	return mc_err_to_store(rc);
+}
+
+/* Zeros into every byte never written (a registered zero page run). */
+static int fill_gaps(struct mooncake_writer *w)
+{
+	struct mooncake_store *s = w->s;
+	uint64_t gs, ge, from = 0, filled = 0;
+	size_t zlen;
+	void *z;
+	int rc;
+
+	if (!mcs_extents_gap(&w->done, 0, w->size, &gs, &ge))
+		return 0;
+	zlen = w->size < ZERO_CHUNK ? (size_t)w->size : ZERO_CHUNK;
+	z = mmap(NULL, zlen, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (z == MAP_FAILED)
+		return -ENOMEM;
+	rc = te_register(s->eng, z, zlen, "cpu:0", false);
+	if (rc) {
+		munmap(z, zlen);
+		return rc;
+	}
+	while (!rc && mcs_extents_gap(&w->done, from, w->size, &gs, &ge)) {
+		for (uint64_t pos = gs; !rc && pos < ge; pos += zlen) {
+			uint64_t n = ge - pos < zlen ? ge - pos : zlen;
+			rc = write_replicas(w, pos, z, n);
+		}
+		filled += ge - gs;
+		from = ge;
+	}
+	if (te_unregister(s->eng, z))
+		mc_log_debug("store", "writer %s: unregister zeros", w->key);
+	munmap(z, zlen);
+	if (!rc)
+		mc_log_debug("store",
+			     "writer %s: %llu bytes never written "
+			     "are zeros",
+			     w->key, (unsigned long long)filled);
+	return rc;
+}
+
+static int end_put(struct mooncake_writer *w)
+{
+	struct mooncake_store *s = w->s;
+	const char *key = w->key;
+	int rc, res = 0;
+
+	rc = fill_gaps(w);
+	if (rc)
+		return rc;
+	rc = mcs_master_put_end(s->master, false, &key, 1, &res);
+	return rc ? rc : res;
+}
+
+static int close_writer(struct mooncake_writer *w, bool commit)
+{
+	struct mooncake_store *s = w->s;
+	const char *key = w->key;
+	int rc = atomic_load(&w->error), res = 0, rrc;
+
+	if (commit && !rc) {
+		rc = end_put(w);
+		if (!rc)
+			return 0;
+		fail(w, rc);
+	}
+	/* PutRevoke: the memory is free at once. After a failed PutEnd the
+	 * put may be complete (then this is INVALID_WRITE) or not. */
+	rrc = mcs_master_put_revoke(s->master, false, &key, 1, &res);
+	rrc = rrc ? rrc : res;
+	if (rrc && commit)
+		mc_log_debug("store", "writer %s: revoke: %s", key,
+			     mc_strerror(rrc));
+	return commit ? rc : rrc;
+}
+
+MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit)
+{
+	int rc;
+
+	if (!w)
+		return MC_STORE_INVALID_PARAMS;
+	/* After the store's close() the master discards the put itself. */
+	rc = mcs_enter(w->s);
+	if (!rc) {
+		rc = mc_err_to_store(close_writer(w, commit));
+		mcs_leave(w->s);
+	}
+	pthread_mutex_destroy(&w->lock);
+	mcs_extents_free(&w->done);
+	free(w);
+	return rc;
+}
