@@ -229,12 +229,14 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		  struct mst_object **out);
 /** Stage the completion of key in the open transaction; applied by
  *  mst_put_end_apply() once the transaction commits. */
-int mst_put_end_prepare(struct master *m, const char *key, size_t key_len,
+int mst_put_end_prepare(struct master *m, const uint8_t *client,
+			const char *key, size_t key_len,
 			struct mst_object **out);
 void mst_put_end_apply(struct master *m, struct mst_object *o);
 /** The transaction failed: back to PROCESSING. */
 void mst_put_end_undo(struct master *m, struct mst_object *o);
-int mst_put_revoke(struct master *m, const char *key, size_t key_len);
+int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
+		   size_t key_len);
 /** COMPLETE object or code (-704 missing, -703 processing or no readable
  *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
 int mst_get(struct master *m, const char *key, size_t key_len, bool hold,

@@ -169,7 +169,17 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	return 0;
 }
 
-int mst_put_end_prepare(struct master *m, const char *key, size_t key_len,
+/* A put is finished or revoked only by the client that started it (when
+ * the request names one): a put pre-empted after the discard timeout
+ * must not complete its successor. */
+static bool not_writer(const struct mst_object *o, const uint8_t *client)
+{
+	return client && o->state == MST_PROCESSING &&
+	       memcmp(o->writer, client, MST_ID_LEN);
+}
+
+int mst_put_end_prepare(struct master *m, const uint8_t *client,
+			const char *key, size_t key_len,
 			struct mst_object **out)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
@@ -177,6 +187,8 @@ int mst_put_end_prepare(struct master *m, const char *key, size_t key_len,
 	*out = NULL;
 	if (!o || o->state == MST_REMOVING)
 		return MC_STORE_OBJECT_NOT_FOUND;
+	if (not_writer(o, client))
+		return MC_STORE_ILLEGAL_CLIENT;
 	if (o->state != MST_PROCESSING)
 		return 0; /* already complete, or repeated in this batch */
 	if (!live_replicas(o))
@@ -207,12 +219,15 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
 		      0);
 }
 
-int mst_put_revoke(struct master *m, const char *key, size_t key_len)
+int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
+		   size_t key_len)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
 
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
+	if (not_writer(o, client))
+		return MC_STORE_ILLEGAL_CLIENT;
 	if (o->state != MST_PROCESSING)
 		return MC_STORE_INVALID_WRITE;
 	mst_objmap_del(&m->objs, o);

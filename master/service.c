@@ -356,7 +356,8 @@ static int h_put_end(struct call *c)
 	rc = mst_db_begin(c->m->db);
 	for (size_t i = 0; !rc && i < q->n_keys; i++)
 		r->results[i]->code = mst_put_end_prepare(
-			c->m, q->keys[i], strlen(q->keys[i]), &objs[i]);
+			c->m, id_ok(&q->client_id) ? q->client_id.data : NULL,
+			q->keys[i], strlen(q->keys[i]), &objs[i]);
 	if (!rc)
 		rc = mst_db_commit(c->m->db);
 	for (size_t i = 0; i < q->n_keys; i++) {
@@ -387,8 +388,9 @@ static int h_put_revoke(struct call *c)
 		return 0;
 	}
 	for (size_t i = 0; i < q->n_keys; i++)
-		r->results[i]->code =
-			mst_put_revoke(c->m, q->keys[i], strlen(q->keys[i]));
+		r->results[i]->code = mst_put_revoke(
+			c->m, id_ok(&q->client_id) ? q->client_id.data : NULL,
+			q->keys[i], strlen(q->keys[i]));
 	count_results(c, r);
 	return 0;
 }
@@ -423,6 +425,7 @@ static int h_get_replica_list(struct call *c)
 		l->code = rc;
 		l->lease_ttl_ms = rc ? 0 : c->m->cfg.lease_ttl_ms;
 		l->hold_id = hold;
+		l->hold_ttl_ms = hold ? c->m->cfg.hold_ttl_ms : 0;
 		c->failed_items += rc != 0;
 		r->results[r->n_results++] = l;
 	}
