@@ -1,0 +1,816 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Python package (python/mooncake, ctypes over libmooncake) against a
+real mooncake_master and two mooncake_client pool members: the call
+sequences of vLLM's MooncakeStoreConnector, SGLang's HiCache backend and
+LMCache's mooncakestore connector (shared/reference/peers.md section 4),
+then the edges: empty and duplicate keys, small and unregistered buffers,
+a full pool, a closed store, many threads, configuration from the
+environment, CUDA and RDMA refusals, and objects seen as files through a
+mooncakefs mount."""
+import ctypes
+import json
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+SEG = 16 << 20   # what a Python client contributes when it does
+BUF = 16 << 20
+
+
+def addr(a):
+    return a.ctypes.data
+
+
+def setup7(store, master, seg=SEG, buf=BUF, host="127.0.0.1"):
+    """Upstream's seven positional arguments."""
+    rc = store.setup(host, master.metadata, seg, buf, "tcp", "", master.addr)
+    assert rc == 0, rc
+    return store
+
+
+def rand_bytes(n, seed):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+
+
+def hit_prefix(flags):
+    """Connectors' lookup: the number of leading keys that exist."""
+    n = 0
+    for f in flags:
+        if f != 1:
+            break
+        n += 1
+    return n
+
+
+# ---- the connectors' call sequences -------------------------------------
+
+def test_vllm_connector_sequence(master, members, stores, mstore):
+    """MooncakeStoreConnector: embedded mode (the worker contributes a
+    segment), per-layer KV tensors registered once, one object per chunk
+    gathered from every layer (batch_put_from_multi_buffers), dedup and
+    lookup with batch_is_exist, load scattered back into other blocks."""
+    store = setup7(stores(), master)
+    layers, blocks, block_bytes = 4, 16, 16 << 10
+    kv = [rand_bytes(blocks * block_bytes, 10 + i).reshape(blocks,
+                                                           block_bytes)
+          for i in range(layers)]
+    for t in kv:
+        assert store.register_buffer(addr(t), t.nbytes) == 0
+    cfg = mstore.ReplicateConfig()
+    cfg.replica_num = 1
+    cfg.preferred_segment = store.get_hostname()
+
+    def key(h):
+        return f"m@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@{h:032x}"
+
+    def addrs(block_ids):
+        return ([[addr(t) + b * block_bytes for t in kv] for b in block_ids],
+                [[block_bytes] * layers for _ in block_ids])
+
+    def save(hashes, block_ids):
+        keys = [key(h) for h in hashes]
+        exist = store.batch_is_exist(keys)
+        miss = [i for i, e in enumerate(exist) if e != 1]
+        ptrs, sizes = addrs([block_ids[i] for i in miss])
+        res = store.batch_put_from_multi_buffers([keys[i] for i in miss],
+                                                 ptrs, sizes, cfg)
+        assert res == [0] * len(miss), res
+        return len(miss)
+
+    # Request 1 saves chunks 0..5 from blocks 0..5; request 2 shares the
+    # first four chunks and adds two: only the misses are written.
+    assert save(range(6), list(range(6))) == 6
+    assert save([0, 1, 2, 3, 100, 101], [0, 1, 2, 3, 6, 7]) == 2
+    # Lookup (scheduler): longest prefix hit.
+    probe = [key(h) for h in (0, 1, 2, 3, 4, 5, 999, 100)]
+    assert hit_prefix(store.batch_is_exist(probe)) == 6
+    # Load chunks 0..5 and 100, 101 into blocks 8..15 (zeroed first).
+    for t in kv:
+        t[8:] = 0
+    hashes = [0, 1, 2, 3, 4, 5, 100, 101]
+    src = [0, 1, 2, 3, 4, 5, 6, 7]
+    ptrs, sizes = addrs(range(8, 16))
+    got = store.batch_get_into_multi_buffers([key(h) for h in hashes], ptrs,
+                                             sizes)
+    assert got == [layers * block_bytes] * 8, got
+    for t in kv:
+        assert np.array_equal(t[8:16], t[src]), "bytes differ after load"
+    # Tier logging.
+    desc = store.batch_get_replica_desc([key(h) for h in hashes] + ["no"])
+    assert set(desc) == {key(h) for h in hashes}
+    for ds in desc.values():
+        assert ds and all(d.is_memory_replica() and not d.is_disk_replica()
+                          for d in ds)
+        # preferred_segment: the worker's own segment.
+        assert ds[0].get_memory_descriptor().buffer_descriptor \
+            .transport_endpoint == store.get_hostname()
+    assert store.remove_all(True) >= 8
+    assert store.batch_is_exist(probe) == [0] * 8
+    for t in kv:
+        assert store.unregister_buffer(addr(t)) == 0
+    assert store.close() == 0
+
+
+def sglang_setup(store, master, **setup_kwargs):
+    """SGLang's setup: eight positional arguments (the shared transfer
+    engine last) and keywords, retried without those the installed
+    Mooncake rejects by name in a TypeError."""
+    rejected = []
+    while True:
+        try:
+            rc = store.setup("127.0.0.1", master.metadata, SEG, BUF, "tcp",
+                             "", master.addr, None, **setup_kwargs)
+            break
+        except TypeError as e:
+            bad = [k for k in list(setup_kwargs) if k in str(e)]
+            if not bad:
+                raise
+            rejected += bad
+            for k in bad:
+                setup_kwargs.pop(k)
+    assert rc == 0, rc
+    return rejected
+
+
+def test_sglang_hicache_sequence(master, members, stores, mstore):
+    store = stores()
+    rejected = sglang_setup(store, master, enable_client_http_server=True,
+                            client_http_port=9300, ssd_offload_path="")
+    assert rejected == ["enable_client_http_server"]
+    # Warm-up round trip of 4 KB.
+    wkey = "sglang_mooncake_store_warmup_key" + os.urandom(8).hex()
+    wval = bytes(4 * 1024)
+    assert store.put(wkey, wval) == 0
+    assert store.is_exist(wkey) == 1
+    assert store.get(wkey) == wval
+    # The host KV pool, registered whole; MHA: a _k and a _v object per
+    # page, at the page's offset in the pool.
+    pages, half = 32, 32 << 10
+    pool = rand_bytes(pages * 2 * half, 3).reshape(pages, 2, half)
+    assert store.register_buffer(addr(pool), pool.nbytes) == 0
+
+    def keys_of(hashes):
+        return [f"{h}_0_{kv}" for h in hashes for kv in ("k", "v")]
+
+    def locs(page_ids):
+        return ([addr(pool) + (p * 2 + kv) * half for p in page_ids
+                 for kv in (0, 1)], [half] * 2 * len(page_ids))
+
+    hashes = [f"{i:064x}" for i in range(12)]
+    # batch_set_v1: exist first, put the missing keys only.
+    keys = keys_of(hashes[:8])
+    exist = store.batch_is_exist(keys)
+    assert exist == [0] * 16
+    ptrs, sizes = locs(range(8))
+    cfg = mstore.ReplicateConfig()
+    if hasattr(mstore.ReplicateConfig, "group_ids"):
+        cfg.group_ids = [f"sglang-hicache:{h}" for h in hashes[:8]
+                         for _ in "kv"]
+    assert store.batch_put_from(keys, ptrs, sizes, cfg) == [0] * 16
+    # A later request: pages 0..7 hit, 8..11 are new.
+    keys = keys_of(hashes)
+    exist = store.batch_is_exist(keys)
+    assert hit_prefix(exist) // 2 == 8
+    miss = [i for i, e in enumerate(exist) if e != 1]
+    ptrs, sizes = locs(range(8, 12))
+    assert store.batch_put_from([keys[i] for i in miss], ptrs, sizes) \
+        == [0] * 8
+    # batch_get_v1 into pages 16..27; success = every component > 0.
+    pool[16:] = 0
+    ptrs, sizes = locs(range(16, 28))
+    got = store.batch_get_into(keys, ptrs, sizes)
+    assert all(g == half for g in got), got
+    assert np.array_equal(pool[16:28], pool[0:12])
+    # page_first layout: one object per page gathered from k and v
+    # (batch_put_from_multi_buffers), read back with the scatter form.
+    mla = [f"{h}__k" for h in hashes[:4]]
+    res = store.batch_put_from_multi_buffers(
+        mla, [[addr(pool) + (p * 2) * half, addr(pool) + (p * 2 + 1) * half]
+              for p in range(4)], [[half, half]] * 4)
+    assert res == [0] * 4
+    pool[28:] = 0
+    got = store.batch_get_into_multi_buffers(
+        mla, [[addr(pool) + (p * 2) * half, addr(pool) + (p * 2 + 1) * half]
+              for p in range(28, 32)], [[half, half]] * 4)
+    assert got == [2 * half] * 4
+    assert np.array_equal(pool[28:32], pool[0:4])
+    # clear(): remove_all() without force leaves objects under a lease
+    # (the reads above took some; this master's lease is 0.5 s).
+    removed, t0 = 0, time.monotonic()
+    while removed < 28:
+        removed += store.remove_all()
+        assert time.monotonic() - t0 < 10, removed
+        time.sleep(0.05)
+    assert store.batch_is_exist(keys + mla) == [0] * 28
+    assert store.close() == 0
+
+
+def test_lmcache_sequence(master, members, stores, mstore):
+    store = setup7(stores(), master)
+    chunk = 256 << 10
+    pinned = rand_bytes(8 * chunk, 4)
+    assert store.register_buffer(addr(pinned), pinned.nbytes) == 0
+    cfg = mstore.ReplicateConfig()
+    cfg.replica_num = 1
+    cfg.preferred_segment = store.get_hostname()  # prefer_local_alloc
+    keys = [f"vllm@llama@1@0@{i:016x}@bfloat16" for i in range(4)]
+    for i, k in enumerate(keys):
+        assert store.is_exist(k) == 0
+        assert store.put_from(k, addr(pinned) + i * chunk, chunk, cfg) == 0
+        assert store.is_exist(k) == 1
+        d = store.get_replica_desc(k)
+        assert [x.get_memory_descriptor().buffer_descriptor.transport_endpoint
+                for x in d] == [store.get_hostname()]
+    # batched_get: into buffers freshly taken from the pinned pool.
+    pinned[4 * chunk:] = 0
+    got = store.batch_get_into(keys, [addr(pinned) + (4 + i) * chunk
+                                      for i in range(4)], [chunk] * 4)
+    assert got == [chunk] * 4
+    assert np.array_equal(pinned[4 * chunk:], pinned[:4 * chunk])
+    # Legacy save_chunk_meta: a 28-byte header in front of the data
+    # (put_parts), read back with batch_get_buffer.
+    meta = struct.pack("<iiiiiii", 1, 2, 3, 4, 5, 6, chunk)
+    data = rand_bytes(chunk, 5).tobytes()
+    assert store.put_parts("legacy/0", meta, data) == 0
+    assert store.put_parts("legacy/1", meta, memoryview(data)[:1000]) == 0
+    bufs = store.batch_get_buffer(["legacy/0", "missing", "legacy/1"])
+    assert bufs[1] is None
+    b0, b1 = bufs[0], bufs[2]
+    assert len(b0) == b0.size() == 28 + chunk and b0.ptr() != 0
+    assert struct.unpack("<iiiiiii", memoryview(b0)[:28])[-1] == chunk
+    assert bytes(memoryview(b0)[28:]) == data
+    assert np.frombuffer(b0, dtype=np.uint8, offset=28).tobytes() == data
+    assert bytes(b1) == meta + data[:1000]
+    assert store.get_buffer("legacy/0") == meta + data
+    assert store.get_buffer("missing") is None
+    assert store.unregister_buffer(addr(pinned)) == 0
+    assert store.close() == 0
+
+
+# ---- setup ---------------------------------------------------------------
+
+def test_setup_forms_and_errors(master, members, stores, mstore):
+    s = stores()
+    with pytest.raises(TypeError, match="bogus_option"):
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                master.addr, bogus_option=1)
+    with pytest.raises(TypeError, match="tenant_id"):
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                master.addr, tenant_id="t1")
+    with pytest.raises(TypeError, match="enable_ssd_offload"):
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                master.addr, enable_ssd_offload=True)
+    with pytest.raises(TypeError, match="master_server_addr"):
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "")
+    with pytest.raises(mstore.NotSupportedError, match="rdma") as e:
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "rdma", "mlx5_0",
+                master.addr)
+    assert e.value.code == -1012
+    with pytest.raises(mstore.NotSupportedError):
+        s.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:50052")
+    # A failed setup may be retried; the keywords upstream accepts are
+    # accepted with the values this build supports.
+    assert s.health_check() == 1
+    assert s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                   master.addr, None, enable_ssd_offload=False,
+                   ssd_offload_path="", tenant_id="default",
+                   enable_client_http_server=False,
+                   client_http_port=9300) == 0
+    assert s.health_check() == 0
+    assert s.get_hostname().startswith("127.0.0.1:")
+    # Upstream's dict form.
+    d = stores()
+    assert d.setup({"local_hostname": "127.0.0.1",
+                    "metadata_server": master.metadata,
+                    "global_segment_size": 0,
+                    "master_server_address": master.addr}) == 0
+    assert d.put("dict", b"form") == 0 and s.get("dict") == b"form"
+    # A master nobody answers on: a code, not an exception.
+    bad = stores()
+    bad.set_timeouts(rpc_ms=500)
+    assert bad.setup("127.0.0.1", master.metadata, 0, 0, "tcp", "",
+                     "127.0.0.1:1") < 0
+
+
+def test_config_from_file_and_environment(master, members, stores,
+                                          tmp_path, monkeypatch):
+    """Empty arguments fall back to MOONCAKE_CONFIG_PATH (whose other
+    programs' keys are tolerated), then to MOONCAKE_* variables."""
+    path = tmp_path / "mooncake.json"
+    path.write_text(json.dumps({
+        "metadata_server": master.metadata,
+        "master_server_address": master.addr,
+        "protocol": "tcp", "device_name": "",
+        "local_buffer_size": "16MB", "global_segment_size": 0,
+        # vLLM's and LMCache's keys
+        "mode": "embedded", "enable_offload": False,
+        "transfer_timeout": 1, "prefer_local_alloc": True,
+    }))
+    monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(path))
+    monkeypatch.setenv("MOONCAKE_LOCAL_HOSTNAME", "127.0.0.1")
+    s = stores()
+    assert s.setup("", "", 0, 0, "", "", "") == 0
+    assert s.put("cfg/file", b"x" * 100) == 0
+    monkeypatch.delenv("MOONCAKE_CONFIG_PATH")
+    monkeypatch.setenv("MOONCAKE_MASTER", master.addr)
+    monkeypatch.setenv("MOONCAKE_TE_META_DATA_SERVER", master.metadata)
+    e = stores()
+    assert e.init_all("tcp", "") == 0
+    assert e.get("cfg/file") == b"x" * 100
+    assert e.get_hostname().startswith("127.0.0.1:")
+
+
+# ---- the simple and zero-copy calls --------------------------------------
+
+def test_put_get_forms(master, members, stores):
+    s = setup7(stores(), master, seg=0)
+    big = rand_bytes(3 << 20, 6).tobytes()  # larger than nothing staged
+    assert s.put("b/big", big) == 0
+    assert s.put("b/arr", np.arange(1000, dtype=np.int32)) == 0
+    assert s.put("b/strided", np.arange(100, dtype=np.uint8)[::2]) == 0
+    assert s.get("b/big") == big
+    assert s.get("b/arr") == np.arange(1000, dtype=np.int32).tobytes()
+    assert s.get("b/strided") == bytes(range(0, 100, 2))
+    assert s.get_size("b/big") == 3 << 20
+    assert s.get("b/none") == b""
+    assert s.get_size("b/none") == -704
+    # An existing key: 0 and not overwritten.
+    assert s.put("b/arr", b"other") == 0
+    assert s.get("b/arr") == np.arange(1000, dtype=np.int32).tobytes()
+    vals = [os.urandom(n) for n in (1, 100, 65536, 1 << 20)]
+    keys = [f"b/batch/{i}" for i in range(4)]
+    assert s.put_batch(keys, vals) == 0
+    assert s.get_batch(keys + ["b/none"]) == vals + [b""]
+    # Keys: str (any characters) or bytes, the same objects either way.
+    assert s.put_batch(["ключ/1", b"bytes/1"], [b"a", b"b"]) == 0
+    assert s.batch_is_exist(["ключ/1", "bytes/1", "ключ/1".encode()]) \
+        == [1, 1, 1]
+    assert s.get_batch([b"bytes/1", "ключ/1"]) == [b"b", b"a"]
+    assert s.put("b/empty", b"") == -600
+    assert s.put("", b"x") == -600
+    # The get above took a lease: a plain remove is refused meanwhile.
+    assert s.remove("b/big") == -706
+    assert s.remove("b/big", True) == 0
+    assert s.remove("b/big") == -704
+    assert s.is_exist("b/big") == 0
+    assert s.remove_by_regex("^b/batch/", True) == 4
+    assert s.batch_remove(["b/arr", "b/none"], True) == [0, -704]
+
+
+def test_empty_and_duplicate_keys(master, members, stores):
+    s = setup7(stores(), master, seg=0)
+    for call in (lambda: s.batch_is_exist([]),
+                 lambda: s.batch_put_from([], [], []),
+                 lambda: s.batch_get_into([], [], []),
+                 lambda: s.batch_put_from_multi_buffers([], [], []),
+                 lambda: s.batch_get_into_multi_buffers([], [], []),
+                 lambda: s.batch_remove([]),
+                 lambda: s.get_batch([]),
+                 lambda: s.batch_get_buffer([])):
+        assert call() == []
+    assert s.put_batch([], []) == 0
+    assert s.batch_get_replica_desc([]) == {}
+    buf = rand_bytes(4 << 20, 7)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    n = 64 << 10
+    # Duplicates in one put: one object, the first one's bytes.
+    res = s.batch_put_from(["d", "d", "e"], [addr(buf), addr(buf) + n,
+                                             addr(buf) + 2 * n], [n] * 3)
+    assert res == [0, 0, 0], res
+    assert s.batch_is_exist(["d", "d", "nope", "e"]) == [1, 1, 0, 1]
+    got = s.batch_get_into(["d", "d"], [addr(buf) + 8 * n,
+                                        addr(buf) + 9 * n], [n, n])
+    assert got == [n, n]
+    assert np.array_equal(buf[8 * n:9 * n], buf[:n])
+    assert np.array_equal(buf[9 * n:10 * n], buf[:n])
+    assert s.batch_remove(["d", "d"], True) in ([0, -704], [0, 0])
+    # Mismatched lengths: every key refused.
+    assert s.batch_put_from(["x", "y"], [addr(buf)], [n, n]) == [-600] * 2
+    assert s.batch_get_into(["x"], [addr(buf)], []) == [-600]
+    # A key whose part lists differ in length: that key only.
+    res = s.batch_put_from_multi_buffers(
+        ["m1", "m2"], [[addr(buf)], [addr(buf), addr(buf) + n]],
+        [[n], [n]])
+    assert res == [0, -600]
+    assert s.unregister_buffer(addr(buf)) == 0
+
+
+def test_small_and_unregistered_buffers(master, members, stores):
+    s = setup7(stores(), master, seg=0)
+    src = rand_bytes(1 << 20, 8)
+    dst = np.full(1 << 20, 0xAB, dtype=np.uint8)
+    # Unregistered source and destination.
+    assert s.put_from("u/1", addr(src), src.nbytes) == -600
+    assert s.batch_put_from(["u/1"], [addr(src)], [src.nbytes]) == [-600]
+    assert s.is_exist("u/1") == 0
+    assert s.register_buffer(addr(src), src.nbytes) == 0
+    assert s.register_buffer(addr(src) + 4096, 4096) == -600  # overlap
+    assert s.put_from("u/1", addr(src), src.nbytes) == 0
+    assert s.get_into("u/1", addr(dst), dst.nbytes) == -600
+    assert s.batch_get_into(["u/1"], [addr(dst)], [dst.nbytes]) == [-600]
+    assert (dst == 0xAB).all()
+    assert s.register_buffer(addr(dst), dst.nbytes) == 0
+    # Too small: refused, nothing written.
+    assert s.get_into("u/1", addr(dst), dst.nbytes - 1) == -600
+    assert s.batch_get_into(["u/1", "u/1"], [addr(dst), addr(dst)],
+                            [100, dst.nbytes]) == [-600, dst.nbytes]
+    assert np.array_equal(dst, src)
+    # A buffer larger than the object: the byte count says how much.
+    big = np.zeros(2 << 20, dtype=np.uint8)
+    assert s.register_buffer(addr(big), big.nbytes) == 0
+    assert s.get_into("u/1", addr(big), big.nbytes) == src.nbytes
+    assert s.get_into("u/none", addr(big), big.nbytes) == -704
+    # A range only partly registered.
+    assert s.put_from("u/2", addr(src) + 4096, src.nbytes) == -600
+    assert s.unregister_buffer(addr(src) + 1) == -600
+    for b in (src, dst, big):
+        assert s.unregister_buffer(addr(b)) == 0
+    assert s.unregister_buffer(addr(src)) == -600
+    assert s.put_from("u/3", addr(src), 100) == -600
+
+
+def test_full_pool_and_recovery(master, members, stores, mstore):
+    """Hard-pinned objects cannot be evicted: the pool fills up, puts
+    return -200 (NO_AVAILABLE_HANDLE), and succeed again after removals."""
+    s = setup7(stores(), master, seg=0)
+    val = 4 << 20
+    buf = rand_bytes(val, 9)
+    out = np.zeros(val, dtype=np.uint8)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    assert s.register_buffer(addr(out), out.nbytes) == 0
+    pin = mstore.ReplicateConfig()
+    pin.with_hard_pin = True
+    keys = [f"full/{i}" for i in range(24)]   # 96 MiB > 2 x 32 MB
+    res = s.batch_put_from(keys, [addr(buf)] * 24, [val] * 24, pin)
+    ok = [k for k, r in zip(keys, res) if r == 0]
+    assert set(res) <= {0, -200}, res
+    assert 8 <= len(ok) < 24, res
+    assert s.put_from("full/more", addr(buf), val, pin) == -200
+    # An object no segment can hold is -200 at once.
+    huge = np.zeros(48 << 20, dtype=np.uint8)
+    assert s.register_buffer(addr(huge), huge.nbytes) == 0
+    assert s.put_from("full/huge", addr(huge), huge.nbytes) == -200
+    assert s.unregister_buffer(addr(huge)) == 0
+    # Recovery after removals.
+    assert s.batch_remove(ok[:3], True) == [0, 0, 0]
+    assert s.put_from("full/more", addr(buf), val, pin) == 0
+    assert s.get_into("full/more", addr(out), val) == val
+    assert np.array_equal(out, buf)
+    assert s.get_into(ok[5], addr(out), val) == val
+    assert s.remove_all(True) >= len(ok) - 2
+
+
+def test_closed_store(master, members, stores, mstore):
+    s = setup7(stores(), master, seg=0)
+    buf = rand_bytes(1 << 16, 11)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    assert s.put("c/1", b"abc") == 0
+    assert s.close() == 0
+    assert s.close() == 0
+    c = -1010
+    assert s.health_check() == 1
+    assert s.get_hostname() == ""
+    assert s.put("c/2", b"abc") == c
+    assert s.get("c/1") == b""
+    assert s.get_buffer("c/1") is None
+    assert s.get_batch(["c/1"]) == [b""]
+    assert s.put_from("c/1", addr(buf), 10) == c
+    assert s.get_into("c/1", addr(buf), 10) == c
+    assert s.batch_put_from(["a", "b"], [addr(buf)] * 2, [1, 1]) == [c, c]
+    assert s.batch_get_into(["a"], [addr(buf)], [1]) == [c]
+    assert s.batch_is_exist(["c/1"]) == [c]
+    assert s.is_exist("c/1") == c
+    assert s.get_size("c/1") == c
+    assert s.remove("c/1") == c
+    assert s.remove_all() == c
+    assert s.register_buffer(addr(buf), 10) == c
+    assert s.get_replica_desc("c/1") == []
+    # setup() again after close: a new client.
+    setup7(s, master, seg=0)
+    assert s.get("c/1") == b"abc"
+    # A store dropped without close(): freed, and its segment leaves.
+    import gc
+    g = setup7(mstore.MooncakeDistributedStore(), master)
+    name = g.get_hostname()
+    assert name in master.segments()
+    del g
+    gc.collect()
+    assert name not in master.segments()
+
+
+def test_many_threads(master, members, stores):
+    """Several threads on one store at once, each with its own keys and
+    part of one registered buffer; plus a thread of simple calls."""
+    s = setup7(stores(), master, seg=0)
+    threads, rounds, keys_per, val = 8, 12, 8, 64 << 10
+    src = rand_bytes(threads * keys_per * val, 12)
+    dst = np.zeros_like(src)
+    assert s.register_buffer(addr(src), src.nbytes) == 0
+    assert s.register_buffer(addr(dst), dst.nbytes) == 0
+    errors = []
+
+    def worker(t):
+        try:
+            base = t * keys_per * val
+            for r in range(rounds):
+                keys = [f"t{t}/r{r}/{i}" for i in range(keys_per)]
+                ptrs = [addr(src) + base + i * val for i in range(keys_per)]
+                assert s.batch_put_from(keys, ptrs, [val] * keys_per) \
+                    == [0] * keys_per
+                assert s.batch_is_exist(keys) == [1] * keys_per
+                dptrs = [addr(dst) + base + i * val for i in range(keys_per)]
+                assert s.batch_get_into(keys, dptrs, [val] * keys_per) \
+                    == [val] * keys_per
+                seg = slice(base, base + keys_per * val)
+                assert np.array_equal(dst[seg], src[seg])
+                dst[seg] = 0
+                assert s.batch_remove(keys, True) == [0] * keys_per
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append((t, repr(e)))
+
+    def simple():
+        try:
+            for r in range(rounds * 4):
+                v = os.urandom(1000 + r)
+                assert s.put(f"simple/{r}", v) == 0
+                assert s.get(f"simple/{r}") == v
+                assert s.put_parts(f"parts/{r}", v[:10], v[10:]) == 0
+                assert s.get_buffer(f"parts/{r}") == v
+        except Exception as e:  # noqa: BLE001
+            errors.append(("simple", repr(e)))
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    ts.append(threading.Thread(target=simple))
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    assert not any(t.is_alive() for t in ts)
+    assert not errors, errors
+
+
+def test_close_while_other_threads_call(master, members, stores):
+    """close() waits for calls in progress; calls after it return -1010,
+    none crashes."""
+    s = setup7(stores(), master, seg=0)
+    buf = rand_bytes(1 << 20, 13)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    stop = threading.Event()
+    seen = set()
+
+    def spin(t):
+        i = 0
+        while not stop.is_set():
+            r = s.batch_put_from([f"cl/{t}/{i}"], [addr(buf)], [buf.nbytes])
+            seen.add(r[0])
+            seen.add(len(s.get(f"cl/{t}/{i}")))
+            s.remove(f"cl/{t}/{i}", True)
+            i += 1
+
+    ts = [threading.Thread(target=spin, args=(t,)) for t in range(4)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    assert s.close() == 0
+    time.sleep(0.2)
+    stop.set()
+    for t in ts:
+        t.join(60)
+    assert -1010 in seen and 0 in seen
+    # -200: force-removed objects keep their memory until the reads'
+    # leases end, so the spinning puts may find the pool full meanwhile.
+    assert seen <= {0, -1010, -200, buf.nbytes}, seen
+
+
+def test_each_batch_is_one_c_call(master, members, stores, mstore,
+                                  monkeypatch):
+    """Batch methods build flat ctypes arrays and call the C batch function
+    once; they never loop over single-key calls."""
+    s = setup7(stores(), master, seg=0)
+    n, val = 32, 64 << 10
+    buf = rand_bytes(2 * n * val, 15)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+
+    class Counting:
+        def __init__(self, lib):
+            self.lib, self.calls = lib, {}
+
+        def __getattr__(self, name):
+            fn = getattr(self.lib, name)
+
+            def counted(*a):
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return fn(*a)
+            return counted
+
+    def calls(fn):
+        c = Counting(mstore._L)
+        monkeypatch.setattr(mstore, "_L", c)
+        try:
+            fn()
+        finally:
+            monkeypatch.setattr(mstore, "_L", c.lib)
+        return c.calls
+
+    keys = [f"one/{i}" for i in range(n)]
+    ptrs = [addr(buf) + i * val for i in range(n)]
+    dptrs = [addr(buf) + (n + i) * val for i in range(n)]
+    prefix = "mooncake_store_"
+    assert calls(lambda: s.batch_put_from(keys, ptrs, [val] * n)) == \
+        {prefix + "batch_put_from": 1}
+    assert calls(lambda: s.batch_is_exist(keys)) == \
+        {prefix + "batch_is_exist": 1}
+    assert calls(lambda: s.batch_get_into(keys, dptrs, [val] * n)) == \
+        {prefix + "batch_get_into": 1}
+    half = val // 2
+    mkeys = [f"onem/{i}" for i in range(n)]
+    assert calls(lambda: s.batch_put_from_multi_buffers(
+        mkeys, [[p, p + half] for p in ptrs], [[half, half]] * n)) == \
+        {prefix + "batch_put_from_multi": 1}
+    assert calls(lambda: s.batch_get_into_multi_buffers(
+        mkeys, [[p, p + half] for p in dptrs], [[half, half]] * n)) == \
+        {prefix + "batch_get_into_multi": 1}
+    assert np.array_equal(buf[n * val:], buf[:n * val])
+    # The copying forms: one temporary registration around the call.
+    vals = [os.urandom(100) for _ in range(n)]
+    assert calls(lambda: s.put_batch([f"pb/{i}" for i in range(n)],
+                                     vals)) == {
+        prefix + "register_buffer": 1, prefix + "batch_put_from": 1,
+        prefix + "unregister_buffer": 1}
+    # get_batch needs the sizes first: one get_size per key (the C API has
+    # no batch form of it), then one batch_get_into.
+    assert calls(lambda: s.get_batch([f"pb/{i}" for i in range(n)])) == {
+        prefix + "get_size": n, prefix + "register_buffer": 1,
+        prefix + "batch_get_into": 1, prefix + "unregister_buffer": 1}
+    assert calls(lambda: s.batch_remove(keys + mkeys, True)) == \
+        {prefix + "batch_remove": 1}
+
+
+def test_exit_without_close_leaves_the_pool(master, members, tmp_path):
+    """A process that exits without close() (a daemon thread still
+    calling) leaves the pool cleanly: its segment is unmounted at the
+    master and its shared memory unlinked, and the exit is clean."""
+    import subprocess
+    import sys
+    import mctest
+    script = tmp_path / "child.py"
+    script.write_text(f"""
+import os, sys, threading, time
+sys.path.insert(0, {os.path.join(mctest.SOURCE, "python")!r})
+from mooncake.store import MooncakeDistributedStore
+s = MooncakeDistributedStore()
+assert s.setup("127.0.0.1", {master.metadata!r}, {SEG}, {BUF}, "tcp", "",
+               {master.addr!r}) == 0
+print(s.get_hostname(), flush=True)
+def spin():
+    i = 0
+    while True:
+        s.put(f"exit/{{i}}", b"x" * 1000)
+        s.batch_is_exist([f"exit/{{i}}"])
+        i += 1
+threading.Thread(target=spin, daemon=True).start()
+sys.stdin.readline()
+""")
+    p = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        name = p.stdout.readline().strip()
+        shm = "/dev/shm/mooncake.seg." + name.replace(":", "_")
+        assert name in master.segments()
+        assert os.path.exists(shm)
+        out, err = p.communicate("exit\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert "left the pool" in err
+    assert name not in master.segments()
+    assert not os.path.exists(shm)
+
+
+# ---- what this build refuses ----------------------------------------------
+
+def test_cuda_device_pointer_refused(master, members, stores, mstore,
+                                     monkeypatch):
+    """register_buffer asks the CUDA driver (when the process has loaded
+    it) what a pointer is; device memory is a NotSupportedError. The
+    driver is faked here: memory type 2 is CU_MEMORYTYPE_DEVICE."""
+    s = setup7(stores(), master, seg=0)
+
+    class FakeDriver:
+        @staticmethod
+        def cuPointerGetAttribute(out, attribute, ptr):
+            assert attribute == 2  # CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+            if ptr >= 0x7f0000000000:
+                out._obj.value = 2
+                return 0
+            return 1  # CUDA_ERROR_INVALID_VALUE: not CUDA memory
+
+    monkeypatch.setattr(mstore, "_loaded_cuda", lambda: FakeDriver)
+    with pytest.raises(mstore.NotSupportedError, match="CUDA") as e:
+        s.register_buffer(0x7f0000001000, 1 << 20)
+    assert e.value.code == -1012
+    host = np.zeros(4096, dtype=np.uint8)
+    assert s.register_buffer(addr(host), host.nbytes) == 0
+    assert s.unregister_buffer(addr(host)) == 0
+
+
+def test_no_cuda_driver_means_host_memory(mstore):
+    """Without the driver loaded in the process nothing is device memory
+    (and the driver is never loaded by the check)."""
+    if mstore._loaded_cuda() is None:
+        assert not mstore._is_device_pointer(0x7f0000001000)
+        with open("/proc/self/maps") as f:
+            assert "libcuda.so" not in f.read()
+
+
+def test_host_mem_allocator(master, members, stores, mstore):
+    s = setup7(stores(), master, seg=0)
+    a = mstore.MooncakeHostMemAllocator()
+    p = a.alloc(1 << 20)
+    assert p and p % 4096 == 0
+    ctypes.memmove(p, b"hello" * 10, 50)
+    assert s.register_buffer(p, 1 << 20) == 0
+    assert s.put_from("alloc/1", p, 50) == 0
+    assert s.get("alloc/1") == b"hello" * 10
+    assert s.unregister_buffer(p) == 0
+    assert a.free(p) == 0
+    assert a.free(p) == -600
+
+
+# ---- objects are files under the mount's kv/ -------------------------------
+
+def fuse_why():
+    if os.geteuid() != 0:
+        return "mounting needs root"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    import mctest
+    if not os.access(os.path.join(mctest.BUILD, "mooncakefs", "fuse",
+                                  "mooncakefs"), os.X_OK):
+        return "mooncakefs (FUSE) not built"
+    return None
+
+
+def appears(path, timeout=5.0):
+    t0 = time.monotonic()
+    while not os.path.exists(path):
+        assert time.monotonic() - t0 < timeout, f"{path} did not appear"
+        time.sleep(0.01)
+
+
+def test_objects_are_files_under_kv(procs, tmp_path, master, stores):
+    why = fuse_why()
+    if why:
+        pytest.skip(why)
+    from mount import Mount
+    m = Mount(procs, tmp_path, master, seg="128MiB")
+    try:
+        s = setup7(stores(), master, seg=0)
+        # Written from Python, read as files.
+        data = rand_bytes(3 << 20, 14)
+        assert s.put("py/dir/obj1", data.tobytes()) == 0
+        assert s.register_buffer(addr(data), data.nbytes) == 0
+        assert s.batch_put_from(["py/dir/obj2", "py/obj3"],
+                                [addr(data), addr(data) + 4096],
+                                [1 << 20, 100]) == [0, 0]
+        appears(m.kv / "py" / "dir" / "obj1")
+        with open(m.kv / "py" / "dir" / "obj1", "rb") as f:
+            assert f.read() == data.tobytes()
+        appears(m.kv / "py" / "dir" / "obj2")
+        assert (m.kv / "py" / "dir" / "obj2").read_bytes() == \
+            data[:1 << 20].tobytes()
+        appears(m.kv / "py" / "obj3")
+        assert (m.kv / "py" / "obj3").read_bytes() == \
+            data[4096:4196].tobytes()
+        assert sorted(os.listdir(m.kv / "py" / "dir")) == ["obj1", "obj2"]
+        # Copied into the mount, read from Python.
+        src = tmp_path / "src.bin"
+        payload = os.urandom((2 << 20) + 123)
+        src.write_bytes(payload)
+        os.makedirs(m.kv / "fromfs", exist_ok=True)
+        with open(src, "rb") as fi, open(m.kv / "fromfs" / "file.bin",
+                                         "wb") as fo:
+            fo.write(fi.read())
+        assert s.is_exist("fromfs/file.bin") == 1
+        assert s.get_size("fromfs/file.bin") == len(payload)
+        assert s.get("fromfs/file.bin") == payload
+        dst = np.zeros(len(payload), dtype=np.uint8)
+        assert s.register_buffer(addr(dst), dst.nbytes) == 0
+        assert s.batch_get_into(["fromfs/file.bin"], [addr(dst)],
+                                [dst.nbytes]) == [len(payload)]
+        assert dst.tobytes() == payload
+        # Removed from Python: gone from the mount.
+        assert s.remove("py/obj3", True) == 0
+        t0 = time.monotonic()
+        while os.path.exists(m.kv / "py" / "obj3"):
+            assert time.monotonic() - t0 < 5, "removed object still shown"
+            time.sleep(0.01)
+    finally:
+        m.cleanup()
