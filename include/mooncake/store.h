@@ -40,8 +40,9 @@
  * re-adopts it and the objects in it survive. close() leaves the pool
  * cleanly: the segment is unmounted at the master and its memory freed.
  *
- * Configuration: setup's arguments win; NULL/0 arguments fall back to the
- * JSON file named by MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables
+ * Configuration: setup's arguments win; NULL or "" strings and
+ * MOONCAKE_SIZE_UNSET sizes (a size of 0 means none, as upstream) fall back
+ * to the JSON file named by MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables
  * (docs/config.md, "Store client"), then to the defaults: "localhost",
  * P2PHANDSHAKE, no segment, no staging buffer, "tcp", master
  * 127.0.0.1:50051. The file may hold keys of other programs (ignored).
@@ -62,6 +63,10 @@ extern "C" {
 #endif
 
 typedef struct mooncake_store *mooncake_store_t;
+
+/* A size argument of setup() left to the configuration file and the
+ * environment (0 means none, as upstream). */
+#define MOONCAKE_SIZE_UNSET UINT64_MAX
 
 /* Upstream's ReplicateConfig for the C API. */
 typedef struct mooncake_replicate_config {

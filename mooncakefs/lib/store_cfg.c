@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mooncake/store.h"
 #include "store_cfg.h"
 
 #define OPT(n, e, t, f, d, lo, hi, h)                                       \
@@ -108,9 +109,11 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 			snprintf(err, errlen, "out of memory");
 			return rc;
 		}
-		if (a->global_segment_size)
+		/* Sizes: 0 means none, as upstream; only MOONCAKE_SIZE_UNSET
+		 * leaves them to the file and the environment. */
+		if (a->global_segment_size != MOONCAKE_SIZE_UNSET)
 			cfg->global_segment_size = a->global_segment_size;
-		if (a->local_buffer_size)
+		if (a->local_buffer_size != MOONCAKE_SIZE_UNSET)
 			cfg->local_buffer_size = a->local_buffer_size;
 	}
 	if (!cfg->local_hostname || !*cfg->local_hostname) {

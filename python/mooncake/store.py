@@ -394,9 +394,9 @@ class MooncakeDistributedStore:
               client_http_port=9300):
         """Join the pool: upstream's seven positional arguments (engine
         and the keywords after it are optional), or upstream's dict form
-        setup({...}). Empty strings and zero sizes fall back to the file
-        named by MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables, then
-        to the library's defaults. Returns 0 or a store code.
+        setup({...}). Empty strings fall back to the file named by
+        MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables, then to the
+        library's defaults; a size of 0 means none, as upstream. Returns 0 or a store code.
 
         Raises TypeError naming a keyword for an unknown keyword (Python
         does) and for a value this build cannot honour (tenant_id other

@@ -14,6 +14,7 @@
 
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
+#include "mooncake/store.h"
 #include "store_cfg.h"
 
 static const char *const env_vars[] = {
@@ -116,16 +117,21 @@ Test(store_cfg, file_then_env_then_args)
 	cr_assert_eq(c.rpc_timeout_ms, 250);
 	mcs_cfg_release(&c);
 
-	/* Non-NULL, non-zero arguments win; NULL and 0 fall through. */
+	/* Non-NULL strings and set sizes win; NULL and UNSET fall through;
+	 * a size of 0 means none (upstream's C API). */
 	a.local_hostname = "arghost:123";
 	a.global_segment_size = 1 << 20;
 	a.master_server_address = NULL;
-	a.local_buffer_size = 0;
+	a.local_buffer_size = MOONCAKE_SIZE_UNSET;
 	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
 	cr_assert_str_eq(c.local_hostname, "arghost:123");
 	cr_assert_eq(c.global_segment_size, 1 << 20);
 	cr_assert_eq(c.local_buffer_size, 1048576);
 	cr_assert_str_eq(c.master_server_address, "env:2");
+	mcs_cfg_release(&c);
+	a.global_segment_size = 0;
+	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.global_segment_size, 0, "0 is none, not unset");
 	mcs_cfg_release(&c);
 }
 
