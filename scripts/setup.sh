@@ -13,8 +13,8 @@ PACKAGES=(
 	sqlite3 libfuse3-dev fuse3 libibverbs-dev libnuma-dev
 	protobuf-c-compiler libprotobuf-c-dev libpcre2-dev
 	# tests
-	libcriterion-dev python3 python3-pytest python3-numpy curl iproute2
-	procps etcd-server redis-server libhiredis-dev
+	libcriterion-dev python3 python3-pytest python3-numpy python3-venv curl iproute2
+	procps etcd-server redis-server libhiredis-dev fio
 )
 
 if [ "$(id -u)" -eq 0 ]; then
