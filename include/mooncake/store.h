@@ -164,6 +164,10 @@ MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t store,
 MOONCAKE_API int mooncake_store_batch_is_exist(mooncake_store_t store,
 					       const char **keys, size_t count,
 					       int *results);
+/** sizes[i] = size or a code per key, in one RPC. Takes no lease. */
+MOONCAKE_API int mooncake_store_batch_get_size(mooncake_store_t store,
+					       const char **keys, size_t count,
+					       int64_t *sizes);
 /** Object size or a negative code. Takes no lease. */
 MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t store,
 					     const char *key);

@@ -88,6 +88,48 @@ MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t s,
 	return size < 0 ? mc_err_to_store((int)size) : size;
 }
 
+MOONCAKE_API int mooncake_store_batch_get_size(mooncake_store_t s,
+					       const char **keys, size_t count,
+					       int64_t *sizes)
+{
+	const char **names;
+	size_t *live, n_live = 0;
+	int64_t *got;
+	int rc = mcs_enter(s);
+
+	if (rc)
+		return rc;
+	if (!count || !keys || !sizes) {
+		mcs_leave(s);
+		return count ? MC_STORE_INVALID_PARAMS : 0;
+	}
+	names = calloc(count, sizeof(*names));
+	live = calloc(count, sizeof(*live));
+	got = calloc(count, sizeof(*got));
+	if (!names || !live || !got) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (!mcs_key_ok(keys[i])) {
+			sizes[i] = MC_STORE_INVALID_PARAMS;
+			continue;
+		}
+		names[n_live] = keys[i];
+		live[n_live++] = i;
+	}
+	rc = n_live ? mcs_master_get_size(s->master, names, n_live, got) : 0;
+	for (size_t j = 0; !rc && j < n_live; j++)
+		sizes[live[j]] = got[j] < 0 ? mc_err_to_store((int)got[j]) :
+					      got[j];
+out:
+	mcs_leave(s);
+	free(names);
+	free(live);
+	free(got);
+	return rc ? mc_err_to_store(rc) : 0;
+}
+
 MOONCAKE_API int mooncake_store_remove(mooncake_store_t s, const char *key,
 				       bool force)
 {

@@ -70,6 +70,8 @@ PROTOTYPES = {
     "mooncake_store_is_exist": (c_int, [H, c_char_p]),
     "mooncake_store_batch_is_exist": (c_int, [H, KEYS, c_size_t,
                                               POINTER(c_int)]),
+    "mooncake_store_batch_get_size": (c_int, [H, KEYS, c_size_t,
+                                               POINTER(c_int64)]),
     "mooncake_store_get_size": (c_int64, [H, c_char_p]),
     "mooncake_store_remove": (c_int, [H, c_char_p, c_bool]),
     "mooncake_store_batch_remove": (c_int, [H, KEYS, c_size_t, c_bool,

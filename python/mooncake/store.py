@@ -699,8 +699,14 @@ class MooncakeDistributedStore:
         return next((r for r in res if r), OK)
 
     def _sizes(self, kb):
-        # No batch form of get_size in the C API (see python/README.md).
-        return [_L.mooncake_store_get_size(self._h, k) for k in kb]
+        """Sizes of the encoded keys kb, in one C call (one RPC)."""
+        n = len(kb)
+        if not n:
+            return []
+        ka = (c_char_p * n)(*kb)
+        res = (c_int64 * n)()
+        rc = _L.mooncake_store_batch_get_size(self._h, ka, n, res)
+        return [rc] * n if rc < 0 else res[:]
 
     def _read(self, kb, bufs, sizes, live):
         """One batch_get_into of keys kb[i] into bufs[i] (i in live), each

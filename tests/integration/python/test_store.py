@@ -641,10 +641,9 @@ def test_each_batch_is_one_c_call(master, members, stores, mstore,
                                      vals)) == {
         prefix + "register_buffer": 1, prefix + "batch_put_from": 1,
         prefix + "unregister_buffer": 1}
-    # get_batch needs the sizes first: one get_size per key (the C API has
-    # no batch form of it), then one batch_get_into.
+    # get_batch needs the sizes first (one batch_get_size), then reads.
     assert calls(lambda: s.get_batch([f"pb/{i}" for i in range(n)])) == {
-        prefix + "get_size": n, prefix + "register_buffer": 1,
+        prefix + "batch_get_size": 1, prefix + "register_buffer": 1,
         prefix + "batch_get_into": 1, prefix + "unregister_buffer": 1}
     assert calls(lambda: s.batch_remove(keys + mkeys, True)) == \
         {prefix + "batch_remove": 1}
