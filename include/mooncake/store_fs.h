@@ -127,6 +127,16 @@ MOONCAKE_API uint64_t mooncake_store_object_size(mooncake_object_t obj);
 MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t obj,
 						uint64_t off, void *buf,
 						size_t len);
+/**
+ * Where the replica lives in this process's own segment: *ptr points at
+ * byte off and the return value is how many bytes (up to len) may be read
+ * there, with no copy, for as long as the object stays open. -1012
+ * (NOT_SUPPORTED) when no replica is in this process's memory (use
+ * object_read), -707 when the hold lapsed.
+ */
+MOONCAKE_API int64_t mooncake_store_object_peek(mooncake_object_t obj,
+						uint64_t off, size_t len,
+						const void **ptr);
 /** Release the hold and free the handle (NULL is fine). Not concurrent
  *  with reads of the same handle. */
 MOONCAKE_API void mooncake_store_object_close(mooncake_object_t obj);

@@ -41,6 +41,43 @@ static void link_node(struct mcfs *fs, struct mcfs_node *n)
 	fs->n_nodes++;
 }
 
+/* Double both tables when chains grow past two nodes on average (a
+ * directory of a million keys listed with readdirplus makes a million
+ * nodes). Caller holds itab_lock; on no memory the chains just grow. */
+static void maybe_grow(struct mcfs *fs)
+{
+	size_t nb = fs->n_buckets * 2;
+	struct mcfs_node **bi, **bn;
+
+	if (fs->n_nodes <= 2 * fs->n_buckets)
+		return;
+	bi = calloc(nb, sizeof(*bi));
+	bn = calloc(nb, sizeof(*bn));
+	if (!bi || !bn) {
+		free(bi);
+		free(bn);
+		return;
+	}
+	for (size_t b = 0; b < fs->n_buckets; b++) {
+		struct mcfs_node *n = fs->by_ino[b], *next;
+		for (; n; n = next) {
+			size_t h = name_hash(n->parent ? n->parent->ino : 0,
+					     n->name, n->size, n->mtime_ms) %
+				   nb;
+			next = n->ino_next;
+			n->ino_next = bi[n->ino % nb];
+			bi[n->ino % nb] = n;
+			n->name_next = bn[h];
+			bn[h] = n;
+		}
+	}
+	free(fs->by_ino);
+	free(fs->by_name);
+	fs->by_ino = bi;
+	fs->by_name = bn;
+	fs->n_buckets = nb;
+}
+
 static void unlink_node(struct mcfs *fs, struct mcfs_node *n)
 {
 	struct mcfs_node **pp = &fs->by_ino[n->ino % fs->n_buckets];
@@ -81,6 +118,7 @@ static struct mcfs_node *node_new(struct mcfs *fs, struct mcfs_node *parent,
 	n->kind = kind;
 	n->parent = parent;
 	link_node(fs, n);
+	maybe_grow(fs);
 	return n;
 }
 

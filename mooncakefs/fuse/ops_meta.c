@@ -604,13 +604,19 @@ void mcfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		      size_t size)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
-	struct mcfs_node *n = mcfs_node_get(fs, ino);
+	struct mcfs_node *n;
 	mooncake_obj_stat_t st;
 	char buf[8192];
 	int rc;
 
-	if (!n || n->kind != MCFS_KV_FILE ||
-	    strncmp(name, "user.mooncake.", 14)) {
+	/* ls -l asks every file for security.* and system.posix_acl_*:
+	 * answer those before touching the inode table. */
+	if (strncmp(name, "user.mooncake.", 14)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	n = mcfs_node_get(fs, ino);
+	if (!n || n->kind != MCFS_KV_FILE) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}

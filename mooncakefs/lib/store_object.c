@@ -16,6 +16,7 @@
 
 #include "holds.h"
 #include "mc_log.h"
+#include "segment.h"
 #include "staging.h"
 #include "store_int.h"
 #include "util.h"
@@ -225,6 +226,46 @@ MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t o,
 			     "time",
 			     o->key);
 		rc = MC_ELEASEEXPIRED;
+	}
+	mcs_leave(s);
+	return rc ? mc_err_to_store(rc) : (int64_t)n;
+}
+
+MOONCAKE_API int64_t mooncake_store_object_peek(mooncake_object_t o,
+						uint64_t off, size_t len,
+						const void **ptr)
+{
+	struct mooncake_store *s;
+	const char *me;
+	uint64_t n;
+	int rc;
+
+	if (!o || !ptr)
+		return MC_STORE_INVALID_PARAMS;
+	*ptr = NULL;
+	s = o->s;
+	if (off >= o->size || !len)
+		return 0;
+	n = o->size - off < len ? o->size - off : len;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	rc = MC_ENOTSUPPORTED;
+	me = s->eng ? te_engine_name(s->eng) : NULL;
+	if (!mcs_hold_valid(o->hold, mcs_now_ms())) {
+		rc = MC_ELEASEEXPIRED;
+	} else if (me && s->seg) {
+		uintptr_t lo = (uintptr_t)s->seg->pool;
+		uintptr_t hi = lo + s->seg->size;
+		for (size_t i = 0; i < o->n_repl; i++) {
+			uintptr_t a = (uintptr_t)o->repl[i].address;
+			if (strcmp(o->repl[i].endpoint, me) || a < lo ||
+			    a + o->size > hi || a + o->size < a)
+				continue;
+			*ptr = (const void *)(a + off); /* our own segment */
+			rc = 0;
+			break;
+		}
 	}
 	mcs_leave(s);
 	return rc ? mc_err_to_store(rc) : (int64_t)n;
