@@ -280,6 +280,20 @@ static void expire_holds(struct master *m, uint64_t now)
 	}
 }
 
+/*
+ * An unfinished put's memory may be taken back only once its writer is
+ * gone too: a live writer (it pings) may still be writing into it, however
+ * slowly, and reusing that memory would corrupt another object. A writer
+ * the master never knew (no heartbeat) or that went silent for client_ttl
+ * has no such claim after the release timeout.
+ */
+static bool put_reclaimable(struct master *m, const struct mst_object *o,
+			    uint64_t now)
+{
+	return now - o->put_start >= m->cfg.release_timeout_ms &&
+	       !mst_client_find(m, o->writer);
+}
+
 static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 		    bool releasing)
 {
@@ -287,8 +301,7 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 
 	while (*pp) {
 		struct mst_object *o = *pp;
-		bool done = releasing ? now - o->put_start >=
-						m->cfg.release_timeout_ms :
+		bool done = releasing ? put_reclaimable(m, o, now) :
 					!o->holds && o->read_lease_until <= now;
 		if (!done) {
 			pp = &o->onext;
@@ -302,7 +315,7 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 }
 
 /* PutStarts nobody finished or pre-empted: freed after the release
- * timeout. A full scan, so run rarely. */
+ * timeout once their writer is gone. A full scan, so run rarely. */
 static void sweep_abandoned(struct master *m, uint64_t now)
 {
 	struct mst_object **all;
@@ -312,8 +325,7 @@ static void sweep_abandoned(struct master *m, uint64_t now)
 		return;
 	for (size_t k = 0; k < n_all; k++) {
 		struct mst_object *o = all[k];
-		if (o->state == MST_PROCESSING &&
-		    now - o->put_start >= m->cfg.release_timeout_ms) {
+		if (o->state == MST_PROCESSING && put_reclaimable(m, o, now)) {
 			mst_objmap_del(&m->objs, o);
 			m->stats.released++;
 			mst_object_free(m, o);

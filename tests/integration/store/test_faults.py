@@ -152,3 +152,33 @@ def test_cli_100mib_roundtrip_across_master_restart(procs, tmp_path):
         assert hashlib.sha256(dst2.read_bytes()).hexdigest() == digest
     finally:
         cleanup_segments([member.port])
+
+
+def test_slow_writer_keeps_its_memory(procs, tmp_path):
+    """An unfinished put is reclaimed after the release timeout only once
+    its writer is gone: a live, slow writer finishes intact, and the
+    memory of a killed one comes back."""
+    m = Master(procs, tmp_path, "--put_start_release_timeout_sec", "1",
+               "--put_start_discard_timeout_sec", "1", "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m, size="16MiB")]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        slow = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
+        h = slow.ok(f"wopen slow {4 << 20}")
+        time.sleep(7)  # past the release timeout and a sweep (every 5 s)
+        other = Shell(procs, tmp_path, m)
+        for i in range(10):  # would land on the slow put's memory if freed
+            assert other.code(f"put f/{i} {1 << 20} {i}") in (0, -200)
+        slow.ok(f"wpiece {h} 0 {4 << 20} 7")
+        slow.ok(f"wclose {h} commit")
+        other.ok(f"check slow {4 << 20} 7")
+        # A writer that dies: its put is reclaimed once it is gone.
+        dead = Shell(procs, tmp_path, m)
+        dead.ok(f"wopen doomed {4 << 20}")
+        before = m.metric("master_allocated_bytes")
+        dead.proc.kill()
+        eventually(lambda: m.metric("master_allocated_bytes")
+                   <= before - (4 << 20), timeout=20,
+                   what="the dead writer's memory reclaimed")
+    finally:
+        cleanup_segments([x.port for x in ms])
