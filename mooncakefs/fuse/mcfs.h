@@ -258,6 +258,8 @@ void mcfs_watch_stop(struct mcfs *fs);
 
 /* mkdir set (ops_meta.c) */
 bool mcfs_mkdir_has(struct mcfs *fs, const char *prefix);
+/** A list callback counting entries into an int (ops_meta.c). */
+void mcfs_count_entry(void *arg, const mooncake_list_entry_t *e);
 void mcfs_mkdir_forget(struct mcfs *fs, const char *prefix);
 
 #endif

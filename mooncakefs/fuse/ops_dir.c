@@ -99,12 +99,6 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 	}
 }
 
-static void count_cb(void *arg, const mooncake_list_entry_t *e)
-{
-	(void)e;
-	(*(int *)arg)++;
-}
-
 /*
  * Directories made here with mkdir and still empty. One that has keys
  * now is listed by the master already: it leaves the mkdir set.
@@ -139,7 +133,7 @@ static int add_mkdirs(struct mcfs *fs, struct mcfs_fh *fh, size_t *cap)
 		int keys = 0;
 		size_t dl = strlen(mine[i]);
 		if (mooncake_store_list(fs->store, mine[i], "", NULL, 1,
-					count_cb, &keys, &trunc) >= 0 &&
+					mcfs_count_entry, &keys, &trunc) >= 0 &&
 		    keys) {
 			mcfs_mkdir_forget(fs, mine[i]);
 		} else if (!err) {

@@ -109,7 +109,7 @@ static char *child_key(const struct mcfs_node *dir, const char *name,
 	return key;
 }
 
-static void count_entry(void *arg, const mooncake_list_entry_t *e)
+void mcfs_count_entry(void *arg, const mooncake_list_entry_t *e)
 {
 	(void)e;
 	(*(int *)arg)++;
@@ -133,8 +133,8 @@ static int dir_exists(struct mcfs *fs, const char *key, bool *yes)
 		free(prefix);
 		return 0;
 	}
-	rc = mooncake_store_list(fs->store, prefix, "/", NULL, 1, count_entry,
-				 &n, &trunc);
+	rc = mooncake_store_list(fs->store, prefix, "/", NULL, 1,
+				 mcfs_count_entry, &n, &trunc);
 	free(prefix);
 	if (rc < 0)
 		return mcfs_errno(rc);
@@ -558,8 +558,8 @@ void mcfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	memcpy(prefix, key, kl);
 	memcpy(prefix + kl, "/", 2);
 	free(key);
-	rc = mooncake_store_list(fs->store, prefix, "", NULL, 1, count_entry,
-				 &n, &trunc);
+	rc = mooncake_store_list(fs->store, prefix, "", NULL, 1,
+				 mcfs_count_entry, &n, &trunc);
 	if (rc < 0)
 		rc = mcfs_errno(rc);
 	else if (n)

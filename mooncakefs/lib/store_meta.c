@@ -23,53 +23,77 @@ MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)
 	return rc ? mc_err_to_store(rc) : res < 0 ? mc_err_to_store(res) : res;
 }
 
+/*
+ * A batch call's keys: the valid ones go to the master in one RPC
+ * (names[j] is keys[live[j]]; res has room for one answer each), the
+ * others answer -600 without one. batch_begin() returns a store code
+ * (nothing entered), 0 (an empty batch: nothing to do) or 1 (entered:
+ * finish with batch_end()).
+ */
+struct key_batch {
+	const char **names;
+	size_t *live, n;
+	void *res;
+};
+
+static int batch_begin(mooncake_store_t s, const char **keys, size_t count,
+		       bool out_ok, size_t res_size, struct key_batch *b)
+{
+	int rc = mcs_enter(s);
+
+	*b = (struct key_batch){ 0 };
+	if (rc)
+		return rc;
+	if (!count || !keys || !out_ok) {
+		mcs_leave(s);
+		return count ? MC_STORE_INVALID_PARAMS : 0;
+	}
+	b->names = calloc(count, sizeof(*b->names));
+	b->live = calloc(count, sizeof(*b->live));
+	b->res = calloc(count, res_size);
+	if (!b->names || !b->live || !b->res) {
+		mcs_leave(s);
+		free(b->names);
+		free(b->live);
+		free(b->res);
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (mcs_key_ok(keys[i])) {
+			b->names[b->n] = keys[i];
+			b->live[b->n++] = i;
+		}
+	}
+	return 1;
+}
+
+static void batch_end(mooncake_store_t s, struct key_batch *b)
+{
+	mcs_leave(s);
+	free(b->names);
+	free(b->live);
+	free(b->res);
+}
+
 MOONCAKE_API int mooncake_store_batch_is_exist(mooncake_store_t s,
 					       const char **keys, size_t count,
 					       int *results)
 {
-	const char **names;
-	size_t *live, n_live = 0;
-	int *res;
-	int rc = mcs_enter(s);
+	struct key_batch b;
+	int rc = batch_begin(s, keys, count, results, sizeof(int), &b);
+	const int *res = b.res;
 
-	if (rc)
+	if (rc <= 0)
 		return rc;
-	if (!count) {
-		mcs_leave(s);
-		return 0;
-	}
-	if (!keys || !results) {
-		mcs_leave(s);
-		return MC_STORE_INVALID_PARAMS;
-	}
-	names = calloc(count, sizeof(*names));
-	live = calloc(count, sizeof(*live));
-	res = calloc(count, sizeof(*res));
-	if (!names || !live || !res) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < count; i++) {
-		if (!mcs_key_ok(keys[i])) {
-			results[i] = MC_STORE_INVALID_PARAMS;
-			continue;
-		}
-		names[n_live] = keys[i];
-		live[n_live++] = i;
-	}
-	if (n_live)
-		rc = mcs_master_exist(s->master, true, names, n_live, res);
-	for (size_t j = 0; j < n_live; j++) {
+	for (size_t i = 0; i < count; i++)
+		results[i] = MC_STORE_INVALID_PARAMS;
+	rc = b.n ? mcs_master_exist(s->master, true, b.names, b.n, b.res) : 0;
+	for (size_t j = 0; j < b.n; j++) {
 		int r = rc ? rc : res[j];
-		results[live[j]] = r < 0 ? mc_err_to_store(r) : r;
+		results[b.live[j]] = r < 0 ? mc_err_to_store(r) : r;
 	}
-	rc = 0;
-out:
-	mcs_leave(s);
-	free(names);
-	free(live);
-	free(res);
-	return mc_err_to_store(rc);
+	batch_end(s, &b);
+	return 0;
 }
 
 MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t s,
@@ -92,41 +116,19 @@ MOONCAKE_API int mooncake_store_batch_get_size(mooncake_store_t s,
 					       const char **keys, size_t count,
 					       int64_t *sizes)
 {
-	const char **names;
-	size_t *live, n_live = 0;
-	int64_t *got;
-	int rc = mcs_enter(s);
+	struct key_batch b;
+	int rc = batch_begin(s, keys, count, sizes, sizeof(int64_t), &b);
+	const int64_t *got = b.res;
 
-	if (rc)
+	if (rc <= 0)
 		return rc;
-	if (!count || !keys || !sizes) {
-		mcs_leave(s);
-		return count ? MC_STORE_INVALID_PARAMS : 0;
-	}
-	names = calloc(count, sizeof(*names));
-	live = calloc(count, sizeof(*live));
-	got = calloc(count, sizeof(*got));
-	if (!names || !live || !got) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < count; i++) {
-		if (!mcs_key_ok(keys[i])) {
-			sizes[i] = MC_STORE_INVALID_PARAMS;
-			continue;
-		}
-		names[n_live] = keys[i];
-		live[n_live++] = i;
-	}
-	rc = n_live ? mcs_master_get_size(s->master, names, n_live, got) : 0;
-	for (size_t j = 0; !rc && j < n_live; j++)
-		sizes[live[j]] = got[j] < 0 ? mc_err_to_store((int)got[j]) :
-					      got[j];
-out:
-	mcs_leave(s);
-	free(names);
-	free(live);
-	free(got);
+	for (size_t i = 0; i < count; i++)
+		sizes[i] = MC_STORE_INVALID_PARAMS;
+	rc = b.n ? mcs_master_get_size(s->master, b.names, b.n, b.res) : 0;
+	for (size_t j = 0; !rc && j < b.n; j++)
+		sizes[b.live[j]] = got[j] < 0 ? mc_err_to_store((int)got[j]) :
+						got[j];
+	batch_end(s, &b);
 	return rc ? mc_err_to_store(rc) : 0;
 }
 
@@ -148,48 +150,21 @@ MOONCAKE_API int mooncake_store_batch_remove(mooncake_store_t s,
 					     const char **keys, size_t count,
 					     bool force, int *results)
 {
-	const char **names;
-	size_t *live, n_live = 0;
-	int *res;
-	int rc = mcs_enter(s);
+	struct key_batch b;
+	int rc = batch_begin(s, keys, count, results, sizeof(int), &b);
+	const int *res = b.res;
 
-	if (rc)
+	if (rc <= 0)
 		return rc;
-	if (!count) {
-		mcs_leave(s);
-		return 0;
-	}
-	if (!keys || !results) {
-		mcs_leave(s);
-		return MC_STORE_INVALID_PARAMS;
-	}
-	names = calloc(count, sizeof(*names));
-	live = calloc(count, sizeof(*live));
-	res = calloc(count, sizeof(*res));
-	if (!names || !live || !res) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < count; i++) {
-		if (!mcs_key_ok(keys[i])) {
-			results[i] = MC_STORE_INVALID_PARAMS;
-			continue;
-		}
-		names[n_live] = keys[i];
-		live[n_live++] = i;
-	}
-	if (n_live)
-		rc = mcs_master_remove(s->master, true, names, n_live, force,
-				       res);
-	for (size_t j = 0; j < n_live; j++)
-		results[live[j]] = mc_err_to_store(rc ? rc : res[j]);
-	rc = 0;
-out:
-	mcs_leave(s);
-	free(names);
-	free(live);
-	free(res);
-	return mc_err_to_store(rc);
+	for (size_t i = 0; i < count; i++)
+		results[i] = MC_STORE_INVALID_PARAMS;
+	rc = b.n ? mcs_master_remove(s->master, true, b.names, b.n, force,
+				     b.res) :
+		   0;
+	for (size_t j = 0; j < b.n; j++)
+		results[b.live[j]] = mc_err_to_store(rc ? rc : res[j]);
+	batch_end(s, &b);
+	return 0;
 }
 
 static int64_t count_result(int rc, uint64_t count)
