@@ -67,6 +67,7 @@ struct mb_cfg {
 	char *label;
 	char *pin;
 	bool no_raw;
+	int64_t rpc_busy_poll_us;
 };
 
 #define OPT(n, t, f, d, lo, hi, h)                                          \
@@ -106,6 +107,9 @@ static const struct mc_opt mb_opts[] = {
 	    "on CPU S (pin the master to S yourself, e.g. taskset)."),
 	OPT("no_raw", MC_OPT_BOOL, no_raw, "false", 0, 0,
 	    "Skip the raw TCP baseline."),
+	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "50", 0, 10000,
+	    "The RPC client's busy-polling window for answers (us, 0: "
+	    "sleep at once), as libmooncake's rpc_busy_poll_us."),
 };
 
 static const struct mc_cfg_spec mb_spec = {
@@ -524,6 +528,9 @@ static int worker_setup(struct mb_worker *w)
 				  MB_RPC_TIMEOUT_MS, &w->cli);
 	if (rc)
 		set_err(w, "master address", rc);
+	else
+		mc_rpc_client_set_busy_poll(
+			w->cli, (unsigned)w->x->cfg->rpc_busy_poll_us);
 	return rc;
 }
 

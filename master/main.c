@@ -221,6 +221,7 @@ int main(int argc, char **argv)
 		.port = (int)cfg.rpc_port,
 		.idle_timeout_s = (unsigned)cfg.rpc_conn_timeout_seconds,
 		.max_body = (size_t)cfg.max_request_size,
+		.busy_poll_us = (unsigned)cfg.rpc_busy_poll_us,
 	};
 	rc = mst_rpc_server_start(m, &rc_cfg, &rpc, err, sizeof(err));
 	if (rc) {

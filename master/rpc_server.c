@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "master.h"
+#include "mc_busy_poll.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
@@ -24,6 +25,7 @@
 struct conn {
 	struct mst_rpc_server *srv;
 	int fd;
+	struct mc_busy_poll bp; /* waiting for the next request */
 	struct conn *prev, *next;
 };
 
@@ -61,13 +63,12 @@ static void conn_close(struct conn *c)
 static int read_frame_hdr(struct conn *c, uint8_t *hb)
 {
 	struct mst_rpc_server *s = c->srv;
+	int tmo = s->cfg.idle_timeout_s ? (int)s->cfg.idle_timeout_s * 1000 :
+					  -1;
+	int rc = mc_busy_poll_wait(&c->bp, c->fd, tmo);
 
-	if (s->cfg.idle_timeout_s) {
-		struct pollfd p = { .fd = c->fd, .events = POLLIN };
-		int n = poll(&p, 1, (int)s->cfg.idle_timeout_s * 1000);
-		if (n == 0)
-			return -ETIMEDOUT;
-	}
+	if (rc)
+		return rc;
 	return mc_net_read_all(c->fd, hb, MC_RPC_HDR_LEN);
 }
 
@@ -165,6 +166,7 @@ static void *accept_main(void *arg)
 		(void)mc_net_set_nodelay(fd);
 		c->srv = s;
 		c->fd = fd;
+		mc_busy_poll_init(&c->bp, s->cfg.busy_poll_us);
 		c->next = s->conns;
 		if (s->conns)
 			s->conns->prev = c;

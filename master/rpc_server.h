@@ -19,6 +19,7 @@ struct mst_rpc_server_cfg {
 	unsigned max_connections; /* 0: 4096 */
 	unsigned idle_timeout_s; /* 0: none */
 	size_t max_body;
+	unsigned busy_poll_us; /* 0: never busy-poll (mc_busy_poll.h) */
 };
 
 int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,

@@ -27,6 +27,15 @@ void mc_rpc_client_destroy(struct mc_rpc_client *c);
 void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms);
 unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c);
 
+/** Default busy-polling window for answers, us (mc_busy_poll.h). */
+#define MC_RPC_BUSY_POLL_US 50u
+
+/**
+ * Busy-poll for an answer up to max_us before sleeping (adaptive, see
+ * mc_busy_poll.h); 0 turns it off. Set before the first call.
+ */
+void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us);
+
 /**
  * Send req as method and wait for the answer, decoded into *resp (free
  * with protobuf_c_message_free_unpacked(*resp, NULL)).

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mc_busy_poll.h"
 #include "mc_net.h"
 #include "mc_parse.h"
 #include "mc_rpc_client.h"
@@ -26,6 +27,7 @@ struct mc_rpc_client {
 	int idle[MAX_IDLE];
 	unsigned idle_tmo[MAX_IDLE]; /* the timeout set on each idle socket */
 	unsigned n_idle;
+	struct mc_busy_poll bp; /* waiting for answers */
 };
 
 int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
@@ -44,6 +46,7 @@ int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 	}
 	c->timeout_ms = timeout_ms ? timeout_ms : 5000;
 	atomic_init(&c->next_id, 1);
+	mc_busy_poll_init(&c->bp, MC_RPC_BUSY_POLL_US);
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
 	return 0;
@@ -75,6 +78,11 @@ void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms)
 unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c)
 {
 	return c->timeout_ms;
+}
+
+void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us)
+{
+	mc_busy_poll_init(&c->bp, max_us);
 }
 
 static int take(struct mc_rpc_client *c, int *fd, unsigned *tmo, bool *pooled)
@@ -140,6 +148,9 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 	rc = mc_net_write_all(fd, frame, len);
 	if (rc)
 		return timeout_errno(rc);
+	rc = mc_busy_poll_wait(&c->bp, fd, (int)want);
+	if (rc)
+		return rc;
 	rc = mc_net_read_all(fd, hb, sizeof(hb));
 	if (rc)
 		return timeout_errno(rc);

@@ -51,6 +51,11 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 	return 0;
 }
 
+void mcs_master_set_busy_poll(struct mcs_master *m, unsigned max_us)
+{
+	mc_rpc_client_set_busy_poll(m->rpc, max_us);
+}
+
 void mcs_master_destroy(struct mcs_master *m)
 {
 	if (!m)
@@ -534,11 +539,14 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 		return call(m, MCRPC__METHOD__WATCH, &req, out);
 	/* Long polls get their own pool, with a timeout that covers them. */
 	pthread_mutex_lock(&m->long_lock);
-	if (!m->rpc_long)
+	if (!m->rpc_long) {
 		rc = mc_rpc_client_create(m->addr,
 					  mc_rpc_client_timeout(m->rpc) +
 						  WATCH_MAX_WAIT_MS,
 					  &m->rpc_long);
+		if (!rc)
+			mc_rpc_client_set_busy_poll(m->rpc_long, 0);
+	}
 	c = m->rpc_long;
 	pthread_mutex_unlock(&m->long_lock);
 	if (rc)

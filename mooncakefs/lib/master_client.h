@@ -55,6 +55,9 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 		      struct mcs_master **out) MC_MUST_CHECK;
 void mcs_master_destroy(struct mcs_master *m);
 void mcs_master_set_timeout(struct mcs_master *m, unsigned timeout_ms);
+/** Busy-poll window for answers (us, 0: off; mc_busy_poll.h); set before
+ *  the first call. Watch long polls never busy-poll. */
+void mcs_master_set_busy_poll(struct mcs_master *m, unsigned max_us);
 unsigned mcs_master_timeout(const struct mcs_master *m);
 const uint8_t *mcs_master_client_id(const struct mcs_master *m);
 

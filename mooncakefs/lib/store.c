@@ -290,6 +290,7 @@ static int connect_master(struct mooncake_store *s)
 			   s->cfg.master_server_address, mc_strerror(rc));
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}
+	mcs_master_set_busy_poll(s->master, (unsigned)s->cfg.rpc_busy_poll_us);
 	rc = mcs_master_service_ready(s->master, NULL);
 	if (rc)
 		mc_log_err("store", "master %s unreachable: %s",

@@ -43,6 +43,10 @@ static const struct mc_opt mcs_opts[] = {
 	OPT("rpc_timeout_ms", "MC_RPC_TIMEOUT_MS", MC_OPT_DURATION,
 	    rpc_timeout_ms, "5000", 1, 3600000,
 	    "Timeout of one master RPC (bare numbers are ms)."),
+	OPT("rpc_busy_poll_us", "MC_RPC_BUSY_POLL_US", MC_OPT_INT,
+	    rpc_busy_poll_us, "50", 0, 10000,
+	    "Poll for a master answer this long (us, adaptive) before "
+	    "sleeping; 0 = sleep at once (docs/design.md)."),
 	OPT("transfer_timeout_ms", "MC_TRANSFER_TIMEOUT_MS", MC_OPT_DURATION,
 	    transfer_timeout_ms, "30000", 1, 3600000,
 	    "Timeout of one transfer (bare numbers are ms)."),

@@ -23,6 +23,7 @@ struct mcs_cfg {
 	char *device_name;
 	char *master_server_address;
 	uint64_t rpc_timeout_ms;
+	int64_t rpc_busy_poll_us;
 	uint64_t transfer_timeout_ms;
 	uint64_t ping_interval_ms;
 	char *segment_name; /* "" or NULL: derived from the engine name */
