@@ -224,6 +224,9 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	if (rc)
 		goto err_free;
 	eng->p2p = eng->meta == NULL;
+	rc = te__copier_create(&eng->copier);
+	if (rc)
+		goto err_meta;
 	rc = te__transports_init(eng, err, errlen);
 	if (rc)
 		goto err_meta;
@@ -267,6 +270,7 @@ err_rpc:
 err_tps:
 	te__transports_fini(eng);
 err_meta:
+	te__copier_destroy(eng->copier);
 	te_meta_close(eng->meta);
 err_free:
 	pthread_rwlock_destroy(&eng->reg_lock);
@@ -287,6 +291,7 @@ void te_engine_destroy(struct te_engine *eng)
 	te__peers_free(eng);
 	te__peer_put(eng->self);
 	te__transports_fini(eng);
+	te__copier_destroy(eng->copier);
 	te__regs_free(eng);
 	te__notifications_free(eng);
 	te_meta_close(eng->meta);

@@ -187,6 +187,8 @@ struct te_engine {
 	_Atomic bool stopping;
 
 	pthread_mutex_t publish_lock;
+
+	struct te_copier *copier; /* parallel copies of same-host transports */
 };
 
 /* engine.c */
@@ -239,6 +241,15 @@ int te__rpc_meta_decode(const char *json, size_t len, char *ip, size_t iplen,
 void te__slice_done(struct te_task *task, uint64_t bytes, int rc);
 /** Add slices before submitting them (the initial one is counted). */
 void te__task_add_slices(struct te_task *task, int n);
+
+/* copy.c: memcpy split over helper threads for large lengths
+ * (MC_TE_COPY_THREADS helpers, started on first use). */
+struct te_copier;
+int te__copier_create(struct te_copier **out) MC_MUST_CHECK;
+void te__copier_destroy(struct te_copier *cp);
+/** Copy len bytes; returns once all are copied. dst and src must not
+ *  overlap. cp may be NULL (a plain memcpy). */
+void te__copy(struct te_copier *cp, void *dst, const void *src, size_t len);
 
 /* transport.c */
 extern const struct te_transport_ops te_tcp_ops, te_shm_ops, te_local_ops;

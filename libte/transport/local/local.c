@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The "local" transport: the target is this engine itself, so a request
- * is a memcpy between two of our registered buffers (upstream's local
- * shortcut), done in the submitting thread.
+ * is a copy between two of our registered buffers (upstream's local
+ * shortcut), done in the submitting thread, with the engine's copy
+ * helpers for large ones (copy.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,6 +30,17 @@ static bool local_reachable(struct te_transport *tp, struct te_peer *peer,
 	return peer->is_self;
 }
 
+/* memmove when the ranges overlap, else a (parallel) copy. */
+static void move(struct te_engine *eng, void *dst, const void *src, size_t n)
+{
+	uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+
+	if (d < s + n && s < d + n)
+		memmove(dst, src, n);
+	else
+		te__copy(eng->copier, dst, src, n);
+}
+
 static int local_submit(struct te_transport *tp, struct te_task *t)
 {
 	struct te_engine *eng = tp->eng;
@@ -39,9 +51,9 @@ static int local_submit(struct te_transport *tp, struct te_task *t)
 	if (!te__reg_check_remote(eng, t->req.target_addr, t->req.length))
 		rc = MC_ENOTREG;
 	else if (t->req.opcode == TE_READ)
-		memmove(t->req.local, target, t->req.length);
+		move(eng, t->req.local, target, t->req.length);
 	else
-		memmove(target, t->req.local, t->req.length);
+		move(eng, target, t->req.local, t->req.length);
 	pthread_rwlock_unlock(&eng->reg_lock);
 	te__slice_done(t, rc ? 0 : t->req.length, rc);
 	return 0;

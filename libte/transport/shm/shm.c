@@ -3,8 +3,8 @@
  * The "shm" transport: a peer on the same host and network namespace
  * (equal mc_host_id) publishes, for buffers it allocated with
  * te_mem_alloc(), the /dev/shm file behind them. We map that file once per
- * peer buffer and copy with memcpy in the submitting thread: no sockets,
- * no peer CPU.
+ * peer buffer and copy in the submitting thread (with the engine's copy
+ * helpers for large requests, copy.c): no sockets, no peer CPU.
  *
  * Safety: the file must lie under /dev/shm/ (checked when decoding the
  * descriptor) and be at least as large as the published range (checked
@@ -158,9 +158,9 @@ static int shm_submit(struct te_transport *tp, struct te_task *t)
 	}
 	target = sp->maps[i].ptr + (t->req.target_addr - b->addr);
 	if (t->req.opcode == TE_READ)
-		memcpy(t->req.local, target, t->req.length);
+		te__copy(tp->eng->copier, t->req.local, target, t->req.length);
 	else
-		memcpy(target, t->req.local, t->req.length);
+		te__copy(tp->eng->copier, target, t->req.local, t->req.length);
 	te__slice_done(t, t->req.length, 0);
 	return 0;
 }
