@@ -107,7 +107,7 @@ static const struct mc_opt mb_opts[] = {
 	    "on CPU S (pin the master to S yourself, e.g. taskset)."),
 	OPT("no_raw", MC_OPT_BOOL, no_raw, "false", 0, 0,
 	    "Skip the raw TCP baseline."),
-	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "50", 0, 10000,
+	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "200", 0, 10000,
 	    "The RPC client's busy-polling window for answers (us, 0: "
 	    "sleep at once), as libmooncake's rpc_busy_poll_us."),
 };

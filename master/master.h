@@ -186,6 +186,16 @@ struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
 				  size_t len);
 int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
 void mst_objmap_del(struct mst_objmap *om, struct mst_object *o);
+/**
+ * Prefetch what looking up keys[0..n) will touch: their home slots, then
+ * the objects those slots point to. A batch handler calls it for a window
+ * of keys before looking them up one by one, so the cache misses of the
+ * window overlap instead of following each other. n <= MST_PREFETCH_MAX;
+ * a hint only (under the master lock, like every objmap call).
+ */
+#define MST_PREFETCH_MAX 16
+void mst_objmap_prefetch(const struct mst_objmap *om, char *const *keys,
+			 size_t n);
 uint64_t mst_objmap_hash(const struct mst_objmap *om, const char *key,
 			 size_t len);
 /** Every object now in the map (malloc'd array), for the rare passes

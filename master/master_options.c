@@ -135,7 +135,7 @@ static const struct mc_opt master_opts[] = {
 	    1073741824.0,
 	    "Largest RPC frame body; larger closes the "
 	    "connection."),
-	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "50", 0, 10000,
+	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "200", 0, 10000,
 	    "Poll a connection this long (us, adaptive) for its next request "
 	    "before sleeping; 0 = never (docs/design.md)."),
 	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,

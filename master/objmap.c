@@ -57,6 +57,47 @@ struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
 	}
 }
 
+void mst_objmap_prefetch(const struct mst_objmap *om, char *const *keys,
+			 size_t n)
+{
+	uint64_t h[MST_PREFETCH_MAX];
+	size_t mask = om->cap - 1;
+
+	if (n > MST_PREFETCH_MAX)
+		n = MST_PREFETCH_MAX;
+	for (size_t i = 0; i < n; i++) {
+		h[i] = mst_objmap_hash(om, keys[i], strlen(keys[i]));
+		__builtin_prefetch(&om->slots[h[i] & mask]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct mst_slot *s = &om->slots[h[i] & mask];
+		const struct mst_object *o = s->obj;
+		if (!o || s->hash != h[i]) {
+			h[i] = 0;
+			continue;
+		}
+		/* The fields a get reads: state and leases, the first
+		 * replica, the key. */
+		__builtin_prefetch(o, 1);
+		__builtin_prefetch(&o->repl[0]);
+		__builtin_prefetch(&o->key_len);
+	}
+	/* What a get reaches through the object: its LRU neighbours (a read
+	 * moves it to the tail) and its first replica's block. */
+	for (size_t i = 0; i < n; i++) {
+		const struct mst_object *o;
+		if (!h[i])
+			continue;
+		o = om->slots[h[i] & mask].obj;
+		if (o->lru_prev)
+			__builtin_prefetch(o->lru_prev, 1);
+		if (o->lru_next)
+			__builtin_prefetch(o->lru_next, 1);
+		if (o->repl[0].blk)
+			__builtin_prefetch(o->repl[0].blk);
+	}
+}
+
 static void place(struct mst_slot *slots, size_t mask, uint64_t h,
 		  struct mst_object *o)
 {

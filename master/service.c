@@ -417,8 +417,13 @@ static int h_get_replica_list(struct call *c)
 	for (size_t i = 0; i < q->n_keys; i++) {
 		struct mst_object *o = NULL;
 		uint64_t hold = 0;
-		int rc = mst_get(c->m, q->keys[i], strlen(q->keys[i]), q->hold,
-				 &o, &hold);
+		int rc;
+
+		if (i % MST_PREFETCH_MAX == 0 && q->n_keys > 1)
+			mst_objmap_prefetch(&c->m->objs, &q->keys[i],
+					    q->n_keys - i);
+		rc = mst_get(c->m, q->keys[i], strlen(q->keys[i]), q->hold, &o,
+			     &hold);
 		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, true);
 		if (!l)
 			return -ENOMEM;
@@ -450,8 +455,12 @@ static int h_exist(struct call *c)
 	if (!r->results)
 		return -ENOMEM;
 	r->n_results = q->n_keys;
-	for (size_t i = 0; i < q->n_keys; i++)
+	for (size_t i = 0; i < q->n_keys; i++) {
+		if (i % MST_PREFETCH_MAX == 0 && q->n_keys > 1)
+			mst_objmap_prefetch(&c->m->objs, &q->keys[i],
+					    q->n_keys - i);
 		r->results[i] = mst_exist(c->m, q->keys[i], strlen(q->keys[i]));
+	}
 	c->items += q->n_keys;
 	return 0;
 }

@@ -28,7 +28,7 @@ void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms);
 unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c);
 
 /** Default busy-polling window for answers, us (mc_busy_poll.h). */
-#define MC_RPC_BUSY_POLL_US 50u
+#define MC_RPC_BUSY_POLL_US 200u
 
 /**
  * Busy-poll for an answer up to max_us before sleeping (adaptive, see

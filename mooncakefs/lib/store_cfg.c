@@ -44,7 +44,7 @@ static const struct mc_opt mcs_opts[] = {
 	    rpc_timeout_ms, "5000", 1, 3600000,
 	    "Timeout of one master RPC (bare numbers are ms)."),
 	OPT("rpc_busy_poll_us", "MC_RPC_BUSY_POLL_US", MC_OPT_INT,
-	    rpc_busy_poll_us, "50", 0, 10000,
+	    rpc_busy_poll_us, "200", 0, 10000,
 	    "Poll for a master answer this long (us, adaptive) before "
 	    "sleeping; 0 = sleep at once (docs/design.md)."),
 	OPT("transfer_timeout_ms", "MC_TRANSFER_TIMEOUT_MS", MC_OPT_DURATION,
