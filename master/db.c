@@ -24,6 +24,7 @@ struct mst_db {
 	int lock_fd;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
+	sqlite3_stmt *put_orphan, *del_orphan;
 };
 
 static const char *const schema =
@@ -33,7 +34,11 @@ static const char *const schema =
 	" WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY,"
 	" size INTEGER, flags INTEGER, soft_pin_until INTEGER,"
-	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;";
+	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;"
+	/* Memory of removed objects that readers may still use: kept across
+	 * a restart until they are surely done (docs/design.md). */
+	"CREATE TABLE IF NOT EXISTS orphans(id INTEGER PRIMARY KEY,"
+	" size INTEGER, replicas BLOB);";
 
 static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 {
@@ -129,6 +134,9 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	    prep(db, "INSERT OR REPLACE INTO objects VALUES(?1,?2,?3,?4,?5,?6)",
 		 &db->put_obj) ||
 	    prep(db, "DELETE FROM objects WHERE key=?1", &db->del_obj) ||
+	    prep(db, "INSERT OR REPLACE INTO orphans VALUES(?1,?2,?3)",
+		 &db->put_orphan) ||
+	    prep(db, "DELETE FROM orphans WHERE id=?1", &db->del_orphan) ||
 	    prep(db,
 		 "SELECT key,size,mtime FROM objects WHERE key>=?1 ORDER BY "
 		 "key",
@@ -155,6 +163,8 @@ void mst_db_close(struct mst_db *db)
 	sqlite3_finalize(db->del_seg);
 	sqlite3_finalize(db->put_obj);
 	sqlite3_finalize(db->del_obj);
+	sqlite3_finalize(db->put_orphan);
+	sqlite3_finalize(db->del_orphan);
 	sqlite3_finalize(db->seek);
 	sqlite3_close(db->h);
 	if (db->lock_fd >= 0)
@@ -218,20 +228,38 @@ static uint64_t get_le64(const uint8_t *p)
 
 #define REPL_REC (MST_ID_LEN + 8)
 
-int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
+/* The replicas' (segment id, offset) records; returns the bytes used. */
+static size_t encode_replicas(const struct mst_object *o, uint8_t *blob)
 {
-	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
-	sqlite3_stmt *st = db->put_obj;
 	size_t n = 0;
 
 	for (unsigned i = 0; i < o->n_repl; i++) {
 		const struct mst_replica *r = &o->repl[i];
-		if (!r->seg)
+		if (!r->seg || !r->blk)
 			continue;
 		memcpy(blob + n, r->seg->id, MST_ID_LEN);
 		put_le64(blob + n + MST_ID_LEN, mc_alloc_block_offset(r->blk));
 		n += REPL_REC;
 	}
+	return n;
+}
+
+static void decode_replicas(const uint8_t *b, int bl, struct mst_db_object *o)
+{
+	for (int off = 0; b && off + REPL_REC <= bl && o->n_repl < 8;
+	     off += REPL_REC) {
+		o->repl[o->n_repl].seg_id = b + off;
+		o->repl[o->n_repl].offset = get_le64(b + off + MST_ID_LEN);
+		o->n_repl++;
+	}
+}
+
+int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
+{
+	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
+	sqlite3_stmt *st = db->put_obj;
+	size_t n = encode_replicas(o, blob);
+
 	sqlite3_bind_blob(st, 1, o->key, (int)o->key_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
 	sqlite3_bind_int(st, 3, o->hard_pin ? 1 : 0);
@@ -239,6 +267,24 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->mtime);
 	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
 	return step_done(db, st, "put object");
+}
+
+int mst_db_put_orphan(struct mst_db *db, const struct mst_object *o)
+{
+	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
+	sqlite3_stmt *st = db->put_orphan;
+	size_t n = encode_replicas(o, blob);
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)o->orphan_id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
+	sqlite3_bind_blob(st, 3, blob, (int)n, SQLITE_STATIC);
+	return step_done(db, st, "put orphan");
+}
+
+int mst_db_del_orphan(struct mst_db *db, uint64_t id)
+{
+	sqlite3_bind_int64(db->del_orphan, 1, (sqlite3_int64)id);
+	return step_done(db, db->del_orphan, "delete orphan");
 }
 
 int mst_db_del_object(struct mst_db *db, const char *key, size_t len)
@@ -250,6 +296,7 @@ int mst_db_del_object(struct mst_db *db, const char *key, size_t len)
 int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
 		int (*on_object)(void *arg, const struct mst_db_object *o),
+		int (*on_orphan)(void *arg, const struct mst_db_object *o),
 		void *arg)
 {
 	sqlite3_stmt *st;
@@ -292,16 +339,24 @@ int mst_db_load(struct mst_db *db,
 		o.hard_pin = sqlite3_column_int(st, 2) & 1;
 		o.soft_pin_until = (uint64_t)sqlite3_column_int64(st, 3);
 		o.mtime = (uint64_t)sqlite3_column_int64(st, 4);
-		for (int off = 0; b && off + REPL_REC <= bl && o.n_repl < 8;
-		     off += REPL_REC) {
-			o.repl[o.n_repl].seg_id = b + off;
-			o.repl[o.n_repl].offset =
-				get_le64(b + off + MST_ID_LEN);
-			o.n_repl++;
-		}
+		decode_replicas(b, bl, &o);
 		if (!o.key)
 			continue;
 		rc = on_object(arg, &o);
+	}
+	sqlite3_finalize(st);
+	if (rc)
+		return rc;
+	if (prep(db, "SELECT id,size,replicas FROM orphans", &st))
+		return db_fail(db, "load orphans");
+	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+		struct mst_db_object o = { 0 };
+
+		o.orphan_id = (uint64_t)sqlite3_column_int64(st, 0);
+		o.size = (uint64_t)sqlite3_column_int64(st, 1);
+		decode_replicas(sqlite3_column_blob(st, 2),
+				sqlite3_column_bytes(st, 2), &o);
+		rc = on_orphan(arg, &o);
 	}
 	sqlite3_finalize(st);
 	return rc;

@@ -35,8 +35,12 @@ int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s);
 int mst_db_del_segment(struct mst_db *db, const uint8_t *id);
 int mst_db_put_object(struct mst_db *db, const struct mst_object *o);
 int mst_db_del_object(struct mst_db *db, const char *key, size_t len);
+/** The replicas of an object removed while it may still be read, under
+ *  o->orphan_id; deleted once no reader can be left. */
+int mst_db_put_orphan(struct mst_db *db, const struct mst_object *o);
+int mst_db_del_orphan(struct mst_db *db, uint64_t id);
 
-/* Restore: segments first, then objects. */
+/* Restore: segments first, then objects, then orphans. */
 struct mst_db_segment {
 	const uint8_t *id;
 	const char *name, *endpoint, *protocol, *host_id;
@@ -47,8 +51,9 @@ struct mst_db_replica {
 	uint64_t offset;
 };
 struct mst_db_object {
-	const char *key;
+	const char *key; /* NULL for an orphan */
 	size_t key_len;
+	uint64_t orphan_id;
 	uint64_t size, mtime, soft_pin_until;
 	bool hard_pin;
 	unsigned n_repl;
@@ -57,6 +62,7 @@ struct mst_db_object {
 int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
 		int (*on_object)(void *arg, const struct mst_db_object *o),
+		int (*on_orphan)(void *arg, const struct mst_db_object *o),
 		void *arg);
 
 /* Paged listing in key order (bytewise). */

@@ -70,6 +70,11 @@ uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count)
 
 	if (!v)
 		return 0;
+	if (now < m->quarantine_until) {
+		/* Readers from before a restart may hold any object. */
+		free(v);
+		return 0;
+	}
 	m->stats.eviction_attempts++;
 	for (int pass = 0; pass < 2; pass++) {
 		bool soft = pass == 1;
@@ -103,12 +108,14 @@ uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count)
 	}
 	rc = n ? mst_db_begin(m->db) : 0;
 	for (uint64_t i = 0; !rc && i < n; i++)
-		rc = mst_db_del_object(m->db, v[i]->key, v[i]->key_len);
+		rc = mst_unlink_prepare(m, v[i]);
 	if (n && !rc)
 		rc = mst_db_commit(m->db);
 	else if (n)
 		mst_db_rollback(m->db);
 	if (rc) {
+		for (uint64_t i = 0; i < n; i++)
+			mst_unlink_undo(v[i]);
 		mc_log_err("master", "eviction not recorded; nothing evicted");
 		free(v);
 		return 0;

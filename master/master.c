@@ -28,7 +28,7 @@ struct restore {
 	struct master *m;
 	struct pending *p;
 	size_t n, cap;
-	uint64_t objects, dropped_replicas, segments;
+	uint64_t objects, dropped_replicas, segments, orphans;
 };
 
 static int on_segment(void *arg, const struct mst_db_segment *d)
@@ -62,6 +62,35 @@ static int on_segment(void *arg, const struct mst_db_segment *d)
 	return 0;
 }
 
+/* Queue o's recorded replicas for reserve_all(). */
+static int add_replicas(struct restore *r, struct mst_object *o,
+			const struct mst_db_object *d)
+{
+	for (unsigned i = 0; i < d->n_repl && o->n_repl < MST_MAX_REPLICAS;
+	     i++) {
+		struct mst_segment *s =
+			mst_segment_find(r->m, d->repl[i].seg_id);
+		if (!s) {
+			r->dropped_replicas++;
+			continue;
+		}
+		if (r->n == r->cap) {
+			size_t nc = r->cap ? 2 * r->cap : 4096;
+			struct pending *np = realloc(r->p, nc * sizeof(*np));
+			if (!np)
+				return -ENOMEM;
+			r->p = np;
+			r->cap = nc;
+		}
+		r->p[r->n++] = (struct pending){ .obj = o,
+						 .seg = s,
+						 .offset = d->repl[i].offset,
+						 .idx = o->n_repl };
+		o->repl[o->n_repl++].seg = s;
+	}
+	return 0;
+}
+
 static int on_object(void *arg, const struct mst_db_object *d)
 {
 	struct restore *r = arg;
@@ -77,33 +106,32 @@ static int on_object(void *arg, const struct mst_db_object *d)
 	o->hard_pin = d->hard_pin;
 	o->soft_pin_until = d->soft_pin_until;
 	o->mtime = d->mtime;
-	for (unsigned i = 0; i < d->n_repl && o->n_repl < MST_MAX_REPLICAS;
-	     i++) {
-		struct mst_segment *s = mst_segment_find(m, d->repl[i].seg_id);
-		if (!s) {
-			r->dropped_replicas++;
-			continue;
-		}
-		if (r->n == r->cap) {
-			size_t nc = r->cap ? 2 * r->cap : 4096;
-			struct pending *np = realloc(r->p, nc * sizeof(*np));
-			if (!np) {
-				free(o);
-				return -ENOMEM;
-			}
-			r->p = np;
-			r->cap = nc;
-		}
-		r->p[r->n++] = (struct pending){ .obj = o,
-						 .seg = s,
-						 .offset = d->repl[i].offset,
-						 .idx = o->n_repl };
-		o->repl[o->n_repl++].seg = s;
-	}
 	mst_objmap_add(&m->objs, o);
 	mst_lru_add(m, o);
 	m->n_complete++;
-	return 0;
+	return add_replicas(r, o, d);
+}
+
+/* An orphan from before the restart: its memory stays reserved until
+ * every reader of that time is surely done (quarantine_until). */
+static int on_orphan(void *arg, const struct mst_db_object *d)
+{
+	struct restore *r = arg;
+	struct master *m = r->m;
+	struct mst_object *o = calloc(1, sizeof(*o) + 1);
+
+	if (!o)
+		return -ENOMEM;
+	o->size = d->size;
+	o->state = MST_COMPLETE;
+	o->orphan = true;
+	o->orphan_id = d->orphan_id;
+	if (d->orphan_id > m->next_orphan_id)
+		m->next_orphan_id = d->orphan_id;
+	o->onext = m->orphans;
+	m->orphans = o;
+	r->orphans++;
+	return add_replicas(r, o, d);
 }
 
 static int by_seg_offset(const void *a, const void *b)
@@ -113,6 +141,20 @@ static int by_seg_offset(const void *a, const void *b)
 	if (x->seg != y->seg)
 		return (uintptr_t)x->seg < (uintptr_t)y->seg ? -1 : 1;
 	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Keep the replicas whose range was reserved; returns how many. */
+static unsigned compact_replicas(struct mst_object *o)
+{
+	unsigned j = 0;
+
+	for (unsigned i = 0; i < o->n_repl; i++)
+		if (o->repl[i].seg && o->repl[i].blk)
+			o->repl[j++] = o->repl[i];
+	for (unsigned i = j; i < o->n_repl; i++)
+		o->repl[i] = (struct mst_replica){ 0 };
+	o->n_repl = (uint8_t)j;
+	return j;
 }
 
 /* Reserve every replica's range, then drop what did not fit (a record
@@ -141,15 +183,11 @@ static void reserve_all(struct restore *r)
 
 	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
 		return;
+	for (struct mst_object *o = m->orphans; o; o = o->onext)
+		compact_replicas(o);
 	for (size_t k = 0; k < n_all; k++) {
 		struct mst_object *o = all[k];
-		unsigned j = 0;
-		for (unsigned i = 0; i < o->n_repl; i++)
-			if (o->repl[i].seg && o->repl[i].blk)
-				o->repl[j++] = o->repl[i];
-		for (unsigned i = j; i < o->n_repl; i++)
-			o->repl[i] = (struct mst_replica){ 0 };
-		o->n_repl = (uint8_t)j;
+		unsigned j = compact_replicas(o);
 		if (j || !o->size) {
 			r->objects++;
 			continue;
@@ -195,9 +233,16 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		mst_destroy(m);
 		return rc;
 	}
-	rc = mst_db_load(m->db, on_segment, on_object, &r);
+	rc = mst_db_load(m->db, on_segment, on_object, on_orphan, &r);
 	if (!rc)
 		reserve_all(&r);
+	if (!rc && (r.segments || r.orphans)) {
+		/* Readers of the previous run keep reading until a renewal
+		 * tells them their hold is gone, or their lease ends. */
+		m->quarantine_until = mst_now() + cfg->hold_ttl_ms;
+		for (struct mst_object *o = m->orphans; o; o = o->onext)
+			o->read_lease_until = m->quarantine_until;
+	}
 	free(r.p);
 	if (rc) {
 		snprintf(err, errlen, "restoring from %s failed", db_path);
@@ -208,11 +253,16 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		mc_log_notice("master",
 			      "restored %llu segments and %llu objects from "
 			      "%s (%llu replicas dropped); owners have %llu "
-			      "ms to re-mount",
+			      "ms to re-mount; for %llu ms removed objects "
+			      "keep their memory (%llu removed before the "
+			      "restart) and eviction waits, for readers of "
+			      "the previous run",
 			      (unsigned long long)r.segments,
 			      (unsigned long long)r.objects, db_path,
 			      (unsigned long long)r.dropped_replicas,
-			      (unsigned long long)cfg->restore_grace_ms);
+			      (unsigned long long)cfg->restore_grace_ms,
+			      (unsigned long long)cfg->hold_ttl_ms,
+			      (unsigned long long)r.orphans);
 	*out = m;
 	return 0;
 }
@@ -298,6 +348,8 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 		    bool releasing)
 {
 	struct mst_object **pp = list;
+	bool txn = false;
+	int rc = 0;
 
 	while (*pp) {
 		struct mst_object *o = *pp;
@@ -310,8 +362,24 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 		*pp = o->onext;
 		if (releasing)
 			m->stats.released++;
+		if (o->orphan && !rc) {
+			/* A row left behind only delays the memory's reuse
+			 * after the next restart by one quarantine. */
+			if (!txn)
+				rc = mst_db_begin(m->db);
+			txn = !rc;
+			if (!rc)
+				rc = mst_db_del_orphan(m->db, o->orphan_id);
+		}
 		mst_object_free(m, o);
 	}
+	if (txn && !rc)
+		rc = mst_db_commit(m->db);
+	else if (txn)
+		mst_db_rollback(m->db);
+	if (rc)
+		mc_log_warn("master", "freed orphans stay recorded until the "
+				      "next restart's quarantine");
 }
 
 /* PutStarts nobody finished or pre-empted: freed after the release

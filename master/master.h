@@ -68,9 +68,13 @@ struct mst_object {
 	uint8_t state; /* enum mst_obj_state */
 	uint8_t n_repl;
 	bool hard_pin;
-	bool orphan; /* removed from the namespace, memory kept for readers */
+	bool orphan; /* out of the namespace (or about to be, while its
+		      * remove commits), memory kept for readers */
 	uint32_t holds;
-	uint64_t put_start; /* mono ms */
+	union {
+		uint64_t put_start; /* mono ms; PROCESSING objects */
+		uint64_t orphan_id; /* its db row; when orphan is set */
+	};
 	uint64_t lease_until; /* mono ms: reads (and existence checks) */
 	uint64_t read_lease_until; /* mono ms: reads only */
 	uint64_t last_access; /* mono ms: last read or completed write */
@@ -149,6 +153,11 @@ struct master {
 	struct mst_client *clients;
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
 	struct mst_object *orphans; /* freed once unleased and unheld */
+	uint64_t next_orphan_id;
+	/* After a restart, until this time (mono ms), readers from before
+	 * the restart may still read objects whose leases and holds were
+	 * forgotten: removals keep the memory and eviction waits. */
+	uint64_t quarantine_until;
 	struct mst_object *releasing; /* discarded PutStarts */
 	struct mst_hold *holds;
 	uint64_t next_hold;
@@ -261,6 +270,15 @@ int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
 		       bool force, struct mst_object **out);
 void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type);
 void mst_remove_undo(struct master *m, struct mst_object *o);
+/**
+ * In the caller's transaction, before o leaves the namespace (remove,
+ * eviction, rename over it): delete its row and, when a reader may still
+ * copy from its memory, mark it an orphan and record its replicas, so
+ * that the memory stays reserved, across a restart too, until no reader
+ * can be left. mst_unlink_undo() when the transaction fails.
+ */
+int mst_unlink_prepare(struct master *m, struct mst_object *o);
+void mst_unlink_undo(struct mst_object *o);
 int mst_rename(struct master *m, const char *from, size_t from_len,
 	       const char *to, size_t to_len, bool no_replace);
 int mst_hold_renew(struct master *m, uint64_t id);

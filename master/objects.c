@@ -314,23 +314,51 @@ int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
 		return MC_STORE_OBJECT_HAS_LEASE;
 	o->state = MST_REMOVING;
 	*out = o;
-	return mst_db_del_object(m->db, key, key_len);
+	return mst_unlink_prepare(m, o);
 }
 
 void mst_remove_undo(struct master *m, struct mst_object *o)
 {
 	(void)m;
 	o->state = MST_COMPLETE;
+	mst_unlink_undo(o);
 }
 
-/* Out of the namespace; the memory stays while a reader may use it. */
+/* A reader may still copy from o's memory: a read lease or a hold, or
+ * the master restarted recently and forgot them. */
+static bool keeps_memory(const struct master *m, const struct mst_object *o,
+			 uint64_t now)
+{
+	return o->read_lease_until > now || o->holds ||
+	       now < m->quarantine_until;
+}
+
+int mst_unlink_prepare(struct master *m, struct mst_object *o)
+{
+	int rc = mst_db_del_object(m->db, o->key, o->key_len);
+
+	if (rc || !o->n_repl || !keeps_memory(m, o, mst_now()))
+		return rc;
+	o->orphan = true;
+	o->orphan_id = ++m->next_orphan_id;
+	if (o->read_lease_until < m->quarantine_until)
+		o->read_lease_until = m->quarantine_until;
+	return mst_db_put_orphan(m->db, o);
+}
+
+void mst_unlink_undo(struct mst_object *o)
+{
+	o->orphan = false;
+}
+
+/* Out of the namespace; the memory stays while a reader may use it (as
+ * decided by mst_unlink_prepare). */
 static void unlink_obj(struct master *m, struct mst_object *o)
 {
 	mst_objmap_del(&m->objs, o);
 	mst_lru_del(m, o);
 	m->n_complete--;
-	if (o->read_lease_until > mst_now() || o->holds) {
-		o->orphan = true;
+	if (o->orphan) {
 		o->onext = m->orphans;
 		m->orphans = o;
 	} else {
@@ -369,7 +397,7 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	n->lru_prev = n->lru_next = NULL;
 	rc = mst_db_begin(m->db);
 	if (!rc && dst)
-		rc = mst_db_del_object(m->db, to, to_len);
+		rc = mst_unlink_prepare(m, dst);
 	if (!rc)
 		rc = mst_db_del_object(m->db, from, from_len);
 	if (!rc)
@@ -379,6 +407,8 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	else
 		mst_db_rollback(m->db);
 	if (rc) {
+		if (dst)
+			mst_unlink_undo(dst);
 		free(n);
 		return rc;
 	}

@@ -95,8 +95,10 @@ static bool on_seg(const struct mst_object *o, const struct mst_segment *s)
 	return false;
 }
 
+/* In the caller's transaction (*rc: its state): orphans that lose their
+ * last replica lose their row too. */
 static void strip_list(struct master *m, struct mst_object **list,
-		       const struct mst_segment *s)
+		       const struct mst_segment *s, int *rc)
 {
 	struct mst_object **pp = list;
 
@@ -105,6 +107,8 @@ static void strip_list(struct master *m, struct mst_object **list,
 		if (strip(o, s)) {
 			*pp = o->onext;
 			o->onext = NULL;
+			if (o->orphan && !*rc)
+				*rc = mst_db_del_orphan(m->db, o->orphan_id);
 			mst_object_free(m, o);
 		} else {
 			pp = &o->onext;
@@ -148,8 +152,8 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 		lost++;
 	}
 	free(all);
-	strip_list(m, &m->orphans, s);
-	strip_list(m, &m->releasing, s);
+	strip_list(m, &m->orphans, s, &rc);
+	strip_list(m, &m->releasing, s, &rc);
 	if (!rc)
 		rc = mst_db_del_segment(m->db, s->id);
 	if (!rc)

@@ -591,12 +591,14 @@ static int h_remove_all(struct call *c)
 	pcre2_code_free(re);
 	rc = mst_db_begin(m->db);
 	for (uint64_t i = 0; !rc && i < n; i++)
-		rc = mst_db_del_object(m->db, v[i]->key, v[i]->key_len);
+		rc = mst_unlink_prepare(m, v[i]);
 	if (!rc)
 		rc = mst_db_commit(m->db);
 	else
 		mst_db_rollback(m->db);
 	if (rc) {
+		for (uint64_t i = 0; i < n; i++)
+			mst_unlink_undo(v[i]);
 		r->code = MC_STORE_INTERNAL_ERROR;
 	} else {
 		for (uint64_t i = 0; i < n; i++)

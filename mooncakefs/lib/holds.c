@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "holds.h"
@@ -55,6 +56,64 @@ int mcs_holds_create(struct mcs_master *m, struct mcs_holds **out)
 	pthread_condattr_destroy(&ca);
 	*out = h;
 	return 0;
+}
+
+static void hold_free(struct mcs_hold *x)
+{
+	if (!x)
+		return;
+	free(x->key);
+	free(x->locs);
+	free(x);
+}
+
+/* Record rl's identity (size and replica locations) in x. */
+static int set_identity(struct mcs_hold *x, const char *key,
+			const Mcrpc__ReplicaList *rl)
+{
+	x->key = strdup(key);
+	x->locs = calloc(rl->n_replicas ? rl->n_replicas : 1, sizeof(*x->locs));
+	if (!x->key || !x->locs)
+		return -ENOMEM;
+	x->size = rl->size;
+	for (size_t i = 0; i < rl->n_replicas; i++) {
+		const Mcrpc__Replica *r = rl->replicas[i];
+		struct mcs_hold_loc *l = &x->locs[x->n_locs];
+		if (r->segment_id.len != sizeof(l->segment_id))
+			continue;
+		memcpy(l->segment_id, r->segment_id.data,
+		       sizeof(l->segment_id));
+		l->address = r->address;
+		x->n_locs++;
+	}
+	return 0;
+}
+
+enum same { SAME, OTHER, NOT_YET };
+
+/* Does rl name the memory x protects? NOT_YET: no replica readable now. */
+static enum same same_memory(const struct mcs_hold *x,
+			     const Mcrpc__ReplicaList *rl)
+{
+	size_t found = 0;
+
+	if (rl->size != x->size)
+		return OTHER;
+	if (!rl->n_replicas)
+		return x->size ? NOT_YET : SAME;
+	for (size_t i = 0; i < rl->n_replicas; i++) {
+		const Mcrpc__Replica *r = rl->replicas[i];
+		bool known = false;
+		for (size_t j = 0; j < x->n_locs && !known; j++)
+			known = r->segment_id.len == 16 &&
+				!memcmp(r->segment_id.data,
+					x->locs[j].segment_id, 16) &&
+				r->address == x->locs[j].address;
+		if (!known)
+			return OTHER;
+		found++;
+	}
+	return found ? SAME : NOT_YET;
 }
 
 bool mcs_hold_valid(struct mcs_hold *x, uint64_t now_ms)
@@ -113,10 +172,66 @@ static void lease_calls(struct mcs_master *m, bool renew, const uint64_t *ids,
 	}
 }
 
+static void lose(struct mcs_hold *x, const char *why)
+{
+	if (!atomic_exchange(&x->lost, true))
+		mc_log_info("store",
+			    "hold of open object '%s' is gone (%s): its reads "
+			    "now fail with LEASE_EXPIRED",
+			    x->key, why);
+}
+
+/*
+ * The master no longer knows x (it expired, or the master restarted):
+ * take a new hold when the key still names the same memory. Called
+ * without the lock while renewing (x stays allocated meanwhile).
+ */
+static void retake(struct mcs_holds *h, struct mcs_hold *x)
+{
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	const char *key = x->key;
+	uint64_t t0 = mcs_now_ms();
+	const Mcrpc__ReplicaList *rl;
+	enum same same = OTHER;
+	int rc, res;
+
+	if (atomic_load(&x->lost))
+		return;
+	rc = mcs_master_get_replicas(h->m, false, &key, 1, true, &resp);
+	if (rc) {
+		mcs_master_free(resp);
+		return; /* try again at the next renewal */
+	}
+	rl = resp->results[0];
+	if (!rl->code)
+		same = same_memory(x, rl);
+	pthread_mutex_lock(&h->lock);
+	if (same == SAME && rl->hold_id && !x->dead) {
+		mc_log_debug("store", "hold of '%s' taken again: %llu -> %llu",
+			     x->key, (unsigned long long)x->id,
+			     (unsigned long long)rl->hold_id);
+		x->id = rl->hold_id;
+		atomic_store(&x->confirmed_ms, t0);
+		pthread_mutex_unlock(&h->lock);
+		mcs_master_free(resp);
+		return;
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (rl->hold_id &&
+	    mcs_master_lease_release(h->m, &rl->hold_id, 1, &res))
+		mc_log_debug("store", "release hold %llu",
+			     (unsigned long long)rl->hold_id);
+	if (rl->code)
+		lose(x, "the object was removed");
+	else if (same == OTHER)
+		lose(x, "the key names another object now");
+	mcs_master_free(resp);
+}
+
 /* Renew every hold once; called and returns with the lock held. */
 static void renew_all(struct mcs_holds *h)
 {
-	size_t n = h->n, failed = 0;
+	size_t n = h->n, failed = 0, n_gone = 0;
 	uint64_t t0;
 	int first = 0;
 
@@ -146,16 +261,16 @@ static void renew_all(struct mcs_holds *h)
 		if (!r) {
 			atomic_store(&x->confirmed_ms, t0);
 		} else if (r == -ENOENT) {
-			if (!atomic_exchange(&x->lost, true))
-				mc_log_info("store",
-					    "hold %llu of an open object is "
-					    "gone (expired, or the master "
-					    "restarted): its reads now fail "
-					    "with LEASE_EXPIRED",
-					    (unsigned long long)x->id);
+			h->refs[n_gone++] = x; /* before i: no overlap */
 		} else if (!failed++) {
 			first = r;
 		}
+	}
+	if (n_gone) {
+		pthread_mutex_unlock(&h->lock);
+		for (size_t i = 0; i < n_gone; i++)
+			retake(h, h->refs[i]);
+		pthread_mutex_lock(&h->lock);
 	}
 	if (failed && !h->outage)
 		mc_log_warn("store", "renew %zu of %zu holds: %s (retrying)",
@@ -166,7 +281,7 @@ static void renew_all(struct mcs_holds *h)
 	while (h->dead) {
 		struct mcs_hold *x = h->dead;
 		h->dead = x->next_dead;
-		free(x);
+		hold_free(x);
 	}
 	h->renewing = false;
 }
@@ -217,17 +332,23 @@ static int start_thread(struct mcs_holds *h)
 	return 0;
 }
 
-int mcs_holds_add(struct mcs_holds *h, uint64_t id, uint64_t t0_ms,
-		  uint64_t lease_ms, struct mcs_hold **out)
+int mcs_holds_add(struct mcs_holds *h, const char *key,
+		  const Mcrpc__ReplicaList *rl, uint64_t t0_ms,
+		  struct mcs_hold **out)
 {
 	struct mcs_hold *x = calloc(1, sizeof(*x));
+	uint64_t lease_ms = rl->lease_ttl_ms;
 	int rc = 0;
 
 	if (!x)
 		return -ENOMEM;
+	if (set_identity(x, key, rl)) {
+		hold_free(x);
+		return -ENOMEM;
+	}
 	if (!lease_ms)
 		lease_ms = DEFAULT_LEASE_MS;
-	x->id = id;
+	x->id = rl->hold_id;
 	x->ttl_ms = lease_ms * HOLD_TTL_LEASES;
 	atomic_store(&x->confirmed_ms, t0_ms);
 	pthread_mutex_lock(&h->lock);
@@ -258,16 +379,17 @@ int mcs_holds_add(struct mcs_holds *h, uint64_t id, uint64_t t0_ms,
 	x = NULL;
 out:
 	pthread_mutex_unlock(&h->lock);
-	free(x);
+	hold_free(x);
 	return rc;
 }
 
 int mcs_holds_release(struct mcs_holds *h, struct mcs_hold *x)
 {
-	uint64_t id = x->id;
+	uint64_t id;
 	int res = 0, rc;
 
 	pthread_mutex_lock(&h->lock);
+	id = x->id;
 	h->v[x->slot] = h->v[--h->n];
 	h->v[x->slot]->slot = x->slot;
 	if (h->renewing) {
@@ -275,7 +397,7 @@ int mcs_holds_release(struct mcs_holds *h, struct mcs_hold *x)
 		x->next_dead = h->dead;
 		h->dead = x;
 	} else {
-		free(x);
+		hold_free(x);
 	}
 	pthread_mutex_unlock(&h->lock);
 	rc = mcs_master_lease_release(h->m, &id, 1, &res);
@@ -301,7 +423,7 @@ void mcs_holds_destroy(struct mcs_holds *h)
 			    h->n);
 	}
 	for (size_t i = 0; i < h->n; i++)
-		free(h->v[i]);
+		hold_free(h->v[i]);
 	free(h->v);
 	free(h->ids);
 	free(h->refs);

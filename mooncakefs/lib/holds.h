@@ -9,9 +9,18 @@
  *
  * Each hold records when the master last confirmed it (the send time of
  * the GetReplicaList or LeaseRenew that did) and whether the master has
- * forgotten it (a renewal answered OBJECT_NOT_FOUND: it expired, or the
- * master restarted). A read is safe while mcs_hold_valid() says so: then
- * the object's memory cannot have been freed or reused meanwhile.
+ * forgotten it. A read is safe while mcs_hold_valid() says so: then the
+ * object's memory cannot have been freed or reused meanwhile.
+ *
+ * A renewal answered OBJECT_NOT_FOUND means the hold expired or the
+ * master restarted (holds live in its memory only). The renewer then asks
+ * for the object again with a new hold: if the key still names the same
+ * memory (size, and the replicas' segment ids and addresses), the new
+ * hold replaces the old one and reads go on; a master restarted keeps
+ * removed objects' memory for one hold TTL, longer than this takes. If
+ * the key is gone or names other memory, the hold is lost for good. When
+ * the object's replicas are not back yet (their owner has not re-mounted),
+ * it tries again at the next renewal.
  *
  * The thread starts with the first hold; mcs_holds_destroy() stops it and
  * releases the holds still registered (objects left open at close()).
@@ -29,15 +38,26 @@
 #include <stdint.h>
 
 #include "mc_compiler.h"
+#include "mc_rpc.h"
 
 struct mcs_master;
 struct mcs_holds;
 
+struct mcs_hold_loc {
+	uint8_t segment_id[16];
+	uint64_t address;
+};
+
 struct mcs_hold {
-	uint64_t id; /* the master's hold id */
+	uint64_t id; /* the master's hold id; changes under the lock */
 	uint64_t ttl_ms; /* the hold's lifetime after each renewal */
 	_Atomic uint64_t confirmed_ms; /* monotonic; see above */
 	atomic_bool lost; /* the master no longer knows it */
+	/* what the hold protects, to take it again after a restart */
+	char *key;
+	uint64_t size;
+	size_t n_locs;
+	struct mcs_hold_loc *locs;
 	/* owned by the registry */
 	size_t slot;
 	bool dead;
@@ -51,12 +71,14 @@ int mcs_holds_create(struct mcs_master *m,
 void mcs_holds_destroy(struct mcs_holds *h);
 
 /**
- * Register hold id, confirmed at t0_ms (monotonic, taken before the
- * request that created it), for a master whose lease TTL is lease_ms (0:
- * 10 s); starts the thread when needed. 0 or -ENOMEM, -errno.
+ * Register the hold of rl (GetReplicaList's answer for key with a hold),
+ * confirmed at t0_ms (monotonic, taken before that request); rl's lease
+ * TTL (0: 10 s) sets the renewal interval. Starts the thread when needed.
+ * 0 or -ENOMEM, -errno.
  */
-int mcs_holds_add(struct mcs_holds *h, uint64_t id, uint64_t t0_ms,
-		  uint64_t lease_ms, struct mcs_hold **out) MC_MUST_CHECK;
+int mcs_holds_add(struct mcs_holds *h, const char *key,
+		  const Mcrpc__ReplicaList *rl, uint64_t t0_ms,
+		  struct mcs_hold **out) MC_MUST_CHECK;
 /** Unregister x and LeaseRelease it; 0 or the RPC's code. */
 int mcs_holds_release(struct mcs_holds *h, struct mcs_hold *x);
 

@@ -95,8 +95,7 @@ static int open_object(struct mooncake_store *s, const char *key,
 	}
 	rc = make_handle(s, key, rl, &o);
 	if (!rc)
-		rc = mcs_holds_add(s->holds, rl->hold_id, t0, rl->lease_ttl_ms,
-				   &o->hold);
+		rc = mcs_holds_add(s->holds, key, rl, t0, &o->hold);
 	if (rc) {
 		/* Do not leave the hold to expire: the memory waits for it. */
 		if (mcs_master_lease_release(s->master, &rl->hold_id, 1, &res))
