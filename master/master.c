@@ -11,6 +11,7 @@
 
 #include "db.h"
 #include "master.h"
+#include "mc_map.h"
 #include "mc_log.h"
 #include "mc_rpc.h"
 #include "mooncake/mc_err.h"
@@ -222,7 +223,7 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	m->stats.batch_failed_items = calloc(nm, sizeof(uint64_t));
 	if (!m->stats.requests || !m->stats.failures || !m->stats.batch_items ||
 	    !m->stats.batch_failed_items || mst_objmap_init(&m->objs) ||
-	    mst_feed_init(&m->feed, 65536)) {
+	    mc_map_create(&m->hold_ids) || mst_feed_init(&m->feed, 65536)) {
 		snprintf(err, errlen, "out of memory");
 		mst_destroy(m);
 		return -ENOMEM;
@@ -302,6 +303,7 @@ void mst_destroy(struct master *m)
 		free(c);
 	}
 	mst_objmap_free(&m->objs);
+	mc_map_destroy(m->hold_ids);
 	if (m->feed.ring)
 		mst_feed_free(&m->feed);
 	mst_db_close(m->db);
@@ -315,18 +317,10 @@ void mst_destroy(struct master *m)
 
 static void expire_holds(struct master *m, uint64_t now)
 {
-	struct mst_hold **pp = &m->holds;
-
-	while (*pp) {
-		struct mst_hold *h = *pp;
-		if (h->expires > now) {
-			pp = &h->next;
-			continue;
-		}
-		*pp = h->next;
-		if (h->obj->holds)
-			h->obj->holds--;
-		free(h);
+	for (struct mst_hold *h = m->holds, *n; h; h = n) {
+		n = h->next;
+		if (h->expires <= now)
+			mst_hold_drop(m, h);
 	}
 }
 

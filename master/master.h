@@ -116,7 +116,7 @@ struct mst_hold {
 	uint64_t id;
 	struct mst_object *obj;
 	uint64_t expires; /* mono ms */
-	struct mst_hold *next;
+	struct mst_hold *prev, *next; /* m->holds */
 };
 
 struct mst_config {
@@ -160,6 +160,7 @@ struct master {
 	uint64_t quarantine_until;
 	struct mst_object *releasing; /* discarded PutStarts */
 	struct mst_hold *holds;
+	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
 	uint64_t next_hold;
 	uint64_t capacity, allocated;
 	uint64_t n_complete;
@@ -282,6 +283,8 @@ void mst_unlink_undo(struct mst_object *o);
 int mst_rename(struct master *m, const char *from, size_t from_len,
 	       const char *to, size_t to_len, bool no_replace);
 int mst_hold_renew(struct master *m, uint64_t id);
+/** Forget hold h (expired, released or its object freed) and free it. */
+void mst_hold_drop(struct master *m, struct mst_hold *h);
 int mst_hold_release(struct master *m, uint64_t id);
 /** Replica i readable now (its segment mounted). */
 bool mst_replica_live(const struct mst_replica *r);

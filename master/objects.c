@@ -12,6 +12,7 @@
 
 #include "db.h"
 #include "master.h"
+#include "mc_map.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "master.pb-c.h"
@@ -49,18 +50,26 @@ bool mst_object_leased(const struct mst_object *o, uint64_t now)
 	return o->lease_until > now || o->holds > 0;
 }
 
+void mst_hold_drop(struct master *m, struct mst_hold *h)
+{
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		m->holds = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	(void)mc_map_del(m->hold_ids, (const char *)&h->id, sizeof(h->id));
+	if (h->obj->holds)
+		h->obj->holds--;
+	free(h);
+}
+
 static void drop_holds_of(struct master *m, struct mst_object *o)
 {
-	struct mst_hold **pp = &m->holds;
-
-	while (*pp) {
-		struct mst_hold *h = *pp;
-		if (h->obj == o) {
-			*pp = h->next;
-			free(h);
-		} else {
-			pp = &h->next;
-		}
+	for (struct mst_hold *h = m->holds, *n; h; h = n) {
+		n = h->next;
+		if (h->obj == o)
+			mst_hold_drop(m, h);
 	}
 	o->holds = 0;
 }
@@ -268,7 +277,14 @@ int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
 		h->id = ++m->next_hold;
 		h->obj = o;
 		h->expires = now + m->cfg.hold_ttl_ms;
+		if (mc_map_put(m->hold_ids, (const char *)&h->id, sizeof(h->id),
+			       &h, sizeof(h))) {
+			free(h);
+			return MC_STORE_INTERNAL_ERROR;
+		}
 		h->next = m->holds;
+		if (h->next)
+			h->next->prev = h;
 		m->holds = h;
 		o->holds++;
 		*hold_id = h->id;
@@ -428,36 +444,33 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	return 0;
 }
 
-static struct mst_hold **hold_find(struct master *m, uint64_t id)
+static struct mst_hold *hold_find(struct master *m, uint64_t id)
 {
-	struct mst_hold **pp = &m->holds;
+	const struct mc_map_entry *e =
+		mc_map_get(m->hold_ids, (const char *)&id, sizeof(id));
+	struct mst_hold *h = NULL;
 
-	for (; *pp; pp = &(*pp)->next)
-		if ((*pp)->id == id)
-			return pp;
-	return NULL;
+	if (e)
+		memcpy(&h, e->val, sizeof(h));
+	return h;
 }
 
 int mst_hold_renew(struct master *m, uint64_t id)
 {
-	struct mst_hold **pp = hold_find(m, id);
+	struct mst_hold *h = hold_find(m, id);
 
-	if (!pp)
+	if (!h)
 		return MC_STORE_OBJECT_NOT_FOUND;
-	(*pp)->expires = mst_now() + m->cfg.hold_ttl_ms;
+	h->expires = mst_now() + m->cfg.hold_ttl_ms;
 	return 0;
 }
 
 int mst_hold_release(struct master *m, uint64_t id)
 {
-	struct mst_hold **pp = hold_find(m, id), *h;
+	struct mst_hold *h = hold_find(m, id);
 
-	if (!pp)
+	if (!h)
 		return MC_STORE_OBJECT_NOT_FOUND;
-	h = *pp;
-	*pp = h->next;
-	if (h->obj->holds)
-		h->obj->holds--;
-	free(h);
+	mst_hold_drop(m, h);
 	return 0;
 }
