@@ -3,7 +3,6 @@
  * Admin and Prometheus HTTP of the master (see admin.h).
  */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,69 +10,11 @@
 #include "admin.h"
 #include "master.h"
 #include "mc_rpc.h"
+#include "mc_sbuf.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		size_t room = b->cap - b->len;
-		va_start(ap, fmt);
-		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-}
-
-static void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->cap ? b->cap * 2 : 4096) + n;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void reply_sb(struct mc_http_response *resp, struct sbuf *b,
+static void reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 		     const char *type)
 {
 	if (b->oom) {
@@ -102,18 +43,18 @@ static void reply_json(struct mc_http_response *resp, int status, json_t *j)
 	resp->body_len = strlen(s);
 }
 
-#define GAUGE(b, name, help, v)                                            \
-	sb_printf(b,                                                       \
-		  "# HELP " name " " help "\n# TYPE " name " gauge\n" name \
-		  " %llu\n",                                               \
-		  (unsigned long long)(v))
-#define COUNTER(b, name, help, v)                                            \
-	sb_printf(b,                                                         \
-		  "# HELP " name " " help "\n# TYPE " name " counter\n" name \
-		  " %llu\n",                                                 \
-		  (unsigned long long)(v))
+#define GAUGE(b, name, help, v)                                 \
+	mc_sbuf_printf(b,                                       \
+		       "# HELP " name " " help "\n# TYPE " name \
+		       " gauge\n" name " %llu\n",               \
+		       (unsigned long long)(v))
+#define COUNTER(b, name, help, v)                               \
+	mc_sbuf_printf(b,                                       \
+		       "# HELP " name " " help "\n# TYPE " name \
+		       " counter\n" name " %llu\n",             \
+		       (unsigned long long)(v))
 
-static void metrics(struct master *m, struct sbuf *b)
+static void metrics(struct master *m, struct mc_sbuf *b)
 {
 	uint64_t soft = 0, value_bytes = 0, wall = mst_wall();
 
@@ -155,7 +96,7 @@ static void metrics(struct master *m, struct sbuf *b)
 	for (size_t i = 0; i < mc_rpc_method_count(); i++) {
 		const struct mc_rpc_method *md = mc_rpc_method_at(i);
 		if (md->batch && !strncmp(md->metric, "batch_", 6)) {
-			sb_printf(
+			mc_sbuf_printf(
 				b,
 				"# TYPE master_%s_requests_total counter\n"
 				"master_%s_requests_total %llu\n"
@@ -171,31 +112,33 @@ static void metrics(struct master *m, struct sbuf *b)
 				(unsigned long long)
 					m->stats.batch_failed_items[i]);
 		}
-		sb_printf(b,
-			  "# TYPE master_%s_requests_total counter\n"
-			  "master_%s_requests_total %llu\n"
-			  "# TYPE master_%s_failures_total counter\n"
-			  "master_%s_failures_total %llu\n",
-			  md->metric, md->metric,
-			  (unsigned long long)m->stats.requests[i], md->metric,
-			  md->metric, (unsigned long long)m->stats.failures[i]);
+		mc_sbuf_printf(b,
+			       "# TYPE master_%s_requests_total counter\n"
+			       "master_%s_requests_total %llu\n"
+			       "# TYPE master_%s_failures_total counter\n"
+			       "master_%s_failures_total %llu\n",
+			       md->metric, md->metric,
+			       (unsigned long long)m->stats.requests[i],
+			       md->metric, md->metric,
+			       (unsigned long long)m->stats.failures[i]);
 	}
 }
 
 char *mst_admin_summary(struct master *m)
 {
-	struct sbuf b = { 0 };
+	struct mc_sbuf b = { 0 };
 
-	sb_printf(&b,
-		  "clients %zu, segments capacity %llu bytes, allocated %llu "
-		  "(%.1f%%), keys %llu, evicted %llu",
-		  mst_client_count(m), (unsigned long long)m->capacity,
-		  (unsigned long long)m->allocated,
-		  m->capacity ?
-			  100.0 * (double)m->allocated / (double)m->capacity :
-			  0.0,
-		  (unsigned long long)m->n_complete,
-		  (unsigned long long)m->stats.evicted_keys);
+	mc_sbuf_printf(
+		&b,
+		"clients %zu, segments capacity %llu bytes, allocated %llu "
+		"(%.1f%%), keys %llu, evicted %llu",
+		mst_client_count(m), (unsigned long long)m->capacity,
+		(unsigned long long)m->allocated,
+		m->capacity ?
+			100.0 * (double)m->allocated / (double)m->capacity :
+			0.0,
+		(unsigned long long)m->n_complete,
+		(unsigned long long)m->stats.evicted_keys);
 	if (b.oom) {
 		free(b.p);
 		return NULL;
@@ -295,7 +238,7 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		      struct mc_http_response *resp)
 {
 	struct master *m = arg;
-	struct sbuf b = { 0 };
+	struct mc_sbuf b = { 0 };
 
 	if (strcmp(req->method, "GET")) {
 		resp->allow = "GET";
@@ -327,14 +270,14 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_segment *s = m->segments; s; s = s->next)
 			if (s->owner)
-				sb_printf(&b, "%s\n", s->name);
+				mc_sbuf_printf(&b, "%s\n", s->name);
 		pthread_mutex_unlock(&m->lock);
 		reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/get_all_keys")) {
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
-			sb_put(&b, o->key, o->key_len);
-			sb_put(&b, "\n", 1);
+			mc_sbuf_put(&b, o->key, o->key_len);
+			mc_sbuf_put(&b, "\n", 1);
 		}
 		pthread_mutex_unlock(&m->lock);
 		reply_sb(resp, &b, "text/plain");

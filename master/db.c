@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "mc_le.h"
 #include "master.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
@@ -211,21 +212,6 @@ int mst_db_del_segment(struct mst_db *db, const uint8_t *id)
 	return step_done(db, db->del_seg, "delete segment");
 }
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 #define REPL_REC (MST_ID_LEN + 8)
 
 /* The replicas' (segment id, offset) records; returns the bytes used. */
@@ -238,7 +224,8 @@ static size_t encode_replicas(const struct mst_object *o, uint8_t *blob)
 		if (!r->seg || !r->blk)
 			continue;
 		memcpy(blob + n, r->seg->id, MST_ID_LEN);
-		put_le64(blob + n + MST_ID_LEN, mc_alloc_block_offset(r->blk));
+		mc_put_le64(blob + n + MST_ID_LEN,
+			    mc_alloc_block_offset(r->blk));
 		n += REPL_REC;
 	}
 	return n;
@@ -249,7 +236,7 @@ static void decode_replicas(const uint8_t *b, int bl, struct mst_db_object *o)
 	for (int off = 0; b && off + REPL_REC <= bl && o->n_repl < 8;
 	     off += REPL_REC) {
 		o->repl[o->n_repl].seg_id = b + off;
-		o->repl[o->n_repl].offset = get_le64(b + off + MST_ID_LEN);
+		o->repl[o->n_repl].offset = mc_get_le64(b + off + MST_ID_LEN);
 		o->n_repl++;
 	}
 }

@@ -398,18 +398,17 @@ static void sweep_abandoned(struct master *m, uint64_t now)
 
 void mst_tick(struct master *m)
 {
-	static uint64_t last_slow, last_sweep;
 	uint64_t now = mst_now();
 
-	if (now - last_slow >= 100) {
-		last_slow = now;
+	if (now - m->last_slow_tick >= 100) {
+		m->last_slow_tick = now;
 		mst_expire_clients(m, now);
 		expire_holds(m, now);
 		reclaim(m, &m->orphans, now, false);
 		reclaim(m, &m->releasing, now, true);
 	}
-	if (now - last_sweep >= 5000) {
-		last_sweep = now;
+	if (now - m->last_sweep >= 5000) {
+		m->last_sweep = now;
 		sweep_abandoned(m, now);
 	}
 	mst_evict_tick(m);

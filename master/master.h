@@ -153,6 +153,7 @@ struct master {
 	struct mst_client *clients;
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
 	struct mst_object *orphans; /* freed once unleased and unheld */
+	uint64_t last_slow_tick, last_sweep; /* mst_tick(), mono ms */
 	uint64_t next_orphan_id;
 	/* After a restart, until this time (mono ms), readers from before
 	 * the restart may still read objects whose leases and holds were

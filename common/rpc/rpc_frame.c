@@ -8,71 +8,31 @@
 #include <string.h>
 
 #include "mc_rpc.h"
+#include "mc_le.h"
 #include "mooncake/mc_err.h"
-
-static inline void put_le16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint16_t get_le16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static inline uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static inline uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 void mc_rpc_hdr_encode(const struct mc_rpc_hdr *h, uint8_t *out)
 {
-	put_le32(out, MC_RPC_MAGIC);
+	mc_put_le32(out, MC_RPC_MAGIC);
 	out[4] = h->version;
 	out[5] = h->kind;
-	put_le16(out + 6, h->method);
-	put_le32(out + 8, h->length);
-	put_le32(out + 12, h->flags);
-	put_le64(out + 16, h->req_id);
+	mc_put_le16(out + 6, h->method);
+	mc_put_le32(out + 8, h->length);
+	mc_put_le32(out + 12, h->flags);
+	mc_put_le64(out + 16, h->req_id);
 }
 
 int mc_rpc_hdr_decode(const uint8_t *in, uint32_t max_body,
 		      struct mc_rpc_hdr *h)
 {
-	if (get_le32(in) != MC_RPC_MAGIC)
+	if (mc_get_le32(in) != MC_RPC_MAGIC)
 		return -EPROTO;
 	h->version = in[4];
 	h->kind = in[5];
-	h->method = get_le16(in + 6);
-	h->length = get_le32(in + 8);
-	h->flags = get_le32(in + 12);
-	h->req_id = get_le64(in + 16);
+	h->method = mc_get_le16(in + 6);
+	h->length = mc_get_le32(in + 8);
+	h->flags = mc_get_le32(in + 12);
+	h->req_id = mc_get_le64(in + 16);
 	if (h->version != MC_RPC_VERSION ||
 	    (h->kind != MC_RPC_REQUEST && h->kind != MC_RPC_RESPONSE))
 		return -EPROTO;

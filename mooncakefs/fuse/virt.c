@@ -8,56 +8,16 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mc_rpc_client.h"
+#include "mc_sbuf.h"
 #include "mcfs.h"
 
 const char *const mcfs_vfiles[] = { "stats", "config", "segments", "clients",
 				    NULL };
-
-struct text {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void add(struct text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void add(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		if (t->oom)
-			return;
-		va_start(ap, fmt);
-		n = vsnprintf(t->p ? t->p + t->len : NULL, t->cap - t->len, fmt,
-			      ap);
-		va_end(ap);
-		if (n < 0) {
-			t->oom = true;
-			return;
-		}
-		if ((size_t)n < t->cap - t->len) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = t->cap * 2 + (size_t)n + 256;
-		char *np = realloc(t->p, cap);
-		if (!np) {
-			t->oom = true;
-			return;
-		}
-		t->p = np;
-		t->cap = cap;
-	}
-}
 
 static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 {
@@ -88,7 +48,7 @@ static void hex(const ProtobufCBinaryData *d, char *out)
 int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 		     size_t *len)
 {
-	struct text t = { 0 };
+	struct mc_sbuf t = { 0 };
 	Mcrpc__GetStatusResponse *st = NULL;
 	int rc = 0;
 
@@ -98,25 +58,30 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 		mooncake_pool_stat_t ps = { 0 };
 		bool pool = !mcfs_wait_ready(fs) &&
 			    !mooncake_store_pool_stat(fs->store, &ps);
-		add(&t,
-		    "mount_reads %" PRIu64 "\nmount_read_bytes %" PRIu64
-		    "\nmount_writes %" PRIu64 "\nmount_write_bytes %" PRIu64
-		    "\nmount_lookups %" PRIu64 "\nmount_invalidations %" PRIu64
-		    "\nmount_errors %" PRIu64 "\nmount_staged_bytes %" PRIu64
-		    "\n",
-		    atomic_load(&fs->n_reads), atomic_load(&fs->n_read_bytes),
-		    atomic_load(&fs->n_writes), atomic_load(&fs->n_write_bytes),
-		    atomic_load(&fs->n_lookups),
-		    atomic_load(&fs->n_invalidations),
-		    atomic_load(&fs->n_errors), atomic_load(&fs->staged));
+		mc_sbuf_printf(
+			&t,
+			"mount_reads %" PRIu64 "\nmount_read_bytes %" PRIu64
+			"\nmount_writes %" PRIu64 "\nmount_write_bytes %" PRIu64
+			"\nmount_lookups %" PRIu64
+			"\nmount_invalidations %" PRIu64
+			"\nmount_errors %" PRIu64
+			"\nmount_staged_bytes %" PRIu64 "\n",
+			atomic_load(&fs->n_reads),
+			atomic_load(&fs->n_read_bytes),
+			atomic_load(&fs->n_writes),
+			atomic_load(&fs->n_write_bytes),
+			atomic_load(&fs->n_lookups),
+			atomic_load(&fs->n_invalidations),
+			atomic_load(&fs->n_errors), atomic_load(&fs->staged));
 		if (pool)
-			add(&t,
-			    "master_total_capacity_bytes %" PRIu64
-			    "\nmaster_allocated_bytes %" PRIu64
-			    "\nmaster_key_count %" PRIu64
-			    "\nmaster_active_clients %u\nmaster_segments %u\n",
-			    ps.capacity, ps.allocated, ps.keys, ps.clients,
-			    ps.segments);
+			mc_sbuf_printf(
+				&t,
+				"master_total_capacity_bytes %" PRIu64
+				"\nmaster_allocated_bytes %" PRIu64
+				"\nmaster_key_count %" PRIu64
+				"\nmaster_active_clients %u\nmaster_segments %u\n",
+				ps.capacity, ps.allocated, ps.keys, ps.clients,
+				ps.segments);
 	} else {
 		rc = status(fs, &st);
 		if (rc)
@@ -124,21 +89,25 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 		if (!strcmp(name, "segments")) {
 			for (size_t i = 0; i < st->n_segments; i++) {
 				Mcrpc__SegmentStatus *s = st->segments[i];
-				add(&t,
-				    "%s %s %" PRIu64 " %" PRIu64 " %" PRIu64
-				    " %s\n",
-				    s->segment->name, s->segment->endpoint,
-				    s->segment->size, s->used, s->objects,
-				    s->mounted ? "mounted" : "awaiting-owner");
+				mc_sbuf_printf(&t,
+					       "%s %s %" PRIu64 " %" PRIu64
+					       " %" PRIu64 " %s\n",
+					       s->segment->name,
+					       s->segment->endpoint,
+					       s->segment->size, s->used,
+					       s->objects,
+					       s->mounted ? "mounted" :
+							    "awaiting-owner");
 			}
 		} else {
-			add(&t, "clients %u\n", st->clients);
+			mc_sbuf_printf(&t, "clients %u\n", st->clients);
 			for (size_t i = 0; i < st->n_segments; i++) {
 				char id[33];
 				hex(&st->segments[i]->client_id, id);
 				if (*id)
-					add(&t, "%s %s\n", id,
-					    st->segments[i]->segment->name);
+					mc_sbuf_printf(
+						&t, "%s %s\n", id,
+						st->segments[i]->segment->name);
 			}
 		}
 		protobuf_c_message_free_unpacked(&st->base, NULL);
