@@ -9,8 +9,10 @@
  * against the table under reg_lock, held by the serving transport for the
  * duration of the copy, so unregistering waits for them.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "te_int.h"
+#include "mc_log.h"
 #include "mooncake/mc_err.h"
 
 /* Index of the first registration with addr > a. */
@@ -215,10 +218,52 @@ static void prefault(void *p, size_t len)
 		((volatile char *)p)[off] = ((volatile char *)p)[off];
 }
 
+/*
+ * Unnamed allocations are /dev/shm/mooncake.<pid>.<n> and die with their
+ * process, but a process killed with -9 leaves its files behind. The
+ * first unnamed allocation of a process removes those whose process is
+ * gone (no such pid) and whose lock nobody holds (an owner holds a shared
+ * flock for as long as the memory is its).
+ */
+static void sweep_dead_unnamed(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[300], *end;
+		long pid;
+		int fd;
+
+		if (strncmp(e->d_name, "mooncake.", 9))
+			continue;
+		pid = strtol(e->d_name + 9, &end, 10);
+		if (end == e->d_name + 9 || *end != '.' || pid <= 0 ||
+		    pid == (long)getpid())
+			continue;
+		(void)strtoul(end + 1, &end, 10);
+		if (*end || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && !unlink(path))
+			mc_log_info("te",
+				    "removed %s, left by dead process %ld",
+				    path, pid);
+		close(fd);
+	}
+	closedir(d);
+}
+
 int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		 void **out)
 {
 	static _Atomic unsigned seq;
+	static pthread_once_t swept = PTHREAD_ONCE_INIT;
 	struct shm_alloc *a;
 	char path[TE_NAME_MAX + 64];
 	void *p;
@@ -229,11 +274,13 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	if (name)
+	if (name) {
 		snprintf(path, sizeof(path), "/mooncake.%s", name);
-	else
+	} else {
+		(void)pthread_once(&swept, sweep_dead_unnamed);
 		snprintf(path, sizeof(path), "/mooncake.%d.%u", (int)getpid(),
 			 atomic_fetch_add(&seq, 1));
+	}
 	for (char *c = path + 1; *c; c++)
 		if (*c == '/')
 			*c = '_';

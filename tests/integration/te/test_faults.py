@@ -5,7 +5,9 @@ gone, a dead peer's name taken over, and a live peer's name refused.
 tests/tools/te_client is the initiator, driven one command at a time
 between the faults. Timing is only ever asserted as an upper bound on how
 long a failure takes to surface."""
+import glob
 import json
+import os
 import signal
 import subprocess
 import urllib.parse
@@ -280,3 +282,14 @@ def test_killed_shm_peer_fails(procs, tmp_path, metad):
     assert w["rc"] == "0" and st["failed"] == "4", st
     assert c.ok("destroy dead")["rc"] == "0"
     assert c.quit() == 0
+    # Its /dev/shm file stayed behind; the next process that allocates
+    # unnamed shareable memory removes it (and not a live one's).
+    dead = glob.glob(f"/dev/shm/mooncake.{p.proc.pid}.*")
+    assert dead, "the killed peer's memory file is gone already?"
+    live = procs.start_te_peer(tmp_path, metad.url, name="127.0.0.1:31103",
+                               size=MiB, shm=True)
+    again = procs.start_te_peer(tmp_path, metad.url,
+                                name="127.0.0.1:31104", size=MiB, shm=True)
+    assert not any(os.path.exists(x) for x in dead)
+    assert glob.glob(f"/dev/shm/mooncake.{live.proc.pid}.*")
+    assert glob.glob(f"/dev/shm/mooncake.{again.proc.pid}.*")
