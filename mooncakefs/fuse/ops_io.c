@@ -115,6 +115,45 @@ static struct mcfs_fh *writer_fh(const char *key, uint64_t parent,
 	return fh;
 }
 
+/*
+ * Open for writing without O_TRUNC (fio's layout, editors, appends): the
+ * new version starts as a copy of the current object, staged in memory
+ * like any write of unknown size (within staging_limit: ENOSPC beyond).
+ */
+static int copy_up(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	mooncake_object_t obj;
+	uint64_t size, off = 0;
+	unsigned idx;
+	char *b;
+	int rc = mooncake_store_object_open(fs->store, fh->key, &obj);
+
+	if (rc)
+		return mcfs_errno(rc);
+	size = mooncake_store_object_size(obj);
+	b = buf_take(fs, &idx);
+	while (!rc && off < size) {
+		size_t want = size - off < BUF_SIZE ? (size_t)(size - off) :
+						      BUF_SIZE;
+		const void *p = b;
+		int64_t n = mooncake_store_object_peek(obj, off, want, &p);
+
+		if (n <= 0) {
+			p = b;
+			n = mooncake_store_object_read(obj, off, b, want);
+		}
+		if (n <= 0) {
+			rc = n < 0 ? mcfs_errno((int)n) : EIO;
+			break;
+		}
+		rc = mcfs_write_data(fs, fh, p, (size_t)n, off);
+		off += (uint64_t)n;
+	}
+	buf_give(fs, idx);
+	mooncake_store_object_close(obj);
+	return rc;
+}
+
 void mcfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
@@ -159,15 +198,18 @@ void mcfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, EROFS);
 			return;
 		}
-		/* Objects are immutable: writing means replacing, which
-		 * O_TRUNC says (cp, shell redirection). */
-		if (!(fi->flags & O_TRUNC) || (fi->flags & O_APPEND)) {
-			fuse_reply_err(req, EPERM);
-			return;
-		}
+		/* Objects are immutable: writing makes a new version that
+		 * replaces the object at close. Without O_TRUNC it starts as
+		 * a copy of the current bytes. */
 		fh = writer_fh(n->key, n->parent ? n->parent->ino : 0, n->name);
 		if (!fh) {
 			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		rc = fi->flags & O_TRUNC ? 0 : copy_up(fs, fh);
+		if (rc) {
+			fh_free(fs, fh);
+			fuse_reply_err(req, rc);
 			return;
 		}
 		fi->direct_io = 1;

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finer semantics of the mount: escaped names, writes of a size known in
 advance (straight into the replicas, unwritten ranges zeroed), the
-staging limit (ENOSPC, not out-of-memory), immutability, O_DIRECT reads,
-a read-only mount."""
+staging limit (ENOSPC, not out-of-memory), writes without O_TRUNC as new
+versions (fio's default layout), O_DIRECT reads, a read-only mount."""
 import errno
 import os
 import subprocess
@@ -74,17 +74,58 @@ def test_staging_limit_gives_enospc(mounts):
         os.write(fd, b"z" * (1 << 20))
     os.close(fd)
     assert os.path.getsize(m.kv / "fits") == 8 << 20
+    # A new version of it would be staged in full: over the limit.
+    with pytest.raises(OSError) as e:
+        os.open(m.kv / "fits", os.O_WRONLY)
+    assert e.value.errno == errno.ENOSPC
 
 
-def test_objects_are_immutable(mnt):
-    write_random(mnt.kv / "imm", 1000, 1)
-    for flags in (os.O_WRONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR):
-        with pytest.raises(OSError) as e:
-            os.open(mnt.kv / "imm", flags)
-        assert e.value.errno == errno.EPERM
-    with pytest.raises(OSError):
-        os.truncate(mnt.kv / "imm", 10)
-    assert os.path.getsize(mnt.kv / "imm") == 1000
+def test_writes_without_truncation_make_a_new_version(mnt):
+    """Objects are immutable: opening one for writing without O_TRUNC
+    starts a new version as a copy of the current bytes; it replaces the
+    object at close, and a reader that had it open keeps the old one."""
+    path = mnt.kv / "ver"
+    data = bytearray(write_random(path, 300000, 1))
+    old = open(path, "rb")
+    fd = os.open(path, os.O_WRONLY)
+    os.pwrite(fd, b"X" * 10, 100)
+    os.close(fd)
+    data[100:110] = b"X" * 10
+    assert path.read_bytes() == data
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"tail!")
+    os.close(fd)
+    data += b"tail!"
+    assert path.read_bytes() == data
+    fd = os.open(path, os.O_RDWR)
+    assert os.pread(fd, 10, 100) == b"X" * 10
+    os.pwrite(fd, b"head", 0)
+    os.ftruncate(fd, 200000)
+    os.close(fd)
+    data[0:4] = b"head"
+    del data[200000:]
+    assert path.read_bytes() == data
+    # The reader opened before any of that still reads the first version.
+    first = old.read()
+    old.close()
+    assert len(first) == 300000 and first[100:110] != b"X" * 10
+    # Truncating by path (no open file) is still refused.
+    with pytest.raises(OSError) as e:
+        os.truncate(path, 10)
+    assert e.value.errno == errno.EPERM
+    assert os.path.getsize(path) == 200000
+
+
+def test_fio_default_layout(mnt):
+    """fio lays its file out, closes it and reopens it without O_TRUNC."""
+    p = subprocess.run(["fio", "--name=lay", f"--directory={mnt.kv}",
+                        "--rw=randwrite", "--bs=64k", "--size=4m",
+                        "--ioengine=psync", "--verify=crc32c",
+                        "--do_verify=1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "verify" not in p.stderr.lower(), p.stderr
+    assert os.path.getsize(mnt.kv / "lay.0.0") == 4 << 20
 
 
 def test_o_direct_reads(mnt, tmp_path):
