@@ -6,8 +6,11 @@
  * Levels follow syslog. The level check happens before any formatting, so a
  * disabled mc_debug() costs one load and a compare. The default sink writes
  * one line per call to stderr with a single write(2). Libraries (libte, the
- * client library) never log above MC_LOG_DEBUG on their own: they return
- * codes and leave policy to the caller.
+ * client library) return a code for every failure of a call and log only
+ * what the caller cannot learn from it: events of their background
+ * threads (heartbeats, re-mounts, lost holds) at info and above, and the
+ * reason behind a configuration error (warn or err, next to the code they
+ * return). Anything else they log is debug.
  *
  * Configuration: MC_LOG_LEVEL (error|warn|notice|info|debug|trace or a
  * syslog number) and the daemons' -v flag (gflags-style verbosity: -v=1 is

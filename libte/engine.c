@@ -218,7 +218,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	if (!rc)
 		rc = parse_transport(eng, cfg->transport, err, errlen);
 	if (!rc)
-		rc = te__host_id(eng->host_id, sizeof(eng->host_id));
+		rc = mc_host_id(eng->host_id, sizeof(eng->host_id));
 	if (!rc)
 		rc = te_meta_open(cfg->metadata, &eng->meta, err, errlen);
 	if (rc)

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "mc_compiler.h"
+#include "mc_host.h"
 #include "meta/meta.h"
 #include "mooncake/te.h"
 
@@ -36,7 +37,7 @@
 #define TE_MAX_BUFFERS 4096 /* per descriptor */
 #define TE_LOCATION_LEN 64
 #define TE_NAME_MAX 256
-#define TE_HOST_ID_LEN 96
+#define TE_HOST_ID_LEN MC_HOST_ID_LEN
 
 enum te_transport_id {
 	TE_TP_TCP = 0,
@@ -281,8 +282,5 @@ int te__rpc_fetch_desc(struct te_engine *eng, const char *ip, int port,
 		       char **json, size_t *len, char *err, size_t errlen);
 int te__rpc_notify(struct te_engine *eng, const char *ip, int port,
 		   const char *name, const char *msg);
-
-/* host.c: "<boot id>/<netns inode>", equal only on one host and netns. */
-int te__host_id(char *buf, size_t len);
 
 #endif

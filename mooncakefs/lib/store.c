@@ -357,7 +357,7 @@ static int do_setup(struct mooncake_store *s)
 	if (!rc)
 		rc = create_engine(s);
 	if (!rc)
-		rc = mcs_host_id(s->host_id, sizeof(s->host_id));
+		rc = mc_host_id(s->host_id, sizeof(s->host_id));
 	if (!rc)
 		rc = connect_master(s);
 	if (!rc)

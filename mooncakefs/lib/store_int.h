@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hostid.h"
+#include "mc_host.h"
 #include "master_client.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/store.h"
@@ -51,7 +51,7 @@ struct mooncake_store {
 	struct te_engine *eng;
 	struct mcs_master *master;
 	uint8_t client_id[MCS_CLIENT_ID_LEN];
-	char host_id[MCS_HOST_ID_LEN];
+	char host_id[MC_HOST_ID_LEN];
 	struct mcs_segment *seg;
 	_Atomic bool seg_mounted; /* the master knows our segment */
 	pthread_mutex_t mount_lock; /* serialises (re)mounts */

@@ -1,18 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/*
- * Host identity: two engines may share memory only when they run on the
- * same boot of the same machine and in the same network namespace (a
- * namespace stands for a host in multi-host tests and containers). The id
- * is "<boot id>/<net namespace inode>".
- */
+/* Host identity: see mc_host.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "te_int.h"
+#include "mc_host.h"
 
-int te__host_id(char *buf, size_t len)
+int mc_host_id(char *buf, size_t len)
 {
 	char boot[64] = "";
 	struct stat st;
