@@ -37,6 +37,22 @@ struct mst_client *mst_client_touch(struct master *m, const uint8_t *id)
 	return c;
 }
 
+void mst_client_leave(struct master *m, struct mst_client *c)
+{
+	struct mst_client **pp;
+
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		if (s->owner == c)
+			return; /* it still serves memory: client_ttl decides */
+	for (pp = &m->clients; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			free(c);
+			return;
+		}
+	}
+}
+
 size_t mst_client_count(struct master *m)
 {
 	size_t n = 0;

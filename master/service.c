@@ -112,6 +112,8 @@ static int h_ping(struct call *c)
 	if (cl)
 		cl->last_seen = mst_now();
 	r->client_status = cl ? 1 : 2;
+	if (cl && q->leaving)
+		mst_client_leave(c->m, cl);
 	return 0;
 }
 

@@ -211,6 +211,19 @@ int mcs_master_ping(struct mcs_master *m, int *client_status,
 	return 0;
 }
 
+int mcs_master_leave(struct mcs_master *m)
+{
+	Mcrpc__PingRequest req = MCRPC__PING_REQUEST__INIT;
+	Mcrpc__PingResponse *resp = NULL;
+	int rc;
+
+	req.client_id = client_id(m);
+	req.leaving = true;
+	rc = call(m, MCRPC__METHOD__PING, &req, &resp);
+	mcs_master_free(resp);
+	return rc;
+}
+
 int mcs_master_mount(struct mcs_master *m, const Mcrpc__Segment *seg)
 {
 	Mcrpc__MountSegmentRequest req = MCRPC__MOUNT_SEGMENT_REQUEST__INIT;

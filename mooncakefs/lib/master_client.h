@@ -72,6 +72,9 @@ int mcs_master_service_ready(struct mcs_master *m,
 /** *client_status: enum mcs_client_status; view_version may be NULL. */
 int mcs_master_ping(struct mcs_master *m, int *client_status,
 		    uint64_t *view_version);
+/** Tell the master this client is closing (after its unmounts): it then
+ *  stops counting it among the active clients at once. */
+int mcs_master_leave(struct mcs_master *m);
 int mcs_master_mount(struct mcs_master *m, const Mcrpc__Segment *seg);
 /**
  * ReMountSegment with n segments (n == 0 registers the client). out gets

@@ -156,7 +156,7 @@ static bool ping_owed(void *arg)
 /* Undo whatever setup built; `leave`: also drop the segment's name. */
 static void teardown(struct mooncake_store *s, bool leave)
 {
-	bool dropped = false;
+	bool dropped = false, registered = s->ping != NULL;
 	int rc;
 
 	mcs_ping_stop(s->ping);
@@ -172,7 +172,15 @@ static void teardown(struct mooncake_store *s, bool leave)
 				    "drops it when this client expires)",
 				    s->seg->name, mc_strerror(rc));
 		dropped = !rc;
+		registered = dropped;
 		atomic_store(&s->seg_mounted, false);
+	}
+	/* Stop counting among the master's clients now, not client_ttl
+	 * from now; a master out of reach is not waited for long. */
+	if (registered && s->master) {
+		if (mcs_master_timeout(s->master) > 1000)
+			mcs_master_set_timeout(s->master, 1000);
+		(void)mcs_master_leave(s->master);
 	}
 	/* te.h: batches and segments before the engine. */
 	mcs_xfer_destroy(s->xfer);

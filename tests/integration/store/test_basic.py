@@ -173,3 +173,7 @@ def test_cli(procs, tmp_path, master, members):
     assert p.returncode == 1 and "OBJECT_NOT_FOUND" in p.stderr
     p = cli(master, "frobnicate", check=False)
     assert p.returncode == 2
+    # The CLI runs above left the pool as they closed: only the members
+    # count as clients, long before client_ttl (10 s) would drop them.
+    eventually(lambda: master.metric("master_active_clients")
+               == len(members), timeout=5, what="CLI clients gone")
