@@ -26,8 +26,9 @@
 #     1 MiB chunks with 1 and 4 threads, get_into of the whole object;
 #     same host (shared memory) and MC_FORCE_TCP=1;
 #   writes of new files: fio (--create_on_open=1: fio's default layout
-#     pass writes and closes the file first, which the mount then refuses
-#     to reopen for writing, EPERM) on tmpfs and on the mount, 1 job of
+#     pass writes and closes the file first, and the mount would then
+#     copy that object into a new version on reopen) on tmpfs and on the
+#     mount, 1 job of
 #     --size and 4 jobs of a quarter each; the mount stages such writes in
 #     memory (size unknown) and puts them at close. Then a python writer
 #     that ftruncate()s to the final size first (the mount allocates the

@@ -182,6 +182,7 @@ int main(int argc, char **argv)
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.start_ms = now_ms();
+	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
 	if (mcfs_itab_init(&fs))
@@ -250,6 +251,7 @@ out:
 	free(fs.mkdirs);
 	if (fs.by_ino)
 		mcfs_itab_free(&fs);
+	mcfs_stage_pool_fini(&fs.stage_pool);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);
 	return ret;

@@ -20,8 +20,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 #include <stdint.h>
 
+#include "stage.h"
 #include "mooncake/store.h"
 #include "mooncake/store_fs.h"
 
@@ -82,8 +84,8 @@ struct mcfs_fh {
 	char *key, *tmp_key;
 	uint64_t parent_ino; /* its name, to invalidate after the commit */
 	char *name;
-	char *buf;
-	uint64_t size, cap, staged; /* bytes accounted to the staging limit */
+	struct mcfs_stage stage; /* bytes of a write of unknown size */
+	uint64_t size;
 	mooncake_writer_t writer;
 	void *ranges; /* ranges a direct writer has written (write.c) */
 	bool committed, failed;
@@ -127,7 +129,7 @@ struct mcfs {
 	char **mkdirs;
 	size_t n_mkdirs;
 	/* staging */
-	_Atomic uint64_t staged;
+	struct mcfs_stage_pool stage_pool;
 	_Atomic uint64_t tmp_seq;
 	/* per-thread registered read buffers */
 	char *bufs;
@@ -245,6 +247,12 @@ int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size);
 int mcfs_write_data(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 		    size_t len, uint64_t off);
 int mcfs_write_commit(struct mcfs *fs, struct mcfs_fh *fh);
+/** Read staged bytes (under fh->lock): fills up to max_iov pieces, holes
+ *  pointing at mcfs_zeros; returns how many, *total their bytes. */
+int mcfs_write_read(struct mcfs_fh *fh, uint64_t off, size_t size,
+		    struct iovec *iov, int max_iov, size_t *total);
+#define MCFS_ZEROS (1u << 20)
+extern const char mcfs_zeros[MCFS_ZEROS];
 void mcfs_write_free(struct mcfs *fs, struct mcfs_fh *fh);
 
 /* virt.c: .mooncake/ */

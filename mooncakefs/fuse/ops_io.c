@@ -325,17 +325,20 @@ void mcfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					       fh->text_len - (size_t)off :
 					       size);
 		return;
-	case FH_WRITE:
+	case FH_WRITE: {
+		struct iovec iov[16];
+		size_t total;
+		int n;
+
 		pthread_mutex_lock(&fh->lock);
-		if (fh->buf && (uint64_t)off < fh->size)
-			fuse_reply_buf(req, fh->buf + off,
-				       fh->size - (uint64_t)off < size ?
-					       fh->size - (uint64_t)off :
-					       size);
+		n = mcfs_write_read(fh, (uint64_t)off, size, iov, 16, &total);
+		if (n)
+			fuse_reply_iov(req, iov, n);
 		else
 			fuse_reply_buf(req, NULL, 0);
 		pthread_mutex_unlock(&fh->lock);
 		return;
+	}
 	case FH_READ:
 		break;
 	default:

@@ -72,7 +72,8 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 			atomic_load(&fs->n_write_bytes),
 			atomic_load(&fs->n_lookups),
 			atomic_load(&fs->n_invalidations),
-			atomic_load(&fs->n_errors), atomic_load(&fs->staged));
+			atomic_load(&fs->n_errors),
+			atomic_load(&fs->stage_pool.held));
 		if (pool)
 			mc_sbuf_printf(
 				&t,

@@ -7,7 +7,7 @@
  *  - Size known in advance (ftruncate/fallocate before any data): the
  *    replicas are allocated at once and writes go straight into them;
  *    ranges never written are zeroed at close.
- *  - Otherwise bytes are staged in memory, within the mount's
+ *  - Otherwise bytes are staged in memory (stage.c), within the mount's
  *    staging_limit (beyond it: ENOSPC, never out-of-memory), and put at
  *    close.
  */
@@ -105,40 +105,6 @@ static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	return store_err(rc);
 }
 
-/* Grow the staging buffer to hold `need` bytes, within the limit. */
-static int stage_reserve(struct mcfs *fs, struct mcfs_fh *fh, uint64_t need)
-{
-	uint64_t cap = fh->cap ? fh->cap : 1 << 20, add;
-	char *nb;
-
-	if (need <= fh->cap)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	add = cap - fh->cap;
-	if (atomic_fetch_add(&fs->staged, add) + add > fs->o.staging_limit) {
-		/* Try the exact size before giving up. */
-		atomic_fetch_sub(&fs->staged, add);
-		cap = need;
-		add = cap - fh->cap;
-		if (atomic_fetch_add(&fs->staged, add) + add >
-		    fs->o.staging_limit) {
-			atomic_fetch_sub(&fs->staged, add);
-			return ENOSPC;
-		}
-	}
-	nb = realloc(fh->buf, cap);
-	if (!nb) {
-		atomic_fetch_sub(&fs->staged, add);
-		return ENOSPC;
-	}
-	memset(nb + fh->cap, 0, cap - fh->cap);
-	fh->buf = nb;
-	fh->cap = cap;
-	fh->staged += add;
-	return 0;
-}
-
 int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 {
 	int rc = 0;
@@ -148,7 +114,7 @@ int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		rc = EPERM;
 	} else if (fh->writer) {
 		rc = size == fh->size ? 0 : EPERM;
-	} else if (!fh->size && !fh->cap && size) {
+	} else if (!fh->stage.size && !fh->stage.n && size) {
 		/* Size known before any data: allocate the replicas now. */
 		rc = open_writer(fs, fh, size);
 		if (!rc) {
@@ -165,13 +131,8 @@ int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		}
 	} else {
 	stage:
-		if (size > fh->cap)
-			rc = stage_reserve(fs, fh, size);
-		if (!rc) {
-			if (size < fh->size)
-				memset(fh->buf + size, 0, fh->size - size);
-			fh->size = size;
-		}
+		rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
+		fh->size = fh->stage.size;
 	}
 	pthread_mutex_unlock(&fh->lock);
 	return rc;
@@ -197,12 +158,9 @@ int mcfs_write_data(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 				rc = ranges_add(fh_ranges(fh), off, off + len);
 		}
 	} else {
-		rc = stage_reserve(fs, fh, off + len);
-		if (!rc) {
-			memcpy(fh->buf + off, buf, len);
-			if (off + len > fh->size)
-				fh->size = off + len;
-		}
+		rc = mcfs_stage_write(&fs->stage_pool, &fh->stage, off, buf,
+				      len);
+		fh->size = fh->stage.size;
 	}
 	if (rc && rc != EFBIG) {
 		fh->failed = true;
@@ -212,25 +170,78 @@ int mcfs_write_data(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	return rc;
 }
 
+const char mcfs_zeros[MCFS_ZEROS];
+
+/* Write n zero bytes at pos, 1 MiB per call. */
+static int write_zeros(struct mcfs_fh *fh, uint64_t pos, uint64_t n)
+{
+	while (n) {
+		size_t k = n > MCFS_ZEROS ? MCFS_ZEROS : (size_t)n;
+		int rc = mooncake_store_writer_write(fh->writer, pos,
+						     mcfs_zeros, k);
+		if (rc)
+			return store_err(rc);
+		pos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Write the staged bytes out, holes as zeros (the replica may hold old
+ * bytes). */
+static int write_staged(struct mcfs_fh *fh)
+{
+	uint64_t off = 0;
+	int rc = 0;
+
+	while (!rc && off < fh->stage.size) {
+		const char *p;
+		size_t n = mcfs_stage_span(&fh->stage, off, CHUNK, &p);
+
+		rc = p ? store_err(mooncake_store_writer_write(fh->writer, off,
+							       p, n)) :
+			 write_zeros(fh, off, n);
+		off += n;
+	}
+	return rc;
+}
+
+int mcfs_write_read(struct mcfs_fh *fh, uint64_t off, size_t size,
+		    struct iovec *iov, int max_iov, size_t *total)
+{
+	int n = 0;
+
+	*total = 0;
+	while (size && n < max_iov) {
+		const char *p;
+		size_t k = mcfs_stage_span(&fh->stage, off, size, &p);
+
+		if (!k)
+			break;
+		if (!p && k > MCFS_ZEROS)
+			k = MCFS_ZEROS;
+		iov[n].iov_base = (void *)(p ? p : mcfs_zeros);
+		iov[n].iov_len = k;
+		n++;
+		off += k;
+		size -= k;
+		*total += k;
+	}
+	return n;
+}
+
 /* Zero what a direct writer never wrote (it may hold old bytes). */
 static int zero_gaps(struct mcfs_fh *fh)
 {
-	static const char zeros[1 << 16];
 	struct ranges *rs = fh_ranges(fh);
 	uint64_t pos = 0;
 
 	for (size_t i = 0; i <= rs->n; i++) {
 		uint64_t end = i < rs->n ? rs->r[i].start : fh->size;
-		while (pos < end) {
-			size_t n = end - pos > sizeof(zeros) ?
-					   sizeof(zeros) :
-					   (size_t)(end - pos);
-			int rc = mooncake_store_writer_write(fh->writer, pos,
-							     zeros, n);
-			if (rc)
-				return store_err(rc);
-			pos += n;
-		}
+		int rc = end > pos ? write_zeros(fh, pos, end - pos) : 0;
+
+		if (rc)
+			return rc;
 		if (i < rs->n)
 			pos = rs->r[i].end;
 	}
@@ -252,13 +263,8 @@ int mcfs_write_commit(struct mcfs *fs, struct mcfs_fh *fh)
 	}
 	if (!fh->writer) {
 		rc = open_writer(fs, fh, fh->size);
-		for (uint64_t off = 0; !rc && off < fh->size; off += CHUNK) {
-			size_t n = fh->size - off > CHUNK ?
-					   CHUNK :
-					   (size_t)(fh->size - off);
-			rc = store_err(mooncake_store_writer_write(
-				fh->writer, off, fh->buf + off, n));
-		}
+		if (!rc)
+			rc = write_staged(fh);
 	} else {
 		rc = zero_gaps(fh);
 	}
@@ -285,10 +291,7 @@ out:
 		atomic_fetch_add(&fs->n_writes, 1);
 		atomic_fetch_add(&fs->n_write_bytes, fh->size);
 	}
-	free(fh->buf);
-	fh->buf = NULL;
-	atomic_fetch_sub(&fs->staged, fh->staged);
-	fh->staged = fh->cap = 0;
+	mcfs_stage_release(&fs->stage_pool, &fh->stage);
 	pthread_mutex_unlock(&fh->lock);
 	return rc;
 }
@@ -297,8 +300,7 @@ void mcfs_write_free(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	if (fh->writer)
 		(void)mooncake_store_writer_close(fh->writer, false);
-	free(fh->buf);
-	atomic_fetch_sub(&fs->staged, fh->staged);
+	mcfs_stage_release(&fs->stage_pool, &fh->stage);
 	if (fh->ranges) {
 		free(fh_ranges(fh)->r);
 		free(fh->ranges);
