@@ -33,18 +33,8 @@ void mc_sbuf_printf(struct mc_sbuf *b, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (!reserve(b, 0))
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if ((size_t)n >= b->cap - b->len) {
-		if (!reserve(b, (size_t)n))
-			return;
+	/* At most twice: the second time the buffer has room for it all. */
+	for (size_t want = 0; reserve(b, want);) {
 		va_start(ap, fmt);
 		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
 		va_end(ap);
@@ -52,8 +42,12 @@ void mc_sbuf_printf(struct mc_sbuf *b, const char *fmt, ...)
 			b->oom = true;
 			return;
 		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		want = (size_t)n;
 	}
-	b->len += (size_t)n;
 }
 
 void mc_sbuf_put(struct mc_sbuf *b, const char *s, size_t n)

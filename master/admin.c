@@ -56,12 +56,19 @@ static void reply_json(struct mc_http_response *resp, int status, json_t *j)
 
 static void metrics(struct master *m, struct mc_sbuf *b)
 {
-	uint64_t soft = 0, value_bytes = 0, wall = mst_wall();
+	uint64_t soft = 0, value_bytes = 0, wall = mst_wall(), now = mst_now();
+	uint64_t orphans = 0, orphan_bytes = 0, holds = 0;
 
 	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
 		soft += o->soft_pin_until > wall;
 		value_bytes += o->size;
 	}
+	for (struct mst_object *o = m->orphans; o; o = o->onext) {
+		orphans++;
+		orphan_bytes += o->size * o->n_repl;
+	}
+	for (struct mst_hold *h = m->holds; h; h = h->next)
+		holds++;
 	GAUGE(b, "master_active_clients", "Clients alive.",
 	      mst_client_count(m));
 	GAUGE(b, "master_total_capacity_bytes",
@@ -72,6 +79,15 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	GAUGE(b, "master_soft_pin_key_count", "Soft-pinned objects.", soft);
 	GAUGE(b, "master_value_size_bytes",
 	      "Bytes of complete objects (one replica each).", value_bytes);
+	GAUGE(b, "master_orphan_count",
+	      "Removed objects whose memory readers may still use.", orphans);
+	GAUGE(b, "master_orphan_bytes", "Bytes those orphans keep.",
+	      orphan_bytes);
+	GAUGE(b, "master_hold_count", "Holds of open objects.", holds);
+	GAUGE(b, "master_restart_quarantine_remaining_ms",
+	      "Time left in which removals keep memory and eviction waits "
+	      "after a restart.",
+	      m->quarantine_until > now ? m->quarantine_until - now : 0);
 	COUNTER(b, "master_evicted_key_count", "Objects evicted.",
 		m->stats.evicted_keys);
 	COUNTER(b, "master_evicted_size_bytes", "Bytes evicted.",

@@ -224,7 +224,10 @@ def test_master_restart_keeps_memory_readers_may_use(procs, tmp_path):
         eventually(lambda: len(m.segments()) == 1, timeout=20,
                    what="member re-mounted")
         t0 = time.monotonic()
+        assert m.metric("master_restart_quarantine_remaining_ms") > 0
+        assert m.metric("master_orphan_count") == 1  # from before
         other.ok("rm idle")  # no lease is known after the restart
+        assert m.metric("master_orphan_count") == 2
         placed = []
         for i in range(8):
             code = other.code(f"put f/{i} {size} {10 + i}")
@@ -253,6 +256,8 @@ def test_master_restart_keeps_memory_readers_may_use(procs, tmp_path):
         eventually(lambda: m.metric("master_allocated_bytes")
                    <= len(placed) * size + (1 << 20), timeout=20,
                    what="kept memory released")
+        assert m.metric("master_orphan_count") == 0
+        assert m.metric("master_restart_quarantine_remaining_ms") == 0
         for i in range(8):
             other.ok(f"put g/{i} {size} {20 + i}")
         for i in range(6, 8):
