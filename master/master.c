@@ -63,6 +63,12 @@ static int on_segment(void *arg, const struct mst_db_segment *d)
 	return 0;
 }
 
+/* Replicas a restored object has room for: what add_replicas() adds. */
+static unsigned repl_room(const struct mst_db_object *d)
+{
+	return d->n_repl < MST_MAX_REPLICAS ? d->n_repl : MST_MAX_REPLICAS;
+}
+
 /* Queue o's recorded replicas for reserve_all(). */
 static int add_replicas(struct restore *r, struct mst_object *o,
 			const struct mst_db_object *d)
@@ -96,12 +102,10 @@ static int on_object(void *arg, const struct mst_db_object *d)
 {
 	struct restore *r = arg;
 	struct master *m = r->m;
-	struct mst_object *o = calloc(1, sizeof(*o) + d->key_len + 1);
+	struct mst_object *o = mst_object_new(d->key, d->key_len, repl_room(d));
 
 	if (!o)
 		return -ENOMEM;
-	memcpy(o->key, d->key, d->key_len);
-	o->key_len = d->key_len;
 	o->size = d->size;
 	o->state = MST_COMPLETE;
 	o->hard_pin = d->hard_pin;
@@ -119,7 +123,7 @@ static int on_orphan(void *arg, const struct mst_db_object *d)
 {
 	struct restore *r = arg;
 	struct master *m = r->m;
-	struct mst_object *o = calloc(1, sizeof(*o) + 1);
+	struct mst_object *o = mst_object_new(NULL, 0, repl_room(d));
 
 	if (!o)
 		return -ENOMEM;

@@ -83,7 +83,9 @@ struct mst_object {
 	uint8_t writer[MST_ID_LEN];
 	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
 	struct mst_object *onext; /* orphan / release list */
-	struct mst_replica repl[MST_MAX_REPLICAS];
+	/* n_repl replicas (at most the number it was made with), in the
+	 * same allocation, after the key: mst_object_new() */
+	struct mst_replica *repl;
 	size_t key_len;
 	char key[]; /* key_len bytes + NUL */
 };
@@ -293,6 +295,10 @@ int mst_hold_release(struct master *m, uint64_t id);
 /** Replica i readable now (its segment mounted). */
 bool mst_replica_live(const struct mst_replica *r);
 uint64_t mst_replica_addr(const struct mst_replica *r);
+/** A zeroed object with its key (NULL with key_len 0: none) and room for
+ *  n_repl replicas (<= MST_MAX_REPLICAS), one allocation; NULL: ENOMEM. */
+struct mst_object *mst_object_new(const char *key, size_t key_len,
+				  unsigned n_repl);
 /** Free every replica of o and o itself (o must be out of every list). */
 void mst_object_free(struct master *m, struct mst_object *o);
 bool mst_object_leased(const struct mst_object *o, uint64_t now);

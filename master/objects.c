@@ -92,14 +92,21 @@ static int check_key(struct master *m, size_t len)
 	return 0;
 }
 
-static struct mst_object *obj_new(const char *key, size_t len)
+struct mst_object *mst_object_new(const char *key, size_t key_len,
+				  unsigned n_repl)
 {
-	struct mst_object *o = calloc(1, sizeof(*o) + len + 1);
+	size_t align = _Alignof(struct mst_replica);
+	size_t at = (sizeof(struct mst_object) + key_len + 1 + align - 1) &
+		    ~(align - 1);
+	struct mst_object *o =
+		calloc(1, at + (size_t)n_repl * sizeof(struct mst_replica));
 
 	if (!o)
 		return NULL;
-	memcpy(o->key, key, len);
-	o->key_len = len;
+	if (key_len)
+		memcpy(o->key, key, key_len);
+	o->key_len = key_len;
+	o->repl = (struct mst_replica *)((char *)o + at);
 	return o;
 }
 
@@ -151,7 +158,7 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	}
 	if (size && n < want)
 		m->stats.partial_allocations++;
-	o = obj_new(key, key_len);
+	o = mst_object_new(key, key_len, n);
 	if (!o) {
 		for (unsigned i = 0; i < n; i++)
 			mst_replica_free(m, &repl[i]);
@@ -160,7 +167,7 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	o->size = size;
 	o->state = MST_PROCESSING;
 	o->n_repl = (uint8_t)n;
-	memcpy(o->repl, repl, sizeof(repl));
+	memcpy(o->repl, repl, n * sizeof(*repl));
 	o->put_start = now;
 	o->hard_pin = pc->hard_pin;
 	/* While PROCESSING, soft_pin_until holds the pin's duration: the
@@ -406,10 +413,16 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 		return MC_STORE_OBJECT_ALREADY_EXISTS;
 	if (dst && dst->state != MST_COMPLETE)
 		return MC_STORE_OBJECT_REPLICA_BUSY;
-	n = obj_new(to, to_len);
+	n = mst_object_new(to, to_len, src->n_repl);
 	if (!n)
 		return MC_STORE_INTERNAL_ERROR;
-	memcpy(n, src, offsetof(struct mst_object, key_len));
+	{
+		struct mst_replica *own = n->repl;
+
+		memcpy(n, src, offsetof(struct mst_object, repl));
+		n->repl = own;
+		memcpy(n->repl, src->repl, src->n_repl * sizeof(*n->repl));
+	}
 	n->lru_prev = n->lru_next = NULL;
 	rc = mst_db_begin(m->db);
 	if (!rc && dst)

@@ -76,14 +76,13 @@ void mst_objmap_prefetch(const struct mst_objmap *om, char *const *keys,
 			h[i] = 0;
 			continue;
 		}
-		/* The fields a get reads: state and leases, the first
-		 * replica, the key. */
+		/* The fields a get reads: state and leases, the key, then
+		 * the replicas (after the key, see mst_object_new()). */
 		__builtin_prefetch(o, 1);
-		__builtin_prefetch(&o->repl[0]);
 		__builtin_prefetch(&o->key_len);
 	}
 	/* What a get reaches through the object: its LRU neighbours (a read
-	 * moves it to the tail) and its first replica's block. */
+	 * moves it to the tail), its replicas and the first one's block. */
 	for (size_t i = 0; i < n; i++) {
 		const struct mst_object *o;
 		if (!h[i])
@@ -93,8 +92,11 @@ void mst_objmap_prefetch(const struct mst_objmap *om, char *const *keys,
 			__builtin_prefetch(o->lru_prev, 1);
 		if (o->lru_next)
 			__builtin_prefetch(o->lru_next, 1);
-		if (o->repl[0].blk)
-			__builtin_prefetch(o->repl[0].blk);
+		if (o->n_repl) {
+			__builtin_prefetch(o->repl);
+			if (o->repl[0].blk)
+				__builtin_prefetch(o->repl[0].blk);
+		}
 	}
 }
 
