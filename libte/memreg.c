@@ -218,8 +218,10 @@ static void prefault(void *p, size_t len)
 		((volatile char *)p)[off] = ((volatile char *)p)[off];
 }
 
+#define ANON "mooncake.anon."
+
 /*
- * Unnamed allocations are /dev/shm/mooncake.<pid>.<n> and die with their
+ * Unnamed allocations are /dev/shm/mooncake.anon.<pid>.<n> and die with their
  * process, but a process killed with -9 leaves its files behind. The
  * first unnamed allocation of a process removes those whose process is
  * gone (no such pid) and whose lock nobody holds (an owner holds a shared
@@ -237,10 +239,12 @@ static void sweep_dead_unnamed(void)
 		long pid;
 		int fd;
 
-		if (strncmp(e->d_name, "mooncake.", 9))
+		const char *num = e->d_name + strlen(ANON);
+
+		if (strncmp(e->d_name, ANON, strlen(ANON)))
 			continue;
-		pid = strtol(e->d_name + 9, &end, 10);
-		if (end == e->d_name + 9 || *end != '.' || pid <= 0 ||
+		pid = strtol(num, &end, 10);
+		if (end == num || *end != '.' || pid <= 0 ||
 		    pid == (long)getpid())
 			continue;
 		(void)strtoul(end + 1, &end, 10);
@@ -278,7 +282,7 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		snprintf(path, sizeof(path), "/mooncake.%s", name);
 	} else {
 		(void)pthread_once(&swept, sweep_dead_unnamed);
-		snprintf(path, sizeof(path), "/mooncake.%d.%u", (int)getpid(),
+		snprintf(path, sizeof(path), "/" ANON "%d.%u", (int)getpid(),
 			 atomic_fetch_add(&seq, 1));
 	}
 	for (char *c = path + 1; *c; c++)
@@ -290,6 +294,13 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		free(a);
 		return rc;
 	}
+	/*
+	 * Liveness for same-host peers (and the sweep above): we hold a
+	 * shared lock for as long as the memory is ours; a peer that can
+	 * take an exclusive one knows we are gone (the kernel drops the lock
+	 * when we die). Taken at once, before the file is sized.
+	 */
+	(void)flock(fd, LOCK_SH);
 	if (ftruncate(fd, (off_t)len)) {
 		rc = -errno;
 		goto err_close;
@@ -305,12 +316,6 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	 */
 	(void)madvise(p, len, MADV_HUGEPAGE);
 	prefault(p, len);
-	/*
-	 * Liveness for same-host peers: we hold a shared lock for as long as
-	 * the memory is ours; a peer that can take an exclusive one knows we
-	 * are gone (the kernel drops the lock when we die).
-	 */
-	(void)flock(fd, LOCK_SH);
 	a->fd = fd;
 	a->addr = (uintptr_t)p;
 	a->len = len;

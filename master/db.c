@@ -287,14 +287,14 @@ int mst_db_load(struct mst_db *db,
 		void *arg)
 {
 	sqlite3_stmt *st;
-	int rc = 0;
+	int rc = 0, step = SQLITE_DONE;
 
 	if (prep(db,
 		 "SELECT id,name,endpoint,protocol,host_id,size FROM "
 		 "segments",
 		 &st))
 		return db_fail(db, "load segments");
-	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct mst_db_segment s = {
 			.id = sqlite3_column_blob(st, 0),
 			.name = (const char *)sqlite3_column_text(st, 1),
@@ -307,6 +307,8 @@ int mst_db_load(struct mst_db *db,
 			continue;
 		rc = on_segment(arg, &s);
 	}
+	if (!rc && step != SQLITE_DONE)
+		rc = db_fail(db, "load segments");
 	sqlite3_finalize(st);
 	if (rc)
 		return rc;
@@ -315,7 +317,7 @@ int mst_db_load(struct mst_db *db,
 		 "FROM objects",
 		 &st))
 		return db_fail(db, "load objects");
-	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct mst_db_object o = { 0 };
 		const uint8_t *b = sqlite3_column_blob(st, 5);
 		int bl = sqlite3_column_bytes(st, 5);
@@ -331,12 +333,14 @@ int mst_db_load(struct mst_db *db,
 			continue;
 		rc = on_object(arg, &o);
 	}
+	if (!rc && step != SQLITE_DONE)
+		rc = db_fail(db, "load objects");
 	sqlite3_finalize(st);
 	if (rc)
 		return rc;
 	if (prep(db, "SELECT id,size,replicas FROM orphans", &st))
 		return db_fail(db, "load orphans");
-	while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
 		struct mst_db_object o = { 0 };
 
 		o.orphan_id = (uint64_t)sqlite3_column_int64(st, 0);
@@ -345,6 +349,8 @@ int mst_db_load(struct mst_db *db,
 				sqlite3_column_bytes(st, 2), &o);
 		rc = on_orphan(arg, &o);
 	}
+	if (!rc && step != SQLITE_DONE)
+		rc = db_fail(db, "load orphans");
 	sqlite3_finalize(st);
 	return rc;
 }

@@ -147,5 +147,7 @@ void mst_evict_tick(struct master *m)
 		uint64_t c = (uint64_t)(er * (double)m->n_complete + 0.999);
 		mst_evict(m, 0, c ? c : 1);
 	}
-	m->need_eviction = false;
+	/* A request made during a restart's quarantine waits for its end. */
+	if (mst_now() >= m->quarantine_until)
+		m->need_eviction = false;
 }

@@ -221,6 +221,9 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mst_wall() | 1;
 	m->view_version = mst_rand(m) >> 16;
+	/* Hold ids of different runs must differ: clients renew ids of the
+	 * previous run after a restart and must be told they are unknown. */
+	m->next_hold = (mst_rand(m) & 0xffffffffull) << 32;
 	m->stats.requests = calloc(nm, sizeof(uint64_t));
 	m->stats.failures = calloc(nm, sizeof(uint64_t));
 	m->stats.batch_items = calloc(nm, sizeof(uint64_t));
@@ -342,42 +345,64 @@ static bool put_reclaimable(struct master *m, const struct mst_object *o,
 	       !mst_client_find(m, o->writer);
 }
 
+static bool reclaimable(struct master *m, const struct mst_object *o,
+			uint64_t now, bool releasing)
+{
+	return releasing ? put_reclaimable(m, o, now) :
+			   !o->holds && o->read_lease_until <= now;
+}
+
+/*
+ * Free what nobody may use any more. Orphans lose their rows first, in
+ * one transaction; if that fails they stay (and are tried again on the
+ * next tick): freeing memory a row still records would let a restart
+ * reserve it twice.
+ */
 static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 		    bool releasing)
 {
-	struct mst_object **pp = list;
-	bool txn = false;
+	struct mst_object **pp, *done = NULL;
 	int rc = 0;
 
-	while (*pp) {
+	for (pp = list; *pp;) {
 		struct mst_object *o = *pp;
-		bool done = releasing ? put_reclaimable(m, o, now) :
-					!o->holds && o->read_lease_until <= now;
-		if (!done) {
+		if (!reclaimable(m, o, now, releasing)) {
 			pp = &o->onext;
 			continue;
 		}
 		*pp = o->onext;
+		o->onext = done;
+		done = o;
+	}
+	if (!done)
+		return;
+	if (!releasing) {
+		rc = mst_db_begin(m->db);
+		for (struct mst_object *o = done; !rc && o; o = o->onext)
+			rc = mst_db_del_orphan(m->db, o->orphan_id);
+		if (!rc)
+			rc = mst_db_commit(m->db);
+		else
+			mst_db_rollback(m->db);
+	}
+	if (rc) {
+		mc_log_warn("master", "orphans not freed: their records could "
+				      "not be deleted (retrying)");
+		while (done) {
+			struct mst_object *o = done;
+			done = o->onext;
+			o->onext = *list;
+			*list = o;
+		}
+		return;
+	}
+	while (done) {
+		struct mst_object *o = done;
+		done = o->onext;
 		if (releasing)
 			m->stats.released++;
-		if (o->orphan && !rc) {
-			/* A row left behind only delays the memory's reuse
-			 * after the next restart by one quarantine. */
-			if (!txn)
-				rc = mst_db_begin(m->db);
-			txn = !rc;
-			if (!rc)
-				rc = mst_db_del_orphan(m->db, o->orphan_id);
-		}
 		mst_object_free(m, o);
 	}
-	if (txn && !rc)
-		rc = mst_db_commit(m->db);
-	else if (txn)
-		mst_db_rollback(m->db);
-	if (rc)
-		mc_log_warn("master", "freed orphans stay recorded until the "
-				      "next restart's quarantine");
 }
 
 /* PutStarts nobody finished or pre-empted: freed after the release

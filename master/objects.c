@@ -326,6 +326,7 @@ int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
 		       bool force, struct mst_object **out)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+	int rc;
 
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
@@ -336,8 +337,14 @@ int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
 	if (!force && mst_object_leased(o, mst_now()))
 		return MC_STORE_OBJECT_HAS_LEASE;
 	o->state = MST_REMOVING;
+	rc = mst_unlink_prepare(m, o);
+	if (rc) {
+		/* Not recorded: the object stays, whatever the batch does. */
+		mst_remove_undo(m, o);
+		return rc;
+	}
 	*out = o;
-	return mst_unlink_prepare(m, o);
+	return 0;
 }
 
 void mst_remove_undo(struct master *m, struct mst_object *o)

@@ -508,12 +508,17 @@ static int h_remove(struct call *c)
 	if (!objs)
 		return -ENOMEM;
 	rc = mst_db_begin(c->m->db);
-	for (size_t i = 0; !rc && i < q->n_keys; i++)
-		r->results[i]->code = mst_remove_prepare(c->m, q->keys[i],
-							 strlen(q->keys[i]),
-							 q->force, &objs[i]);
+	for (size_t i = 0; !rc && i < q->n_keys; i++) {
+		int k = mst_remove_prepare(c->m, q->keys[i], strlen(q->keys[i]),
+					   q->force, &objs[i]);
+		r->results[i]->code = k;
+		if (k == MC_STORE_INTERNAL_ERROR)
+			rc = k; /* a record failed: all or nothing */
+	}
 	if (!rc)
 		rc = mst_db_commit(c->m->db);
+	else
+		mst_db_rollback(c->m->db);
 	for (size_t i = 0; i < q->n_keys; i++) {
 		if (!objs[i] || objs[i]->state != MST_REMOVING)
 			continue;

@@ -89,6 +89,8 @@ struct mcfs_fh {
 	mooncake_writer_t writer;
 	void *ranges; /* ranges a direct writer has written (write.c) */
 	bool committed, failed;
+	bool copied; /* a copy of the object it replaces (no O_TRUNC) */
+	bool dirty; /* written or truncated since it was opened or copied */
 	int error; /* errno of a failed write, reported at flush */
 	/* FH_VIRT */
 	char *text;

@@ -151,6 +151,8 @@ static int copy_up(struct mcfs *fs, struct mcfs_fh *fh)
 	}
 	buf_give(fs, idx);
 	mooncake_store_object_close(obj);
+	fh->copied = true;
+	fh->dirty = false; /* a copy is no change */
 	return rc;
 }
 

@@ -64,7 +64,12 @@ static void chunk_put(struct mcfs_stage_pool *p, char *c, uint32_t cap)
 	atomic_fetch_sub(&p->held, cap);
 }
 
-static int grow_index(struct mcfs_stage *st, size_t need)
+#define ENTRY (sizeof(char *) + 2 * sizeof(uint32_t))
+
+/* Room for `need` chunks in the index; the index counts against the
+ * limit too (a write far past the end would otherwise make it huge). */
+static int grow_index(struct mcfs_stage_pool *p, struct mcfs_stage *st,
+		      size_t need)
 {
 	size_t n = st->n ? st->n : 4;
 	char **c;
@@ -72,8 +77,12 @@ static int grow_index(struct mcfs_stage *st, size_t need)
 
 	if (need <= st->n)
 		return 0;
+	if (need > p->limit / MCFS_STAGE_CHUNK + 1)
+		return ENOSPC; /* more chunks than the limit could ever hold */
 	while (n < need)
 		n *= 2;
+	if (charge(p, (n - st->n) * ENTRY))
+		return ENOSPC;
 	c = realloc(st->chunk, n * sizeof(*c));
 	if (c)
 		st->chunk = c;
@@ -83,8 +92,10 @@ static int grow_index(struct mcfs_stage *st, size_t need)
 	fill = realloc(st->fill, n * sizeof(*fill));
 	if (fill)
 		st->fill = fill;
-	if (!c || !cap || !fill)
+	if (!c || !cap || !fill) {
+		atomic_fetch_sub(&p->held, (n - st->n) * ENTRY);
 		return ENOMEM;
+	}
 	memset(c + st->n, 0, (n - st->n) * sizeof(*c));
 	memset(cap + st->n, 0, (n - st->n) * sizeof(*cap));
 	memset(fill + st->n, 0, (n - st->n) * sizeof(*fill));
@@ -135,12 +146,14 @@ int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		     uint64_t off, const void *buf, size_t len)
 {
 	const char *src = buf;
-	uint64_t end = off + len;
+	uint64_t end = off + len, start = off;
 	int rc;
 
 	if (!len)
 		return 0;
-	rc = grow_index(st, (size_t)((end - 1) / MCFS_STAGE_CHUNK) + 1);
+	if (end < off)
+		return EFBIG;
+	rc = grow_index(p, st, (size_t)((end - 1) / MCFS_STAGE_CHUNK) + 1);
 	while (!rc && off < end) {
 		size_t i = (size_t)(off / MCFS_STAGE_CHUNK);
 		uint32_t at = (uint32_t)(off % MCFS_STAGE_CHUNK);
@@ -159,7 +172,7 @@ int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		off += n;
 		src += n;
 	}
-	if (off > st->size)
+	if (off > start && off > st->size) /* only what was written */
 		st->size = off;
 	return rc;
 }
@@ -212,6 +225,7 @@ void mcfs_stage_release(struct mcfs_stage_pool *p, struct mcfs_stage *st)
 	for (size_t i = 0; i < st->n; i++)
 		if (st->chunk[i])
 			chunk_put(p, st->chunk[i], st->cap[i]);
+	atomic_fetch_sub(&p->held, st->n * ENTRY);
 	free(st->chunk);
 	free(st->cap);
 	free(st->fill);

@@ -110,6 +110,7 @@ int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	int rc = 0;
 
 	pthread_mutex_lock(&fh->lock);
+	fh->dirty = true;
 	if (fh->committed) {
 		rc = EPERM;
 	} else if (fh->writer) {
@@ -144,6 +145,7 @@ int mcfs_write_data(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	int rc = 0;
 
 	pthread_mutex_lock(&fh->lock);
+	fh->dirty = true;
 	if (fh->committed || fh->failed) {
 		rc = fh->failed ? (fh->error ? fh->error : EIO) : EBADF;
 	} else if (fh->writer) {
@@ -260,6 +262,13 @@ int mcfs_write_commit(struct mcfs *fs, struct mcfs_fh *fh)
 	if (fh->failed) {
 		rc = fh->error ? fh->error : EIO;
 		goto out;
+	}
+	if (fh->copied && !fh->dirty) {
+		/* Opened for writing, never written: the object stays. */
+		fh->committed = true;
+		mcfs_stage_release(&fs->stage_pool, &fh->stage);
+		pthread_mutex_unlock(&fh->lock);
+		return 0;
 	}
 	if (!fh->writer) {
 		rc = open_writer(fs, fh, fh->size);

@@ -206,7 +206,9 @@ static void retake(struct mcs_holds *h, struct mcs_hold *x)
 	if (!rl->code)
 		same = same_memory(x, rl);
 	pthread_mutex_lock(&h->lock);
-	if (same == SAME && rl->hold_id && !x->dead) {
+	/* Only a hold still valid may be taken again: one that lapsed may
+	 * name memory freed and reused meanwhile, even at the same place. */
+	if (same == SAME && rl->hold_id && !x->dead && mcs_hold_valid(x, t0)) {
 		mc_log_debug("store", "hold of '%s' taken again: %llu -> %llu",
 			     x->key, (unsigned long long)x->id,
 			     (unsigned long long)rl->hold_id);
@@ -221,10 +223,13 @@ static void retake(struct mcs_holds *h, struct mcs_hold *x)
 	    mcs_master_lease_release(h->m, &rl->hold_id, 1, &res))
 		mc_log_debug("store", "release hold %llu",
 			     (unsigned long long)rl->hold_id);
-	if (rl->code)
+	if (rl->code == MC_STORE_OBJECT_NOT_FOUND)
 		lose(x, "the object was removed");
-	else if (same == OTHER)
+	else if (!rl->code && same == OTHER)
 		lose(x, "the key names another object now");
+	else if (!mcs_hold_valid(x, mcs_now_ms()))
+		lose(x, "it lapsed before it could be taken again");
+	/* Otherwise (replicas not back yet): again at the next renewal. */
 	mcs_master_free(resp);
 }
 

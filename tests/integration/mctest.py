@@ -207,7 +207,7 @@ class Procs:
         self.procs = []
         # Shared memory of te_mem_alloc() that a killed peer left behind.
         for pid in self.shm_pids:
-            for path in glob.glob(f"/dev/shm/mooncake.{pid}.*"):
+            for path in glob.glob(f"/dev/shm/mooncake.anon.{pid}.*"):
                 try:
                     os.unlink(path)
                 except OSError:

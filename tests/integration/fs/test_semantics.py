@@ -6,6 +6,7 @@ versions (fio's default layout), O_DIRECT reads, a read-only mount."""
 import errno
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -86,6 +87,13 @@ def test_writes_without_truncation_make_a_new_version(mnt):
     object at close, and a reader that had it open keeps the old one."""
     path = mnt.kv / "ver"
     data = bytearray(write_random(path, 300000, 1))
+    # Opened for writing but never written: the object is not replaced.
+    before = os.stat(path).st_mtime_ns
+    time.sleep(0.05)
+    fd = os.open(path, os.O_RDWR)
+    assert os.pread(fd, 16, 0) == data[:16]
+    os.close(fd)
+    assert os.stat(path).st_mtime_ns == before
     old = open(path, "rb")
     fd = os.open(path, os.O_WRONLY)
     os.pwrite(fd, b"X" * 10, 100)

@@ -284,12 +284,12 @@ def test_killed_shm_peer_fails(procs, tmp_path, metad):
     assert c.quit() == 0
     # Its /dev/shm file stayed behind; the next process that allocates
     # unnamed shareable memory removes it (and not a live one's).
-    dead = glob.glob(f"/dev/shm/mooncake.{p.proc.pid}.*")
+    dead = glob.glob(f"/dev/shm/mooncake.anon.{p.proc.pid}.*")
     assert dead, "the killed peer's memory file is gone already?"
     live = procs.start_te_peer(tmp_path, metad.url, name="127.0.0.1:31103",
                                size=MiB, shm=True)
     again = procs.start_te_peer(tmp_path, metad.url,
                                 name="127.0.0.1:31104", size=MiB, shm=True)
     assert not any(os.path.exists(x) for x in dead)
-    assert glob.glob(f"/dev/shm/mooncake.{live.proc.pid}.*")
-    assert glob.glob(f"/dev/shm/mooncake.{again.proc.pid}.*")
+    assert glob.glob(f"/dev/shm/mooncake.anon.{live.proc.pid}.*")
+    assert glob.glob(f"/dev/shm/mooncake.anon.{again.proc.pid}.*")
