@@ -14,13 +14,15 @@
  *
  * A renewal answered OBJECT_NOT_FOUND means the hold expired or the
  * master restarted (holds live in its memory only). The renewer then asks
- * for the object again with a new hold: if the key still names the same
- * memory (size, and the replicas' segment ids and addresses), the new
- * hold replaces the old one and reads go on; a master restarted keeps
- * removed objects' memory for one hold TTL, longer than this takes. If
- * the key is gone or names other memory, the hold is lost for good. When
- * the object's replicas are not back yet (their owner has not re-mounted),
- * it tries again at the next renewal.
+ * for the object again with a new hold: if the old hold has not lapsed
+ * and the key still names the same memory (size, and the replicas'
+ * segment ids and addresses), the new hold replaces the old one and reads
+ * go on; a master restarted keeps removed objects' memory for one hold
+ * TTL, longer than this takes. If the key is gone or names other memory,
+ * or the hold lapsed, it is lost for good. While the object's replicas
+ * are not back (their owner has not re-mounted), it tries again at the
+ * next renewal. Hold ids differ between master runs, so an old id is
+ * never mistaken for a new one.
  *
  * The thread starts with the first hold; mcs_holds_destroy() stops it and
  * releases the holds still registered (objects left open at close()).
