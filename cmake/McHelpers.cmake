@@ -82,8 +82,12 @@ function(mc_add_fuzzer name)
   set_property(GLOBAL APPEND PROPERTY MC_FUZZERS "${name}=${A_CORPUS}")
 endfunction()
 
+# PRELOAD_ASAN: in an ASan build, python3 itself runs with the shared ASan
+# runtime preloaded (and leak checking off: CPython keeps memory at exit),
+# so it can load the instrumented libmooncake; the tests' conftest drops
+# both variables before starting daemons, which carry their own runtime.
 function(mc_add_pytest name)
-  cmake_parse_arguments(A "" "FILE;TIMEOUT" "" ${ARGN})
+  cmake_parse_arguments(A "PRELOAD_ASAN" "FILE;TIMEOUT" "" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
   endif()
@@ -91,7 +95,11 @@ function(mc_add_pytest name)
   add_test(NAME integration.${name}
            COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider
                    ${CMAKE_CURRENT_SOURCE_DIR}/${A_FILE})
+  set(env "MC_BUILD_DIR=${CMAKE_BINARY_DIR};MC_SOURCE_DIR=${CMAKE_SOURCE_DIR};MC_TEST_TIMEOUT_SCALE=${MC_TEST_TIMEOUT_SCALE}")
+  if(A_PRELOAD_ASAN AND MC_ASAN_RUNTIME)
+    list(APPEND env "LD_PRELOAD=${MC_ASAN_RUNTIME}"
+         "ASAN_OPTIONS=detect_leaks=0" "MC_PRELOADED_ASAN=1")
+  endif()
   set_tests_properties(integration.${name} PROPERTIES
-    TIMEOUT ${t} LABELS integration
-    ENVIRONMENT "MC_BUILD_DIR=${CMAKE_BINARY_DIR};MC_SOURCE_DIR=${CMAKE_SOURCE_DIR};MC_TEST_TIMEOUT_SCALE=${MC_TEST_TIMEOUT_SCALE}")
+    TIMEOUT ${t} LABELS integration ENVIRONMENT "${env}")
 endfunction()

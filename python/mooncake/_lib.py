@@ -105,12 +105,14 @@ def _sanitizer_of(path):
 def _runtime_loaded(name):
     """True when the sanitizer's runtime is already in this process
     (LD_PRELOAD), so an instrumented library can be loaded."""
-    lib = {"AddressSanitizer": "libasan", "ThreadSanitizer": "libtsan"}[name]
+    libs = {"AddressSanitizer": ("libasan", "libclang_rt.asan"),
+            "ThreadSanitizer": ("libtsan", "libclang_rt.tsan")}[name]
     try:
         with open("/proc/self/maps") as f:
-            return lib in f.read()
+            maps = f.read()
     except OSError:
         return False
+    return any(lib in maps for lib in libs)
 
 
 def _build_dir_sanitized(build_dir):

@@ -649,7 +649,8 @@ def test_each_batch_is_one_c_call(master, members, stores, mstore,
         {prefix + "batch_remove": 1}
 
 
-def test_exit_without_close_leaves_the_pool(master, members, tmp_path):
+def test_exit_without_close_leaves_the_pool(master, members, tmp_path,
+                                            python_env):
     """A process that exits without close() (a daemon thread still
     calling) leaves the pool cleanly: its segment is unmounted at the
     master and its shared memory unlinked, and the exit is clean."""
@@ -676,7 +677,7 @@ sys.stdin.readline()
 """)
     p = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, env=python_env)
     try:
         name = p.stdout.readline().strip()
         shm = "/dev/shm/mooncake.seg." + name.replace(":", "_")
