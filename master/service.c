@@ -221,6 +221,14 @@ static int h_get_status(struct call *c)
 	r->evicted_keys = m->stats.evicted_keys;
 	r->version = (char *)MC_VERSION_STRING;
 	r->uptime_ms = mst_now() - m->started;
+	for (struct mst_hold *h = m->holds; h; h = h->next)
+		r->holds++;
+	for (struct mst_object *o = m->orphans; o; o = o->onext) {
+		r->orphans++;
+		r->orphan_bytes += o->size * o->n_repl;
+	}
+	if (m->quarantine_until > mst_now())
+		r->quarantine_left_ms = m->quarantine_until - mst_now();
 	return 0;
 }
 

@@ -151,6 +151,16 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 		       100.0 * (double)r->allocated / (double)r->capacity :
 		       0.0,
 	       r->keys, r->clients, r->n_segments, r->evicted_keys);
+	if (r->holds || r->orphans) {
+		human(r->orphan_bytes, us, sizeof(us));
+		printf("open objects (holds) %u  removed but kept for readers "
+		       "%" PRIu64 " (%s)\n",
+		       r->holds, r->orphans, us);
+	}
+	if (r->quarantine_left_ms)
+		printf("restarted: removals keep memory and eviction waits for "
+		       "%.1f s more (readers of the previous run)\n",
+		       (double)r->quarantine_left_ms / 1000.0);
 	if (r->n_segments)
 		printf("\n%-24s %-24s %10s %10s %6s %8s  %s\n", "SEGMENT",
 		       "ENDPOINT", "SIZE", "USED", "USE%", "OBJECTS", "STATE");

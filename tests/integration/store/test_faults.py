@@ -226,6 +226,9 @@ def test_master_restart_keeps_memory_readers_may_use(procs, tmp_path):
         t0 = time.monotonic()
         assert m.metric("master_restart_quarantine_remaining_ms") > 0
         assert m.metric("master_orphan_count") == 1  # from before
+        status = cli(m, "status").stdout
+        assert "restarted: removals keep memory" in status, status
+        assert "removed but kept for readers 1 " in status, status
         other.ok("rm idle")  # no lease is known after the restart
         assert m.metric("master_orphan_count") == 2
         placed = []
