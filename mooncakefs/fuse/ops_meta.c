@@ -109,6 +109,19 @@ static char *child_key(const struct mcfs_node *dir, const char *name,
 	return key;
 }
 
+/* The directory prefix of key: key + "/", malloc'd (NULL: ENOMEM). */
+static char *prefix_of(const char *key)
+{
+	size_t kl = strlen(key);
+	char *p = malloc(kl + 2);
+
+	if (p) {
+		memcpy(p, key, kl);
+		memcpy(p + kl, "/", 2);
+	}
+	return p;
+}
+
 void mcfs_count_entry(void *arg, const mooncake_list_entry_t *e)
 {
 	(void)e;
@@ -199,11 +212,8 @@ void mcfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 				return;
 			}
 			if (dir) {
-				size_t kl = strlen(key);
-				char *prefix = malloc(kl + 2);
+				char *prefix = prefix_of(key);
 				if (prefix) {
-					memcpy(prefix, key, kl);
-					memcpy(prefix + kl, "/", 2);
 					n = mcfs_node_child(fs, p, name,
 							    MCFS_KV_DIR, prefix,
 							    0, 0);
@@ -493,7 +503,6 @@ void mcfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	mooncake_obj_stat_t st;
 	bool hidden, dir;
 	char *key, *prefix;
-	size_t kl;
 	int rc;
 
 	(void)mode;
@@ -511,16 +520,12 @@ void mcfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
-	kl = strlen(key);
-	prefix = malloc(kl + 2);
+	prefix = prefix_of(key);
+	free(key);
 	if (!prefix) {
-		free(key);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	memcpy(prefix, key, kl);
-	memcpy(prefix + kl, "/", 2);
-	free(key);
 	rc = mkdir_set(fs, prefix, true);
 	n = rc ? NULL : mcfs_node_child(fs, p, name, MCFS_KV_DIR, prefix, 0, 0);
 	free(prefix);
@@ -538,7 +543,6 @@ void mcfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	bool hidden, trunc;
 	char *key, *prefix;
 	int n = 0, rc;
-	size_t kl;
 
 	if (!p)
 		return;
@@ -548,16 +552,12 @@ void mcfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	kl = strlen(key);
-	prefix = malloc(kl + 2);
+	prefix = prefix_of(key);
+	free(key);
 	if (!prefix) {
-		free(key);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	memcpy(prefix, key, kl);
-	memcpy(prefix + kl, "/", 2);
-	free(key);
 	rc = mooncake_store_list(fs->store, prefix, "", NULL, 1,
 				 mcfs_count_entry, &n, &trunc);
 	if (rc < 0)

@@ -590,3 +590,19 @@ MOONCAKE_API const char *mooncake_store_strerror(int code)
 	}
 	return "UNKNOWN: unknown error code";
 }
+
+int mcs_staging_take(struct mooncake_store *s, const char *what,
+		     const char *key, uint64_t n, void **out)
+{
+	if (!s->staging || n > mcs_staging_size(s->staging)) {
+		mc_log_warn("store",
+			    "%s %s: %llu bytes do not fit the staging buffer "
+			    "(local_buffer_size %llu); use a registered buffer "
+			    "or raise local_buffer_size",
+			    what, key, (unsigned long long)n,
+			    (unsigned long long)s->cfg.local_buffer_size);
+		return -EINVAL;
+	}
+	return mcs_staging_alloc(s->staging, (size_t)n,
+				 atomic_load(&s->transfer_ms), out);
+}

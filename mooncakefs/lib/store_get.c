@@ -272,18 +272,7 @@ int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
 		mcs_master_free(resp);
 		return rc ? rc : osize ? -EINVAL : 0;
 	}
-	if (!s->staging || osize > mcs_staging_size(s->staging)) {
-		mc_log_warn("store",
-			    "get %s: %llu bytes do not fit the staging buffer "
-			    "(local_buffer_size %llu); use get_into with a "
-			    "registered buffer or raise local_buffer_size",
-			    key, (unsigned long long)osize,
-			    (unsigned long long)s->cfg.local_buffer_size);
-		mcs_master_free(resp);
-		return -EINVAL;
-	}
-	rc = mcs_staging_alloc(s->staging, (size_t)osize,
-			       atomic_load(&s->transfer_ms), &tmp);
+	rc = mcs_staging_take(s, "get", key, osize, &tmp);
 	if (rc) {
 		mcs_master_free(resp);
 		return rc;

@@ -116,6 +116,14 @@ int mcs_put_staged(struct mooncake_store *s, const char *key, const void *value,
 
 /** A usable key: non-NULL, non-empty. */
 bool mcs_key_ok(const char *key);
+/**
+ * A slot of the staging buffer for n bytes of key moved to or from memory
+ * that is not registered (what: "put", "get", "read", "write"). -EINVAL,
+ * with a warning naming the setting to change, when there is no staging
+ * buffer that large; otherwise as mcs_staging_alloc().
+ */
+int mcs_staging_take(struct mooncake_store *s, const char *what,
+		     const char *key, uint64_t n, void **out) MC_MUST_CHECK;
 
 /* ---- replicas (replicas.c) ------------------------------------------------ */
 

@@ -174,15 +174,7 @@ static int read_staged(struct mooncake_object *o, uint64_t off, void *buf,
 	void *tmp;
 	int rc;
 
-	if (!s->staging || n > mcs_staging_size(s->staging)) {
-		mc_log_debug("store",
-			     "read %s: buffer %p (%llu bytes) is neither "
-			     "registered nor fits the staging buffer",
-			     o->key, buf, (unsigned long long)n);
-		return -EINVAL;
-	}
-	rc = mcs_staging_alloc(s->staging, (size_t)n,
-			       atomic_load(&s->transfer_ms), &tmp);
+	rc = mcs_staging_take(s, "read", o->key, n, &tmp);
 	if (rc)
 		return rc;
 	rc = read_replicas(o, off, tmp, n);

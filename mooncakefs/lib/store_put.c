@@ -281,17 +281,7 @@ int mcs_put_staged(struct mooncake_store *s, const char *key, const void *value,
 
 	if (!mcs_key_ok(key) || !value || !size)
 		return -EINVAL;
-	if (!s->staging || size > mcs_staging_size(s->staging)) {
-		mc_log_warn("store",
-			    "put %s: %zu bytes do not fit the staging buffer "
-			    "(local_buffer_size %llu); use put_from with a "
-			    "registered buffer or raise local_buffer_size",
-			    key, size,
-			    (unsigned long long)s->cfg.local_buffer_size);
-		return -EINVAL;
-	}
-	rc = mcs_staging_alloc(s->staging, size, atomic_load(&s->transfer_ms),
-			       &buf);
+	rc = mcs_staging_take(s, "put", key, size, &buf);
 	if (rc)
 		return rc;
 	memcpy(buf, value, size);

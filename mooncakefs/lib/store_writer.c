@@ -155,15 +155,7 @@ static int write_staged(struct mooncake_writer *w, uint64_t off,
 	void *tmp;
 	int rc;
 
-	if (!s->staging || len > mcs_staging_size(s->staging)) {
-		mc_log_debug("store",
-			     "write %s: buffer %p (%llu bytes) is neither "
-			     "registered nor fits the staging buffer",
-			     w->key, buf, (unsigned long long)len);
-		return -EINVAL;
-	}
-	rc = mcs_staging_alloc(s->staging, (size_t)len,
-			       atomic_load(&s->transfer_ms), &tmp);
+	rc = mcs_staging_take(s, "write", w->key, len, &tmp);
 	if (rc)
 		return rc;
 	memcpy(tmp, buf, (size_t)len);

@@ -22,14 +22,8 @@ LIB = os.path.join(mctest.BUILD, "mooncakefs", "lib", "libmooncake.so")
 
 
 def _sanitizer():
-    try:
-        with open(os.path.join(mctest.BUILD, "CMakeCache.txt")) as f:
-            for line in f:
-                if line.startswith("MC_SANITIZE:"):
-                    return line.split("=", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    from mooncake._lib import _build_dir_sanitized
+    return _build_dir_sanitized(mctest.BUILD)
 
 
 # An ASan build: ctest started us with the shared ASan runtime preloaded
