@@ -8,17 +8,7 @@
 #include <string.h>
 
 #include "mc_http.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "mc_parse.h"
 
 int mc_http_unescape(const char *in, size_t len, char *out, size_t out_len,
 		     size_t *n_out)
@@ -34,8 +24,8 @@ int mc_http_unescape(const char *in, size_t len, char *out, size_t out_len,
 			int hi, lo;
 			if (i + 2 >= len)
 				return -EINVAL;
-			hi = hexval(in[i + 1]);
-			lo = hexval(in[i + 2]);
+			hi = mc_parse_hexdigit(in[i + 1]);
+			lo = mc_parse_hexdigit(in[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (char)(hi * 16 + lo);

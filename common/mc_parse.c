@@ -281,3 +281,14 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 	*port_out = (int)port;
 	return 0;
 }
+
+int mc_parse_hexdigit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

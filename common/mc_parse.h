@@ -47,4 +47,7 @@ int mc_parse_double(const char *s, double *out) MC_MUST_CHECK;
 int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out) MC_MUST_CHECK;
 
+/** The value of one hex digit (either case), or -1: for %XX escapes. */
+int mc_parse_hexdigit(char c);
+
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_parse.h"
 #include "mcfs.h"
 
 char *mcfs_escape(const char *comp, size_t len)
@@ -40,17 +41,6 @@ char *mcfs_escape(const char *comp, size_t len)
 	return out;
 }
 
-static int hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 char *mcfs_unescape(const char *name, size_t *len)
 {
 	size_t n = strlen(name), j = 0;
@@ -72,7 +62,8 @@ char *mcfs_unescape(const char *name, size_t *len)
 			free(out);
 			return NULL;
 		}
-		int h = hex(name[i + 1]), l = h < 0 ? -1 : hex(name[i + 2]);
+		int h = mc_parse_hexdigit(name[i + 1]),
+		    l = h < 0 ? -1 : mc_parse_hexdigit(name[i + 2]);
 		if (h < 0 || l < 0 || (h == 0 && l == 0) ||
 		    (h == 2 && l == 15)) {
 			/* malformed, a NUL, or a '/' inside a component */

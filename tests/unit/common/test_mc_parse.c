@@ -493,3 +493,14 @@ Test(mc_parse_hostport, host_buffer_limit)
 	cr_expect_str_eq(host, "xxxxx");
 	cr_expect_eq(port, 0);
 }
+
+Test(mc_parse, hexdigit)
+{
+	cr_assert_eq(mc_parse_hexdigit('0'), 0);
+	cr_assert_eq(mc_parse_hexdigit('9'), 9);
+	cr_assert_eq(mc_parse_hexdigit('a'), 10);
+	cr_assert_eq(mc_parse_hexdigit('F'), 15);
+	cr_assert_eq(mc_parse_hexdigit('g'), -1);
+	cr_assert_eq(mc_parse_hexdigit('%'), -1);
+	cr_assert_eq(mc_parse_hexdigit('\0'), -1);
+}
