@@ -2,9 +2,14 @@
 #
 #   mc_add_library(name STATIC|SHARED SOURCES ... [LIBS ...])
 #   mc_add_executable(name SOURCES ... [LIBS ...])      daemons and tools
-#   mc_add_unit_test(name SOURCES ... [LIBS ...] [TIMEOUT s])
+#   mc_add_unit_test(name SOURCES ... [LIBS ...] [TIMEOUT s] [ONLY pass])
 #   mc_add_fuzzer(name SOURCE f.c CORPUS dir [LIBS ...])
-#   mc_add_pytest(name FILE path [TIMEOUT s])
+#   mc_add_pytest(name FILE path [TIMEOUT s] [ONLY pass])
+#
+# ONLY plain|asan: a slow test runs in one of the two ctest passes of
+# scripts/test.sh only (the gcc build, or the ASan+UBSan build); the other
+# build lists it as disabled (ctest prints "Not Run (Disabled)"). TSan
+# builds run it either way. docs/testing.md says which tests and why.
 
 set(MC_SANITIZER_REPORT_REGEX
     "ERROR: (Address|Leak|Thread)Sanitizer|runtime error: |WARNING: ThreadSanitizer")
@@ -37,13 +42,35 @@ function(mc_add_executable name)
   target_link_libraries(${name} PRIVATE ${A_LIBS})
 endfunction()
 
+# This build's pass for ONLY: asan (ASan), tsan, or plain.
+if(MC_SANITIZE MATCHES "address")
+  set(MC_TEST_PASS asan)
+elseif(MC_SANITIZE MATCHES "thread")
+  set(MC_TEST_PASS tsan)
+else()
+  set(MC_TEST_PASS plain)
+endif()
+
+function(_mc_test_only test only)
+  if(NOT only)
+    return()
+  endif()
+  if(NOT only MATCHES "^(plain|asan)$")
+    message(FATAL_ERROR "${test}: ONLY must be plain or asan, not '${only}'")
+  endif()
+  set_property(TEST ${test} APPEND PROPERTY LABELS only-${only})
+  if(NOT MC_TEST_PASS STREQUAL only AND NOT MC_TEST_PASS STREQUAL tsan)
+    set_tests_properties(${test} PROPERTIES DISABLED TRUE)
+  endif()
+endfunction()
+
 function(mc_scaled_timeout out secs)
   math(EXPR t "${secs} * ${MC_TEST_TIMEOUT_SCALE}")
   set(${out} ${t} PARENT_SCOPE)
 endfunction()
 
 function(mc_add_unit_test name)
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(A "" "TIMEOUT;ONLY" "SOURCES;LIBS" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 60)
   endif()
@@ -57,6 +84,7 @@ function(mc_add_unit_test name)
   # reported, so a sanitizer report in a child is caught from the output.
   set_tests_properties(unit.${name} PROPERTIES TIMEOUT ${t} LABELS unit
     FAIL_REGULAR_EXPRESSION "${MC_SANITIZER_REPORT_REGEX}")
+  _mc_test_only(unit.${name} "${A_ONLY}")
 endfunction()
 
 # A fuzz target is always built: as a libFuzzer binary when MC_FUZZ is on,
@@ -87,7 +115,7 @@ endfunction()
 # so it can load the instrumented libmooncake; the tests' conftest drops
 # both variables before starting daemons, which carry their own runtime.
 function(mc_add_pytest name)
-  cmake_parse_arguments(A "PRELOAD_ASAN" "FILE;TIMEOUT" "" ${ARGN})
+  cmake_parse_arguments(A "PRELOAD_ASAN" "FILE;TIMEOUT;ONLY" "" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
   endif()
@@ -102,4 +130,5 @@ function(mc_add_pytest name)
   endif()
   set_tests_properties(integration.${name} PROPERTIES
     TIMEOUT ${t} LABELS integration ENVIRONMENT "${env}")
+  _mc_test_only(integration.${name} "${A_ONLY}")
 endfunction()

@@ -199,6 +199,9 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		snprintf(err, errlen, "no metadata connection string");
 		return -EINVAL;
 	}
+	rc = te__hs_check_env(err, errlen);
+	if (rc)
+		return rc;
 	eng = calloc(1, sizeof(*eng));
 	if (!eng)
 		return -ENOMEM;

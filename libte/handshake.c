@@ -8,7 +8,7 @@
  * where length counts the type byte and the JSON. Types: 0 Connection
  * (RDMA QP exchange: refused here until RDMA lands), 1 Metadata (P2P
  * descriptor exchange), 2 Notify, 3 Probe. Frames over
- * MC_HANDSHAKE_MAX_LENGTH (1 MiB) are refused. te__hs_decode() is the
+ * MC_HANDSHAKE_MAX_LENGTH bytes (default 1 MiB) are refused. te__hs_decode() is the
  * codec for both sides and is fuzzed (tests/fuzz/fuzz_te_handshake.c).
  *
  * Threads: one listener thread serves requests one at a time; each is
@@ -28,14 +28,55 @@
 
 #define HS_SERVE_TIMEOUT_MS 2000
 
+/*
+ * MC_HANDSHAKE_MAX_LENGTH: bytes, as upstream reads it (1 MiB to 128 MiB,
+ * default 1 MiB). Decimal digits only: a unit or a value out of range is
+ * refused when an engine is created (te__hs_check_env), never silently
+ * replaced by the default.
+ */
+#define HS_MAX_MIN (1ull << 20)
+#define HS_MAX_MAX (128ull << 20)
+
+static int hs_parse_max(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s) {
+		*out = HS_MAX_MIN;
+		return 0;
+	}
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < HS_MAX_MIN || v > HS_MAX_MAX)
+		return -EINVAL;
+	*out = (size_t)v;
+	return 0;
+}
+
 size_t te__hs_max_length(void)
 {
-	const char *s = getenv("MC_HANDSHAKE_MAX_LENGTH");
-	long v = s ? strtol(s, NULL, 10) : 0;
+	size_t v;
 
-	if (v >= 1 && v <= 128)
-		return (size_t)v << 20;
-	return 1u << 20;
+	return hs_parse_max(getenv("MC_HANDSHAKE_MAX_LENGTH"), &v) ?
+		       HS_MAX_MIN :
+		       v;
+}
+
+int te__hs_check_env(char *err, size_t errlen)
+{
+	const char *s = getenv("MC_HANDSHAKE_MAX_LENGTH");
+	size_t v;
+
+	if (!hs_parse_max(s, &v))
+		return 0;
+	snprintf(err, errlen,
+		 "MC_HANDSHAKE_MAX_LENGTH='%s': must be a number of bytes from "
+		 "%llu (1 MiB) to %llu (128 MiB)",
+		 s, HS_MAX_MIN, HS_MAX_MAX);
+	return -EINVAL;
 }
 
 int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,

@@ -267,6 +267,9 @@ enum {
 	TE_HS_PROBE = 3,
 };
 size_t te__hs_max_length(void);
+/** 0, or -EINVAL with a message when MC_HANDSHAKE_MAX_LENGTH is set to
+ *  anything but a byte count from 1 MiB to 128 MiB. */
+int te__hs_check_env(char *err, size_t errlen) MC_MUST_CHECK;
 /** Decode one whole frame (header included) of len bytes. */
 int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,
 		  const char **json, size_t *json_len) MC_MUST_CHECK;

@@ -2,6 +2,10 @@
 # Install every Debian package mooncakefs needs to build, test and run.
 # Idempotent; fails loudly. Runs apt-get as root (through sudo when needed).
 # The CUDA toolkit is never installed here: it is used when already present.
+# Every package a test, benchmark script or the quickstart calls is listed
+# here; scripts/check_deps.py (a step of scripts/test.sh) keeps it so.
+#   scripts/setup.sh          install what is missing
+#   scripts/setup.sh --list   print the package names, one per line
 set -euo pipefail
 
 PACKAGES=(
@@ -14,8 +18,14 @@ PACKAGES=(
 	protobuf-c-compiler libprotobuf-c-dev libpcre2-dev
 	# tests
 	libcriterion-dev python3 python3-pytest python3-numpy python3-venv curl iproute2
-	procps etcd-server redis-server libhiredis-dev fio
+	procps etcd-server etcd-client redis-server redis-tools libhiredis-dev
+	fio iperf3 strace
 )
+
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${PACKAGES[@]}"
+	exit 0
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
 	SUDO=()

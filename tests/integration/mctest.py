@@ -91,14 +91,73 @@ class Daemon:
             raise
 
 
+SHM_PREFIX = "/dev/shm/mooncake."
+
+
+def process_group(pgid):
+    """The pids of the live processes in process group pgid."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            pids.append(int(d))
+    return pids
+
+
+def mapped_shm(pid):
+    """The /dev/shm/mooncake.* files process pid has mapped."""
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                i = line.find(SHM_PREFIX)
+                if i >= 0:
+                    found.add(line[i:].strip().removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return found
+
+
 class Procs:
-    """Registry of started processes, each in its own process group."""
+    """Registry of started processes, each in its own process group, and
+    of the /dev/shm/mooncake.* files they make: cleanup() kills the
+    groups and removes the files, whether the test passed or failed.
+
+    Files are known three ways: own_shm() names them (segments with a
+    known name), a process group's mappings are read before it is killed
+    (kill(), note_shm() and cleanup() itself), and unnamed memory is
+    /dev/shm/mooncake.anon.<pid>.* of a pid seen in a group."""
 
     def __init__(self):
         self.procs = []
         self.logs = []
         self.shm_pids = []
+        self.shm_files = set()  # paths or glob patterns
         atexit.register(self.cleanup)
+
+    def own_shm(self, *patterns):
+        """Remove these /dev/shm paths (globs allowed) at cleanup."""
+        self.shm_files.update(patterns)
+
+    def note_shm(self, pid):
+        """Remember the shared memory of pid's process group (call before
+        killing it: a dead process's mappings cannot be read)."""
+        for q in process_group(pid) or [pid]:
+            self.shm_pids.append(q)
+            self.shm_files.update(mapped_shm(q))
+
+    def kill(self, proc, sig=signal.SIGKILL):
+        """Kill a registered process (noting its shared memory first)."""
+        if proc.poll() is None:
+            self.note_shm(proc.pid)
+            proc.send_signal(sig)
+        proc.wait()
 
     def popen(self, args, **kw):
         p = subprocess.Popen(args, start_new_session=True, **kw)
@@ -199,20 +258,26 @@ class Procs:
     def cleanup(self):
         for p in self.procs:
             if p.poll() is None:
+                self.note_shm(p.pid)
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 p.wait()
         self.procs = []
-        # Shared memory of te_mem_alloc() that a killed peer left behind.
+        # Segments and unnamed memory (te_mem_alloc) the processes made.
+        paths = set()
+        for pattern in self.shm_files:
+            paths.update(glob.glob(pattern))
         for pid in self.shm_pids:
-            for path in glob.glob(f"/dev/shm/mooncake.anon.{pid}.*"):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+            paths.update(glob.glob(f"{SHM_PREFIX}anon.{pid}.*"))
+        for path in sorted(paths):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
         self.shm_pids = []
+        self.shm_files = set()
 
 
 class TePeer:

@@ -46,7 +46,11 @@ class TwoHosts:
     """Hosts a and b on 10.213.N.1/24 and 10.213.N.2/24: a subnet that
     exists only inside these namespaces."""
 
-    def __init__(self):
+    def __init__(self, procs=None):
+        """procs: the test's mctest.Procs; the shared memory of what runs
+        in the namespaces is noted there before it is killed (and removed
+        at the test's cleanup)."""
+        self.procs = procs
         tag = f"{os.getpid() % 10000}{random.randrange(100)}"
         n = random.randrange(1, 250)
         self.a = Host(f"mcA{tag}", f"10.213.{n}.1")
@@ -76,6 +80,8 @@ class TwoHosts:
             pids = subprocess.run(["ip", "netns", "pids", host.ns],
                                   capture_output=True, text=True).stdout
             for pid in pids.split():
+                if self.procs:
+                    self.procs.note_shm(int(pid))
                 try:
                     os.kill(int(pid), 9)
                 except (ProcessLookupError, ValueError):

@@ -20,11 +20,11 @@ SHELL = ("tests", "tools", "store_shell")
 
 
 @pytest.fixture
-def hosts():
+def hosts(procs):
     why = can_make_namespaces()
     if why:
         pytest.skip(why)
-    with TwoHosts() as h:
+    with TwoHosts(procs) as h:
         yield h
 
 
@@ -80,8 +80,9 @@ def test_mount_on_another_host(procs, tmp_path, hosts):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=lf, bufsize=0, env=mctest.te_env())
         sh = mctest.TeClient(sp, shlog)
-        r = sh.cmd(f"setup {a.addr}:{mctest._seq.__next__() + 23000} "
-                   f"{metadata} 64MiB 64MiB tcp {master}")
+        name = f"{a.addr}:{mctest._seq.__next__() + 23000}"
+        procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
+        r = sh.cmd(f"setup {name} {metadata} 64MiB 64MiB tcp {master}")
         assert r.startswith("ok"), r
         # A -> B: put on host A (lands on A's or B's segment), read on B.
         for i in range(4):

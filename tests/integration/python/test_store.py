@@ -678,6 +678,7 @@ sys.stdin.readline()
     p = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=python_env)
+    shm = None
     try:
         name = p.stdout.readline().strip()
         shm = "/dev/shm/mooncake.seg." + name.replace(":", "_")
@@ -688,6 +689,8 @@ sys.stdin.readline()
         if p.poll() is None:
             p.kill()
             p.wait()
+            if shm and os.path.exists(shm):
+                os.unlink(shm)
     assert p.returncode == 0, err
     assert "left the pool" in err
     assert name not in master.segments()

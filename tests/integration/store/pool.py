@@ -103,8 +103,7 @@ class Master:
         return [s for s in text.splitlines() if s]
 
     def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+        self.procs.kill(self.proc)
 
     def stop(self, timeout=30):
         self.proc.send_signal(signal.SIGTERM)
@@ -125,6 +124,7 @@ class Member:
         self.port = port or free_port()
         self.name = f"127.0.0.1:{self.port}"
         self.proc = None
+        procs.own_shm(shm_segment(self.name))
         self.start()
 
     def start(self):
@@ -153,8 +153,7 @@ class Member:
         return open(self.log_path, errors="replace").read()
 
     def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+        self.procs.kill(self.proc)
 
     def stop(self, timeout=30):
         self.proc.send_signal(signal.SIGTERM)
@@ -176,6 +175,7 @@ class Shell:
         procs.logs.append(self.log_path)
         self.client = mctest.TeClient(self.proc, self.log_path)
         name = name or f"127.0.0.1:{free_port()}"
+        procs.own_shm(shm_segment(name))
         self.ok(f"setup {name} {master.metadata} {seg} {buf} tcp "
                 f"{master.addr}")
 
@@ -221,6 +221,12 @@ def cli(master, *args, timeout=120, check=True):
     return p
 
 
+def shm_segment(name):
+    """The /dev/shm file of the persistent segment of a client named
+    host:port."""
+    return "/dev/shm/mooncake.seg." + name.replace(":", "_")
+
+
 def cleanup_segments(ports):
     """Remove /dev/shm segments of members killed with kill -9."""
     for port in ports:
@@ -236,4 +242,4 @@ def eventually(cond, timeout=20.0, what="condition"):
 
 
 __all__ = ["Master", "Member", "Shell", "cli", "free_port", "eventually",
-           "cleanup_segments", "SCALE", "time"]
+           "cleanup_segments", "shm_segment", "SCALE", "time"]

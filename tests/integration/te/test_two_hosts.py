@@ -19,11 +19,11 @@ ETCD_PEER_PORT = 23800
 
 
 @pytest.fixture
-def hosts():
+def hosts(procs):
     why = can_make_namespaces()
     if why:
         pytest.skip(why)
-    with TwoHosts() as h:
+    with TwoHosts(procs) as h:
         yield h
 
 
