@@ -13,7 +13,10 @@
 # model). State lives in $MC_STATE_DIR (default: .state/ in the checkout).
 # Ports (upstream's defaults): MC_MASTER_PORT 50051, MC_METRICS_PORT 9003,
 # MC_METAD_PORT 8080. MC_SEGMENT_SIZE (1GiB) is the memory the node
-# contributes; MC_MOUNT (default $MC_STATE_DIR/pool) is the mount point.
+# contributes, in /dev/shm/mooncake.seg.$MC_SEGMENT_NAME (quickstart);
+# MC_MOUNT (default $MC_STATE_DIR/pool) is the mount point.
+# MC_QUICKSTART_BUILD=DIR uses the binaries of that existing build and
+# skips setup and building (the suite's test of this script does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,8 +25,9 @@ rpc_port=${MC_MASTER_PORT:-50051}
 metrics_port=${MC_METRICS_PORT:-9003}
 meta_port=${MC_METAD_PORT:-8080}
 segment=${MC_SEGMENT_SIZE:-1GiB}
+segment_name=${MC_SEGMENT_NAME:-quickstart}
 mnt=${MC_MOUNT:-$state/pool}
-bin=$root/build
+bin=${MC_QUICKSTART_BUILD:-$root/build}
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
 
@@ -66,13 +70,48 @@ start() {
 
 mounted() { grep -q " $(realpath -m "$mnt") fuse.mooncakefs " /proc/self/mounts; }
 
+# The pid of the mooncakefs daemon serving $mnt (it daemonizes itself).
+daemon_pid() { pgrep -f -o "/mooncakefs 127.0.0.1:$rpc_port $mnt " || true; }
+
+# Does the master still list segment $1 (its admin port, one name a line)?
+listed() { curl -s -m 2 "http://127.0.0.1:$metrics_port/get_all_segments" | grep -qxF "$1"; }
+
+# Unmount, then wait until the daemon has left the pool: its process has
+# exited (it unmounts its segment at the master on the way out) and the
+# master no longer lists the segment. Stopping the master any earlier
+# leaves the segment in its record, shown as "awaiting owner" after the
+# next start next to the new one.
+unmount_pool() {
+	local pid seg=
+	if ! mounted; then
+		echo "$mnt is not mounted"
+		return
+	fi
+	pid=$(daemon_pid)
+	[ -n "$pid" ] && seg=$(grep -a " $pid mcfs: joined the pool at " \
+		"$state/mooncakefs.log" 2>/dev/null | tail -1 |
+		sed -n 's/.* as \([^,]*\), contributing .*/\1/p')
+	umount "$mnt"
+	if [ -n "$pid" ]; then
+		for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "mooncakefs (pid $pid) still runs 30 s after the unmount; see $state/mooncakefs.log" >&2
+			return 1
+		fi
+	fi
+	if [ -n "$seg" ] && running mooncake_master; then
+		for _ in $(seq 100); do listed "$seg" || break; sleep 0.1; done
+		if listed "$seg"; then
+			echo "the master still lists segment $seg after the daemon exited; see $state/mooncakefs.log" >&2
+			return 1
+		fi
+	fi
+	echo "unmounted $mnt; the node left the pool${seg:+ (segment $seg)}"
+}
+
 case ${1:-start} in
 stop)
-	if mounted; then
-		umount "$mnt" && echo "unmounted $mnt (the node left the pool)"
-	else
-		echo "$mnt is not mounted"
-	fi
+	unmount_pool
 	stop_one mooncake_master
 	exit 0
 	;;
@@ -88,8 +127,10 @@ start) ;;
 *) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
 esac
 
-scripts/setup.sh
-MC_BUILD_DIR=build scripts/build.sh release
+if [ -z "${MC_QUICKSTART_BUILD:-}" ]; then
+	scripts/setup.sh
+	MC_BUILD_DIR=build scripts/build.sh release
+fi
 mkdir -p "$state"
 
 start mooncake_master "$state/master.port" \
@@ -103,7 +144,7 @@ if mounted; then
 	echo "already mounted on $mnt"
 else
 	"$bin/mooncakefs/fuse/mooncakefs" "127.0.0.1:$rpc_port" "$mnt" -o \
-		"metadata=http://127.0.0.1:$meta_port/metadata,segment_size=$segment,log_file=$state/mooncakefs.log,segment_name=quickstart" ||
+		"metadata=http://127.0.0.1:$meta_port/metadata,segment_size=$segment,log_file=$state/mooncakefs.log,segment_name=$segment_name" ||
 		{ tail -20 "$state/mooncakefs.log" >&2; exit 1; }
 fi
 
