@@ -215,6 +215,18 @@ int mst_db_del_segment(struct mst_db *db, const uint8_t *id)
 #define REPL_REC (MST_ID_LEN + 8)
 
 /* The replicas' (segment id, offset) records; returns the bytes used. */
+/*
+ * The mtime column holds the object's version (wall ns, master.h). Records
+ * written before versions existed hold wall ms there: below 1e15 (year
+ * 33658 in ms, 1970-01-12 in ns) a value is ms and read as ns.
+ */
+static uint64_t mst_db_version(sqlite3_int64 v)
+{
+	uint64_t u = v > 0 ? (uint64_t)v : 0;
+
+	return u < 1000000000000000ull ? u * 1000000u : u;
+}
+
 static size_t encode_replicas(const struct mst_object *o, uint8_t *blob)
 {
 	size_t n = 0;
@@ -251,7 +263,7 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
 	sqlite3_bind_int(st, 3, o->hard_pin ? 1 : 0);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->soft_pin_until);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->mtime);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->version);
 	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
 	return step_done(db, st, "put object");
 }
@@ -327,7 +339,7 @@ int mst_db_load(struct mst_db *db,
 		o.size = (uint64_t)sqlite3_column_int64(st, 1);
 		o.hard_pin = sqlite3_column_int(st, 2) & 1;
 		o.soft_pin_until = (uint64_t)sqlite3_column_int64(st, 3);
-		o.mtime = (uint64_t)sqlite3_column_int64(st, 4);
+		o.version = mst_db_version(sqlite3_column_int64(st, 4));
 		decode_replicas(b, bl, &o);
 		if (!o.key)
 			continue;
@@ -444,7 +456,7 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 			e.is_prefix = true;
 		} else {
 			e.size = (uint64_t)sqlite3_column_int64(st, 1);
-			e.mtime = (uint64_t)sqlite3_column_int64(st, 2);
+			e.version = mst_db_version(sqlite3_column_int64(st, 2));
 		}
 		bool skip = start_len &&
 			    cmp_bytes(k, nl, start_after, start_len) <= 0;

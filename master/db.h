@@ -54,7 +54,7 @@ struct mst_db_object {
 	const char *key; /* NULL for an orphan */
 	size_t key_len;
 	uint64_t orphan_id;
-	uint64_t size, mtime, soft_pin_until;
+	uint64_t size, version, soft_pin_until; /* version: mst_object's */
 	bool hard_pin;
 	unsigned n_repl;
 	struct mst_db_replica repl[8];
@@ -69,7 +69,7 @@ int mst_db_load(struct mst_db *db,
 struct mst_db_entry {
 	const char *name;
 	size_t name_len;
-	uint64_t size, mtime;
+	uint64_t size, version; /* version: mst_object's */
 	bool is_prefix;
 };
 /**

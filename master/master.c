@@ -110,7 +110,9 @@ static int on_object(void *arg, const struct mst_db_object *d)
 	o->state = MST_COMPLETE;
 	o->hard_pin = d->hard_pin;
 	o->soft_pin_until = d->soft_pin_until;
-	o->mtime = d->mtime;
+	o->version = d->version;
+	if (o->version > m->last_version)
+		m->last_version = o->version;
 	mst_objmap_add(&m->objs, o);
 	mst_lru_add(m, o);
 	m->n_complete++;

@@ -79,7 +79,12 @@ struct mst_object {
 	uint64_t read_lease_until; /* mono ms: reads only */
 	uint64_t last_access; /* mono ms: last read or completed write */
 	uint64_t soft_pin_until; /* wall ms, 0 none */
-	uint64_t mtime; /* wall ms of PutEnd */
+	/* Wall clock ns of PutEnd, made unique: every PutEnd takes a value
+	 * above every version this master (or its record) has given out
+	 * (mst_next_version), so a key's successive objects, and any two
+	 * objects, differ. Readers bind to it (the mount's inodes); the
+	 * object's mtime is version / 1e6 ms. Rename keeps it. */
+	uint64_t version;
 	uint8_t writer[MST_ID_LEN];
 	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
 	struct mst_object *onext; /* orphan / release list */
@@ -157,6 +162,7 @@ struct master {
 	struct mst_object *orphans; /* freed once unleased and unheld */
 	uint64_t last_slow_tick, last_sweep; /* mst_tick(), mono ms */
 	uint64_t next_orphan_id;
+	uint64_t last_version; /* the highest mst_object.version given out */
 	/* After a restart, until this time (mono ms), readers from before
 	 * the restart may still read objects whose leases and holds were
 	 * forgotten: removals keep the memory and eviction waits. */
@@ -180,6 +186,10 @@ struct master {
 /* ---- time and ids (util.c) ------------------------------------------- */
 uint64_t mst_now(void); /* monotonic ms */
 uint64_t mst_wall(void); /* wall ms */
+/** A new object version: wall ns, above every version given out so far. */
+uint64_t mst_next_version(struct master *m);
+/** Wall ms of a version. */
+#define MST_VERSION_MS(v) ((v) / 1000000u)
 uint64_t mst_rand(struct master *m);
 void mst_id_hex(const uint8_t *id, char out[2 * MST_ID_LEN + 1]);
 

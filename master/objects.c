@@ -209,9 +209,9 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 		return 0; /* already complete, or repeated in this batch */
 	if (!live_replicas(o))
 		return MC_STORE_REPLICA_IS_GONE;
-	o->mtime = mst_wall();
+	o->version = mst_next_version(m);
 	if (o->soft_pin_until)
-		o->soft_pin_until += o->mtime;
+		o->soft_pin_until += MST_VERSION_MS(o->version);
 	o->state = MST_ENDING;
 	*out = o;
 	return mst_db_put_object(m->db, o);
@@ -222,7 +222,7 @@ void mst_put_end_undo(struct master *m, struct mst_object *o)
 	(void)m;
 	o->state = MST_PROCESSING;
 	if (o->soft_pin_until)
-		o->soft_pin_until -= o->mtime;
+		o->soft_pin_until -= MST_VERSION_MS(o->version);
 }
 
 void mst_put_end_apply(struct master *m, struct mst_object *o)

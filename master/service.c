@@ -439,6 +439,7 @@ static int h_get_replica_list(struct call *c)
 			return -ENOMEM;
 		l->code = rc;
 		l->lease_ttl_ms = rc ? 0 : c->m->cfg.lease_ttl_ms;
+		l->version = rc ? 0 : o->version;
 		l->hold_id = hold;
 		l->hold_ttl_ms = hold ? c->m->cfg.hold_ttl_ms : 0;
 		c->failed_items += rc != 0;
@@ -657,7 +658,8 @@ static int h_stat(struct call *c)
 	r->hard_pin = o->hard_pin;
 	r->soft_pin_ms = o->soft_pin_until > wall ? o->soft_pin_until - wall :
 						    0;
-	r->mtime_ms = o->mtime;
+	r->mtime_ms = MST_VERSION_MS(o->version);
+	r->version = o->version;
 	return 0;
 }
 
@@ -679,7 +681,8 @@ static void list_cb(void *arg, const struct mst_db_entry *e)
 	}
 	x->size = e->size;
 	x->is_prefix = e->is_prefix;
-	x->mtime_ms = e->mtime;
+	x->mtime_ms = MST_VERSION_MS(e->version);
+	x->version = e->version;
 	lc->r->entries[lc->r->n_entries++] = x;
 }
 

@@ -20,6 +20,20 @@ uint64_t mst_wall(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t mst_next_version(struct master *m)
+{
+	struct timespec ts;
+	uint64_t v;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	v = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (v <= m->last_version)
+		v = m->last_version +
+		    1; /* the clock stepped back, or two in 1 ns */
+	m->last_version = v;
+	return v;
+}
+
 /* xorshift64*: placement randomness only, never security. */
 uint64_t mst_rand(struct master *m)
 {

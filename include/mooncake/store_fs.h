@@ -41,6 +41,7 @@ typedef struct mooncake_obj_stat {
 	uint64_t lease_ms; /* lease time left, 0 none */
 	bool hard_pin;
 	uint64_t soft_pin_ms; /* soft pin left, 0 none */
+	uint64_t version; /* see mooncake_store_object_version() */
 } mooncake_obj_stat_t;
 
 /** -704 when absent. */
@@ -60,6 +61,7 @@ typedef struct mooncake_list_entry {
 	uint64_t size;
 	uint64_t mtime_ms;
 	bool is_prefix;
+	uint64_t version; /* see mooncake_store_object_version(); 0: prefix */
 } mooncake_list_entry_t;
 
 /**
@@ -111,6 +113,15 @@ MOONCAKE_API int mooncake_store_object_open(mooncake_store_t store,
 					    const char *key,
 					    mooncake_object_t *out);
 MOONCAKE_API uint64_t mooncake_store_object_size(mooncake_object_t obj);
+/**
+ * The version of the object opened: a number the master gives every
+ * object at its PutEnd, unique in the pool (two objects never share one;
+ * a key's next object has another), kept by a rename. stat and list
+ * report it too, so a reader can tell whether a key still names the object
+ * it saw (the mount binds its inodes to versions this way). Never 0 for a
+ * complete object.
+ */
+MOONCAKE_API uint64_t mooncake_store_object_version(mooncake_object_t obj);
 /**
  * Copy [off, off+len) of the object into buf, which must lie in memory
  * registered with mooncake_store_register_buffer() (or be any memory when

@@ -2,42 +2,69 @@
 /*
  * The inode table: inode number -> node, and (parent, name, version) ->
  * node, both chained hash tables under one mutex. A file node is one
- * version of a key (size and mtime), so a replaced object gets a new
- * inode. File nodes go when the kernel forgets them; directory nodes stay
- * (there are few, and children may still point at them).
+ * version of a key (the master's object version), so a replaced object
+ * gets a new inode. A retired node (open for writing, or found stale) is
+ * only in the first table: lookups make a new node for its name. File
+ * nodes go when the kernel forgets them; directory nodes stay (there are
+ * few, and children may still point at them).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "mc_compiler.h"
 #include "mcfs.h"
 
 #define ROOT_BUCKETS 4096
 
-static uint64_t name_hash(uint64_t parent, const char *name, uint64_t size,
-			  uint64_t mtime)
+static uint64_t name_hash(uint64_t parent, const char *name, uint64_t version)
 {
 	uint64_t h = 1469598103934665603ull ^ parent;
 
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		h = (h ^ *p) * 1099511628211ull;
-	h ^= size * 0x9e3779b97f4a7c15ull;
-	h ^= mtime * 0xc2b2ae3d27d4eb4full;
+	h ^= version * 0x9e3779b97f4a7c15ull;
 	return h;
+}
+
+static size_t name_bucket(const struct mcfs_node *n, size_t nb)
+{
+	return name_hash(n->parent ? n->parent->ino : 0, n->name, n->version) %
+	       nb;
+}
+
+static void link_name(struct mcfs *fs, struct mcfs_node *n)
+{
+	size_t bn = name_bucket(n, fs->n_buckets);
+
+	n->name_next = fs->by_name[bn];
+	fs->by_name[bn] = n;
+	n->hashed = true;
+}
+
+static void unlink_name(struct mcfs *fs, struct mcfs_node *n)
+{
+	struct mcfs_node **pp = &fs->by_name[name_bucket(n, fs->n_buckets)];
+
+	if (!n->hashed)
+		return;
+	for (; *pp; pp = &(*pp)->name_next)
+		if (*pp == n) {
+			*pp = n->name_next;
+			break;
+		}
+	n->hashed = false;
 }
 
 static void link_node(struct mcfs *fs, struct mcfs_node *n)
 {
 	size_t bi = n->ino % fs->n_buckets;
-	size_t bn = name_hash(n->parent ? n->parent->ino : 0, n->name, n->size,
-			      n->mtime_ms) %
-		    fs->n_buckets;
 
 	n->ino_next = fs->by_ino[bi];
 	fs->by_ino[bi] = n;
-	n->name_next = fs->by_name[bn];
-	fs->by_name[bn] = n;
+	link_name(fs, n);
 	fs->n_nodes++;
 }
 
@@ -61,14 +88,14 @@ static void maybe_grow(struct mcfs *fs)
 	for (size_t b = 0; b < fs->n_buckets; b++) {
 		struct mcfs_node *n = fs->by_ino[b], *next;
 		for (; n; n = next) {
-			size_t h = name_hash(n->parent ? n->parent->ino : 0,
-					     n->name, n->size, n->mtime_ms) %
-				   nb;
 			next = n->ino_next;
 			n->ino_next = bi[n->ino % nb];
 			bi[n->ino % nb] = n;
-			n->name_next = bn[h];
-			bn[h] = n;
+			if (n->hashed) {
+				size_t h = name_bucket(n, nb);
+				n->name_next = bn[h];
+				bn[h] = n;
+			}
 		}
 	}
 	free(fs->by_ino);
@@ -81,20 +108,13 @@ static void maybe_grow(struct mcfs *fs)
 static void unlink_node(struct mcfs *fs, struct mcfs_node *n)
 {
 	struct mcfs_node **pp = &fs->by_ino[n->ino % fs->n_buckets];
-	size_t bn = name_hash(n->parent ? n->parent->ino : 0, n->name, n->size,
-			      n->mtime_ms) %
-		    fs->n_buckets;
 
 	for (; *pp; pp = &(*pp)->ino_next)
 		if (*pp == n) {
 			*pp = n->ino_next;
 			break;
 		}
-	for (pp = &fs->by_name[bn]; *pp; pp = &(*pp)->name_next)
-		if (*pp == n) {
-			*pp = n->name_next;
-			break;
-		}
+	unlink_name(fs, n);
 	fs->n_nodes--;
 }
 
@@ -148,6 +168,7 @@ void mcfs_itab_free(struct mcfs *fs)
 		struct mcfs_node *n = fs->by_ino[b], *next;
 		for (; n; n = next) {
 			next = n->ino_next;
+			mooncake_store_object_close(n->pre);
 			free(n->name);
 			free(n->key);
 			free(n);
@@ -159,52 +180,61 @@ void mcfs_itab_free(struct mcfs *fs)
 	pthread_mutex_destroy(&fs->itab_lock);
 }
 
+/* Caller holds itab_lock. */
+static struct mcfs_node *find_ino(struct mcfs *fs, uint64_t ino)
+{
+	struct mcfs_node *n;
+
+	for (n = fs->by_ino[ino % fs->n_buckets]; n; n = n->ino_next)
+		if (n->ino == ino)
+			break;
+	return n;
+}
+
 struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino)
 {
 	struct mcfs_node *n;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	for (n = fs->by_ino[ino % fs->n_buckets]; n; n = n->ino_next)
-		if (n->ino == ino)
-			break;
+	n = find_ino(fs, ino);
 	pthread_mutex_unlock(&fs->itab_lock);
 	return n;
 }
 
 /* Caller holds itab_lock. */
 static struct mcfs_node *find_child(struct mcfs *fs, struct mcfs_node *parent,
-				    const char *name, uint64_t size,
-				    uint64_t mtime, bool dir)
+				    const char *name, uint64_t version,
+				    bool dir)
 {
-	size_t b = name_hash(parent->ino, name, size, mtime) % fs->n_buckets;
+	size_t b = name_hash(parent->ino, name, version) % fs->n_buckets;
 
 	for (struct mcfs_node *n = fs->by_name[b]; n; n = n->name_next)
-		if (n->parent == parent && n->size == size &&
-		    n->mtime_ms == mtime && !strcmp(n->name, name) &&
-		    (n->kind != MCFS_KV_FILE) == dir)
+		if (n->parent == parent && n->version == version &&
+		    !strcmp(n->name, name) && (n->kind != MCFS_KV_FILE) == dir)
 			return n;
 	return NULL;
 }
 
 struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  const char *name, enum mcfs_kind kind,
-				  const char *key, uint64_t size,
-				  uint64_t mtime_ms)
+				  const char *key, uint64_t version,
+				  uint64_t size, uint64_t mtime_ms)
 {
 	bool dir = kind != MCFS_KV_FILE;
 	struct mcfs_node *n;
 
 	if (dir)
-		size = mtime_ms = 0;
+		version = size = mtime_ms = 0;
 	pthread_mutex_lock(&fs->itab_lock);
-	n = find_child(fs, parent, name, size, mtime_ms, dir);
+	n = find_child(fs, parent, name, version, dir);
 	if (!n) {
 		n = node_new(fs, parent, name, kind, key, 0);
 		if (n) {
-			unlink_node(fs, n);
+			unlink_name(fs, n);
+			n->version = version;
 			n->size = size;
 			n->mtime_ms = mtime_ms;
-			link_node(fs, n);
+			link_name(fs, n);
 		}
 	}
 	if (n)
@@ -213,18 +243,199 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 	return n;
 }
 
+/* ---- binding lookups --------------------------------------------------- */
+
+#define STALE_MS 1000 /* how long a stale open makes lookups bind */
+#define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
+		     pid_t pid, bool write)
+{
+	uint64_t h = name_hash(parent, name, 0), now = now_ms();
+	size_t slot = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < MC_ARRAY_SIZE(fs->stale); i++) {
+		const struct mcfs_stale *s = &fs->stale[i];
+		if (s->parent == parent && s->hash == h && s->pid == pid) {
+			slot = i;
+			break;
+		}
+		if (s->until_ms < fs->stale[slot].until_ms)
+			slot = i; /* the oldest, if none matches */
+	}
+	fs->stale[slot] = (struct mcfs_stale){
+		.parent = parent,
+		.hash = h,
+		.until_ms = now + STALE_MS,
+		.pid = pid,
+		.write = write,
+	};
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
+		      pid_t pid)
+{
+	uint64_t h = name_hash(parent, name, 0), now = now_ms();
+	int how = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < MC_ARRAY_SIZE(fs->stale) && !how; i++) {
+		const struct mcfs_stale *s = &fs->stale[i];
+		if (s->parent == parent && s->hash == h && s->pid == pid &&
+		    s->until_ms > now)
+			how = s->write ? 2 : 1;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return how;
+}
+
+struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
+				    const char *name, const char *key,
+				    uint64_t version, uint64_t size,
+				    uint64_t mtime_ms, pid_t pid)
+{
+	struct mcfs_node *n;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	n = node_new(fs, parent, name, MCFS_KV_FILE, key, 0);
+	if (n) {
+		unlink_name(fs, n); /* never found by a lookup */
+		n->version = version;
+		n->size = size;
+		n->mtime_ms = mtime_ms;
+		n->owner = pid;
+		n->owner_until_ms = now_ms() + STALE_MS;
+		n->nlookup++;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return n;
+}
+
+/* Caller holds itab_lock. */
+static void pre_drop(struct mcfs *fs, struct mcfs_node *n)
+{
+	if (!n->pre)
+		return;
+	for (size_t i = 0; i < MC_ARRAY_SIZE(fs->pre_inos); i++)
+		if (fs->pre_inos[i] == n->ino)
+			fs->pre_inos[i] = 0;
+	mooncake_store_object_close(n->pre);
+	n->pre = NULL;
+}
+
+void mcfs_node_pre_set(struct mcfs *fs, struct mcfs_node *n,
+		       mooncake_object_t obj)
+{
+	size_t i;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (i = 0; i < MC_ARRAY_SIZE(fs->pre_inos) && fs->pre_inos[i]; i++)
+		;
+	if (!n->pre && i < MC_ARRAY_SIZE(fs->pre_inos)) {
+		fs->pre_inos[i] = n->ino;
+		n->pre = obj;
+		n->pre_until_ms = now_ms() + PRE_MS;
+		obj = NULL;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	mooncake_store_object_close(obj);
+}
+
+mooncake_object_t mcfs_node_pre_take(struct mcfs *fs, struct mcfs_node *n)
+{
+	mooncake_object_t obj = NULL;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	if (n->pre && n->pre_until_ms > now_ms()) {
+		for (size_t i = 0; i < MC_ARRAY_SIZE(fs->pre_inos); i++)
+			if (fs->pre_inos[i] == n->ino)
+				fs->pre_inos[i] = 0;
+		obj = n->pre;
+		n->pre = NULL;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return obj;
+}
+
+void mcfs_node_pre_sweep(struct mcfs *fs)
+{
+	uint64_t now = now_ms();
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < MC_ARRAY_SIZE(fs->pre_inos); i++) {
+		struct mcfs_node *n =
+			fs->pre_inos[i] ? find_ino(fs, fs->pre_inos[i]) : NULL;
+		if (n && n->pre && n->pre_until_ms <= now)
+			pre_drop(fs, n);
+		else if (!n)
+			fs->pre_inos[i] = 0;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n)
+{
+	pthread_mutex_lock(&fs->itab_lock);
+	if (n->kind == MCFS_KV_FILE)
+		unlink_name(fs, n);
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	if (!write && n->owner && n->owner != pid &&
+	    n->owner_until_ms > now_ms()) {
+		rc = -ESTALE; /* kept for another thread's write */
+	} else if (write ? n->n_readers : n->n_writers) {
+		unlink_name(fs, n);
+		rc = -ESTALE;
+	} else if (write) {
+		unlink_name(fs, n);
+		n->n_writers++;
+	} else {
+		n->n_readers++;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return rc;
+}
+
+void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
+{
+	struct mcfs_node *n;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_ino(fs, ino);
+	if (n && write && n->n_writers)
+		n->n_writers--;
+	else if (n && !write && n->n_readers)
+		n->n_readers--;
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
 {
 	struct mcfs_node *n;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	for (n = fs->by_ino[ino % fs->n_buckets]; n; n = n->ino_next)
-		if (n->ino == ino)
-			break;
+	n = find_ino(fs, ino);
 	if (n) {
 		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
 		if (!n->nlookup && n->kind == MCFS_KV_FILE) {
 			unlink_node(fs, n);
+			pre_drop(fs, n);
 			free(n->name);
 			free(n->key);
 			free(n);
@@ -249,7 +460,7 @@ struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 
 		if (!name)
 			break;
-		c = slash ? find_child(fs, d, name, 0, 0, true) : NULL;
+		c = slash ? find_child(fs, d, name, 0, true) : NULL;
 		if (!c) {
 			*next_name = name;
 			break;
@@ -311,26 +522,28 @@ void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
 	}
 	pthread_mutex_lock(&fs->itab_lock);
 	for (size_t b = 0; b < fs->n_buckets; b++) {
-		struct mcfs_node *n = fs->by_ino[b], *next;
-		for (; n; n = next) {
-			next = n->ino_next;
+		for (struct mcfs_node *n = fs->by_ino[b]; n; n = n->ino_next) {
+			bool hashed = n->hashed;
+			char *n1, *k1;
+
 			if (n->kind != MCFS_KV_FILE || n->parent != parent ||
 			    strcmp(n->name, name))
 				continue;
-			unlink_node(fs, n);
+			n1 = strdup(nn);
+			k1 = strdup(nk);
+			if (!n1 || !k1) {
+				free(n1);
+				free(k1);
+				continue;
+			}
+			unlink_name(fs, n);
 			free(n->name);
 			free(n->key);
-			n->name = strdup(nn);
-			n->key = strdup(nk);
+			n->name = n1;
+			n->key = k1;
 			n->parent = newparent;
-			if (!n->name || !n->key) {
-				free(n->name);
-				free(n->key);
-				n->name = strdup("");
-				n->key = strdup("");
-			}
-			link_node(fs, n);
-			/* the bucket walk may meet n again: harmless */
+			if (hashed)
+				link_name(fs, n);
 		}
 	}
 	pthread_mutex_unlock(&fs->itab_lock);

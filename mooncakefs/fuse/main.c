@@ -22,66 +22,6 @@
 #include "mc_rpc_client.h"
 #include "mcfs.h"
 
-const struct fuse_lowlevel_ops mcfs_ops = {
-	.init = mcfs_op_init,
-	.destroy = mcfs_op_destroy,
-	.lookup = mcfs_op_lookup,
-	.forget = mcfs_op_forget,
-	.forget_multi = mcfs_op_forget_multi,
-	.getattr = mcfs_op_getattr,
-	.setattr = mcfs_op_setattr,
-	.statfs = mcfs_op_statfs,
-	.unlink = mcfs_op_unlink,
-	.rename = mcfs_op_rename,
-	.mkdir = mcfs_op_mkdir,
-	.rmdir = mcfs_op_rmdir,
-	.getxattr = mcfs_op_getxattr,
-	.listxattr = mcfs_op_listxattr,
-	.setxattr = mcfs_op_setxattr,
-	.removexattr = mcfs_op_removexattr,
-	.open = mcfs_op_open,
-	.create = mcfs_op_create,
-	.read = mcfs_op_read,
-	.write = mcfs_op_write,
-	.flush = mcfs_op_flush,
-	.release = mcfs_op_release,
-	.fsync = mcfs_op_fsync,
-	.fallocate = mcfs_op_fallocate,
-	.opendir = mcfs_op_opendir,
-	.readdir = mcfs_op_readdir,
-	.readdirplus = mcfs_op_readdirplus,
-	.releasedir = mcfs_op_releasedir,
-};
-
-void mcfs_op_init(void *userdata, struct fuse_conn_info *conn)
-{
-	struct mcfs *fs = userdata;
-
-	/* 1 MiB requests (max_pages 256 where the kernel has it). */
-	conn->max_write = 1u << 20;
-	conn->max_read = 1u << 20;
-	conn->max_readahead = 1u << 20;
-	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC; /* open(O_TRUNC) = replace */
-	if (conn->capable & FUSE_CAP_READDIRPLUS)
-		conn->want |= FUSE_CAP_READDIRPLUS;
-	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
-	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-	(void)fs;
-}
-
-void mcfs_op_destroy(void *userdata)
-{
-	struct mcfs *fs = userdata;
-
-	mcfs_watch_stop(fs);
-	pthread_mutex_lock(&fs->ready_lock);
-	if (fs->ready == 0)
-		fs->ready = -1;
-	pthread_mutex_unlock(&fs->ready_lock);
-}
-
 static void *setup_main(void *arg)
 {
 	struct mcfs *fs = arg;
@@ -241,6 +181,9 @@ out_session:
 out:
 	if (lc)
 		fuse_loop_cfg_destroy(lc);
+	/* Before the store: nodes may hold open objects. */
+	if (fs.by_ino)
+		mcfs_itab_free(&fs);
 	if (fs.store) {
 		mcfs_bufs_free(&fs);
 		/* Leave the pool: the segment is unmounted at the master. */
@@ -249,8 +192,6 @@ out:
 	for (size_t i = 0; i < fs.n_mkdirs; i++)
 		free(fs.mkdirs[i]);
 	free(fs.mkdirs);
-	if (fs.by_ino)
-		mcfs_itab_free(&fs);
 	mcfs_stage_pool_fini(&fs.stage_pool);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);

@@ -1,27 +1,38 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * @file mcfs.h
- * The mooncakefs FUSE daemon's internals: options, the inode table, file
- * handles, and the operations split by concern (ops_*.c). docs/design.md
- * ("Filesystem") explains the namespace and its semantics.
+ * The mooncakefs FUSE daemon's internals. docs/design.md ("Filesystem")
+ * explains the namespace and its semantics.
  *
- * Namespace: "/" holds kv/ (every object; '/' in a key makes
- * directories), ckpt/ (reserved) and .mooncake/ (read-only virtual files).
- * Objects are immutable: an inode is one *version* of a key (key, size,
- * mtime), so a name replaced by a rename gets a new inode and readers of
- * the old one are undisturbed.
+ * The mount is split by namespace: "/" and the reserved ckpt/ (root.c),
+ * kv/ with every object (kv.c, and file.c for files open for writing),
+ * .mooncake/ with generated read-only files (virt.c). ops.c holds the
+ * FUSE operations, each a dispatcher on the kind of node it is given;
+ * dirent.c builds directory listings from a namespace's entries; inode.c
+ * keeps the inode table; errors.c maps store codes to errno and waits for
+ * the pool. A new namespace is one more file and a case in ops.c.
+ *
+ * Errors: every function here returns 0 (or a count) or a negative errno;
+ * ops.c hands -rc to fuse_reply_err().
+ *
+ * Inodes are versions: a kv/ file's inode stands for one version of its
+ * key (the master's object version), so a replaced name gets a new inode
+ * and the kernel's cached pages and attributes of one version are never
+ * shown for another (inode.c, kv.c).
  */
 #ifndef MCFS_H
 #define MCFS_H
 
 #define FUSE_USE_VERSION 314
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <sys/uio.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/uio.h>
 
 #include "stage.h"
 #include "mooncake/store.h"
@@ -67,49 +78,69 @@ struct mcfs_node {
 	struct mcfs_node *parent;
 	char *name; /* as shown (escaped) */
 	char *key; /* file: the key; dir: the key prefix ("" or "a/b/") */
-	uint64_t size, mtime_ms; /* file version */
+	uint64_t version; /* file: the object's version (0: being written) */
+	uint64_t size, mtime_ms; /* file: of that version */
 	uint64_t nlookup;
+	/* Open handles of this inode (under itab_lock). A file inode open
+	 * for writing is retired: lookups no longer find it, and readers
+	 * are sent to a fresh inode of the published version (kv.c). */
+	uint32_t n_readers, n_writers;
+	bool hashed; /* in the name table (not retired) */
+	/* A hold on this version taken by a binding lookup (kv.c), for the
+	 * open that follows; closed when used, expired or forgotten. */
+	mooncake_object_t pre;
+	uint64_t pre_until_ms;
+	/* Made for one thread's retried open for writing: until then, other
+	 * threads' opens for reading go elsewhere (inode.c). */
+	pid_t owner;
+	uint64_t owner_until_ms;
 	struct mcfs_node *ino_next, *name_next; /* hash chains */
 };
 
-/* An open file. */
+/* A directory listing in progress (dirent.c). */
+struct mcfs_dirent {
+	char *name; /* escaped component */
+	char *key; /* full key or prefix */
+	enum mcfs_kind kind;
+	uint64_t version, size, mtime_ms;
+};
+
+struct mcfs_dirlist {
+	char *prefix; /* kv/: the directory's key prefix */
+	char *cursor; /* last name returned by the master, for paging */
+	off_t next_off; /* offset of the next entry we would produce */
+	struct mcfs_dirent *ents; /* current page */
+	size_t n_ents, cap, pos;
+	bool eof;
+};
+
+/* An open file or directory. */
 enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR };
 
 struct mcfs_fh {
 	enum mcfs_fh_kind kind;
 	pthread_mutex_t lock;
-	/* FH_READ */
+	uint64_t ino;
+	/* FH_READ: one version, held open */
 	mooncake_object_t obj;
-	/* FH_WRITE: staged bytes, or a direct writer once the size is known */
+	/* FH_WRITE (file.c): the content and its publication */
 	char *key, *tmp_key;
-	uint64_t parent_ino; /* its name, to invalidate after the commit */
+	uint64_t parent_ino; /* its name, to invalidate after a publish */
 	char *name;
-	struct mcfs_stage stage; /* bytes of a write of unknown size */
+	struct mcfs_stage stage;
 	uint64_t size;
-	mooncake_writer_t writer;
-	void *ranges; /* ranges a direct writer has written (write.c) */
-	bool committed, failed;
-	bool copied; /* a copy of the object it replaces (no O_TRUNC) */
-	bool dirty; /* written or truncated since it was opened or copied */
-	int error; /* errno of a failed write, reported at flush */
+	mooncake_writer_t writer; /* direct: not yet published */
+	bool rdwr; /* O_RDWR: always staged (reads its own writes) */
+	bool dirty; /* changed since opened or last published */
+	bool published; /* at least once */
+	bool published_direct; /* the content is the name's object, not
+				* the stage */
+	int error; /* written bytes lost: every later call fails so */
 	/* FH_VIRT */
 	char *text;
 	size_t text_len;
 	/* FH_DIR */
-	char *prefix; /* the directory's key prefix */
-	char *cursor; /* last name returned by the master, for paging */
-	off_t next_off; /* offset of the next entry we would produce */
-	struct mcfs_dirent *ents; /* current page */
-	size_t n_ents, pos;
-	bool eof;
-	uint64_t dir_ino;
-};
-
-struct mcfs_dirent {
-	char *name; /* escaped component */
-	char *key; /* full key or prefix */
-	bool is_dir;
-	uint64_t size, mtime_ms;
+	struct mcfs_dirlist dir;
 };
 
 struct mcfs {
@@ -127,6 +158,13 @@ struct mcfs {
 	size_t n_buckets, n_nodes;
 	uint64_t next_ino;
 	struct mcfs_node *root, *kv, *ckpt, *vdir;
+	/* names whose open found the inode stale just now (inode.c) */
+	struct mcfs_stale {
+		uint64_t parent, hash, until_ms;
+		pid_t pid; /* the thread whose open was stale */
+		bool write;
+	} stale[32];
+	uint64_t pre_inos[64]; /* nodes holding a pre hold (0: free slot) */
 	/* directories made with mkdir and still empty (this mount only) */
 	char **mkdirs;
 	size_t n_mkdirs;
@@ -145,7 +183,7 @@ struct mcfs {
 	bool watch_started;
 	/* counters for .mooncake/stats */
 	_Atomic uint64_t n_reads, n_read_bytes, n_writes, n_write_bytes;
-	_Atomic uint64_t n_lookups, n_invalidations, n_errors;
+	_Atomic uint64_t n_lookups, n_invalidations, n_errors, n_stale;
 	uint64_t start_ms;
 	uid_t uid;
 	gid_t gid;
@@ -157,6 +195,12 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 void mcfs_free_opts(struct mcfs_opts *o);
 void mcfs_usage(FILE *out);
 int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len);
+
+/* errors.c */
+/** The one table from store codes (and negative errno) to -errno. */
+int mcfs_errno(int store_code);
+/** 0 once the pool is joined; -EIO if joining failed or takes > 60 s. */
+int mcfs_wait_ready(struct mcfs *fs);
 
 /* names.c: key components <-> path names */
 /** Escape one key component for display; malloc'd. */
@@ -171,12 +215,50 @@ bool mcfs_hidden_key(const char *key);
 int mcfs_itab_init(struct mcfs *fs);
 void mcfs_itab_free(struct mcfs *fs);
 struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino);
-/** Find or make the child node; takes a lookup reference. */
+/**
+ * Find or make the child node (a file: of that version), taking a lookup
+ * reference. Retired nodes are never found: a new one is made.
+ */
 struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  const char *name, enum mcfs_kind kind,
-				  const char *key, uint64_t size,
-				  uint64_t mtime_ms);
+				  const char *key, uint64_t version,
+				  uint64_t size, uint64_t mtime_ms);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
+/** Lookups no longer find n (the next lookup of its name makes a new
+ *  inode). */
+void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);
+/**
+ * Count an open of n (write or read); -ESTALE when the open must go to a
+ * fresh inode instead: a read of an inode open for writing, a write of an
+ * inode open for reading (n is retired then, so the kernel's retry, which
+ * looks the name up again, finds a new one). A write retires n.
+ */
+int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid);
+void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write);
+/**
+ * Thread pid's open of (parent, name) found its inode stale (write: an
+ * open for writing). For the next second that thread's lookups of the
+ * name are special (kv.c): mcfs_stale_recent() tells how (0: not, 1: a
+ * read to bind, 2: a write to give a fresh inode of its own).
+ */
+void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
+		     pid_t pid, bool write);
+int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
+		      pid_t pid);
+/** A node for name that no lookup finds, reserved for thread pid's open
+ *  for writing for a second (a lookup reference taken). */
+struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
+				    const char *name, const char *key,
+				    uint64_t version, uint64_t size,
+				    uint64_t mtime_ms, pid_t pid);
+/** Give n a hold on its version for the next open (obj is taken: closed
+ *  here if n has one already or no slot is free). */
+void mcfs_node_pre_set(struct mcfs *fs, struct mcfs_node *n,
+		       mooncake_object_t obj);
+/** Take n's hold, if it has a live one (NULL otherwise). */
+mooncake_object_t mcfs_node_pre_take(struct mcfs *fs, struct mcfs_node *n);
+/** Close the holds no open took within their second. */
+void mcfs_node_pre_sweep(struct mcfs *fs);
 /** A rename made through this mount: the kernel now calls the moved
  *  inodes by their new name, so their key follows. */
 void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
@@ -188,88 +270,93 @@ struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n,
 		    struct stat *st);
 
-/* registered read buffers (ops_io.c) */
+/* dirent.c: listings */
+int mcfs_dirent_add(struct mcfs_dirlist *d, const char *name, const char *key,
+		    enum mcfs_kind kind, uint64_t version, uint64_t size,
+		    uint64_t mtime_ms);
+void mcfs_dirlist_clear(struct mcfs_dirlist *d);
+void mcfs_dirlist_free(struct mcfs_dirlist *d);
+/** Reply to readdir(plus) from a listing; next_page fills d->ents. */
+void mcfs_dirlist_reply(fuse_req_t req, struct mcfs *fs, struct mcfs_node *dir,
+			struct mcfs_dirlist *d, size_t size, off_t off,
+			bool plus,
+			int (*next_page)(struct mcfs *fs, struct mcfs_node *dir,
+					 struct mcfs_dirlist *d));
+
+/* root.c: "/" and the reserved ckpt/ */
+int mcfs_root_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     struct mcfs_node **out);
+int mcfs_root_list(struct mcfs *fs, struct mcfs_node *dir,
+		   struct mcfs_dirlist *d);
+
+/* kv.c: kv/ (every object) */
+int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   pid_t pid, struct mcfs_node **out);
+int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir,
+		 struct mcfs_dirlist *d);
+int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
+		 struct mcfs_fh **out);
+int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   int flags, struct mcfs_node **node, struct mcfs_fh **out);
+/** Reply to a read of an FH_READ handle (from the segment when it is
+ *  this daemon's: one copy). */
+void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
+		  size_t size, off_t off);
+int mcfs_kv_truncate(struct mcfs *fs, struct mcfs_node *n, uint64_t size);
+int mcfs_kv_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name);
+int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   struct mcfs_node *newdir, const char *newname,
+		   unsigned flags);
+int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		  struct mcfs_node **out);
+int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name);
+/** user.mooncake.* of a file: the value's length, or -ENODATA. */
+int mcfs_kv_getxattr(struct mcfs *fs, struct mcfs_node *n, const char *name,
+		     char *buf, size_t len);
+extern const char mcfs_kv_xattr_names[];
+extern const size_t mcfs_kv_xattr_names_len;
 int mcfs_bufs_init(struct mcfs *fs, unsigned n);
 void mcfs_bufs_free(struct mcfs *fs);
+void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh);
+struct mcfs_fh *mcfs_fh_new(enum mcfs_fh_kind kind, uint64_t ino);
 
-/* store access */
-int mcfs_wait_ready(struct mcfs *fs);
-int mcfs_errno(int store_code);
-
-/* ops_meta.c, ops_io.c, ops_dir.c, virt.c */
-extern const struct fuse_lowlevel_ops mcfs_ops;
-void mcfs_op_init(void *userdata, struct fuse_conn_info *conn);
-void mcfs_op_destroy(void *userdata);
-void mcfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
-void mcfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
-void mcfs_op_forget_multi(fuse_req_t req, size_t count,
-			  struct fuse_forget_data *forgets);
-void mcfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mcfs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		     int to_set, struct fuse_file_info *fi);
-void mcfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
-void mcfs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void mcfs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		    fuse_ino_t newparent, const char *newname,
-		    unsigned int flags);
-void mcfs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		   mode_t mode);
-void mcfs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
-void mcfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		      size_t size);
-void mcfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-void mcfs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-		      const char *value, size_t size, int flags);
-void mcfs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
-
-void mcfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mcfs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		    mode_t mode, struct fuse_file_info *fi);
-void mcfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		  struct fuse_file_info *fi);
-void mcfs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		   off_t off, struct fuse_file_info *fi);
-void mcfs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mcfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mcfs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
-		       off_t length, struct fuse_file_info *fi);
-void mcfs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		   struct fuse_file_info *fi);
-
-void mcfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void mcfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		     struct fuse_file_info *fi);
-void mcfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			 struct fuse_file_info *fi);
-void mcfs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi);
-
-/* writes (write.c): set the final size, commit at flush */
-int mcfs_write_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size);
-int mcfs_write_data(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
+/* file.c: files open for writing (FH_WRITE) */
+/** Start the content: empty (base NULL: created, O_TRUNC; published as
+ *  such by the first flush) or a copy of base (the version opened). */
+int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, int flags,
+		   mooncake_object_t base);
+int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 		    size_t len, uint64_t off);
-int mcfs_write_commit(struct mcfs *fs, struct mcfs_fh *fh);
-/** Read staged bytes (under fh->lock): fills up to max_iov pieces, holes
- *  pointing at mcfs_zeros; returns how many, *total their bytes. */
-int mcfs_write_read(struct mcfs_fh *fh, uint64_t off, size_t size,
-		    struct iovec *iov, int max_iov, size_t *total);
+int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size);
+/** Publish what changed as the name's new version; *changed when it did.
+ *  The error of a failed publish; the previous version stays. */
+int mcfs_file_publish(struct mcfs *fs, struct mcfs_fh *fh, bool *changed);
+uint64_t mcfs_file_size(struct mcfs_fh *fh);
+/**
+ * The bytes at off (up to size) as at most max_iov pieces, holes pointing
+ * at mcfs_zeros; returns how many (>= 0: the handle stays locked until
+ * mcfs_file_read_done(), after the reply) or a negative errno.
+ */
+int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
+		   size_t size, struct iovec *iov, int max_iov, size_t *total);
+void mcfs_file_read_done(struct mcfs_fh *fh);
+void mcfs_file_free(struct mcfs *fs, struct mcfs_fh *fh);
 #define MCFS_ZEROS (1u << 20)
 extern const char mcfs_zeros[MCFS_ZEROS];
-void mcfs_write_free(struct mcfs *fs, struct mcfs_fh *fh);
 
 /* virt.c: .mooncake/ */
-extern const char *const mcfs_vfiles[];
-int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
-		     size_t *len);
+int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     struct mcfs_node **out);
+int mcfs_virt_list(struct mcfs *fs, struct mcfs_node *dir,
+		   struct mcfs_dirlist *d);
+int mcfs_virt_open(struct mcfs *fs, struct mcfs_node *n, int flags,
+		   struct mcfs_fh **out);
 
 /* watch.c: follow the change feed, invalidate the kernel's caches */
 int mcfs_watch_start(struct mcfs *fs);
 void mcfs_watch_stop(struct mcfs *fs);
 
-/* mkdir set (ops_meta.c) */
-bool mcfs_mkdir_has(struct mcfs *fs, const char *prefix);
-/** A list callback counting entries into an int (ops_meta.c). */
-void mcfs_count_entry(void *arg, const mooncake_list_entry_t *e);
-void mcfs_mkdir_forget(struct mcfs *fs, const char *prefix);
+/* ops.c: the FUSE operations, dispatching on the node's kind */
+extern const struct fuse_lowlevel_ops mcfs_ops;
 
 #endif

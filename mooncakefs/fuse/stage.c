@@ -33,7 +33,7 @@ static int charge(struct mcfs_stage_pool *p, uint64_t bytes)
 {
 	if (atomic_fetch_add(&p->held, bytes) + bytes > p->limit) {
 		atomic_fetch_sub(&p->held, bytes);
-		return ENOSPC;
+		return -ENOSPC;
 	}
 	return 0;
 }
@@ -78,11 +78,11 @@ static int grow_index(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 	if (need <= st->n)
 		return 0;
 	if (need > p->limit / MCFS_STAGE_CHUNK + 1)
-		return ENOSPC; /* more chunks than the limit could ever hold */
+		return -ENOSPC; /* more chunks than the limit could ever hold */
 	while (n < need)
 		n *= 2;
 	if (charge(p, (n - st->n) * ENTRY))
-		return ENOSPC;
+		return -ENOSPC;
 	c = realloc(st->chunk, n * sizeof(*c));
 	if (c)
 		st->chunk = c;
@@ -94,7 +94,7 @@ static int grow_index(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		st->fill = fill;
 	if (!c || !cap || !fill) {
 		atomic_fetch_sub(&p->held, (n - st->n) * ENTRY);
-		return ENOMEM;
+		return -ENOMEM;
 	}
 	memset(c + st->n, 0, (n - st->n) * sizeof(*c));
 	memset(cap + st->n, 0, (n - st->n) * sizeof(*cap));
@@ -135,7 +135,7 @@ static int reserve(struct mcfs_stage_pool *p, struct mcfs_stage *st, size_t i,
 	}
 	if (!c) {
 		atomic_fetch_sub(&p->held, want - cap);
-		return ENOSPC; /* no memory: as full as the limit */
+		return -ENOSPC; /* no memory: as full as the limit */
 	}
 	st->chunk[i] = c;
 	st->cap[i] = want;
@@ -152,7 +152,7 @@ int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 	if (!len)
 		return 0;
 	if (end < off)
-		return EFBIG;
+		return -EFBIG;
 	rc = grow_index(p, st, (size_t)((end - 1) / MCFS_STAGE_CHUNK) + 1);
 	while (!rc && off < end) {
 		size_t i = (size_t)(off / MCFS_STAGE_CHUNK);

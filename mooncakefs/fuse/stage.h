@@ -44,7 +44,7 @@ struct mcfs_stage {
 void mcfs_stage_pool_init(struct mcfs_stage_pool *p, uint64_t limit);
 void mcfs_stage_pool_fini(struct mcfs_stage_pool *p);
 
-/** Copy len bytes at off in, growing the size: 0, ENOSPC or ENOMEM. */
+/** Copy len bytes at off in, growing the size: 0, -ENOSPC or -ENOMEM. */
 int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		     uint64_t off, const void *buf, size_t len);
 /** Set the size; bytes past a shrink read as zeros if it grows again. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * .mooncake/: read-only files generated when opened.
+ * .mooncake/: read-only files generated when opened (a new text per open,
+ * so their size is that of the open's text: direct I/O, never cached).
  *   stats     "name value" lines: this mount's counters and the pool's
  *   config    the mount's effective options (JSON)
  *   segments  the pool's segments: name endpoint size used objects state
@@ -16,8 +17,8 @@
 #include "mc_sbuf.h"
 #include "mcfs.h"
 
-const char *const mcfs_vfiles[] = { "stats", "config", "segments", "clients",
-				    NULL };
+static const char *const vfiles[] = { "stats", "config", "segments", "clients",
+				      NULL };
 
 static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 {
@@ -26,11 +27,11 @@ static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 	int rc = mc_rpc_client_create(fs->o.master, fs->o.rpc_timeout_ms, &c);
 
 	if (rc)
-		return EIO;
+		return -EIO;
 	rc = mc_rpc_call(c, MCRPC__METHOD__GET_STATUS, &q.base,
 			 (ProtobufCMessage **)out);
 	mc_rpc_client_destroy(c);
-	return rc ? EIO : 0;
+	return rc ? -EIO : 0;
 }
 
 static void hex(const ProtobufCBinaryData *d, char *out)
@@ -45,15 +46,14 @@ static void hex(const ProtobufCBinaryData *d, char *out)
 	out[2 * n] = 0;
 }
 
-int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
-		     size_t *len)
+static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 {
 	struct mc_sbuf t = { 0 };
 	Mcrpc__GetStatusResponse *st = NULL;
 	int rc = 0;
 
 	if (!strcmp(name, "config"))
-		return mcfs_opts_json(&fs->o, text, len) ? ENOMEM : 0;
+		return mcfs_opts_json(&fs->o, text, len) ? -ENOMEM : 0;
 	if (!strcmp(name, "stats")) {
 		mooncake_pool_stat_t ps = { 0 };
 		bool pool = !mcfs_wait_ready(fs) &&
@@ -64,7 +64,7 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 			"\nmount_writes %" PRIu64 "\nmount_write_bytes %" PRIu64
 			"\nmount_lookups %" PRIu64
 			"\nmount_invalidations %" PRIu64
-			"\nmount_errors %" PRIu64
+			"\nmount_errors %" PRIu64 "\nmount_stale_opens %" PRIu64
 			"\nmount_staged_bytes %" PRIu64 "\n",
 			atomic_load(&fs->n_reads),
 			atomic_load(&fs->n_read_bytes),
@@ -72,7 +72,7 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 			atomic_load(&fs->n_write_bytes),
 			atomic_load(&fs->n_lookups),
 			atomic_load(&fs->n_invalidations),
-			atomic_load(&fs->n_errors),
+			atomic_load(&fs->n_errors), atomic_load(&fs->n_stale),
 			atomic_load(&fs->stage_pool.held));
 		if (pool)
 			mc_sbuf_printf(
@@ -115,11 +115,58 @@ int mcfs_virt_render(struct mcfs *fs, const char *name, char **text,
 	}
 	if (t.oom) {
 		free(t.p);
-		return ENOMEM;
+		return -ENOMEM;
 	}
 	if (!t.p)
 		t.p = strdup("");
 	*text = t.p;
 	*len = t.len;
-	return t.p ? 0 : ENOMEM;
+	return t.p ? 0 : -ENOMEM;
+}
+
+int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     struct mcfs_node **out)
+{
+	*out = NULL;
+	for (int i = 0; vfiles[i]; i++)
+		if (!strcmp(name, vfiles[i])) {
+			*out = mcfs_node_child(fs, dir, name, MCFS_VFILE, name,
+					       0, 0, 0);
+			return *out ? 0 : -ENOMEM;
+		}
+	return 0;
+}
+
+int mcfs_virt_list(struct mcfs *fs, struct mcfs_node *dir,
+		   struct mcfs_dirlist *d)
+{
+	int rc = 0;
+
+	(void)fs;
+	(void)dir;
+	for (int i = 0; !rc && vfiles[i]; i++)
+		rc = mcfs_dirent_add(d, vfiles[i], vfiles[i], MCFS_VFILE, 0, 0,
+				     0);
+	d->eof = true;
+	return rc;
+}
+
+int mcfs_virt_open(struct mcfs *fs, struct mcfs_node *n, int flags,
+		   struct mcfs_fh **out)
+{
+	struct mcfs_fh *fh;
+	int rc;
+
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		return -EACCES;
+	fh = mcfs_fh_new(FH_VIRT, n->ino);
+	if (!fh)
+		return -ENOMEM;
+	rc = render(fs, n->name, &fh->text, &fh->text_len);
+	if (rc) {
+		mcfs_fh_free(fs, fh);
+		return rc;
+	}
+	*out = fh;
+	return 0;
 }

@@ -88,6 +88,8 @@ static void *watch_main(void *arg)
 
 	while (!atomic_load(&fs->stop)) {
 		bool reset = false;
+
+		mcfs_node_pre_sweep(fs);
 		int rc = mooncake_store_watch(fs->store, &epoch, &after, 1000,
 					      on_event, fs, &reset);
 		if (rc < 0) {

@@ -48,6 +48,7 @@ MOONCAKE_API int mooncake_store_stat(mooncake_store_t s, const char *key,
 		.lease_ms = r->lease_ms,
 		.hard_pin = r->hard_pin,
 		.soft_pin_ms = r->soft_pin_ms,
+		.version = r->version,
 	};
 	mcs_master_free(r);
 	return 0;
@@ -109,6 +110,7 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
 			.size = x->size,
 			.mtime_ms = x->mtime_ms,
 			.is_prefix = x->is_prefix,
+			.version = x->version,
 		};
 
 		fn(arg, &e);

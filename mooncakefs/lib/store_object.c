@@ -27,7 +27,7 @@
 struct mooncake_object {
 	struct mooncake_store *s;
 	struct mcs_hold *hold;
-	uint64_t size;
+	uint64_t size, version;
 	char *key;
 	size_t n_repl;
 	atomic_size_t pref; /* the replica to try first */
@@ -61,6 +61,7 @@ static int make_handle(struct mooncake_store *s, const char *key,
 		return -ENOMEM;
 	o->s = s;
 	o->size = rl->size;
+	o->version = rl->version;
 	o->key = key_copy;
 	o->n_repl = n;
 	o->repl = locs;
@@ -129,6 +130,11 @@ MOONCAKE_API int mooncake_store_object_open(mooncake_store_t s, const char *key,
 MOONCAKE_API uint64_t mooncake_store_object_size(mooncake_object_t o)
 {
 	return o ? o->size : 0;
+}
+
+MOONCAKE_API uint64_t mooncake_store_object_version(mooncake_object_t o)
+{
+	return o ? o->version : 0;
 }
 
 /* n bytes at off into local (registered), from the replicas in turn. */

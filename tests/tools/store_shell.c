@@ -61,6 +61,7 @@
  *                                  with VALUE(size, SEED), close
  *                                  -> ok SIZE | mismatch offset N
  *   oopen KEY                      object_open, kept open -> ok H SIZE
+ *                                  version=V
  *   oreadh H CHUNK SEED [OPTS]     as oread through open handle H
  *   oread1 H OFF LEN               one object_read of LEN bytes at OFF
  *                                  -> ok GOT CRC32HEX
@@ -1059,8 +1060,9 @@ static int cmd_ohandle(int argc, char **argv)
 		rc = mooncake_store_object_open(store, argv[1], &objs[h]);
 		if (rc)
 			return reply_err(rc, NULL);
-		return reply("ok %d %" PRIu64, h,
-			     mooncake_store_object_size(objs[h]));
+		return reply("ok %d %" PRIu64 " version=%" PRIu64, h,
+			     mooncake_store_object_size(objs[h]),
+			     mooncake_store_object_version(objs[h]));
 	}
 	if (!strcmp(c, "oclose")) {
 		if (argc != 2 || (h = handle_arg(argv[1])) < 0)
@@ -1229,8 +1231,9 @@ static int cmd_fstat(int argc, char **argv)
 	if (rc)
 		return reply_err(rc, NULL);
 	return reply("ok size=%" PRIu64 " replicas=%" PRIu32 " holds=%" PRIu32
-		     " lease=%" PRIu64 " mtime=%" PRIu64,
-		     st.size, st.replicas, st.holds, st.lease_ms, st.mtime_ms);
+		     " lease=%" PRIu64 " mtime=%" PRIu64 " version=%" PRIu64,
+		     st.size, st.replicas, st.holds, st.lease_ms, st.mtime_ms,
+		     st.version);
 }
 
 static int cmd_rtext(int argc, char **argv)

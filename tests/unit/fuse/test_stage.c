@@ -134,10 +134,10 @@ Test(stage, the_limit_gives_enospc_and_small_files_hold_little)
 				       MCFS_STAGE_CHUNK);
 	cr_assert_eq(mcfs_stage_write(&pool, &b, 3ull * MCFS_STAGE_CHUNK, buf,
 				      MCFS_STAGE_CHUNK),
-		     ENOSPC);
+		     -ENOSPC);
 	cr_assert(atomic_load(&pool.held) <= pool.limit);
 	/* A byte far past the end would need a huge index: refused too. */
-	cr_assert_eq(mcfs_stage_write(&pool, &a, 1ull << 50, "x", 1), ENOSPC);
+	cr_assert_eq(mcfs_stage_write(&pool, &a, 1ull << 50, "x", 1), -ENOSPC);
 	cr_assert_eq(a.size, 4);
 	mcfs_stage_release(&pool, &b);
 	mcfs_stage_release(&pool, &a);

@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A file open for writing (struct mcfs_fh of kind FH_WRITE): its bytes and
+ * their publication as the name's new version.
+ *
+ * The handle stays writable until its release, whatever flushes, dups and
+ * forks happen. Each publish (a flush, that is every close of a copy of
+ * the descriptor; an fsync; the release) that follows a change writes the
+ * whole content to a hidden temporary key and renames it over the name,
+ * atomically: a reader sees the previous version or this one, never a mix,
+ * and a failed publish leaves the previous version as it was and returns
+ * the error (the content stays, and the next publish tries again). A
+ * publish with nothing new does nothing. Later writes build the next
+ * version on top of the published content.
+ *
+ * Where the content is:
+ *  - staged (stage.c): in memory, within the mount's staging_limit
+ *    (-ENOSPC beyond it), for writes of unknown size and every O_RDWR
+ *    handle (it reads its own writes from there). A publish writes the
+ *    whole stage; the stage stays for the next version.
+ *  - direct: an O_WRONLY handle whose size is set (ftruncate/fallocate)
+ *    before any data writes straight into the replicas of a writer
+ *    (libmooncake fills what is never written with zeros at commit). Once
+ *    published, or when a write or truncate needs other bytes than the
+ *    writer's size allows, the content moves to the stage: a writer not
+ *    yet published is committed under its temporary key and copied back
+ *    from there; a published one is copied from the name.
+ *
+ * A write that fails (the staging limit, the pool full, a transfer) spoils
+ * the version being built: the handle then fails every call with that
+ * error and publishes nothing more, so a reader never finds a file with a
+ * hole where a write failed; the last published version stays.
+ *
+ * Errors are negative errno. Locking: fh->lock guards everything here;
+ * it is held across the store calls (the kernel serializes a file's
+ * writes anyway), so a publish never runs beside a write of its handle.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+#include "mcfs.h"
+
+#define CHUNK (16u << 20) /* one writer_write from the stage */
+#define COPY_BUF (1u << 20)
+
+const char mcfs_zeros[MCFS_ZEROS];
+
+static char *tmp_key(struct mcfs *fs)
+{
+	char host[64] = "host", *k;
+	size_t n;
+
+	gethostname(host, sizeof(host) - 1);
+	n = strlen(MCFS_TMP_PREFIX) + strlen(host) + 64;
+	k = malloc(n);
+	if (k)
+		snprintf(k, n, "%s%s-%d-%llu", MCFS_TMP_PREFIX, host,
+			 (int)getpid(),
+			 (unsigned long long)atomic_fetch_add(&fs->tmp_seq, 1));
+	return k;
+}
+
+/* A writer of size bytes under a new temporary key. */
+static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = fs->o.replicas };
+
+	free(fh->tmp_key);
+	fh->tmp_key = tmp_key(fs);
+	if (!fh->tmp_key)
+		return -ENOMEM;
+	return mcfs_errno(mooncake_store_writer_open(fs->store, fh->tmp_key,
+						     size, &cfg, &fh->writer));
+}
+
+/* The stage becomes a copy of the open object obj. */
+static int stage_copy(struct mcfs *fs, struct mcfs_fh *fh,
+		      mooncake_object_t obj)
+{
+	uint64_t size = mooncake_store_object_size(obj), off = 0;
+	char *b;
+	int rc;
+
+	b = malloc(COPY_BUF);
+	rc = b ? mcfs_stage_truncate(&fs->stage_pool, &fh->stage, 0) : -ENOMEM;
+	while (!rc && off < size) {
+		size_t want = size - off < COPY_BUF ? (size_t)(size - off) :
+						      COPY_BUF;
+		const void *p = b;
+		int64_t n = mooncake_store_object_peek(obj, off, want, &p);
+
+		if (n <= 0) {
+			p = b;
+			n = mooncake_store_object_read(obj, off, b, want);
+		}
+		if (n <= 0) {
+			rc = n < 0 ? mcfs_errno((int)n) : -EIO;
+			break;
+		}
+		rc = mcfs_stage_write(&fs->stage_pool, &fh->stage, off, p,
+				      (size_t)n);
+		off += (uint64_t)n;
+	}
+	free(b);
+	fh->size = fh->stage.size;
+	return rc;
+}
+
+/* The stage becomes a copy of the object under key. */
+static int stage_from(struct mcfs *fs, struct mcfs_fh *fh, const char *key)
+{
+	mooncake_object_t obj;
+	int rc = mcfs_errno(mooncake_store_object_open(fs->store, key, &obj));
+
+	if (rc)
+		return rc;
+	rc = stage_copy(fs, fh, obj);
+	mooncake_store_object_close(obj);
+	return rc;
+}
+
+/* Move the content of a direct handle to the stage. */
+static int to_stage(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	int rc;
+
+	if (fh->writer) {
+		/* Not yet published: commit it where it is (hidden), copy it
+		 * back, drop it. */
+		rc = mcfs_errno(mooncake_store_writer_close(fh->writer, true));
+		fh->writer = NULL;
+		if (!rc)
+			rc = stage_from(fs, fh, fh->tmp_key);
+		(void)mooncake_store_remove(fs->store, fh->tmp_key, true);
+		if (rc) /* the bytes written are gone */
+			fh->error = rc;
+		return rc;
+	}
+	if (fh->published_direct) {
+		rc = stage_from(fs, fh, fh->key);
+		if (!rc)
+			fh->published_direct = false;
+		return rc;
+	}
+	return 0;
+}
+
+int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, int flags,
+		   mooncake_object_t base)
+{
+	fh->rdwr = (flags & O_ACCMODE) == O_RDWR;
+	if (!base) {
+		/* A new or emptied file: empty until written, and published
+		 * as such by the first flush. */
+		fh->dirty = true;
+		return 0;
+	}
+	/* The current bytes are the start of the next version. */
+	return stage_copy(fs, fh, base);
+}
+
+int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fh->lock);
+	if (fh->error) {
+		rc = fh->error;
+		goto out;
+	}
+	if ((fh->writer || fh->published_direct) && size != fh->size)
+		rc = to_stage(fs, fh);
+	if (rc || fh->writer || fh->published_direct)
+		goto out; /* the direct writer's own size: nothing to do */
+	if (!fh->rdwr && !fh->stage.size && !fh->stage.n && size) {
+		/* Size known before any data: allocate the replicas now. */
+		rc = open_writer(fs, fh, size);
+		if (!rc) {
+			fh->size = size;
+			fh->dirty = true;
+			goto out;
+		}
+		fh->writer = NULL;
+		if (rc == -ENOSPC)
+			goto out;
+		mc_log_info("mcfs", "direct write of %s: %s; staging", fh->key,
+			    strerror(-rc));
+	}
+	rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
+	fh->size = fh->stage.size;
+	fh->dirty = true;
+out:
+	pthread_mutex_unlock(&fh->lock);
+	return rc;
+}
+
+int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
+		    size_t len, uint64_t off)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fh->lock);
+	if (fh->error) {
+		rc = fh->error;
+		goto out;
+	}
+	if (fh->published_direct || (fh->writer && off + len > fh->size))
+		rc = to_stage(fs, fh);
+	if (rc)
+		goto out;
+	fh->dirty = true;
+	if (fh->writer) {
+		rc = mcfs_errno(
+			mooncake_store_writer_write(fh->writer, off, buf, len));
+		if (rc) /* the writer is spoiled: its bytes are lost */
+			fh->error = rc;
+	} else {
+		rc = mcfs_stage_write(&fs->stage_pool, &fh->stage, off, buf,
+				      len);
+		fh->size = fh->stage.size;
+		if (rc) /* a version with a hole where this write failed */
+			fh->error = rc;
+	}
+out:
+	pthread_mutex_unlock(&fh->lock);
+	return rc;
+}
+
+/* Write n zero bytes at pos, 1 MiB per call. */
+static int write_zeros(struct mcfs_fh *fh, uint64_t pos, uint64_t n)
+{
+	while (n) {
+		size_t k = n > MCFS_ZEROS ? MCFS_ZEROS : (size_t)n;
+		int rc = mcfs_errno(mooncake_store_writer_write(fh->writer, pos,
+								mcfs_zeros, k));
+		if (rc)
+			return rc;
+		pos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* The stage into a new writer, holes as zeros (the replica may hold old
+ * bytes). */
+static int write_stage(struct mcfs_fh *fh)
+{
+	uint64_t off = 0;
+	int rc = 0;
+
+	while (!rc && off < fh->stage.size) {
+		const char *p;
+		size_t n = mcfs_stage_span(&fh->stage, off, CHUNK, &p);
+
+		rc = p ? mcfs_errno(mooncake_store_writer_write(fh->writer, off,
+								p, n)) :
+			 write_zeros(fh, off, n);
+		off += n;
+	}
+	return rc;
+}
+
+/* The committed temporary object becomes the name's version. */
+static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	return mcfs_errno(
+		mooncake_store_rename(fs->store, fh->tmp_key, fh->key, false));
+}
+
+static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	bool direct = fh->writer != NULL;
+	int rc;
+
+	if (fh->error)
+		return fh->error;
+	if (!fh->dirty)
+		return 0;
+	if (!direct) {
+		rc = open_writer(fs, fh, fh->size);
+		if (!rc)
+			rc = write_stage(fh);
+	} else {
+		rc = 0;
+	}
+	if (fh->writer) {
+		int c = mcfs_errno(
+			mooncake_store_writer_close(fh->writer, rc == 0));
+		fh->writer = NULL;
+		if (!rc)
+			rc = c;
+		if (rc && direct) /* what was written is gone */
+			fh->error = rc;
+	}
+	if (!rc) {
+		rc = rename_over(fs, fh);
+		if (rc && direct) {
+			/* Keep the bytes: back into the stage, retried at the
+			 * next publish. */
+			int c = stage_from(fs, fh, fh->tmp_key);
+			if (c)
+				fh->error = rc;
+			direct = false;
+		}
+		if (rc)
+			(void)mooncake_store_remove(fs->store, fh->tmp_key,
+						    true);
+	}
+	if (rc) {
+		atomic_fetch_add(&fs->n_errors, 1);
+		mc_log_info("mcfs", "publishing %s failed: %s", fh->key,
+			    strerror(-rc));
+		return rc;
+	}
+	fh->dirty = false;
+	fh->published = true;
+	fh->published_direct = direct;
+	atomic_fetch_add(&fs->n_writes, 1);
+	atomic_fetch_add(&fs->n_write_bytes, fh->size);
+	return 0;
+}
+
+int mcfs_file_publish(struct mcfs *fs, struct mcfs_fh *fh, bool *changed)
+{
+	int rc;
+
+	pthread_mutex_lock(&fh->lock);
+	*changed = fh->dirty && !fh->error;
+	rc = publish_locked(fs, fh);
+	*changed = *changed && !rc;
+	pthread_mutex_unlock(&fh->lock);
+	return rc;
+}
+
+uint64_t mcfs_file_size(struct mcfs_fh *fh)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&fh->lock);
+	size = fh->size;
+	pthread_mutex_unlock(&fh->lock);
+	return size;
+}
+
+int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
+		   size_t size, struct iovec *iov, int max_iov, size_t *total)
+{
+	int n = 0, rc;
+
+	*total = 0;
+	pthread_mutex_lock(&fh->lock);
+	rc = fh->error ? fh->error : to_stage(fs, fh);
+	if (rc) {
+		pthread_mutex_unlock(&fh->lock);
+		return rc;
+	}
+	while (size && n < max_iov) {
+		const char *p;
+		size_t k = mcfs_stage_span(&fh->stage, off, size, &p);
+
+		if (!k)
+			break;
+		if (!p && k > MCFS_ZEROS)
+			k = MCFS_ZEROS;
+		iov[n].iov_base = (void *)(p ? p : mcfs_zeros);
+		iov[n].iov_len = k;
+		n++;
+		off += k;
+		size -= k;
+		*total += k;
+	}
+	/* The caller replies and then calls mcfs_file_read_done(). */
+	return n;
+}
+
+void mcfs_file_read_done(struct mcfs_fh *fh)
+{
+	pthread_mutex_unlock(&fh->lock);
+}
+
+void mcfs_file_free(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	if (fh->writer)
+		(void)mooncake_store_writer_close(fh->writer, false);
+	mcfs_stage_release(&fs->stage_pool, &fh->stage);
+	free(fh->key);
+	free(fh->tmp_key);
+	free(fh->name);
+}

@@ -1,0 +1,810 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kv/: every object of the pool, '/' in a key making directories (a
+ * directory exists while keys exist under it, or after mkdir on this mount
+ * until rmdir). Lookups, stat and listings take no lease (Stat and List).
+ *
+ * Versions. A file's inode stands for one version of its key, and every
+ * open is bound to it:
+ *  - an open for reading takes a hold on the object (its memory stays
+ *    readable until close even if the name is removed or replaced) and
+ *    checks that the object is the inode's version; when the name has
+ *    moved on it answers ESTALE, and the kernel looks the name up again
+ *    and retries with the new version's inode, so a reader never mixes
+ *    one version's cached size or pages with another's bytes;
+ *    The kernel retries once: under heavy churn the name may move on again
+ *    between that lookup and the open. So for a second after a stale
+ *    open, lookups of the name *bind*: they take a hold on the version
+ *    they return, and the open that follows uses that hold;
+ *  - an open for writing retires the inode from lookups (file.c builds
+ *    the next version in its handle; readers are sent to a fresh inode of
+ *    the published version), and is itself sent to a fresh inode when
+ *    the inode is open for reading: the writer's size changes never reach
+ *    a reader's inode.
+ * Reads land in registered 1 MiB buffers (the transfer engine's
+ * destination), or come straight from this daemon's own segment.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "mcfs.h"
+#include "mooncake/mc_err.h"
+
+#define BUF_SIZE (1u << 20)
+#define PAGE 1000
+
+/* ---- names and keys ------------------------------------------------------ */
+
+/* The key of name inside directory dir, malloc'd; -ENOENT when the name
+ * cannot be a key, -ENOMEM; *hidden for internal keys. */
+static int child_key(const struct mcfs_node *dir, const char *name, char **out,
+		     bool *hidden)
+{
+	size_t clen, plen = strlen(dir->key);
+	char *comp = mcfs_unescape(name, &clen), *key;
+
+	*out = NULL;
+	*hidden = false;
+	if (!comp)
+		return -ENOENT;
+	key = malloc(plen + clen + 2);
+	if (!key) {
+		free(comp);
+		return -ENOMEM;
+	}
+	memcpy(key, dir->key, plen);
+	memcpy(key + plen, comp, clen);
+	key[plen + clen] = 0;
+	free(comp);
+	*hidden = mcfs_hidden_key(key);
+	*out = key;
+	return 0;
+}
+
+/* The directory prefix of key: key + "/", malloc'd (NULL: no memory). */
+static char *prefix_of(const char *key)
+{
+	size_t kl = strlen(key);
+	char *p = malloc(kl + 2);
+
+	if (p) {
+		memcpy(p, key, kl);
+		memcpy(p + kl, "/", 2);
+	}
+	return p;
+}
+
+static void count_entry(void *arg, const mooncake_list_entry_t *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+}
+
+/* ---- directories made with mkdir ---------------------------------------- */
+
+static bool mkdir_has(struct mcfs *fs, const char *prefix)
+{
+	bool yes = false;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < fs->n_mkdirs && !yes; i++)
+		yes = !strcmp(fs->mkdirs[i], prefix);
+	pthread_mutex_unlock(&fs->itab_lock);
+	return yes;
+}
+
+static int mkdir_set(struct mcfs *fs, const char *prefix, bool add)
+{
+	int rc = add ? 0 : -ENOENT;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < fs->n_mkdirs; i++) {
+		if (strcmp(fs->mkdirs[i], prefix))
+			continue;
+		if (add) {
+			rc = -EEXIST;
+		} else {
+			free(fs->mkdirs[i]);
+			fs->mkdirs[i] = fs->mkdirs[--fs->n_mkdirs];
+			rc = 0;
+		}
+		break;
+	}
+	if (add && !rc) {
+		char **n = realloc(fs->mkdirs,
+				   (fs->n_mkdirs + 1) * sizeof(*fs->mkdirs));
+		char *s = strdup(prefix);
+		if (n)
+			fs->mkdirs = n;
+		if (!n || !s) {
+			free(s);
+			rc = -ENOMEM;
+		} else {
+			fs->mkdirs[fs->n_mkdirs++] = s;
+		}
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return rc;
+}
+
+/* Does a directory exist at key (keys under it, or made by mkdir)? */
+static int dir_exists(struct mcfs *fs, const char *key, bool *yes)
+{
+	char *prefix = prefix_of(key);
+	bool trunc;
+	int n = 0, rc;
+
+	if (!prefix)
+		return -ENOMEM;
+	*yes = mkdir_has(fs, prefix);
+	if (*yes) {
+		free(prefix);
+		return 0;
+	}
+	rc = mooncake_store_list(fs->store, prefix, "/", NULL, 1, count_entry,
+				 &n, &trunc);
+	free(prefix);
+	if (rc < 0)
+		return mcfs_errno(rc);
+	*yes = n > 0;
+	return 0;
+}
+
+/* A directory of kv/ where names may change: the checks every namespace
+ * change makes first. */
+static int writable_dir(struct mcfs *fs, struct mcfs_node *dir)
+{
+	if (dir->kind != MCFS_KV_DIR)
+		return dir->kind == MCFS_VDIR || dir->kind == MCFS_ROOT ?
+			       -EPERM :
+			       -ENOENT;
+	if (fs->o.read_only)
+		return -EROFS;
+	return mcfs_wait_ready(fs);
+}
+
+/* ---- lookup and listing --------------------------------------------------- */
+
+/* Stat key and hold the object stat described, for the open that follows
+ * (a binding lookup); *obj stays NULL if the key keeps changing. */
+static int stat_bound(struct mcfs *fs, const char *key, mooncake_obj_stat_t *st,
+		      mooncake_object_t *obj)
+{
+	int rc = 0;
+
+	*obj = NULL;
+	for (int tries = 0; tries < 3; tries++) {
+		rc = mooncake_store_stat(fs->store, key, st);
+		if (rc)
+			return rc;
+		if (mooncake_store_object_open(fs->store, key, obj))
+			break;
+		if (mooncake_store_object_version(*obj) == st->version)
+			break;
+		mooncake_store_object_close(*obj);
+		*obj = NULL;
+	}
+	return rc;
+}
+
+int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   pid_t pid, struct mcfs_node **out)
+{
+	mooncake_obj_stat_t st;
+	mooncake_object_t held = NULL;
+	bool hidden, isdir;
+	char *key;
+	int stale, rc = mcfs_wait_ready(fs);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	rc = child_key(dir, name, &key, &hidden);
+	if (rc == -ENOENT || (!rc && hidden)) {
+		free(key);
+		return 0; /* cannot exist: a negative entry */
+	}
+	if (rc)
+		return rc;
+	stale = mcfs_stale_recent(fs, dir->ino, name, pid);
+	if (stale == 1)
+		rc = stat_bound(fs, key, &st, &held);
+	else
+		rc = mooncake_store_stat(fs->store, key, &st);
+	if (rc == 0 && stale == 2) {
+		*out = mcfs_node_private(fs, dir, name, key, st.version,
+					 st.size, st.mtime_ms, pid);
+		rc = *out ? 0 : -ENOMEM;
+	} else if (rc == 0) {
+		*out = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key,
+				       st.version, st.size, st.mtime_ms);
+		rc = *out ? 0 : -ENOMEM;
+		if (*out && held)
+			mcfs_node_pre_set(fs, *out, held);
+		else
+			mooncake_store_object_close(held);
+	} else if (rc == MC_STORE_OBJECT_NOT_FOUND) {
+		rc = dir_exists(fs, key, &isdir);
+		if (!rc && isdir) {
+			char *prefix = prefix_of(key);
+			*out = prefix ? mcfs_node_child(fs, dir, name,
+							MCFS_KV_DIR, prefix, 0,
+							0, 0) :
+					NULL;
+			rc = *out ? 0 : -ENOMEM;
+			free(prefix);
+		}
+	} else {
+		rc = mcfs_errno(rc);
+	}
+	free(key);
+	return rc;
+}
+
+struct page_ctx {
+	struct mcfs_dirlist *d;
+	size_t plen;
+	char *last; /* last name from the master (the next cursor) */
+	char *last_file; /* dedup: a key "x" and the directory "x/" */
+	int err;
+};
+
+static void page_cb(void *arg, const mooncake_list_entry_t *e)
+{
+	struct page_ctx *pc = arg;
+	const char *rest = e->name + pc->plen;
+	size_t len = strlen(rest);
+	char *name;
+
+	free(pc->last);
+	pc->last = strdup(e->name);
+	if (pc->err || !pc->last) {
+		pc->err = -ENOMEM;
+		return;
+	}
+	if (mcfs_hidden_key(e->name))
+		return;
+	if (e->is_prefix && len)
+		len--; /* the trailing delimiter */
+	if (e->is_prefix && pc->last_file && strlen(pc->last_file) == len &&
+	    !memcmp(pc->last_file, rest, len))
+		return; /* shown as the file */
+	name = mcfs_escape(rest, len);
+	if (!name) {
+		pc->err = -ENOMEM;
+		return;
+	}
+	if (strlen(name) <= 255)
+		pc->err = mcfs_dirent_add(pc->d, name, e->name,
+					  e->is_prefix ? MCFS_KV_DIR :
+							 MCFS_KV_FILE,
+					  e->version, e->size, e->mtime_ms);
+	if (!e->is_prefix) {
+		free(pc->last_file);
+		pc->last_file = name;
+	} else {
+		free(name);
+	}
+}
+
+/*
+ * Directories made here with mkdir and still empty. One that has keys
+ * now is listed by the master already: it leaves the mkdir set.
+ */
+static int add_mkdirs(struct mcfs *fs, struct mcfs_dirlist *d)
+{
+	size_t plen = strlen(d->prefix), n = 0;
+	char **mine = NULL;
+	int err = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (size_t i = 0; i < fs->n_mkdirs; i++) {
+		const char *m = fs->mkdirs[i];
+		size_t ml = strlen(m);
+		if (ml <= plen + 1 || strncmp(m, d->prefix, plen) ||
+		    memchr(m + plen, '/', ml - plen - 1))
+			continue;
+		char **nm = realloc(mine, (n + 1) * sizeof(*mine));
+		if (!nm || !(nm[n] = strdup(m))) {
+			free(nm ? nm : mine);
+			mine = NULL;
+			n = 0;
+			err = -ENOMEM;
+			break;
+		}
+		mine = nm;
+		n++;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	for (size_t i = 0; i < n; i++) {
+		bool trunc;
+		int keys = 0;
+		size_t ml = strlen(mine[i]);
+		if (mooncake_store_list(fs->store, mine[i], "", NULL, 1,
+					count_entry, &keys, &trunc) >= 0 &&
+		    keys) {
+			(void)mkdir_set(fs, mine[i], false);
+		} else if (!err) {
+			char *nm = mcfs_escape(mine[i] + plen, ml - plen - 1);
+			err = nm ? mcfs_dirent_add(d, nm, mine[i], MCFS_KV_DIR,
+						   0, 0, 0) :
+				   -ENOMEM;
+			free(nm);
+		}
+		free(mine[i]);
+	}
+	free(mine);
+	return err;
+}
+
+int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
+{
+	struct page_ctx pc = { .d = d };
+	bool trunc = false;
+	int rc;
+
+	if (!d->prefix && !(d->prefix = strdup(dir->key)))
+		return -ENOMEM;
+	pc.plen = strlen(d->prefix);
+	rc = mooncake_store_list(fs->store, d->prefix, "/", d->cursor, PAGE,
+				 page_cb, &pc, &trunc);
+	free(pc.last_file);
+	if (rc < 0 || pc.err) {
+		free(pc.last);
+		return rc < 0 ? mcfs_errno(rc) : pc.err;
+	}
+	if (pc.last) {
+		free(d->cursor);
+		d->cursor = pc.last;
+	}
+	if (!trunc) {
+		d->eof = true;
+		return add_mkdirs(fs, d);
+	}
+	return 0;
+}
+
+/* ---- registered read buffers ------------------------------------------- */
+
+int mcfs_bufs_init(struct mcfs *fs, unsigned n)
+{
+	int rc;
+
+	if (n > 64)
+		n = 64;
+	fs->bufs = aligned_alloc(4096, (size_t)n * BUF_SIZE);
+	if (!fs->bufs)
+		return -ENOMEM;
+	rc = mooncake_store_register_buffer(fs->store, fs->bufs,
+					    (size_t)n * BUF_SIZE);
+	if (rc) {
+		free(fs->bufs);
+		fs->bufs = NULL;
+		return rc;
+	}
+	fs->n_bufs = n;
+	fs->buf_free = n == 64 ? ~0ull : (1ull << n) - 1;
+	pthread_mutex_init(&fs->buf_lock, NULL);
+	pthread_cond_init(&fs->buf_cond, NULL);
+	return 0;
+}
+
+void mcfs_bufs_free(struct mcfs *fs)
+{
+	if (!fs->bufs)
+		return;
+	mooncake_store_unregister_buffer(fs->store, fs->bufs);
+	free(fs->bufs);
+	fs->bufs = NULL;
+}
+
+static char *buf_take(struct mcfs *fs, unsigned *idx)
+{
+	pthread_mutex_lock(&fs->buf_lock);
+	while (!fs->buf_free)
+		pthread_cond_wait(&fs->buf_cond, &fs->buf_lock);
+	*idx = (unsigned)__builtin_ctzll(fs->buf_free);
+	fs->buf_free &= ~(1ull << *idx);
+	pthread_mutex_unlock(&fs->buf_lock);
+	return fs->bufs + (size_t)*idx * BUF_SIZE;
+}
+
+static void buf_give(struct mcfs *fs, unsigned idx)
+{
+	pthread_mutex_lock(&fs->buf_lock);
+	fs->buf_free |= 1ull << idx;
+	pthread_cond_signal(&fs->buf_cond);
+	pthread_mutex_unlock(&fs->buf_lock);
+}
+
+/* ---- opening files ---------------------------------------------------- */
+
+/* The object key names now, held open, if it is the inode's version;
+ * -ESTALE (and n retired) when the name has moved on. */
+static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
+			bool write, mooncake_object_t *out)
+{
+	int rc;
+
+	*out = mcfs_node_pre_take(fs, n); /* a binding lookup's hold */
+	if (*out)
+		return 0;
+	rc = mooncake_store_object_open(fs->store, n->key, out);
+	if (rc)
+		return mcfs_errno(rc);
+	if (mooncake_store_object_version(*out) == n->version)
+		return 0;
+	mooncake_store_object_close(*out);
+	*out = NULL;
+	mcfs_node_retire(fs, n);
+	if (n->parent)
+		mcfs_stale_note(fs, n->parent->ino, n->name, pid, write);
+	atomic_fetch_add(&fs->n_stale, 1);
+	return -ESTALE;
+}
+
+static struct mcfs_fh *writer_fh(struct mcfs_node *n, const char *key)
+{
+	char *k = strdup(key), *name = strdup(n->name);
+	struct mcfs_fh *fh = k && name ? mcfs_fh_new(FH_WRITE, n->ino) : NULL;
+
+	if (!fh) {
+		free(k);
+		free(name);
+		return NULL;
+	}
+	fh->key = k;
+	fh->name = name;
+	fh->parent_ino = n->parent ? n->parent->ino : 0;
+	return fh;
+}
+
+/* A handle writing n's key: empty, or starting from base. */
+static int start_writer(struct mcfs *fs, struct mcfs_node *n, int flags,
+			mooncake_object_t base, struct mcfs_fh **out)
+{
+	struct mcfs_fh *fh = writer_fh(n, n->key);
+	int rc = fh ? mcfs_file_init(fs, fh, flags, base) : -ENOMEM;
+
+	if (rc) {
+		mcfs_fh_free(fs, fh);
+		return rc;
+	}
+	*out = fh;
+	return 0;
+}
+
+int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
+		 struct mcfs_fh **out)
+{
+	bool write = (flags & O_ACCMODE) != O_RDONLY;
+	mooncake_object_t obj = NULL;
+	struct mcfs_fh *fh;
+	int rc;
+
+	if (n->kind != MCFS_KV_FILE)
+		return -EISDIR;
+	if (write && fs->o.read_only)
+		return -EROFS;
+	rc = mcfs_wait_ready(fs);
+	if (!rc)
+		rc = mcfs_node_open(fs, n, write, pid);
+	if (rc) {
+		if (rc == -ESTALE && n->parent) {
+			mcfs_stale_note(fs, n->parent->ino, n->name, pid,
+					write);
+			atomic_fetch_add(&fs->n_stale, 1);
+		}
+		return rc;
+	}
+	/* Writing without O_TRUNC starts from the inode's version too. */
+	if (!write || !(flags & O_TRUNC))
+		rc = open_version(fs, n, pid, write, &obj);
+	if (!rc && write) {
+		rc = start_writer(fs, n, flags, obj, out);
+		mooncake_store_object_close(obj);
+	} else if (!rc) {
+		fh = mcfs_fh_new(FH_READ, n->ino);
+		if (fh) {
+			fh->obj = obj;
+			fh->size = mooncake_store_object_size(obj);
+			*out = fh;
+		} else {
+			mooncake_store_object_close(obj);
+			rc = -ENOMEM;
+		}
+	}
+	if (rc)
+		mcfs_node_close(fs, n->ino, write);
+	return rc;
+}
+
+int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   int flags, struct mcfs_node **node, struct mcfs_fh **out)
+{
+	struct mcfs_node *n;
+	bool hidden;
+	char *key;
+	int rc = writable_dir(fs, dir);
+
+	if (rc)
+		return rc;
+	rc = child_key(dir, name, &key, &hidden);
+	if (rc)
+		return rc == -ENOENT ? -EINVAL : rc;
+	if (hidden) {
+		free(key);
+		return -EINVAL;
+	}
+	/* The file being written is an inode of its own (version 0 until
+	 * published; later lookups find the published version). */
+	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0, 0);
+	free(key);
+	if (!n)
+		return -ENOMEM;
+	rc = mcfs_node_open(fs, n, true, 0);
+	if (!rc) {
+		rc = start_writer(fs, n, flags | O_TRUNC, NULL, out);
+		if (rc)
+			mcfs_node_close(fs, n->ino, true);
+	}
+	if (rc) {
+		mcfs_node_forget(fs, n->ino, 1);
+		return rc;
+	}
+	*node = n;
+	return 0;
+}
+
+void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
+		  size_t size, off_t off)
+{
+	const void *p;
+	unsigned idx;
+	int64_t got;
+	char *buf;
+
+	if ((uint64_t)off >= fh->size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > BUF_SIZE)
+		size = BUF_SIZE;
+	/* In this daemon's own segment: straight from there to the kernel,
+	 * one copy (the hold keeps the bytes in place). */
+	got = mooncake_store_object_peek(fh->obj, (uint64_t)off, size, &p);
+	if (got > 0) {
+		atomic_fetch_add(&fs->n_reads, 1);
+		atomic_fetch_add(&fs->n_read_bytes, (uint64_t)got);
+		fuse_reply_buf(req, p, (size_t)got);
+		return;
+	}
+	buf = buf_take(fs, &idx);
+	got = mooncake_store_object_read(fh->obj, (uint64_t)off, buf, size);
+	if (got < 0) {
+		buf_give(fs, idx);
+		atomic_fetch_add(&fs->n_errors, 1);
+		fuse_reply_err(req, -mcfs_errno((int)got));
+		return;
+	}
+	atomic_fetch_add(&fs->n_reads, 1);
+	atomic_fetch_add(&fs->n_read_bytes, (uint64_t)got);
+	fuse_reply_buf(req, buf, (size_t)got);
+	buf_give(fs, idx);
+}
+
+int mcfs_kv_truncate(struct mcfs *fs, struct mcfs_node *n, uint64_t size)
+{
+	mooncake_object_t base = NULL;
+	struct mcfs_fh *fh = NULL;
+	bool changed;
+	int rc;
+
+	if (n->kind != MCFS_KV_FILE)
+		return -EISDIR;
+	if (fs->o.read_only)
+		return -EROFS;
+	rc = mcfs_wait_ready(fs);
+	/* The next version: the inode's bytes, cut or grown (with zeros). */
+	if (!rc && size)
+		rc = open_version(fs, n, 0, true, &base);
+	if (!rc)
+		rc = start_writer(fs, n, O_WRONLY | (size ? 0 : O_TRUNC), base,
+				  &fh);
+	mooncake_store_object_close(base);
+	if (!rc)
+		rc = mcfs_file_truncate(fs, fh, size);
+	if (!rc)
+		rc = mcfs_file_publish(fs, fh, &changed);
+	mcfs_fh_free(fs, fh);
+	if (!rc)
+		mcfs_node_retire(fs, n); /* no longer the name's version */
+	return rc;
+}
+
+/* ---- namespace changes ------------------------------------------------ */
+
+int mcfs_kv_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name)
+{
+	bool hidden, isdir = false;
+	char *key;
+	int rc = writable_dir(fs, dir);
+
+	if (rc)
+		return rc;
+	rc = child_key(dir, name, &key, &hidden);
+	if (rc || hidden) {
+		free(key);
+		return rc ? rc : -ENOENT;
+	}
+	/* Forced: a reader holding the object keeps it until it closes. */
+	rc = mooncake_store_remove(fs->store, key, true);
+	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, key, &isdir) &&
+	    isdir)
+		rc = 1;
+	free(key);
+	return rc == 1 ? -EISDIR : mcfs_errno(rc);
+}
+
+int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		   struct mcfs_node *newdir, const char *newname,
+		   unsigned flags)
+{
+	char *from = NULL, *to = NULL;
+	bool h1, h2, isdir = false;
+	int rc = writable_dir(fs, dir);
+
+	if (rc)
+		return rc;
+	if (flags & RENAME_EXCHANGE)
+		return -EINVAL;
+	if (newdir->kind != MCFS_KV_DIR)
+		return -EXDEV;
+	rc = child_key(dir, name, &from, &h1);
+	if (!rc)
+		rc = child_key(newdir, newname, &to, &h2);
+	if (!rc && (h1 || h2))
+		rc = h1 ? -ENOENT : -EINVAL;
+	if (rc)
+		goto out;
+	rc = mooncake_store_rename(fs->store, from, to,
+				   (flags & RENAME_NOREPLACE) != 0);
+	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, from, &isdir) &&
+	    isdir) {
+		/* Directories are prefixes of many keys: no atomic rename.
+		 * EXDEV makes mv copy and delete instead. */
+		rc = -EXDEV;
+		goto out;
+	}
+	if (!rc)
+		mcfs_node_renamed(fs, dir, name, newdir, newname, to);
+	rc = mcfs_errno(rc);
+out:
+	free(from);
+	free(to);
+	return rc;
+}
+
+int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		  struct mcfs_node **out)
+{
+	mooncake_obj_stat_t st;
+	bool hidden, isdir;
+	char *key, *prefix;
+	int rc = writable_dir(fs, dir);
+
+	if (rc)
+		return rc;
+	rc = child_key(dir, name, &key, &hidden);
+	if (rc || hidden) {
+		free(key);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	rc = mooncake_store_stat(fs->store, key, &st);
+	if (rc == 0 || (rc == MC_STORE_OBJECT_NOT_FOUND &&
+			!dir_exists(fs, key, &isdir) && isdir)) {
+		free(key);
+		return -EEXIST;
+	}
+	prefix = prefix_of(key);
+	free(key);
+	if (!prefix)
+		return -ENOMEM;
+	rc = mkdir_set(fs, prefix, true);
+	if (!rc) {
+		*out = mcfs_node_child(fs, dir, name, MCFS_KV_DIR, prefix, 0, 0,
+				       0);
+		rc = *out ? 0 : -ENOMEM;
+	}
+	free(prefix);
+	return rc;
+}
+
+int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)
+{
+	bool hidden, trunc;
+	char *key, *prefix;
+	int n = 0, rc = writable_dir(fs, dir);
+
+	if (rc)
+		return rc;
+	rc = child_key(dir, name, &key, &hidden);
+	if (rc || hidden) {
+		free(key);
+		return rc ? rc : -ENOENT;
+	}
+	prefix = prefix_of(key);
+	free(key);
+	if (!prefix)
+		return -ENOMEM;
+	rc = mooncake_store_list(fs->store, prefix, "", NULL, 1, count_entry,
+				 &n, &trunc);
+	if (rc < 0)
+		rc = mcfs_errno(rc);
+	else if (n)
+		rc = -ENOTEMPTY;
+	else
+		rc = mkdir_set(fs, prefix, false);
+	free(prefix);
+	return rc;
+}
+
+/* ---- extended attributes ---------------------------------------------- */
+
+const char mcfs_kv_xattr_names[] = "user.mooncake.key\0"
+				   "user.mooncake.replicas\0"
+				   "user.mooncake.lease_ms\0"
+				   "user.mooncake.holds\0"
+				   "user.mooncake.pins\0";
+const size_t mcfs_kv_xattr_names_len = sizeof(mcfs_kv_xattr_names) - 1;
+
+static int text(char *buf, size_t len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < len)
+		memcpy(buf, s, n + 1);
+	return n < len ? (int)n : -ERANGE;
+}
+
+int mcfs_kv_getxattr(struct mcfs *fs, struct mcfs_node *n, const char *name,
+		     char *buf, size_t len)
+{
+	mooncake_obj_stat_t st;
+	char v[64];
+	int rc;
+
+	if (n->kind != MCFS_KV_FILE)
+		return -ENODATA;
+	if (!strcmp(name, "user.mooncake.key"))
+		return text(buf, len, n->key);
+	rc = mcfs_wait_ready(fs);
+	if (rc)
+		return rc;
+	if (!strcmp(name, "user.mooncake.replicas")) {
+		rc = mooncake_store_replica_text(fs->store, n->key, buf, len);
+		if (rc < 0)
+			return mcfs_errno(rc);
+		return (int)strlen(buf);
+	}
+	rc = mooncake_store_stat(fs->store, n->key, &st);
+	if (rc)
+		return mcfs_errno(rc);
+	if (!strcmp(name, "user.mooncake.lease_ms"))
+		snprintf(v, sizeof(v), "%" PRIu64, st.lease_ms);
+	else if (!strcmp(name, "user.mooncake.holds"))
+		snprintf(v, sizeof(v), "%u", st.holds);
+	else if (!strcmp(name, "user.mooncake.pins"))
+		snprintf(v, sizeof(v), "%s%s%s", st.hard_pin ? "hard" : "",
+			 st.hard_pin && st.soft_pin_ms ? "," : "",
+			 st.soft_pin_ms ? "soft" :
+			 st.hard_pin	? "" :
+					  "none");
+	else
+		return -ENODATA;
+	return text(buf, len, v);
+}

@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The FUSE operations. Each finds its node or handle and dispatches on
+ * its kind to the namespace that owns it (root.c, kv.c and file.c,
+ * virt.c); what is the same for every namespace (attributes, statfs,
+ * forgetting inodes, directory handles) is here. Namespace functions
+ * return a negative errno; the reply gets -rc.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "mc_log.h"
+#include "mcfs.h"
+
+struct mcfs_fh *mcfs_fh_new(enum mcfs_fh_kind kind, uint64_t ino)
+{
+	struct mcfs_fh *fh = calloc(1, sizeof(*fh));
+
+	if (fh) {
+		fh->kind = kind;
+		fh->ino = ino;
+		pthread_mutex_init(&fh->lock, NULL);
+	}
+	return fh;
+}
+
+void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	if (!fh)
+		return;
+	if (fh->kind == FH_READ && fh->obj)
+		mooncake_store_object_close(fh->obj);
+	if (fh->kind == FH_WRITE)
+		mcfs_file_free(fs, fh);
+	if (fh->kind == FH_DIR)
+		mcfs_dirlist_free(&fh->dir);
+	free(fh->text);
+	pthread_mutex_destroy(&fh->lock);
+	free(fh);
+}
+
+static struct mcfs_fh *fh_of(struct fuse_file_info *fi)
+{
+	return fi ? (struct mcfs_fh *)(uintptr_t)fi->fh : NULL;
+}
+
+/* Node of ino or reply ENOENT. */
+static struct mcfs_node *node_or_reply(fuse_req_t req, struct mcfs *fs,
+				       fuse_ino_t ino)
+{
+	struct mcfs_node *n = mcfs_node_get(fs, ino);
+
+	if (!n)
+		fuse_reply_err(req, ENOENT);
+	return n;
+}
+
+static void reply_rc(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, -rc);
+}
+
+/* Generated files change at every open: never cached. */
+static double attr_timeout(struct mcfs *fs, const struct mcfs_node *n)
+{
+	return n->kind == MCFS_VFILE ? 0 : fs->o.attr_timeout;
+}
+
+static void reply_entry(fuse_req_t req, struct mcfs *fs, struct mcfs_node *n)
+{
+	struct fuse_entry_param e = { .ino = n->ino };
+
+	mcfs_fill_attr(fs, n, &e.attr);
+	e.attr_timeout = attr_timeout(fs, n);
+	e.entry_timeout = n->kind == MCFS_VFILE ? 0 : fs->o.entry_timeout;
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		mcfs_node_forget(fs, n->ino, 1); /* the caller went away */
+}
+
+/* ---- the session --------------------------------------------------------- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* 1 MiB requests (max_pages 256 where the kernel has it). */
+	conn->max_write = 1u << 20;
+	conn->max_read = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	conn->want |= FUSE_CAP_ATOMIC_O_TRUNC; /* open(O_TRUNC) = replace */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	(void)userdata;
+}
+
+static void op_destroy(void *userdata)
+{
+	struct mcfs *fs = userdata;
+
+	mcfs_watch_stop(fs);
+	pthread_mutex_lock(&fs->ready_lock);
+	if (fs->ready == 0)
+		fs->ready = -1;
+	pthread_mutex_unlock(&fs->ready_lock);
+}
+
+/* ---- names ----------------------------------------------------------- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p = node_or_reply(req, fs, parent), *n = NULL;
+	int rc;
+
+	if (!p)
+		return;
+	atomic_fetch_add(&fs->n_lookups, 1);
+	switch (p->kind) {
+	case MCFS_ROOT:
+	case MCFS_CKPT_DIR:
+		rc = mcfs_root_lookup(fs, p, name, &n);
+		break;
+	case MCFS_KV_DIR:
+		rc = mcfs_kv_lookup(fs, p, name, fuse_req_ctx(req)->pid, &n);
+		break;
+	case MCFS_VDIR:
+		rc = mcfs_virt_lookup(fs, p, name, &n);
+		break;
+	default:
+		rc = -ENOTDIR;
+		break;
+	}
+	if (rc) {
+		reply_rc(req, rc);
+	} else if (n) {
+		reply_entry(req, fs, n);
+	} else {
+		/* Absent: kv/ names may appear any time, so the kernel
+		 * remembers the absence for negative_timeout only. */
+		struct fuse_entry_param e = { .ino = 0 };
+		e.entry_timeout = p->kind == MCFS_KV_DIR ?
+					  fs->o.negative_timeout :
+					  fs->o.entry_timeout;
+		fuse_reply_entry(req, &e);
+	}
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	mcfs_node_forget(fuse_req_userdata(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+
+	for (size_t i = 0; i < count; i++)
+		mcfs_node_forget(fs, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void reply_attr(fuse_req_t req, struct mcfs *fs, struct mcfs_node *n,
+		       struct mcfs_fh *fh)
+{
+	struct stat st;
+
+	mcfs_fill_attr(fs, n, &st);
+	if (fh && fh->kind == FH_WRITE)
+		st.st_size = (off_t)mcfs_file_size(fh);
+	fuse_reply_attr(req, &st,
+			fh && fh->kind == FH_WRITE ? 0 : attr_timeout(fs, n));
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = node_or_reply(req, fs, ino);
+
+	if (n)
+		reply_attr(req, fs, n, fh_of(fi));
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = node_or_reply(req, fs, ino);
+	struct mcfs_fh *fh = fh_of(fi);
+	int rc = 0;
+
+	if (!n)
+		return;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < 0)
+		rc = -EINVAL;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && fh && fh->kind == FH_WRITE)
+		rc = mcfs_file_truncate(fs, fh, (uint64_t)attr->st_size);
+	else if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = n->kind == MCFS_KV_FILE ?
+			     mcfs_kv_truncate(fs, n, (uint64_t)attr->st_size) :
+		     n->kind == MCFS_VFILE ? -EACCES :
+					     -EISDIR;
+	if (rc) {
+		reply_rc(req, rc);
+		return;
+	}
+	/* mode, owner and times are the mount's (cp -p must not fail):
+	 * accepted and not stored. */
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !(fh && fh->kind == FH_WRITE)) {
+		struct stat st;
+		mcfs_fill_attr(fs, n, &st);
+		st.st_size = attr->st_size;
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
+	reply_attr(req, fs, n, fh);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	mooncake_pool_stat_t ps;
+	struct statvfs sv = { 0 };
+	int rc = mcfs_wait_ready(fs);
+
+	(void)ino;
+	if (!rc)
+		rc = mcfs_errno(mooncake_store_pool_stat(fs->store, &ps));
+	if (rc) {
+		reply_rc(req, rc);
+		return;
+	}
+	/* df's total and used are the master's capacity and allocation. */
+	sv.f_bsize = sv.f_frsize = 4096;
+	sv.f_blocks = ps.capacity / 4096;
+	sv.f_bfree = sv.f_bavail = ps.capacity > ps.allocated ?
+					   (ps.capacity - ps.allocated) / 4096 :
+					   0;
+	sv.f_files = ps.keys + 1000000;
+	sv.f_ffree = sv.f_favail = 1000000;
+	sv.f_namemax = 255;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* The namespace of a directory where names are made and removed. */
+static int dir_for_change(struct mcfs *fs, fuse_ino_t ino,
+			  struct mcfs_node **out)
+{
+	*out = mcfs_node_get(fs, ino);
+	if (!*out)
+		return -ENOENT;
+	switch ((*out)->kind) {
+	case MCFS_KV_DIR:
+		return 0;
+	case MCFS_KV_FILE:
+	case MCFS_VFILE:
+		return -ENOTDIR;
+	default: /* "/", ckpt/ (reserved), .mooncake/: fixed */
+		return -EPERM;
+	}
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p;
+	int rc = dir_for_change(fs, parent, &p);
+
+	reply_rc(req, rc ? rc : mcfs_kv_unlink(fs, p, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p, *np = mcfs_node_get(fs, newparent);
+	int rc = dir_for_change(fs, parent, &p);
+
+	if (!rc && !np)
+		rc = -ENOENT;
+	if (!rc)
+		rc = mcfs_kv_rename(fs, p, name, np, newname, flags);
+	reply_rc(req, rc);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p, *n = NULL;
+	int rc = dir_for_change(fs, parent, &p);
+
+	(void)mode;
+	if (!rc)
+		rc = mcfs_kv_mkdir(fs, p, name, &n);
+	if (rc)
+		reply_rc(req, rc);
+	else
+		reply_entry(req, fs, n);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p;
+	int rc = dir_for_change(fs, parent, &p);
+
+	reply_rc(req, rc ? rc : mcfs_kv_rmdir(fs, p, name));
+}
+
+/* ---- extended attributes ---------------------------------------------- */
+
+static void reply_xattr(fuse_req_t req, const char *v, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = mcfs_node_get(fs, ino);
+
+	if (n && n->kind == MCFS_KV_FILE)
+		reply_xattr(req, mcfs_kv_xattr_names, mcfs_kv_xattr_names_len,
+			    size);
+	else
+		reply_xattr(req, "", 0, size);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n;
+	char buf[8192];
+	int rc;
+
+	/* ls -l asks every file for security.* and system.posix_acl_*:
+	 * answer those before touching the inode table. */
+	if (strncmp(name, "user.mooncake.", 14)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	n = mcfs_node_get(fs, ino);
+	rc = n ? mcfs_kv_getxattr(fs, n, name, buf, sizeof(buf)) : -ENODATA;
+	if (rc < 0)
+		reply_rc(req, rc);
+	else
+		reply_xattr(req, buf, (size_t)rc, size);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static void reply_open(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
+		       struct fuse_file_info *fi)
+{
+	/* A version's bytes never change: the kernel may keep its pages.
+	 * What is written, and generated files, bypass the page cache. */
+	if (fh->kind == FH_READ && !(fi->flags & O_DIRECT))
+		fi->keep_cache = 1;
+	else
+		fi->direct_io = 1;
+	fi->fh = (uintptr_t)fh;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* interrupted: the kernel will not release it */
+		if (fh->kind == FH_READ || fh->kind == FH_WRITE)
+			mcfs_node_close(fs, fh->ino, fh->kind == FH_WRITE);
+		mcfs_fh_free(fs, fh);
+	}
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = node_or_reply(req, fs, ino);
+	struct mcfs_fh *fh = NULL;
+	int rc;
+
+	if (!n)
+		return;
+	switch (n->kind) {
+	case MCFS_KV_FILE:
+		rc = mcfs_kv_open(fs, n, fi->flags, fuse_req_ctx(req)->pid,
+				  &fh);
+		break;
+	case MCFS_VFILE:
+		rc = mcfs_virt_open(fs, n, fi->flags, &fh);
+		break;
+	default:
+		rc = -EISDIR;
+		break;
+	}
+	if (rc)
+		reply_rc(req, rc);
+	else
+		reply_open(req, fs, fh, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p, *n = NULL;
+	struct fuse_entry_param e = { 0 };
+	struct mcfs_fh *fh = NULL;
+	int rc = dir_for_change(fs, parent, &p);
+
+	(void)mode;
+	if (!rc)
+		rc = mcfs_kv_create(fs, p, name, fi->flags, &n, &fh);
+	if (rc) {
+		reply_rc(req, rc);
+		return;
+	}
+	e.ino = n->ino;
+	mcfs_fill_attr(fs, n, &e.attr);
+	fi->direct_io = 1;
+	fi->fh = (uintptr_t)fh;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		mcfs_node_close(fs, n->ino, true);
+		mcfs_node_forget(fs, n->ino, 1);
+		mcfs_fh_free(fs, fh);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+
+	(void)ino;
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	switch (fh->kind) {
+	case FH_READ:
+		mcfs_kv_read(req, fs, fh, size, off);
+		return;
+	case FH_WRITE: {
+		struct iovec iov[16];
+		size_t total;
+		int n = mcfs_file_read(fs, fh, (uint64_t)off, size, iov, 16,
+				       &total);
+		if (n < 0) {
+			reply_rc(req, n);
+			return;
+		}
+		if (n)
+			fuse_reply_iov(req, iov, n);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		mcfs_file_read_done(fh);
+		return;
+	}
+	case FH_VIRT:
+		if ((size_t)off >= fh->text_len)
+			fuse_reply_buf(req, NULL, 0);
+		else
+			fuse_reply_buf(req, fh->text + off,
+				       fh->text_len - (size_t)off < size ?
+					       fh->text_len - (size_t)off :
+					       size);
+		return;
+	default:
+		fuse_reply_err(req, EBADF);
+	}
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+	int rc;
+
+	(void)ino;
+	if (fh->kind != FH_WRITE || off < 0) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	rc = mcfs_file_write(fs, fh, buf, size, (uint64_t)off);
+	if (rc)
+		reply_rc(req, rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			 off_t length, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+	uint64_t end = (uint64_t)offset + (uint64_t)length;
+	int rc = 0;
+
+	(void)ino;
+	if (mode) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (fh->kind != FH_WRITE) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (end > mcfs_file_size(fh))
+		rc = mcfs_file_truncate(fs, fh, end);
+	reply_rc(req, rc);
+}
+
+/*
+ * Publish a handle's changes; after a flush, drop this mount's dentry of
+ * the name before close() returns, so the next open by name finds the new
+ * version (close holds no lock the invalidation needs). An fsync holds
+ * the file's inode lock, which a rename in the directory may wait for
+ * while holding the directory's: it leaves the dentry to the change feed
+ * (milliseconds) rather than risk that deadlock.
+ */
+static int publish(struct mcfs *fs, struct mcfs_fh *fh, bool invalidate)
+{
+	bool changed = false;
+	int rc = mcfs_file_publish(fs, fh, &changed);
+
+	if (changed && invalidate && fh->parent_ino)
+		fuse_lowlevel_notify_inval_entry(fs->se, fh->parent_ino,
+						 fh->name, strlen(fh->name));
+	return rc;
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+
+	(void)ino;
+	/* Every close() of a descriptor of the file: what it wrote is the
+	 * name's version, and the error of making it so is close()'s (cp
+	 * reports it). The handle stays writable through other copies. */
+	reply_rc(req, fh->kind == FH_WRITE ? publish(fs, fh, true) : 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+
+	(void)ino;
+	(void)datasync;
+	reply_rc(req, fh && fh->kind == FH_WRITE ? publish(fs, fh, false) : 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_fh *fh = fh_of(fi);
+
+	(void)ino;
+	if (fh->kind == FH_WRITE) {
+		/* No flush came after the last change (a writable mmap):
+		 * publish now; nobody is left to tell if that fails. */
+		int rc = publish(fs, fh, false);
+		if (rc)
+			mc_log_warn("mcfs",
+				    "%s: the last changes could not be "
+				    "published: %s",
+				    fh->key, strerror(-rc));
+	}
+	if (fh->kind == FH_READ || fh->kind == FH_WRITE)
+		mcfs_node_close(fs, fh->ino, fh->kind == FH_WRITE);
+	mcfs_fh_free(fs, fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- directories ------------------------------------------------------ */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = node_or_reply(req, fs, ino);
+	struct mcfs_fh *fh;
+	int rc = 0;
+
+	if (!n)
+		return;
+	if (n->kind == MCFS_KV_FILE || n->kind == MCFS_VFILE)
+		rc = -ENOTDIR;
+	else if (n->kind == MCFS_KV_DIR)
+		rc = mcfs_wait_ready(fs);
+	if (rc) {
+		reply_rc(req, rc);
+		return;
+	}
+	fh = mcfs_fh_new(FH_DIR, ino);
+	if (!fh) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fh->dir.next_off = 1;
+	fi->fh = (uintptr_t)fh;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		mcfs_fh_free(fs, fh);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *dir = node_or_reply(req, fs, ino);
+	struct mcfs_fh *fh = fh_of(fi);
+	int (*page)(struct mcfs *, struct mcfs_node *, struct mcfs_dirlist *);
+
+	if (!dir)
+		return;
+	switch (dir->kind) {
+	case MCFS_KV_DIR:
+		page = mcfs_kv_list;
+		break;
+	case MCFS_VDIR:
+		page = mcfs_virt_list;
+		break;
+	default:
+		page = mcfs_root_list;
+		break;
+	}
+	pthread_mutex_lock(&fh->lock);
+	mcfs_dirlist_reply(req, fs, dir, &fh->dir, size, off, plus, page);
+	pthread_mutex_unlock(&fh->lock);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	(void)ino;
+	mcfs_fh_free(fuse_req_userdata(req), fh_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+const struct fuse_lowlevel_ops mcfs_ops = {
+	.init = op_init,
+	.destroy = op_destroy,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.statfs = op_statfs,
+	.unlink = op_unlink,
+	.rename = op_rename,
+	.mkdir = op_mkdir,
+	.rmdir = op_rmdir,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.fallocate = op_fallocate,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+};

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Readers see one complete published version, never a torn one: two
+mounts, writers replacing a set of names over and over (each file carries
+its own length and checksum), readers on both mounts checking every file
+they read and that what they read agrees with the size fstat gives.
+
+MC_FS_TORN_SECONDS sets the length (default 8 s in the suite; the
+benchmark-length run of docs/benchmarks.md is 60 s):
+  MC_FS_TORN_SECONDS=60 MC_BUILD_DIR=$PWD/build-gcc \\
+      /usr/bin/python3 -m pytest -q tests/integration/fs/test_torn.py"""
+import os
+import random
+import struct
+import threading
+import time
+import zlib
+
+SECONDS = float(os.environ.get("MC_FS_TORN_SECONDS", "8"))
+NAMES = 20
+WRITERS = 6
+READERS = 6
+HEADER = struct.Struct("<QI")  # body length, crc32 of the body
+
+
+def payload(rng):
+    size = rng.choice([0, 1, 100, 4096, 70000, 300000, 1 << 20,
+                       (1 << 20) + 12345, 3 << 20])
+    body = rng.randbytes(size)
+    return HEADER.pack(size, zlib.crc32(body)) + body
+
+
+def check(data, fsize):
+    """None if data is one whole version of fsize bytes, else why not."""
+    if len(data) != fsize:
+        return f"read {len(data)} bytes, fstat says {fsize}"
+    if len(data) < HEADER.size:
+        return f"{len(data)} bytes: shorter than a header"
+    size, crc = HEADER.unpack_from(data)
+    if len(data) != HEADER.size + size:
+        return f"{len(data)} bytes, the header says {HEADER.size + size}"
+    if zlib.crc32(data[HEADER.size:]) != crc:
+        return "checksum mismatch: two versions mixed"
+    return None
+
+
+def test_no_torn_reads(mounts):
+    a = mounts(name="a", seg="1GiB")
+    b = mounts(name="b", seg="1GiB")
+    paths = [(a.kv / f"n{i}", b.kv / f"n{i}") for i in range(NAMES)]
+    for pa, _ in paths:
+        pa.write_bytes(payload(random.Random(0)))
+    stop = time.monotonic() + SECONDS
+    stats = {"writes": 0, "reads": 0, "torn": [], "errors": []}
+    lock = threading.Lock()
+
+    def writer(w):
+        rng = random.Random(w)
+        while time.monotonic() < stop:
+            pair = rng.choice(paths)
+            path = pair[w % 2]
+            try:
+                with open(path, "wb") as f:
+                    f.write(payload(rng))
+            except OSError as e:
+                with lock:
+                    stats["errors"].append(f"write {path}: {e}")
+                return
+            with lock:
+                stats["writes"] += 1
+
+    def reader(r):
+        rng = random.Random(100 + r)
+        while time.monotonic() < stop:
+            pair = rng.choice(paths)
+            path = pair[r % 2]
+            try:
+                with open(path, "rb") as f:
+                    fsize = os.fstat(f.fileno()).st_size
+                    data = f.read()
+            except OSError as e:
+                with lock:
+                    stats["errors"].append(f"read {path}: {e}")
+                return
+            why = check(data, fsize)
+            with lock:
+                stats["reads"] += 1
+                if why:
+                    stats["torn"].append(f"{path}: {why}")
+
+    threads = [threading.Thread(target=writer, args=(i,))
+               for i in range(WRITERS)]
+    threads += [threading.Thread(target=reader, args=(i,))
+                for i in range(READERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"{stats['writes']} writes, {stats['reads']} reads, "
+          f"{len(stats['torn'])} torn")
+    assert not stats["errors"], stats["errors"][:5]
+    assert stats["writes"] > 50 and stats["reads"] > 50, stats
+    assert not stats["torn"], \
+        f"{len(stats['torn'])} torn of {stats['reads']}: {stats['torn'][:5]}"

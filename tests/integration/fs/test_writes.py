@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writes every program relies on, on the real mount with real programs:
+shell redirections (every close of a copy of the descriptor publishes,
+and the descriptor stays writable), dd, gzip, sort -o, truncate both ways,
+sed -i, tar -x, split, cp -p, a forked writer, a subprocess's stdout,
+appends, O_RDWR in place, periodic fsync, mmap, and a failed publish that
+leaves the previous version intact."""
+import errno
+import mmap
+import os
+import subprocess
+import tarfile
+import zlib
+
+import pytest
+
+from mount import random_bytes, write_random
+
+MiB = 1 << 20
+
+
+def sh(cmd, cwd=None):
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, cwd=cwd,
+                       timeout=120)
+    assert p.returncode == 0, f"{cmd}: {p.stderr.decode(errors='replace')}"
+    return p.stdout
+
+
+def test_shell_redirections(mnt, tmp_path):
+    kv = mnt.kv
+    (tmp_path / "a").write_bytes(b"first\n")
+    (tmp_path / "b").write_bytes(b"second\n")
+    cases = {
+        f"echo hi > {kv}/echo": b"hi\n",
+        f"printf 'x%sy' 1 2 3 > {kv}/printf": b"x1yx2yx3y",
+        f"cat {tmp_path}/a {tmp_path}/b > {kv}/cat": b"first\nsecond\n",
+        f"(echo a; echo b) > {kv}/group": b"a\nb\n",
+        f"exec 3>{kv}/fd3; echo x >&3; echo y >&3; exec 3>&-": b"x\ny\n",
+        f"echo a >> {kv}/app; echo b >> {kv}/app; echo c >> {kv}/app":
+            b"a\nb\nc\n",
+        f"{{ echo one; echo two >&2; }} > {kv}/both 2>&1": b"one\ntwo\n",
+    }
+    for cmd, want in cases.items():
+        sh(cmd)
+    for cmd, want in cases.items():
+        name = cmd.split(f"{kv}/")[1].split()[0].rstrip(";")
+        assert (kv / name).read_bytes() == want, cmd
+
+
+def test_redirection_over_an_existing_file(mnt):
+    path = mnt.kv / "existing"
+    write_random(path, 100000, 1)
+    sh(f"echo new > {path}")
+    assert path.read_bytes() == b"new\n"
+    sh(f": > {path}")
+    assert path.read_bytes() == b""
+
+
+def test_a_dup_survives_the_close_of_the_original(mnt):
+    p = str(mnt.kv / "dup")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd2 = os.dup(fd)
+    os.close(fd)  # a flush: the empty file is published
+    assert os.path.getsize(p) == 0
+    os.write(fd2, b"x" * 10)
+    os.write(fd2, b"y")
+    os.close(fd2)
+    assert open(p, "rb").read() == b"x" * 10 + b"y"
+
+
+def test_dd_gzip_and_a_subprocess_stdout(mnt, tmp_path):
+    src = tmp_path / "src"
+    data = write_random(src, 5 * MiB + 123, 2)
+    sh(f"dd if={src} of={mnt.kv}/dd bs=64k status=none")
+    assert (mnt.kv / "dd").read_bytes() == data
+    sh(f"dd if={src} of={mnt.kv}/dd1 bs=1M count=2 status=none "
+       "oflag=direct")
+    assert (mnt.kv / "dd1").read_bytes() == data[:2 * MiB]
+    text = b"line %d\n" * 1
+    (tmp_path / "t").write_bytes(b"".join(text % i for i in range(50000)))
+    sh(f"gzip -c {tmp_path}/t > {mnt.kv}/t.gz")
+    assert sh(f"gunzip -c {mnt.kv}/t.gz") == (tmp_path / "t").read_bytes()
+    with open(mnt.kv / "stdout", "w") as out:
+        subprocess.run(["seq", "1", "20000"], stdout=out, check=True)
+    want = "".join(f"{i}\n" for i in range(1, 20001)).encode()
+    assert (mnt.kv / "stdout").read_bytes() == want
+
+
+def test_sort_sed_split_tar_cp(mnt, tmp_path):
+    kv = mnt.kv
+    (kv / "s").write_text("c\na\nb\n")
+    sh(f"sort -o {kv}/s {kv}/s")
+    assert (kv / "s").read_text() == "a\nb\nc\n"
+    sh(f"sed -i 's/b/B/' {kv}/s")
+    assert (kv / "s").read_text() == "a\nB\nc\n"
+    # split into the mount, join back
+    big = write_random(tmp_path / "big", 3 * MiB + 7, 3)
+    os.mkdir(kv / "parts")
+    sh(f"split -b 1000000 {tmp_path}/big {kv}/parts/p")
+    assert len(os.listdir(kv / "parts")) == 4
+    assert sh(f"cat {kv}/parts/p*") == big
+    # tar -x of a tree with several sizes
+    tree = tmp_path / "tree"
+    (tree / "d" / "e").mkdir(parents=True)
+    files = {"f0": 0, "f1": 1, "d/f2": 70000, "d/e/f3": 2 * MiB}
+    for name, size in files.items():
+        write_random(tree / name, size, 4)
+    with tarfile.open(tmp_path / "t.tar", "w") as t:
+        t.add(tree, arcname="tree")
+    sh(f"tar -xf {tmp_path}/t.tar -C {kv}")
+    for name in files:
+        assert (kv / "tree" / name).read_bytes() == \
+            (tree / name).read_bytes(), name
+    # cp -p (mode, times and owner are accepted; issue 13 stores them)
+    sh(f"cp -p {tree}/d/f2 {kv}/cpp")
+    assert (kv / "cpp").read_bytes() == (tree / "d" / "f2").read_bytes()
+
+
+def test_truncate_by_path_both_ways(mnt):
+    path = mnt.kv / "tr"
+    data = write_random(path, 10000, 5)
+    sh(f"truncate -s 4000 {path}")
+    assert path.read_bytes() == data[:4000]
+    sh(f"truncate -s 9000 {path}")
+    assert path.read_bytes() == data[:4000] + bytes(5000)
+    sh(f"truncate -s 0 {path}")
+    assert path.read_bytes() == b""
+    # truncate(2) itself, by path, no descriptor
+    data = write_random(path, 10000, 5)
+    os.truncate(path, 3000)
+    assert path.read_bytes() == data[:3000]
+    os.truncate(path, 5000)
+    assert path.read_bytes() == data[:3000] + bytes(2000)
+    with pytest.raises(OSError) as e:
+        os.truncate(mnt.kv, 0)
+    assert e.value.errno == errno.EISDIR
+
+
+def test_forked_writer(mnt):
+    p = str(mnt.kv / "forked")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(fd, b"child\n")
+        finally:
+            os._exit(0)  # closes its copy: a flush
+    assert os.waitpid(pid, 0)[1] == 0
+    assert open(p, "rb").read() == b"child\n"
+    os.write(fd, b"parent\n")
+    os.close(fd)
+    assert open(p, "rb").read() == b"child\nparent\n"
+
+
+def test_rdwr_in_place_reads_its_own_writes(mnt):
+    path = mnt.kv / "rw"
+    data = bytearray(write_random(path, 2 * MiB, 6))
+    fd = os.open(path, os.O_RDWR)
+    os.pwrite(fd, b"Z" * 5000, MiB - 100)
+    data[MiB - 100:MiB + 4900] = b"Z" * 5000
+    assert os.pread(fd, 6000, MiB - 500) == data[MiB - 500:MiB + 5500]
+    os.fsync(fd)  # published: another reader sees the change
+    assert path.read_bytes() == data
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, b"end")
+    data += b"end"
+    os.close(fd)
+    assert path.read_bytes() == data
+
+
+def test_periodic_fsync_publishes_each_time(mounts):
+    """Each fsync publishes the whole file so far (4 + 8 + ... + 64 MiB
+    moved, and each replaced version's memory stays until its readers'
+    leases end: a pool of 1 GiB for a 64 MiB file)."""
+    mnt = mounts(seg="1GiB")
+    path = mnt.kv / "log"
+    chunk = 4 * MiB
+    blob = random_bytes(64 * MiB, 7)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    for i in range(16):
+        os.write(fd, blob[i * chunk:(i + 1) * chunk])
+        os.fsync(fd)
+        # Another reader sees exactly what was written so far.
+        got = path.read_bytes()
+        assert len(got) == (i + 1) * chunk
+        assert got == blob[:(i + 1) * chunk]
+    os.fdatasync(fd)  # nothing new: publishes nothing, fails nothing
+    os.close(fd)
+    assert zlib.crc32(path.read_bytes()) == zlib.crc32(blob)
+
+
+def test_known_size_then_dup_and_more_writes(mnt):
+    """The direct path (size first), published by a flush, then written
+    again through the remaining descriptor."""
+    path = mnt.kv / "direct"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.ftruncate(fd, 3 * MiB)
+    os.pwrite(fd, b"a" * MiB, 0)
+    fd2 = os.dup(fd)
+    os.close(fd)
+    assert path.read_bytes() == b"a" * MiB + bytes(2 * MiB)
+    os.pwrite(fd2, b"b" * 10, 2 * MiB)
+    os.close(fd2)
+    assert path.read_bytes() == b"a" * MiB + bytes(MiB) + b"b" * 10 + \
+        bytes(MiB - 10)
+
+
+def test_mmap(mnt):
+    """Reading through mmap works; a writable shared mapping of a file open
+    for writing is refused when mapped (ENODEV), not at some later
+    msync."""
+    path = mnt.kv / "mm"
+    data = write_random(path, 300000, 8)
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        assert m[:] == data
+        m.close()
+    fd = os.open(path, os.O_RDWR)
+    with pytest.raises(OSError) as e:
+        mmap.mmap(fd, 300000, flags=mmap.MAP_SHARED,
+                  prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    assert e.value.errno == errno.ENODEV
+    os.close(fd)
+    assert path.read_bytes() == data
+
+
+def test_a_failed_publish_keeps_the_previous_version(mounts):
+    m = mounts(seg="64MiB", opts="staging_limit=256MiB")
+    path = m.kv / "keep"
+    old = write_random(path, 100000, 9)
+    # A reader holds the old version: a put larger than the pool makes the
+    # master evict what it can first (issue 14), which must not be what
+    # this test looks at.
+    reader = open(path, "rb")
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"q" * (100 * MiB))  # staged: more than the pool holds
+    with pytest.raises(OSError) as e:
+        os.fsync(fd)
+    assert e.value.errno == errno.ENOSPC
+    assert path.read_bytes() == old
+    with pytest.raises(OSError) as e:
+        os.close(fd)
+    assert e.value.errno == errno.ENOSPC
+    assert path.read_bytes() == old
+    assert reader.read() == old
+    reader.close()
+
+
+def test_a_failed_write_publishes_nothing(mounts):
+    """Past the staging limit a write fails, and the version it belonged
+    to is never published: no reader finds a file with a hole."""
+    m = mounts(seg="64MiB", opts="staging_limit=4MiB")
+    path = m.kv / "w"
+    old = write_random(path, 1000, 10)
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"1" * MiB)
+    with pytest.raises(OSError) as e:
+        for _ in range(8):
+            os.write(fd, b"2" * MiB)
+    assert e.value.errno == errno.ENOSPC
+    with pytest.raises(OSError) as e:
+        os.close(fd)
+    assert e.value.errno == errno.ENOSPC
+    assert path.read_bytes() == old
