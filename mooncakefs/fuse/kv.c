@@ -167,6 +167,29 @@ static int writable_dir(struct mcfs *fs, struct mcfs_node *dir)
 	return mcfs_wait_ready(fs);
 }
 
+/* The key of a name about to be made, removed or renamed in dir: checks
+ * dir (writable_dir), answers bad for a name that cannot be a key or is
+ * hidden. */
+static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
+			 const char *name, int bad, char **key)
+{
+	bool hidden;
+	int rc = writable_dir(fs, dir);
+
+	*key = NULL;
+	if (!rc)
+		rc = child_key(dir, name, key, &hidden);
+	if (!rc && hidden)
+		rc = bad;
+	if (rc == -ENOENT)
+		rc = bad;
+	if (rc) {
+		free(*key);
+		*key = NULL;
+	}
+	return rc;
+}
+
 /* ---- lookup and listing --------------------------------------------------- */
 
 /* Stat key and hold the object stat described, for the open that follows
@@ -527,19 +550,11 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   int flags, struct mcfs_node **node, struct mcfs_fh **out)
 {
 	struct mcfs_node *n;
-	bool hidden;
 	char *key;
-	int rc = writable_dir(fs, dir);
+	int rc = key_to_change(fs, dir, name, -EINVAL, &key);
 
 	if (rc)
 		return rc;
-	rc = child_key(dir, name, &key, &hidden);
-	if (rc)
-		return rc == -ENOENT ? -EINVAL : rc;
-	if (hidden) {
-		free(key);
-		return -EINVAL;
-	}
 	/* The file being written is an inode of its own (version 0 until
 	 * published; later lookups find the published version). */
 	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0, 0);
@@ -630,17 +645,12 @@ int mcfs_kv_truncate(struct mcfs *fs, struct mcfs_node *n, uint64_t size)
 
 int mcfs_kv_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 {
-	bool hidden, isdir = false;
+	bool isdir = false;
 	char *key;
-	int rc = writable_dir(fs, dir);
+	int rc = key_to_change(fs, dir, name, -ENOENT, &key);
 
 	if (rc)
 		return rc;
-	rc = child_key(dir, name, &key, &hidden);
-	if (rc || hidden) {
-		free(key);
-		return rc ? rc : -ENOENT;
-	}
 	/* Forced: a reader holding the object keeps it until it closes. */
 	rc = mooncake_store_remove(fs->store, key, true);
 	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, key, &isdir) &&
@@ -693,17 +703,12 @@ int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		  struct mcfs_node **out)
 {
 	mooncake_obj_stat_t st;
-	bool hidden, isdir;
+	bool isdir;
 	char *key, *prefix;
-	int rc = writable_dir(fs, dir);
+	int rc = key_to_change(fs, dir, name, -EINVAL, &key);
 
 	if (rc)
 		return rc;
-	rc = child_key(dir, name, &key, &hidden);
-	if (rc || hidden) {
-		free(key);
-		return rc == -ENOMEM ? rc : -EINVAL;
-	}
 	rc = mooncake_store_stat(fs->store, key, &st);
 	if (rc == 0 || (rc == MC_STORE_OBJECT_NOT_FOUND &&
 			!dir_exists(fs, key, &isdir) && isdir)) {
@@ -726,17 +731,12 @@ int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 
 int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 {
-	bool hidden, trunc;
+	bool trunc;
 	char *key, *prefix;
-	int n = 0, rc = writable_dir(fs, dir);
+	int n = 0, rc = key_to_change(fs, dir, name, -ENOENT, &key);
 
 	if (rc)
 		return rc;
-	rc = child_key(dir, name, &key, &hidden);
-	if (rc || hidden) {
-		free(key);
-		return rc ? rc : -ENOENT;
-	}
 	prefix = prefix_of(key);
 	free(key);
 	if (!prefix)

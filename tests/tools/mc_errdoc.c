@@ -20,7 +20,7 @@ int main(void)
 	     "below -4000. Upstream Mooncake's store codes appear only at the "
 	     "public store API and in Python, translated by `mc_err_to_store()` "
 	     "from the tables below. At the FUSE boundary codes become errno "
-	     "(issue 5 adds that table).\n");
+	     "(the table in design.md, \"Filesystem\", \"Errors\").\n");
 	puts("## Domain codes\n");
 	puts("| code | name | store code | message |\n|---|---|---|---|");
 #define X(name, value, store, msg)                                \
