@@ -15,16 +15,15 @@
  *
  * Where the content is:
  *  - staged (stage.c): in memory, within the mount's staging_limit
- *    (-ENOSPC beyond it), for writes of unknown size and every O_RDWR
- *    handle (it reads its own writes from there). A publish writes the
+ *    (-ENOSPC beyond it), for writes of unknown size. A publish writes the
  *    whole stage; the stage stays for the next version.
- *  - direct: an O_WRONLY handle whose size is set (ftruncate/fallocate)
- *    before any data writes straight into the replicas of a writer
- *    (libmooncake fills what is never written with zeros at commit). Once
- *    published, or when a write or truncate needs other bytes than the
- *    writer's size allows, the content moves to the stage: a writer not
- *    yet published is committed under its temporary key and copied back
- *    from there; a published one is copied from the name.
+ *  - direct: a handle whose size is set (ftruncate/fallocate) before any
+ *    data writes straight into the replicas of a writer (libmooncake
+ *    fills what is never written with zeros at commit). Once published,
+ *    or when a write or truncate needs other bytes than the writer's size
+ *    allows, or an O_RDWR handle reads, the content moves to the stage: a
+ *    writer not yet published is committed under its temporary key and
+ *    copied back from there; a published one is copied from the name.
  *
  * A write that fails (the staging limit, the pool full, a transfer) spoils
  * the version being built: the handle then fails every call with that
@@ -62,6 +61,15 @@ static char *tmp_key(struct mcfs *fs)
 			 (int)getpid(),
 			 (unsigned long long)atomic_fetch_add(&fs->tmp_seq, 1));
 	return k;
+}
+
+/* The content's size, which a stat of the inode without the handle shows
+ * too. */
+static void set_size(struct mcfs_fh *fh, uint64_t size)
+{
+	fh->size = size;
+	if (fh->node)
+		atomic_store(&fh->node->written_size, size);
 }
 
 /* A writer of size bytes under a new temporary key. */
@@ -106,7 +114,7 @@ static int stage_copy(struct mcfs *fs, struct mcfs_fh *fh,
 		off += (uint64_t)n;
 	}
 	free(b);
-	fh->size = fh->stage.size;
+	set_size(fh, fh->stage.size);
 	return rc;
 }
 
@@ -152,10 +160,11 @@ static int to_stage(struct mcfs *fs, struct mcfs_fh *fh)
 int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, int flags,
 		   mooncake_object_t base)
 {
-	fh->rdwr = (flags & O_ACCMODE) == O_RDWR;
+	(void)flags; /* the content does not depend on the access mode */
 	if (!base) {
 		/* A new or emptied file: empty until written, and published
 		 * as such by the first flush. */
+		set_size(fh, 0);
 		fh->dirty = true;
 		return 0;
 	}
@@ -176,11 +185,11 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		rc = to_stage(fs, fh);
 	if (rc || fh->writer || fh->published_direct)
 		goto out; /* the direct writer's own size: nothing to do */
-	if (!fh->rdwr && !fh->stage.size && !fh->stage.n && size) {
+	if (!fh->stage.size && !fh->stage.n && size) {
 		/* Size known before any data: allocate the replicas now. */
 		rc = open_writer(fs, fh, size);
 		if (!rc) {
-			fh->size = size;
+			set_size(fh, size);
 			fh->dirty = true;
 			goto out;
 		}
@@ -191,7 +200,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 			    strerror(-rc));
 	}
 	rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
-	fh->size = fh->stage.size;
+	set_size(fh, fh->stage.size);
 	fh->dirty = true;
 out:
 	pthread_mutex_unlock(&fh->lock);
@@ -221,7 +230,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	} else {
 		rc = mcfs_stage_write(&fs->stage_pool, &fh->stage, off, buf,
 				      len);
-		fh->size = fh->stage.size;
+		set_size(fh, fh->stage.size);
 		if (rc) /* a version with a hole where this write failed */
 			fh->error = rc;
 	}

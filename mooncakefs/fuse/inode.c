@@ -126,6 +126,7 @@ static struct mcfs_node *node_new(struct mcfs *fs, struct mcfs_node *parent,
 
 	if (!n)
 		return NULL;
+	atomic_init(&n->written_size, MCFS_NO_SIZE);
 	n->name = strdup(name);
 	n->key = strdup(key ? key : "");
 	if (!n->name || !n->key) {
@@ -487,7 +488,9 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 		st->st_mode = S_IFREG | ((fs->o.read_only ? 0444 : 0644) & ~um);
 		st->st_nlink = 1;
 		st->st_size = (off_t)n->size;
-		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+		if (atomic_load(&n->written_size) != MCFS_NO_SIZE)
+			st->st_size = (off_t)atomic_load(&n->written_size);
+		st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
 		st->st_mtim.tv_sec = (time_t)(n->mtime_ms / 1000);
 		st->st_mtim.tv_nsec = (long)(n->mtime_ms % 1000) * 1000000;
 		st->st_ctim = st->st_atim = st->st_mtim;

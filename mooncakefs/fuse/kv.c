@@ -483,6 +483,7 @@ static struct mcfs_fh *writer_fh(struct mcfs_node *n, const char *key)
 	fh->key = k;
 	fh->name = name;
 	fh->parent_ino = n->parent ? n->parent->ino : 0;
+	fh->node = n;
 	return fh;
 }
 

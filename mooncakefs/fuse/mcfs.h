@@ -85,6 +85,10 @@ struct mcfs_node {
 	 * for writing is retired: lookups no longer find it, and readers
 	 * are sent to a fresh inode of the published version (kv.c). */
 	uint32_t n_readers, n_writers;
+	/* file: the size its writers' content has (MCFS_NO_SIZE until one
+	 * opens it), which a stat without a handle must report: the kernel
+	 * takes that answer over the size its own writes left. */
+	_Atomic uint64_t written_size;
 	bool hashed; /* in the name table (not retired) */
 	/* A hold on this version taken by a binding lookup (kv.c), for the
 	 * open that follows; closed when used, expired or forgotten. */
@@ -114,6 +118,8 @@ struct mcfs_dirlist {
 	bool eof;
 };
 
+#define MCFS_NO_SIZE UINT64_MAX
+
 /* An open file or directory. */
 enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR };
 
@@ -126,11 +132,11 @@ struct mcfs_fh {
 	/* FH_WRITE (file.c): the content and its publication */
 	char *key, *tmp_key;
 	uint64_t parent_ino; /* its name, to invalidate after a publish */
+	struct mcfs_node *node; /* its inode, alive while the handle is */
 	char *name;
 	struct mcfs_stage stage;
 	uint64_t size;
 	mooncake_writer_t writer; /* direct: not yet published */
-	bool rdwr; /* O_RDWR: always staged (reads its own writes) */
 	bool dirty; /* changed since opened or last published */
 	bool published; /* at least once */
 	bool published_direct; /* the content is the name's object, not

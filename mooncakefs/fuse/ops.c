@@ -30,6 +30,12 @@ void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	if (!fh)
 		return;
+	/* A thread that replied under the handle's lock (a read, a page of
+	 * a listing) may still be on its way to unlocking it: the program
+	 * it woke can close at once, and the release run on another thread.
+	 * Wait for it, or its unlock would write into freed memory. */
+	pthread_mutex_lock(&fh->lock);
+	pthread_mutex_unlock(&fh->lock);
 	if (fh->kind == FH_READ && fh->obj)
 		mooncake_store_object_close(fh->obj);
 	if (fh->kind == FH_WRITE)

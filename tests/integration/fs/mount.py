@@ -32,8 +32,9 @@ class Mount:
     """A mooncakefs mount (daemonized, logs in the test's directory)."""
 
     def __init__(self, procs, tmp_path, master, name="mnt", seg="64MiB",
-                 opts="", segment_name=None):
+                 opts="", segment_name=None, env=None):
         self.procs, self.tmp, self.master = procs, tmp_path, master
+        self.env = env
         self.path = tmp_path / name
         self.path.mkdir(exist_ok=True)
         self.log_path = tmp_path / f"{name}.fs.log"
@@ -54,7 +55,7 @@ class Mount:
         p = subprocess.run([binary(*MCFS), self.master.addr, str(self.path),
                             "-o", self.options()], capture_output=True,
                            text=True, timeout=60 * SCALE,
-                           env=mctest.te_env())
+                           env=mctest.te_env(self.env))
         assert p.returncode == 0, p.stderr + self.log()
         wait_for(lambda: is_mounted(self.path), what="mounted")
         # The pool is joined in the background: wait until kv/ answers.

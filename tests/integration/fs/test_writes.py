@@ -168,6 +168,43 @@ def test_rdwr_in_place_reads_its_own_writes(mnt):
     assert path.read_bytes() == data
 
 
+def test_rdwr_with_the_size_first_reads_its_own_writes(mnt):
+    """fio's pattern (O_RDWR, fallocate, writes) writes straight into the
+    replicas; a read then moves the content to the stage."""
+    path = mnt.kv / "rwsize"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    os.posix_fallocate(fd, 0, 2 * MiB)
+    os.pwrite(fd, b"r" * 1000, MiB)
+    assert os.pread(fd, 1100, MiB - 50) == bytes(50) + b"r" * 1000 + \
+        bytes(50)
+    os.pwrite(fd, b"s" * 10, 0)
+    os.close(fd)
+    assert path.read_bytes() == b"s" * 10 + bytes(MiB - 10) + \
+        b"r" * 1000 + bytes(MiB - 1000)
+
+
+def test_fstat_of_a_writer_shows_its_size(mnt):
+    """fstat without the kernel's size cache: the daemon answers for the
+    inode (no handle), and the kernel takes that answer."""
+    path = mnt.kv / "fst"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size, op in ((50, lambda: os.write(fd, b"z" * 50)),
+                         (10, lambda: os.ftruncate(fd, 10)),
+                         (3 * MiB, lambda: os.ftruncate(fd, 3 * MiB)),
+                         (3 * MiB + 1, lambda: os.pwrite(fd, b"e", 3 * MiB))):
+            op()
+            for _ in range(3):
+                drop = open("/proc/sys/vm/drop_caches", "w")
+                drop.write("2")  # the kernel asks the daemon again
+                drop.close()
+                assert os.fstat(fd).st_size == size
+                assert os.lseek(fd, 0, os.SEEK_END) == size
+    finally:
+        os.close(fd)
+    assert path.stat().st_size == 3 * MiB + 1
+
+
 def test_periodic_fsync_publishes_each_time(mounts):
     """Each fsync publishes the whole file so far (4 + 8 + ... + 64 MiB
     moved, and each replaced version's memory stays until its readers'
