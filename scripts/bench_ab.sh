@@ -8,7 +8,7 @@
 # ratio B/A. For claims of a few percent (docs/benchmarks.md says how they
 # are made). By hand only, never in CI.
 #
-#   scripts/bench_ab.sh [--rounds N] [--out DIR] A_ROOT B_ROOT -- SCRIPT [ARGS]
+#   scripts/bench_ab.sh [--rounds N] [--out DIR] [--markdown] A_ROOT B_ROOT -- SCRIPT [ARGS]
 #
 # A_ROOT, B_ROOT: checkouts (e.g. `git worktree add /tmp/a HEAD~1`), each
 # with its Release build in build-release/ (scripts/build.sh release).
@@ -16,6 +16,9 @@
 # writes JSON lines there (bench_fs.sh). ARGS go to it unchanged.
 # --rounds N (default 5): runs of each side. --out DIR keeps every run's
 # JSON lines and logs (default: a temporary directory, removed).
+# --markdown: SCRIPT takes no --results and prints markdown tables
+# (bench_store.sh); every numeric cell of a row is a figure, the row is
+# known by its table's heading, its position and its other cells.
 #
 # A case is a JSON line without its numeric figures and its "rep"; each
 # numeric field is a figure (gbps, seconds, per_s, ...): its median over
@@ -24,16 +27,18 @@ set -euo pipefail
 
 rounds=5
 out=
+markdown=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--markdown) markdown=1; shift ;;
 	-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
 	*) break ;;
 	esac
 done
 [[ $# -ge 4 && $3 == -- ]] || {
-	echo "usage: $0 [--rounds N] [--out DIR] A_ROOT B_ROOT -- SCRIPT [ARGS]" >&2
+	echo "usage: $0 [--rounds N] [--out DIR] [--markdown] A_ROOT B_ROOT -- SCRIPT [ARGS]" >&2
 	exit 2
 }
 a=$(cd "$1" && pwd)
@@ -52,13 +57,57 @@ fi
 mkdir -p "$out"
 trap '[[ $keep = 1 ]] || rm -rf "$out"' EXIT
 
+# md_to_jsonl FILE: the markdown tables of FILE as JSON lines.
+md_to_jsonl() {
+	python3 - "$1" <<'EOF'
+import json, re, sys
+NUM = re.compile(r"^(-?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)\s*"
+                 r"(?:x|%|us|ms|s|GB/s|ops/s|keys/s)?$")
+heading, header, row = "", None, 0
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("#"):
+        heading, header = line.lstrip("# "), None
+        continue
+    if not line.startswith("|"):
+        header = None
+        continue
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if header is None:
+        header, row = cells, 0
+        continue
+    if all(set(c) <= set("-: ") for c in cells):
+        continue
+    rec = {"table": heading, "row": f"r{row}"}
+    for i, (h, c) in enumerate(zip(header, cells)):
+        parts = [p.strip() for p in c.split(" / ")]
+        nums = [NUM.match(p) for p in parts]
+        if all(nums):
+            for j, m in enumerate(nums):
+                suffix = f".{j}" if len(nums) > 1 else ""
+                rec[f"c{i} {h}{suffix}"] = float(m.group(1).replace(",", ""))
+        elif h != "target":  # met / MISSED: an outcome, not a name
+            rec[h] = c
+    row += 1
+    print(json.dumps(rec))
+EOF
+}
+
 run() { # SIDE ROOT ROUND ARGS...
-	local side=$1 root=$2 round=$3
+	local side=$1 root=$2 round=$3 base
 	shift 3
+	base=$out/$side-$round
 	echo "bench_ab: round $round, $side ($root)" >&2
+	if ((markdown)); then
+		MC_BENCH_BUILD_DIR=$root/build-release \
+			"$root/scripts/$script" "$@" >"$base.md" 2>"$base.log" ||
+			{ tail -20 "$base.log" >&2; exit 1; }
+		md_to_jsonl "$base.md" >"$base.jsonl"
+		return
+	fi
 	MC_BENCH_BUILD_DIR=$root/build-release "$root/scripts/$script" "$@" \
-		--results "$out/$side-$round.jsonl" >"$out/$side-$round.log" 2>&1 ||
-		{ tail -20 "$out/$side-$round.log" >&2; exit 1; }
+		--results "$base.jsonl" >"$base.log" 2>&1 ||
+		{ tail -20 "$base.log" >&2; exit 1; }
 }
 
 for ((i = 1; i <= rounds; i++)); do
@@ -74,6 +123,8 @@ done
 python3 - "$out" "$a" "$b" "$rounds" <<'EOF'
 import glob, json, os, statistics, sys
 out, a, b, rounds = sys.argv[1:]
+# Numbers that name a case rather than measure it.
+IDENT = ("jobs", "direct", "names", "threads", "procs")
 fig = {}  # (case, figure) -> {"A": [...], "B": [...]}
 for path in sorted(glob.glob(os.path.join(out, "*.jsonl"))):
     side = os.path.basename(path)[0]
@@ -83,9 +134,9 @@ for path in sorted(glob.glob(os.path.join(out, "*.jsonl"))):
         row = json.loads(line)
         case = tuple(sorted((k, v) for k, v in row.items()
                             if k != "rep" and not isinstance(v, (int, float))
-                            or k in ("jobs", "bytes", "names")))
+                            or k in IDENT))
         for k, v in row.items():
-            if k in ("rep", "jobs", "bytes", "names") or \
+            if k == "rep" or k in IDENT or \
                     not isinstance(v, (int, float)) or isinstance(v, bool):
                 continue
             fig.setdefault((case, k), {"A": [], "B": []})[side].append(v)

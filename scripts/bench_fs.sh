@@ -405,7 +405,7 @@ cat >"$tmp/writer.py" <<'EOF'
 # writer.py MODE SIZE N DIR: N processes each write a new file DIR/p<i> of
 # SIZE bytes in 1 MiB writes, from open to close; MODE "known" calls
 # ftruncate(SIZE) before any data. Prints aggregate bytes and seconds.
-import json, multiprocessing as mp, os, sys, time
+import json, multiprocessing as mp, os, queue, sys, time
 
 def one(mode, size, path, barrier, q):
     buf = memoryview(os.urandom(1 << 20))
@@ -426,7 +426,15 @@ ps = [mp.Process(target=one, args=(mode, size, f"{d}/p{i}", barrier, q))
       for i in range(n)]
 for p in ps:
     p.start()
-times = [q.get() for _ in ps]
+times = []
+while len(times) < n:  # a child that failed never reports: stop then
+    try:
+        times.append(q.get(timeout=1))
+    except queue.Empty:
+        if any(p.exitcode for p in ps):
+            for p in ps:
+                p.kill()
+            sys.exit(1)
 for p in ps:
     p.join()
     if p.exitcode:

@@ -46,7 +46,8 @@
 #define CHUNK (16u << 20) /* one writer_write from the stage */
 #define COPY_BUF (1u << 20)
 
-const char mcfs_zeros[MCFS_ZEROS];
+#define ZEROS (1u << 20)
+static const char zeros[ZEROS]; /* what reads of a stage's holes return */
 
 static char *tmp_key(struct mcfs *fs)
 {
@@ -239,23 +240,8 @@ out:
 	return rc;
 }
 
-/* Write n zero bytes at pos, 1 MiB per call. */
-static int write_zeros(struct mcfs_fh *fh, uint64_t pos, uint64_t n)
-{
-	while (n) {
-		size_t k = n > MCFS_ZEROS ? MCFS_ZEROS : (size_t)n;
-		int rc = mcfs_errno(mooncake_store_writer_write(fh->writer, pos,
-								mcfs_zeros, k));
-		if (rc)
-			return rc;
-		pos += k;
-		n -= k;
-	}
-	return 0;
-}
-
-/* The stage into a new writer, holes as zeros (the replica may hold old
- * bytes). */
+/* The stage into a new writer; its holes are left to the writer, which
+ * fills every byte never written with zeros at commit. */
 static int write_stage(struct mcfs_fh *fh)
 {
 	uint64_t off = 0;
@@ -265,9 +251,9 @@ static int write_stage(struct mcfs_fh *fh)
 		const char *p;
 		size_t n = mcfs_stage_span(&fh->stage, off, CHUNK, &p);
 
-		rc = p ? mcfs_errno(mooncake_store_writer_write(fh->writer, off,
-								p, n)) :
-			 write_zeros(fh, off, n);
+		if (p)
+			rc = mcfs_errno(mooncake_store_writer_write(fh->writer,
+								    off, p, n));
 		off += n;
 	}
 	return rc;
@@ -373,9 +359,9 @@ int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
 
 		if (!k)
 			break;
-		if (!p && k > MCFS_ZEROS)
-			k = MCFS_ZEROS;
-		iov[n].iov_base = (void *)(p ? p : mcfs_zeros);
+		if (!p && k > ZEROS)
+			k = ZEROS;
+		iov[n].iov_base = (void *)(p ? p : zeros);
 		iov[n].iov_len = k;
 		n++;
 		off += k;

@@ -340,15 +340,13 @@ int mcfs_file_publish(struct mcfs *fs, struct mcfs_fh *fh, bool *changed);
 uint64_t mcfs_file_size(struct mcfs_fh *fh);
 /**
  * The bytes at off (up to size) as at most max_iov pieces, holes pointing
- * at mcfs_zeros; returns how many (>= 0: the handle stays locked until
+ * at zeros; returns how many (>= 0: the handle stays locked until
  * mcfs_file_read_done(), after the reply) or a negative errno.
  */
 int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
 		   size_t size, struct iovec *iov, int max_iov, size_t *total);
 void mcfs_file_read_done(struct mcfs_fh *fh);
 void mcfs_file_free(struct mcfs *fs, struct mcfs_fh *fh);
-#define MCFS_ZEROS (1u << 20)
-extern const char mcfs_zeros[MCFS_ZEROS];
 
 /* virt.c: .mooncake/ */
 int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,

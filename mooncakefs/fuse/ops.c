@@ -7,8 +7,10 @@
  * return a negative errno; the reply gets -rc.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "mc_log.h"
@@ -203,15 +205,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 	if (!n)
 		return;
-	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < 0)
+	if (n->kind != MCFS_KV_FILE && n->kind != MCFS_KV_DIR)
+		rc = -EPERM; /* "/", ckpt/ and .mooncake/ are fixed */
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < 0)
 		rc = -EINVAL;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && fh && fh->kind == FH_WRITE)
 		rc = mcfs_file_truncate(fs, fh, (uint64_t)attr->st_size);
 	else if (to_set & FUSE_SET_ATTR_SIZE)
 		rc = n->kind == MCFS_KV_FILE ?
 			     mcfs_kv_truncate(fs, n, (uint64_t)attr->st_size) :
-		     n->kind == MCFS_VFILE ? -EACCES :
-					     -EISDIR;
+			     -EISDIR;
 	if (rc) {
 		reply_rc(req, rc);
 		return;
@@ -310,6 +313,42 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		reply_rc(req, rc);
 	else
 		reply_entry(req, fs, n);
+}
+
+/* Regular files only: FIFOs, sockets and device nodes are not objects. */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p, *n = NULL;
+	struct mcfs_fh *fh = NULL;
+	bool changed;
+	int rc = S_ISREG(mode) ? dir_for_change(fs, parent, &p) : -EPERM;
+
+	(void)rdev;
+	if (!rc)
+		rc = mcfs_kv_create(fs, p, name, O_WRONLY, &n, &fh);
+	if (!rc) {
+		rc = mcfs_file_publish(fs, fh, &changed);
+		mcfs_node_close(fs, n->ino, true);
+		mcfs_fh_free(fs, fh);
+		if (rc)
+			mcfs_node_forget(fs, n->ino, 1);
+	}
+	if (rc)
+		reply_rc(req, rc);
+	else
+		reply_entry(req, fs, n);
+}
+
+/* Hard links: an object has one name. */
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	fuse_reply_err(req, EPERM);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -699,6 +738,8 @@ const struct fuse_lowlevel_ops mcfs_ops = {
 	.unlink = op_unlink,
 	.rename = op_rename,
 	.mkdir = op_mkdir,
+	.mknod = op_mknod,
+	.link = op_link,
 	.rmdir = op_rmdir,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,

@@ -35,6 +35,24 @@ int main(void)
 	printf("| `%s` | %d `%s` |\n", #eno, MC_STORE_##store, #store);
 	MC_ERRNO_STORE_MAP(X)
 #undef X
+	puts("\n## What the mount answers of its own\n");
+	puts("Besides the store codes as errno (design.md, \"Filesystem\", "
+	     "\"Errors\"), the mount (`mooncakefs/fuse/`) answers:\n");
+	puts("| errno | when |\n|---|---|");
+	puts("| `ENOSPC` | a write past the mount's `staging_limit`, or the "
+	     "pool full (the file is not published) |");
+	puts("| `ESTALE` | an open whose inode's version is gone; the kernel "
+	     "looks the name up again and retries, so a program sees it only "
+	     "when the name changes twice within that retry |");
+	puts("| `EROFS` | any change on a read-only mount |");
+	puts("| `EPERM` | changes in `/`, `ckpt/` and `.mooncake/` (creating, "
+	     "removing, chmod, chown, utimensat, truncate); hard links; FIFOs, "
+	     "sockets and device nodes (mknod of anything but a regular file) |");
+	puts("| `EXDEV` | renaming a directory (mv copies and deletes) |");
+	puts("| `ENODEV` | a writable shared mmap of a file open for writing |");
+	puts("| `ENOSYS` | symbolic links (not yet) |");
+	puts("| `EIO` | the master unreachable past `rpc_timeout`, a failed "
+	     "transfer, anything the table does not name |");
 	puts("\n## Upstream store codes\n");
 	puts("Values are upstream's (`mooncake-store/include/types.h`) and never "
 	     "change. Codes upstream defines in families this build never "

@@ -164,3 +164,34 @@ def test_read_only_mount(mounts, master, procs, tmp_path):
     with pytest.raises(OSError) as e:
         os.unlink(m.kv / "ro" / "k")
     assert e.value.errno == errno.EROFS
+
+
+def test_node_kinds_and_fixed_names(mnt):
+    """mknod makes regular files only; FIFOs, sockets, device nodes and
+    hard links are EPERM; the fixed names refuse chmod and truncate."""
+    import socket
+    import stat
+    kv = mnt.kv
+
+    def eperm(fn, *args):
+        with pytest.raises(OSError) as e:
+            fn(*args)
+        assert e.value.errno == errno.EPERM, (fn, args)
+    os.mknod(kv / "plain", 0o644 | stat.S_IFREG)
+    assert (kv / "plain").read_bytes() == b""
+    assert "plain" in os.listdir(kv)
+    eperm(os.mkfifo, kv / "fifo")
+    eperm(os.mknod, kv / "blk", 0o644 | stat.S_IFBLK, os.makedev(1, 2))
+    eperm(os.mknod, kv / "chr", 0o644 | stat.S_IFCHR, os.makedev(1, 2))
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        eperm(s.bind, str(kv / "sock"))
+    finally:
+        s.close()
+    eperm(os.link, kv / "plain", kv / "hard")
+    assert sorted(os.listdir(kv)) == ["plain"]
+    stats = mnt.path / ".mooncake" / "stats"
+    eperm(os.chmod, stats, 0o600)
+    eperm(os.truncate, stats, 0)
+    eperm(os.utime, stats, (0, 0))
+    eperm(os.chmod, mnt.path / ".mooncake", 0o700)
