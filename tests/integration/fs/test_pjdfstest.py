@@ -2,8 +2,8 @@
 """pjdfstest, the POSIX suite FUSE filesystems are measured by, over the
 mount, held to a committed list of expected failures.
 
-The suite's unchanged source (../shared/third_party/pjdfstest, or
-MC_PJDFSTEST_SRC) is copied to a temporary directory and built there
+The suite's unchanged source (shared/third_party/pjdfstest beside the
+checkout or any directory above it, as ../shared; or MC_PJDFSTEST_SRC) is copied to a temporary directory and built there
 (autoreconf, configure, make: scripts/setup.sh installs autoconf and
 automake). Each test file of DIRS runs from a fresh directory in kv/ of a
 mount with allow_other (the suite switches to other uids as root). Every
@@ -37,11 +37,14 @@ def suite_source():
     env = os.environ.get("MC_PJDFSTEST_SRC")
     if env:
         return env
-    for base in (mctest.SOURCE, os.path.join(mctest.SOURCE, "..")):
+    base = os.path.abspath(mctest.SOURCE)  # shared/ beside any ancestor
+    while True:
         p = os.path.join(base, "shared", "third_party", "pjdfstest")
         if os.path.isfile(os.path.join(p, "pjdfstest.c")):
-            return os.path.abspath(p)
-    return None
+            return p
+        if base == os.path.dirname(base):
+            return None
+        base = os.path.dirname(base)
 
 
 def build_suite(src, dst):
