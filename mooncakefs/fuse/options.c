@@ -213,7 +213,9 @@ void mcfs_usage(FILE *out)
 		"  threads=N             FUSE worker threads (8)\n"
 		"  uid=N gid=N umask=OCT owner and mode bits of every file\n"
 		"  ro allow_other default_permissions  as for any FUSE "
-		"filesystem\n"
+		"filesystem;\n"
+		"                        allow_other implies "
+		"default_permissions\n"
 		"  log_file=PATH syslog  where logs go once daemonized\n"
 		"  -f foreground, -d debug (foreground, FUSE traces)\n");
 }
@@ -304,6 +306,13 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 	}
 	if (o->debug && fuse_opt_add_arg(fargs, "-odebug"))
 		return -ENOMEM;
+	/* Open to other users: the kernel checks the owner and mode bits
+	 * shown, or any local user could change or remove any file. */
+	if (o->allow_other && !o->default_permissions) {
+		o->default_permissions = true;
+		if (fuse_opt_add_arg(fargs, "-odefault_permissions"))
+			return -ENOMEM;
+	}
 	if (!o->fsname_set) {
 		/* df and /proc/mounts show the pool's master. */
 		char arg[300];

@@ -3,9 +3,9 @@
 mount, held to a committed list of expected failures.
 
 The suite's unchanged source (shared/third_party/pjdfstest beside the
-checkout or any directory above it, as ../shared; or MC_PJDFSTEST_SRC) is copied to a temporary directory and built there
-(autoreconf, configure, make: scripts/setup.sh installs autoconf and
-automake). Each test file of DIRS runs from a fresh directory in kv/ of a
+checkout or any directory above it, as ../shared; or MC_PJDFSTEST_SRC)
+is copied to a temporary directory and built there (autoreconf,
+configure, make: scripts/setup.sh installs autoconf and automake). Each test file of DIRS runs from a fresh directory in kv/ of a
 mount with allow_other (the suite switches to other uids as root). Every
 case is compared with pjdfstest.expected (next to this file): the test
 fails on a failure that is not listed and on a listed case that passes, so
