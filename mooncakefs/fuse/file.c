@@ -158,10 +158,8 @@ static int to_stage(struct mcfs *fs, struct mcfs_fh *fh)
 	return 0;
 }
 
-int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, int flags,
-		   mooncake_object_t base)
+int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base)
 {
-	(void)flags; /* the content does not depend on the access mode */
 	if (!base) {
 		/* A new or emptied file: empty until written, and published
 		 * as such by the first flush. */

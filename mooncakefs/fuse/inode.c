@@ -477,6 +477,7 @@ struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 {
 	mode_t um = (mode_t)fs->o.umask_;
+	uint64_t size;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
@@ -487,9 +488,8 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	case MCFS_KV_FILE:
 		st->st_mode = S_IFREG | ((fs->o.read_only ? 0444 : 0644) & ~um);
 		st->st_nlink = 1;
-		st->st_size = (off_t)n->size;
-		if (atomic_load(&n->written_size) != MCFS_NO_SIZE)
-			st->st_size = (off_t)atomic_load(&n->written_size);
+		size = atomic_load(&n->written_size);
+		st->st_size = (off_t)(size != MCFS_NO_SIZE ? size : n->size);
 		st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
 		st->st_mtim.tv_sec = (time_t)(n->mtime_ms / 1000);
 		st->st_mtim.tv_nsec = (long)(n->mtime_ms % 1000) * 1000000;

@@ -488,11 +488,11 @@ static struct mcfs_fh *writer_fh(struct mcfs_node *n, const char *key)
 }
 
 /* A handle writing n's key: empty, or starting from base. */
-static int start_writer(struct mcfs *fs, struct mcfs_node *n, int flags,
+static int start_writer(struct mcfs *fs, struct mcfs_node *n,
 			mooncake_object_t base, struct mcfs_fh **out)
 {
 	struct mcfs_fh *fh = writer_fh(n, n->key);
-	int rc = fh ? mcfs_file_init(fs, fh, flags, base) : -ENOMEM;
+	int rc = fh ? mcfs_file_init(fs, fh, base) : -ENOMEM;
 
 	if (rc) {
 		mcfs_fh_free(fs, fh);
@@ -529,7 +529,7 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 	if (!write || !(flags & O_TRUNC))
 		rc = open_version(fs, n, pid, write, &obj);
 	if (!rc && write) {
-		rc = start_writer(fs, n, flags, obj, out);
+		rc = start_writer(fs, n, obj, out);
 		mooncake_store_object_close(obj);
 	} else if (!rc) {
 		fh = mcfs_fh_new(FH_READ, n->ino);
@@ -548,7 +548,7 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 }
 
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   int flags, struct mcfs_node **node, struct mcfs_fh **out)
+		   struct mcfs_node **node, struct mcfs_fh **out)
 {
 	struct mcfs_node *n;
 	char *key;
@@ -564,7 +564,7 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return -ENOMEM;
 	rc = mcfs_node_open(fs, n, true, 0);
 	if (!rc) {
-		rc = start_writer(fs, n, flags | O_TRUNC, NULL, out);
+		rc = start_writer(fs, n, NULL, out);
 		if (rc)
 			mcfs_node_close(fs, n->ino, true);
 	}
@@ -629,8 +629,7 @@ int mcfs_kv_truncate(struct mcfs *fs, struct mcfs_node *n, uint64_t size)
 	if (!rc && size)
 		rc = open_version(fs, n, 0, true, &base);
 	if (!rc)
-		rc = start_writer(fs, n, O_WRONLY | (size ? 0 : O_TRUNC), base,
-				  &fh);
+		rc = start_writer(fs, n, base, &fh);
 	mooncake_store_object_close(base);
 	if (!rc)
 		rc = mcfs_file_truncate(fs, fh, size);

@@ -303,7 +303,7 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir,
 int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		 struct mcfs_fh **out);
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   int flags, struct mcfs_node **node, struct mcfs_fh **out);
+		   struct mcfs_node **node, struct mcfs_fh **out);
 /** Reply to a read of an FH_READ handle (from the segment when it is
  *  this daemon's: one copy). */
 void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
@@ -329,8 +329,7 @@ struct mcfs_fh *mcfs_fh_new(enum mcfs_fh_kind kind, uint64_t ino);
 /* file.c: files open for writing (FH_WRITE) */
 /** Start the content: empty (base NULL: created, O_TRUNC; published as
  *  such by the first flush) or a copy of base (the version opened). */
-int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, int flags,
-		   mooncake_object_t base);
+int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base);
 int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 		    size_t len, uint64_t off);
 int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size);

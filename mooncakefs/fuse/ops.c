@@ -7,7 +7,6 @@
  * return a negative errno; the reply gets -rc.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -327,7 +326,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	(void)rdev;
 	if (!rc)
-		rc = mcfs_kv_create(fs, p, name, O_WRONLY, &n, &fh);
+		rc = mcfs_kv_create(fs, p, name, &n, &fh);
 	if (!rc) {
 		rc = mcfs_file_publish(fs, fh, &changed);
 		mcfs_node_close(fs, n->ino, true);
@@ -482,7 +481,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	(void)mode;
 	if (!rc)
-		rc = mcfs_kv_create(fs, p, name, fi->flags, &n, &fh);
+		rc = mcfs_kv_create(fs, p, name, &n, &fh);
 	if (rc) {
 		reply_rc(req, rc);
 		return;

@@ -32,10 +32,12 @@ class Mount:
     """A mooncakefs mount (daemonized, logs in the test's directory)."""
 
     def __init__(self, procs, tmp_path, master, name="mnt", seg="64MiB",
-                 opts="", segment_name=None, env=None):
+                 opts="", segment_name=None, env=None, path=None):
+        """path: the mount point (default tmp_path/name); logs stay in
+        tmp_path either way."""
         self.procs, self.tmp, self.master = procs, tmp_path, master
         self.env = env
-        self.path = tmp_path / name
+        self.path = path or tmp_path / name
         self.path.mkdir(exist_ok=True)
         self.log_path = tmp_path / f"{name}.fs.log"
         self.seg = seg

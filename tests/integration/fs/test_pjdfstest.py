@@ -160,6 +160,10 @@ def test_pjdfstest(mounts, tmp_path):
     if not src:
         pytest.skip("pjdfstest source not found (../shared/third_party/"
                     "pjdfstest or MC_PJDFSTEST_SRC)")
+    # The suite's scripts name files with `openssl md5` (all one name
+    # without it); the rest they call is in every Debian system.
+    for tool in ("openssl", "awk", "df", "dd"):
+        assert shutil.which(tool), f"{tool} missing (scripts/setup.sh)"
     suite = build_suite(src, str(tmp_path / "pjdfstest"))
     dirs = os.environ.get("MC_PJDFSTEST_DIRS", ",".join(DIRS)).split(",")
     m = mounts(seg="256MiB", opts="allow_other")

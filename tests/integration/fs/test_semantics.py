@@ -136,7 +136,7 @@ def test_fio_default_layout(mnt):
     p = subprocess.run(["fio", "--name=lay", f"--directory={mnt.kv}",
                         "--rw=randwrite", "--bs=64k", "--size=4m",
                         "--ioengine=psync", "--verify=crc32c",
-                        "--do_verify=1"],
+                        "--do_verify=1", "--verify_state_save=0"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "verify" not in p.stderr.lower(), p.stderr

@@ -12,8 +12,6 @@ import tempfile
 
 import pytest
 
-from mount import Mount
-
 OTHER = 54321
 
 
@@ -24,24 +22,19 @@ def as_other(cmd, cwd=None):
 
 
 @pytest.fixture
-def shared(procs, master, tmp_path):
-    """Mounts under a directory other users can traverse (pytest's own
-    temporary directories are 0700); their logs end in tmp_path."""
-    base = tempfile.mkdtemp(prefix="mcfs-users-")
+def shared(mounts):
+    """Mounts whose mount point other users can reach (pytest's own
+    temporary directories are 0700)."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="mcfs-users-"))
     os.chmod(base, 0o755)
     made = []
 
     def make(**kw):
-        m = Mount(procs, pathlib.Path(base), master, **kw)
-        made.append(m)
-        return m
+        made.append(mounts(path=base / f"mnt{len(made)}", **kw))
+        return made[-1]
     yield make
-    for m in made:
+    for m in made:  # unmounted before the directory goes
         m.cleanup()
-        if m.log_path.exists():
-            kept = tmp_path / m.log_path.name
-            shutil.move(m.log_path, kept)
-            procs.logs[procs.logs.index(m.log_path)] = kept
     shutil.rmtree(base, ignore_errors=True)
 
 
