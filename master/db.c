@@ -18,7 +18,7 @@
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 struct mst_db {
 	sqlite3 *h;
@@ -26,7 +26,13 @@ struct mst_db {
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
 	sqlite3_stmt *put_orphan, *del_orphan;
+	sqlite3_stmt *dir_get, *dir_put, *dir_del, *dir_seek, *dir_touch;
 };
+
+/* The attribute columns (schema 2), in objects after replicas and in dirs
+ * after path: NULL mode means none stored. */
+#define ATTR_COLS "mode,uid,gid,aflags,atime,amtime,actime"
+#define N_ATTR_COLS 7
 
 static const char *const schema =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER);"
@@ -35,11 +41,27 @@ static const char *const schema =
 	" WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY,"
 	" size INTEGER, flags INTEGER, soft_pin_until INTEGER,"
-	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;"
+	" mtime INTEGER, replicas BLOB, mode INTEGER, uid INTEGER,"
+	" gid INTEGER, aflags INTEGER, atime INTEGER, amtime INTEGER,"
+	" actime INTEGER) WITHOUT ROWID;"
+	/* Directories made with mkdir (docs/design.md, "Directories"). */
+	"CREATE TABLE IF NOT EXISTS dirs(path BLOB PRIMARY KEY,"
+	" mode INTEGER, uid INTEGER, gid INTEGER, aflags INTEGER,"
+	" atime INTEGER, amtime INTEGER, actime INTEGER) WITHOUT ROWID;"
 	/* Memory of removed objects that readers may still use: kept across
 	 * a restart until they are surely done (docs/design.md). */
 	"CREATE TABLE IF NOT EXISTS orphans(id INTEGER PRIMARY KEY,"
 	" size INTEGER, replicas BLOB);";
+
+/* Schema 1 objects had no attribute columns: add them (NULL: none). */
+static const char *const upgrade_1_2 =
+	"ALTER TABLE objects ADD COLUMN mode INTEGER;"
+	"ALTER TABLE objects ADD COLUMN uid INTEGER;"
+	"ALTER TABLE objects ADD COLUMN gid INTEGER;"
+	"ALTER TABLE objects ADD COLUMN aflags INTEGER;"
+	"ALTER TABLE objects ADD COLUMN atime INTEGER;"
+	"ALTER TABLE objects ADD COLUMN amtime INTEGER;"
+	"ALTER TABLE objects ADD COLUMN actime INTEGER;";
 
 static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 {
@@ -122,8 +144,13 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		mst_db_close(db);
 		return MC_EDB;
 	}
+	if (ver == 1 &&
+	    sqlite3_exec(db->h, upgrade_1_2, NULL, NULL, NULL) != SQLITE_OK)
+		goto sql_err;
+	if (ver == 1)
+		mc_log_info("master", "database %s upgraded to schema 2", path);
 	if (sqlite3_exec(db->h,
-			 "INSERT OR REPLACE INTO meta VALUES('schema', 1)",
+			 "INSERT OR REPLACE INTO meta VALUES('schema', 2)",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
 	if (prep(db, "BEGIN", &db->begin) || prep(db, "COMMIT", &db->commit) ||
@@ -132,16 +159,32 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		 "INSERT OR REPLACE INTO segments VALUES(?1,?2,?3,?4,?5,?6)",
 		 &db->put_seg) ||
 	    prep(db, "DELETE FROM segments WHERE id=?1", &db->del_seg) ||
-	    prep(db, "INSERT OR REPLACE INTO objects VALUES(?1,?2,?3,?4,?5,?6)",
+	    prep(db,
+		 "INSERT OR REPLACE INTO objects(key,size,flags,"
+		 "soft_pin_until,mtime,replicas," ATTR_COLS ") VALUES(?1,?2,"
+		 "?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
 		 &db->put_obj) ||
 	    prep(db, "DELETE FROM objects WHERE key=?1", &db->del_obj) ||
 	    prep(db, "INSERT OR REPLACE INTO orphans VALUES(?1,?2,?3)",
 		 &db->put_orphan) ||
 	    prep(db, "DELETE FROM orphans WHERE id=?1", &db->del_orphan) ||
 	    prep(db,
-		 "SELECT key,size,mtime FROM objects WHERE key>=?1 ORDER BY "
-		 "key",
-		 &db->seek))
+		 "SELECT key,size,mtime," ATTR_COLS " FROM objects WHERE "
+		 "key>=?1 ORDER BY key",
+		 &db->seek) ||
+	    prep(db, "SELECT path," ATTR_COLS " FROM dirs WHERE path=?1",
+		 &db->dir_get) ||
+	    prep(db,
+		 "INSERT OR REPLACE INTO dirs(path," ATTR_COLS
+		 ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+		 &db->dir_put) ||
+	    prep(db, "DELETE FROM dirs WHERE path=?1", &db->dir_del) ||
+	    prep(db,
+		 "SELECT path," ATTR_COLS " FROM dirs WHERE path>=?1 ORDER "
+		 "BY path",
+		 &db->dir_seek) ||
+	    prep(db, "UPDATE dirs SET amtime=?2, actime=?2 WHERE path=?1",
+		 &db->dir_touch))
 		goto sql_err;
 	*out = db;
 	return 0;
@@ -167,6 +210,11 @@ void mst_db_close(struct mst_db *db)
 	sqlite3_finalize(db->put_orphan);
 	sqlite3_finalize(db->del_orphan);
 	sqlite3_finalize(db->seek);
+	sqlite3_finalize(db->dir_get);
+	sqlite3_finalize(db->dir_put);
+	sqlite3_finalize(db->dir_del);
+	sqlite3_finalize(db->dir_seek);
+	sqlite3_finalize(db->dir_touch);
 	sqlite3_close(db->h);
 	if (db->lock_fd >= 0)
 		close(db->lock_fd);
@@ -253,6 +301,38 @@ static void decode_replicas(const uint8_t *b, int bl, struct mst_db_object *o)
 	}
 }
 
+/* Attribute parameters from ?first on (NULLs when a is NULL). */
+static void bind_attr(sqlite3_stmt *st, int first, const struct mst_attr *a)
+{
+	if (!a) {
+		for (int i = 0; i < N_ATTR_COLS; i++)
+			sqlite3_bind_null(st, first + i);
+		return;
+	}
+	sqlite3_bind_int64(st, first, a->mode);
+	sqlite3_bind_int64(st, first + 1, a->uid);
+	sqlite3_bind_int64(st, first + 2, a->gid);
+	sqlite3_bind_int64(st, first + 3, a->flags);
+	sqlite3_bind_int64(st, first + 4, a->atime);
+	sqlite3_bind_int64(st, first + 5, a->mtime);
+	sqlite3_bind_int64(st, first + 6, a->ctime);
+}
+
+/* Attribute columns from col on; false when none are stored. */
+static bool column_attr(sqlite3_stmt *st, int col, struct mst_attr *a)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return false;
+	a->mode = (uint32_t)sqlite3_column_int64(st, col);
+	a->uid = (uint32_t)sqlite3_column_int64(st, col + 1);
+	a->gid = (uint32_t)sqlite3_column_int64(st, col + 2);
+	a->flags = (uint32_t)sqlite3_column_int64(st, col + 3);
+	a->atime = sqlite3_column_int64(st, col + 4);
+	a->mtime = sqlite3_column_int64(st, col + 5);
+	a->ctime = sqlite3_column_int64(st, col + 6);
+	return true;
+}
+
 int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 {
 	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
@@ -265,6 +345,7 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->soft_pin_until);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->version);
 	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
+	bind_attr(st, 7, o->attr);
 	return step_done(db, st, "put object");
 }
 
@@ -325,8 +406,8 @@ int mst_db_load(struct mst_db *db,
 	if (rc)
 		return rc;
 	if (prep(db,
-		 "SELECT key,size,flags,soft_pin_until,mtime,replicas "
-		 "FROM objects",
+		 "SELECT key,size,flags,soft_pin_until,mtime,replicas," ATTR_COLS
+		 " FROM objects",
 		 &st))
 		return db_fail(db, "load objects");
 	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -341,6 +422,7 @@ int mst_db_load(struct mst_db *db,
 		o.soft_pin_until = (uint64_t)sqlite3_column_int64(st, 3);
 		o.version = mst_db_version(sqlite3_column_int64(st, 4));
 		decode_replicas(b, bl, &o);
+		o.has_attr = column_attr(st, 6, &o.attr);
 		if (!o.key)
 			continue;
 		rc = on_object(arg, &o);
@@ -402,15 +484,34 @@ static const char *find_delim(const char *s, size_t len, const char *d,
 	return memmem(s, len, d, dl);
 }
 
+/* The first row of st (objects or dirs seek) at or after bound: its name;
+ * NULL at the end or on error (*rc). */
+static const char *seek_row(struct mst_db *db, sqlite3_stmt *st,
+			    const char *bound, size_t blen, size_t *len,
+			    int *rc)
+{
+	int s;
+
+	sqlite3_reset(st);
+	sqlite3_bind_blob(st, 1, bound, (int)blen, SQLITE_TRANSIENT);
+	s = sqlite3_step(st);
+	if (s == SQLITE_ROW) {
+		*len = (size_t)sqlite3_column_bytes(st, 0);
+		return sqlite3_column_blob(st, 0);
+	}
+	if (s != SQLITE_DONE)
+		*rc = db_fail(db, "list");
+	return NULL;
+}
+
 int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 		const char *delim, size_t delim_len, const char *start_after,
-		size_t start_len, unsigned limit,
+		size_t start_len, unsigned limit, bool dirs,
 		void (*fn)(void *arg, const struct mst_db_entry *e), void *arg,
 		bool *truncated)
 {
 	size_t cap = prefix_len + start_len + 64, blen;
 	char *bound = malloc(cap);
-	sqlite3_stmt *st = db->seek;
 	unsigned count = 0;
 	int rc = 0;
 
@@ -427,39 +528,57 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 		memcpy(bound, prefix, prefix_len);
 		blen = prefix_len;
 	}
+	/* Merge the keys and (with dirs) the directory records, in order. */
 	for (;;) {
-		const char *k;
-		size_t kl;
-		int s;
+		size_t kl = 0, dl = 0, nl;
+		const char *k = seek_row(db, db->seek, bound, blen, &kl, &rc);
+		const char *dk = dirs && !rc ? seek_row(db, db->dir_seek, bound,
+							blen, &dl, &rc) :
+					       NULL;
+		struct mst_attr attr;
+		bool is_dir;
 
-		sqlite3_reset(st);
-		sqlite3_bind_blob(st, 1, bound, (int)blen, SQLITE_TRANSIENT);
-		s = sqlite3_step(st);
-		if (s == SQLITE_DONE)
+		if (rc)
 			break;
-		if (s != SQLITE_ROW) {
-			rc = db_fail(db, "list");
+		if (k && !has_prefix(k, kl, prefix, prefix_len))
+			k = NULL;
+		if (dk && !has_prefix(dk, dl, prefix, prefix_len))
+			dk = NULL;
+		if (!k && !dk)
 			break;
+		is_dir = dk && (!k || cmp_bytes(dk, dl, k, kl) < 0);
+		if (is_dir) {
+			k = dk;
+			kl = dl;
 		}
-		k = sqlite3_column_blob(st, 0);
-		kl = (size_t)sqlite3_column_bytes(st, 0);
-		if (!k || !has_prefix(k, kl, prefix, prefix_len))
-			break;
 		const char *d = find_delim(k + prefix_len, kl - prefix_len,
 					   delim, delim_len);
 		struct mst_db_entry e = { .name = k, .name_len = kl };
-		size_t nl = kl;
 
+		nl = kl;
 		if (d) {
 			nl = (size_t)(d - k) + delim_len;
 			e.name_len = nl;
 			e.is_prefix = true;
+			/* A record of exactly this directory: its attributes */
+			if (is_dir && nl == kl &&
+			    column_attr(db->dir_seek, 1, &attr))
+				e.attr = &attr;
+		} else if (is_dir) {
+			e.is_prefix = true;
+			if (column_attr(db->dir_seek, 1, &attr))
+				e.attr = &attr;
 		} else {
-			e.size = (uint64_t)sqlite3_column_int64(st, 1);
-			e.version = mst_db_version(sqlite3_column_int64(st, 2));
+			e.size = (uint64_t)sqlite3_column_int64(db->seek, 1);
+			e.version = mst_db_version(
+				sqlite3_column_int64(db->seek, 2));
+			if (column_attr(db->seek, 3, &attr))
+				e.attr = &attr;
 		}
-		bool skip = start_len &&
-			    cmp_bytes(k, nl, start_after, start_len) <= 0;
+		/* The listed directory's own record is not an entry of it. */
+		bool skip = (is_dir && kl == prefix_len) ||
+			    (start_len &&
+			     cmp_bytes(k, nl, start_after, start_len) <= 0);
 		if (!skip && count == limit) {
 			*truncated = true;
 			break;
@@ -487,8 +606,135 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 			bound[blen++] = 0;
 		}
 	}
+	sqlite3_reset(db->seek);
+	sqlite3_clear_bindings(db->seek);
+	sqlite3_reset(db->dir_seek);
+	sqlite3_clear_bindings(db->dir_seek);
+	free(bound);
+	return rc;
+}
+
+/* ---- directory records ---------------------------------------------------- */
+
+int mst_db_dir_get(struct mst_db *db, const char *path, size_t len,
+		   struct mst_attr *a)
+{
+	sqlite3_stmt *st = db->dir_get;
+	int s, rc = 0;
+
+	sqlite3_bind_blob(st, 1, path, (int)len, SQLITE_STATIC);
+	s = sqlite3_step(st);
+	if (s == SQLITE_ROW) {
+		rc = 1;
+		if (a && !column_attr(st, 1, a))
+			memset(a, 0, sizeof(*a));
+	} else if (s != SQLITE_DONE) {
+		rc = db_fail(db, "get directory");
+	}
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+int mst_db_dir_put(struct mst_db *db, const char *path, size_t len,
+		   const struct mst_attr *a)
+{
+	sqlite3_bind_blob(db->dir_put, 1, path, (int)len, SQLITE_STATIC);
+	bind_attr(db->dir_put, 2, a);
+	return step_done(db, db->dir_put, "put directory");
+}
+
+int mst_db_dir_del(struct mst_db *db, const char *path, size_t len)
+{
+	sqlite3_bind_blob(db->dir_del, 1, path, (int)len, SQLITE_STATIC);
+	return step_done(db, db->dir_del, "delete directory");
+}
+
+int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
+		     int64_t now_ns)
+{
+	sqlite3_bind_blob(db->dir_touch, 1, path, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(db->dir_touch, 2, now_ns);
+	return step_done(db, db->dir_touch, "touch directory");
+}
+
+/* The first name of st's table under prefix other than prefix itself:
+ * 1 (with *name, *len valid until the next call on st), 0, or a code. */
+static int first_under(struct mst_db *db, sqlite3_stmt *st, const char *prefix,
+		       size_t plen, const char **name, size_t *len)
+{
+	char *bound = malloc(plen + 1);
+	const char *k;
+	size_t kl = 0;
+	int rc = 0;
+
+	if (!bound)
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(bound, prefix, plen);
+	bound[plen] = 0; /* past prefix itself */
+	k = seek_row(db, st, bound, plen + 1, &kl, &rc);
 	free(bound);
+	if (!rc && k && has_prefix(k, kl, prefix, plen)) {
+		*name = k;
+		*len = kl;
+		return 1;
+	}
+	return rc;
+}
+
+int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen)
+{
+	const char *n;
+	size_t l;
+	int rc = first_under(db, db->seek, prefix, plen, &n, &l);
+
+	if (!rc)
+		rc = first_under(db, db->dir_seek, prefix, plen, &n, &l);
+	sqlite3_reset(db->seek);
+	sqlite3_reset(db->dir_seek);
+	return rc;
+}
+
+int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
+		      size_t plen,
+		      int (*fn)(void *arg, const char *name, size_t len,
+				const struct mst_attr *a),
+		      void *arg)
+{
+	sqlite3_stmt *st = dirs ? db->dir_seek : db->seek;
+	int acol = dirs ? 1 : 3;
+	size_t cap = plen + 64;
+	char *cur = malloc(cap);
+	const char *k;
+	size_t kl, clen = plen;
+	int rc = 0;
+
+	if (!cur)
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(cur, prefix, plen);
+	for (;;) {
+		struct mst_attr a;
+		k = seek_row(db, st, cur, clen, &kl, &rc);
+		if (rc || !k || !has_prefix(k, kl, prefix, plen))
+			break;
+		if (kl + 1 > cap) {
+			char *nc = realloc(cur, kl + 64);
+			if (!nc) {
+				rc = MC_STORE_INTERNAL_ERROR;
+				break;
+			}
+			cur = nc;
+			cap = kl + 64;
+		}
+		memcpy(cur, k, kl);
+		cur[kl] = 0;
+		clen = kl + 1;
+		rc = fn(arg, k, kl, column_attr(st, acol, &a) ? &a : NULL);
+		if (rc)
+			break;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	free(cur);
 	return rc;
 }

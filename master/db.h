@@ -19,6 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Filesystem attributes (mooncake_fs_attr_t on the wire): objects written
+ * through the mount, and directory records. Times are wall ns; a time
+ * whose MOONCAKE_ATTR_*_SET flag is clear is the object's version time. */
+struct mst_attr {
+	uint32_t mode, uid, gid, flags;
+	int64_t atime, mtime, ctime;
+};
+
 struct mst_db;
 struct mst_object;
 struct mst_segment;
@@ -58,6 +66,8 @@ struct mst_db_object {
 	bool hard_pin;
 	unsigned n_repl;
 	struct mst_db_replica repl[8];
+	bool has_attr;
+	struct mst_attr attr;
 };
 int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
@@ -71,16 +81,43 @@ struct mst_db_entry {
 	size_t name_len;
 	uint64_t size, version; /* version: mst_object's */
 	bool is_prefix;
+	const struct mst_attr *attr; /* NULL: none stored */
 };
 /**
  * Entries under prefix after start_after; with a delimiter, keys that
- * contain it after the prefix collapse into one prefix entry. Calls fn for
- * up to limit entries; *truncated tells whether more follow.
+ * contain it after the prefix collapse into one prefix entry. dirs: the
+ * directory records under prefix too (prefix entries; prefix's own record
+ * is no entry). Calls fn for up to limit entries; *truncated tells whether
+ * more follow.
  */
 int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 		const char *delim, size_t delim_len, const char *start_after,
-		size_t start_len, unsigned limit,
+		size_t start_len, unsigned limit, bool dirs,
 		void (*fn)(void *arg, const struct mst_db_entry *e), void *arg,
 		bool *truncated);
+
+/* Directory records: path is a prefix ending in '/'. */
+/** 1 (*a filled, zeroed when the record has no attributes; a may be
+ *  NULL), 0 when there is no record, or a code. */
+int mst_db_dir_get(struct mst_db *db, const char *path, size_t len,
+		   struct mst_attr *a);
+int mst_db_dir_put(struct mst_db *db, const char *path, size_t len,
+		   const struct mst_attr *a);
+int mst_db_dir_del(struct mst_db *db, const char *path, size_t len);
+/** The record's mtime and ctime become now_ns (none: nothing happens). */
+int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
+		     int64_t now_ns);
+/** 1 when a complete key or a directory record other than prefix's own
+ *  lies under prefix, 0 when none, or a code. */
+int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen);
+/** fn for every complete key (dirs: every directory record) under
+ *  prefix, in order; name valid during the call only; fn must not use
+ *  the database (collect, then change). Stops at fn's first
+ *  non-zero return (returned). */
+int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
+		      size_t plen,
+		      int (*fn)(void *arg, const char *name, size_t len,
+				const struct mst_attr *a),
+		      void *arg);
 
 #endif

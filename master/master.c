@@ -106,6 +106,12 @@ static int on_object(void *arg, const struct mst_db_object *d)
 
 	if (!o)
 		return -ENOMEM;
+	if (d->has_attr && !(o->attr = malloc(sizeof(*o->attr)))) {
+		free(o);
+		return -ENOMEM;
+	}
+	if (o->attr)
+		*o->attr = d->attr;
 	o->size = d->size;
 	o->state = MST_COMPLETE;
 	o->hard_pin = d->hard_pin;
@@ -129,6 +135,12 @@ static int on_orphan(void *arg, const struct mst_db_object *d)
 
 	if (!o)
 		return -ENOMEM;
+	if (d->has_attr && !(o->attr = malloc(sizeof(*o->attr)))) {
+		free(o);
+		return -ENOMEM;
+	}
+	if (o->attr)
+		*o->attr = d->attr;
 	o->size = d->size;
 	o->state = MST_COMPLETE;
 	o->orphan = true;

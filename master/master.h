@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "db.h"
 
 #define MST_ID_LEN 16
 #define MST_MAX_REPLICAS 8
@@ -88,6 +89,9 @@ struct mst_object {
 	uint8_t writer[MST_ID_LEN];
 	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
 	struct mst_object *onext; /* orphan / release list */
+	/* A file's attributes (malloc'd, owned); NULL for objects put
+	 * through the API: the mount shows its defaults for those. */
+	struct mst_attr *attr;
 	/* n_repl replicas (at most the number it was made with), in the
 	 * same allocation, after the key: mst_object_new() */
 	struct mst_replica *repl;
@@ -186,6 +190,7 @@ struct master {
 /* ---- time and ids (util.c) ------------------------------------------- */
 uint64_t mst_now(void); /* monotonic ms */
 uint64_t mst_wall(void); /* wall ms */
+int64_t mst_wall_ns(void);
 /** A new object version: wall ns, above every version given out so far. */
 uint64_t mst_next_version(struct master *m);
 /** Wall ms of a version. */
@@ -258,6 +263,7 @@ struct mst_put_cfg {
 	uint64_t soft_pin_ttl_ms;
 	const char *const *preferred;
 	size_t n_preferred;
+	const struct mst_attr *attr; /* NULL: none (an API object) */
 };
 /** Allocate replicas for key (state PROCESSING); *out for the reply. */
 int mst_put_start(struct master *m, const uint8_t *client, const char *key,
@@ -298,6 +304,14 @@ int mst_unlink_prepare(struct master *m, struct mst_object *o);
 void mst_unlink_undo(struct mst_object *o);
 int mst_rename(struct master *m, const char *from, size_t from_len,
 	       const char *to, size_t to_len, bool no_replace);
+/** Move every key and directory record under the prefix from (ending in
+ *  '/') under to, in one transaction (RenameRequest.prefix). */
+int mst_rename_dir(struct master *m, const char *from, size_t from_len,
+		   const char *to, size_t to_len);
+/** Set the fields of mask (MOONCAKE_SET_*) of a COMPLETE object's
+ *  attributes from a; *out the result. */
+int mst_setattr(struct master *m, const char *key, size_t key_len,
+		unsigned mask, const struct mst_attr *a, struct mst_attr *out);
 int mst_hold_renew(struct master *m, uint64_t id);
 /** Forget hold h (expired, released or its object freed) and free it. */
 void mst_hold_drop(struct master *m, struct mst_hold *h);
@@ -312,6 +326,31 @@ struct mst_object *mst_object_new(const char *key, size_t key_len,
 /** Free every replica of o and o itself (o must be out of every list). */
 void mst_object_free(struct master *m, struct mst_object *o);
 bool mst_object_leased(const struct mst_object *o, uint64_t now);
+
+/* ---- directories (dirs.c) ---------------------------------------------- */
+/**
+ * Directory records (Mkdir) live in sqlite only: they are few, and only
+ * the mount's lookups, listings and namespace changes read them. A
+ * directory exists when it has a record or anything under its prefix.
+ * Paths are prefixes ending in '/'.
+ */
+/** 1 with *a (may be NULL) when path has a record, 0 when not, or a code. */
+int mst_dir_record(struct master *m, const char *path, size_t len,
+		   struct mst_attr *a);
+/** 1 when any key or record other than path's own lies under path. */
+int mst_dir_has_entries(struct master *m, const char *path, size_t len);
+int mst_mkdir(struct master *m, const char *path, size_t len,
+	      const struct mst_attr *a);
+int mst_rmdir(struct master *m, const char *path, size_t len);
+int mst_dir_setattr(struct master *m, const char *path, size_t len,
+		    unsigned mask, const struct mst_attr *a,
+		    struct mst_attr *out);
+/** In the caller's transaction: the record of key's parent directory (if
+ *  any) gets mtime and ctime now. */
+int mst_dir_touch_parent(struct master *m, const char *key, size_t len);
+/** Apply the fields of mask from a onto t (MOONCAKE_SET_*); ctime now. */
+void mst_attr_apply(struct mst_attr *t, unsigned mask,
+		    const struct mst_attr *a);
 
 /* ---- recency and eviction (evict.c) ----------------------------------- */
 void mst_lru_add(struct master *m, struct mst_object *o);

@@ -16,6 +16,7 @@
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "master.pb-c.h"
+#include "mooncake/store_fs.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
@@ -80,6 +81,7 @@ void mst_object_free(struct master *m, struct mst_object *o)
 		mst_replica_free(m, &o->repl[i]);
 	if (o->holds)
 		drop_holds_of(m, o);
+	free(o->attr);
 	free(o);
 }
 
@@ -159,6 +161,10 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	if (size && n < want)
 		m->stats.partial_allocations++;
 	o = mst_object_new(key, key_len, n);
+	if (o && pc->attr && !(o->attr = malloc(sizeof(*o->attr)))) {
+		free(o);
+		o = NULL;
+	}
 	if (!o) {
 		for (unsigned i = 0; i < n; i++)
 			mst_replica_free(m, &repl[i]);
@@ -168,6 +174,8 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	o->state = MST_PROCESSING;
 	o->n_repl = (uint8_t)n;
 	memcpy(o->repl, repl, n * sizeof(*repl));
+	if (o->attr)
+		*o->attr = *pc->attr;
 	o->put_start = now;
 	o->hard_pin = pc->hard_pin;
 	/* While PROCESSING, soft_pin_until holds the pin's duration: the
@@ -199,6 +207,7 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 			struct mst_object **out)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+	int rc;
 
 	*out = NULL;
 	if (!o || o->state == MST_REMOVING)
@@ -214,7 +223,10 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 		o->soft_pin_until += MST_VERSION_MS(o->version);
 	o->state = MST_ENDING;
 	*out = o;
-	return mst_db_put_object(m->db, o);
+	rc = mst_db_put_object(m->db, o);
+	if (!rc && o->attr)
+		rc = mst_dir_touch_parent(m, key, key_len);
+	return rc;
 }
 
 void mst_put_end_undo(struct master *m, struct mst_object *o)
@@ -338,6 +350,8 @@ int mst_remove_prepare(struct master *m, const char *key, size_t key_len,
 		return MC_STORE_OBJECT_HAS_LEASE;
 	o->state = MST_REMOVING;
 	rc = mst_unlink_prepare(m, o);
+	if (!rc && o->attr)
+		rc = mst_dir_touch_parent(m, key, key_len);
 	if (rc) {
 		/* Not recorded: the object stays, whatever the batch does. */
 		mst_remove_undo(m, o);
@@ -402,10 +416,73 @@ void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type)
 	unlink_obj(m, o);
 }
 
+/* A copy of src under the key to, sharing src's replicas and attributes
+ * (moved_apply() hands them over); NULL: no memory. */
+static struct mst_object *moved_copy(const struct mst_object *src,
+				     const char *to, size_t to_len)
+{
+	struct mst_object *n = mst_object_new(to, to_len, src->n_repl);
+	struct mst_replica *own;
+
+	if (!n)
+		return NULL;
+	own = n->repl;
+	memcpy(n, src, offsetof(struct mst_object, repl));
+	n->repl = own;
+	memcpy(n->repl, src->repl, src->n_repl * sizeof(*n->repl));
+	n->lru_prev = n->lru_next = NULL;
+	return n;
+}
+
+/* In the open transaction: n (moved_copy() of src) replaces src, and a
+ * file's parents' records are touched. */
+static int moved_prepare(struct master *m, const struct mst_object *src,
+			 const struct mst_object *n)
+{
+	int rc = mst_db_del_object(m->db, src->key, src->key_len);
+
+	if (!rc)
+		rc = mst_db_put_object(m->db, n);
+	if (!rc && n->attr)
+		rc = mst_dir_touch_parent(m, src->key, src->key_len);
+	if (!rc && n->attr)
+		rc = mst_dir_touch_parent(m, n->key, n->key_len);
+	return rc;
+}
+
+/* Committed: n takes over src's replicas, holds and recency. */
+static void moved_apply(struct master *m, struct mst_object *src,
+			struct mst_object *n)
+{
+	mst_objmap_del(&m->objs, src);
+	mst_lru_del(m, src);
+	for (struct mst_hold *h = m->holds; h; h = h->next)
+		if (h->obj == src)
+			h->obj = n;
+	free(src);
+	mst_objmap_add(&m->objs, n);
+	mst_lru_add(m, n);
+}
+
+/* A file's ctime follows its renames; the old value for an undo. */
+static int64_t touch_ctime(struct mst_object *n)
+{
+	int64_t old = 0;
+
+	if (n->attr) {
+		old = n->attr->ctime;
+		n->attr->ctime = mst_wall_ns();
+		n->attr->flags |= MOONCAKE_ATTR_CTIME_SET;
+	}
+	return old;
+}
+
 int mst_rename(struct master *m, const char *from, size_t from_len,
 	       const char *to, size_t to_len, bool no_replace)
 {
 	struct mst_object *src, *dst, *n;
+	uint32_t old_flags;
+	int64_t old_ctime;
 	int rc = check_key(m, to_len);
 
 	if (rc)
@@ -420,24 +497,16 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 		return MC_STORE_OBJECT_ALREADY_EXISTS;
 	if (dst && dst->state != MST_COMPLETE)
 		return MC_STORE_OBJECT_REPLICA_BUSY;
-	n = mst_object_new(to, to_len, src->n_repl);
+	n = moved_copy(src, to, to_len);
 	if (!n)
 		return MC_STORE_INTERNAL_ERROR;
-	{
-		struct mst_replica *own = n->repl;
-
-		memcpy(n, src, offsetof(struct mst_object, repl));
-		n->repl = own;
-		memcpy(n->repl, src->repl, src->n_repl * sizeof(*n->repl));
-	}
-	n->lru_prev = n->lru_next = NULL;
+	old_flags = n->attr ? n->attr->flags : 0;
+	old_ctime = touch_ctime(n);
 	rc = mst_db_begin(m->db);
 	if (!rc && dst)
 		rc = mst_unlink_prepare(m, dst);
 	if (!rc)
-		rc = mst_db_del_object(m->db, from, from_len);
-	if (!rc)
-		rc = mst_db_put_object(m->db, n);
+		rc = moved_prepare(m, src, n);
 	if (!rc)
 		rc = mst_db_commit(m->db);
 	else
@@ -445,22 +514,251 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	if (rc) {
 		if (dst)
 			mst_unlink_undo(dst);
+		if (n->attr) {
+			n->attr->ctime = old_ctime;
+			n->attr->flags = old_flags;
+		}
 		free(n);
 		return rc;
 	}
 	if (dst)
 		unlink_obj(m, dst);
-	/* n takes over src's replicas, holds and recency. */
-	mst_objmap_del(&m->objs, src);
-	mst_lru_del(m, src);
-	for (struct mst_hold *h = m->holds; h; h = h->next)
-		if (h->obj == src)
-			h->obj = n;
-	free(src);
-	mst_objmap_add(&m->objs, n);
-	mst_lru_add(m, n);
+	moved_apply(m, src, n);
 	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RENAME, from, from_len, to,
 		      to_len);
+	return 0;
+}
+
+/* ---- directory rename ----------------------------------------------------- */
+
+struct names {
+	char **v;
+	size_t *len, n, cap;
+	struct mst_attr *attrs; /* records: their attributes (mode 0: none) */
+};
+
+static int names_add(void *arg, const char *name, size_t len,
+		     const struct mst_attr *a)
+{
+	struct names *ns = arg;
+
+	if (ns->n == ns->cap) {
+		size_t cap = ns->cap ? 2 * ns->cap : 64;
+		char **v = realloc(ns->v, cap * sizeof(*v));
+		size_t *l = v ? realloc(ns->len, cap * sizeof(*l)) : NULL;
+		struct mst_attr *at =
+			l ? realloc(ns->attrs, cap * sizeof(*at)) : NULL;
+		if (v)
+			ns->v = v;
+		if (l)
+			ns->len = l;
+		if (at)
+			ns->attrs = at;
+		if (!at)
+			return MC_STORE_INTERNAL_ERROR;
+		ns->cap = cap;
+	}
+	ns->v[ns->n] = malloc(len + 1);
+	if (!ns->v[ns->n])
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(ns->v[ns->n], name, len);
+	ns->v[ns->n][len] = 0;
+	ns->len[ns->n] = len;
+	if (a)
+		ns->attrs[ns->n] = *a;
+	else
+		memset(&ns->attrs[ns->n], 0, sizeof(*ns->attrs));
+	ns->n++;
+	return 0;
+}
+
+static void names_free(struct names *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		free(ns->v[i]);
+	free(ns->v);
+	free(ns->len);
+	free(ns->attrs);
+}
+
+/* from's name moved under to: a malloc'd key (NULL: no memory). */
+static char *moved_name(const char *name, size_t len, size_t from_len,
+			const char *to, size_t to_len, size_t *out_len)
+{
+	size_t nl = to_len + len - from_len;
+	char *k = malloc(nl + 1);
+
+	if (k) {
+		memcpy(k, to, to_len);
+		memcpy(k + to_len, name + from_len, len - from_len);
+		k[nl] = 0;
+		*out_len = nl;
+	}
+	return k;
+}
+
+int mst_rename_dir(struct master *m, const char *from, size_t from_len,
+		   const char *to, size_t to_len)
+{
+	struct names keys = { 0 }, dirs = { 0 };
+	struct mst_object **src = NULL, **moved = NULL;
+	struct mst_attr rec;
+	int rc, has_from, has_to;
+
+	if (from_len < 2 || to_len < 2 || from[from_len - 1] != '/' ||
+	    to[to_len - 1] != '/')
+		return MC_STORE_INVALID_PARAMS;
+	if (to_len >= from_len && !memcmp(to, from, from_len))
+		return to_len == from_len ? 0 : MC_STORE_INVALID_PARAMS;
+	if (mst_objmap_get(&m->objs, to, to_len - 1))
+		return MC_STORE_OBJECT_ALREADY_EXISTS; /* a file named to */
+	rc = mst_db_has_under(m->db, to, to_len);
+	if (rc)
+		return rc == 1 ? MC_STORE_INVALID_WRITE : rc;
+	has_from = mst_dir_record(m, from, from_len, &rec);
+	has_to = mst_dir_record(m, to, to_len, NULL);
+	if (has_from < 0 || has_to < 0)
+		return has_from < 0 ? has_from : has_to;
+	rc = mst_db_each_under(m->db, false, from, from_len, names_add, &keys);
+	if (!rc)
+		rc = mst_db_each_under(m->db, true, from, from_len, names_add,
+				       &dirs);
+	if (!rc && !has_from && !keys.n && !dirs.n)
+		rc = MC_STORE_OBJECT_NOT_FOUND;
+	src = rc ? NULL : calloc(keys.n + 1, sizeof(*src));
+	moved = src ? calloc(keys.n + 1, sizeof(*moved)) : NULL;
+	if (!rc && !moved)
+		rc = MC_STORE_INTERNAL_ERROR;
+	for (size_t i = 0; !rc && i < keys.n; i++) {
+		size_t nl;
+		char *nk = moved_name(keys.v[i], keys.len[i], from_len, to,
+				      to_len, &nl);
+		src[i] = mst_objmap_get(&m->objs, keys.v[i], keys.len[i]);
+		if (!nk)
+			rc = MC_STORE_INTERNAL_ERROR;
+		else if (nl > m->cfg.max_key_len)
+			rc = MC_STORE_INVALID_KEY;
+		else if (!src[i] || src[i]->state != MST_COMPLETE)
+			rc = MC_STORE_OBJECT_REPLICA_BUSY; /* mid-change */
+		else if (!(moved[i] = moved_copy(src[i], nk, nl)))
+			rc = MC_STORE_INTERNAL_ERROR;
+		free(nk);
+	}
+	if (!rc)
+		rc = mst_db_begin(m->db);
+	for (size_t i = 0; !rc && i < keys.n; i++) {
+		rc = mst_db_del_object(m->db, src[i]->key, src[i]->key_len);
+		if (!rc)
+			rc = mst_db_put_object(m->db, moved[i]);
+	}
+	for (size_t i = 0; !rc && i < dirs.n; i++) {
+		size_t nl;
+		char *np = moved_name(dirs.v[i], dirs.len[i], from_len, to,
+				      to_len, &nl);
+		rc = np ? mst_db_dir_del(m->db, dirs.v[i], dirs.len[i]) :
+			  MC_STORE_INTERNAL_ERROR;
+		if (!rc)
+			rc = mst_db_dir_put(
+				m->db, np, nl,
+				dirs.attrs[i].mode ? &dirs.attrs[i] : NULL);
+		free(np);
+	}
+	if (!rc && has_from) {
+		rec.ctime = mst_wall_ns();
+		rc = mst_db_dir_del(m->db, from, from_len);
+		if (!rc)
+			rc = mst_db_dir_put(m->db, to, to_len,
+					    rec.mode ? &rec : NULL);
+	} else if (!rc && has_to) {
+		rc = mst_db_dir_del(m->db, to, to_len); /* replaced */
+	}
+	if (!rc)
+		rc = mst_dir_touch_parent(m, from, from_len - 1);
+	if (!rc)
+		rc = mst_dir_touch_parent(m, to, to_len - 1);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else if (src && moved)
+		mst_db_rollback(m->db);
+	for (size_t i = 0; i < keys.n && moved; i++) {
+		if (rc)
+			free(moved[i]);
+		else
+			moved_apply(m, src[i], moved[i]);
+	}
+	if (!rc)
+		mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RENAME, from, from_len,
+			      to, to_len);
+	free(src);
+	free(moved);
+	names_free(&keys);
+	names_free(&dirs);
+	return rc;
+}
+
+/* ---- attributes ----------------------------------------------------------- */
+
+void mst_attr_apply(struct mst_attr *t, unsigned mask, const struct mst_attr *a)
+{
+	if (mask & MOONCAKE_SET_MODE)
+		t->mode = (t->mode & ~07777u) | (a->mode & 07777u);
+	if (mask & MOONCAKE_SET_UID)
+		t->uid = a->uid;
+	if (mask & MOONCAKE_SET_GID)
+		t->gid = a->gid;
+	if (mask & MOONCAKE_SET_ATIME) {
+		t->atime = a->atime;
+		t->flags |= MOONCAKE_ATTR_ATIME_SET;
+	}
+	if (mask & MOONCAKE_SET_MTIME) {
+		t->mtime = a->mtime;
+		t->flags |= MOONCAKE_ATTR_MTIME_SET;
+	}
+	t->ctime = mst_wall_ns();
+	t->flags |= MOONCAKE_ATTR_CTIME_SET;
+}
+
+int mst_setattr(struct master *m, const char *key, size_t key_len,
+		unsigned mask, const struct mst_attr *a, struct mst_attr *out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+	struct mst_attr *t, old;
+	bool fresh;
+	int rc;
+
+	if (!o || o->state != MST_COMPLETE)
+		return MC_STORE_OBJECT_NOT_FOUND;
+	fresh = !o->attr;
+	if (fresh) {
+		o->attr = malloc(sizeof(*o->attr));
+		if (!o->attr)
+			return MC_STORE_INTERNAL_ERROR;
+		*o->attr = *a;
+		o->attr->flags &= MOONCAKE_ATTR_ATIME_SET |
+				  MOONCAKE_ATTR_MTIME_SET |
+				  MOONCAKE_ATTR_CTIME_SET;
+	}
+	t = o->attr;
+	old = *t;
+	mst_attr_apply(t, mask, a);
+	rc = mst_db_begin(m->db);
+	if (!rc)
+		rc = mst_db_put_object(m->db, o);
+	if (!rc)
+		rc = mst_db_commit(m->db);
+	else
+		mst_db_rollback(m->db);
+	if (rc) {
+		if (fresh) {
+			free(o->attr);
+			o->attr = NULL;
+		} else {
+			*t = old;
+		}
+		return rc;
+	}
+	*out = *t;
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_ATTR, key, key_len, NULL, 0);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -20,6 +21,7 @@
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
+#include "mooncake/store_fs.h"
 #include "service.h"
 
 struct call {
@@ -276,12 +278,56 @@ static Mcrpc__ReplicaList *replica_list(struct call *c,
 	return l;
 }
 
+/* ---- attributes ------------------------------------------------------- */
+
+static void attr_from_msg(const Mcrpc__Attr *x, struct mst_attr *a)
+{
+	*a = (struct mst_attr){
+		.mode = x->mode,
+		.uid = x->uid,
+		.gid = x->gid,
+		.flags = x->flags,
+		.atime = x->atime_ns,
+		.mtime = x->mtime_ns,
+		.ctime = x->ctime_ns,
+	};
+}
+
+/* The message of a (NULL: none). */
+static Mcrpc__Attr *attr_msg(struct call *c, const struct mst_attr *a)
+{
+	Mcrpc__Attr *x;
+
+	if (!a || !a->mode)
+		return NULL;
+	x = NEW(c, Mcrpc__Attr, mcrpc__attr__init);
+	if (x) {
+		x->mode = a->mode;
+		x->uid = a->uid;
+		x->gid = a->gid;
+		x->flags = a->flags;
+		x->atime_ns = a->atime;
+		x->mtime_ns = a->mtime;
+		x->ctime_ns = a->ctime;
+	}
+	return x;
+}
+
+/* Fill r->attr, or fail the call for want of memory. */
+#define SET_ATTR(c, r, a)                                             \
+	do {                                                          \
+		const struct mst_attr *a_ = (a);                      \
+		if (a_ && a_->mode && !((r)->attr = attr_msg(c, a_))) \
+			return -ENOMEM;                               \
+	} while (0)
+
 static int h_put_start(struct call *c)
 {
 	const Mcrpc__PutStartRequest *q = (const void *)c->req;
 	Mcrpc__PutStartResponse *r = NEW(c, Mcrpc__PutStartResponse,
 					 mcrpc__put_start_response__init);
 	struct mst_put_cfg pc = { 0 };
+	struct mst_attr attr;
 
 	if (!r)
 		return -ENOMEM;
@@ -299,6 +345,10 @@ static int h_put_start(struct call *c)
 		pc.preferred =
 			(const char *const *)q->config->preferred_segments;
 		pc.n_preferred = q->config->n_preferred_segments;
+	}
+	if (q->attr && q->attr->mode) {
+		attr_from_msg(q->attr, &attr);
+		pc.attr = &attr;
 	}
 	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
 	if (!r->results)
@@ -627,6 +677,31 @@ static int h_remove_all(struct call *c)
 
 /* ---- filesystem support --------------------------------------------------- */
 
+/* Stat of the directory key/: a record, or anything under it. */
+static int stat_dir(struct call *c, Mcrpc__StatResponse *r, const char *key)
+{
+	size_t kl = strlen(key);
+	char *path = arena_alloc(&c->a, kl + 2);
+	struct mst_attr a;
+	int rc;
+
+	if (!path)
+		return -ENOMEM;
+	memcpy(path, key, kl);
+	memcpy(path + kl, "/", 2);
+	rc = mst_dir_record(c->m, path, kl + 1, &a);
+	if (rc == 1) {
+		SET_ATTR(c, r, &a);
+	} else if (rc == 0) {
+		rc = mst_dir_has_entries(c->m, path, kl + 1);
+		if (rc == 0)
+			rc = MC_STORE_OBJECT_NOT_FOUND;
+	}
+	r->code = rc < 0 ? rc : 0;
+	r->is_dir = rc == 1;
+	return 0;
+}
+
 static int h_stat(struct call *c)
 {
 	const Mcrpc__KeysRequest *q = (const void *)c->req;
@@ -644,6 +719,8 @@ static int h_stat(struct call *c)
 		return 0;
 	}
 	r->code = mst_stat(c->m, q->keys[0], strlen(q->keys[0]), &o);
+	if (r->code == MC_STORE_OBJECT_NOT_FOUND && q->dir)
+		return stat_dir(c, r, q->keys[0]);
 	if (r->code)
 		return 0;
 	l = replica_list(c, o, true);
@@ -660,6 +737,7 @@ static int h_stat(struct call *c)
 						    0;
 	r->mtime_ms = MST_VERSION_MS(o->version);
 	r->version = o->version;
+	SET_ATTR(c, r, o->attr);
 	return 0;
 }
 
@@ -683,6 +761,10 @@ static void list_cb(void *arg, const struct mst_db_entry *e)
 	x->is_prefix = e->is_prefix;
 	x->mtime_ms = MST_VERSION_MS(e->version);
 	x->version = e->version;
+	if (e->attr && !(x->attr = attr_msg(lc->c, e->attr))) {
+		lc->oom = true;
+		return;
+	}
 	lc->r->entries[lc->r->n_entries++] = x;
 }
 
@@ -707,7 +789,7 @@ static int h_list(struct call *c)
 	if (!r->entries)
 		return -ENOMEM;
 	r->code = mst_db_list(c->m->db, p, strlen(p), d, strlen(d), s,
-			      strlen(s), limit, list_cb, &lc, &trunc);
+			      strlen(s), limit, q->dirs, list_cb, &lc, &trunc);
 	if (lc.oom)
 		return -ENOMEM;
 	r->truncated = trunc;
@@ -742,8 +824,67 @@ static int h_rename(struct call *c)
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	r->code = mst_rename(c->m, q->from, strlen(q->from), q->to,
-			     strlen(q->to), q->no_replace);
+	r->code = q->prefix ? mst_rename_dir(c->m, q->from, strlen(q->from),
+					     q->to, strlen(q->to)) :
+			      mst_rename(c->m, q->from, strlen(q->from), q->to,
+					 strlen(q->to), q->no_replace);
+	return 0;
+}
+
+static int h_set_attr(struct call *c)
+{
+	const Mcrpc__SetAttrRequest *q = (const void *)c->req;
+	Mcrpc__StatResponse *r =
+		NEW(c, Mcrpc__StatResponse, mcrpc__stat_response__init);
+	struct mst_attr a = { 0 }, out;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	if (!q->key || !q->attr || !(q->attr->mode & S_IFMT)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	attr_from_msg(q->attr, &a);
+	r->code = q->dir ? mst_dir_setattr(c->m, q->key, strlen(q->key),
+					   q->mask, &a, &out) :
+			   mst_setattr(c->m, q->key, strlen(q->key), q->mask,
+				       &a, &out);
+	r->is_dir = q->dir;
+	if (!r->code)
+		SET_ATTR(c, r, &out);
+	return 0;
+}
+
+static int h_mkdir(struct call *c)
+{
+	const Mcrpc__MkdirRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, 0);
+	struct mst_attr a;
+
+	if (!r)
+		return -ENOMEM;
+	if (!q->path) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	if (q->attr)
+		attr_from_msg(q->attr, &a);
+	r->code = mst_mkdir(c->m, q->path, strlen(q->path),
+			    q->attr && q->attr->mode ? &a : NULL);
+	return 0;
+}
+
+static int h_rmdir(struct call *c)
+{
+	const Mcrpc__KeysRequest *q = (const void *)c->req;
+	Mcrpc__KeysResponse *r = keys_resp(c, 0);
+
+	if (!r)
+		return -ENOMEM;
+	r->code = q->n_keys == 1 ?
+			  mst_rmdir(c->m, q->keys[0], strlen(q->keys[0])) :
+			  MC_STORE_INVALID_PARAMS;
 	return 0;
 }
 
@@ -861,6 +1002,12 @@ static handler_fn handler_of(uint16_t id)
 		return h_rename;
 	case MCRPC__METHOD__WATCH:
 		return h_watch;
+	case MCRPC__METHOD__SET_ATTR:
+		return h_set_attr;
+	case MCRPC__METHOD__MKDIR:
+		return h_mkdir;
+	case MCRPC__METHOD__RMDIR:
+		return h_rmdir;
 	}
 	return NULL;
 }

@@ -97,6 +97,10 @@ static const struct mc_rpc_method methods[] = {
 	  keys_response, true),
 	M(RENAME, "Rename", "rename", rename_request, keys_response, false),
 	M(WATCH, "Watch", "watch", watch_request, watch_response, false),
+	M(SET_ATTR, "SetAttr", "set_attr", set_attr_request, stat_response,
+	  false),
+	M(MKDIR, "Mkdir", "mkdir", mkdir_request, keys_response, false),
+	M(RMDIR, "Rmdir", "rmdir", keys_request, keys_response, false),
 };
 
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))

@@ -150,7 +150,8 @@ extern "C" {
 	X(EOPNOTSUPP, NOT_SUPPORTED)     \
 	X(EBUSY, OBJECT_REPLICA_BUSY)    \
 	X(EPERM, ILLEGAL_CLIENT)         \
-	X(EACCES, ILLEGAL_CLIENT)
+	X(EACCES, ILLEGAL_CLIENT)        \
+	X(ENOTEMPTY, INVALID_WRITE)
 
 enum mc_err {
 #define MC_X_(name, value, store, msg) MC_##name = (value),

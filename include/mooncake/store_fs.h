@@ -31,6 +31,33 @@
 extern "C" {
 #endif
 
+/* ---- attributes ---------------------------------------------------------- */
+
+/**
+ * Filesystem attributes of an object or a directory record, stored by the
+ * master with it (durably). Objects put through the plain API have none
+ * (mode 0): a filesystem shows its defaults for them. Times are wall-clock
+ * ns; a time whose MOONCAKE_ATTR_*_SET flag is clear is the object's
+ * version time (the completion of its put).
+ */
+typedef struct mooncake_fs_attr {
+	uint32_t mode; /* S_IF* type and permission bits; 0: none stored */
+	uint32_t uid, gid;
+	uint32_t flags; /* MOONCAKE_ATTR_*_SET */
+	int64_t atime_ns, mtime_ns, ctime_ns;
+} mooncake_fs_attr_t;
+
+#define MOONCAKE_ATTR_ATIME_SET 1u
+#define MOONCAKE_ATTR_MTIME_SET 2u
+#define MOONCAKE_ATTR_CTIME_SET 4u
+
+/* mooncake_store_setattr()'s mask: which fields to change. */
+#define MOONCAKE_SET_MODE 1u
+#define MOONCAKE_SET_UID 2u
+#define MOONCAKE_SET_GID 4u
+#define MOONCAKE_SET_ATIME 8u
+#define MOONCAKE_SET_MTIME 16u
+
 /* ---- stat and listing (no lease taken) ---------------------------------- */
 
 typedef struct mooncake_obj_stat {
@@ -42,11 +69,44 @@ typedef struct mooncake_obj_stat {
 	bool hard_pin;
 	uint64_t soft_pin_ms; /* soft pin left, 0 none */
 	uint64_t version; /* see mooncake_store_object_version() */
+	mooncake_fs_attr_t attr; /* mode 0: none stored */
+	bool is_dir; /* mooncake_store_stat_dir() found a directory */
 } mooncake_obj_stat_t;
 
 /** -704 when absent. */
 MOONCAKE_API int mooncake_store_stat(mooncake_store_t store, const char *key,
 				     mooncake_obj_stat_t *out);
+/**
+ * Stat key as an object or, when there is none, as the directory key/: a
+ * directory record (mooncake_store_mkdir(); out->attr its attributes) or
+ * keys under it (no attributes). out->is_dir tells which; -704 when
+ * neither exists. One round trip for what a filesystem's lookup asks.
+ */
+MOONCAKE_API int mooncake_store_stat_dir(mooncake_store_t store,
+					 const char *key,
+					 mooncake_obj_stat_t *out);
+/**
+ * Change attributes of the object key, or of the directory key when dir
+ * (key then ends in '/'; a directory that only has keys under it gets a
+ * record). Fields in mask (MOONCAKE_SET_*) are set from attr; the others
+ * are kept, or taken from attr when nothing was stored yet. ctime becomes
+ * now. out (may be NULL) gets the attributes stored. -704 when absent.
+ */
+MOONCAKE_API int mooncake_store_setattr(mooncake_store_t store, const char *key,
+					bool dir, unsigned mask,
+					const mooncake_fs_attr_t *attr,
+					mooncake_fs_attr_t *out);
+/**
+ * Make a directory record at path (a prefix ending in '/') with attr
+ * (NULL: none). -705 when the directory exists already (a record, keys
+ * under it, or an object named path without its '/'). Directory records
+ * are listed by mooncake_store_list_dirs() and survive restarts.
+ */
+MOONCAKE_API int mooncake_store_mkdir(mooncake_store_t store, const char *path,
+				      const mooncake_fs_attr_t *attr);
+/** Remove the directory record at path; -700 (INVALID_WRITE) when any
+ *  key or directory record is under it, -704 when there is no record. */
+MOONCAKE_API int mooncake_store_rmdir(mooncake_store_t store, const char *path);
 
 /* Replica descriptions for an extended attribute: "endpoint@0xaddr\n"
  * lines into buf (NUL-terminated, truncated to len; buf may be NULL when
@@ -62,6 +122,7 @@ typedef struct mooncake_list_entry {
 	uint64_t mtime_ms;
 	bool is_prefix;
 	uint64_t version; /* see mooncake_store_object_version(); 0: prefix */
+	mooncake_fs_attr_t attr; /* mode 0: none stored */
 } mooncake_list_entry_t;
 
 /**
@@ -80,12 +141,30 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t store, const char *prefix,
 						const mooncake_list_entry_t *e),
 				     void *arg, bool *truncated);
 
+/** mooncake_store_list() that also lists directory records under prefix
+ *  (as prefix entries, with their attributes, when delimiter is "/"). */
+MOONCAKE_API int
+mooncake_store_list_dirs(mooncake_store_t store, const char *prefix,
+			 const char *delimiter, const char *start_after,
+			 unsigned limit,
+			 void (*fn)(void *arg, const mooncake_list_entry_t *e),
+			 void *arg, bool *truncated);
+
 /** Atomic rename; replaces an existing `to` unless no_replace (-705).
  *  -704 when `from` is absent; a `to` still being written is -714.
  *  Holds follow the object: a reader of `from` keeps reading it, and a
  *  reader of the replaced `to` keeps reading the old object. */
 MOONCAKE_API int mooncake_store_rename(mooncake_store_t store, const char *from,
 				       const char *to, bool no_replace);
+/**
+ * Rename the directory from to to (both prefixes ending in '/'): every key
+ * and directory record under from moves in one step (readers holding
+ * objects open keep reading them). -704 when nothing is under from and it
+ * has no record; -700 (INVALID_WRITE) when to has entries; an empty
+ * directory record at to is replaced.
+ */
+MOONCAKE_API int mooncake_store_rename_dir(mooncake_store_t store,
+					   const char *from, const char *to);
 
 typedef struct mooncake_pool_stat {
 	uint64_t capacity; /* = master_total_capacity_bytes */
@@ -171,6 +250,13 @@ typedef struct mooncake_writer *mooncake_writer_t;
 MOONCAKE_API int mooncake_store_writer_open(
 	mooncake_store_t store, const char *key, uint64_t size,
 	const mooncake_replicate_config_t *config, mooncake_writer_t *out);
+/** writer_open() of an object with attributes (attr NULL: none): a file.
+ *  Its completion, a rename of it and its removal also set the mtime of
+ *  its parent's directory record, when there is one. */
+MOONCAKE_API int mooncake_store_writer_open_attr(
+	mooncake_store_t store, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config,
+	const mooncake_fs_attr_t *attr, mooncake_writer_t *out);
 /**
  * Write [off, off+len) into every replica; buf as for object_read. Past
  * the end is -600 (and harmless). A write that fails on any replica
@@ -195,6 +281,10 @@ enum mooncake_event_type {
 	MOONCAKE_EV_RENAME = 3,
 	MOONCAKE_EV_EVICT = 4,
 	MOONCAKE_EV_LOST = 5,
+	MOONCAKE_EV_ATTR =
+		6, /* attributes changed (a directory: key ends '/') */
+	MOONCAKE_EV_MKDIR = 7, /* key: the directory's prefix */
+	MOONCAKE_EV_RMDIR = 8,
 };
 
 typedef struct mooncake_event {

@@ -31,13 +31,30 @@ static void inval_key(struct mcfs *fs, const char *key)
 	free(name);
 }
 
+/* A directory's events name its prefix: its entry is the name without
+ * the trailing '/'. */
+static void inval_path(struct mcfs *fs, const char *key)
+{
+	size_t n = key ? strlen(key) : 0;
+	char *k;
+
+	if (!n || key[n - 1] != '/') {
+		inval_key(fs, key);
+		return;
+	}
+	k = strndup(key, n - 1);
+	if (k)
+		inval_key(fs, k);
+	free(k);
+}
+
 static void on_event(void *arg, const mooncake_event_t *e)
 {
 	struct mcfs *fs = arg;
 
-	inval_key(fs, e->key);
+	inval_path(fs, e->key);
 	if (e->type == MOONCAKE_EV_RENAME)
-		inval_key(fs, e->to);
+		inval_path(fs, e->to);
 }
 
 /* Every cached name under kv/. */

@@ -291,7 +291,7 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out)
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
-			 Mcrpc__PutStartResponse **out)
+			 const Mcrpc__Attr *attr, Mcrpc__PutStartResponse **out)
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
@@ -304,6 +304,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	req.n_sizes = n;
 	req.sizes = (uint64_t *)sizes;
 	req.config = (Mcrpc__ReplicateConfig *)cfg;
+	req.attr = (Mcrpc__Attr *)attr;
 	rc = call(m,
 		  batch ? MCRPC__METHOD__BATCH_PUT_START :
 			  MCRPC__METHOD__PUT_START,
@@ -455,21 +456,23 @@ int mcs_master_remove_by_regex(struct mcs_master *m, const char *regex,
 
 /* ---- filesystem support ------------------------------------------------ */
 
-int mcs_master_stat(struct mcs_master *m, const char *key,
+int mcs_master_stat(struct mcs_master *m, const char *key, bool dir,
 		    Mcrpc__StatResponse **out)
 {
 	Mcrpc__KeysRequest req = keys_req(m, &key, 1);
 
 	*out = NULL;
+	req.dir = dir;
 	return call(m, MCRPC__METHOD__STAT, &req, out);
 }
 
 int mcs_master_list(struct mcs_master *m, const char *prefix,
 		    const char *delimiter, const char *start_after,
-		    unsigned limit, Mcrpc__ListResponse **out)
+		    unsigned limit, bool dirs, Mcrpc__ListResponse **out)
 {
 	Mcrpc__ListRequest req = MCRPC__LIST_REQUEST__INIT;
 
+	req.dirs = dirs;
 	*out = NULL;
 	req.prefix = (char *)(prefix ? prefix : "");
 	req.delimiter = (char *)(delimiter ? delimiter : "");
@@ -516,8 +519,57 @@ int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
 			  results);
 }
 
+/* A KeysResponse's outcome: its code, or its one per-key result. */
+static int keys_outcome(int rc, Mcrpc__KeysResponse *resp)
+{
+	if (!rc && resp->n_results == 1 && resp->results[0])
+		rc = mcs_err_from_store(resp->results[0]->code);
+	mcs_master_free(resp);
+	return rc;
+}
+
+int mcs_master_setattr(struct mcs_master *m, const char *key, bool dir,
+		       unsigned mask, const Mcrpc__Attr *attr,
+		       Mcrpc__StatResponse **out)
+{
+	Mcrpc__SetAttrRequest req = MCRPC__SET_ATTR_REQUEST__INIT;
+
+	*out = NULL;
+	req.key = (char *)key;
+	req.dir = dir;
+	req.mask = mask;
+	req.attr = (Mcrpc__Attr *)attr;
+	return call(m, MCRPC__METHOD__SET_ATTR, &req, out);
+}
+
+int mcs_master_mkdir(struct mcs_master *m, const char *path,
+		     const Mcrpc__Attr *attr)
+{
+	Mcrpc__MkdirRequest req = MCRPC__MKDIR_REQUEST__INIT;
+	Mcrpc__KeysResponse *resp = NULL;
+
+	int rc;
+
+	req.path = (char *)path;
+	req.attr = (Mcrpc__Attr *)attr;
+	rc = call(m, MCRPC__METHOD__MKDIR, &req, &resp);
+	return keys_outcome(rc, resp);
+}
+
+int mcs_master_rmdir(struct mcs_master *m, const char *path)
+{
+	Mcrpc__KeysRequest req = keys_req(m, &path, 1);
+	Mcrpc__KeysResponse *resp = NULL;
+
+	int rc;
+
+	req.dir = true;
+	rc = call(m, MCRPC__METHOD__RMDIR, &req, &resp);
+	return keys_outcome(rc, resp);
+}
+
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace)
+		      bool no_replace, bool prefix)
 {
 	Mcrpc__RenameRequest req = MCRPC__RENAME_REQUEST__INIT;
 	Mcrpc__KeysResponse *resp = NULL;
@@ -526,12 +578,9 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 	req.from = (char *)from;
 	req.to = (char *)to;
 	req.no_replace = no_replace;
+	req.prefix = prefix;
 	rc = call(m, MCRPC__METHOD__RENAME, &req, &resp);
-	/* The outcome may also come as the one per-key result. */
-	if (!rc && resp->n_results == 1 && resp->results[0])
-		rc = mcs_err_from_store(resp->results[0]->code);
-	mcs_master_free(resp);
-	return rc;
+	return keys_outcome(rc, resp);
 }
 
 int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,

@@ -90,11 +90,13 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out);
 
 /**
  * PutStart (batch false, n == 1) or BatchPutStart: (*out)->results[i] has
- * the key's code and, when 0, the replicas to write. cfg may be NULL.
+ * the key's code and, when 0, the replicas to write. cfg and attr (every
+ * key's attributes) may be NULL.
  */
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
+			 const Mcrpc__Attr *attr,
 			 Mcrpc__PutStartResponse **out);
 /** PutEnd / BatchPutEnd; results[i] per key. */
 int mcs_master_put_end(struct mcs_master *m, bool batch,
@@ -124,21 +126,33 @@ int mcs_master_remove_by_regex(struct mcs_master *m, const char *regex,
 
 /* ---- filesystem support ------------------------------------------------ */
 
-/** Stat: no lease taken; replica_list describes every replica. */
-int mcs_master_stat(struct mcs_master *m, const char *key,
+/** Stat: no lease taken; replica_list describes every replica. dir: when
+ *  key is no object, stat the directory key/ (is_dir). */
+int mcs_master_stat(struct mcs_master *m, const char *key, bool dir,
 		    Mcrpc__StatResponse **out);
-/** List one page (limit 0: the master's 1000); strings may be NULL. */
+/** List one page (limit 0: the master's 1000); strings may be NULL;
+ *  dirs: directory records too. */
 int mcs_master_list(struct mcs_master *m, const char *prefix,
 		    const char *delimiter, const char *start_after,
-		    unsigned limit, Mcrpc__ListResponse **out);
+		    unsigned limit, bool dirs, Mcrpc__ListResponse **out);
+/** SetAttr (mask: MOONCAKE_SET_*); (*out)->attr the stored attributes. */
+int mcs_master_setattr(struct mcs_master *m, const char *key, bool dir,
+		       unsigned mask, const Mcrpc__Attr *attr,
+		       Mcrpc__StatResponse **out);
+/** Mkdir of path (ending in '/'); attr may be NULL. */
+int mcs_master_mkdir(struct mcs_master *m, const char *path,
+		     const Mcrpc__Attr *attr);
+/** Rmdir of path; -ENOTEMPTY (the master's -700) when entries are under it. */
+int mcs_master_rmdir(struct mcs_master *m, const char *path);
 /** LeaseRenew / LeaseRelease of holds; results[i] per hold id. */
 int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
 			   size_t n, int *results);
 int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
 			     size_t n, int *results);
-/** Rename; no_replace: -EEXIST when `to` exists. */
+/** Rename; no_replace: -EEXIST when `to` exists; prefix: a directory
+ *  rename (RenameRequest.prefix). */
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace);
+		      bool no_replace, bool prefix);
 /**
  * Watch the change feed from (epoch, after); long-polls up to wait_ms
  * (at most 30000) on a connection whose timeout covers the wait.

@@ -39,6 +39,8 @@ int mcs_err_from_store(int code)
 		return MC_ELEASEEXPIRED;
 	case MC_STORE_OBJECT_REPLICA_BUSY:
 		return -EBUSY;
+	case MC_STORE_INVALID_WRITE: /* also: a directory has entries */
+		return -ENOTEMPTY;
 	case MC_STORE_TRANSFER_FAIL:
 		return MC_ETRANSFER;
 	case MC_STORE_CHECKSUM_MISMATCH:

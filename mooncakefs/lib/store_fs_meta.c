@@ -15,8 +15,35 @@
 
 #include "mooncake/store_fs.h"
 
-/* Stat of key; 0 or a store code. */
-static int stat_key(mooncake_store_t s, const char *key,
+void mcs_attr_msg(const mooncake_fs_attr_t *a, Mcrpc__Attr *x)
+{
+	x->mode = a->mode;
+	x->uid = a->uid;
+	x->gid = a->gid;
+	x->flags = a->flags;
+	x->atime_ns = a->atime_ns;
+	x->mtime_ns = a->mtime_ns;
+	x->ctime_ns = a->ctime_ns;
+}
+
+/* The attributes of a message (NULL: none, mode 0). */
+static mooncake_fs_attr_t attr_of(const Mcrpc__Attr *x)
+{
+	if (!x)
+		return (mooncake_fs_attr_t){ 0 };
+	return (mooncake_fs_attr_t){
+		.mode = x->mode,
+		.uid = x->uid,
+		.gid = x->gid,
+		.flags = x->flags,
+		.atime_ns = x->atime_ns,
+		.mtime_ns = x->mtime_ns,
+		.ctime_ns = x->ctime_ns,
+	};
+}
+
+/* Stat of key (dir: or of the directory key/); 0 or a store code. */
+static int stat_key(mooncake_store_t s, const char *key, bool dir,
 		    Mcrpc__StatResponse **out)
 {
 	int rc = mcs_enter(s);
@@ -24,20 +51,21 @@ static int stat_key(mooncake_store_t s, const char *key,
 	*out = NULL;
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(key) ? mcs_master_stat(s->master, key, out) : -EINVAL;
+	rc = mcs_key_ok(key) ? mcs_master_stat(s->master, key, dir, out) :
+			       -EINVAL;
 	mcs_leave(s);
 	return mc_err_to_store(rc);
 }
 
-MOONCAKE_API int mooncake_store_stat(mooncake_store_t s, const char *key,
-				     mooncake_obj_stat_t *out)
+static int stat_any(mooncake_store_t s, const char *key, bool dir,
+		    mooncake_obj_stat_t *out)
 {
 	Mcrpc__StatResponse *r;
 	int rc;
 
 	if (!out)
 		return MC_STORE_INVALID_PARAMS;
-	rc = stat_key(s, key, &r);
+	rc = stat_key(s, key, dir, &r);
 	if (rc)
 		return rc;
 	*out = (mooncake_obj_stat_t){
@@ -49,9 +77,86 @@ MOONCAKE_API int mooncake_store_stat(mooncake_store_t s, const char *key,
 		.hard_pin = r->hard_pin,
 		.soft_pin_ms = r->soft_pin_ms,
 		.version = r->version,
+		.attr = attr_of(r->attr),
+		.is_dir = r->is_dir,
 	};
 	mcs_master_free(r);
 	return 0;
+}
+
+MOONCAKE_API int mooncake_store_stat(mooncake_store_t s, const char *key,
+				     mooncake_obj_stat_t *out)
+{
+	return stat_any(s, key, false, out);
+}
+
+MOONCAKE_API int mooncake_store_stat_dir(mooncake_store_t s, const char *key,
+					 mooncake_obj_stat_t *out)
+{
+	return stat_any(s, key, true, out);
+}
+
+/* A directory path: a prefix of at least one byte and its '/'. */
+static bool dir_path_ok(const char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+
+	return n >= 2 && path[n - 1] == '/' && mcs_key_ok(path);
+}
+
+MOONCAKE_API int mooncake_store_setattr(mooncake_store_t s, const char *key,
+					bool dir, unsigned mask,
+					const mooncake_fs_attr_t *attr,
+					mooncake_fs_attr_t *out)
+{
+	Mcrpc__Attr am = MCRPC__ATTR__INIT;
+	Mcrpc__StatResponse *r = NULL;
+	int rc;
+
+	if (!attr || !(dir ? dir_path_ok(key) : mcs_key_ok(key)))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	mcs_attr_msg(attr, &am);
+	rc = mcs_master_setattr(s->master, key, dir, mask, &am, &r);
+	mcs_leave(s);
+	if (!rc && out)
+		*out = attr_of(r->attr);
+	mcs_master_free(r);
+	return mc_err_to_store(rc);
+}
+
+MOONCAKE_API int mooncake_store_mkdir(mooncake_store_t s, const char *path,
+				      const mooncake_fs_attr_t *attr)
+{
+	Mcrpc__Attr am = MCRPC__ATTR__INIT;
+	int rc;
+
+	if (!dir_path_ok(path))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	if (attr)
+		mcs_attr_msg(attr, &am);
+	rc = mcs_master_mkdir(s->master, path, attr ? &am : NULL);
+	mcs_leave(s);
+	return mc_err_to_store(rc);
+}
+
+MOONCAKE_API int mooncake_store_rmdir(mooncake_store_t s, const char *path)
+{
+	int rc;
+
+	if (!dir_path_ok(path))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	rc = mcs_master_rmdir(s->master, path);
+	mcs_leave(s);
+	return mc_err_to_store(rc);
 }
 
 MOONCAKE_API int mooncake_store_replica_text(mooncake_store_t s,
@@ -64,7 +169,7 @@ MOONCAKE_API int mooncake_store_replica_text(mooncake_store_t s,
 
 	if (!buf && len)
 		return MC_STORE_INVALID_PARAMS;
-	rc = stat_key(s, key, &r);
+	rc = stat_key(s, key, false, &r);
 	if (rc)
 		return rc;
 	if (len)
@@ -86,12 +191,11 @@ MOONCAKE_API int mooncake_store_replica_text(mooncake_store_t s,
 	return rc;
 }
 
-MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
-				     const char *delimiter,
-				     const char *start_after, unsigned limit,
-				     void (*fn)(void *arg,
-						const mooncake_list_entry_t *e),
-				     void *arg, bool *truncated)
+static int list_any(mooncake_store_t s, const char *prefix,
+		    const char *delimiter, const char *start_after,
+		    unsigned limit, bool dirs,
+		    void (*fn)(void *arg, const mooncake_list_entry_t *e),
+		    void *arg, bool *truncated)
 {
 	Mcrpc__ListResponse *r = NULL;
 	int rc = mcs_enter(s);
@@ -99,7 +203,7 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
 	if (rc)
 		return rc;
 	rc = mcs_master_list(s->master, prefix, delimiter, start_after, limit,
-			     &r);
+			     dirs, &r);
 	mcs_leave(s);
 	if (rc)
 		return mc_err_to_store(rc);
@@ -111,6 +215,7 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
 			.mtime_ms = x->mtime_ms,
 			.is_prefix = x->is_prefix,
 			.version = x->version,
+			.attr = attr_of(x->attr),
 		};
 
 		fn(arg, &e);
@@ -122,18 +227,53 @@ MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
 	return rc;
 }
 
-MOONCAKE_API int mooncake_store_rename(mooncake_store_t s, const char *from,
-				       const char *to, bool no_replace)
+MOONCAKE_API int mooncake_store_list(mooncake_store_t s, const char *prefix,
+				     const char *delimiter,
+				     const char *start_after, unsigned limit,
+				     void (*fn)(void *arg,
+						const mooncake_list_entry_t *e),
+				     void *arg, bool *truncated)
+{
+	return list_any(s, prefix, delimiter, start_after, limit, false, fn,
+			arg, truncated);
+}
+
+MOONCAKE_API int
+mooncake_store_list_dirs(mooncake_store_t s, const char *prefix,
+			 const char *delimiter, const char *start_after,
+			 unsigned limit,
+			 void (*fn)(void *arg, const mooncake_list_entry_t *e),
+			 void *arg, bool *truncated)
+{
+	return list_any(s, prefix, delimiter, start_after, limit, true, fn, arg,
+			truncated);
+}
+
+static int rename_any(mooncake_store_t s, const char *from, const char *to,
+		      bool no_replace, bool prefix)
 {
 	int rc = mcs_enter(s);
+	bool ok = prefix ? dir_path_ok(from) && dir_path_ok(to) :
+			   mcs_key_ok(from) && mcs_key_ok(to);
 
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(from) && mcs_key_ok(to) ?
-		     mcs_master_rename(s->master, from, to, no_replace) :
-		     -EINVAL;
+	rc = ok ? mcs_master_rename(s->master, from, to, no_replace, prefix) :
+		  -EINVAL;
 	mcs_leave(s);
 	return mc_err_to_store(rc);
+}
+
+MOONCAKE_API int mooncake_store_rename(mooncake_store_t s, const char *from,
+				       const char *to, bool no_replace)
+{
+	return rename_any(s, from, to, no_replace, false);
+}
+
+MOONCAKE_API int mooncake_store_rename_dir(mooncake_store_t s, const char *from,
+					   const char *to)
+{
+	return rename_any(s, from, to, false, true);
 }
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,

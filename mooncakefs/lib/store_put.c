@@ -163,7 +163,7 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 
 	mcs_replicate_config(cfg, &rcfg);
 	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
-				  &resp);
+				  NULL, &resp);
 	if (rc)
 		goto fail_all;
 	for (size_t j = 0; j < n_live; j++) {

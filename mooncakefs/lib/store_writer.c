@@ -45,8 +45,10 @@ struct mooncake_writer {
 
 static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 		       const mooncake_replicate_config_t *cfg,
+		       const mooncake_fs_attr_t *attr,
 		       struct mooncake_writer **out)
 {
+	Mcrpc__Attr am = MCRPC__ATTR__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
 	const Mcrpc__ReplicaList *rl;
 	Mcrpc__ReplicateConfig rcfg;
@@ -57,8 +59,10 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	int rc, res = 0;
 
 	mcs_replicate_config(cfg, &rcfg);
+	if (attr)
+		mcs_attr_msg(attr, &am);
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
-				  &resp);
+				  attr ? &am : NULL, &resp);
 	if (rc)
 		return rc;
 	rl = resp->results[0];
@@ -92,10 +96,10 @@ out:
 	return rc;
 }
 
-MOONCAKE_API int
-mooncake_store_writer_open(mooncake_store_t s, const char *key, uint64_t size,
-			   const mooncake_replicate_config_t *config,
-			   mooncake_writer_t *out)
+MOONCAKE_API int mooncake_store_writer_open_attr(
+	mooncake_store_t s, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config,
+	const mooncake_fs_attr_t *attr, mooncake_writer_t *out)
 {
 	int rc;
 
@@ -105,9 +109,18 @@ mooncake_store_writer_open(mooncake_store_t s, const char *key, uint64_t size,
 	rc = mcs_enter(s);
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(key) ? open_writer(s, key, size, config, out) : -EINVAL;
+	rc = mcs_key_ok(key) ? open_writer(s, key, size, config, attr, out) :
+			       -EINVAL;
 	mcs_leave(s);
 	return mc_err_to_store(rc);
+}
+
+MOONCAKE_API int
+mooncake_store_writer_open(mooncake_store_t s, const char *key, uint64_t size,
+			   const mooncake_replicate_config_t *config,
+			   mooncake_writer_t *out)
+{
+	return mooncake_store_writer_open_attr(s, key, size, config, NULL, out);
 }
 
 /* [off, off+len) from local (registered) into every replica. */

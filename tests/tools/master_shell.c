@@ -10,6 +10,14 @@
  *   renew ID | release ID         -> ok
  *   watch EPOCH AFTER WAIT_MS     -> ok epoch=E last=L reset=0|1 TYPE:KEY[>TO] ...
  *   rm KEY [force]                -> ok
+ *   listd PREFIX DELIM START LIMIT -> list with directory records:
+ *                                    ... NAME:SIZE[:/][:MODE] (octal)
+ *   statd KEY                     -> ok dir=0|1 mode=M uid=U gid=G size=S
+ *   mkdir PATH MODE [UID GID]     -> ok        (PATH ends in '/')
+ *   rmdir PATH                    -> ok
+ *   setattr KEY dir|obj MASK MODE UID GID MTIME_NS
+ *                                 -> ok mode=M uid=U gid=G flags=F mtime=T ctime=C
+ *   renamedir FROM TO             -> ok
  *   quit                          -> exits
  * Usage: master_shell HOST:PORT
  */
@@ -33,7 +41,7 @@ static void err(int rc)
 	printf("err %d %s\n", code, mc_store_err_name(code));
 }
 
-static void do_list(struct mcs_master *m, char **a, int n)
+static void do_list(struct mcs_master *m, char **a, int n, bool dirs)
 {
 	Mcrpc__ListResponse *r;
 	int rc;
@@ -43,16 +51,19 @@ static void do_list(struct mcs_master *m, char **a, int n)
 		return;
 	}
 	rc = mcs_master_list(m, arg(a[1]), arg(a[2]), arg(a[3]),
-			     (unsigned)strtoul(a[4], NULL, 10), &r);
+			     (unsigned)strtoul(a[4], NULL, 10), dirs, &r);
 	if (rc) {
 		err(rc);
 		return;
 	}
 	printf("ok %zu truncated=%d", r->n_entries, r->truncated ? 1 : 0);
-	for (size_t i = 0; i < r->n_entries; i++)
+	for (size_t i = 0; i < r->n_entries; i++) {
 		printf(" %s:%" PRIu64 "%s", r->entries[i]->name,
 		       r->entries[i]->size,
 		       r->entries[i]->is_prefix ? ":/" : "");
+		if (dirs && r->entries[i]->attr)
+			printf(":%o", r->entries[i]->attr->mode);
+	}
 	putchar('\n');
 	mcs_master_free(r);
 }
@@ -60,7 +71,7 @@ static void do_list(struct mcs_master *m, char **a, int n)
 static void do_stat(struct mcs_master *m, const char *key)
 {
 	Mcrpc__StatResponse *r;
-	int rc = mcs_master_stat(m, key, &r);
+	int rc = mcs_master_stat(m, key, false, &r);
 
 	if (rc) {
 		err(rc);
@@ -70,6 +81,70 @@ static void do_stat(struct mcs_master *m, const char *key)
 	       " hard_pin=%d\n",
 	       r->size, r->replicas, r->holds, r->lease_ms, r->hard_pin);
 	mcs_master_free(r);
+}
+
+static void do_statd(struct mcs_master *m, const char *key)
+{
+	Mcrpc__StatResponse *r;
+	int rc = mcs_master_stat(m, key, true, &r);
+
+	if (rc) {
+		err(rc);
+		return;
+	}
+	printf("ok dir=%d mode=%o uid=%u gid=%u size=%" PRIu64 "\n",
+	       r->is_dir ? 1 : 0, r->attr ? r->attr->mode : 0,
+	       r->attr ? r->attr->uid : 0, r->attr ? r->attr->gid : 0, r->size);
+	mcs_master_free(r);
+}
+
+static void do_mkdir(struct mcs_master *m, char **a, int n)
+{
+	Mcrpc__Attr at = MCRPC__ATTR__INIT;
+	int rc;
+
+	at.mode = 040000u | (uint32_t)strtoul(a[2], NULL, 8);
+	at.uid = n > 3 ? (uint32_t)strtoul(a[3], NULL, 10) : 0;
+	at.gid = n > 4 ? (uint32_t)strtoul(a[4], NULL, 10) : 0;
+	rc = mcs_master_mkdir(m, a[1], &at);
+	if (rc)
+		err(rc);
+	else
+		puts("ok");
+}
+
+static void do_setattr(struct mcs_master *m, char **a)
+{
+	Mcrpc__Attr at = MCRPC__ATTR__INIT;
+	Mcrpc__StatResponse *r;
+	bool dir = !strcmp(a[2], "dir");
+	int rc;
+
+	at.mode = (dir ? 040000u : 0100000u) | (uint32_t)strtoul(a[4], NULL, 8);
+	at.uid = (uint32_t)strtoul(a[5], NULL, 10);
+	at.gid = (uint32_t)strtoul(a[6], NULL, 10);
+	at.mtime_ns = strtoll(a[7], NULL, 10);
+	rc = mcs_master_setattr(m, a[1], dir, (unsigned)strtoul(a[3], NULL, 0),
+				&at, &r);
+	if (rc) {
+		err(rc);
+		return;
+	}
+	printf("ok mode=%o uid=%u gid=%u flags=%u mtime=%" PRId64
+	       " ctime=%" PRId64 "\n",
+	       r->attr ? r->attr->mode : 0, r->attr ? r->attr->uid : 0,
+	       r->attr ? r->attr->gid : 0, r->attr ? r->attr->flags : 0,
+	       r->attr ? r->attr->mtime_ns : 0,
+	       r->attr ? r->attr->ctime_ns : 0);
+	mcs_master_free(r);
+}
+
+static void ok_or_err(int rc)
+{
+	if (rc)
+		err(rc);
+	else
+		puts("ok");
 }
 
 static void do_hold(struct mcs_master *m, const char *key)
@@ -119,6 +194,12 @@ static const char *ev_name(int t)
 		return "evict";
 	case MCRPC__EVENT_TYPE__EV_LOST:
 		return "lost";
+	case MCRPC__EVENT_TYPE__EV_ATTR:
+		return "attr";
+	case MCRPC__EVENT_TYPE__EV_MKDIR:
+		return "mkdir";
+	case MCRPC__EVENT_TYPE__EV_RMDIR:
+		return "rmdir";
 	}
 	return "?";
 }
@@ -175,11 +256,25 @@ int main(int argc, char **argv)
 		if (!strcmp(a[0], "quit"))
 			break;
 		if (!strcmp(a[0], "list"))
-			do_list(m, a, n);
+			do_list(m, a, n, false);
+		else if (!strcmp(a[0], "listd"))
+			do_list(m, a, n, true);
+		else if (!strcmp(a[0], "statd") && n == 2)
+			do_statd(m, a[1]);
+		else if (!strcmp(a[0], "mkdir") && (n == 3 || n == 5))
+			do_mkdir(m, a, n);
+		else if (!strcmp(a[0], "rmdir") && n == 2)
+			ok_or_err(mcs_master_rmdir(m, a[1]));
+		else if (!strcmp(a[0], "setattr") && n == 8)
+			do_setattr(m, a);
+		else if (!strcmp(a[0], "renamedir") && n == 3)
+			ok_or_err(
+				mcs_master_rename(m, a[1], a[2], false, true));
 		else if (!strcmp(a[0], "stat") && n == 2)
 			do_stat(m, a[1]);
 		else if (!strcmp(a[0], "rename") && (n == 3 || n == 4)) {
-			int rc = mcs_master_rename(m, a[1], a[2], n == 4);
+			int rc =
+				mcs_master_rename(m, a[1], a[2], n == 4, false);
 			if (rc)
 				err(rc);
 			else

@@ -1324,6 +1324,12 @@ static const char *ev_name(enum mooncake_event_type t)
 		return "evict";
 	case MOONCAKE_EV_LOST:
 		return "lost";
+	case MOONCAKE_EV_ATTR:
+		return "attr";
+	case MOONCAKE_EV_MKDIR:
+		return "mkdir";
+	case MOONCAKE_EV_RMDIR:
+		return "rmdir";
 	}
 	return "?";
 }
