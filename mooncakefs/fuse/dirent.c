@@ -16,7 +16,7 @@
 
 int mcfs_dirent_add(struct mcfs_dirlist *d, const char *name, const char *key,
 		    enum mcfs_kind kind, uint64_t version, uint64_t size,
-		    uint64_t mtime_ms)
+		    uint64_t mtime_ms, const mooncake_fs_attr_t *attr)
 {
 	struct mcfs_dirent *e;
 
@@ -40,6 +40,7 @@ int mcfs_dirent_add(struct mcfs_dirlist *d, const char *name, const char *key,
 	e->version = version;
 	e->size = size;
 	e->mtime_ms = mtime_ms;
+	e->attr = attr ? *attr : (mooncake_fs_attr_t){ 0 };
 	d->n_ents++;
 	return 0;
 }
@@ -76,9 +77,12 @@ static int plus_entry(struct mcfs *fs, struct mcfs_node *dir,
 		      const struct mcfs_dirent *de, struct fuse_entry_param *e,
 		      struct mcfs_node **out)
 {
-	struct mcfs_node *n = mcfs_node_child(fs, dir, de->name, de->kind,
-					      de->key, de->version, de->size,
-					      de->mtime_ms);
+	struct mcfs_node *n = mcfs_node_child(
+		fs, dir, de->name, de->kind, de->key, de->version, de->size,
+		de->mtime_ms,
+		de->kind == MCFS_KV_FILE || de->kind == MCFS_KV_DIR ?
+			&de->attr :
+			NULL);
 	bool gen = de->kind == MCFS_VFILE; /* generated at open */
 
 	if (!n)

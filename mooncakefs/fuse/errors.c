@@ -31,6 +31,8 @@ int mcfs_errno(int code)
 		return -EINVAL;
 	case MC_STORE_NOT_SUPPORTED:
 		return -EOPNOTSUPP;
+	case MC_STORE_INVALID_WRITE: /* rmdir, rename: entries under it */
+		return -ENOTEMPTY;
 	default: /* transfer, RPC, lease expiry, internal: the I/O failed */
 		return -EIO;
 	}

@@ -82,8 +82,40 @@ static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	fh->tmp_key = tmp_key(fs);
 	if (!fh->tmp_key)
 		return -ENOMEM;
-	return mcfs_errno(mooncake_store_writer_open(fs->store, fh->tmp_key,
-						     size, &cfg, &fh->writer));
+	/* The file's attributes go with the object (none for a file that
+	 * was put through the API and has none). */
+	fh->sent = fh->node ? mcfs_node_attr(fs, fh->node) :
+			      (mooncake_fs_attr_t){ 0 };
+	return mcfs_errno(mooncake_store_writer_open_attr(
+		fs->store, fh->tmp_key, size, &cfg,
+		fh->sent.mode ? &fh->sent : NULL, &fh->writer));
+}
+
+/* Attributes changed while the object was written (fchmod, futimens
+ * after a direct writer was opened): set them on what was published. */
+static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	mooncake_fs_attr_t a = mcfs_node_attr(fs, fh->node), out;
+	unsigned mask = MOONCAKE_SET_MODE | MOONCAKE_SET_UID | MOONCAKE_SET_GID;
+
+	if (!a.mode || !memcmp(&a, &fh->sent, sizeof(a)))
+		return;
+	if (a.flags & MOONCAKE_ATTR_ATIME_SET)
+		mask |= MOONCAKE_SET_ATIME;
+	if (a.flags & MOONCAKE_ATTR_MTIME_SET)
+		mask |= MOONCAKE_SET_MTIME;
+	if (mooncake_store_setattr(fs->store, fh->key, false, mask, &a, &out))
+		mc_log_info("mcfs", "attributes of %s not stored", fh->key);
+}
+
+/* Written: the content's time is the publish's, not an earlier utimensat. */
+static void content_changed(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	if (!fh->node)
+		return;
+	pthread_mutex_lock(&fs->itab_lock);
+	fh->node->attr.flags &= ~MOONCAKE_ATTR_MTIME_SET;
+	pthread_mutex_unlock(&fs->itab_lock);
 }
 
 /* The stage becomes a copy of the open object obj. */
@@ -201,6 +233,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
 	set_size(fh, fh->stage.size);
 	fh->dirty = true;
+	content_changed(fs, fh);
 out:
 	pthread_mutex_unlock(&fh->lock);
 	return rc;
@@ -221,6 +254,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	if (rc)
 		goto out;
 	fh->dirty = true;
+	content_changed(fs, fh);
 	if (fh->writer) {
 		rc = mcfs_errno(
 			mooncake_store_writer_write(fh->writer, off, buf, len));
@@ -309,6 +343,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 			    strerror(-rc));
 		return rc;
 	}
+	publish_attr(fs, fh);
 	fh->dirty = false;
 	fh->published = true;
 	fh->published_direct = direct;

@@ -219,7 +219,8 @@ static struct mcfs_node *find_child(struct mcfs *fs, struct mcfs_node *parent,
 struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  const char *name, enum mcfs_kind kind,
 				  const char *key, uint64_t version,
-				  uint64_t size, uint64_t mtime_ms)
+				  uint64_t size, uint64_t mtime_ms,
+				  const mooncake_fs_attr_t *attr)
 {
 	bool dir = kind != MCFS_KV_FILE;
 	struct mcfs_node *n;
@@ -238,10 +239,32 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 			link_name(fs, n);
 		}
 	}
-	if (n)
+	if (n) {
 		n->nlookup++;
+		/* What the master just said is the newest. */
+		if (attr)
+			n->attr = *attr;
+	}
 	pthread_mutex_unlock(&fs->itab_lock);
 	return n;
+}
+
+mooncake_fs_attr_t mcfs_node_attr(struct mcfs *fs, const struct mcfs_node *n)
+{
+	mooncake_fs_attr_t a;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	a = n->attr;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return a;
+}
+
+void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
+			const mooncake_fs_attr_t *a)
+{
+	pthread_mutex_lock(&fs->itab_lock);
+	n->attr = *a;
+	pthread_mutex_unlock(&fs->itab_lock);
 }
 
 /* ---- binding lookups --------------------------------------------------- */
@@ -303,7 +326,8 @@ int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
 				    uint64_t version, uint64_t size,
-				    uint64_t mtime_ms, pid_t pid)
+				    uint64_t mtime_ms,
+				    const mooncake_fs_attr_t *attr, pid_t pid)
 {
 	struct mcfs_node *n;
 
@@ -314,6 +338,8 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 		n->version = version;
 		n->size = size;
 		n->mtime_ms = mtime_ms;
+		if (attr)
+			n->attr = *attr;
 		n->owner = pid;
 		n->owner_until_ms = now_ms() + STALE_MS;
 		n->nlookup++;
@@ -474,10 +500,42 @@ struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 	return d;
 }
 
+static struct timespec ts_of_ns(int64_t ns)
+{
+	struct timespec t = { .tv_sec = (time_t)(ns / 1000000000) };
+
+	t.tv_nsec = (long)(ns % 1000000000);
+	if (t.tv_nsec < 0) {
+		t.tv_sec--;
+		t.tv_nsec += 1000000000;
+	}
+	return t;
+}
+
+/* Times, owner and mode from stored attributes a (mode set); base_ns is
+ * what an unset time is (the version's time). */
+static void stored_attr(struct stat *st, const mooncake_fs_attr_t *a,
+			int64_t base_ns)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | (a->mode & 07777);
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_mtim = ts_of_ns(
+		a->flags & MOONCAKE_ATTR_MTIME_SET ? a->mtime_ns : base_ns);
+	st->st_atim = a->flags & MOONCAKE_ATTR_ATIME_SET ?
+			      ts_of_ns(a->atime_ns) :
+			      st->st_mtim;
+	st->st_ctim = ts_of_ns(
+		a->flags & MOONCAKE_ATTR_CTIME_SET ? a->ctime_ns : base_ns);
+}
+
 void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 {
 	mode_t um = (mode_t)fs->o.umask_;
+	mooncake_fs_attr_t a = mcfs_node_attr(fs, n);
+	unsigned wr = fs->o.read_only ? 0222 : 0;
 	uint64_t size;
+	int64_t base;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
@@ -486,14 +544,18 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	st->st_blksize = 1 << 20;
 	switch (n->kind) {
 	case MCFS_KV_FILE:
-		st->st_mode = S_IFREG | ((fs->o.read_only ? 0444 : 0644) & ~um);
+		st->st_mode = S_IFREG | ((fs->o.file_mode & ~wr) & ~um);
 		st->st_nlink = 1;
 		size = atomic_load(&n->written_size);
 		st->st_size = (off_t)(size != MCFS_NO_SIZE ? size : n->size);
 		st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
-		st->st_mtim.tv_sec = (time_t)(n->mtime_ms / 1000);
-		st->st_mtim.tv_nsec = (long)(n->mtime_ms % 1000) * 1000000;
+		/* The version is the wall ns of the put's completion. */
+		base = n->version ? (int64_t)n->version :
+				    (int64_t)n->mtime_ms * 1000000;
+		st->st_mtim = ts_of_ns(base);
 		st->st_ctim = st->st_atim = st->st_mtim;
+		if (a.mode)
+			stored_attr(st, &a, base);
 		return;
 	case MCFS_VFILE:
 		st->st_mode = S_IFREG | (0444 & ~um);
@@ -504,12 +566,68 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 		st->st_nlink = 2;
 		break;
 	default:
-		st->st_mode = S_IFDIR | ((fs->o.read_only ? 0555 : 0755) & ~um);
+		st->st_mode = S_IFDIR | ((fs->o.dir_mode & ~wr) & ~um);
 		st->st_nlink = 2;
 		break;
 	}
 	st->st_mtim.tv_sec = (time_t)(fs->start_ms / 1000);
 	st->st_ctim = st->st_atim = st->st_mtim;
+	if (a.mode && n->kind == MCFS_KV_DIR)
+		stored_attr(st, &a, (int64_t)fs->start_ms * 1000000);
+}
+
+/* Caller holds itab_lock: key of n, moved from the prefix from to to. */
+static void move_key(struct mcfs_node *n, const char *from, size_t fl,
+		     const char *to)
+{
+	size_t tl = strlen(to), kl = strlen(n->key);
+	char *k;
+
+	if (kl < fl || memcmp(n->key, from, fl))
+		return;
+	k = malloc(tl + kl - fl + 1);
+	if (!k)
+		return;
+	memcpy(k, to, tl);
+	memcpy(k + tl, n->key + fl, kl - fl + 1);
+	free(n->key);
+	n->key = k;
+}
+
+void mcfs_node_renamed_dir(struct mcfs *fs, struct mcfs_node *parent,
+			   const char *name, struct mcfs_node *newparent,
+			   const char *newname, const char *from,
+			   const char *to)
+{
+	size_t fl = strlen(from);
+	char *nn = strdup(newname);
+	struct mcfs_node *dir;
+
+	if (!nn)
+		return;
+	pthread_mutex_lock(&fs->itab_lock);
+	dir = find_child(fs, parent, name, 0, true);
+	/* A directory node already at the target (an empty directory the
+	 * rename replaced) is no longer found by name. */
+	for (struct mcfs_node *o;
+	     (o = find_child(fs, newparent, nn, 0, true)) && o != dir;)
+		unlink_name(fs, o);
+	for (size_t b = 0; b < fs->n_buckets; b++)
+		for (struct mcfs_node *n = fs->by_ino[b]; n; n = n->ino_next)
+			if ((n->kind == MCFS_KV_FILE ||
+			     n->kind == MCFS_KV_DIR) &&
+			    n != fs->kv)
+				move_key(n, from, fl, to);
+	if (dir && dir->hashed) {
+		unlink_name(fs, dir);
+		free(dir->name);
+		dir->name = nn;
+		nn = NULL;
+		dir->parent = newparent;
+		link_name(fs, dir);
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	free(nn);
 }
 
 void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kv/: every object of the pool, '/' in a key making directories (a
- * directory exists while keys exist under it, or after mkdir on this mount
- * until rmdir). Lookups, stat and listings take no lease (Stat and List).
+ * directory exists while keys exist under it, or while the master keeps a
+ * record of it: mkdir makes one, rmdir removes it). Lookups, stat and
+ * listings take no lease (Stat and List). Attributes (mode, owner, times)
+ * are the master's, stored with each file and directory record; objects
+ * put through the API have none and show the mount's defaults.
  *
  * Versions. A file's inode stands for one version of its key, and every
  * open is bound to it:
@@ -29,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "mc_log.h"
 #include "mcfs.h"
@@ -78,80 +83,14 @@ static char *prefix_of(const char *key)
 	return p;
 }
 
-static void count_entry(void *arg, const mooncake_list_entry_t *e)
-{
-	(void)e;
-	(*(int *)arg)++;
-}
-
-/* ---- directories made with mkdir ---------------------------------------- */
-
-static bool mkdir_has(struct mcfs *fs, const char *prefix)
-{
-	bool yes = false;
-
-	pthread_mutex_lock(&fs->itab_lock);
-	for (size_t i = 0; i < fs->n_mkdirs && !yes; i++)
-		yes = !strcmp(fs->mkdirs[i], prefix);
-	pthread_mutex_unlock(&fs->itab_lock);
-	return yes;
-}
-
-static int mkdir_set(struct mcfs *fs, const char *prefix, bool add)
-{
-	int rc = add ? 0 : -ENOENT;
-
-	pthread_mutex_lock(&fs->itab_lock);
-	for (size_t i = 0; i < fs->n_mkdirs; i++) {
-		if (strcmp(fs->mkdirs[i], prefix))
-			continue;
-		if (add) {
-			rc = -EEXIST;
-		} else {
-			free(fs->mkdirs[i]);
-			fs->mkdirs[i] = fs->mkdirs[--fs->n_mkdirs];
-			rc = 0;
-		}
-		break;
-	}
-	if (add && !rc) {
-		char **n = realloc(fs->mkdirs,
-				   (fs->n_mkdirs + 1) * sizeof(*fs->mkdirs));
-		char *s = strdup(prefix);
-		if (n)
-			fs->mkdirs = n;
-		if (!n || !s) {
-			free(s);
-			rc = -ENOMEM;
-		} else {
-			fs->mkdirs[fs->n_mkdirs++] = s;
-		}
-	}
-	pthread_mutex_unlock(&fs->itab_lock);
-	return rc;
-}
-
-/* Does a directory exist at key (keys under it, or made by mkdir)? */
+/* Is there a directory at key (a record, or keys under it)? */
 static int dir_exists(struct mcfs *fs, const char *key, bool *yes)
 {
-	char *prefix = prefix_of(key);
-	bool trunc;
-	int n = 0, rc;
+	mooncake_obj_stat_t st;
+	int rc = mooncake_store_stat_dir(fs->store, key, &st);
 
-	if (!prefix)
-		return -ENOMEM;
-	*yes = mkdir_has(fs, prefix);
-	if (*yes) {
-		free(prefix);
-		return 0;
-	}
-	rc = mooncake_store_list(fs->store, prefix, "/", NULL, 1, count_entry,
-				 &n, &trunc);
-	free(prefix);
-	if (rc < 0)
-		return mcfs_errno(rc);
-	*yes = n > 0;
-	return 0;
+	*yes = !rc && st.is_dir;
+	return rc == MC_STORE_OBJECT_NOT_FOUND ? 0 : mcfs_errno(rc);
 }
 
 /* A directory of kv/ where names may change: the checks every namespace
@@ -233,34 +172,36 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	}
 	if (rc)
 		return rc;
+	/* One Stat answers for a file or, failing that, a directory. */
 	stale = mcfs_stale_recent(fs, dir->ino, name, pid);
 	if (stale == 1)
 		rc = stat_bound(fs, key, &st, &held);
-	else
-		rc = mooncake_store_stat(fs->store, key, &st);
-	if (rc == 0 && stale == 2) {
+	if (stale != 1 || rc == MC_STORE_OBJECT_NOT_FOUND)
+		rc = mooncake_store_stat_dir(fs->store, key, &st);
+	isdir = !rc && st.is_dir;
+	if (rc == 0 && !isdir && stale == 2) {
 		*out = mcfs_node_private(fs, dir, name, key, st.version,
-					 st.size, st.mtime_ms, pid);
+					 st.size, st.mtime_ms, &st.attr, pid);
 		rc = *out ? 0 : -ENOMEM;
-	} else if (rc == 0) {
+	} else if (rc == 0 && !isdir) {
 		*out = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key,
-				       st.version, st.size, st.mtime_ms);
+				       st.version, st.size, st.mtime_ms,
+				       &st.attr);
 		rc = *out ? 0 : -ENOMEM;
 		if (*out && held)
 			mcfs_node_pre_set(fs, *out, held);
 		else
 			mooncake_store_object_close(held);
+	} else if (rc == 0) {
+		char *prefix = prefix_of(key);
+		*out = prefix ? mcfs_node_child(fs, dir, name, MCFS_KV_DIR,
+						prefix, 0, 0, 0, &st.attr) :
+				NULL;
+		rc = *out ? 0 : -ENOMEM;
+		free(prefix);
+		mooncake_store_object_close(held);
 	} else if (rc == MC_STORE_OBJECT_NOT_FOUND) {
-		rc = dir_exists(fs, key, &isdir);
-		if (!rc && isdir) {
-			char *prefix = prefix_of(key);
-			*out = prefix ? mcfs_node_child(fs, dir, name,
-							MCFS_KV_DIR, prefix, 0,
-							0, 0) :
-					NULL;
-			rc = *out ? 0 : -ENOMEM;
-			free(prefix);
-		}
+		rc = 0;
 	} else {
 		rc = mcfs_errno(rc);
 	}
@@ -302,66 +243,16 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 		return;
 	}
 	if (strlen(name) <= 255)
-		pc->err = mcfs_dirent_add(pc->d, name, e->name,
-					  e->is_prefix ? MCFS_KV_DIR :
-							 MCFS_KV_FILE,
-					  e->version, e->size, e->mtime_ms);
+		pc->err = mcfs_dirent_add(
+			pc->d, name, e->name,
+			e->is_prefix ? MCFS_KV_DIR : MCFS_KV_FILE, e->version,
+			e->size, e->mtime_ms, &e->attr);
 	if (!e->is_prefix) {
 		free(pc->last_file);
 		pc->last_file = name;
 	} else {
 		free(name);
 	}
-}
-
-/*
- * Directories made here with mkdir and still empty. One that has keys
- * now is listed by the master already: it leaves the mkdir set.
- */
-static int add_mkdirs(struct mcfs *fs, struct mcfs_dirlist *d)
-{
-	size_t plen = strlen(d->prefix), n = 0;
-	char **mine = NULL;
-	int err = 0;
-
-	pthread_mutex_lock(&fs->itab_lock);
-	for (size_t i = 0; i < fs->n_mkdirs; i++) {
-		const char *m = fs->mkdirs[i];
-		size_t ml = strlen(m);
-		if (ml <= plen + 1 || strncmp(m, d->prefix, plen) ||
-		    memchr(m + plen, '/', ml - plen - 1))
-			continue;
-		char **nm = realloc(mine, (n + 1) * sizeof(*mine));
-		if (!nm || !(nm[n] = strdup(m))) {
-			free(nm ? nm : mine);
-			mine = NULL;
-			n = 0;
-			err = -ENOMEM;
-			break;
-		}
-		mine = nm;
-		n++;
-	}
-	pthread_mutex_unlock(&fs->itab_lock);
-	for (size_t i = 0; i < n; i++) {
-		bool trunc;
-		int keys = 0;
-		size_t ml = strlen(mine[i]);
-		if (mooncake_store_list(fs->store, mine[i], "", NULL, 1,
-					count_entry, &keys, &trunc) >= 0 &&
-		    keys) {
-			(void)mkdir_set(fs, mine[i], false);
-		} else if (!err) {
-			char *nm = mcfs_escape(mine[i] + plen, ml - plen - 1);
-			err = nm ? mcfs_dirent_add(d, nm, mine[i], MCFS_KV_DIR,
-						   0, 0, 0) :
-				   -ENOMEM;
-			free(nm);
-		}
-		free(mine[i]);
-	}
-	free(mine);
-	return err;
 }
 
 int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
@@ -373,8 +264,8 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
 	if (!d->prefix && !(d->prefix = strdup(dir->key)))
 		return -ENOMEM;
 	pc.plen = strlen(d->prefix);
-	rc = mooncake_store_list(fs->store, d->prefix, "/", d->cursor, PAGE,
-				 page_cb, &pc, &trunc);
+	rc = mooncake_store_list_dirs(fs->store, d->prefix, "/", d->cursor,
+				      PAGE, page_cb, &pc, &trunc);
 	free(pc.last_file);
 	if (rc < 0 || pc.err) {
 		free(pc.last);
@@ -384,10 +275,7 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
 		free(d->cursor);
 		d->cursor = pc.last;
 	}
-	if (!trunc) {
-		d->eof = true;
-		return add_mkdirs(fs, d);
-	}
+	d->eof = !trunc;
 	return 0;
 }
 
@@ -548,7 +436,8 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 }
 
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   struct mcfs_node **node, struct mcfs_fh **out)
+		   const mooncake_fs_attr_t *attr, struct mcfs_node **node,
+		   struct mcfs_fh **out)
 {
 	struct mcfs_node *n;
 	char *key;
@@ -558,7 +447,7 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return rc;
 	/* The file being written is an inode of its own (version 0 until
 	 * published; later lookups find the published version). */
-	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0, 0);
+	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0, 0, attr);
 	free(key);
 	if (!n)
 		return -ENOMEM;
@@ -660,6 +549,34 @@ int mcfs_kv_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 	return rc == 1 ? -EISDIR : mcfs_errno(rc);
 }
 
+/* A directory's rename: every key and record under it, in one step. */
+static int rename_dir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		      struct mcfs_node *newdir, const char *newname,
+		      const char *from, const char *to, unsigned flags)
+{
+	char *fp = prefix_of(from), *tp = prefix_of(to);
+	mooncake_obj_stat_t st;
+	int rc = fp && tp ? 0 : -ENOMEM;
+
+	if (!rc) {
+		rc = mooncake_store_stat_dir(fs->store, to, &st);
+		if (rc == 0)
+			rc = !st.is_dir		      ? -ENOTDIR :
+			     flags & RENAME_NOREPLACE ? -EEXIST :
+							0;
+		else
+			rc = rc == MC_STORE_OBJECT_NOT_FOUND ? 0 :
+							       mcfs_errno(rc);
+	}
+	if (!rc)
+		rc = mcfs_errno(mooncake_store_rename_dir(fs->store, fp, tp));
+	if (!rc)
+		mcfs_node_renamed_dir(fs, dir, name, newdir, newname, fp, tp);
+	free(fp);
+	free(tp);
+	return rc;
+}
+
 int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   struct mcfs_node *newdir, const char *newname,
 		   unsigned flags)
@@ -681,13 +598,25 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		rc = h1 ? -ENOENT : -EINVAL;
 	if (rc)
 		goto out;
+	/* A file over a directory: EISDIR (the master would let a key and
+	 * a directory of the same name coexist). */
+	rc = dir_exists(fs, to, &isdir);
+	if (!rc && isdir) {
+		rc = dir_exists(fs, from, &isdir);
+		if (!rc)
+			rc = isdir ? rename_dir(fs, dir, name, newdir, newname,
+						from, to, flags) :
+				     -EISDIR;
+		goto out;
+	}
+	if (rc)
+		goto out;
 	rc = mooncake_store_rename(fs->store, from, to,
 				   (flags & RENAME_NOREPLACE) != 0);
 	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, from, &isdir) &&
 	    isdir) {
-		/* Directories are prefixes of many keys: no atomic rename.
-		 * EXDEV makes mv copy and delete instead. */
-		rc = -EXDEV;
+		rc = rename_dir(fs, dir, name, newdir, newname, from, to,
+				flags);
 		goto out;
 	}
 	if (!rc)
@@ -700,29 +629,22 @@ out:
 }
 
 int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		  struct mcfs_node **out)
+		  const mooncake_fs_attr_t *attr, struct mcfs_node **out)
 {
-	mooncake_obj_stat_t st;
-	bool isdir;
 	char *key, *prefix;
 	int rc = key_to_change(fs, dir, name, -EINVAL, &key);
 
 	if (rc)
 		return rc;
-	rc = mooncake_store_stat(fs->store, key, &st);
-	if (rc == 0 || (rc == MC_STORE_OBJECT_NOT_FOUND &&
-			!dir_exists(fs, key, &isdir) && isdir)) {
-		free(key);
-		return -EEXIST;
-	}
 	prefix = prefix_of(key);
 	free(key);
 	if (!prefix)
 		return -ENOMEM;
-	rc = mkdir_set(fs, prefix, true);
+	/* -705 for a record, keys under it, or a file of that name. */
+	rc = mcfs_errno(mooncake_store_mkdir(fs->store, prefix, attr));
 	if (!rc) {
 		*out = mcfs_node_child(fs, dir, name, MCFS_KV_DIR, prefix, 0, 0,
-				       0);
+				       0, attr);
 		rc = *out ? 0 : -ENOMEM;
 	}
 	free(prefix);
@@ -731,9 +653,8 @@ int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 
 int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 {
-	bool trunc;
 	char *key, *prefix;
-	int n = 0, rc = key_to_change(fs, dir, name, -ENOENT, &key);
+	int rc = key_to_change(fs, dir, name, -ENOENT, &key);
 
 	if (rc)
 		return rc;
@@ -741,16 +662,169 @@ int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 	free(key);
 	if (!prefix)
 		return -ENOMEM;
-	rc = mooncake_store_list(fs->store, prefix, "", NULL, 1, count_entry,
-				 &n, &trunc);
-	if (rc < 0)
-		rc = mcfs_errno(rc);
-	else if (n)
-		rc = -ENOTEMPTY;
-	else
-		rc = mkdir_set(fs, prefix, false);
+	/* -700 (ENOTEMPTY) when anything is under it, -704 when no
+	 * directory is there. */
+	rc = mcfs_errno(mooncake_store_rmdir(fs->store, prefix));
 	free(prefix);
 	return rc;
+}
+
+/* ---- attributes ------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+mooncake_fs_attr_t mcfs_new_attr(struct mcfs *fs, fuse_req_t req,
+				 struct mcfs_node *dir, mode_t mode)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	mooncake_fs_attr_t a = {
+		.mode = (uint32_t)mode,
+		.uid = c->uid,
+		.gid = c->gid,
+		.flags = MOONCAKE_ATTR_ATIME_SET | MOONCAKE_ATTR_MTIME_SET |
+			 MOONCAKE_ATTR_CTIME_SET,
+	};
+	mooncake_fs_attr_t pa = mcfs_node_attr(fs, dir);
+
+	a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
+	/* A file's times follow its content: the put's completion. */
+	if (S_ISREG(mode))
+		a.flags = 0;
+	if (pa.mode & S_ISGID) {
+		a.gid = pa.gid;
+		if (S_ISDIR(mode))
+			a.mode |= S_ISGID;
+	}
+	return a;
+}
+
+/* What n shows now, as stored attributes (the defaults for none). */
+static mooncake_fs_attr_t shown_attr(struct mcfs *fs, struct mcfs_node *n)
+{
+	mooncake_fs_attr_t a = mcfs_node_attr(fs, n);
+	struct stat st;
+
+	if (a.mode)
+		return a;
+	mcfs_fill_attr(fs, n, &st);
+	a.mode = (uint32_t)st.st_mode;
+	a.uid = st.st_uid;
+	a.gid = st.st_gid;
+	return a;
+}
+
+static int64_t ns_of(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+int mcfs_kv_setattr(struct mcfs *fs, struct mcfs_node *n, const struct stat *st,
+		    int to_set)
+{
+	mooncake_fs_attr_t a = shown_attr(fs, n), out;
+	bool dir = n->kind == MCFS_KV_DIR, writing;
+	unsigned mask = 0;
+	int64_t now = now_ns();
+	int rc;
+
+	if (n == fs->kv)
+		return -EPERM; /* kv/ itself is the mount's */
+	if (fs->o.read_only)
+		return -EROFS;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		mask |= MOONCAKE_SET_MODE;
+		a.mode = (a.mode & S_IFMT) | ((uint32_t)st->st_mode & 07777);
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		mask |= MOONCAKE_SET_UID;
+		a.uid = st->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		mask |= MOONCAKE_SET_GID;
+		a.gid = st->st_gid;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		mask |= MOONCAKE_SET_ATIME;
+		a.atime_ns = to_set & FUSE_SET_ATTR_ATIME_NOW ?
+				     now :
+				     ns_of(&st->st_atim);
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		mask |= MOONCAKE_SET_MTIME;
+		a.mtime_ns = to_set & FUSE_SET_ATTR_MTIME_NOW ?
+				     now :
+				     ns_of(&st->st_mtim);
+	}
+	if (!mask)
+		return 0;
+	/* A file being written: its next version carries them (and the
+	 * version it replaces, if any, gets them now). */
+	pthread_mutex_lock(&fs->itab_lock);
+	writing = n->kind == MCFS_KV_FILE && n->n_writers;
+	if (writing) {
+		mooncake_fs_attr_t *t = &n->attr;
+		if (!t->mode)
+			*t = a;
+		t->mode = a.mode;
+		t->uid = a.uid;
+		t->gid = a.gid;
+		if (mask & MOONCAKE_SET_ATIME) {
+			t->atime_ns = a.atime_ns;
+			t->flags |= MOONCAKE_ATTR_ATIME_SET;
+		}
+		if (mask & MOONCAKE_SET_MTIME) {
+			t->mtime_ns = a.mtime_ns;
+			t->flags |= MOONCAKE_ATTR_MTIME_SET;
+		}
+		t->ctime_ns = now;
+		t->flags |= MOONCAKE_ATTR_CTIME_SET;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	rc = mcfs_wait_ready(fs);
+	if (rc)
+		return rc;
+	rc = mcfs_errno(
+		mooncake_store_setattr(fs->store, n->key, dir, mask, &a, &out));
+	if (writing)
+		return rc == -ENOENT ? 0 : rc; /* not yet published */
+	if (!rc)
+		mcfs_node_set_attr(fs, n, &out);
+	return rc;
+}
+
+void mcfs_kv_refresh(struct mcfs *fs, struct mcfs_node *n)
+{
+	mooncake_obj_stat_t st;
+	char *key;
+	size_t kl;
+	bool writing;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	writing = n->n_writers || !n->version;
+	pthread_mutex_unlock(&fs->itab_lock);
+	/* A file node of version 0 was made by a create: the name's
+	 * published version has another inode. */
+	if (n == fs->kv || (n->kind == MCFS_KV_FILE && writing) ||
+	    (n->kind != MCFS_KV_FILE && n->kind != MCFS_KV_DIR) ||
+	    mcfs_wait_ready(fs))
+		return;
+	key = strdup(n->key);
+	if (!key)
+		return;
+	kl = strlen(key);
+	if (n->kind == MCFS_KV_DIR && kl)
+		key[kl - 1] = 0; /* the directory's name, not its prefix */
+	if (!mooncake_store_stat_dir(fs->store, key, &st) &&
+	    st.is_dir == (n->kind == MCFS_KV_DIR) &&
+	    (st.is_dir || st.version == n->version))
+		mcfs_node_set_attr(fs, n, &st.attr);
+	free(key);
 }
 
 /* ---- extended attributes ---------------------------------------------- */

@@ -189,9 +189,6 @@ out:
 		/* Leave the pool: the segment is unmounted at the master. */
 		mooncake_store_destroy(fs.store);
 	}
-	for (size_t i = 0; i < fs.n_mkdirs; i++)
-		free(fs.mkdirs[i]);
-	free(fs.mkdirs);
 	mcfs_stage_pool_fini(&fs.stage_pool);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);

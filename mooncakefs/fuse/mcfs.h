@@ -57,7 +57,9 @@ struct mcfs_opts {
 	bool foreground, debug;
 	bool allow_other, default_permissions;
 	int64_t uid, gid; /* -1: the mounting user's */
-	unsigned umask_; /* applied to modes */
+	unsigned umask_; /* applied to the default modes */
+	unsigned file_mode, dir_mode; /* of objects and directories that
+				       * carry no attributes (the API's) */
 	char *log_file;
 	bool syslog;
 	char *mountpoint;
@@ -80,6 +82,10 @@ struct mcfs_node {
 	char *key; /* file: the key; dir: the key prefix ("" or "a/b/") */
 	uint64_t version; /* file: the object's version (0: being written) */
 	uint64_t size, mtime_ms; /* file: of that version */
+	/* Stored attributes (mode 0: none, the mount's defaults apply),
+	 * under itab_lock. A file being written keeps here what its next
+	 * version will be published with (chmod, utimensat meanwhile). */
+	mooncake_fs_attr_t attr;
 	uint64_t nlookup;
 	/* Open handles of this inode (under itab_lock). A file inode open
 	 * for writing is retired: lookups no longer find it, and readers
@@ -107,6 +113,7 @@ struct mcfs_dirent {
 	char *key; /* full key or prefix */
 	enum mcfs_kind kind;
 	uint64_t version, size, mtime_ms;
+	mooncake_fs_attr_t attr;
 };
 
 struct mcfs_dirlist {
@@ -137,6 +144,7 @@ struct mcfs_fh {
 	struct mcfs_stage stage;
 	uint64_t size;
 	mooncake_writer_t writer; /* direct: not yet published */
+	mooncake_fs_attr_t sent; /* the attributes its writer was opened with */
 	bool dirty; /* changed since opened or last published */
 	bool published; /* at least once */
 	bool published_direct; /* the content is the name's object, not
@@ -171,9 +179,6 @@ struct mcfs {
 		bool write;
 	} stale[32];
 	uint64_t pre_inos[64]; /* nodes holding a pre hold (0: free slot) */
-	/* directories made with mkdir and still empty (this mount only) */
-	char **mkdirs;
-	size_t n_mkdirs;
 	/* staging */
 	struct mcfs_stage_pool stage_pool;
 	_Atomic uint64_t tmp_seq;
@@ -228,7 +233,12 @@ struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino);
 struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  const char *name, enum mcfs_kind kind,
 				  const char *key, uint64_t version,
-				  uint64_t size, uint64_t mtime_ms);
+				  uint64_t size, uint64_t mtime_ms,
+				  const mooncake_fs_attr_t *attr);
+/** n's stored attributes (mode 0: none). */
+mooncake_fs_attr_t mcfs_node_attr(struct mcfs *fs, const struct mcfs_node *n);
+void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
+			const mooncake_fs_attr_t *a);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
 /** Lookups no longer find n (the next lookup of its name makes a new
  *  inode). */
@@ -256,7 +266,8 @@ int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
 				    uint64_t version, uint64_t size,
-				    uint64_t mtime_ms, pid_t pid);
+				    uint64_t mtime_ms,
+				    const mooncake_fs_attr_t *attr, pid_t pid);
 /** Give n a hold on its version for the next open (obj is taken: closed
  *  here if n has one already or no slot is free). */
 void mcfs_node_pre_set(struct mcfs *fs, struct mcfs_node *n,
@@ -270,6 +281,12 @@ void mcfs_node_pre_sweep(struct mcfs *fs);
 void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
 		       const char *name, struct mcfs_node *newparent,
 		       const char *newname, const char *newkey);
+/** A directory renamed through this mount: its node moves, and every
+ *  node whose key is under from (a prefix) is now under to. */
+void mcfs_node_renamed_dir(struct mcfs *fs, struct mcfs_node *parent,
+			   const char *name, struct mcfs_node *newparent,
+			   const char *newname, const char *from,
+			   const char *to);
 /** Deepest known directory for key and the component after it. */
 struct mcfs_node *mcfs_node_dir_for(struct mcfs *fs, const char *key,
 				    char **next_name);
@@ -279,7 +296,7 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n,
 /* dirent.c: listings */
 int mcfs_dirent_add(struct mcfs_dirlist *d, const char *name, const char *key,
 		    enum mcfs_kind kind, uint64_t version, uint64_t size,
-		    uint64_t mtime_ms);
+		    uint64_t mtime_ms, const mooncake_fs_attr_t *attr);
 void mcfs_dirlist_clear(struct mcfs_dirlist *d);
 void mcfs_dirlist_free(struct mcfs_dirlist *d);
 /** Reply to readdir(plus) from a listing; next_page fills d->ents. */
@@ -302,8 +319,11 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir,
 		 struct mcfs_dirlist *d);
 int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		 struct mcfs_fh **out);
+/** A new file of the caller's: attr as the caller's create() gives it
+ *  (mode with type, uid, gid; the times are set here). */
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   struct mcfs_node **node, struct mcfs_fh **out);
+		   const mooncake_fs_attr_t *attr, struct mcfs_node **node,
+		   struct mcfs_fh **out);
 /** Reply to a read of an FH_READ handle (from the segment when it is
  *  this daemon's: one copy). */
 void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
@@ -314,7 +334,19 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   struct mcfs_node *newdir, const char *newname,
 		   unsigned flags);
 int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		  struct mcfs_node **out);
+		  const mooncake_fs_attr_t *attr, struct mcfs_node **out);
+/** chmod, chown, utimensat (FUSE_SET_ATTR_* in to_set, from st) of a
+ *  kv/ file or directory; a file being written keeps them for its next
+ *  version. */
+int mcfs_kv_setattr(struct mcfs *fs, struct mcfs_node *n, const struct stat *st,
+		    int to_set);
+/** Bring n's attributes up to date from the master (getattr after the
+ *  kernel's cache expired). */
+void mcfs_kv_refresh(struct mcfs *fs, struct mcfs_node *n);
+/** The attributes of a new file or directory made by the caller of req
+ *  with mode in dir (a set-group-ID directory hands down its group). */
+mooncake_fs_attr_t mcfs_new_attr(struct mcfs *fs, fuse_req_t req,
+				 struct mcfs_node *dir, mode_t mode);
 int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name);
 /** user.mooncake.* of a file: the value's length, or -ENODATA. */
 int mcfs_kv_getxattr(struct mcfs *fs, struct mcfs_node *n, const char *name,

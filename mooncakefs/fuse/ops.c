@@ -190,8 +190,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *n = node_or_reply(req, fs, ino);
 
-	if (n)
-		reply_attr(req, fs, n, fh_of(fi));
+	if (!n)
+		return;
+	/* The kernel's copy expired, or a change through this mount made
+	 * it drop it (a directory's mtime after a create): ask again. */
+	mcfs_kv_refresh(fs, n);
+	reply_attr(req, fs, n, fh_of(fi));
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -214,12 +218,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = n->kind == MCFS_KV_FILE ?
 			     mcfs_kv_truncate(fs, n, (uint64_t)attr->st_size) :
 			     -EISDIR;
+	if (!rc && (to_set & ~FUSE_SET_ATTR_SIZE))
+		rc = mcfs_kv_setattr(fs, n, attr, to_set);
 	if (rc) {
 		reply_rc(req, rc);
 		return;
 	}
-	/* mode, owner and times are the mount's (cp -p must not fail):
-	 * accepted and not stored. */
 	if ((to_set & FUSE_SET_ATTR_SIZE) && !(fh && fh->kind == FH_WRITE)) {
 		struct stat st;
 		mcfs_fill_attr(fs, n, &st);
@@ -303,11 +307,13 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p, *n = NULL;
+	mooncake_fs_attr_t a;
 	int rc = dir_for_change(fs, parent, &p);
 
-	(void)mode;
-	if (!rc)
-		rc = mcfs_kv_mkdir(fs, p, name, &n);
+	if (!rc) {
+		a = mcfs_new_attr(fs, req, p, S_IFDIR | (mode & 07777));
+		rc = mcfs_kv_mkdir(fs, p, name, &a, &n);
+	}
 	if (rc)
 		reply_rc(req, rc);
 	else
@@ -321,12 +327,15 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p, *n = NULL;
 	struct mcfs_fh *fh = NULL;
+	mooncake_fs_attr_t a;
 	bool changed;
 	int rc = S_ISREG(mode) ? dir_for_change(fs, parent, &p) : -EPERM;
 
 	(void)rdev;
-	if (!rc)
-		rc = mcfs_kv_create(fs, p, name, &n, &fh);
+	if (!rc) {
+		a = mcfs_new_attr(fs, req, p, mode);
+		rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+	}
 	if (!rc) {
 		rc = mcfs_file_publish(fs, fh, &changed);
 		mcfs_node_close(fs, n->ino, true);
@@ -477,11 +486,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mcfs_node *p, *n = NULL;
 	struct fuse_entry_param e = { 0 };
 	struct mcfs_fh *fh = NULL;
+	mooncake_fs_attr_t a;
 	int rc = dir_for_change(fs, parent, &p);
 
-	(void)mode;
-	if (!rc)
-		rc = mcfs_kv_create(fs, p, name, &n, &fh);
+	if (!rc) {
+		a = mcfs_new_attr(fs, req, p, S_IFREG | (mode & 07777));
+		rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+	}
 	if (rc) {
 		reply_rc(req, rc);
 		return;

@@ -126,12 +126,15 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 		*(kv[0] == 'u' ? &o->uid : &o->gid) = i;
 		return 0;
 	}
-	if (!strcmp(kv, "umask")) {
+	if (!strcmp(kv, "umask") || !strcmp(kv, "file_mode") ||
+	    !strcmp(kv, "dir_mode")) {
 		char *end;
-		unsigned long m = v ? strtoul(v, &end, 8) : 0;
-		if (!v || *end || m > 0777)
+		unsigned long m = v && *v ? strtoul(v, &end, 8) : 0;
+		if (!v || !*v || *end || m > (kv[0] == 'u' ? 0777u : 07777u))
 			return bad(kv, v);
-		o->umask_ = (unsigned)m;
+		*(kv[0] == 'u' ? &o->umask_ :
+		  kv[0] == 'f' ? &o->file_mode :
+				 &o->dir_mode) = (unsigned)m;
 		return 0;
 	}
 	if (!strcmp(kv, "syslog") || !strcmp(kv, "foreground") ||
@@ -211,7 +214,12 @@ void mcfs_usage(FILE *out)
 		"  staging_limit=SIZE    memory for writes of unknown size "
 		"(1GiB); beyond it ENOSPC\n"
 		"  threads=N             FUSE worker threads (8)\n"
-		"  uid=N gid=N umask=OCT owner and mode bits of every file\n"
+		"  uid=N gid=N           owner of files and directories that "
+		"carry none\n"
+		"                        (put through the API; default: the "
+		"mounting user)\n"
+		"  file_mode=OCT dir_mode=OCT  their mode bits (0644, 0755)\n"
+		"  umask=OCT             taken from those default modes (0)\n"
 		"  ro allow_other default_permissions  as for any FUSE "
 		"filesystem;\n"
 		"                        allow_other implies "
@@ -238,6 +246,8 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 		.threads = 8,
 		.uid = -1,
 		.gid = -1,
+		.file_mode = 0644,
+		.dir_mode = 0755,
 	};
 	env = getenv("MOONCAKE_MASTER");
 	if (set_str(&o->master, env && *env ? env : "127.0.0.1:50051") ||
@@ -339,7 +349,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 {
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:f,s:f,s:f,s:i,s:I,s:i,s:i,"
-		"s:b,s:b,s:b,s:I,s:I,s:i,s:s}",
+		"s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s}",
 		"master", o->master, "metadata", o->metadata, "local_hostname",
 		o->local_hostname, "segment_size", (json_int_t)o->segment_size,
 		"buffer_size", (json_int_t)o->buffer_size, "protocol",
@@ -352,7 +362,8 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 		"threads", (int)o->threads, "read_only", o->read_only,
 		"allow_other", o->allow_other, "default_permissions",
 		o->default_permissions, "uid", (json_int_t)o->uid, "gid",
-		(json_int_t)o->gid, "umask", (int)o->umask_, "mountpoint",
+		(json_int_t)o->gid, "umask", (int)o->umask_, "file_mode",
+		(int)o->file_mode, "dir_mode", (int)o->dir_mode, "mountpoint",
 		o->mountpoint);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 

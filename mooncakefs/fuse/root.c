@@ -22,7 +22,8 @@ int mcfs_root_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 					 NULL;
 	if (!n)
 		return 0;
-	*out = mcfs_node_child(fs, fs->root, n->name, n->kind, n->key, 0, 0, 0);
+	*out = mcfs_node_child(fs, fs->root, n->name, n->kind, n->key, 0, 0, 0,
+			       NULL);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -33,13 +34,13 @@ int mcfs_root_list(struct mcfs *fs, struct mcfs_node *dir,
 
 	(void)fs;
 	if (dir->kind == MCFS_ROOT) {
-		rc = mcfs_dirent_add(d, "kv", "", MCFS_KV_DIR, 0, 0, 0);
+		rc = mcfs_dirent_add(d, "kv", "", MCFS_KV_DIR, 0, 0, 0, NULL);
 		if (!rc)
 			rc = mcfs_dirent_add(d, "ckpt", "", MCFS_CKPT_DIR, 0, 0,
-					     0);
+					     0, NULL);
 		if (!rc)
 			rc = mcfs_dirent_add(d, ".mooncake", "", MCFS_VDIR, 0,
-					     0, 0);
+					     0, 0, NULL);
 	}
 	d->eof = true;
 	return rc;

@@ -131,7 +131,7 @@ int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	for (int i = 0; vfiles[i]; i++)
 		if (!strcmp(name, vfiles[i])) {
 			*out = mcfs_node_child(fs, dir, name, MCFS_VFILE, name,
-					       0, 0, 0);
+					       0, 0, 0, NULL);
 			return *out ? 0 : -ENOMEM;
 		}
 	return 0;
@@ -146,7 +146,7 @@ int mcfs_virt_list(struct mcfs *fs, struct mcfs_node *dir,
 	(void)dir;
 	for (int i = 0; !rc && vfiles[i]; i++)
 		rc = mcfs_dirent_add(d, vfiles[i], vfiles[i], MCFS_VFILE, 0, 0,
-				     0);
+				     0, NULL);
 	d->eof = true;
 	return rc;
 }

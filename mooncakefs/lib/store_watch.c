@@ -28,6 +28,9 @@ static bool known_type(int t)
 	case MCRPC__EVENT_TYPE__EV_RENAME:
 	case MCRPC__EVENT_TYPE__EV_EVICT:
 	case MCRPC__EVENT_TYPE__EV_LOST:
+	case MCRPC__EVENT_TYPE__EV_ATTR:
+	case MCRPC__EVENT_TYPE__EV_MKDIR:
+	case MCRPC__EVENT_TYPE__EV_RMDIR:
 		return true;
 	default:
 		return false;
@@ -45,6 +48,12 @@ static enum mooncake_event_type event_type(int t)
 		return MOONCAKE_EV_EVICT;
 	case MCRPC__EVENT_TYPE__EV_LOST:
 		return MOONCAKE_EV_LOST;
+	case MCRPC__EVENT_TYPE__EV_ATTR:
+		return MOONCAKE_EV_ATTR;
+	case MCRPC__EVENT_TYPE__EV_MKDIR:
+		return MOONCAKE_EV_MKDIR;
+	case MCRPC__EVENT_TYPE__EV_RMDIR:
+		return MOONCAKE_EV_RMDIR;
 	default:
 		return MOONCAKE_EV_PUT;
 	}

@@ -1,0 +1,239 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Attributes through the mount: chmod, chown, touch -d, cp -p, tar -p
+and rsync -a keep what they set; a file is created with its creator's
+owner and mode; directories made with mkdir are records of the master
+(seen by another mount, kept across a remount and a master kill -9);
+a directory's mtime follows creates and removals; `mv dir1 dir2` moves
+the whole directory at once; objects put through the API show the
+mount's defaults (file_mode=, dir_mode=, uid=, gid=)."""
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from mount import Shell, wait_for
+
+T2020 = 1577836800  # 2020-01-01T00:00:00Z
+
+
+def mode(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+def run(*cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       **kw)
+    assert p.returncode == 0, (cmd, p.stderr)
+    return p.stdout
+
+
+def test_chmod_chown_touch_are_stored(procs, tmp_path, master, mounts):
+    m = mounts()
+    f = m.kv / "f"
+    f.write_bytes(b"data")
+    assert mode(f) == 0o644
+    os.chmod(f, 0o600)
+    os.chown(f, 1234, 5678)
+    run("touch", "-d", "2020-01-01 00:00:00 UTC", str(f))
+    st = os.stat(f)
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == \
+        (0o600, 1234, 5678)
+    assert int(st.st_mtime) == T2020 and int(st.st_atime) == T2020
+    assert st.st_ctime > T2020  # the change itself is now
+    assert f.read_bytes() == b"data"
+    # Another mount sees the same (it is the master's, not this mount's).
+    other = mounts(name="other")
+    st2 = os.stat(other.kv / "f")
+    assert (stat.S_IMODE(st2.st_mode), st2.st_uid, st2.st_gid,
+            int(st2.st_mtime)) == (0o600, 1234, 5678, T2020)
+    # ls -l (readdirplus) shows them too.
+    out = run("ls", "-ln", str(other.kv))
+    assert "-rw------- 1 1234 5678" in out, out
+    # A rewrite keeps owner and mode, and the content's time is new.
+    with open(f, "wb") as fp:
+        fp.write(b"new")
+    st = os.stat(f)
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == \
+        (0o600, 1234, 5678)
+    assert st.st_mtime > T2020 + 1000
+    # .mooncake/ is the mount's own.
+    with pytest.raises(PermissionError):
+        os.chmod(m.path / ".mooncake" / "stats", 0o600)
+
+
+def test_new_files_and_dirs_belong_to_their_creator(procs, tmp_path, master,
+                                                    mounts):
+    m = mounts()
+    old = os.umask(0o027)
+    try:
+        (m.kv / "d").mkdir(0o775)
+        (m.kv / "d" / "f").write_bytes(b"x")
+        fd = os.open(m.kv / "d" / "g", os.O_CREAT | os.O_WRONLY, 0o666)
+        os.close(fd)
+    finally:
+        os.umask(old)
+    assert mode(m.kv / "d") == 0o750
+    assert mode(m.kv / "d" / "f") == 0o640
+    assert mode(m.kv / "d" / "g") == 0o640
+    # A set-group-ID directory hands its group down.
+    os.chown(m.kv / "d", 0, 4321)
+    os.chmod(m.kv / "d", 0o2775)
+    (m.kv / "d" / "h").write_bytes(b"y")
+    os.mkdir(m.kv / "d" / "sub")
+    assert os.stat(m.kv / "d" / "h").st_gid == 4321
+    assert os.stat(m.kv / "d" / "sub").st_gid == 4321
+    assert os.stat(m.kv / "d" / "sub").st_mode & stat.S_ISGID
+
+
+def test_directory_mtime_follows_its_entries(procs, tmp_path, master,
+                                             mounts):
+    m = mounts()
+    d = m.kv / "d"
+    d.mkdir()
+    os.utime(d, (T2020, T2020))
+    assert int(os.stat(d).st_mtime) == T2020
+    (d / "f").write_bytes(b"x")
+    t1 = os.stat(d).st_mtime
+    assert t1 > T2020 + 1000
+    os.utime(d, (T2020, T2020))
+    os.unlink(d / "f")
+    assert os.stat(d).st_mtime > T2020 + 1000
+    os.utime(d, (T2020, T2020))
+    (d / "sub").mkdir()
+    assert os.stat(d).st_mtime > T2020 + 1000
+
+
+def test_cp_p_tar_p_and_rsync_a_keep_modes_and_times(procs, tmp_path, master,
+                                                     mounts):
+    m = mounts()
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    files = {"a": (0o600, T2020), "sub/b": (0o751, T2020 + 86400),
+             "c": (0o444, T2020 + 7)}
+    for name, (md, t) in files.items():
+        p = src / name
+        p.write_bytes(name.encode() * 1000)
+        os.chmod(p, md)
+        os.utime(p, (t, t))
+    os.chmod(src / "sub", 0o700)
+    os.utime(src / "sub", (T2020 + 99, T2020 + 99))
+
+    def check(dst):
+        for name, (md, t) in files.items():
+            st = os.stat(dst / name)
+            assert stat.S_IMODE(st.st_mode) == md, (dst, name)
+            assert int(st.st_mtime) == t, (dst, name)
+            assert (dst / name).read_bytes() == name.encode() * 1000
+        assert mode(dst / "sub") == 0o700
+        assert int(os.stat(dst / "sub").st_mtime) == T2020 + 99
+
+    run("cp", "-rp", str(src), str(m.kv / "cp"))
+    check(m.kv / "cp")
+    tarball = tmp_path / "t.tar"
+    run("tar", "-C", str(src), "-cf", str(tarball), ".")
+    (m.kv / "tar").mkdir()
+    run("tar", "-C", str(m.kv / "tar"), "-xpf", str(tarball))
+    check(m.kv / "tar")
+    # And back out of the mount, unchanged.
+    out = tmp_path / "out"
+    run("cp", "-rp", str(m.kv / "tar"), str(out))
+    check(out)
+    if shutil.which("rsync"):
+        run("rsync", "-a", str(src) + "/", str(m.kv / "rsync"))
+        check(m.kv / "rsync")
+
+
+def test_directories_are_durable_records(procs, tmp_path, master, mounts):
+    m = mounts()
+    (m.kv / "empty").mkdir()
+    (m.kv / "deep" / "er").mkdir(parents=True)
+    os.chmod(m.kv / "empty", 0o711)
+    # Another mount sees them at once: they are the master's.
+    other = mounts(name="other")
+    assert sorted(os.listdir(other.kv)) == ["deep", "empty"]
+    assert mode(other.kv / "empty") == 0o711
+    assert os.listdir(other.kv / "deep") == ["er"]
+    # rmdir through the other mount: gone for both.
+    os.rmdir(other.kv / "deep" / "er")
+    # The change feed tells the first mount's kernel.
+    wait_for(lambda: not (m.kv / "deep" / "er").exists(), timeout=10,
+             what="rmdir seen by the other mount")
+    with pytest.raises(OSError) as e:
+        os.rmdir(m.kv / "nothing")
+    assert e.value.errno == 2
+    (m.kv / "empty" / "f").write_bytes(b"x")
+    with pytest.raises(OSError) as e:
+        os.rmdir(m.kv / "empty")
+    assert e.value.errno == 39  # ENOTEMPTY
+    os.unlink(m.kv / "empty" / "f")
+    # A remount and a master kill -9 forget nothing.
+    m.umount()
+    other.umount()
+    master.kill()
+    master.start()
+    m2 = mounts(name="again")
+    assert sorted(os.listdir(m2.kv)) == ["deep", "empty"]
+    assert mode(m2.kv / "empty") == 0o711
+    os.rmdir(m2.kv / "empty")
+    assert sorted(os.listdir(m2.kv)) == ["deep"]
+
+
+def test_mv_of_a_directory_is_one_step(procs, tmp_path, master, mounts):
+    m = mounts()
+    a = m.kv / "a"
+    (a / "sub").mkdir(parents=True)
+    for i in range(200):
+        (a / f"f{i}").write_bytes(b"%d" % i)
+    (a / "sub" / "x").write_bytes(b"deep")
+    os.chmod(a / "sub", 0o700)
+    reader = open(a / "f7", "rb")
+    p = subprocess.run(["mv", str(a), str(m.kv / "b")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert not a.exists()
+    b = m.kv / "b"
+    assert sorted(os.listdir(b)) == sorted([f"f{i}" for i in range(200)] +
+                                           ["sub"])
+    assert (b / "f150").read_bytes() == b"150"
+    assert (b / "sub" / "x").read_bytes() == b"deep"
+    assert mode(b / "sub") == 0o700
+    assert reader.read() == b"7"  # an open file keeps reading
+    reader.close()
+    # Onto an existing directory: only when it is empty.
+    (m.kv / "c").mkdir()
+    (m.kv / "c" / "keep").write_bytes(b"k")
+    with pytest.raises(OSError) as e:
+        os.rename(b, m.kv / "c")
+    assert e.value.errno == 39
+    os.unlink(m.kv / "c" / "keep")
+    os.rename(b, m.kv / "c")
+    assert (m.kv / "c" / "f3").read_bytes() == b"3"
+    assert not b.exists()
+    # A file over a directory and a directory over a file refuse.
+    (m.kv / "file").write_bytes(b"f")
+    with pytest.raises(OSError) as e:
+        os.rename(m.kv / "c", m.kv / "file")
+    assert e.value.errno == 20  # ENOTDIR
+    with pytest.raises(OSError) as e:
+        os.rename(m.kv / "file", m.kv / "c")
+    assert e.value.errno == 21  # EISDIR
+    # Another mount sees the move.
+    other = mounts(name="other")
+    assert (other.kv / "c" / "sub" / "x").read_bytes() == b"deep"
+
+
+def test_api_objects_show_the_mount_defaults(procs, tmp_path, master, mounts):
+    m = mounts(opts="file_mode=0640,dir_mode=0750,uid=77,gid=88")
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put api/obj 100 1")
+    st = os.stat(m.kv / "api" / "obj")
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 77, 88)
+    st = os.stat(m.kv / "api")
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o750, 77, 88)
+    # chmod of an implicit directory makes it a record.
+    os.chmod(m.kv / "api", 0o700)
+    assert mode(m.kv / "api") == 0o700
+    sh.ok("rm api/obj")
+    assert os.listdir(m.kv) == ["api"]  # the record stays
