@@ -151,6 +151,8 @@ void mcfs_dirlist_reply(fuse_req_t req, struct mcfs *fs, struct mcfs_node *dir,
 				rc = plus_entry(fs, dir, de, &e, &n);
 				if (rc)
 					break;
+			} else if (S_ISLNK(de->attr.mode)) {
+				e.attr.st_mode = S_IFLNK;
 			} else {
 				e.attr.st_mode =
 					de->kind == MCFS_KV_FILE ||

@@ -556,6 +556,8 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 		st->st_ctim = st->st_atim = st->st_mtim;
 		if (a.mode)
 			stored_attr(st, &a, base);
+		if (S_ISLNK(a.mode)) /* a symbolic link: its target's bytes */
+			st->st_mode = S_IFLNK | (a.mode & 07777);
 		return;
 	case MCFS_VFILE:
 		st->st_mode = S_IFREG | (0444 & ~um);

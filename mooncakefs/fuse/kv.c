@@ -669,6 +669,74 @@ int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 	return rc;
 }
 
+/* ---- symbolic links ----------------------------------------------------- */
+
+int mcfs_kv_symlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		    const char *target, const mooncake_fs_attr_t *attr,
+		    struct mcfs_node **out)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = fs->o.replicas };
+	size_t len = strlen(target);
+	mooncake_obj_stat_t st;
+	mooncake_writer_t w = NULL;
+	bool isdir;
+	char *key;
+	int rc = key_to_change(fs, dir, name, -EINVAL, &key);
+
+	if (rc)
+		return rc;
+	if (len > 4095) {
+		free(key);
+		return -ENAMETOOLONG;
+	}
+	rc = dir_exists(fs, key, &isdir);
+	if (!rc && isdir)
+		rc = -EEXIST;
+	/* Put under the name itself: -705 (EEXIST) when it is taken. */
+	if (!rc)
+		rc = mcfs_errno(mooncake_store_writer_open_attr(
+			fs->store, key, len, &cfg, attr, &w));
+	if (!rc && len)
+		rc = mcfs_errno(mooncake_store_writer_write(w, 0, target, len));
+	if (w) {
+		int c = mcfs_errno(mooncake_store_writer_close(w, rc == 0));
+		rc = rc ? rc : c;
+	}
+	if (!rc)
+		rc = mcfs_errno(mooncake_store_stat(fs->store, key, &st));
+	if (!rc) {
+		*out = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key,
+				       st.version, st.size, st.mtime_ms,
+				       &st.attr);
+		rc = *out ? 0 : -ENOMEM;
+	}
+	free(key);
+	return rc;
+}
+
+int mcfs_kv_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
+		     size_t size)
+{
+	mooncake_object_t obj;
+	int64_t got;
+	int rc;
+
+	if (n->kind != MCFS_KV_FILE || !S_ISLNK(mcfs_node_attr(fs, n).mode))
+		return -EINVAL;
+	rc = mcfs_wait_ready(fs);
+	if (!rc)
+		rc = mcfs_errno(
+			mooncake_store_object_open(fs->store, n->key, &obj));
+	if (rc)
+		return rc;
+	got = mooncake_store_object_read(obj, 0, buf, size - 1);
+	mooncake_store_object_close(obj);
+	if (got < 0)
+		return mcfs_errno((int)got);
+	buf[got] = 0;
+	return (int)got;
+}
+
 /* ---- attributes ------------------------------------------------------- */
 
 static int64_t now_ns(void)
@@ -694,7 +762,7 @@ mooncake_fs_attr_t mcfs_new_attr(struct mcfs *fs, fuse_req_t req,
 
 	a.atime_ns = a.mtime_ns = a.ctime_ns = now_ns();
 	/* A file's times follow its content: the put's completion. */
-	if (S_ISREG(mode))
+	if (S_ISREG(mode) || S_ISLNK(mode))
 		a.flags = 0;
 	if (pa.mode & S_ISGID) {
 		a.gid = pa.gid;

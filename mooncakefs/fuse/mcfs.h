@@ -335,6 +335,14 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   unsigned flags);
 int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		  const mooncake_fs_attr_t *attr, struct mcfs_node **out);
+/** A symbolic link: an object of its own kind (mode S_IFLNK) whose bytes
+ *  are the target. */
+int mcfs_kv_symlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		    const char *target, const mooncake_fs_attr_t *attr,
+		    struct mcfs_node **out);
+/** The target of a symbolic link into buf (NUL-terminated); its length. */
+int mcfs_kv_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
+		     size_t size);
 /** chmod, chown, utimensat (FUSE_SET_ATTR_* in to_set, from st) of a
  *  kv/ file or directory; a file being written keeps them for its next
  *  version. */

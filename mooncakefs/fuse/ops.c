@@ -349,6 +349,40 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		reply_entry(req, fs, n);
 }
 
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *p, *n = NULL;
+	mooncake_fs_attr_t a;
+	int rc = dir_for_change(fs, parent, &p);
+
+	if (!rc) {
+		a = mcfs_new_attr(fs, req, p, S_IFLNK | 0777);
+		rc = mcfs_kv_symlink(fs, p, name, link, &a, &n);
+	}
+	if (rc)
+		reply_rc(req, rc);
+	else
+		reply_entry(req, fs, n);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = node_or_reply(req, fs, ino);
+	char buf[4096];
+	int rc;
+
+	if (!n)
+		return;
+	rc = mcfs_kv_readlink(fs, n, buf, sizeof(buf));
+	if (rc < 0)
+		reply_rc(req, rc);
+	else
+		fuse_reply_readlink(req, buf);
+}
+
 /* Hard links: an object has one name. */
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
@@ -750,6 +784,8 @@ const struct fuse_lowlevel_ops mcfs_ops = {
 	.mkdir = op_mkdir,
 	.mknod = op_mknod,
 	.link = op_link,
+	.symlink = op_symlink,
+	.readlink = op_readlink,
 	.rmdir = op_rmdir,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,

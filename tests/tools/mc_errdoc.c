@@ -46,11 +46,19 @@ int main(void)
 	     "when the name changes twice within that retry |");
 	puts("| `EROFS` | any change on a read-only mount |");
 	puts("| `EPERM` | changes in `/`, `ckpt/` and `.mooncake/` (creating, "
-	     "removing, chmod, chown, utimensat, truncate); hard links; FIFOs, "
+	     "removing, chmod, chown, utimensat, truncate), and of `kv/` "
+	     "itself (chmod, chown, utimensat); hard links; FIFOs, "
 	     "sockets and device nodes (mknod of anything but a regular file) |");
-	puts("| `EXDEV` | renaming a directory (mv copies and deletes) |");
+	puts("| `EACCES` | what the stored owner and mode bits refuse to "
+	     "another local user (the kernel's check, with `allow_other`) |");
+	puts("| `ENOTEMPTY` | rmdir of a directory with entries; mv of a "
+	     "directory onto one with entries |");
+	puts("| `ENOTDIR`, `EISDIR` | mv of a directory onto a file, of a file "
+	     "onto a directory |");
+	puts("| `EXDEV` | mv between `kv/` and another top directory |");
+	puts("| `ENAMETOOLONG` | a symbolic link's target over 4095 bytes, "
+	     "a key over the master's `max_key_length` |");
 	puts("| `ENODEV` | a writable shared mmap of a file open for writing |");
-	puts("| `ENOSYS` | symbolic links (not yet) |");
 	puts("| `EIO` | the master unreachable past `rpc_timeout`, a failed "
 	     "transfer, anything the table does not name |");
 	puts("\n## Upstream store codes\n");

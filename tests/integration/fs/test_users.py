@@ -7,10 +7,13 @@ user is a uid of the test's own, with no groups."""
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import tempfile
 
 import pytest
+
+from mount import Shell
 
 OTHER = 54321
 
@@ -58,9 +61,43 @@ def test_other_user_reads_and_changes_nothing(shared):
     assert sorted(os.listdir(kv)) == ["d"]
 
 
-def test_umask_hides_files_from_other_users(shared):
+def test_stored_modes_and_owners_hold(shared):
+    """The bits are each file's own, stored by the master: a 0600 file is
+    unreadable to another user, a 0777 directory takes their files (owned
+    by them), and they cannot chmod or chown what is not theirs."""
+    m = shared(opts="allow_other")
+    kv = m.kv
+    (kv / "secret").write_bytes(b"s")
+    os.chmod(kv / "secret", 0o600)
+    p = as_other(f"cat {kv}/secret")
+    assert p.returncode != 0 and "ermission denied" in p.stderr, p.stderr
+    (kv / "pub").mkdir()
+    os.chmod(kv / "pub", 0o777)
+    p = as_other(f"echo mine > {kv}/pub/theirs && mkdir {kv}/pub/sub && "
+                 f"chmod 600 {kv}/pub/theirs")
+    assert p.returncode == 0, p.stderr
+    st = os.stat(kv / "pub" / "theirs")
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == \
+        (OTHER, OTHER, 0o600)
+    assert os.stat(kv / "pub" / "sub").st_uid == OTHER
+    for cmd in (f"chmod 666 {kv}/secret", f"chown {OTHER} {kv}/secret",
+                f"touch -d 2001-01-01 {kv}/secret", f"chmod 700 {kv}/pub"):
+        p = as_other(cmd)
+        assert p.returncode != 0, cmd
+    assert stat.S_IMODE(os.stat(kv / "secret").st_mode) == 0o600
+    # A second mount of the pool holds them to the same bits.
+    m2 = shared(opts="allow_other")
+    p = as_other(f"cat {m2.kv}/secret")
+    assert p.returncode != 0 and "ermission denied" in p.stderr, p.stderr
+    p = as_other(f"cat {m2.kv}/pub/theirs")
+    assert p.returncode == 0 and p.stdout == "mine\n", p.stderr
+
+
+def test_umask_hides_api_objects_from_other_users(shared, procs, tmp_path,
+                                                  master):
     m = shared(opts="allow_other,umask=077")
-    (m.kv / "secret").write_bytes(b"s")
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put secret 10 1")
     p = as_other(f"cat {m.kv}/secret")
     assert p.returncode != 0 and "ermission denied" in p.stderr, p.stderr
 
