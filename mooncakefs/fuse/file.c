@@ -108,6 +108,22 @@ static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
 		mc_log_info("mcfs", "attributes of %s not stored", fh->key);
 }
 
+/* A created file keeps its inode number: its node stands for the version
+ * about to be published, the committed temporary object that the rename
+ * will move under the name (a rename keeps the version). Bound before the
+ * rename, so that a lookup the rename's change event causes finds it; a
+ * later publish by anyone else makes the node stale the usual way. */
+static void rebind(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	mooncake_obj_stat_t st;
+
+	if (!fh->node || !fh->node->created)
+		return;
+	if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
+		mcfs_node_rebind(fs, fh->node, st.version, st.size, st.mtime_ms,
+				 NULL); /* its attributes: the writer's */
+}
+
 /* Written: the content's time is the publish's, not an earlier utimensat. */
 static void content_changed(struct mcfs *fs, struct mcfs_fh *fh)
 {
@@ -324,7 +340,10 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 			fh->error = rc;
 	}
 	if (!rc) {
+		rebind(fs, fh);
 		rc = rename_over(fs, fh);
+		if (rc && fh->node)
+			mcfs_node_retire(fs, fh->node);
 		if (rc && direct) {
 			/* Keep the bytes: back into the stage, retried at the
 			 * next publish. */

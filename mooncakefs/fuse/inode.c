@@ -230,7 +230,14 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 	pthread_mutex_lock(&fs->itab_lock);
 	n = find_child(fs, parent, name, version, dir);
 	if (!n) {
-		n = node_new(fs, parent, name, kind, key, 0);
+		/* A version's inode number is the version (unique in the
+		 * pool), so a file keeps its number when the kernel forgets
+		 * and looks it up again, and across renames; a second node
+		 * of a live version (a writer's retired one is live) gets a
+		 * number of the counter's, which never reaches a version. */
+		uint64_t ino =
+			!dir && version && !find_ino(fs, version) ? version : 0;
+		n = node_new(fs, parent, name, kind, key, ino);
 		if (n) {
 			unlink_name(fs, n);
 			n->version = version;
@@ -428,6 +435,7 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 		rc = -ESTALE; /* kept for another thread's write */
 	} else if (write ? n->n_readers : n->n_writers) {
 		unlink_name(fs, n);
+		n->turned_away = true;
 		rc = -ESTALE;
 	} else if (write) {
 		unlink_name(fs, n);
@@ -445,10 +453,33 @@ void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
 
 	pthread_mutex_lock(&fs->itab_lock);
 	n = find_ino(fs, ino);
-	if (n && write && n->n_writers)
+	if (n && write && n->n_writers) {
 		n->n_writers--;
-	else if (n && !write && n->n_readers)
+		/* A created node bound to its published version: its size
+		 * is that version's again. */
+		if (!n->n_writers && n->hashed)
+			atomic_store(&n->written_size, MCFS_NO_SIZE);
+	} else if (n && !write && n->n_readers) {
 		n->n_readers--;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+void mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
+		      uint64_t size, uint64_t mtime_ms,
+		      const mooncake_fs_attr_t *attr)
+{
+	pthread_mutex_lock(&fs->itab_lock);
+	if (n->created && !n->turned_away && n->parent &&
+	    !find_child(fs, n->parent, n->name, version, false)) {
+		unlink_name(fs, n);
+		n->version = version;
+		n->size = size;
+		n->mtime_ms = mtime_ms;
+		if (attr)
+			n->attr = *attr;
+		link_name(fs, n);
+	}
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 

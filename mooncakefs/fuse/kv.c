@@ -451,6 +451,9 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	free(key);
 	if (!n)
 		return -ENOMEM;
+	pthread_mutex_lock(&fs->itab_lock);
+	n->created = true;
+	pthread_mutex_unlock(&fs->itab_lock);
 	rc = mcfs_node_open(fs, n, true, 0);
 	if (!rc) {
 		rc = start_writer(fs, n, NULL, out);

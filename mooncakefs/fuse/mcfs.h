@@ -96,6 +96,11 @@ struct mcfs_node {
 	 * takes that answer over the size its own writes left. */
 	_Atomic uint64_t written_size;
 	bool hashed; /* in the name table (not retired) */
+	/* Made by a create: its writer's publishes bind it to the version
+	 * published (mcfs_node_rebind), so the file keeps the inode number
+	 * it was created with, unless a reader was turned away from it
+	 * while it was open for writing. */
+	bool created, turned_away;
 	/* A hold on this version taken by a binding lookup (kv.c), for the
 	 * open that follows; closed when used, expired or forgotten. */
 	mooncake_object_t pre;
@@ -240,6 +245,11 @@ mooncake_fs_attr_t mcfs_node_attr(struct mcfs *fs, const struct mcfs_node *n);
 void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 			const mooncake_fs_attr_t *a);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
+/** A created node whose writer published version: lookups of its name
+ *  find it again, as that version (see mcfs_node.created). */
+void mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
+		      uint64_t size, uint64_t mtime_ms,
+		      const mooncake_fs_attr_t *attr);
 /** Lookups no longer find n (the next lookup of its name makes a new
  *  inode). */
 void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);
