@@ -302,7 +302,7 @@ static void decode_replicas(const uint8_t *b, int bl, struct mst_db_object *o)
 }
 
 /* Attribute parameters from ?first on (NULLs when a is NULL). */
-static void bind_attr(sqlite3_stmt *st, int first, const struct mst_attr *a)
+static void bind_attr(sqlite3_stmt *st, int first, const mst_attr_t *a)
 {
 	if (!a) {
 		for (int i = 0; i < N_ATTR_COLS; i++)
@@ -313,13 +313,13 @@ static void bind_attr(sqlite3_stmt *st, int first, const struct mst_attr *a)
 	sqlite3_bind_int64(st, first + 1, a->uid);
 	sqlite3_bind_int64(st, first + 2, a->gid);
 	sqlite3_bind_int64(st, first + 3, a->flags);
-	sqlite3_bind_int64(st, first + 4, a->atime);
-	sqlite3_bind_int64(st, first + 5, a->mtime);
-	sqlite3_bind_int64(st, first + 6, a->ctime);
+	sqlite3_bind_int64(st, first + 4, a->atime_ns);
+	sqlite3_bind_int64(st, first + 5, a->mtime_ns);
+	sqlite3_bind_int64(st, first + 6, a->ctime_ns);
 }
 
 /* Attribute columns from col on; false when none are stored. */
-static bool column_attr(sqlite3_stmt *st, int col, struct mst_attr *a)
+static bool column_attr(sqlite3_stmt *st, int col, mst_attr_t *a)
 {
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
 		return false;
@@ -327,9 +327,9 @@ static bool column_attr(sqlite3_stmt *st, int col, struct mst_attr *a)
 	a->uid = (uint32_t)sqlite3_column_int64(st, col + 1);
 	a->gid = (uint32_t)sqlite3_column_int64(st, col + 2);
 	a->flags = (uint32_t)sqlite3_column_int64(st, col + 3);
-	a->atime = sqlite3_column_int64(st, col + 4);
-	a->mtime = sqlite3_column_int64(st, col + 5);
-	a->ctime = sqlite3_column_int64(st, col + 6);
+	a->atime_ns = sqlite3_column_int64(st, col + 4);
+	a->mtime_ns = sqlite3_column_int64(st, col + 5);
+	a->ctime_ns = sqlite3_column_int64(st, col + 6);
 	return true;
 }
 
@@ -535,7 +535,7 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 		const char *dk = dirs && !rc ? seek_row(db, db->dir_seek, bound,
 							blen, &dl, &rc) :
 					       NULL;
-		struct mst_attr attr;
+		mst_attr_t attr;
 		bool is_dir;
 
 		if (rc)
@@ -617,7 +617,7 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 /* ---- directory records ---------------------------------------------------- */
 
 int mst_db_dir_get(struct mst_db *db, const char *path, size_t len,
-		   struct mst_attr *a)
+		   mst_attr_t *a)
 {
 	sqlite3_stmt *st = db->dir_get;
 	int s, rc = 0;
@@ -637,7 +637,7 @@ int mst_db_dir_get(struct mst_db *db, const char *path, size_t len,
 }
 
 int mst_db_dir_put(struct mst_db *db, const char *path, size_t len,
-		   const struct mst_attr *a)
+		   const mst_attr_t *a)
 {
 	sqlite3_bind_blob(db->dir_put, 1, path, (int)len, SQLITE_STATIC);
 	bind_attr(db->dir_put, 2, a);
@@ -698,7 +698,7 @@ int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen)
 int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 		      size_t plen,
 		      int (*fn)(void *arg, const char *name, size_t len,
-				const struct mst_attr *a),
+				const mst_attr_t *a),
 		      void *arg)
 {
 	sqlite3_stmt *st = dirs ? db->dir_seek : db->seek;
@@ -713,7 +713,7 @@ int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 		return MC_STORE_INTERNAL_ERROR;
 	memcpy(cur, prefix, plen);
 	for (;;) {
-		struct mst_attr a;
+		mst_attr_t a;
 		k = seek_row(db, st, cur, clen, &kl, &rc);
 		if (rc || !k || !has_prefix(k, kl, prefix, plen))
 			break;

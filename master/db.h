@@ -19,13 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Filesystem attributes (mooncake_fs_attr_t on the wire): objects written
- * through the mount, and directory records. Times are wall ns; a time
- * whose MOONCAKE_ATTR_*_SET flag is clear is the object's version time. */
-struct mst_attr {
-	uint32_t mode, uid, gid, flags;
-	int64_t atime, mtime, ctime;
-};
+#include "mooncake/store_fs.h"
+
+/* Filesystem attributes (store_fs.h's, and Attr on the wire): objects
+ * written through the mount, and directory records. */
+typedef mooncake_fs_attr_t mst_attr_t;
 
 struct mst_db;
 struct mst_object;
@@ -67,7 +65,7 @@ struct mst_db_object {
 	unsigned n_repl;
 	struct mst_db_replica repl[8];
 	bool has_attr;
-	struct mst_attr attr;
+	mst_attr_t attr;
 };
 int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
@@ -81,7 +79,7 @@ struct mst_db_entry {
 	size_t name_len;
 	uint64_t size, version; /* version: mst_object's */
 	bool is_prefix;
-	const struct mst_attr *attr; /* NULL: none stored */
+	const mst_attr_t *attr; /* NULL: none stored */
 };
 /**
  * Entries under prefix after start_after; with a delimiter, keys that
@@ -100,9 +98,9 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 /** 1 (*a filled, zeroed when the record has no attributes; a may be
  *  NULL), 0 when there is no record, or a code. */
 int mst_db_dir_get(struct mst_db *db, const char *path, size_t len,
-		   struct mst_attr *a);
+		   mst_attr_t *a);
 int mst_db_dir_put(struct mst_db *db, const char *path, size_t len,
-		   const struct mst_attr *a);
+		   const mst_attr_t *a);
 int mst_db_dir_del(struct mst_db *db, const char *path, size_t len);
 /** The record's mtime and ctime become now_ns (none: nothing happens). */
 int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
@@ -117,7 +115,7 @@ int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen);
 int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 		      size_t plen,
 		      int (*fn)(void *arg, const char *name, size_t len,
-				const struct mst_attr *a),
+				const mst_attr_t *a),
 		      void *arg);
 
 #endif

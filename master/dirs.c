@@ -20,7 +20,7 @@ static bool dir_path_ok(const char *path, size_t len)
 }
 
 int mst_dir_record(struct master *m, const char *path, size_t len,
-		   struct mst_attr *a)
+		   mst_attr_t *a)
 {
 	return mst_db_dir_get(m->db, path, len, a);
 }
@@ -41,7 +41,7 @@ static int in_txn(struct master *m, int rc)
 }
 
 int mst_mkdir(struct master *m, const char *path, size_t len,
-	      const struct mst_attr *a)
+	      const mst_attr_t *a)
 {
 	int rc;
 
@@ -95,10 +95,9 @@ int mst_rmdir(struct master *m, const char *path, size_t len)
 }
 
 int mst_dir_setattr(struct master *m, const char *path, size_t len,
-		    unsigned mask, const struct mst_attr *a,
-		    struct mst_attr *out)
+		    unsigned mask, const mst_attr_t *a, mst_attr_t *out)
 {
-	struct mst_attr t;
+	mst_attr_t t;
 	int rc;
 
 	if (!dir_path_ok(path, len))

@@ -91,7 +91,7 @@ struct mst_object {
 	struct mst_object *onext; /* orphan / release list */
 	/* A file's attributes (malloc'd, owned); NULL for objects put
 	 * through the API: the mount shows its defaults for those. */
-	struct mst_attr *attr;
+	mst_attr_t *attr;
 	/* n_repl replicas (at most the number it was made with), in the
 	 * same allocation, after the key: mst_object_new() */
 	struct mst_replica *repl;
@@ -263,7 +263,7 @@ struct mst_put_cfg {
 	uint64_t soft_pin_ttl_ms;
 	const char *const *preferred;
 	size_t n_preferred;
-	const struct mst_attr *attr; /* NULL: none (an API object) */
+	const mst_attr_t *attr; /* NULL: none (an API object) */
 };
 /** Allocate replicas for key (state PROCESSING); *out for the reply. */
 int mst_put_start(struct master *m, const uint8_t *client, const char *key,
@@ -311,7 +311,7 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 /** Set the fields of mask (MOONCAKE_SET_*) of a COMPLETE object's
  *  attributes from a; *out the result. */
 int mst_setattr(struct master *m, const char *key, size_t key_len,
-		unsigned mask, const struct mst_attr *a, struct mst_attr *out);
+		unsigned mask, const mst_attr_t *a, mst_attr_t *out);
 int mst_hold_renew(struct master *m, uint64_t id);
 /** Forget hold h (expired, released or its object freed) and free it. */
 void mst_hold_drop(struct master *m, struct mst_hold *h);
@@ -336,21 +336,19 @@ bool mst_object_leased(const struct mst_object *o, uint64_t now);
  */
 /** 1 with *a (may be NULL) when path has a record, 0 when not, or a code. */
 int mst_dir_record(struct master *m, const char *path, size_t len,
-		   struct mst_attr *a);
+		   mst_attr_t *a);
 /** 1 when any key or record other than path's own lies under path. */
 int mst_dir_has_entries(struct master *m, const char *path, size_t len);
 int mst_mkdir(struct master *m, const char *path, size_t len,
-	      const struct mst_attr *a);
+	      const mst_attr_t *a);
 int mst_rmdir(struct master *m, const char *path, size_t len);
 int mst_dir_setattr(struct master *m, const char *path, size_t len,
-		    unsigned mask, const struct mst_attr *a,
-		    struct mst_attr *out);
+		    unsigned mask, const mst_attr_t *a, mst_attr_t *out);
 /** In the caller's transaction: the record of key's parent directory (if
  *  any) gets mtime and ctime now. */
 int mst_dir_touch_parent(struct master *m, const char *key, size_t len);
 /** Apply the fields of mask from a onto t (MOONCAKE_SET_*); ctime now. */
-void mst_attr_apply(struct mst_attr *t, unsigned mask,
-		    const struct mst_attr *a);
+void mst_attr_apply(mst_attr_t *t, unsigned mask, const mst_attr_t *a);
 
 /* ---- recency and eviction (evict.c) ----------------------------------- */
 void mst_lru_add(struct master *m, struct mst_object *o);

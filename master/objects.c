@@ -470,8 +470,8 @@ static int64_t touch_ctime(struct mst_object *n)
 	int64_t old = 0;
 
 	if (n->attr) {
-		old = n->attr->ctime;
-		n->attr->ctime = mst_wall_ns();
+		old = n->attr->ctime_ns;
+		n->attr->ctime_ns = mst_wall_ns();
 		n->attr->flags |= MOONCAKE_ATTR_CTIME_SET;
 	}
 	return old;
@@ -515,7 +515,7 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 		if (dst)
 			mst_unlink_undo(dst);
 		if (n->attr) {
-			n->attr->ctime = old_ctime;
+			n->attr->ctime_ns = old_ctime;
 			n->attr->flags = old_flags;
 		}
 		free(n);
@@ -534,11 +534,11 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 struct names {
 	char **v;
 	size_t *len, n, cap;
-	struct mst_attr *attrs; /* records: their attributes (mode 0: none) */
+	mst_attr_t *attrs; /* records: their attributes (mode 0: none) */
 };
 
 static int names_add(void *arg, const char *name, size_t len,
-		     const struct mst_attr *a)
+		     const mst_attr_t *a)
 {
 	struct names *ns = arg;
 
@@ -546,8 +546,8 @@ static int names_add(void *arg, const char *name, size_t len,
 		size_t cap = ns->cap ? 2 * ns->cap : 64;
 		char **v = realloc(ns->v, cap * sizeof(*v));
 		size_t *l = v ? realloc(ns->len, cap * sizeof(*l)) : NULL;
-		struct mst_attr *at =
-			l ? realloc(ns->attrs, cap * sizeof(*at)) : NULL;
+		mst_attr_t *at = l ? realloc(ns->attrs, cap * sizeof(*at)) :
+				     NULL;
 		if (v)
 			ns->v = v;
 		if (l)
@@ -602,7 +602,7 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 {
 	struct names keys = { 0 }, dirs = { 0 };
 	struct mst_object **src = NULL, **moved = NULL;
-	struct mst_attr rec;
+	mst_attr_t rec;
 	int rc, has_from, has_to;
 
 	if (from_len < 2 || to_len < 2 || from[from_len - 1] != '/' ||
@@ -664,7 +664,7 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 		free(np);
 	}
 	if (!rc && has_from) {
-		rec.ctime = mst_wall_ns();
+		rec.ctime_ns = mst_wall_ns();
 		rc = mst_db_dir_del(m->db, from, from_len);
 		if (!rc)
 			rc = mst_db_dir_put(m->db, to, to_len,
@@ -698,7 +698,7 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 
 /* ---- attributes ----------------------------------------------------------- */
 
-void mst_attr_apply(struct mst_attr *t, unsigned mask, const struct mst_attr *a)
+void mst_attr_apply(mst_attr_t *t, unsigned mask, const mst_attr_t *a)
 {
 	if (mask & MOONCAKE_SET_MODE)
 		t->mode = (t->mode & ~07777u) | (a->mode & 07777u);
@@ -707,22 +707,22 @@ void mst_attr_apply(struct mst_attr *t, unsigned mask, const struct mst_attr *a)
 	if (mask & MOONCAKE_SET_GID)
 		t->gid = a->gid;
 	if (mask & MOONCAKE_SET_ATIME) {
-		t->atime = a->atime;
+		t->atime_ns = a->atime_ns;
 		t->flags |= MOONCAKE_ATTR_ATIME_SET;
 	}
 	if (mask & MOONCAKE_SET_MTIME) {
-		t->mtime = a->mtime;
+		t->mtime_ns = a->mtime_ns;
 		t->flags |= MOONCAKE_ATTR_MTIME_SET;
 	}
-	t->ctime = mst_wall_ns();
+	t->ctime_ns = mst_wall_ns();
 	t->flags |= MOONCAKE_ATTR_CTIME_SET;
 }
 
 int mst_setattr(struct master *m, const char *key, size_t key_len,
-		unsigned mask, const struct mst_attr *a, struct mst_attr *out)
+		unsigned mask, const mst_attr_t *a, mst_attr_t *out)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
-	struct mst_attr *t, old;
+	mst_attr_t *t, old;
 	bool fresh;
 	int rc;
 

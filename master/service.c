@@ -280,43 +280,23 @@ static Mcrpc__ReplicaList *replica_list(struct call *c,
 
 /* ---- attributes ------------------------------------------------------- */
 
-static void attr_from_msg(const Mcrpc__Attr *x, struct mst_attr *a)
-{
-	*a = (struct mst_attr){
-		.mode = x->mode,
-		.uid = x->uid,
-		.gid = x->gid,
-		.flags = x->flags,
-		.atime = x->atime_ns,
-		.mtime = x->mtime_ns,
-		.ctime = x->ctime_ns,
-	};
-}
-
 /* The message of a (NULL: none). */
-static Mcrpc__Attr *attr_msg(struct call *c, const struct mst_attr *a)
+static Mcrpc__Attr *attr_msg(struct call *c, const mst_attr_t *a)
 {
 	Mcrpc__Attr *x;
 
 	if (!a || !a->mode)
 		return NULL;
 	x = NEW(c, Mcrpc__Attr, mcrpc__attr__init);
-	if (x) {
-		x->mode = a->mode;
-		x->uid = a->uid;
-		x->gid = a->gid;
-		x->flags = a->flags;
-		x->atime_ns = a->atime;
-		x->mtime_ns = a->mtime;
-		x->ctime_ns = a->ctime;
-	}
+	if (x)
+		mc_rpc_attr_msg(a, x);
 	return x;
 }
 
 /* Fill r->attr, or fail the call for want of memory. */
 #define SET_ATTR(c, r, a)                                             \
 	do {                                                          \
-		const struct mst_attr *a_ = (a);                      \
+		const mst_attr_t *a_ = (a);                           \
 		if (a_ && a_->mode && !((r)->attr = attr_msg(c, a_))) \
 			return -ENOMEM;                               \
 	} while (0)
@@ -327,7 +307,7 @@ static int h_put_start(struct call *c)
 	Mcrpc__PutStartResponse *r = NEW(c, Mcrpc__PutStartResponse,
 					 mcrpc__put_start_response__init);
 	struct mst_put_cfg pc = { 0 };
-	struct mst_attr attr;
+	mst_attr_t attr;
 
 	if (!r)
 		return -ENOMEM;
@@ -347,7 +327,7 @@ static int h_put_start(struct call *c)
 		pc.n_preferred = q->config->n_preferred_segments;
 	}
 	if (q->attr && q->attr->mode) {
-		attr_from_msg(q->attr, &attr);
+		attr = mc_rpc_attr_of(q->attr);
 		pc.attr = &attr;
 	}
 	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
@@ -682,7 +662,7 @@ static int stat_dir(struct call *c, Mcrpc__StatResponse *r, const char *key)
 {
 	size_t kl = strlen(key);
 	char *path = arena_alloc(&c->a, kl + 2);
-	struct mst_attr a;
+	mst_attr_t a;
 	int rc;
 
 	if (!path)
@@ -836,7 +816,7 @@ static int h_set_attr(struct call *c)
 	const Mcrpc__SetAttrRequest *q = (const void *)c->req;
 	Mcrpc__StatResponse *r =
 		NEW(c, Mcrpc__StatResponse, mcrpc__stat_response__init);
-	struct mst_attr a = { 0 }, out;
+	mst_attr_t a = { 0 }, out;
 
 	if (!r)
 		return -ENOMEM;
@@ -845,7 +825,7 @@ static int h_set_attr(struct call *c)
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	attr_from_msg(q->attr, &a);
+	a = mc_rpc_attr_of(q->attr);
 	r->code = q->dir ? mst_dir_setattr(c->m, q->key, strlen(q->key),
 					   q->mask, &a, &out) :
 			   mst_setattr(c->m, q->key, strlen(q->key), q->mask,
@@ -860,7 +840,7 @@ static int h_mkdir(struct call *c)
 {
 	const Mcrpc__MkdirRequest *q = (const void *)c->req;
 	Mcrpc__KeysResponse *r = keys_resp(c, 0);
-	struct mst_attr a;
+	mst_attr_t a;
 
 	if (!r)
 		return -ENOMEM;
@@ -869,7 +849,7 @@ static int h_mkdir(struct call *c)
 		return 0;
 	}
 	if (q->attr)
-		attr_from_msg(q->attr, &a);
+		a = mc_rpc_attr_of(q->attr);
 	r->code = mst_mkdir(c->m, q->path, strlen(q->path),
 			    q->attr && q->attr->mode ? &a : NULL);
 	return 0;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "master.pb-c.h"
+#include "mooncake/store_fs.h"
 
 #define MC_RPC_MAGIC 0x3152434du /* "MCR1" as bytes on the wire */
 #define MC_RPC_VERSION 1
@@ -81,6 +82,11 @@ ProtobufCMessage *mc_rpc_unpack(const ProtobufCMessageDescriptor *d,
  */
 int mc_rpc_pack_frame(const struct mc_rpc_hdr *h, const ProtobufCMessage *msg,
 		      uint8_t **out, size_t *out_len);
+
+/** The message of attributes a (x initialized here). */
+void mc_rpc_attr_msg(const mooncake_fs_attr_t *a, Mcrpc__Attr *x);
+/** The attributes of a message (NULL: none, all zero). */
+mooncake_fs_attr_t mc_rpc_attr_of(const Mcrpc__Attr *x);
 
 /* The `code` field every response starts with (field 1). */
 int32_t mc_rpc_resp_code(const ProtobufCMessage *resp);

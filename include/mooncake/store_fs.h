@@ -89,8 +89,10 @@ MOONCAKE_API int mooncake_store_stat_dir(mooncake_store_t store,
  * Change attributes of the object key, or of the directory key when dir
  * (key then ends in '/'; a directory that only has keys under it gets a
  * record). Fields in mask (MOONCAKE_SET_*) are set from attr; the others
- * are kept, or taken from attr when nothing was stored yet. ctime becomes
- * now. out (may be NULL) gets the attributes stored. -704 when absent.
+ * are kept, or taken from attr when nothing was stored yet, so attr->mode
+ * must carry the type (S_IFREG, S_IFDIR, S_IFLNK; -600 otherwise). ctime
+ * becomes now. out (may be NULL) gets the attributes stored. -704 when
+ * absent.
  */
 MOONCAKE_API int mooncake_store_setattr(mooncake_store_t store, const char *key,
 					bool dir, unsigned mask,

@@ -15,33 +15,6 @@
 
 #include "mooncake/store_fs.h"
 
-void mcs_attr_msg(const mooncake_fs_attr_t *a, Mcrpc__Attr *x)
-{
-	x->mode = a->mode;
-	x->uid = a->uid;
-	x->gid = a->gid;
-	x->flags = a->flags;
-	x->atime_ns = a->atime_ns;
-	x->mtime_ns = a->mtime_ns;
-	x->ctime_ns = a->ctime_ns;
-}
-
-/* The attributes of a message (NULL: none, mode 0). */
-static mooncake_fs_attr_t attr_of(const Mcrpc__Attr *x)
-{
-	if (!x)
-		return (mooncake_fs_attr_t){ 0 };
-	return (mooncake_fs_attr_t){
-		.mode = x->mode,
-		.uid = x->uid,
-		.gid = x->gid,
-		.flags = x->flags,
-		.atime_ns = x->atime_ns,
-		.mtime_ns = x->mtime_ns,
-		.ctime_ns = x->ctime_ns,
-	};
-}
-
 /* Stat of key (dir: or of the directory key/); 0 or a store code. */
 static int stat_key(mooncake_store_t s, const char *key, bool dir,
 		    Mcrpc__StatResponse **out)
@@ -77,7 +50,7 @@ static int stat_any(mooncake_store_t s, const char *key, bool dir,
 		.hard_pin = r->hard_pin,
 		.soft_pin_ms = r->soft_pin_ms,
 		.version = r->version,
-		.attr = attr_of(r->attr),
+		.attr = mc_rpc_attr_of(r->attr),
 		.is_dir = r->is_dir,
 	};
 	mcs_master_free(r);
@@ -118,11 +91,11 @@ MOONCAKE_API int mooncake_store_setattr(mooncake_store_t s, const char *key,
 	rc = mcs_enter(s);
 	if (rc)
 		return rc;
-	mcs_attr_msg(attr, &am);
+	mc_rpc_attr_msg(attr, &am);
 	rc = mcs_master_setattr(s->master, key, dir, mask, &am, &r);
 	mcs_leave(s);
 	if (!rc && out)
-		*out = attr_of(r->attr);
+		*out = mc_rpc_attr_of(r->attr);
 	mcs_master_free(r);
 	return mc_err_to_store(rc);
 }
@@ -139,7 +112,7 @@ MOONCAKE_API int mooncake_store_mkdir(mooncake_store_t s, const char *path,
 	if (rc)
 		return rc;
 	if (attr)
-		mcs_attr_msg(attr, &am);
+		mc_rpc_attr_msg(attr, &am);
 	rc = mcs_master_mkdir(s->master, path, attr ? &am : NULL);
 	mcs_leave(s);
 	return mc_err_to_store(rc);
@@ -215,7 +188,7 @@ static int list_any(mooncake_store_t s, const char *prefix,
 			.mtime_ms = x->mtime_ms,
 			.is_prefix = x->is_prefix,
 			.version = x->version,
-			.attr = attr_of(x->attr),
+			.attr = mc_rpc_attr_of(x->attr),
 		};
 
 		fn(arg, &e);

@@ -150,8 +150,6 @@ int mcs_replicas_check_put(const Mcrpc__ReplicaList *rl, uint64_t size);
 /** The wire form of a replicate config (NULL: one replica, no pins). */
 void mcs_replicate_config(const mooncake_replicate_config_t *c,
 			  Mcrpc__ReplicateConfig *out);
-/** The wire form of filesystem attributes (store_fs_meta.c). */
-void mcs_attr_msg(const mooncake_fs_attr_t *a, Mcrpc__Attr *x);
 /**
  * One calloc'd block: head bytes (the handle), then n locations copied
  * from reps, then their endpoints and key; *locs and *key_copy point into

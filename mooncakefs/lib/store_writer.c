@@ -60,7 +60,7 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 
 	mcs_replicate_config(cfg, &rcfg);
 	if (attr)
-		mcs_attr_msg(attr, &am);
+		mc_rpc_attr_msg(attr, &am);
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
 				  attr ? &am : NULL, &resp);
 	if (rc)
