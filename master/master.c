@@ -214,6 +214,7 @@ static void reserve_all(struct restore *r)
 		mst_objmap_del(&m->objs, o);
 		mst_lru_del(m, o);
 		m->n_complete--;
+		free(o->attr);
 		free(o);
 	}
 	free(all);
@@ -298,14 +299,20 @@ void mst_destroy(struct master *m)
 		m->holds = h->next;
 		free(h);
 	}
-	for (size_t i = 0; m->objs.slots && i < m->objs.cap; i++)
-		free(m->objs.slots[i].obj); /* allocators go below, whole */
+	for (size_t i = 0; m->objs.slots && i < m->objs.cap; i++) {
+		struct mst_object *o = m->objs.slots[i].obj;
+		if (o)
+			free(o->attr);
+		free(o); /* allocators go below, whole */
+	}
 	for (struct mst_object *o = m->orphans, *n; o; o = n) {
 		n = o->onext;
+		free(o->attr);
 		free(o);
 	}
 	for (struct mst_object *o = m->releasing, *n; o; o = n) {
 		n = o->onext;
+		free(o->attr);
 		free(o);
 	}
 	while (m->segments) {
