@@ -141,9 +141,9 @@ def test_cp_p_tar_p_and_rsync_a_keep_modes_and_times(procs, tmp_path, master,
     out = tmp_path / "out"
     run("cp", "-rp", str(m.kv / "tar"), str(out))
     check(out)
-    if shutil.which("rsync"):
-        run("rsync", "-a", str(src) + "/", str(m.kv / "rsync"))
-        check(m.kv / "rsync")
+    assert shutil.which("rsync"), "rsync missing (scripts/setup.sh)"
+    run("rsync", "-a", str(src) + "/", str(m.kv / "rsync"))
+    check(m.kv / "rsync")
 
 
 def test_directories_are_durable_records(procs, tmp_path, master, mounts):
