@@ -127,10 +127,11 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh)
 /* Written: the content's time is the publish's, not an earlier utimensat. */
 static void content_changed(struct mcfs *fs, struct mcfs_fh *fh)
 {
-	if (!fh->node)
-		return;
+	if (!fh->node || !atomic_load(&fh->node->mtime_pending))
+		return; /* the usual case: one load per write */
 	pthread_mutex_lock(&fs->itab_lock);
 	fh->node->attr.flags &= ~MOONCAKE_ATTR_MTIME_SET;
+	atomic_store(&fh->node->mtime_pending, false);
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 

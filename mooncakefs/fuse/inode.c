@@ -440,6 +440,9 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 	} else if (write) {
 		unlink_name(fs, n);
 		n->n_writers++;
+		/* Its first write ends an explicit mtime (utimensat). */
+		atomic_store(&n->mtime_pending,
+			     (n->attr.flags & MOONCAKE_ATTR_MTIME_SET) != 0);
 	} else {
 		n->n_readers++;
 	}

@@ -852,6 +852,7 @@ int mcfs_kv_setattr(struct mcfs *fs, struct mcfs_node *n, const struct stat *st,
 		if (mask & MOONCAKE_SET_MTIME) {
 			t->mtime_ns = a.mtime_ns;
 			t->flags |= MOONCAKE_ATTR_MTIME_SET;
+			atomic_store(&n->mtime_pending, true);
 		}
 		t->ctime_ns = now;
 		t->flags |= MOONCAKE_ATTR_CTIME_SET;

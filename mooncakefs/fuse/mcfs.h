@@ -101,6 +101,9 @@ struct mcfs_node {
 	 * it was created with, unless a reader was turned away from it
 	 * while it was open for writing. */
 	bool created, turned_away;
+	/* attr carries an explicit mtime (utimensat) that the next write
+	 * ends: only then does a write take itab_lock. */
+	atomic_bool mtime_pending;
 	/* A hold on this version taken by a binding lookup (kv.c), for the
 	 * open that follows; closed when used, expired or forgotten. */
 	mooncake_object_t pre;
