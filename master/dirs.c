@@ -40,6 +40,28 @@ static int in_txn(struct master *m, int rc)
 	return mst_db_commit(m->db);
 }
 
+/* Make (put) or remove path's record, touch its parent's, tell the feed:
+ * one transaction. */
+static int record_change(struct master *m, const char *path, size_t len,
+			 const mst_attr_t *a, bool put)
+{
+	int rc = mst_db_begin(m->db);
+
+	if (rc)
+		return rc;
+	rc = put ? mst_db_dir_put(m->db, path, len, a) :
+		   mst_db_dir_del(m->db, path, len);
+	if (!rc)
+		rc = mst_dir_touch_parent(m, path, len - 1);
+	rc = in_txn(m, rc);
+	if (!rc)
+		mst_feed_emit(m,
+			      put ? MCRPC__EVENT_TYPE__EV_MKDIR :
+				    MCRPC__EVENT_TYPE__EV_RMDIR,
+			      path, len, NULL, 0);
+	return rc;
+}
+
 int mst_mkdir(struct master *m, const char *path, size_t len,
 	      const mst_attr_t *a)
 {
@@ -56,17 +78,7 @@ int mst_mkdir(struct master *m, const char *path, size_t len,
 		rc = mst_dir_has_entries(m, path, len);
 	if (rc)
 		return rc == 1 ? MC_STORE_OBJECT_ALREADY_EXISTS : rc;
-	rc = mst_db_begin(m->db);
-	if (!rc) {
-		rc = mst_db_dir_put(m->db, path, len, a);
-		if (!rc)
-			rc = mst_dir_touch_parent(m, path, len - 1);
-		rc = in_txn(m, rc);
-	}
-	if (!rc)
-		mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_MKDIR, path, len, NULL,
-			      0);
-	return rc;
+	return record_change(m, path, len, a, true);
 }
 
 int mst_rmdir(struct master *m, const char *path, size_t len)
@@ -81,17 +93,7 @@ int mst_rmdir(struct master *m, const char *path, size_t len)
 	rc = mst_dir_record(m, path, len, NULL);
 	if (rc <= 0)
 		return rc ? rc : MC_STORE_OBJECT_NOT_FOUND;
-	rc = mst_db_begin(m->db);
-	if (!rc) {
-		rc = mst_db_dir_del(m->db, path, len);
-		if (!rc)
-			rc = mst_dir_touch_parent(m, path, len - 1);
-		rc = in_txn(m, rc);
-	}
-	if (!rc)
-		mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RMDIR, path, len, NULL,
-			      0);
-	return rc;
+	return record_change(m, path, len, NULL, false);
 }
 
 int mst_dir_setattr(struct master *m, const char *path, size_t len,
