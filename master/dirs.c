@@ -58,7 +58,7 @@ static int record_change(struct master *m, const char *path, size_t len,
 		mst_feed_emit(m,
 			      put ? MCRPC__EVENT_TYPE__EV_MKDIR :
 				    MCRPC__EVENT_TYPE__EV_RMDIR,
-			      path, len, NULL, 0);
+			      path, len, NULL, 0, 0);
 	return rc;
 }
 
@@ -126,7 +126,7 @@ int mst_dir_setattr(struct master *m, const char *path, size_t len,
 	if (rc)
 		return rc;
 	*out = t;
-	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_ATTR, path, len, NULL, 0);
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_ATTR, path, len, NULL, 0, 0);
 	return 0;
 }
 

@@ -48,7 +48,7 @@ static char *dup_n(const char *s, size_t n)
 }
 
 void mst_feed_emit(struct master *m, int type, const char *key, size_t key_len,
-		   const char *to, size_t to_len)
+		   const char *to, size_t to_len, uint64_t version)
 {
 	struct mst_feed *f = &m->feed;
 	struct mst_event *e;
@@ -67,5 +67,6 @@ void mst_feed_emit(struct master *m, int type, const char *key, size_t key_len,
 	e->type = type;
 	e->key = dup_n(key, key_len);
 	e->to = dup_n(to, to_len);
+	e->version = version;
 	pthread_cond_broadcast(&f->cond);
 }

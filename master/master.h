@@ -114,6 +114,7 @@ struct mst_event {
 	uint64_t seq;
 	int type; /* MCRPC__EVENT_TYPE__* */
 	char *key, *to;
+	uint64_t version; /* put, rename of one key: the object's (else 0) */
 };
 
 struct mst_feed {
@@ -372,7 +373,9 @@ void mst_replica_free(struct master *m, struct mst_replica *r);
 /* ---- change feed (feed.c) --------------------------------------------- */
 int mst_feed_init(struct mst_feed *f, size_t cap);
 void mst_feed_free(struct mst_feed *f);
+/** An event; version: the object's, for a put or a rename of one key
+ *  (0 otherwise). */
 void mst_feed_emit(struct master *m, int type, const char *key, size_t key_len,
-		   const char *to, size_t to_len);
+		   const char *to, size_t to_len, uint64_t version);
 
 #endif

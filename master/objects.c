@@ -243,8 +243,8 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
 	o->last_access = mst_now();
 	mst_lru_add(m, o);
 	m->n_complete++;
-	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_PUT, o->key, o->key_len, NULL,
-		      0);
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_PUT, o->key, o->key_len, NULL, 0,
+		      o->version);
 }
 
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
@@ -412,7 +412,7 @@ static void unlink_obj(struct master *m, struct mst_object *o)
 
 void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type)
 {
-	mst_feed_emit(m, ev_type, o->key, o->key_len, NULL, 0);
+	mst_feed_emit(m, ev_type, o->key, o->key_len, NULL, 0, 0);
 	unlink_obj(m, o);
 }
 
@@ -525,7 +525,7 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 		unlink_obj(m, dst);
 	moved_apply(m, src, n);
 	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RENAME, from, from_len, to,
-		      to_len);
+		      to_len, n->version);
 	return 0;
 }
 
@@ -688,7 +688,7 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 	}
 	if (!rc)
 		mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_RENAME, from, from_len,
-			      to, to_len);
+			      to, to_len, 0);
 	free(src);
 	free(moved);
 	names_free(&keys);
@@ -758,7 +758,7 @@ int mst_setattr(struct master *m, const char *key, size_t key_len,
 		return rc;
 	}
 	*out = *t;
-	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_ATTR, key, key_len, NULL, 0);
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_ATTR, key, key_len, NULL, 0, 0);
 	return 0;
 }
 

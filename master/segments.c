@@ -159,7 +159,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 				rc = mst_db_del_object(m->db, o->key,
 						       o->key_len);
 			mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_LOST, o->key,
-				      o->key_len, NULL, 0);
+				      o->key_len, NULL, 0, 0);
 			mst_lru_del(m, o);
 			m->n_complete--;
 		}

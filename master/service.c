@@ -91,6 +91,7 @@ static int h_service_ready(struct call *c)
 		return -ENOMEM;
 	r->version = (char *)MC_VERSION_STRING;
 	r->protocol_version = MC_RPC_VERSION;
+	r->max_key_length = c->m->cfg.max_key_len;
 	c->resp = &r->base;
 	return 0;
 }
@@ -923,6 +924,7 @@ static int h_watch(struct call *c)
 		x->type = e->type;
 		x->key = e->key ? e->key : (char *)"";
 		x->to = e->to ? e->to : (char *)"";
+		x->version = e->version;
 		r->events[r->n_events++] = x;
 	}
 	r->last = after + n;

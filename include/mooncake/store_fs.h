@@ -294,6 +294,9 @@ typedef struct mooncake_event {
 	enum mooncake_event_type type;
 	const char *key;
 	const char *to; /* rename target, "" otherwise */
+	/* put, rename of one key: the object's version (0: none, or a
+	 * master from before the field) */
+	uint64_t version;
 } mooncake_event_t;
 
 /**

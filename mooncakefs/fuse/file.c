@@ -111,17 +111,20 @@ static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
 /* A created file keeps its inode number: its node stands for the version
  * about to be published, the committed temporary object that the rename
  * will move under the name (a rename keeps the version). Bound before the
- * rename, so that a lookup the rename's change event causes finds it; a
+ * rename, so that a lookup the rename's change event causes finds it (and
+ * the event, naming that version, leaves the kernel's entry alone); a
  * later publish by anyone else makes the node stale the usual way. */
 static void rebind(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	mooncake_obj_stat_t st;
 
+	fh->bound = false;
 	if (!fh->node || !fh->node->created)
 		return;
 	if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
-		mcfs_node_rebind(fs, fh->node, st.version, st.size, st.mtime_ms,
-				 NULL); /* its attributes: the writer's */
+		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
+					     st.mtime_ms, NULL);
+	/* NULL: its attributes are the writer's */
 }
 
 /* Written: the content's time is the publish's, not an earlier utimensat. */
@@ -220,6 +223,18 @@ int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base)
 	return stage_copy(fs, fh, base);
 }
 
+/* ENOSPC for a size beyond the whole pool's capacity, which no eviction
+ * could make room for, is EFBIG (file too large); else rc. */
+static int space_error(struct mcfs *fs, int rc, uint64_t size)
+{
+	mooncake_pool_stat_t ps;
+
+	if (rc == -ENOSPC && !mooncake_store_pool_stat(fs->store, &ps) &&
+	    size > ps.capacity)
+		return -EFBIG;
+	return rc;
+}
+
 int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 {
 	int rc = 0;
@@ -233,6 +248,9 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		rc = to_stage(fs, fh);
 	if (rc || fh->writer || fh->published_direct)
 		goto out; /* the direct writer's own size: nothing to do */
+	rc = space_error(fs, size > fs->o.segment_size ? -ENOSPC : 0, size);
+	if (rc)
+		goto out; /* beyond the pool: not even asked (eviction) */
 	if (!fh->stage.size && !fh->stage.n && size) {
 		/* Size known before any data: allocate the replicas now. */
 		rc = open_writer(fs, fh, size);
@@ -266,7 +284,11 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 		rc = fh->error;
 		goto out;
 	}
-	if (fh->published_direct || (fh->writer && off + len > fh->size))
+	/* A write that can never fit changes nothing (EFBIG, ENOSPC). */
+	if (!fh->writer || off + len > fh->size)
+		rc = mcfs_stage_fits(&fs->stage_pool, off, len);
+	if (!rc &&
+	    (fh->published_direct || (fh->writer && off + len > fh->size)))
 		rc = to_stage(fs, fh);
 	if (rc)
 		goto out;
@@ -286,7 +308,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	}
 out:
 	pthread_mutex_unlock(&fh->lock);
-	return rc;
+	return space_error(fs, rc, off + len);
 }
 
 /* The stage into a new writer; its holes are left to the writer, which

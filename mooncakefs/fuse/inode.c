@@ -468,10 +468,12 @@ void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
-void mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
+bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
 		      const mooncake_fs_attr_t *attr)
 {
+	bool bound = false;
+
 	pthread_mutex_lock(&fs->itab_lock);
 	if (n->created && !n->turned_away && n->parent &&
 	    !find_child(fs, n->parent, n->name, version, false)) {
@@ -482,8 +484,23 @@ void mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		if (attr)
 			n->attr = *attr;
 		link_name(fs, n);
+		bound = true;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
+	return bound;
+}
+
+bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     uint64_t version)
+{
+	struct mcfs_node *n;
+	bool yes;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_child(fs, dir, name, version, false);
+	yes = n && n->hashed && n->created && !n->turned_away;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return yes;
 }
 
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)

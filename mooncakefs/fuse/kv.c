@@ -28,6 +28,7 @@
  * destination), or come straight from this daemon's own segment.
  */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,17 +46,25 @@
 /* ---- names and keys ------------------------------------------------------ */
 
 /* The key of name inside directory dir, malloc'd; -ENOENT when the name
- * cannot be a key, -ENOMEM; *hidden for internal keys. */
-static int child_key(const struct mcfs_node *dir, const char *name, char **out,
-		     bool *hidden)
+ * cannot be a key, -ENAMETOOLONG for a name longer than NAME_MAX or a key
+ * longer than the master accepts, -ENOMEM; *hidden for internal keys. */
+static int child_key(const struct mcfs *fs, const struct mcfs_node *dir,
+		     const char *name, char **out, bool *hidden)
 {
 	size_t clen, plen = strlen(dir->key);
-	char *comp = mcfs_unescape(name, &clen), *key;
+	char *comp, *key;
 
 	*out = NULL;
 	*hidden = false;
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	comp = mcfs_unescape(name, &clen);
 	if (!comp)
 		return -ENOENT;
+	if (plen + clen > fs->max_key) {
+		free(comp);
+		return -ENAMETOOLONG;
+	}
 	key = malloc(plen + clen + 2);
 	if (!key) {
 		free(comp);
@@ -117,7 +126,7 @@ static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
 
 	*key = NULL;
 	if (!rc)
-		rc = child_key(dir, name, key, &hidden);
+		rc = child_key(fs, dir, name, key, &hidden);
 	if (!rc && hidden)
 		rc = bad;
 	if (rc == -ENOENT)
@@ -165,7 +174,7 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	*out = NULL;
 	if (rc)
 		return rc;
-	rc = child_key(dir, name, &key, &hidden);
+	rc = child_key(fs, dir, name, &key, &hidden);
 	if (rc == -ENOENT || (!rc && hidden)) {
 		free(key);
 		return 0; /* cannot exist: a negative entry */
@@ -594,9 +603,9 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return -EINVAL;
 	if (newdir->kind != MCFS_KV_DIR)
 		return -EXDEV;
-	rc = child_key(dir, name, &from, &h1);
+	rc = child_key(fs, dir, name, &from, &h1);
 	if (!rc)
-		rc = child_key(newdir, newname, &to, &h2);
+		rc = child_key(fs, newdir, newname, &to, &h2);
 	if (!rc && (h1 || h2))
 		rc = h1 ? -ENOENT : -EINVAL;
 	if (rc)
@@ -793,6 +802,25 @@ static mooncake_fs_attr_t shown_attr(struct mcfs *fs, struct mcfs_node *n)
 static int64_t ns_of(const struct timespec *t)
 {
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+void mcfs_kv_drop_privs(struct mcfs *fs, struct mcfs_node *n)
+{
+	const uint32_t sgid = S_ISGID | S_IXGRP;
+	struct stat st = { 0 };
+	uint32_t mode;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&fs->itab_lock);
+	mode = n->attr.mode; /* 0: none stored, no such bits */
+	pthread_mutex_unlock(&fs->itab_lock);
+	if (!(mode & S_ISUID) && (mode & sgid) != sgid)
+		return;
+	st.st_mode = mode & ~(S_ISUID | ((mode & sgid) == sgid ? S_ISGID : 0));
+	if (mcfs_kv_setattr(fs, n, &st, FUSE_SET_ATTR_MODE))
+		mc_log_warn("mcfs", "%s: set-ID bits not cleared on write",
+			    n->key);
 }
 
 int mcfs_kv_setattr(struct mcfs *fs, struct mcfs_node *n, const struct stat *st,

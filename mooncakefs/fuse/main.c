@@ -54,7 +54,9 @@ static void *setup_main(void *arg)
 	return NULL;
 }
 
-static int check_master(const struct mcfs_opts *o)
+/* Is the master there? Learns the longest key it accepts (names that
+ * would make a longer key are refused at creation: ENAMETOOLONG). */
+static int check_master(const struct mcfs_opts *o, size_t *max_key)
 {
 	Mcrpc__ServiceReadyRequest q = MCRPC__SERVICE_READY_REQUEST__INIT;
 	ProtobufCMessage *r = NULL;
@@ -67,8 +69,14 @@ static int check_master(const struct mcfs_opts *o)
 		return rc;
 	}
 	rc = mc_rpc_call(c, MCRPC__METHOD__SERVICE_READY, &q.base, &r);
-	if (r)
+	if (r) {
+		uint64_t mk =
+			((Mcrpc__ServiceReadyResponse *)r)->max_key_length;
+
+		if (mk && mk < SIZE_MAX) /* 0: a master from before the field */
+			*max_key = (size_t)mk;
 		protobuf_c_message_free_unpacked(r, NULL);
+	}
 	mc_rpc_client_destroy(c);
 	if (rc)
 		fprintf(stderr, "mooncakefs: master %s: %s\n", o->master,
@@ -122,12 +130,13 @@ int main(int argc, char **argv)
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.start_ms = now_ms();
+	fs.max_key = 4096; /* the master's default, until it says */
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
 	if (mcfs_itab_init(&fs))
 		goto out;
-	if (check_master(&fs.o))
+	if (check_master(&fs.o, &fs.max_key))
 		goto out;
 	if (setenv("MOONCAKE_SEGMENT_NAME", fs.o.segment_name, 1))
 		goto out;

@@ -155,9 +155,11 @@ struct mcfs_fh {
 	mooncake_fs_attr_t sent; /* the attributes its writer was opened with */
 	bool dirty; /* changed since opened or last published */
 	bool published; /* at least once */
+	bool bound; /* its last publish bound its created node (file.c) */
 	bool published_direct; /* the content is the name's object, not
 				* the stage */
 	int error; /* written bytes lost: every later call fails so */
+	atomic_bool wrote; /* a write came (mcfs_kv_drop_privs ran) */
 	/* FH_VIRT */
 	char *text;
 	size_t text_len;
@@ -174,6 +176,7 @@ struct mcfs {
 	pthread_mutex_t ready_lock;
 	pthread_cond_t ready_cond;
 	int ready; /* 0 pending, 1 ready, < 0 failed (a store code) */
+	size_t max_key; /* the master's longest key (ENAMETOOLONG beyond) */
 	/* inode table */
 	pthread_mutex_t itab_lock;
 	struct mcfs_node **by_ino, **by_name;
@@ -249,10 +252,15 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 			const mooncake_fs_attr_t *a);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
 /** A created node whose writer published version: lookups of its name
- *  find it again, as that version (see mcfs_node.created). */
-void mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
+ *  find it again, as that version (see mcfs_node.created). False when it
+ *  could not be (the kernel's entry of the name is then stale). */
+bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
 		      const mooncake_fs_attr_t *attr);
+/** Is (dir, name) a created node bound to version (the kernel's entry of
+ *  the name already stands for that version)? */
+bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     uint64_t version);
 /** Lookups no longer find n (the next lookup of its name makes a new
  *  inode). */
 void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);
@@ -356,6 +364,10 @@ int mcfs_kv_symlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 /** The target of a symbolic link into buf (NUL-terminated); its length. */
 int mcfs_kv_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
 		     size_t size);
+/** A write by a process other than root ends the file's set-user-ID bit,
+ * and its set-group-ID bit where group execution is allowed (Linux does so
+ * for writers without CAP_FSETID; the daemon sees only the uid). */
+void mcfs_kv_drop_privs(struct mcfs *fs, struct mcfs_node *n);
 /** chmod, chown, utimensat (FUSE_SET_ATTR_* in to_set, from st) of a
  *  kv/ file or directory; a file being written keeps them for its next
  *  version. */

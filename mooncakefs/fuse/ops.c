@@ -599,6 +599,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	if (!atomic_exchange(&fh->wrote, true) && fuse_req_ctx(req)->uid)
+		mcfs_kv_drop_privs(fs, fh->node);
 	rc = mcfs_file_write(fs, fh, buf, size, (uint64_t)off);
 	if (rc)
 		reply_rc(req, rc);
@@ -631,7 +633,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 /*
  * Publish a handle's changes; after a flush, drop this mount's dentry of
  * the name before close() returns, so the next open by name finds the new
- * version (close holds no lock the invalidation needs). An fsync holds
+ * version (close holds no lock the invalidation needs), unless the dentry
+ * is a created node that now stands for that version (it keeps its inode
+ * number: tar compares it). An fsync holds
  * the file's inode lock, which a rename in the directory may wait for
  * while holding the directory's: it leaves the dentry to the change feed
  * (milliseconds) rather than risk that deadlock.
@@ -641,7 +645,7 @@ static int publish(struct mcfs *fs, struct mcfs_fh *fh, bool invalidate)
 	bool changed = false;
 	int rc = mcfs_file_publish(fs, fh, &changed);
 
-	if (changed && invalidate && fh->parent_ino)
+	if (changed && invalidate && fh->parent_ino && !fh->bound)
 		fuse_lowlevel_notify_inval_entry(fs->se, fh->parent_ino,
 						 fh->name, strlen(fh->name));
 	return rc;

@@ -142,6 +142,16 @@ static int reserve(struct mcfs_stage_pool *p, struct mcfs_stage *st, size_t i,
 	return 0;
 }
 
+int mcfs_stage_fits(const struct mcfs_stage_pool *p, uint64_t off, uint64_t len)
+{
+	if (off + len < off)
+		return -EFBIG;
+	if (len && (off + len - 1) / MCFS_STAGE_CHUNK + 1 >
+			   p->limit / MCFS_STAGE_CHUNK + 1)
+		return -ENOSPC; /* as grow_index would find */
+	return 0;
+}
+
 int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		     uint64_t off, const void *buf, size_t len)
 {

@@ -44,6 +44,11 @@ struct mcfs_stage {
 void mcfs_stage_pool_init(struct mcfs_stage_pool *p, uint64_t limit);
 void mcfs_stage_pool_fini(struct mcfs_stage_pool *p);
 
+/** Could a write of [off, off + len) ever fit the limit? 0, or -EFBIG
+ *  (past the largest offset) or -ENOSPC (more than the limit holds),
+ *  checked before anything changes. */
+int mcfs_stage_fits(const struct mcfs_stage_pool *p, uint64_t off,
+		    uint64_t len);
 /** Copy len bytes at off in, growing the size: 0, -ENOSPC or -ENOMEM. */
 int mcfs_stage_write(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 		     uint64_t off, const void *buf, size_t len);

@@ -15,7 +15,10 @@
 #include "mc_log.h"
 #include "mcfs.h"
 
-static void inval_key(struct mcfs *fs, const char *key)
+/* version: of the object now under key (0: unknown). The kernel's entry
+ * of a created node of this mount already bound to it stays: the file
+ * keeps its inode number. */
+static void inval_key(struct mcfs *fs, const char *key, uint64_t version)
 {
 	char *name = NULL;
 	struct mcfs_node *dir;
@@ -26,25 +29,28 @@ static void inval_key(struct mcfs *fs, const char *key)
 	if (!name)
 		return;
 	/* -ENOENT: the kernel had nothing cached; fine. */
-	fuse_lowlevel_notify_inval_entry(fs->se, dir->ino, name, strlen(name));
-	atomic_fetch_add(&fs->n_invalidations, 1);
+	if (!version || !mcfs_node_bound(fs, dir, name, version)) {
+		fuse_lowlevel_notify_inval_entry(fs->se, dir->ino, name,
+						 strlen(name));
+		atomic_fetch_add(&fs->n_invalidations, 1);
+	}
 	free(name);
 }
 
 /* A directory's events name its prefix: its entry is the name without
  * the trailing '/'. */
-static void inval_path(struct mcfs *fs, const char *key)
+static void inval_path(struct mcfs *fs, const char *key, uint64_t version)
 {
 	size_t n = key ? strlen(key) : 0;
 	char *k;
 
 	if (!n || key[n - 1] != '/') {
-		inval_key(fs, key);
+		inval_key(fs, key, version);
 		return;
 	}
 	k = strndup(key, n - 1);
 	if (k)
-		inval_key(fs, k);
+		inval_key(fs, k, 0);
 	free(k);
 }
 
@@ -52,9 +58,13 @@ static void on_event(void *arg, const mooncake_event_t *e)
 {
 	struct mcfs *fs = arg;
 
-	inval_path(fs, e->key);
-	if (e->type == MOONCAKE_EV_RENAME)
-		inval_path(fs, e->to);
+	if (e->type == MOONCAKE_EV_RENAME) {
+		inval_path(fs, e->key, 0);
+		inval_path(fs, e->to, e->version);
+	} else {
+		inval_path(fs, e->key,
+			   e->type == MOONCAKE_EV_PUT ? e->version : 0);
+	}
 }
 
 /* Every cached name under kv/. */

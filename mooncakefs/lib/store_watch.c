@@ -156,6 +156,7 @@ MOONCAKE_API int mooncake_store_watch(mooncake_store_t s, uint64_t *epoch,
 				.type = event_type(ev->type),
 				.key = ev->key ? ev->key : "",
 				.to = ev->to ? ev->to : "",
+				.version = ev->version,
 			};
 			if (fn)
 				fn(arg, &e);

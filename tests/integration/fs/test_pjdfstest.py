@@ -30,7 +30,6 @@ DIRS = ["open", "rename", "unlink", "mkdir", "rmdir", "chmod", "chown",
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED = os.path.join(HERE, "pjdfstest.expected")
 CASE = re.compile(r"^(not )?ok (\d+)(.*)$")
-TRIED = re.compile(r"tried '(\S+)")
 
 
 def suite_source():
@@ -47,6 +46,21 @@ def suite_source():
         base = os.path.dirname(base)
 
 
+# The suite calls its pjdfstest program for every step; this wrapper (put
+# in its place) appends each call and its answer to $PJD_TRACE, into which
+# the test file's own output goes too, so that a failure can be traced to
+# the steps before it (a name whose creation was refused, a symlink to it).
+WRAPPER = """#!/bin/sh
+out=$("$0.bin" "$@" 2>/dev/null)
+rc=$?
+[ -n "$out" ] && printf '%s\\n' "$out"
+nl='
+'
+printf 'CALL %s => %s\\n' "$*" "${out##*$nl}" >>"$PJD_TRACE"
+exit $rc
+"""
+
+
 def build_suite(src, dst):
     shutil.copytree(src, dst)
     for cmd in (["autoreconf", "-ifs"], ["./configure"],
@@ -54,6 +68,11 @@ def build_suite(src, dst):
         p = subprocess.run(cmd, cwd=dst, capture_output=True, text=True,
                            timeout=300)
         assert p.returncode == 0, f"{cmd}: {p.stdout[-2000:]}{p.stderr}"
+    prog = os.path.join(dst, "pjdfstest")
+    os.rename(prog, prog + ".bin")
+    with open(prog, "w") as f:
+        f.write(WRAPPER)
+    os.chmod(prog, 0o755)
     return dst
 
 
@@ -80,12 +99,15 @@ KINDS = {"mkfifo": "FIFOs refused", "mknod": "device nodes refused",
          "link": "hard links refused"}
 
 
-def tried(detail):
-    """The words of the command a failing case tried, and whether it ran
-    as another user."""
-    m = TRIED.search(detail)
-    words = detail[m.start() + 7:].split("'")[0].split() if m else []
-    other_user = False
+# Operations that make a name, and which of their words is that name.
+MAKES = {"create": 1, "open": 1, "mkdir": 1, "symlink": 2, "mkfifo": 1,
+         "mknod": 1, "bind": 1, "link": 2, "rename": 2}
+
+
+def words_of(args):
+    """A call's words without the options that switch users, and
+    whether it ran as another user."""
+    words, other_user = args.split(), False
     while words and words[0] in ("-u", "-g", "-U", "-G"):
         other_user = True
         words = words[2:]
@@ -94,28 +116,84 @@ def tried(detail):
     return words, other_user
 
 
-def reason_of(detail, refused):
-    """A failure's reason, from what the suite tried (a triage aid: the
-    operation that failed, not a diagnosis). refused: {path: reason} of
-    the names whose creation this file's script was refused (a FIFO, a
-    socket, a device node, a hard link): a later step that finds such a
-    name missing (ENOENT) follows from that refusal."""
-    words, other_user = tried(detail)
-    op = words[0] if words else "?"
-    if op in KINDS:
-        if len(words) > 1:
-            refused[words[1 if op != "link" else 2]] = KINDS[op]
-        return KINDS[op]
-    if op == "?":
-        return "the case did not run (its script stopped)" \
-            if "did not run" in detail else "a check of the suite failed"
-    if "got ENOENT" in detail:
-        for w in words[1:]:
-            if w in refused:
-                return f"{refused[w]} (a later step on the name)"
-    if other_user:
-        return f"{op} as another user: differs from POSIX"
-    return f"{op}: differs from POSIX"
+def names_in(words):
+    """Every path a call's words name, and each path's parents."""
+    out = set()
+    for w in words[1:]:
+        parts = w.split("/")
+        out.update("/".join(parts[:i + 1]) for i in range(len(parts)))
+    return out
+
+
+class Triage:
+    """Gives each failing case of one test file a reason from the calls
+    the suite made (a triage aid: the operation that failed, not a
+    diagnosis). A name whose creation the mount refused (a FIFO, a socket,
+    a device node, a hard link), and a symlink that points to one, is in
+    another state afterwards than the suite expects (missing, or made by a
+    later step that expected to find it): a failing case whose steps name
+    it follows from that refusal. A case that passes makes its names
+    ordinary again."""
+
+    def __init__(self):
+        self.refused = {}  # path: reason
+        self.calls = []  # (words, other_user, answer) since the last case
+
+    def call(self, args, answer):
+        words, other_user = words_of(args)
+        self.calls.append((words, other_user, answer))
+        op = words[0] if words else ""
+        if op in KINDS and answer == "EPERM" and len(words) > MAKES[op]:
+            self.refused[words[MAKES[op]]] = KINDS[op]
+            if op == "link":  # the file's link count differs too
+                self.refused[words[1]] = KINDS[op]
+        if op == "symlink" and answer == "0" and len(words) > 2:
+            # The target, as the link's directory resolves it.
+            target = os.path.join(os.path.dirname(words[2]), words[1])
+            gone = names_in(["", os.path.normpath(target)]) & \
+                self.refused.keys()
+            if gone:
+                self.refused[words[2]] = self.refused[gone.pop()]
+
+    def made(self, calls):
+        """Names the calls of a passing case made are ordinary again."""
+        for words, _, answer in calls:
+            op = words[0] if words else ""
+            made = answer == "0" or op == "open" and answer.isdigit()
+            if op in MAKES and len(words) > MAKES[op] and made and \
+                    op != "symlink":
+                self.refused.pop(words[MAKES[op]], None)
+
+    def case(self, ok, detail):
+        """The reason of a case that failed (None for one that passed)."""
+        calls, self.calls = self.calls, []
+        if ok:
+            self.made(calls)
+            return None
+        if "did not run" in detail:
+            return "the case did not run (its script stopped)"
+        for words, _, answer in calls:
+            if words and words[0] in KINDS:
+                return KINDS[words[0]]
+        for words, _, _ in calls:
+            gone = names_in(words) & self.refused.keys()
+            if gone:
+                why = self.refused[gone.pop()]
+                # What these steps did to other names (a rename from a
+                # missing name leaves its target as it was) is not what
+                # the suite expects either.
+                for w, _, _ in calls:
+                    for i in (1, 2) if w and w[0] in MAKES else (1,):
+                        if len(w) > i:
+                            self.refused.setdefault(w[i], why)
+                return f"{why} (a later step on the name)"
+        self.made(calls)
+        if not calls or "tried" not in detail:
+            return "a check of the suite failed"
+        words, other_user, _ = calls[-1]
+        op = words[0] if words else "?"
+        return f"{op} as another user: differs from POSIX" if other_user \
+            else f"{op}: differs from POSIX"
 
 
 def write_expected(path, failures, dirs):
@@ -148,12 +226,22 @@ def write_expected(path, failures, dirs):
             f.write(f"{name} {cases} {reason}\n")
 
 
-def run_file(suite, test, cwd):
-    """{case: (ok, detail)} and the plan's count of one .t file."""
-    p = subprocess.run(["/bin/sh", test], cwd=cwd, capture_output=True,
-                       text=True, timeout=600 * mctest.SCALE)
-    cases, plan = {}, 0
-    for line in p.stdout.splitlines():
+def run_file(test, cwd, trace):
+    """{case: (ok, reason)} and the plan's count of one .t file; reason
+    is None for a case that passed."""
+    open(trace, "w").close()
+    with open(trace, "a") as out:  # O_APPEND, as the wrapper's writes
+        subprocess.run(["/bin/sh", test], cwd=cwd, stdout=out,
+                       stderr=subprocess.DEVNULL, text=True,
+                       env=dict(os.environ, PJD_TRACE=trace),
+                       timeout=600 * mctest.SCALE)
+    cases, plan, triage = {}, 0, Triage()
+    for line in open(trace, errors="replace"):
+        line = line.rstrip("\n")
+        if line.startswith("CALL "):
+            args, _, answer = line[5:].rpartition(" => ")
+            triage.call(args, answer)
+            continue
         if line.startswith("1.."):
             plan = int(line[3:])
             continue
@@ -161,14 +249,16 @@ def run_file(suite, test, cwd):
         if m:
             # A TODO case is the suite's own expected failure (TAP: it
             # does not fail the run), e.g. what Linux does on purpose.
-            todo = "# TODO" in m.group(3)
-            cases[int(m.group(2))] = (not m.group(1) or todo, m.group(3))
+            ok = not m.group(1) or "# TODO" in m.group(3)
+            cases[int(m.group(2))] = (ok, m.group(3),
+                                      triage.case(ok, m.group(3)))
     for c in range(1, plan + 1):  # a script that died: the rest failed
-        cases.setdefault(c, (False, " - did not run"))
+        cases.setdefault(c, (False, " - did not run",
+                             "the case did not run (its script stopped)"))
     return cases, plan
 
 
-def test_pjdfstest(mounts, tmp_path):
+def test_pjdfstest(master, mounts, tmp_path):
     src = suite_source()
     if not src:
         pytest.skip("pjdfstest source not found (../shared/third_party/"
@@ -179,6 +269,11 @@ def test_pjdfstest(mounts, tmp_path):
         assert shutil.which(tool), f"{tool} missing (scripts/setup.sh)"
     suite = build_suite(src, str(tmp_path / "pjdfstest"))
     dirs = os.environ.get("MC_PJDFSTEST_DIRS", ",".join(DIRS)).split(",")
+    # Its paths of PATH_MAX bytes sit under a work directory: keys longer
+    # than the master's default limit (4096, the longest path a process
+    # can name from kv/).
+    master.stop()
+    master.start("--max_key_length", "8192")
     m = mounts(seg="256MiB", opts="allow_other")
     write = os.environ.get("MC_PJDFSTEST_WRITE", "")
     expected = parse_expected(EXPECTED) if os.path.exists(EXPECTED) else {}
@@ -191,14 +286,12 @@ def test_pjdfstest(mounts, tmp_path):
             name = f"{d}/{t}"
             work = m.kv / "pjd" / d / t
             work.mkdir(parents=True)
-            cases, _ = run_file(suite, os.path.join(suite, "tests", d, t),
-                                str(work))
-            refused = {}
-            for c, (ok, detail) in sorted(cases.items()):
+            cases, _ = run_file(os.path.join(suite, "tests", d, t),
+                                str(work), str(tmp_path / "trace"))
+            for c, (ok, detail, why) in sorted(cases.items()):
                 counts[d][0] += ok
                 counts[d][1] += 1
                 if not ok:
-                    why = reason_of(detail, refused)
                     failures[(name, c)] = why if write == "fresh" else \
                         expected.get((name, c)) or why
                     if (name, c) not in expected:

@@ -93,6 +93,32 @@ def test_stored_modes_and_owners_hold(shared):
     assert p.returncode == 0 and p.stdout == "mine\n", p.stderr
 
 
+def test_a_write_by_another_user_ends_set_id_bits(shared):
+    """As on Linux: a write by a process without CAP_FSETID clears the
+    set-user-ID bit and the set-group-ID bit (where group execution is
+    on), stored, so a second mount shows it too; a write by root does
+    not."""
+    m = shared(opts="allow_other")
+    kv = m.kv
+    for bits, left in ((0o4777, 0o777), (0o2777, 0o777), (0o6777, 0o777),
+                       (0o2767, 0o2767)):
+        f = kv / f"f{bits:o}"
+        f.write_bytes(b"")
+        os.chmod(f, bits)
+        p = as_other(f"echo x >> {f}")
+        assert p.returncode == 0, p.stderr
+        assert stat.S_IMODE(os.stat(f).st_mode) == left, oct(bits)
+        assert f.read_bytes() == b"x\n"
+    f = kv / "rootwrites"
+    f.write_bytes(b"")
+    os.chmod(f, 0o4755)
+    with open(f, "ab") as out:
+        out.write(b"y")
+    assert stat.S_IMODE(os.stat(f).st_mode) == 0o4755
+    m2 = shared(opts="allow_other")
+    assert stat.S_IMODE(os.stat(m2.kv / "f4777").st_mode) == 0o777
+
+
 def test_umask_hides_api_objects_from_other_users(shared, procs, tmp_path,
                                                   master):
     m = shared(opts="allow_other,umask=077")
