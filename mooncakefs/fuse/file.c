@@ -342,6 +342,14 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 	bool direct = fh->writer != NULL;
 	int rc;
 
+	if (fh->node && atomic_load(&fh->node->unlinked)) {
+		/* Unlinked or replaced meanwhile: nothing to publish. */
+		if (fh->writer)
+			(void)mooncake_store_writer_close(fh->writer, false);
+		fh->writer = NULL;
+		fh->dirty = false;
+		return 0;
+	}
 	if (fh->error)
 		return fh->error;
 	if (!fh->dirty)

@@ -417,6 +417,57 @@ void mcfs_node_pre_sweep(struct mcfs *fs)
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
+/* The list of nodes open for writing; caller holds itab_lock. */
+static void writing_add(struct mcfs *fs, struct mcfs_node *n)
+{
+	n->wr_next = fs->writing;
+	if (n->wr_next)
+		n->wr_next->wr_prev = &n->wr_next;
+	n->wr_prev = &fs->writing;
+	fs->writing = n;
+}
+
+static void writing_del(struct mcfs_node *n)
+{
+	if (!n->wr_prev)
+		return;
+	*n->wr_prev = n->wr_next;
+	if (n->wr_next)
+		n->wr_next->wr_prev = n->wr_prev;
+	n->wr_next = NULL;
+	n->wr_prev = NULL;
+}
+
+struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
+				     const char *name)
+{
+	struct mcfs_node *n;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (n = fs->writing; n; n = n->wr_next)
+		if (n->parent == dir && n->created && !n->version &&
+		    !atomic_load(&n->unlinked) && !strcmp(n->name, name)) {
+			n->nlookup++;
+			break;
+		}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return n;
+}
+
+bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
+			const char *name)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (struct mcfs_node *n = fs->writing; n; n = n->wr_next)
+		if (n->parent == dir && !strcmp(n->name, name) &&
+		    !atomic_exchange(&n->unlinked, true))
+			any = true;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return any;
+}
+
 void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n)
 {
 	pthread_mutex_lock(&fs->itab_lock);
@@ -439,7 +490,8 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 		rc = -ESTALE;
 	} else if (write) {
 		unlink_name(fs, n);
-		n->n_writers++;
+		if (!n->n_writers++)
+			writing_add(fs, n);
 		/* Its first write ends an explicit mtime (utimensat). */
 		atomic_store(&n->mtime_pending,
 			     (n->attr.flags & MOONCAKE_ATTR_MTIME_SET) != 0);
@@ -457,7 +509,8 @@ void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
 	pthread_mutex_lock(&fs->itab_lock);
 	n = find_ino(fs, ino);
 	if (n && write && n->n_writers) {
-		n->n_writers--;
+		if (!--n->n_writers)
+			writing_del(n);
 		/* A created node bound to its published version: its size
 		 * is that version's again. */
 		if (!n->n_writers && n->hashed)
@@ -512,6 +565,7 @@ void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
 	if (n) {
 		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
 		if (!n->nlookup && n->kind == MCFS_KV_FILE) {
+			writing_del(n); /* none: the kernel released it */
 			unlink_node(fs, n);
 			pre_drop(fs, n);
 			free(n->name);
@@ -596,7 +650,7 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	switch (n->kind) {
 	case MCFS_KV_FILE:
 		st->st_mode = S_IFREG | ((fs->o.file_mode & ~wr) & ~um);
-		st->st_nlink = 1;
+		st->st_nlink = atomic_load(&n->unlinked) ? 0 : 1;
 		size = atomic_load(&n->written_size);
 		st->st_size = (off_t)(size != MCFS_NO_SIZE ? size : n->size);
 		st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);

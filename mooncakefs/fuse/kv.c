@@ -210,6 +210,8 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		free(prefix);
 		mooncake_store_object_close(held);
 	} else if (rc == MC_STORE_OBJECT_NOT_FOUND) {
+		/* Or a file this mount is creating (published at close). */
+		*out = mcfs_node_creating(fs, dir, name);
 		rc = 0;
 	} else {
 		rc = mcfs_errno(rc);
@@ -557,6 +559,10 @@ int mcfs_kv_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name)
 	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, key, &isdir) &&
 	    isdir)
 		rc = 1;
+	/* Not found: maybe a file being created, never published yet. */
+	if ((rc == 0 || rc == MC_STORE_OBJECT_NOT_FOUND) &&
+	    mcfs_node_unlinked(fs, dir, name))
+		rc = 0;
 	free(key);
 	return rc == 1 ? -EISDIR : mcfs_errno(rc);
 }
@@ -631,8 +637,10 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 				flags);
 		goto out;
 	}
-	if (!rc)
+	if (!rc && strcmp(from, to)) {
+		(void)mcfs_node_unlinked(fs, newdir, newname); /* replaced */
 		mcfs_node_renamed(fs, dir, name, newdir, newname, to);
+	}
 	rc = mcfs_errno(rc);
 out:
 	free(from);

@@ -113,6 +113,14 @@ struct mcfs_node {
 	pid_t owner;
 	uint64_t owner_until_ms;
 	struct mcfs_node *ino_next, *name_next; /* hash chains */
+	/* Open for writing (n_writers > 0): in fs->writing, so an unlink or
+	 * a rename over its name finds it (retired nodes have no name
+	 * chain). */
+	struct mcfs_node *wr_next, **wr_prev;
+	/* Its name was unlinked or replaced while it was open for writing:
+	 * what its writers wrote is discarded (POSIX), and stat shows no
+	 * link. */
+	atomic_bool unlinked;
 };
 
 /* A directory listing in progress (dirent.c). */
@@ -190,6 +198,7 @@ struct mcfs {
 		bool write;
 	} stale[32];
 	uint64_t pre_inos[64]; /* nodes holding a pre hold (0: free slot) */
+	struct mcfs_node *writing; /* nodes open for writing (wr_next) */
 	/* staging */
 	struct mcfs_stage_pool stage_pool;
 	_Atomic uint64_t tmp_seq;
@@ -251,6 +260,16 @@ mooncake_fs_attr_t mcfs_node_attr(struct mcfs *fs, const struct mcfs_node *n);
 void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 			const mooncake_fs_attr_t *a);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
+/** A file of (dir, name) created by this mount and not yet published
+ *  (the master does not know it yet), counted as looked up; NULL if
+ *  none. */
+struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
+				     const char *name);
+/** (dir, name) was unlinked or replaced through this mount: its nodes
+ *  open for writing publish nothing more (mcfs_node.unlinked). Were
+ *  there any? */
+bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
+			const char *name);
 /** A created node whose writer published version: lookups of its name
  *  find it again, as that version (see mcfs_node.created). False when it
  *  could not be (the kernel's entry of the name is then stale). */

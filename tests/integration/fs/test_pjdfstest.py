@@ -162,7 +162,11 @@ class Triage:
             made = answer == "0" or op == "open" and answer.isdigit()
             if op in MAKES and len(words) > MAKES[op] and made and \
                     op != "symlink":
-                self.refused.pop(words[MAKES[op]], None)
+                name = words[MAKES[op]]
+                if op == "rename" and words[1] in self.refused:
+                    self.refused[name] = self.refused[words[1]]  # moved
+                else:
+                    self.refused.pop(name, None)
 
     def case(self, ok, detail):
         """The reason of a case that failed (None for one that passed)."""
@@ -176,7 +180,11 @@ class Triage:
             if words and words[0] in KINDS:
                 return KINDS[words[0]]
         for words, _, _ in calls:
-            gone = names_in(words) & self.refused.keys()
+            # The name, a directory above it, or a directory that should
+            # have held it (empty instead, as rmdir and rename find).
+            gone = names_in(words) & self.refused.keys() or \
+                {r for r in self.refused for w in words[1:]
+                 if r.startswith(w.rstrip("/") + "/")}
             if gone:
                 why = self.refused[gone.pop()]
                 # What these steps did to other names (a rename from a

@@ -299,3 +299,35 @@ def test_a_failed_write_publishes_nothing(mounts):
         os.close(fd)
     assert e.value.errno == errno.ENOSPC
     assert path.read_bytes() == old
+
+
+def test_a_file_unlinked_or_replaced_while_written_stays_gone(mnt):
+    """POSIX: writes through a descriptor of a file whose name was
+    unlinked (or renamed over) go to that file alone; its close must not
+    bring the name back or overwrite what replaced it. The unlinked file
+    has no link (fstat), and its descriptor still reads its own bytes."""
+    kv = mnt.kv
+    # A new file, unlinked before its first close (a temporary file).
+    fd = os.open(kv / "tmp", os.O_CREAT | os.O_RDWR, 0o600)
+    os.write(fd, b"scratch")
+    assert os.stat(kv / "tmp").st_size == 7  # by name before its close
+    os.unlink(kv / "tmp")
+    assert os.fstat(fd).st_nlink == 0
+    os.write(fd, b" more")
+    assert os.pread(fd, 12, 0) == b"scratch more"
+    os.close(fd)
+    # An existing file, rewritten in place, unlinked while open.
+    (kv / "old").write_bytes(b"v1")
+    fd = os.open(kv / "old", os.O_RDWR)
+    os.pwrite(fd, b"v2", 0)
+    os.unlink(kv / "old")
+    os.close(fd)
+    # A file open for writing whose name another file is renamed over.
+    (kv / "dst").write_bytes(b"first")
+    with open(kv / "dst", "r+b") as w:
+        w.write(b"WRITER")
+        (kv / "src").write_bytes(b"renamed")
+        os.rename(kv / "src", kv / "dst")
+    assert sorted(os.listdir(kv)) == ["dst"]
+    assert (kv / "dst").read_bytes() == b"renamed"
+    assert mnt.log().count("could not be published") == 0
