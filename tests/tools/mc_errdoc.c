@@ -56,8 +56,12 @@ int main(void)
 	puts("| `ENOTDIR`, `EISDIR` | mv of a directory onto a file, of a file "
 	     "onto a directory |");
 	puts("| `EXDEV` | mv between `kv/` and another top directory |");
-	puts("| `ENAMETOOLONG` | a symbolic link's target over 4095 bytes, "
-	     "a key over the master's `max_key_length` |");
+	puts("| `ENAMETOOLONG` | a name over 255 bytes; a name whose key "
+	     "would be longer than the master's `max_key_length` (refused "
+	     "before anything is made); a symbolic link's target over 4095 "
+	     "bytes |");
+	puts("| `EFBIG` | a truncate or a write past the whole pool's capacity "
+	     "(the file is left as it was) |");
 	puts("| `ENODEV` | a writable shared mmap of a file open for writing |");
 	puts("| `EIO` | the master unreachable past `rpc_timeout`, a failed "
 	     "transfer, anything the table does not name |");
