@@ -695,6 +695,52 @@ int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen)
 	return rc;
 }
 
+int mst_db_subdirs(struct mst_db *db, const char *prefix, size_t plen,
+		   uint32_t *n)
+{
+	sqlite3_stmt *st = db->dir_seek;
+	size_t cap = plen + 64, clen = plen + 1;
+	char *cur = malloc(cap);
+	const char *k;
+	size_t kl;
+	int rc = 0;
+
+	*n = 0;
+	if (!cur)
+		return MC_STORE_INTERNAL_ERROR;
+	memcpy(cur, prefix, plen);
+	cur[plen] = 0; /* past prefix's own record */
+	for (;;) {
+		k = seek_row(db, st, cur, clen, &kl, &rc);
+		if (rc || !k || !has_prefix(k, kl, prefix, plen))
+			break;
+		/* k is prefix + "a/..." : count "a/" once, go past "a/". */
+		const char *slash = memchr(k + plen, '/', kl - plen);
+		size_t cl = slash ? (size_t)(slash - k) + 1 : kl;
+		if (cl > cap) {
+			char *nc = realloc(cur, cl + 64);
+			if (!nc) {
+				rc = MC_STORE_INTERNAL_ERROR;
+				break;
+			}
+			cur = nc;
+			cap = cl + 64;
+		}
+		memcpy(cur, k, cl);
+		if (slash) {
+			(*n)++;
+			cur[cl - 1] = '/' + 1; /* after every path under it */
+		} else {
+			cur[cl] = 0; /* a record without '/': just after it */
+		}
+		clen = slash ? cl : cl + 1;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	free(cur);
+	return rc;
+}
+
 int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 		      size_t plen,
 		      int (*fn)(void *arg, const char *name, size_t len,

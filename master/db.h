@@ -108,6 +108,10 @@ int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
 /** 1 when a complete key or a directory record other than prefix's own
  *  lies under prefix, 0 when none, or a code. */
 int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen);
+/** *n: the directory records one level below prefix (not deeper); 0 or
+ *  a code. One seek per such record: their subtrees are skipped. */
+int mst_db_subdirs(struct mst_db *db, const char *prefix, size_t plen,
+		   uint32_t *n);
 /** fn for every complete key (dirs: every directory record) under
  *  prefix, in order; name valid during the call only; fn must not use
  *  the database (collect, then change). Stops at fn's first

@@ -30,6 +30,11 @@ int mst_dir_has_entries(struct master *m, const char *path, size_t len)
 	return mst_db_has_under(m->db, path, len);
 }
 
+int mst_dir_subdirs(struct master *m, const char *path, size_t len, uint32_t *n)
+{
+	return mst_db_subdirs(m->db, path, len, n);
+}
+
 /* Run one change in its own transaction. */
 static int in_txn(struct master *m, int rc)
 {

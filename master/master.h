@@ -340,6 +340,10 @@ int mst_dir_record(struct master *m, const char *path, size_t len,
 		   mst_attr_t *a);
 /** 1 when any key or record other than path's own lies under path. */
 int mst_dir_has_entries(struct master *m, const char *path, size_t len);
+/** The directory records one level below path (a directory's link count
+ *  is 2 + this); 0 or a code. */
+int mst_dir_subdirs(struct master *m, const char *path, size_t len,
+		    uint32_t *n);
 int mst_mkdir(struct master *m, const char *path, size_t len,
 	      const mst_attr_t *a);
 int mst_rmdir(struct master *m, const char *path, size_t len);

@@ -678,6 +678,8 @@ static int stat_dir(struct call *c, Mcrpc__StatResponse *r, const char *key)
 		if (rc == 0)
 			rc = MC_STORE_OBJECT_NOT_FOUND;
 	}
+	if (rc == 1 && mst_dir_subdirs(c->m, path, kl + 1, &r->subdirs))
+		r->subdirs = 0; /* the count is a hint: the stat stands */
 	r->code = rc < 0 ? rc : 0;
 	r->is_dir = rc == 1;
 	return 0;

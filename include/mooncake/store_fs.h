@@ -71,6 +71,7 @@ typedef struct mooncake_obj_stat {
 	uint64_t version; /* see mooncake_store_object_version() */
 	mooncake_fs_attr_t attr; /* mode 0: none stored */
 	bool is_dir; /* mooncake_store_stat_dir() found a directory */
+	uint32_t subdirs; /* a directory: its records one level below */
 } mooncake_obj_stat_t;
 
 /** -704 when absent. */

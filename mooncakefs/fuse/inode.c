@@ -674,7 +674,9 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 		break;
 	default:
 		st->st_mode = S_IFDIR | ((fs->o.dir_mode & ~wr) & ~um);
-		st->st_nlink = 2;
+		/* "." and its entry, and each subdirectory's ".." (those with
+		 * records: implicit ones are not counted) */
+		st->st_nlink = 2 + atomic_load(&n->subdirs);
 		break;
 	}
 	st->st_mtim.tv_sec = (time_t)(fs->start_ms / 1000);

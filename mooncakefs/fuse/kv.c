@@ -207,6 +207,8 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 						prefix, 0, 0, 0, &st.attr) :
 				NULL;
 		rc = *out ? 0 : -ENOMEM;
+		if (*out)
+			atomic_store(&(*out)->subdirs, st.subdirs);
 		free(prefix);
 		mooncake_store_object_close(held);
 	} else if (rc == MC_STORE_OBJECT_NOT_FOUND) {
@@ -930,8 +932,10 @@ void mcfs_kv_refresh(struct mcfs *fs, struct mcfs_node *n)
 		key[kl - 1] = 0; /* the directory's name, not its prefix */
 	if (!mooncake_store_stat_dir(fs->store, key, &st) &&
 	    st.is_dir == (n->kind == MCFS_KV_DIR) &&
-	    (st.is_dir || st.version == n->version))
+	    (st.is_dir || st.version == n->version)) {
 		mcfs_node_set_attr(fs, n, &st.attr);
+		atomic_store(&n->subdirs, st.subdirs);
+	}
 	free(key);
 }
 

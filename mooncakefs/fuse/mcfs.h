@@ -86,6 +86,7 @@ struct mcfs_node {
 	 * under itab_lock. A file being written keeps here what its next
 	 * version will be published with (chmod, utimensat meanwhile). */
 	mooncake_fs_attr_t attr;
+	_Atomic uint32_t subdirs; /* dir: records one level below (nlink) */
 	uint64_t nlookup;
 	/* Open handles of this inode (under itab_lock). A file inode open
 	 * for writing is retired: lookups no longer find it, and readers

@@ -52,6 +52,7 @@ static int stat_any(mooncake_store_t s, const char *key, bool dir,
 		.version = r->version,
 		.attr = mc_rpc_attr_of(r->attr),
 		.is_dir = r->is_dir,
+		.subdirs = r->subdirs,
 	};
 	mcs_master_free(r);
 	return 0;

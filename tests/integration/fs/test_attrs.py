@@ -183,6 +183,27 @@ def test_directories_are_durable_records(procs, tmp_path, master, mounts):
     assert sorted(os.listdir(m2.kv)) == ["deep"]
 
 
+def test_directory_link_counts(procs, tmp_path, master, mounts):
+    """A directory's st_nlink is 2 + its subdirectories (those made with
+    mkdir: directory records), kept by mkdir, rmdir and mv on this and
+    another mount."""
+    m, m2 = mounts(), mounts(name="mnt2")
+    d = m.kv / "p"
+    d.mkdir()
+    for sub in ("a", "b", "c"):
+        (d / sub).mkdir()
+    (d / "a" / "deeper").mkdir()
+    (d / "f").write_bytes(b"x")
+    assert os.stat(d).st_nlink == 5
+    assert os.stat(d / "a").st_nlink == 3
+    os.rmdir(d / "c")
+    assert os.stat(d).st_nlink == 4
+    os.rename(d / "b", m.kv / "b")
+    assert os.stat(d).st_nlink == 3
+    wait_for(lambda: os.stat(m2.kv / "p").st_nlink == 3,
+             what="the other mount's count")
+
+
 def test_mv_of_a_directory_is_one_step(procs, tmp_path, master, mounts):
     m = mounts()
     a = m.kv / "a"
