@@ -49,13 +49,20 @@ mount = frame(3, f_bytes(1, CID) + f_bytes(2, seg), 1)
 remount = frame(4, f_bytes(1, CID) + f_bytes(2, seg), 2)
 
 
-def keys(*ks, force=False, hold=False):
+def keys(*ks, force=False, hold=False, dir=False):
     b = f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
     if force:
         b += f_varint(3, 1)
     if hold:
         b += f_varint(4, 1)
+    if dir:
+        b += f_varint(5, 1)
     return b
+
+
+# Attr: a directory's mode, owner and the three times.
+ATTR = (f_varint(1, 0o40755) + f_varint(2, 1000) + f_varint(3, 1000)
+        + f_varint(4, 2) + f_varint(5, 1) + f_varint(6, 2) + f_varint(7, 3))
 
 
 def put_start(method, ks, sizes, rid, replicas=1):
@@ -90,6 +97,23 @@ seeds = {
     "revoke_unmount": mount + remount + put_start(10, ["r"], [64], 3)
     + frame(12, keys("r"), 4) + frame(6, b"", 5)
     + frame(5, f_bytes(1, CID) + f_bytes(2, SID), 6),
+    # The mount's namespace: attributes, directory records, a directory's
+    # rename, a directory stat with its link count.
+    "dirs_attrs": mount
+    + frame(47, f_bytes(1, "p/") + f_bytes(2, ATTR), 2)
+    + frame(47, f_bytes(1, "p/q/") + f_bytes(2, ATTR), 3)
+    + frame(10, f_bytes(1, CID) + f_bytes(2, "p/f") + f_packed(3, [5])
+            + f_bytes(4, f_varint(1, 1)) + f_bytes(5, ATTR), 4)
+    + frame(11, keys("p/f"), 5)
+    + frame(46, f_bytes(1, "p/f") + f_varint(2, 7) + f_bytes(3, ATTR), 6)
+    + frame(46, f_bytes(1, "p/") + f_varint(2, 0x3f) + f_bytes(3, ATTR)
+            + f_varint(4, 1), 7)
+    + frame(22, keys("p", dir=True), 8)
+    + frame(41, f_bytes(1, "p/") + f_bytes(2, "/") + f_varint(5, 1), 9)
+    + frame(44, f_bytes(1, "p/") + f_bytes(2, "r/") + f_varint(4, 1), 10)
+    + frame(48, keys("r/q/", dir=True), 11)
+    + frame(48, keys("r/", dir=True), 12)
+    + frame(1, b"", 13),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
 }
