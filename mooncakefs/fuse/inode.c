@@ -417,25 +417,25 @@ void mcfs_node_pre_sweep(struct mcfs *fs)
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
-/* The list of nodes open for writing; caller holds itab_lock. */
-static void writing_add(struct mcfs *fs, struct mcfs_node *n)
+/* The list of nodes with open handles; caller holds itab_lock. */
+static void open_add(struct mcfs *fs, struct mcfs_node *n)
 {
-	n->wr_next = fs->writing;
-	if (n->wr_next)
-		n->wr_next->wr_prev = &n->wr_next;
-	n->wr_prev = &fs->writing;
-	fs->writing = n;
+	n->op_next = fs->open_nodes;
+	if (n->op_next)
+		n->op_next->op_prev = &n->op_next;
+	n->op_prev = &fs->open_nodes;
+	fs->open_nodes = n;
 }
 
-static void writing_del(struct mcfs_node *n)
+static void open_del(struct mcfs_node *n)
 {
-	if (!n->wr_prev)
+	if (!n->op_prev)
 		return;
-	*n->wr_prev = n->wr_next;
-	if (n->wr_next)
-		n->wr_next->wr_prev = n->wr_prev;
-	n->wr_next = NULL;
-	n->wr_prev = NULL;
+	*n->op_prev = n->op_next;
+	if (n->op_next)
+		n->op_next->op_prev = n->op_prev;
+	n->op_next = NULL;
+	n->op_prev = NULL;
 }
 
 struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
@@ -444,9 +444,10 @@ struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 	struct mcfs_node *n;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	for (n = fs->writing; n; n = n->wr_next)
-		if (n->parent == dir && n->created && !n->version &&
-		    !atomic_load(&n->unlinked) && !strcmp(n->name, name)) {
+	for (n = fs->open_nodes; n; n = n->op_next)
+		if (n->parent == dir && n->n_writers && n->created &&
+		    !n->version && !atomic_load(&n->unlinked) &&
+		    !strcmp(n->name, name)) {
 			n->nlookup++;
 			break;
 		}
@@ -460,7 +461,7 @@ bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 	bool any = false;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	for (struct mcfs_node *n = fs->writing; n; n = n->wr_next)
+	for (struct mcfs_node *n = fs->open_nodes; n; n = n->op_next)
 		if (n->parent == dir && !strcmp(n->name, name) &&
 		    !atomic_exchange(&n->unlinked, true))
 			any = true;
@@ -491,12 +492,13 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 	} else if (write) {
 		unlink_name(fs, n);
 		if (!n->n_writers++)
-			writing_add(fs, n);
+			open_add(fs, n);
 		/* Its first write ends an explicit mtime (utimensat). */
 		atomic_store(&n->mtime_pending,
 			     (n->attr.flags & MOONCAKE_ATTR_MTIME_SET) != 0);
 	} else {
-		n->n_readers++;
+		if (!n->n_readers++)
+			open_add(fs, n);
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
 	return rc;
@@ -510,13 +512,14 @@ void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
 	n = find_ino(fs, ino);
 	if (n && write && n->n_writers) {
 		if (!--n->n_writers)
-			writing_del(n);
+			open_del(n);
 		/* A created node bound to its published version: its size
 		 * is that version's again. */
 		if (!n->n_writers && n->hashed)
 			atomic_store(&n->written_size, MCFS_NO_SIZE);
 	} else if (n && !write && n->n_readers) {
-		n->n_readers--;
+		if (!--n->n_readers)
+			open_del(n);
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
 }
@@ -565,7 +568,7 @@ void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
 	if (n) {
 		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
 		if (!n->nlookup && n->kind == MCFS_KV_FILE) {
-			writing_del(n); /* none: the kernel released it */
+			open_del(n); /* none: the kernel released it */
 			unlink_node(fs, n);
 			pre_drop(fs, n);
 			free(n->name);

@@ -114,13 +114,12 @@ struct mcfs_node {
 	pid_t owner;
 	uint64_t owner_until_ms;
 	struct mcfs_node *ino_next, *name_next; /* hash chains */
-	/* Open for writing (n_writers > 0): in fs->writing, so an unlink or
-	 * a rename over its name finds it (retired nodes have no name
-	 * chain). */
-	struct mcfs_node *wr_next, **wr_prev;
-	/* Its name was unlinked or replaced while it was open for writing:
-	 * what its writers wrote is discarded (POSIX), and stat shows no
-	 * link. */
+	/* Open (n_readers or n_writers > 0): in fs->open_nodes, so an unlink
+	 * or a rename over its name finds it (a writer's retired node has no
+	 * name chain, a reader's is found by version). */
+	struct mcfs_node *op_next, **op_prev;
+	/* Its name was unlinked or replaced while it was open: stat shows no
+	 * link, and what its writers wrote is discarded (POSIX). */
 	atomic_bool unlinked;
 };
 
@@ -199,7 +198,7 @@ struct mcfs {
 		bool write;
 	} stale[32];
 	uint64_t pre_inos[64]; /* nodes holding a pre hold (0: free slot) */
-	struct mcfs_node *writing; /* nodes open for writing (wr_next) */
+	struct mcfs_node *open_nodes; /* nodes with open handles (op_next) */
 	/* staging */
 	struct mcfs_stage_pool stage_pool;
 	_Atomic uint64_t tmp_seq;

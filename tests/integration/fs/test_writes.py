@@ -330,4 +330,9 @@ def test_a_file_unlinked_or_replaced_while_written_stays_gone(mnt):
         os.rename(kv / "src", kv / "dst")
     assert sorted(os.listdir(kv)) == ["dst"]
     assert (kv / "dst").read_bytes() == b"renamed"
+    # A reader of an unlinked file keeps its bytes; the file has no link.
+    with open(kv / "dst", "rb") as r:
+        os.unlink(kv / "dst")
+        assert os.fstat(r.fileno()).st_nlink == 0
+        assert r.read() == b"renamed"
     assert mnt.log().count("could not be published") == 0
