@@ -18,13 +18,14 @@
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 struct mst_db {
 	sqlite3 *h;
 	int lock_fd;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
+	sqlite3_stmt *put_attr, *del_attr;
 	sqlite3_stmt *put_orphan, *del_orphan;
 	sqlite3_stmt *dir_get, *dir_put, *dir_del, *dir_seek, *dir_touch;
 };
@@ -33,6 +34,8 @@ struct mst_db {
  * after path: NULL mode means none stored. */
 #define ATTR_COLS "mode,uid,gid,aflags,atime,amtime,actime"
 #define N_ATTR_COLS 7
+/* The same columns of attrs joined as "a" to objects. */
+#define OBJ_ATTR_COLS "a.mode,a.uid,a.gid,a.aflags,a.atime,a.amtime,a.actime"
 
 static const char *const schema =
 	"CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER);"
@@ -41,9 +44,12 @@ static const char *const schema =
 	" WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY,"
 	" size INTEGER, flags INTEGER, soft_pin_until INTEGER,"
-	" mtime INTEGER, replicas BLOB, mode INTEGER, uid INTEGER,"
-	" gid INTEGER, aflags INTEGER, atime INTEGER, amtime INTEGER,"
-	" actime INTEGER) WITHOUT ROWID;"
+	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;"
+	/* The attributes of objects written through a mount, in a table of
+	 * their own: a put through the API writes the row it always did. */
+	"CREATE TABLE IF NOT EXISTS attrs(key BLOB PRIMARY KEY,"
+	" mode INTEGER, uid INTEGER, gid INTEGER, aflags INTEGER,"
+	" atime INTEGER, amtime INTEGER, actime INTEGER) WITHOUT ROWID;"
 	/* Directories made with mkdir (docs/design.md, "Directories"). */
 	"CREATE TABLE IF NOT EXISTS dirs(path BLOB PRIMARY KEY,"
 	" mode INTEGER, uid INTEGER, gid INTEGER, aflags INTEGER,"
@@ -53,15 +59,21 @@ static const char *const schema =
 	"CREATE TABLE IF NOT EXISTS orphans(id INTEGER PRIMARY KEY,"
 	" size INTEGER, replicas BLOB);";
 
-/* Schema 1 objects had no attribute columns: add them (NULL: none). */
-static const char *const upgrade_1_2 =
-	"ALTER TABLE objects ADD COLUMN mode INTEGER;"
-	"ALTER TABLE objects ADD COLUMN uid INTEGER;"
-	"ALTER TABLE objects ADD COLUMN gid INTEGER;"
-	"ALTER TABLE objects ADD COLUMN aflags INTEGER;"
-	"ALTER TABLE objects ADD COLUMN atime INTEGER;"
-	"ALTER TABLE objects ADD COLUMN amtime INTEGER;"
-	"ALTER TABLE objects ADD COLUMN actime INTEGER;";
+/* Schema 1 had no attributes (the schema's statements add the tables);
+ * schema 2 kept objects' attributes in columns of objects, which every
+ * put paid for: they move to attrs. */
+static const char *const upgrade_2_3 =
+	"BEGIN;"
+	"INSERT OR REPLACE INTO attrs SELECT key,mode,uid,gid,aflags,atime,"
+	" amtime,actime FROM objects WHERE mode IS NOT NULL;"
+	"ALTER TABLE objects DROP COLUMN mode;"
+	"ALTER TABLE objects DROP COLUMN uid;"
+	"ALTER TABLE objects DROP COLUMN gid;"
+	"ALTER TABLE objects DROP COLUMN aflags;"
+	"ALTER TABLE objects DROP COLUMN atime;"
+	"ALTER TABLE objects DROP COLUMN amtime;"
+	"ALTER TABLE objects DROP COLUMN actime;"
+	"COMMIT;";
 
 static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 {
@@ -144,13 +156,15 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		mst_db_close(db);
 		return MC_EDB;
 	}
-	if (ver == 1 &&
-	    sqlite3_exec(db->h, upgrade_1_2, NULL, NULL, NULL) != SQLITE_OK)
+	if (ver == 2 &&
+	    sqlite3_exec(db->h, upgrade_2_3, NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
-	if (ver == 1)
-		mc_log_info("master", "database %s upgraded to schema 2", path);
+	if (ver && ver < SCHEMA_VERSION)
+		mc_log_info("master",
+			    "database %s upgraded from schema %d to %d", path,
+			    ver, SCHEMA_VERSION);
 	if (sqlite3_exec(db->h,
-			 "INSERT OR REPLACE INTO meta VALUES('schema', 2)",
+			 "INSERT OR REPLACE INTO meta VALUES('schema', 3)",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
 	if (prep(db, "BEGIN", &db->begin) || prep(db, "COMMIT", &db->commit) ||
@@ -161,16 +175,21 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	    prep(db, "DELETE FROM segments WHERE id=?1", &db->del_seg) ||
 	    prep(db,
 		 "INSERT OR REPLACE INTO objects(key,size,flags,"
-		 "soft_pin_until,mtime,replicas," ATTR_COLS ") VALUES(?1,?2,"
-		 "?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+		 "soft_pin_until,mtime,replicas) VALUES(?1,?2,?3,?4,?5,?6)",
 		 &db->put_obj) ||
+	    prep(db,
+		 "INSERT OR REPLACE INTO attrs(key," ATTR_COLS
+		 ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+		 &db->put_attr) ||
 	    prep(db, "DELETE FROM objects WHERE key=?1", &db->del_obj) ||
+	    prep(db, "DELETE FROM attrs WHERE key=?1", &db->del_attr) ||
 	    prep(db, "INSERT OR REPLACE INTO orphans VALUES(?1,?2,?3)",
 		 &db->put_orphan) ||
 	    prep(db, "DELETE FROM orphans WHERE id=?1", &db->del_orphan) ||
 	    prep(db,
-		 "SELECT key,size,mtime," ATTR_COLS " FROM objects WHERE "
-		 "key>=?1 ORDER BY key",
+		 "SELECT o.key,o.size,o.mtime," OBJ_ATTR_COLS " FROM objects"
+		 " o LEFT JOIN attrs a ON a.key=o.key WHERE o.key>=?1 ORDER"
+		 " BY o.key",
 		 &db->seek) ||
 	    prep(db, "SELECT path," ATTR_COLS " FROM dirs WHERE path=?1",
 		 &db->dir_get) ||
@@ -206,6 +225,8 @@ void mst_db_close(struct mst_db *db)
 	sqlite3_finalize(db->put_seg);
 	sqlite3_finalize(db->del_seg);
 	sqlite3_finalize(db->put_obj);
+	sqlite3_finalize(db->put_attr);
+	sqlite3_finalize(db->del_attr);
 	sqlite3_finalize(db->del_obj);
 	sqlite3_finalize(db->put_orphan);
 	sqlite3_finalize(db->del_orphan);
@@ -338,6 +359,7 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	uint8_t blob[MST_MAX_REPLICAS * REPL_REC];
 	sqlite3_stmt *st = db->put_obj;
 	size_t n = encode_replicas(o, blob);
+	int rc;
 
 	sqlite3_bind_blob(st, 1, o->key, (int)o->key_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
@@ -345,8 +367,13 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->soft_pin_until);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->version);
 	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
-	bind_attr(st, 7, o->attr);
-	return step_done(db, st, "put object");
+	rc = step_done(db, st, "put object");
+	if (rc || !o->attr) /* the API's objects: nothing more to write */
+		return rc;
+	sqlite3_bind_blob(db->put_attr, 1, o->key, (int)o->key_len,
+			  SQLITE_STATIC);
+	bind_attr(db->put_attr, 2, o->attr);
+	return step_done(db, db->put_attr, "put attributes");
 }
 
 int mst_db_put_orphan(struct mst_db *db, const struct mst_object *o)
@@ -367,10 +394,16 @@ int mst_db_del_orphan(struct mst_db *db, uint64_t id)
 	return step_done(db, db->del_orphan, "delete orphan");
 }
 
-int mst_db_del_object(struct mst_db *db, const char *key, size_t len)
+int mst_db_del_object(struct mst_db *db, const char *key, size_t len, bool attr)
 {
+	int rc;
+
 	sqlite3_bind_blob(db->del_obj, 1, key, (int)len, SQLITE_STATIC);
-	return step_done(db, db->del_obj, "delete object");
+	rc = step_done(db, db->del_obj, "delete object");
+	if (rc || !attr)
+		return rc;
+	sqlite3_bind_blob(db->del_attr, 1, key, (int)len, SQLITE_STATIC);
+	return step_done(db, db->del_attr, "delete attributes");
 }
 
 int mst_db_load(struct mst_db *db,
@@ -406,8 +439,9 @@ int mst_db_load(struct mst_db *db,
 	if (rc)
 		return rc;
 	if (prep(db,
-		 "SELECT key,size,flags,soft_pin_until,mtime,replicas," ATTR_COLS
-		 " FROM objects",
+		 "SELECT o.key,o.size,o.flags,o.soft_pin_until,o.mtime,"
+		 "o.replicas," OBJ_ATTR_COLS " FROM objects o LEFT JOIN attrs a"
+		 " ON a.key=o.key",
 		 &st))
 		return db_fail(db, "load objects");
 	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {

@@ -39,8 +39,12 @@ void mst_db_rollback(struct mst_db *db);
 
 int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s);
 int mst_db_del_segment(struct mst_db *db, const uint8_t *id);
+/** The object's row, and its attributes' row in attrs when it has
+ *  attributes (objects put through the API write one row). */
 int mst_db_put_object(struct mst_db *db, const struct mst_object *o);
-int mst_db_del_object(struct mst_db *db, const char *key, size_t len);
+/** attr: the object had attributes (their row goes too). */
+int mst_db_del_object(struct mst_db *db, const char *key, size_t len,
+		      bool attr);
 /** The replicas of an object removed while it may still be read, under
  *  o->orphan_id; deleted once no reader can be left. */
 int mst_db_put_orphan(struct mst_db *db, const struct mst_object *o);

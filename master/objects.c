@@ -379,7 +379,7 @@ static bool keeps_memory(const struct master *m, const struct mst_object *o,
 
 int mst_unlink_prepare(struct master *m, struct mst_object *o)
 {
-	int rc = mst_db_del_object(m->db, o->key, o->key_len);
+	int rc = mst_db_del_object(m->db, o->key, o->key_len, o->attr);
 
 	if (rc || !o->n_repl || !keeps_memory(m, o, mst_now()))
 		return rc;
@@ -439,7 +439,7 @@ static struct mst_object *moved_copy(const struct mst_object *src,
 static int moved_prepare(struct master *m, const struct mst_object *src,
 			 const struct mst_object *n)
 {
-	int rc = mst_db_del_object(m->db, src->key, src->key_len);
+	int rc = mst_db_del_object(m->db, src->key, src->key_len, src->attr);
 
 	if (!rc)
 		rc = mst_db_put_object(m->db, n);
@@ -647,7 +647,8 @@ int mst_rename_dir(struct master *m, const char *from, size_t from_len,
 	if (!rc)
 		rc = mst_db_begin(m->db);
 	for (size_t i = 0; !rc && i < keys.n; i++) {
-		rc = mst_db_del_object(m->db, src[i]->key, src[i]->key_len);
+		rc = mst_db_del_object(m->db, src[i]->key, src[i]->key_len,
+				       src[i]->attr);
 		if (!rc)
 			rc = mst_db_put_object(m->db, moved[i]);
 	}

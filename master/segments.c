@@ -157,7 +157,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 		if (o->state == MST_COMPLETE) {
 			if (!rc)
 				rc = mst_db_del_object(m->db, o->key,
-						       o->key_len);
+						       o->key_len, o->attr);
 			mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_LOST, o->key,
 				      o->key_len, NULL, 0, 0);
 			mst_lru_del(m, o);

@@ -137,38 +137,69 @@ def test_records_survive_kill_and_schema_1_upgrades(procs, tmp_path):
         r = ms2.ok("statd keep/obj")
         assert "mode=100640" in r and "uid=21" in r and "gid=22" in r
         sh.ok("check keep/obj 64 3")
+        # Renamed, the attributes follow; removed, their row goes too.
+        ms2.ok("rename keep/obj keep/moved")
+        assert "uid=21" in ms2.ok("statd keep/moved")
+        ms2.ok("rm keep/moved force")
+        m.stop()
+        assert sqlite3.connect(m.db).execute(
+            "SELECT count(*) FROM attrs").fetchone()[0] == 0
     finally:
         cleanup_segments([x.port for x in mem])
 
-    # A schema 1 database (no attribute columns, no dirs table) opens,
-    # keeps its objects and takes attributes.
-    old = tmp_path / "old.db"
-    db = sqlite3.connect(old)
-    db.executescript(
+    # Older databases open, keep their objects and take attributes:
+    # schema 1 (no attributes, no dirs table) and schema 2 (attributes in
+    # columns of objects, moved to a table of their own by schema 3).
+    common = (
         "CREATE TABLE meta(k TEXT PRIMARY KEY, v INTEGER);"
-        "INSERT INTO meta VALUES('schema', 1);"
         "CREATE TABLE segments(id BLOB PRIMARY KEY, name TEXT,"
         " endpoint TEXT, protocol TEXT, host_id TEXT, size INTEGER)"
         " WITHOUT ROWID;"
-        "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER,"
-        " flags INTEGER, soft_pin_until INTEGER, mtime INTEGER,"
-        " replicas BLOB) WITHOUT ROWID;"
         "CREATE TABLE orphans(id INTEGER PRIMARY KEY, size INTEGER,"
-        " replicas BLOB);"
-        "INSERT INTO objects VALUES(x'656d707479', 0, 0, 0,"
-        " 1700000000000, x'');")
-    db.commit()
-    db.close()
-    m2 = Master(procs, tmp_path, db=old, name="old")
-    ms3 = MShell(procs, tmp_path, m2)
-    assert "size=0" in ms3.ok("stat empty")
-    assert "mode=100644" in ms3.ok(
-        f"setattr empty obj {SET_MODE} 644 0 0 0")
-    ms3.ok("mkdir nd/ 755")
-    m2.stop()
-    ver = sqlite3.connect(old).execute(
-        "SELECT v FROM meta WHERE k='schema'").fetchone()[0]
-    assert ver == 2
-    row = sqlite3.connect(old).execute(
-        "SELECT mode FROM objects WHERE key=x'656d707479'").fetchone()
-    assert row[0] == 0o100644
+        " replicas BLOB);")
+    v1 = (common + "INSERT INTO meta VALUES('schema', 1);"
+          "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER,"
+          " flags INTEGER, soft_pin_until INTEGER, mtime INTEGER,"
+          " replicas BLOB) WITHOUT ROWID;"
+          "INSERT INTO objects VALUES(x'656d707479', 0, 0, 0,"
+          " 1700000000000, x'');")
+    v2 = (common + "INSERT INTO meta VALUES('schema', 2);"
+          "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER,"
+          " flags INTEGER, soft_pin_until INTEGER, mtime INTEGER,"
+          " replicas BLOB, mode INTEGER, uid INTEGER, gid INTEGER,"
+          " aflags INTEGER, atime INTEGER, amtime INTEGER, actime INTEGER)"
+          " WITHOUT ROWID;"
+          "CREATE TABLE dirs(path BLOB PRIMARY KEY, mode INTEGER,"
+          " uid INTEGER, gid INTEGER, aflags INTEGER, atime INTEGER,"
+          " amtime INTEGER, actime INTEGER) WITHOUT ROWID;"
+          "INSERT INTO objects VALUES(x'656d707479', 0, 0, 0,"
+          " 1700000000000, x'', NULL, NULL, NULL, NULL, NULL, NULL, NULL);"
+          "INSERT INTO objects VALUES(x'66', 0, 0, 0, 1700000000000, x'',"
+          " 33216, 7, 8, 0, 1, 2, 3);"  # f: 0100700 7:8
+          "INSERT INTO dirs VALUES(x'642f', 16877, 0, 0, 0, 1, 2, 3);")
+    for n, script in ((1, v1), (2, v2)):
+        old = tmp_path / f"v{n}.db"
+        db = sqlite3.connect(old)
+        db.executescript(script)
+        db.commit()
+        db.close()
+        m2 = Master(procs, tmp_path, db=old, name=f"v{n}")
+        ms3 = MShell(procs, tmp_path, m2)
+        assert "size=0" in ms3.ok("stat empty")
+        if n == 2:
+            r = ms3.ok("statd f")
+            assert "mode=100700" in r and "uid=7" in r and "gid=8" in r
+            assert statd(ms3, "d")["mode"] == "40755"
+        assert "mode=100644" in ms3.ok(
+            f"setattr empty obj {SET_MODE} 644 0 0 0")
+        ms3.ok("mkdir nd/ 755")
+        m2.stop()
+        c = sqlite3.connect(old)
+        assert c.execute(
+            "SELECT v FROM meta WHERE k='schema'").fetchone()[0] == 3
+        assert c.execute("SELECT mode FROM attrs WHERE key=x'656d707479'"
+                         ).fetchone()[0] == 0o100644
+        cols = [r[1] for r in c.execute("PRAGMA table_info(objects)")]
+        assert cols == ["key", "size", "flags", "soft_pin_until", "mtime",
+                        "replicas"]
+        c.close()
