@@ -520,6 +520,22 @@ static const char *find_delim(const char *s, size_t len, const char *d,
 
 /* The first row of st (objects or dirs seek) at or after bound: its name;
  * NULL at the end or on error (*rc). */
+/* *buf holds at least need bytes (growing it, with room to spare): 0, or
+ * MC_STORE_INTERNAL_ERROR with *buf unchanged. */
+static int room(char **buf, size_t *cap, size_t need)
+{
+	char *nb;
+
+	if (need <= *cap)
+		return 0;
+	nb = realloc(*buf, need + 64);
+	if (!nb)
+		return MC_STORE_INTERNAL_ERROR;
+	*buf = nb;
+	*cap = need + 64;
+	return 0;
+}
+
 static const char *seek_row(struct mst_db *db, sqlite3_stmt *st,
 			    const char *bound, size_t blen, size_t *len,
 			    int *rc)
@@ -622,15 +638,9 @@ int mst_db_list(struct mst_db *db, const char *prefix, size_t prefix_len,
 			count++;
 		}
 		/* Next bound: past this key, or past the whole prefix. */
-		if (nl + 1 > cap) {
-			char *nb = realloc(bound, nl + 64);
-			if (!nb) {
-				rc = MC_STORE_INTERNAL_ERROR;
-				break;
-			}
-			bound = nb;
-			cap = nl + 64;
-		}
+		rc = room(&bound, &cap, nl + 1);
+		if (rc)
+			break;
 		memcpy(bound, k, nl);
 		blen = nl;
 		if (d) {
@@ -751,15 +761,9 @@ int mst_db_subdirs(struct mst_db *db, const char *prefix, size_t plen,
 		/* k is prefix + "a/..." : count "a/" once, go past "a/". */
 		const char *slash = memchr(k + plen, '/', kl - plen);
 		size_t cl = slash ? (size_t)(slash - k) + 1 : kl;
-		if (cl > cap) {
-			char *nc = realloc(cur, cl + 64);
-			if (!nc) {
-				rc = MC_STORE_INTERNAL_ERROR;
-				break;
-			}
-			cur = nc;
-			cap = cl + 64;
-		}
+		rc = room(&cur, &cap, cl + 1);
+		if (rc)
+			break;
 		memcpy(cur, k, cl);
 		if (slash) {
 			(*n)++;
@@ -797,15 +801,9 @@ int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 		k = seek_row(db, st, cur, clen, &kl, &rc);
 		if (rc || !k || !has_prefix(k, kl, prefix, plen))
 			break;
-		if (kl + 1 > cap) {
-			char *nc = realloc(cur, kl + 64);
-			if (!nc) {
-				rc = MC_STORE_INTERNAL_ERROR;
-				break;
-			}
-			cur = nc;
-			cap = kl + 64;
-		}
+		rc = room(&cur, &cap, kl + 1);
+		if (rc)
+			break;
 		memcpy(cur, k, kl);
 		cur[kl] = 0;
 		clen = kl + 1;
