@@ -19,7 +19,7 @@ PACKAGES=(
 	# tests
 	libcriterion-dev python3 python3-pytest python3-numpy python3-venv curl iproute2
 	procps etcd-server etcd-client redis-server redis-tools libhiredis-dev
-	fio iperf3 strace autoconf automake openssl rsync
+	fio iperf3 strace autoconf automake openssl rsync valgrind
 )
 
 if [ "${1:-}" = --list ]; then
