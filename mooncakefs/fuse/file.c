@@ -74,6 +74,21 @@ static void set_size(struct mcfs_fh *fh, uint64_t size)
 }
 
 /* A writer of size bytes under a new temporary key. */
+/* EFBIG for a size beyond the whole pool's capacity, which no eviction
+ * could make room for (and asking the master for it would evict what it
+ * can first); else rc. Asks the master only for sizes past the capacity it
+ * last reported. */
+static int space_error(struct mcfs *fs, int rc, uint64_t size)
+{
+	mooncake_pool_stat_t ps;
+
+	if (size <= atomic_load(&fs->capacity_seen) ||
+	    mooncake_store_pool_stat(fs->store, &ps))
+		return rc;
+	atomic_store(&fs->capacity_seen, ps.capacity);
+	return size > ps.capacity ? -EFBIG : rc;
+}
+
 static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 {
 	mooncake_replicate_config_t cfg = { .replica_num = fs->o.replicas };
@@ -86,6 +101,8 @@ static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	 * was put through the API and has none). */
 	fh->sent = fh->node ? mcfs_node_attr(fs, fh->node) :
 			      (mooncake_fs_attr_t){ 0 };
+	if (space_error(fs, 0, size))
+		return -EFBIG;
 	return mcfs_errno(mooncake_store_writer_open_attr(
 		fs->store, fh->tmp_key, size, &cfg,
 		fh->sent.mode ? &fh->sent : NULL, &fh->writer));
@@ -223,18 +240,6 @@ int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base)
 	return stage_copy(fs, fh, base);
 }
 
-/* ENOSPC for a size beyond the whole pool's capacity, which no eviction
- * could make room for, is EFBIG (file too large); else rc. */
-static int space_error(struct mcfs *fs, int rc, uint64_t size)
-{
-	mooncake_pool_stat_t ps;
-
-	if (rc == -ENOSPC && !mooncake_store_pool_stat(fs->store, &ps) &&
-	    size > ps.capacity)
-		return -EFBIG;
-	return rc;
-}
-
 int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 {
 	int rc = 0;
@@ -248,7 +253,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		rc = to_stage(fs, fh);
 	if (rc || fh->writer || fh->published_direct)
 		goto out; /* the direct writer's own size: nothing to do */
-	rc = space_error(fs, size > fs->o.segment_size ? -ENOSPC : 0, size);
+	rc = space_error(fs, 0, size);
 	if (rc)
 		goto out; /* beyond the pool: not even asked (eviction) */
 	if (!fh->stage.size && !fh->stage.n && size) {
@@ -308,7 +313,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	}
 out:
 	pthread_mutex_unlock(&fh->lock);
-	return space_error(fs, rc, off + len);
+	return rc == -ENOSPC ? space_error(fs, rc, off + len) : rc;
 }
 
 /* The stage into a new writer; its holes are left to the writer, which

@@ -265,19 +265,19 @@ def test_a_failed_publish_keeps_the_previous_version(mounts):
     m = mounts(seg="64MiB", opts="staging_limit=256MiB")
     path = m.kv / "keep"
     old = write_random(path, 100000, 9)
-    # A reader holds the old version: a put larger than the pool makes the
-    # master evict what it can first (issue 14), which must not be what
-    # this test looks at.
+    # A reader holds the old version. A file larger than the whole pool
+    # is EFBIG at its publish, without asking the master (which would
+    # evict what it can first: issue 14).
     reader = open(path, "rb")
     fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
     os.write(fd, b"q" * (100 * MiB))  # staged: more than the pool holds
     with pytest.raises(OSError) as e:
         os.fsync(fd)
-    assert e.value.errno == errno.ENOSPC
+    assert e.value.errno == errno.EFBIG
     assert path.read_bytes() == old
     with pytest.raises(OSError) as e:
         os.close(fd)
-    assert e.value.errno == errno.ENOSPC
+    assert e.value.errno == errno.EFBIG
     assert path.read_bytes() == old
     assert reader.read() == old
     reader.close()
