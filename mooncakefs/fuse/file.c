@@ -73,7 +73,6 @@ static void set_size(struct mcfs_fh *fh, uint64_t size)
 		atomic_store(&fh->node->written_size, size);
 }
 
-/* A writer of size bytes under a new temporary key. */
 /* EFBIG for a size beyond the whole pool's capacity, which no eviction
  * could make room for (and asking the master for it would evict what it
  * can first); else rc. Asks the master only for sizes past the capacity it
@@ -89,6 +88,7 @@ static int space_error(struct mcfs *fs, int rc, uint64_t size)
 	return size > ps.capacity ? -EFBIG : rc;
 }
 
+/* A writer of size bytes under a new temporary key. */
 static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 {
 	mooncake_replicate_config_t cfg = { .replica_num = fs->o.replicas };
@@ -138,10 +138,10 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh)
 	fh->bound = false;
 	if (!fh->node || !fh->node->created)
 		return;
+	/* NULL attributes: the node's are the writer's already. */
 	if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
 		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
 					     st.mtime_ms, NULL);
-	/* NULL: its attributes are the writer's */
 }
 
 /* Written: the content's time is the publish's, not an earlier utimensat. */

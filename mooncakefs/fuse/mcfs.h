@@ -266,9 +266,9 @@ void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
  *  none. */
 struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 				     const char *name);
-/** (dir, name) was unlinked or replaced through this mount: its nodes
- *  open for writing publish nothing more (mcfs_node.unlinked). Were
- *  there any? */
+/** (dir, name) was unlinked or replaced through this mount: its open
+ *  nodes show no link and their writers publish nothing more
+ *  (mcfs_node.unlinked). Were there any not marked before? */
 bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 			const char *name);
 /** A created node whose writer published version: lookups of its name

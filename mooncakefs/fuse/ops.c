@@ -599,7 +599,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	if (!atomic_exchange(&fh->wrote, true) && fuse_req_ctx(req)->uid)
+	/* A plain load on every later write: no locked instruction. */
+	if (!atomic_load_explicit(&fh->wrote, memory_order_relaxed) &&
+	    !atomic_exchange(&fh->wrote, true) && fuse_req_ctx(req)->uid)
 		mcfs_kv_drop_privs(fs, fh->node);
 	rc = mcfs_file_write(fs, fh, buf, size, (uint64_t)off);
 	if (rc)

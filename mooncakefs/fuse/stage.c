@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Staged bytes of files being written: see stage.h. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,12 @@ static void chunk_put(struct mcfs_stage_pool *p, char *c, uint32_t cap)
 
 #define ENTRY (sizeof(char *) + 2 * sizeof(uint32_t))
 
+/* Could a stage ever hold need chunks within the limit? */
+static bool index_fits(const struct mcfs_stage_pool *p, size_t need)
+{
+	return need <= p->limit / MCFS_STAGE_CHUNK + 1;
+}
+
 /* Room for `need` chunks in the index; the index counts against the
  * limit too (a write far past the end would otherwise make it huge). */
 static int grow_index(struct mcfs_stage_pool *p, struct mcfs_stage *st,
@@ -77,7 +84,7 @@ static int grow_index(struct mcfs_stage_pool *p, struct mcfs_stage *st,
 
 	if (need <= st->n)
 		return 0;
-	if (need > p->limit / MCFS_STAGE_CHUNK + 1)
+	if (!index_fits(p, need))
 		return -ENOSPC; /* more chunks than the limit could ever hold */
 	while (n < need)
 		n *= 2;
@@ -146,8 +153,8 @@ int mcfs_stage_fits(const struct mcfs_stage_pool *p, uint64_t off, uint64_t len)
 {
 	if (off + len < off)
 		return -EFBIG;
-	if (len && (off + len - 1) / MCFS_STAGE_CHUNK + 1 >
-			   p->limit / MCFS_STAGE_CHUNK + 1)
+	if (len &&
+	    !index_fits(p, (size_t)((off + len - 1) / MCFS_STAGE_CHUNK) + 1))
 		return -ENOSPC; /* as grow_index would find */
 	return 0;
 }
