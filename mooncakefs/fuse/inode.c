@@ -332,9 +332,8 @@ int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
-				    uint64_t version, uint64_t size,
-				    uint64_t mtime_ms,
-				    const mooncake_fs_attr_t *attr, pid_t pid)
+				    const mooncake_obj_stat_t *st, pid_t pid,
+				    bool write)
 {
 	struct mcfs_node *n;
 
@@ -342,12 +341,12 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 	n = node_new(fs, parent, name, MCFS_KV_FILE, key, 0);
 	if (n) {
 		unlink_name(fs, n); /* never found by a lookup */
-		n->version = version;
-		n->size = size;
-		n->mtime_ms = mtime_ms;
-		if (attr)
-			n->attr = *attr;
+		n->version = st->version;
+		n->size = st->size;
+		n->mtime_ms = st->mtime_ms;
+		n->attr = st->attr;
 		n->owner = pid;
+		n->owner_write = write;
 		n->owner_until_ms = now_ms() + STALE_MS;
 		n->nlookup++;
 	}
@@ -482,9 +481,9 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	if (!write && n->owner && n->owner != pid &&
+	if (n->owner && n->owner != pid && !(write && n->owner_write) &&
 	    n->owner_until_ms > now_ms()) {
-		rc = -ESTALE; /* kept for another thread's write */
+		rc = -ESTALE; /* kept for another thread's retried open */
 	} else if (write ? n->n_readers : n->n_writers) {
 		unlink_name(fs, n);
 		n->turned_away = true;

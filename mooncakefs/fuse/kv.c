@@ -16,9 +16,11 @@
  *    and retries with the new version's inode, so a reader never mixes
  *    one version's cached size or pages with another's bytes;
  *    The kernel retries once: under heavy churn the name may move on again
- *    between that lookup and the open. So for a second after a stale
- *    open, lookups of the name *bind*: they take a hold on the version
- *    they return, and the open that follows uses that hold;
+ *    between that lookup and the open, or another thread may open the
+ *    inode for writing. So for a second after a stale open, that
+ *    thread's lookups of the name *bind*: they return an inode of its
+ *    own (no other thread's open uses it) holding the version they
+ *    return, and the open that follows uses that hold;
  *  - an open for writing retires the inode from lookups (file.c builds
  *    the next version in its handle; readers are sent to a fresh inode of
  *    the published version), and is itself sent to a fresh inode when
@@ -188,19 +190,21 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	if (stale != 1 || rc == MC_STORE_OBJECT_NOT_FOUND)
 		rc = mooncake_store_stat_dir(fs->store, key, &st);
 	isdir = !rc && st.is_dir;
-	if (rc == 0 && !isdir && stale == 2) {
-		*out = mcfs_node_private(fs, dir, name, key, st.version,
-					 st.size, st.mtime_ms, &st.attr, pid);
-		rc = *out ? 0 : -ENOMEM;
-	} else if (rc == 0 && !isdir) {
-		*out = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key,
-				       st.version, st.size, st.mtime_ms,
-				       &st.attr);
+	if (rc == 0 && !isdir && stale) {
+		/* A retried open's inode, which no other thread's open turns
+		 * away: the kernel retries only once. */
+		*out = mcfs_node_private(fs, dir, name, key, &st, pid,
+					 stale == 2);
 		rc = *out ? 0 : -ENOMEM;
 		if (*out && held)
 			mcfs_node_pre_set(fs, *out, held);
 		else
 			mooncake_store_object_close(held);
+	} else if (rc == 0 && !isdir) {
+		*out = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key,
+				       st.version, st.size, st.mtime_ms,
+				       &st.attr);
+		rc = *out ? 0 : -ENOMEM;
 	} else if (rc == 0) {
 		char *prefix = prefix_of(key);
 		*out = prefix ? mcfs_node_child(fs, dir, name, MCFS_KV_DIR,

@@ -109,9 +109,11 @@ struct mcfs_node {
 	 * open that follows; closed when used, expired or forgotten. */
 	mooncake_object_t pre;
 	uint64_t pre_until_ms;
-	/* Made for one thread's retried open for writing: until then, other
-	 * threads' opens for reading go elsewhere (inode.c). */
+	/* Made for one thread's retried open (owner_write: for writing):
+	 * for a second, other threads' opens go elsewhere (inode.c), except
+	 * other writers' of a writer's node. */
 	pid_t owner;
+	bool owner_write;
 	uint64_t owner_until_ms;
 	struct mcfs_node *ino_next, *name_next; /* hash chains */
 	/* Open (n_readers or n_writers > 0): in fs->open_nodes, so an unlink
@@ -302,13 +304,13 @@ void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 		     pid_t pid, bool write);
 int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 		      pid_t pid);
-/** A node for name that no lookup finds, reserved for thread pid's open
- *  for writing for a second (a lookup reference taken). */
+/** A node for name that no lookup finds, reserved for thread pid's
+ *  retried open (write: for writing) for a second (a lookup reference
+ *  taken): no other thread's open can turn it away or make it stale. */
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
-				    uint64_t version, uint64_t size,
-				    uint64_t mtime_ms,
-				    const mooncake_fs_attr_t *attr, pid_t pid);
+				    const mooncake_obj_stat_t *st, pid_t pid,
+				    bool write);
 /** Give n a hold on its version for the next open (obj is taken: closed
  *  here if n has one already or no slot is free). */
 void mcfs_node_pre_set(struct mcfs *fs, struct mcfs_node *n,
