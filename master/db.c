@@ -28,6 +28,10 @@ struct mst_db {
 	sqlite3_stmt *put_attr, *del_attr;
 	sqlite3_stmt *put_orphan, *del_orphan;
 	sqlite3_stmt *dir_get, *dir_put, *dir_del, *dir_seek, *dir_touch;
+	/* Failures are logged once a second at most (a full disk fails
+	 * every change): when the last line went, how many since. */
+	uint64_t err_at;
+	uint64_t err_quiet;
 };
 
 /* The attribute columns (schema 2), in objects after replicas and in dirs
@@ -83,7 +87,24 @@ static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 
 static int db_fail(struct mst_db *db, const char *what)
 {
-	mc_log_err("master", "sqlite %s: %s", what, sqlite3_errmsg(db->h));
+	uint64_t now = mst_now();
+
+	if (db->err_at && now - db->err_at < 1000) {
+		db->err_quiet++;
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	if (db->err_quiet)
+		mc_log_err("master",
+			   "sqlite %s: %s (and %llu more failures in the "
+			   "last %llu ms)",
+			   what, sqlite3_errmsg(db->h),
+			   (unsigned long long)db->err_quiet,
+			   (unsigned long long)(now - db->err_at));
+	else
+		mc_log_err("master", "sqlite %s: %s", what,
+			   sqlite3_errmsg(db->h));
+	db->err_at = now;
+	db->err_quiet = 0;
 	return MC_STORE_INTERNAL_ERROR;
 }
 
@@ -163,7 +184,10 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		mc_log_info("master",
 			    "database %s upgraded from schema %d to %d", path,
 			    ver, SCHEMA_VERSION);
-	if (sqlite3_exec(db->h,
+	/* Written only when it changes: a master restarted on a full disk
+	 * still reads its record (and serves what it holds). */
+	if (ver != SCHEMA_VERSION &&
+	    sqlite3_exec(db->h,
 			 "INSERT OR REPLACE INTO meta VALUES('schema', 3)",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;

@@ -1,14 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Recency and eviction. Complete objects sit on one LRU list ordered by
- * their last read (or completed write); existence checks do not count as
- * reads. Eviction drops, least recent first, objects that are not hard
- * pinned, not held open, not under a read lease, and not under an
- * existence lease unless the object went unread for exist_max_idle (so
- * polling batch_is_exist cannot pin the pool: upstream's #2187).
- * Soft-pinned objects go only when nothing else is left and
- * --allow_evict_soft_pinned_objects is on.
+ * Eviction: the policy the service applies when memory runs short. It runs
+ * for real pressure only:
+ *  - the watermark (mst_evict_tick): above --eviction_high_watermark_ratio
+ *    of the pool, objects go until usage is eviction_ratio below it;
+ *  - a put that finds no room (mst_evict_for_put): objects go from the one
+ *    segment that can hold the new object once its evictable objects are
+ *    gone, and only as many as that takes. A put that no segment could
+ *    hold even then evicts nothing and fails at once.
+ * Never during a restart's quarantine (readers from before the restart
+ * may hold any object). Every eviction is logged with its reason (one
+ * line per second at most, counting what the others evicted).
+ *
+ * Candidates, least recently read (or written) first (the recency list,
+ * objmap.c): objects that are not hard pinned, not held open, not under a
+ * read lease, and not under an existence lease unless the object went
+ * unread for exist_max_idle (so polling batch_is_exist cannot pin the
+ * pool: upstream's #2187). Soft-pinned objects go only when nothing else
+ * is left and --allow_evict_soft_pinned_objects is on.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "db.h"
@@ -16,37 +28,7 @@
 #include "mc_log.h"
 #include "master.pb-c.h"
 
-void mst_lru_add(struct master *m, struct mst_object *o)
-{
-	o->lru_next = NULL;
-	o->lru_prev = m->lru_tail;
-	if (m->lru_tail)
-		m->lru_tail->lru_next = o;
-	else
-		m->lru_head = o;
-	m->lru_tail = o;
-}
-
-void mst_lru_del(struct master *m, struct mst_object *o)
-{
-	if (o->lru_prev)
-		o->lru_prev->lru_next = o->lru_next;
-	else if (m->lru_head == o)
-		m->lru_head = o->lru_next;
-	if (o->lru_next)
-		o->lru_next->lru_prev = o->lru_prev;
-	else if (m->lru_tail == o)
-		m->lru_tail = o->lru_prev;
-	o->lru_prev = o->lru_next = NULL;
-}
-
-void mst_lru_touch(struct master *m, struct mst_object *o)
-{
-	if (m->lru_tail == o)
-		return;
-	mst_lru_del(m, o);
-	mst_lru_add(m, o);
-}
+#define LOG_EVERY_MS 1000
 
 static bool evictable(struct master *m, const struct mst_object *o,
 		      uint64_t now, uint64_t wall, bool soft_ok)
@@ -61,34 +43,78 @@ static bool evictable(struct master *m, const struct mst_object *o,
 	return true;
 }
 
-uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count)
+/* Bytes o's eviction frees: on seg, or everywhere (seg NULL). */
+static uint64_t frees(const struct mst_object *o, const struct mst_segment *seg)
+{
+	uint64_t b = 0;
+
+	for (unsigned i = 0; i < o->n_repl; i++)
+		if (o->repl[i].blk && (!seg || o->repl[i].seg == seg))
+			b += mc_alloc_block_size(o->repl[i].blk);
+	return b;
+}
+
+/* Log what was evicted and why, at most once a second: evictions in
+ * between are counted into the next line (the tick writes it). */
+static void note(struct master *m, uint64_t keys, uint64_t bytes,
+		 const char *why)
+{
+	struct mst_evict_log *l = &m->evict_log;
+	uint64_t now = mst_now();
+
+	if (keys) {
+		l->keys += keys;
+		l->bytes += bytes;
+		l->runs++;
+		snprintf(l->why, sizeof(l->why), "%s", why);
+	}
+	if (!l->runs || now - l->at < LOG_EVERY_MS)
+		return;
+	if (l->runs == 1)
+		mc_log_notice("master",
+			      "evicted %" PRIu64 " objects (%" PRIu64
+			      " bytes) %s",
+			      l->keys, l->bytes, l->why);
+	else
+		mc_log_notice("master",
+			      "evicted %" PRIu64 " objects (%" PRIu64
+			      " bytes) in %" PRIu64 " runs, the last %s",
+			      l->keys, l->bytes, l->runs, l->why);
+	l->at = now;
+	l->keys = l->bytes = l->runs = 0;
+}
+
+/* Evict candidates (only those with a replica on seg, when seg is set)
+ * until bytes were freed (on seg) or count objects went, whichever comes
+ * first (0: no limit on that measure). Returns the bytes freed. */
+static uint64_t evict(struct master *m, const struct mst_segment *seg,
+		      uint64_t bytes, uint64_t count, const char *why)
 {
 	uint64_t now = mst_now(), wall = mst_wall(), freed = 0, n = 0;
 	size_t cap = 256;
-	struct mst_object **v = malloc(cap * sizeof(*v));
-	int rc;
+	struct mst_object **v;
 
+	if (now < m->quarantine_until)
+		return 0;
+	v = malloc(cap * sizeof(*v));
 	if (!v)
 		return 0;
-	if (now < m->quarantine_until) {
-		/* Readers from before a restart may hold any object. */
-		free(v);
-		return 0;
-	}
 	m->stats.eviction_attempts++;
 	for (int pass = 0; pass < 2; pass++) {
 		bool soft = pass == 1;
 		if (soft && !m->cfg.allow_evict_soft_pinned)
 			break;
 		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+			uint64_t f;
 			if ((bytes && freed >= bytes) || (count && n >= count))
 				break;
 			if (!evictable(m, o, now, wall, soft))
 				continue;
-			if (!soft && o->soft_pin_until > wall)
+			if ((o->soft_pin_until > wall) != soft)
+				continue; /* pass 0: unpinned; 1: soft pinned */
+			f = frees(o, seg);
+			if (seg && !f)
 				continue;
-			if (soft && o->soft_pin_until <= wall)
-				continue; /* taken in pass 0 already */
 			if (n == cap) {
 				struct mst_object **nv =
 					realloc(v, 2 * cap * sizeof(*v));
@@ -98,56 +124,96 @@ uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count)
 				cap *= 2;
 			}
 			v[n++] = o;
-			for (unsigned i = 0; i < o->n_repl; i++)
-				if (o->repl[i].blk)
-					freed += mc_alloc_block_size(
-						o->repl[i].blk);
+			freed += f;
 		}
 		if ((bytes && freed >= bytes) || (count && n >= count))
 			break;
 	}
-	rc = n ? mst_db_begin(m->db) : 0;
-	for (uint64_t i = 0; !rc && i < n; i++)
-		rc = mst_unlink_prepare(m, v[i]);
-	if (n && !rc)
-		rc = mst_db_commit(m->db);
-	else if (n)
-		mst_db_rollback(m->db);
-	if (rc) {
-		for (uint64_t i = 0; i < n; i++)
-			mst_unlink_undo(v[i]);
+	if (n && mst_drop_objects(m, v, n, MCRPC__EVENT_TYPE__EV_EVICT)) {
 		mc_log_err("master", "eviction not recorded; nothing evicted");
-		free(v);
-		return 0;
+		n = freed = 0;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		m->stats.evicted_keys++;
-		m->stats.evicted_bytes += v[i]->size;
-		mst_remove_apply(m, v[i], MCRPC__EVENT_TYPE__EV_EVICT);
-	}
-	if (n)
-		m->stats.eviction_successes++;
 	free(v);
-	return n;
+	if (!n)
+		return 0;
+	m->stats.eviction_successes++;
+	m->stats.evicted_keys += n;
+	m->stats.evicted_bytes += freed;
+	note(m, n, freed, why);
+	return freed;
+}
+
+/* Free bytes of s plus what its evictable objects hold there; tallied in
+ * s->evictable by one pass over the candidates. */
+static void tally_evictable(struct master *m)
+{
+	uint64_t now = mst_now(), wall = mst_wall();
+	bool soft = m->cfg.allow_evict_soft_pinned;
+
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		s->evictable = 0;
+	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+		if (!evictable(m, o, now, wall, soft))
+			continue;
+		for (unsigned i = 0; i < o->n_repl; i++)
+			if (o->repl[i].seg && o->repl[i].blk)
+				o->repl[i].seg->evictable +=
+					mc_alloc_block_size(o->repl[i].blk);
+	}
+}
+
+bool mst_evict_for_put(struct master *m, uint64_t size)
+{
+	struct mst_segment *best = NULL;
+	uint64_t best_room = 0;
+	char why[160];
+
+	if (!size || mst_now() < m->quarantine_until)
+		return false;
+	tally_evictable(m);
+	for (struct mst_segment *s = m->segments; s; s = s->next) {
+		uint64_t room;
+		if (!s->owner || mc_alloc_capacity(s->alloc) < size)
+			continue;
+		room = mc_alloc_capacity(s->alloc) - mc_alloc_used(s->alloc) +
+		       s->evictable;
+		if (room >= size && room > best_room) {
+			best = s;
+			best_room = room;
+		}
+	}
+	if (!best)
+		return false; /* no segment could hold it: evict nothing */
+	snprintf(why, sizeof(why), "for a put of %" PRIu64 " bytes on %s", size,
+		 best->name ? best->name : "a segment");
+	/* Free blocks need not be adjacent: free more each round. */
+	for (unsigned round = 0; round < 16; round++) {
+		uint64_t largest = mc_alloc_largest_free(best->alloc);
+		if (largest >= size)
+			return true;
+		if (!evict(m, best, (size - largest) << (round < 6 ? round : 6),
+			   0, why))
+			break;
+	}
+	return mc_alloc_largest_free(best->alloc) >= size;
 }
 
 void mst_evict_tick(struct master *m)
 {
 	double hw = m->cfg.high_watermark, er = m->cfg.eviction_ratio;
 	double cap = (double)m->capacity;
+	char why[96];
 
-	if (!m->capacity || er <= 0)
-		return;
-	if ((double)m->allocated > hw * cap) {
+	if (m->capacity && er > 0 && (double)m->allocated > hw * cap) {
 		double target = (hw - er) * cap;
 		if (target < 0)
 			target = 0;
-		mst_evict(m, (uint64_t)((double)m->allocated - target), 0);
-	} else if (m->need_eviction) {
-		uint64_t c = (uint64_t)(er * (double)m->n_complete + 0.999);
-		mst_evict(m, 0, c ? c : 1);
+		snprintf(why, sizeof(why),
+			 "because the pool was %.1f%% full, above the "
+			 "high watermark %.1f%%",
+			 100.0 * (double)m->allocated / cap, 100.0 * hw);
+		evict(m, NULL, (uint64_t)((double)m->allocated - target), 0,
+		      why);
 	}
-	/* A request made during a restart's quarantine waits for its end. */
-	if (mst_now() >= m->quarantine_until)
-		m->need_eviction = false;
+	note(m, 0, 0, NULL); /* what waited for its second */
 }

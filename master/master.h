@@ -41,6 +41,7 @@ struct mst_segment {
 	struct mst_client *owner; /* NULL: restored, waiting for its owner */
 	uint64_t restore_deadline; /* mono ms, when owner == NULL */
 	uint64_t n_replicas;
+	uint64_t evictable; /* scratch of mst_evict_for_put(): bytes */
 	struct mst_segment *next; /* master.segments list */
 };
 
@@ -157,6 +158,13 @@ struct mst_stats {
 	uint64_t *batch_items, *batch_failed_items;
 };
 
+/* Evictions not logged yet (evict.c logs once a second at most). */
+struct mst_evict_log {
+	uint64_t at; /* mono ms of the last line */
+	uint64_t keys, bytes, runs;
+	char why[160]; /* the last run's reason */
+};
+
 struct master {
 	pthread_mutex_t lock;
 	struct mst_config cfg;
@@ -183,7 +191,7 @@ struct master {
 	struct mst_db *db;
 	uint64_t started; /* mono ms */
 	uint64_t view_version;
-	bool need_eviction;
+	struct mst_evict_log evict_log;
 	bool stopping; /* shutting down: long polls return */
 	uint64_t rng;
 };
@@ -231,6 +239,10 @@ uint64_t mst_objmap_hash(const struct mst_objmap *om, const char *key,
  *  over all of them that also delete. */
 int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
 			size_t *n);
+/* The recency list of complete objects (m->lru_head: least recent). */
+void mst_lru_add(struct master *m, struct mst_object *o);
+void mst_lru_del(struct master *m, struct mst_object *o);
+void mst_lru_touch(struct master *m, struct mst_object *o);
 
 /* ---- segments and clients (segments.c) -------------------------------- */
 struct mst_seg_desc {
@@ -266,7 +278,9 @@ struct mst_put_cfg {
 	size_t n_preferred;
 	const mst_attr_t *attr; /* NULL: none (an API object) */
 };
-/** Allocate replicas for key (state PROCESSING); *out for the reply. */
+/** Allocate replicas for key (state PROCESSING); *out for the reply.
+ *  OBJECT_ALREADY_EXISTS with *out the object there (complete, or a put
+ *  in progress). */
 int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		  size_t key_len, uint64_t size, const struct mst_put_cfg *pc,
 		  struct mst_object **out);
@@ -276,8 +290,9 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 			const char *key, size_t key_len,
 			struct mst_object **out);
 void mst_put_end_apply(struct master *m, struct mst_object *o);
-/** The transaction failed: back to PROCESSING. */
-void mst_put_end_undo(struct master *m, struct mst_object *o);
+/** The transaction failed: the put is given up (its memory freed, its
+ *  key free for the next put), as its writer is told. */
+void mst_put_end_fail(struct master *m, struct mst_object *o);
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 		   size_t key_len);
 /** COMPLETE object or code (-704 missing, -703 processing or no readable
@@ -305,6 +320,11 @@ int mst_unlink_prepare(struct master *m, struct mst_object *o);
 void mst_unlink_undo(struct mst_object *o);
 int mst_rename(struct master *m, const char *from, size_t from_len,
 	       const char *to, size_t to_len, bool no_replace);
+/** Remove objects v[0..n) (complete, in the namespace) in one
+ *  transaction, emitting ev_type for each; 0, or a code with nothing
+ *  removed. */
+int mst_drop_objects(struct master *m, struct mst_object **v, size_t n,
+		     int ev_type);
 /** Move every key and directory record under the prefix from (ending in
  *  '/') under to, in one transaction (RenameRequest.prefix). */
 int mst_rename_dir(struct master *m, const char *from, size_t from_len,
@@ -355,16 +375,25 @@ int mst_dir_touch_parent(struct master *m, const char *key, size_t len);
 /** Apply the fields of mask from a onto t (MOONCAKE_SET_*); ctime now. */
 void mst_attr_apply(mst_attr_t *t, unsigned mask, const mst_attr_t *a);
 
-/* ---- recency and eviction (evict.c) ----------------------------------- */
-void mst_lru_add(struct master *m, struct mst_object *o);
-void mst_lru_del(struct master *m, struct mst_object *o);
-void mst_lru_touch(struct master *m, struct mst_object *o);
-/** Evict unleased objects, least recently read first, until `bytes` were
- *  freed or `count` objects went (whichever comes first; 0 = no limit on
- *  that measure). Returns the number evicted. */
-uint64_t mst_evict(struct master *m, uint64_t bytes, uint64_t count);
-/** Watermark check: evict down to watermark - ratio. */
+/* ---- eviction (evict.c): a policy of the service ------------------------- */
+/** A put of size bytes found no room: evict from the segment that can
+ *  hold it once its evictable objects are gone, as few as that takes.
+ *  true when some segment now has room; false (nothing evicted) when no
+ *  segment could hold it, or during a restart's quarantine. */
+bool mst_evict_for_put(struct master *m, uint64_t size);
+/** Watermark check: evict down to watermark - ratio; logs evictions. */
 void mst_evict_tick(struct master *m);
+
+/* ---- transactions (txn.c) ------------------------------------------------ */
+/** Prepare item i in the open transaction: 0, or a code that aborts it. */
+typedef int (*mst_txn_prepare_fn)(void *ctx, size_t i);
+/** After the transaction: apply item i (committed) or undo it. */
+typedef void (*mst_txn_finish_fn)(void *ctx, size_t i, bool committed);
+/** prepare(0..n) in one sqlite transaction (stopping at the first code),
+ *  commit, then finish(i, committed) for every i < n, prepared or not.
+ *  0 or the code that aborted it. */
+int mst_txn_run(struct master *m, size_t n, mst_txn_prepare_fn prepare,
+		mst_txn_finish_fn finish, void *ctx);
 
 /* ---- allocation (place.c) --------------------------------------------- */
 /** Place up to n replicas of size bytes on distinct segments. Returns the

@@ -141,23 +141,18 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 	o = mst_objmap_get(&m->objs, key, key_len);
 	if (o) {
 		if (o->state == MST_COMPLETE ||
-		    now - o->put_start < m->cfg.discard_timeout_ms)
+		    now - o->put_start < m->cfg.discard_timeout_ms) {
+			*out = o;
 			return MC_STORE_OBJECT_ALREADY_EXISTS;
+		}
 		discard(m, o);
 	}
-	/* An empty object needs no memory: it is complete with no replica. */
+	/* An empty object needs no memory: it is complete with no replica.
+	 * No room is NO_AVAILABLE_HANDLE: evicting for it is the service's
+	 * call (mst_evict_for_put). */
 	n = size ? mst_place(m, client, size, want, pc, repl) : 0;
-	for (int round = 0; size && !n && round < 4; round++) {
-		/* Full: evict least recently read objects, then retry. */
-		if (!mst_evict(m, (size * want) << round, 0))
-			break;
-		n = mst_place(m, client, size, want, pc, repl);
-	}
-	if (!n && size) {
-		m->stats.alloc_failures++;
-		m->need_eviction = true;
+	if (!n && size)
 		return MC_STORE_NO_AVAILABLE_HANDLE;
-	}
 	if (size && n < want)
 		m->stats.partial_allocations++;
 	o = mst_object_new(key, key_len, n);
@@ -229,12 +224,10 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 	return rc;
 }
 
-void mst_put_end_undo(struct master *m, struct mst_object *o)
+void mst_put_end_fail(struct master *m, struct mst_object *o)
 {
-	(void)m;
-	o->state = MST_PROCESSING;
-	if (o->soft_pin_until)
-		o->soft_pin_until -= MST_VERSION_MS(o->version);
+	mst_objmap_del(&m->objs, o);
+	mst_object_free(m, o);
 }
 
 void mst_put_end_apply(struct master *m, struct mst_object *o)
@@ -414,6 +407,37 @@ void mst_remove_apply(struct master *m, struct mst_object *o, int ev_type)
 {
 	mst_feed_emit(m, ev_type, o->key, o->key_len, NULL, 0, 0);
 	unlink_obj(m, o);
+}
+
+struct drop_ctx {
+	struct master *m;
+	struct mst_object **v;
+	int ev_type;
+};
+
+static int drop_prepare(void *arg, size_t i)
+{
+	struct drop_ctx *d = arg;
+
+	return mst_unlink_prepare(d->m, d->v[i]);
+}
+
+static void drop_finish(void *arg, size_t i, bool committed)
+{
+	struct drop_ctx *d = arg;
+
+	if (committed)
+		mst_remove_apply(d->m, d->v[i], d->ev_type);
+	else
+		mst_unlink_undo(d->v[i]);
+}
+
+int mst_drop_objects(struct master *m, struct mst_object **v, size_t n,
+		     int ev_type)
+{
+	struct drop_ctx d = { .m = m, .v = v, .ev_type = ev_type };
+
+	return mst_txn_run(m, n, drop_prepare, drop_finish, &d);
 }
 
 /* A copy of src under the key to, sharing src's replicas and attributes

@@ -5,6 +5,8 @@
  * full, backward-shift deletion (no tombstones). The hash sits in the
  * slot, so a probe touches an object only when the full hash matches:
  * one cache miss per lookup instead of one per chain link.
+ * And the recency list: complete objects from least to most recently
+ * read (or written), which eviction (evict.c) walks from the head.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -178,4 +180,38 @@ int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
 	*out = v;
 	*n = k;
 	return 0;
+}
+
+/* ---- recency ------------------------------------------------------------ */
+
+void mst_lru_add(struct master *m, struct mst_object *o)
+{
+	o->lru_next = NULL;
+	o->lru_prev = m->lru_tail;
+	if (m->lru_tail)
+		m->lru_tail->lru_next = o;
+	else
+		m->lru_head = o;
+	m->lru_tail = o;
+}
+
+void mst_lru_del(struct master *m, struct mst_object *o)
+{
+	if (o->lru_prev)
+		o->lru_prev->lru_next = o->lru_next;
+	else if (m->lru_head == o)
+		m->lru_head = o->lru_next;
+	if (o->lru_next)
+		o->lru_next->lru_prev = o->lru_prev;
+	else if (m->lru_tail == o)
+		m->lru_tail = o->lru_prev;
+	o->lru_prev = o->lru_next = NULL;
+}
+
+void mst_lru_touch(struct master *m, struct mst_object *o)
+{
+	if (m->lru_tail == o)
+		return;
+	mst_lru_del(m, o);
+	mst_lru_add(m, o);
 }

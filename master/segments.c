@@ -89,6 +89,20 @@ static void seg_describe(struct mst_segment *s, const struct mst_seg_desc *d)
 	s->base = d->base;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* What the record holds of s equals d (the base is not recorded). */
+static bool same_desc(const struct mst_segment *s, const struct mst_seg_desc *d)
+{
+	return same_str(s->name, d->name) &&
+	       same_str(s->endpoint, d->endpoint) &&
+	       same_str(s->protocol, d->protocol) &&
+	       same_str(s->host_id, d->host_id);
+}
+
 /* Remove replicas on s from o; true when o has none left. */
 static bool strip(struct mst_object *o, const struct mst_segment *s)
 {
@@ -305,18 +319,28 @@ int mst_remount(struct master *m, const uint8_t *client,
 	c = mst_client_touch(m, client);
 	if (!c)
 		return MC_STORE_INTERNAL_ERROR;
-	seg_describe(s, d);
+	/* The record changes only when the description does (a master on
+	 * a full disk still re-adopts an unchanged segment), and first. */
+	if (!same_desc(s, d)) {
+		struct mst_segment t = *s;
+		t.name = (char *)d->name;
+		t.endpoint = (char *)d->endpoint;
+		t.protocol = (char *)d->protocol;
+		t.host_id = (char *)d->host_id;
+		rc = mst_db_begin(m->db);
+		if (!rc)
+			rc = mst_db_put_segment(m->db, &t);
+		if (!rc)
+			rc = mst_db_commit(m->db);
+		else
+			mst_db_rollback(m->db);
+		if (rc)
+			return rc;
+		seg_describe(s, d);
+	}
+	s->base = d->base;
 	s->owner = c;
 	s->restore_deadline = 0;
-	rc = mst_db_begin(m->db);
-	if (!rc)
-		rc = mst_db_put_segment(m->db, s);
-	if (!rc)
-		rc = mst_db_commit(m->db);
-	else
-		mst_db_rollback(m->db);
-	if (rc)
-		return rc;
 	m->view_version++;
 	*objects = s->n_replicas;
 	mst_id_hex(d->id, hex);

@@ -302,6 +302,22 @@ static Mcrpc__Attr *attr_msg(struct call *c, const mst_attr_t *a)
 			return -ENOMEM;                               \
 	} while (0)
 
+/* A put that finds no room evicts for it (the policy, evict.c) and
+ * tries once more. */
+static int put_start(struct call *c, const uint8_t *client, const char *key,
+		     uint64_t size, const struct mst_put_cfg *pc,
+		     struct mst_object **o)
+{
+	size_t len = strlen(key);
+	int rc = mst_put_start(c->m, client, key, len, size, pc, o);
+
+	if (rc == MC_STORE_NO_AVAILABLE_HANDLE && mst_evict_for_put(c->m, size))
+		rc = mst_put_start(c->m, client, key, len, size, pc, o);
+	if (rc == MC_STORE_NO_AVAILABLE_HANDLE)
+		c->m->stats.alloc_failures++;
+	return rc;
+}
+
 static int h_put_start(struct call *c)
 {
 	const Mcrpc__PutStartRequest *q = (const void *)c->req;
@@ -315,6 +331,10 @@ static int h_put_start(struct call *c)
 	c->resp = &r->base;
 	if (!id_ok(&q->client_id) || q->n_sizes != q->n_keys ||
 	    !single_ok(c, q->n_keys)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	if (q->config && q->config->replica_num > MST_MAX_REPLICAS) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
@@ -336,13 +356,14 @@ static int h_put_start(struct call *c)
 		return -ENOMEM;
 	for (size_t i = 0; i < q->n_keys; i++) {
 		struct mst_object *o = NULL;
-		int rc = mst_put_start(c->m, q->client_id.data, q->keys[i],
-				       strlen(q->keys[i]), q->sizes[i], &pc,
-				       &o);
+		int rc = put_start(c, q->client_id.data, q->keys[i],
+				   q->sizes[i], &pc, &o);
 		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, false);
 		if (!l)
 			return -ENOMEM;
 		l->code = rc;
+		l->in_progress = rc == MC_STORE_OBJECT_ALREADY_EXISTS &&
+				 o->state != MST_COMPLETE;
 		c->failed_items += rc != 0;
 		r->results[r->n_results++] = l;
 	}
@@ -378,42 +399,61 @@ static void count_results(struct call *c, Mcrpc__KeysResponse *r)
 		c->failed_items += r->results[i]->code != 0;
 }
 
+/* A batch of PutEnds or Removes in one transaction (mst_txn_run): a key's
+ * own answer is its result; a failed record aborts them all. */
+struct keys_txn {
+	struct call *c;
+	const Mcrpc__KeysRequest *q;
+	Mcrpc__KeysResponse *r;
+	struct mst_object **objs;
+};
+
+static int end_prepare(void *arg, size_t i)
+{
+	struct keys_txn *t = arg;
+	const Mcrpc__KeysRequest *q = t->q;
+	int k = mst_put_end_prepare(
+		t->c->m, id_ok(&q->client_id) ? q->client_id.data : NULL,
+		q->keys[i], strlen(q->keys[i]), &t->objs[i]);
+
+	t->r->results[i]->code = k;
+	return k == MC_STORE_INTERNAL_ERROR ? k : 0;
+}
+
+/* Not recorded: the put is given up (mst_put_end_fail), so its key is
+ * free again and nothing claims bytes the record does not have. */
+static void end_finish(void *arg, size_t i, bool committed)
+{
+	struct keys_txn *t = arg;
+	struct mst_object *o = t->objs[i];
+
+	if (!o || o->state != MST_ENDING)
+		return;
+	if (committed) {
+		mst_put_end_apply(t->c->m, o);
+	} else {
+		mst_put_end_fail(t->c->m, o);
+		t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+	}
+}
+
 static int h_put_end(struct call *c)
 {
 	const Mcrpc__KeysRequest *q = (const void *)c->req;
-	Mcrpc__KeysResponse *r = keys_resp(c, q->n_keys);
-	struct mst_object **objs;
-	int rc;
+	struct keys_txn t = { .c = c, .q = q, .r = keys_resp(c, q->n_keys) };
 
-	if (!r)
+	if (!t.r)
 		return -ENOMEM;
 	if (!single_ok(c, q->n_keys)) {
-		r->code = MC_STORE_INVALID_PARAMS;
+		t.r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	objs = ARRAY(c, struct mst_object *, q->n_keys);
-	if (!objs)
+	t.objs = ARRAY(c, struct mst_object *, q->n_keys);
+	if (!t.objs)
 		return -ENOMEM;
-	rc = mst_db_begin(c->m->db);
-	for (size_t i = 0; !rc && i < q->n_keys; i++)
-		r->results[i]->code = mst_put_end_prepare(
-			c->m, id_ok(&q->client_id) ? q->client_id.data : NULL,
-			q->keys[i], strlen(q->keys[i]), &objs[i]);
-	if (!rc)
-		rc = mst_db_commit(c->m->db);
-	for (size_t i = 0; i < q->n_keys; i++) {
-		if (!objs[i])
-			continue;
-		if (rc) {
-			mst_put_end_undo(c->m, objs[i]);
-			r->results[i]->code = MC_STORE_INTERNAL_ERROR;
-		} else if (objs[i]->state == MST_ENDING) {
-			mst_put_end_apply(c->m, objs[i]);
-		}
-	}
-	if (rc)
-		r->code = MC_STORE_INTERNAL_ERROR;
-	count_results(c, r);
+	if (mst_txn_run(c->m, q->n_keys, end_prepare, end_finish, &t))
+		t.r->code = MC_STORE_INTERNAL_ERROR;
+	count_results(c, t.r);
 	return 0;
 }
 
@@ -531,50 +571,51 @@ static int h_get_size(struct call *c)
 
 /* ---- remove --------------------------------------------------------------- */
 
+static int remove_prepare(void *arg, size_t i)
+{
+	struct keys_txn *t = arg;
+	int k = mst_remove_prepare(t->c->m, t->q->keys[i],
+				   strlen(t->q->keys[i]), t->q->force,
+				   &t->objs[i]);
+
+	t->r->results[i]->code = k;
+	return k == MC_STORE_INTERNAL_ERROR ? k : 0;
+}
+
+static void remove_finish(void *arg, size_t i, bool committed)
+{
+	struct keys_txn *t = arg;
+	struct mst_object *o = t->objs[i];
+
+	if (!o || o->state != MST_REMOVING)
+		return;
+	if (committed) {
+		mst_remove_apply(t->c->m, o, MCRPC__EVENT_TYPE__EV_REMOVE);
+	} else {
+		mst_remove_undo(t->c->m, o);
+		t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+	}
+}
+
 static int h_remove(struct call *c)
 {
 	const Mcrpc__KeysRequest *q = (const void *)c->req;
-	Mcrpc__KeysResponse *r = keys_resp(c, q->n_keys);
-	struct mst_object **objs;
-	int rc;
+	struct keys_txn t = { .c = c, .q = q, .r = keys_resp(c, q->n_keys) };
 
-	if (!r)
+	if (!t.r)
 		return -ENOMEM;
 	if (!single_ok(c, q->n_keys)) {
-		r->code = MC_STORE_INVALID_PARAMS;
+		t.r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	objs = ARRAY(c, struct mst_object *, q->n_keys);
-	if (!objs)
+	t.objs = ARRAY(c, struct mst_object *, q->n_keys);
+	if (!t.objs)
 		return -ENOMEM;
-	rc = mst_db_begin(c->m->db);
-	for (size_t i = 0; !rc && i < q->n_keys; i++) {
-		int k = mst_remove_prepare(c->m, q->keys[i], strlen(q->keys[i]),
-					   q->force, &objs[i]);
-		r->results[i]->code = k;
-		if (k == MC_STORE_INTERNAL_ERROR)
-			rc = k; /* a record failed: all or nothing */
-	}
-	if (!rc)
-		rc = mst_db_commit(c->m->db);
-	else
-		mst_db_rollback(c->m->db);
-	for (size_t i = 0; i < q->n_keys; i++) {
-		if (!objs[i] || objs[i]->state != MST_REMOVING)
-			continue;
-		if (rc) {
-			mst_remove_undo(c->m, objs[i]);
-			r->results[i]->code = MC_STORE_INTERNAL_ERROR;
-		} else {
-			mst_remove_apply(c->m, objs[i],
-					 MCRPC__EVENT_TYPE__EV_REMOVE);
-		}
-	}
-	if (rc)
-		r->code = MC_STORE_INTERNAL_ERROR;
-	if (!mc_rpc_method_at(c->method_row)->batch && !r->code)
-		r->code = r->results[0]->code;
-	count_results(c, r);
+	if (mst_txn_run(c->m, q->n_keys, remove_prepare, remove_finish, &t))
+		t.r->code = MC_STORE_INTERNAL_ERROR;
+	if (!mc_rpc_method_at(c->method_row)->batch && !t.r->code)
+		t.r->code = t.r->results[0]->code;
+	count_results(c, t.r);
 	return 0;
 }
 
@@ -590,7 +631,6 @@ static int h_remove_all(struct call *c)
 	struct master *m = c->m;
 	uint64_t now = mst_now(), n = 0, cap = 0;
 	struct mst_object **v = NULL;
-	int rc;
 
 	if (!r)
 		return -ENOMEM;
@@ -636,22 +676,10 @@ static int h_remove_all(struct call *c)
 	}
 	pcre2_match_data_free(md);
 	pcre2_code_free(re);
-	rc = mst_db_begin(m->db);
-	for (uint64_t i = 0; !rc && i < n; i++)
-		rc = mst_unlink_prepare(m, v[i]);
-	if (!rc)
-		rc = mst_db_commit(m->db);
-	else
-		mst_db_rollback(m->db);
-	if (rc) {
-		for (uint64_t i = 0; i < n; i++)
-			mst_unlink_undo(v[i]);
+	if (mst_drop_objects(m, v, n, MCRPC__EVENT_TYPE__EV_REMOVE))
 		r->code = MC_STORE_INTERNAL_ERROR;
-	} else {
-		for (uint64_t i = 0; i < n; i++)
-			mst_remove_apply(m, v[i], MCRPC__EVENT_TYPE__EV_REMOVE);
+	else
 		r->count = n;
-	}
 	free(v);
 	return 0;
 }

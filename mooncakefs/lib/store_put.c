@@ -3,20 +3,29 @@
  * Put: one (Batch)PutStart for all keys, every replica of every key
  * written in as few transfer batches as possible, then one (Batch)PutEnd
  * for the keys whose writes all succeeded and one (Batch)PutRevoke for the
- * others (TRANSFER_FAIL). OBJECT_ALREADY_EXISTS is success without
- * writing: objects are immutable.
+ * others (TRANSFER_FAIL) and for those whose PutEnd failed (the master
+ * may have kept their put unfinished: the key would stay blocked).
+ * OBJECT_ALREADY_EXISTS is success without writing (objects are
+ * immutable) once that object is complete: while another client's put of
+ * the key is still in progress, this put waits for it (success if it
+ * completes, our own put if it fails, -EBUSY if it is still going after
+ * the transfer timeout), so a put never reports bytes that were not
+ * stored.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mc_log.h"
 #include "mc_map.h"
 #include "staging.h"
 #include "store_int.h"
+#include "util.h"
 #include "xfer.h"
 
 #define PENDING 1 /* a result not known yet */
+#define IN_PROGRESS 2 /* another client's put of the key is in progress */
 
 struct pk {
 	uint64_t size;
@@ -124,8 +133,9 @@ static void resolve_duplicates(struct mcs_put_key *keys, struct pk *st,
 	mc_map_destroy(first);
 }
 
-int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
-		 const mooncake_replicate_config_t *cfg, bool batch)
+static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
+		      size_t n, const mooncake_replicate_config_t *cfg,
+		      bool batch)
 {
 	Mcrpc__PutStartResponse *resp = NULL;
 	Mcrpc__ReplicateConfig rcfg;
@@ -172,7 +182,7 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 
 		st[i].start = rl->code;
 		if (rl->code == -EEXIST) {
-			keys[i].result = 0;
+			keys[i].result = rl->in_progress ? IN_PROGRESS : 0;
 			continue;
 		}
 		if (rl->code) {
@@ -252,6 +262,9 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 	}
 end:
 	finish(s, keys, ended, n_end, batch, true);
+	for (size_t e = 0; e < n_end; e++)
+		if (keys[ended[e]].result)
+			revoked[n_rev++] = ended[e];
 	finish(s, keys, revoked, n_rev, batch, false);
 	resolve_duplicates(keys, st, n);
 	goto out;
@@ -269,6 +282,53 @@ out:
 	free(sizes);
 	free(ended);
 	free(revoked);
+}
+
+/* Keys that another client is putting (IN_PROGRESS): put again, with a
+ * growing pause, until that put completed (the master then says the
+ * object exists: success) or failed (ours then goes through). */
+static void wait_others(struct mooncake_store *s, struct mcs_put_key *keys,
+			size_t n, const mooncake_replicate_config_t *cfg,
+			bool batch)
+{
+	uint64_t deadline = mcs_now_ms() + atomic_load(&s->transfer_ms);
+	unsigned pause_us = 200;
+	struct mcs_put_key *sub = NULL;
+	size_t *idx = NULL, k;
+
+	for (;;) {
+		k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (keys[i].result == IN_PROGRESS) {
+				if (!idx && !(idx = calloc(n, sizeof(*idx))))
+					goto fail;
+				idx[k++] = i;
+			}
+		if (!k || mcs_now_ms() >= deadline)
+			break;
+		if (!sub && !(sub = calloc(n, sizeof(*sub))))
+			goto fail;
+		usleep(pause_us);
+		pause_us = pause_us < 25000 ? pause_us * 2 : 50000;
+		for (size_t j = 0; j < k; j++)
+			sub[j] = keys[idx[j]];
+		put_round(s, sub, k, cfg, batch && k > 1);
+		for (size_t j = 0; j < k; j++)
+			keys[idx[j]].result = sub[j].result;
+	}
+fail:
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].result == IN_PROGRESS)
+			keys[i].result = -EBUSY;
+	free(sub);
+	free(idx);
+}
+
+int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
+		 const mooncake_replicate_config_t *cfg, bool batch)
+{
+	put_round(s, keys, n, cfg, batch);
+	wait_others(s, keys, n, cfg, batch);
 	return 0;
 }
 
