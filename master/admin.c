@@ -13,6 +13,9 @@
 #include "mc_sbuf.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "segments.h"
 
 static void reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 		     const char *type)

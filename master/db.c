@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "db.h"
-#include "mc_le.h"
 #include "master.h"
+#include "mc_le.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
+#include "mst_util.h"
 
 #define SCHEMA_VERSION 3
 

@@ -9,10 +9,14 @@
 #include <string.h>
 
 #include "db.h"
+#include "dirs.h"
+#include "feed.h"
 #include "master.h"
+#include "master.pb-c.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/store_fs.h"
-#include "master.pb-c.h"
+#include "mst_util.h"
+#include "objmap.h"
 
 static bool dir_path_ok(const char *path, size_t len)
 {

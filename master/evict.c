@@ -24,9 +24,12 @@
 #include <stdlib.h>
 
 #include "db.h"
+#include "evict.h"
 #include "master.h"
-#include "mc_log.h"
 #include "master.pb-c.h"
+#include "mc_log.h"
+#include "mst_util.h"
+#include "objects.h"
 
 #define LOG_EVERY_MS 1000
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feed.h"
 #include "master.h"
 
 int mst_feed_init(struct mst_feed *f, size_t cap)

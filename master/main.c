@@ -11,12 +11,14 @@
 #include <time.h>
 
 #include "admin.h"
+#include "lifecycle.h"
 #include "master.h"
 #include "master_options.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "metad.h"
 #include "mooncake/mc_err.h"
+#include "mst_util.h"
 #include "rpc_server.h"
 
 struct ticker {

@@ -10,11 +10,18 @@
 #include <sys/random.h>
 
 #include "db.h"
+#include "evict.h"
+#include "feed.h"
+#include "lifecycle.h"
 #include "master.h"
-#include "mc_map.h"
 #include "mc_log.h"
+#include "mc_map.h"
 #include "mc_rpc.h"
 #include "mooncake/mc_err.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "objmap.h"
+#include "segments.h"
 
 /* A replica read from sqlite, reserved in its allocator once all are
  * known: reservations must go in offset order per segment (alloc.h). */

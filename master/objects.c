@@ -11,12 +11,19 @@
 #include <string.h>
 
 #include "db.h"
+#include "dirs.h"
+#include "feed.h"
 #include "master.h"
-#include "mc_map.h"
-#include "mc_log.h"
-#include "mooncake/mc_err.h"
 #include "master.pb-c.h"
+#include "mc_log.h"
+#include "mc_map.h"
+#include "mooncake/mc_err.h"
 #include "mooncake/store_fs.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "objmap.h"
+#include "place.h"
+#include "txn.h"
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {

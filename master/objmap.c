@@ -15,6 +15,7 @@
 
 #include "master.h"
 #include "mc_map.h"
+#include "objmap.h"
 
 int mst_objmap_init(struct mst_objmap *om)
 {

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "master.h"
+#include "mst_util.h"
+#include "place.h"
 
 static bool taken(const struct mst_replica *out, unsigned n,
 		  const struct mst_segment *s)

@@ -8,10 +8,15 @@
 #include <string.h>
 
 #include "db.h"
+#include "feed.h"
 #include "master.h"
+#include "master.pb-c.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
-#include "master.pb-c.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "objmap.h"
+#include "segments.h"
 
 struct mst_client *mst_client_find(struct master *m, const uint8_t *id)
 {

@@ -17,12 +17,19 @@
 
 #include "arena.h"
 #include "db.h"
+#include "dirs.h"
+#include "evict.h"
 #include "master.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 #include "mooncake/store_fs.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "objmap.h"
+#include "segments.h"
 #include "service.h"
+#include "txn.h"
 
 struct call {
 	struct master *m;

@@ -8,6 +8,7 @@
  * sqlite is what memory said.
  */
 #include "master.h"
+#include "txn.h"
 
 int mst_txn_run(struct master *m, size_t n, mst_txn_prepare_fn prepare,
 		mst_txn_finish_fn finish, void *ctx)

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "master.h"
+#include "mst_util.h"
 
 uint64_t mst_now(void)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "lifecycle.h"
 #include "master.h"
 #include "mc_log.h"
 #include "mc_rpc.h"

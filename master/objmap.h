@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file objmap.h
+ * The object index: key -> object, and the recency list (objmap.c).
+ * Locking, time and codes as master.h says.
+ */
+#ifndef MST_OBJMAP_H
+#define MST_OBJMAP_H
+
+#include "master.h"
+
+int mst_objmap_init(struct mst_objmap *om);
+void mst_objmap_free(struct mst_objmap *om);
+struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
+				  size_t len);
+int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
+void mst_objmap_del(struct mst_objmap *om, struct mst_object *o);
+/**
+ * Prefetch what looking up keys[0..n) will touch: their home slots, then
+ * the objects those slots point to. A batch handler calls it for a window
+ * of keys before looking them up one by one, so the cache misses of the
+ * window overlap instead of following each other. n <= MST_PREFETCH_MAX;
+ * a hint only (under the master lock, like every objmap call).
+ */
+#define MST_PREFETCH_MAX 16
+void mst_objmap_prefetch(const struct mst_objmap *om, char *const *keys,
+			 size_t n);
+uint64_t mst_objmap_hash(const struct mst_objmap *om, const char *key,
+			 size_t len);
+/** Every object now in the map (malloc'd array), for the rare passes
+ *  over all of them that also delete. */
+int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
+			size_t *n);
+/* The recency list of complete objects (m->lru_head: least recent). */
+void mst_lru_add(struct master *m, struct mst_object *o);
+void mst_lru_del(struct master *m, struct mst_object *o);
+void mst_lru_touch(struct master *m, struct mst_object *o);
+
+#endif

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file place.h
+ * Replica placement on segments (place.c).
+ * Locking, time and codes as master.h says.
+ */
+#ifndef MST_PLACE_H
+#define MST_PLACE_H
+
+#include "master.h"
+#include "objects.h"
+
+/** Place up to n replicas of size bytes on distinct segments. Returns the
+ *  number placed (0: pool full). */
+unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
+		   unsigned n, const struct mst_put_cfg *pc,
+		   struct mst_replica *out);
+void mst_replica_free(struct master *m, struct mst_replica *r);
+
+#endif
