@@ -433,14 +433,21 @@ static void end_finish(void *arg, size_t i, bool committed)
 {
 	struct keys_txn *t = arg;
 	struct mst_object *o = t->objs[i];
+	const char *key = t->q->keys[i];
 
-	if (!o || o->state != MST_ENDING)
-		return;
-	if (committed) {
-		mst_put_end_apply(t->c->m, o);
-	} else {
+	if (o && o->state == MST_ENDING) {
+		if (committed) {
+			mst_put_end_apply(t->c->m, o);
+			return;
+		}
 		mst_put_end_fail(t->c->m, o);
 		t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+	} else if (!committed && !t->r->results[i]->code) {
+		/* Unprepared, or a repeat of a key given up above: success
+		 * only for an object that was complete already. */
+		o = mst_objmap_get(&t->c->m->objs, key, strlen(key));
+		if (!o || o->state != MST_COMPLETE)
+			t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
 	}
 }
 
@@ -594,14 +601,16 @@ static void remove_finish(void *arg, size_t i, bool committed)
 	struct keys_txn *t = arg;
 	struct mst_object *o = t->objs[i];
 
-	if (!o || o->state != MST_REMOVING)
-		return;
 	if (committed) {
-		mst_remove_apply(t->c->m, o, MCRPC__EVENT_TYPE__EV_REMOVE);
-	} else {
-		mst_remove_undo(t->c->m, o);
-		t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
+		if (o && o->state == MST_REMOVING)
+			mst_remove_apply(t->c->m, o,
+					 MCRPC__EVENT_TYPE__EV_REMOVE);
+		return;
 	}
+	if (o && o->state == MST_REMOVING)
+		mst_remove_undo(t->c->m, o);
+	if (!t->r->results[i]->code) /* prepared, or never reached */
+		t->r->results[i]->code = MC_STORE_INTERNAL_ERROR;
 }
 
 static int h_remove(struct call *c)

@@ -77,6 +77,24 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
                 del stored[k]
         assert sh.exist(removed) == [0] * len(removed)
 
+        # A batch is one transaction: all of it happens or none, and every
+        # key's answer says which.
+        codes = [int(c) for c in sh.ok(f"bput 6 batch/ {OBJ} 500").split(",")]
+        assert set(codes) in ({0}, {-1}), codes
+        batch = [f"batch/{i}" for i in range(6)]
+        assert sh.exist(batch) == [int(codes[0] == 0)] * 6
+        if codes[0] == 0:
+            stored.update({k: 500 + i for i, k in enumerate(batch)})
+        some = list(stored)[-4:]
+        codes = [int(c) for c in
+                 sh.ok("brm " + " ".join(some + ["never/there"])).split()]
+        assert set(codes[:4]) in ({0}, {-1}) and codes[4] in (-1, -704), codes
+        assert sh.exist(some) == [int(codes[0] != 0)] * 4
+        if codes[0] == 0:
+            for k in some:
+                removed.append(k)
+                del stored[k]
+
         # A restart on the full disk: the record is read as it is.
         m.kill()
         m.start()
