@@ -415,6 +415,8 @@ int mcfs_file_publish(struct mcfs *fs, struct mcfs_fh *fh, bool *changed)
 	*changed = fh->dirty && !fh->error;
 	rc = publish_locked(fs, fh);
 	*changed = *changed && !rc;
+	if (fh->node && fh->node->created)
+		atomic_store(&fh->node->create_failed, rc && !fh->published);
 	pthread_mutex_unlock(&fh->lock);
 	return rc;
 }

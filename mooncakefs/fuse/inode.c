@@ -446,7 +446,7 @@ struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 	for (n = fs->open_nodes; n; n = n->op_next)
 		if (n->parent == dir && n->n_writers && n->created &&
 		    !n->version && !atomic_load(&n->unlinked) &&
-		    !strcmp(n->name, name)) {
+		    !atomic_load(&n->create_failed) && !strcmp(n->name, name)) {
 			n->nlookup++;
 			break;
 		}

@@ -102,6 +102,10 @@ struct mcfs_node {
 	 * it was created with, unless a reader was turned away from it
 	 * while it was open for writing. */
 	bool created, turned_away;
+	/* A created node whose writer's last publish failed before any
+	 * succeeded: lookups no longer find it while the writer closes
+	 * (the kernel's release comes after close(2) returns). */
+	atomic_bool create_failed;
 	/* attr carries an explicit mtime (utimensat) that the next write
 	 * ends: only then does a write take itab_lock. */
 	atomic_bool mtime_pending;
