@@ -7,9 +7,12 @@
  * raw path and query (as the client sent them) and the whole body. It
  * enforces a body limit (413 before reading a body whose Content-Length is
  * too big; a chunked body that grows past it gets 413 or a closed
- * connection), frees per-request state when a client disconnects mid-body,
- * and binds exactly the host it is given. libmicrohttpd itself answers
- * malformed request lines and headers with 400/414/431.
+ * connection), refuses with 400 (and closes) a request whose framing is
+ * ambiguous: more than one Content-Length header, or one that is not a
+ * plain decimal number (RFC 9112, 6.3), frees per-request state when a
+ * client disconnects mid-body, and binds exactly the host it is given.
+ * libmicrohttpd itself answers malformed request lines and headers with
+ * 400/414/431.
  *
  * Threads: the handler runs on one of cfg->threads internal threads, many
  * at once; it must be thread-safe and must not block for long.
@@ -36,6 +39,7 @@ struct mc_http_response {
 	const char *allow; /* "Allow" header for 405, or NULL */
 	char *body; /* heap, freed by the server */
 	size_t body_len;
+	bool close; /* send "Connection: close" (always for 413) */
 };
 
 /** Set a copied text body; returns -ENOMEM on failure (status kept). */

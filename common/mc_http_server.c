@@ -8,6 +8,7 @@
  * The completion callback frees the request in every case, including a
  * client that disconnects mid-body.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -32,6 +33,7 @@ struct mc_http_server {
 
 struct req_state {
 	char *uri; /* raw, as received */
+	const char *uri_at; /* where libmicrohttpd parsed it (see target_whole) */
 	char *body;
 	size_t len, cap;
 	bool headers_seen;
@@ -41,6 +43,8 @@ struct req_state {
 
 /* After this much discarded chunked body we stop reading and close. */
 #define DISCARD_LIMIT (8u << 20)
+/* More than libmicrohttpd's buffer for a request's headers holds. */
+#define REQUEST_LINE_MAX (1u << 20)
 
 int mc_http_reply(struct mc_http_response *resp, int status,
 		  const char *content_type, const void *body, size_t len)
@@ -81,8 +85,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct req_state *st = calloc(1, sizeof(*st));
 
-	if (st)
+	if (st) {
 		st->uri = strdup(uri ? uri : "");
+		st->uri_at = uri;
+	}
 	return st;
 }
 
@@ -119,7 +125,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
 	if (r->allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
 	/* A refused body may still be arriving: do not keep the connection. */
-	if (r->status == 413)
+	if (r->close || r->status == 413)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
 					"close");
 	ret = MHD_queue_response(c, (unsigned)r->status, resp);
@@ -127,14 +133,76 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
 	return ret;
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status,
-				 const char *text)
+/* A refusal before the body is read: the connection is closed after it. */
+static enum MHD_Result send_refusal(struct MHD_Connection *c, int status,
+				    const char *text)
 {
-	struct mc_http_response r = { 0 };
+	struct mc_http_response r = { .close = true };
 
 	if (mc_http_reply(&r, status, "text/plain", text, strlen(text)))
 		return MHD_NO;
 	return send_reply(c, &r);
+}
+
+struct cl_scan {
+	unsigned n; /* Content-Length headers */
+	bool bad; /* one is not 1*DIGIT */
+};
+
+static enum MHD_Result scan_content_length(void *cls, enum MHD_ValueKind kind,
+					   const char *key, size_t key_size,
+					   const char *value, size_t value_size)
+{
+	static const char name[] = "content-length";
+	struct cl_scan *sc = cls;
+
+	(void)kind;
+	if (key_size != sizeof(name) - 1)
+		return MHD_YES;
+	for (size_t i = 0; i < key_size; i++)
+		if (tolower((unsigned char)key[i]) != name[i])
+			return MHD_YES;
+	sc->n++;
+	if (!value || !value_size || strspn(value, "0123456789") != value_size)
+		sc->bad = true;
+	return MHD_YES;
+}
+
+/*
+ * A NUL byte sent as is in the request target. libmicrohttpd hands the
+ * target over as a C string, so whatever follows the NUL would silently
+ * vanish ("key=a<NUL>b" read as "key=a"). It parses the request line in
+ * place, ending the target where the version begins (one space, made a
+ * NUL, before it): a target whose string ends short of that space held a
+ * NUL. (A version not found right after the target, as for a request
+ * line without one, is left to libmicrohttpd.)
+ */
+static bool target_whole(const struct req_state *st, const char *version)
+{
+	uintptr_t end, v = (uintptr_t)version;
+
+	if (!st->uri_at || !version || !*version)
+		return true;
+	/* st->uri: the target as it was (the query's '?' is a NUL now). */
+	end = (uintptr_t)st->uri_at + strlen(st->uri);
+	if (v <= end || v - end > REQUEST_LINE_MAX)
+		return true; /* not this line's version: nothing to tell */
+	return v == end + 1;
+}
+
+/*
+ * RFC 9112, 6.3: a body's length must be unambiguous. libmicrohttpd takes
+ * the first of several Content-Length headers, where a proxy in front may
+ * take another, so any duplicate (even an equal one, which the RFC lets
+ * us refuse) and any value but a decimal number is a 400.
+ */
+static bool framing_ok(struct MHD_Connection *c)
+{
+	struct cl_scan sc = { 0 };
+
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_content_length,
+				    &sc);
+	return sc.n <= 1 && !sc.bad;
 }
 
 static bool content_length_too_big(struct MHD_Connection *c, size_t max)
@@ -198,12 +266,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	if (!st->headers_seen) {
 		/* First call: headers only. Refuse a declared huge body. */
 		st->headers_seen = true;
+		if (!target_whole(st, version))
+			return send_refusal(c, 400,
+					    "NUL byte in the request target\n");
+		if (!framing_ok(c))
+			return send_refusal(
+				c, 400,
+				"conflicting or malformed Content-Length\n");
 		if (content_length_too_big(c, s->cfg.max_body))
-			return send_text(c, 413, "request body too large\n");
+			return send_refusal(c, 413, "request body too large\n");
 		return MHD_YES;
 	}
 	if (st->too_big)
-		return send_text(c, 413, "request body too large\n");
+		return send_refusal(c, 413, "request body too large\n");
 
 	q = strchr(st->uri, '?');
 	if (q)

@@ -2,7 +2,15 @@
 /*
  * Metadata entries: mc_map in memory, written through to sqlite when the
  * store is durable. A write commits to sqlite first and changes the map
- * only after the commit succeeded, so memory never shows what disk lacks.
+ * only after the commit succeeded, so memory never shows what disk lacks,
+ * with one exception: a write sqlite refuses (a full disk, an I/O error)
+ * still changes memory, and its key is kept in `pending` and logged once.
+ * The entries are the transfer engines' addresses and segment
+ * descriptors, which their owners hold anyway and upstream keeps in
+ * memory only; refusing them would keep new clients out of a pool whose
+ * reads all work, for the sake of a record that only serves a restart.
+ * Every later write first tries to write the pending keys' current state
+ * (one transaction); once that commits, the store is durable again.
  *
  * Locking: write_mu serializes writers for the whole change (check, commit,
  * map update); `lock` guards the map and is held for writing only while the
@@ -37,6 +45,10 @@ struct metad_kv {
 	sqlite3 *db; /* NULL: memory only */
 	sqlite3_stmt *put_stmt, *del_stmt;
 	int lock_fd; /* flock()ed: one process per store file */
+	/* Under write_mu: the keys whose state sqlite lacks, and whether
+	 * writing them failed (flush_pending). */
+	struct mc_map *pending;
+	bool pending_failed;
 };
 
 static int db_fail(struct metad_kv *kv, const char *what, char *err,
@@ -162,6 +174,8 @@ int metad_kv_open(const char *store, bool full_sync, struct metad_kv **out,
 	pthread_mutex_init(&kv->write_mu, NULL);
 	pthread_rwlock_init(&kv->lock, NULL);
 	rc = mc_map_create(&kv->map);
+	if (!rc)
+		rc = mc_map_create(&kv->pending);
 	if (rc)
 		goto err_close;
 	if (store && *store && strcmp(store, "memory") != 0) {
@@ -189,6 +203,12 @@ void metad_kv_close(struct metad_kv *kv)
 {
 	if (!kv)
 		return;
+	if (kv->pending && mc_map_count(kv->pending))
+		mc_log_warn("metad",
+			    "%zu metadata entries were never written to the "
+			    "store: they are lost",
+			    mc_map_count(kv->pending));
+	mc_map_destroy(kv->pending);
 	sqlite3_finalize(kv->put_stmt);
 	sqlite3_finalize(kv->del_stmt);
 	if (kv->db)
@@ -234,9 +254,6 @@ static int db_put(struct metad_kv *kv, const char *key, size_t key_len,
 	sqlite3_bind_blob(kv->put_stmt, 2, val_len ? val : "", (int)val_len,
 			  SQLITE_STATIC);
 	rc = sqlite3_step(kv->put_stmt) == SQLITE_DONE ? 0 : MC_EDB;
-	if (rc)
-		mc_log_err("metad", "sqlite put failed: %s",
-			   sqlite3_errmsg(kv->db));
 	sqlite3_reset(kv->put_stmt);
 	sqlite3_clear_bindings(kv->put_stmt);
 	return rc;
@@ -250,12 +267,79 @@ static int db_del(struct metad_kv *kv, const char *key, size_t key_len)
 		return 0;
 	sqlite3_bind_blob(kv->del_stmt, 1, key, (int)key_len, SQLITE_STATIC);
 	rc = sqlite3_step(kv->del_stmt) == SQLITE_DONE ? 0 : MC_EDB;
-	if (rc)
-		mc_log_err("metad", "sqlite delete failed: %s",
-			   sqlite3_errmsg(kv->db));
 	sqlite3_reset(kv->del_stmt);
 	sqlite3_clear_bindings(kv->del_stmt);
 	return rc;
+}
+
+/* Write one pending key's state: its value in the map, or its absence. */
+static void flush_one(const struct mc_map_entry *p, void *arg)
+{
+	struct metad_kv *kv = arg;
+	const struct mc_map_entry *e;
+
+	if (kv->pending_failed)
+		return;
+	e = mc_map_get(kv->map, p->key, p->key_len);
+	if (e ? db_put(kv, p->key, p->key_len, e->val, e->val_len) :
+		db_del(kv, p->key, p->key_len))
+		kv->pending_failed = true;
+}
+
+/* Under write_mu: write every pending key in one transaction; 0 when
+ * nothing is pending any more. */
+static int flush_pending(struct metad_kv *kv)
+{
+	size_t n = mc_map_count(kv->pending);
+	struct mc_map *empty;
+
+	if (!n)
+		return 0;
+	if (mc_map_create(&empty))
+		return -ENOMEM;
+	kv->pending_failed = db_exec(kv->db, "BEGIN IMMEDIATE") != 0;
+	mc_map_foreach(kv->pending, flush_one, kv);
+	if (kv->pending_failed || db_exec(kv->db, "COMMIT")) {
+		(void)db_exec(kv->db, "ROLLBACK");
+		mc_map_destroy(empty);
+		return MC_EDB;
+	}
+	mc_map_destroy(kv->pending);
+	kv->pending = empty;
+	mc_log_info("metad",
+		    "metadata store writable again: %zu entries kept in "
+		    "memory meanwhile are written",
+		    n);
+	return 0;
+}
+
+/*
+ * Under write_mu: write a change of key (a new value, or its removal)
+ * through to sqlite. When sqlite refuses it, or still refuses the pending
+ * keys, the key joins them and the caller changes memory only: 0, or
+ * -ENOMEM when even that cannot be recorded.
+ */
+static int write_through(struct metad_kv *kv, const char *key, size_t key_len,
+			 const char *val, size_t val_len, bool remove)
+{
+	int rc;
+
+	if (!kv->db)
+		return 0;
+	rc = flush_pending(kv);
+	if (!rc)
+		rc = remove ? db_del(kv, key, key_len) :
+			      db_put(kv, key, key_len, val, val_len);
+	if (!rc || rc == -ENOMEM)
+		return rc;
+	if (!mc_map_count(kv->pending)) /* this failure starts it */
+		mc_log_warn(
+			"metad",
+			"metadata store cannot be written (%s): keeping "
+			"entries in memory, where they are served but would "
+			"not survive a restart, until it can",
+			sqlite3_errmsg(kv->db));
+	return mc_map_put(kv->pending, key, key_len, "", 0);
 }
 
 int metad_kv_put(struct metad_kv *kv, const char *key, size_t key_len,
@@ -276,18 +360,17 @@ int metad_kv_put(struct metad_kv *kv, const char *key, size_t key_len,
 		*outcome = METAD_PUT_CONFLICT;
 		goto out;
 	}
-	rc = db_put(kv, key, key_len, val, val_len);
+	rc = write_through(kv, key, key_len, val, val_len, false);
 	if (rc)
 		goto out;
 	pthread_rwlock_wrlock(&kv->lock);
 	rc = mc_map_put(kv->map, key, key_len, val, val_len);
 	pthread_rwlock_unlock(&kv->lock);
 	if (rc && kv->db) {
-		/* Memory failed after disk succeeded: put disk back. */
-		if (e)
-			(void)db_put(kv, key, key_len, e->val, e->val_len);
-		else
-			(void)db_del(kv, key, key_len);
+		/* Memory failed after disk took it: put disk back (or leave
+		 * the key pending, which writes what memory holds). */
+		(void)write_through(kv, key, key_len, e ? e->val : NULL,
+				    e ? e->val_len : 0, !e);
 	}
 	*outcome = METAD_PUT_STORED;
 out:
@@ -304,7 +387,7 @@ int metad_kv_del(struct metad_kv *kv, const char *key, size_t key_len)
 		rc = -ENOENT;
 		goto out;
 	}
-	rc = db_del(kv, key, key_len);
+	rc = write_through(kv, key, key_len, NULL, 0, true);
 	if (rc)
 		goto out;
 	pthread_rwlock_wrlock(&kv->lock);

@@ -7,7 +7,10 @@
  * Durability: a mutation returns 0 only after its sqlite transaction has
  * committed, so kill -9 of the process loses no acknowledged write. With
  * full_sync off (synchronous=NORMAL) a power loss may drop the last
- * commits; full_sync (synchronous=FULL) fsyncs each one.
+ * commits; full_sync (synchronous=FULL) fsyncs each one. When sqlite
+ * cannot write (a full disk, an I/O error), mutations are made in memory
+ * and logged, and written at the first later mutation that sqlite takes:
+ * entries stay available, and only a restart in between loses them.
  *
  * Thread safety: all functions may be called concurrently; readers share
  * a lock, writers are serialized. Values are copied out.
@@ -39,13 +42,13 @@ int metad_kv_get(struct metad_kv *kv, const char *key, size_t key_len,
 /**
  * Store a value. With exclusive set, an existing entry with different
  * bytes is kept and the outcome is METAD_PUT_CONFLICT.
- * @return 0 (see *outcome), -ENOMEM or MC_EDB (nothing changed).
+ * @return 0 (see *outcome) or -ENOMEM (nothing changed).
  */
 int metad_kv_put(struct metad_kv *kv, const char *key, size_t key_len,
 		 const char *val, size_t val_len, bool exclusive,
 		 enum metad_put_outcome *outcome) MC_MUST_CHECK;
 
-/** 0, -ENOENT or MC_EDB (nothing changed). */
+/** 0, -ENOENT or -ENOMEM (nothing changed). */
 int metad_kv_del(struct metad_kv *kv, const char *key,
 		 size_t key_len) MC_MUST_CHECK;
 

@@ -17,9 +17,13 @@
  * - A put of a key that already holds a complete object succeeds without
  *   overwriting it (objects are immutable; remove first to replace).
  * - mooncake_store_strerror() names any code in words.
- * - A NULL handle, a NULL or empty key and NULL arrays are -600
- *   INVALID_PARAMS; a master that does not answer is -900 RPC_FAIL, one
- *   that answers too late -901 RPC_TIMEOUT.
+ * - A NULL handle, a NULL or empty key, NULL arrays and a replicate
+ *   config whose replica_num is not 1 to MOONCAKE_MAX_REPLICAS are -600
+ *   INVALID_PARAMS (logged as a warning naming the value); a master that
+ *   does not answer is -900 RPC_FAIL, one that answers too late -901
+ *   RPC_TIMEOUT. Keys are NUL-terminated: bindings that hold keys as
+ *   byte strings (Python) refuse a key with a NUL byte with -600 rather
+ *   than pass its prefix.
  * - Calls before a successful setup or after close return -1010
  *   UNAVAILABLE_IN_CURRENT_STATUS (health_check: 1, get_hostname: NULL).
  *   A failed setup may be retried; a closed handle stays closed.
@@ -68,9 +72,12 @@ typedef struct mooncake_store *mooncake_store_t;
  * environment (0 means none, as upstream). */
 #define MOONCAKE_SIZE_UNSET UINT64_MAX
 
+/* The most replicas of one object (the master's MST_MAX_REPLICAS). */
+#define MOONCAKE_MAX_REPLICAS 8
+
 /* Upstream's ReplicateConfig for the C API. */
 typedef struct mooncake_replicate_config {
-	size_t replica_num; /* 0 means 1 */
+	size_t replica_num; /* 1 to MOONCAKE_MAX_REPLICAS, else -600 */
 	bool with_soft_pin;
 	bool with_hard_pin;
 	const char **preferred_segments; /* segment names, tried first */

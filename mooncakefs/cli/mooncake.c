@@ -61,8 +61,9 @@ static const struct mc_opt cli_opts[] = {
 	    "This client's address (put/get)."),
 	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
 	    0, "Transfer protocol (put/get)."),
-	OPT("replicas", NULL, MC_OPT_INT, replicas, "1", 1, 8,
-	    "put: replicas on distinct segments."),
+	OPT("replicas", NULL, MC_OPT_INT, replicas, "1", 0, 0,
+	    "put: replicas on distinct segments, 1 to 8 (else -600, as "
+	    "libmooncake answers)."),
 	OPT("hard_pin", NULL, MC_OPT_BOOL, hard_pin, "false", 0, 0,
 	    "put: never evict this object."),
 	OPT("force", NULL, MC_OPT_BOOL, force, "false", 0, 0,
@@ -95,6 +96,46 @@ static int fail_code(const char *what, int code)
 	fprintf(stderr, "mooncake: %s: %s (%d %s)\n", what,
 		mc_store_strerror(code), code, mc_store_err_name(code));
 	return 1;
+}
+
+/*
+ * The arguments libmooncake would refuse with -600, refused before
+ * joining the pool and in its words, so that every command answers them
+ * alike (info speaks to the master directly, which knows no such rule).
+ */
+static bool key_ok(const char *cmd, const char *key)
+{
+	if (*key) /* argv cannot hold a NUL: nothing else to check */
+		return true;
+	fprintf(stderr, "mooncake: %s: empty key: %s (%d %s)\n", cmd,
+		mc_store_strerror(MC_STORE_INVALID_PARAMS),
+		MC_STORE_INVALID_PARAMS,
+		mc_store_err_name(MC_STORE_INVALID_PARAMS));
+	return false;
+}
+
+/* Where a command's KEY is among the positional arguments (0: none). */
+static int key_arg(const char *cmd)
+{
+	if (!strcmp(cmd, "put"))
+		return 2;
+	if (!strcmp(cmd, "get") || !strcmp(cmd, "rm") || !strcmp(cmd, "info"))
+		return 1;
+	return 0;
+}
+
+static bool replicas_ok(int64_t n)
+{
+	if (n >= 1 && n <= MOONCAKE_MAX_REPLICAS)
+		return true;
+	fprintf(stderr,
+		"mooncake: --replicas: replica_num %" PRId64
+		" is out of range (1 to %d): %s (%d %s)\n",
+		n, MOONCAKE_MAX_REPLICAS,
+		mc_store_strerror(MC_STORE_INVALID_PARAMS),
+		MC_STORE_INVALID_PARAMS,
+		mc_store_err_name(MC_STORE_INVALID_PARAMS));
+	return false;
 }
 
 static int fail_rpc(const char *master, int rc)
@@ -408,7 +449,7 @@ int main(int argc, char **argv)
 	struct mc_rpc_client *c = NULL;
 	char err[MC_ERR_LEN];
 	const char *cmd;
-	int n, ret;
+	int n, key, ret;
 
 	mc_log_set_level(MC_LOG_WARN);
 	if (mc_cfg_load(&cli_spec, &cfg, argc, argv, &res, err, sizeof(err))) {
@@ -435,6 +476,15 @@ int main(int argc, char **argv)
 	cmd = n ? res.positional[0] : NULL;
 	if (!cmd) {
 		ret = usage();
+		goto out;
+	}
+	if (!replicas_ok(cfg.replicas)) {
+		ret = MC_EXIT_USAGE;
+		goto out;
+	}
+	key = key_arg(cmd);
+	if (key && key < n && !key_ok(cmd, res.positional[key])) {
+		ret = 1;
 		goto out;
 	}
 	if (!strcmp(cmd, "put") && n == 3) {

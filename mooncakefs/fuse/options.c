@@ -115,7 +115,8 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 		return 0;
 	}
 	if (!strcmp(kv, "replicas") || !strcmp(kv, "threads")) {
-		if (!v || mc_parse_i64(v, &i) || i < 1 || i > 256)
+		if (!v || mc_parse_i64(v, &i) || i < 1 ||
+		    i > (kv[0] == 'r' ? MOONCAKE_MAX_REPLICAS : 256))
 			return bad(kv, v);
 		*(kv[0] == 'r' ? &o->replicas : &o->threads) = (unsigned)i;
 		return 0;

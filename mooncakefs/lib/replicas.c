@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_log.h"
 #include "store_int.h"
 
 bool mcs_replica_usable(const Mcrpc__Replica *r, uint64_t size)
@@ -58,6 +59,16 @@ int mcs_replicas_check_put(const Mcrpc__ReplicaList *rl, uint64_t size)
 	return 0;
 }
 
+int mcs_replicate_config_check(const mooncake_replicate_config_t *c)
+{
+	if (!c ||
+	    (c->replica_num >= 1 && c->replica_num <= MOONCAKE_MAX_REPLICAS))
+		return 0;
+	mc_log_warn("store", "replica_num %zu is out of range (1 to %d)",
+		    c->replica_num, MOONCAKE_MAX_REPLICAS);
+	return -EINVAL;
+}
+
 void mcs_replicate_config(const mooncake_replicate_config_t *c,
 			  Mcrpc__ReplicateConfig *out)
 {
@@ -65,7 +76,7 @@ void mcs_replicate_config(const mooncake_replicate_config_t *c,
 	out->replica_num = 1;
 	if (!c)
 		return;
-	out->replica_num = c->replica_num ? (uint32_t)c->replica_num : 1;
+	out->replica_num = (uint32_t)c->replica_num;
 	out->with_soft_pin = c->with_soft_pin;
 	out->with_hard_pin = c->with_hard_pin;
 	if (c->preferred_segments && c->preferred_segments_count) {

@@ -147,7 +147,14 @@ size_t mcs_replicas_order(const struct mooncake_store *s,
 			  const Mcrpc__Replica **out);
 /** PutStart's replicas for size bytes: 0, MC_EPOOLFULL (none), -EPROTO. */
 int mcs_replicas_check_put(const Mcrpc__ReplicaList *rl, uint64_t size);
-/** The wire form of a replicate config (NULL: one replica, no pins). */
+/**
+ * 0 for a NULL config or one whose replica_num is 1 to
+ * MOONCAKE_MAX_REPLICAS; otherwise -EINVAL, logged with the value. Every
+ * public call that takes a config checks it before anything else.
+ */
+int mcs_replicate_config_check(const mooncake_replicate_config_t *c);
+/** The wire form of a checked replicate config (NULL: one replica, no
+ *  pins). */
 void mcs_replicate_config(const mooncake_replicate_config_t *c,
 			  Mcrpc__ReplicateConfig *out);
 /**

@@ -21,7 +21,9 @@ MOONCAKE_API int mooncake_store_put(mooncake_store_t s, const char *key,
 
 	if (rc)
 		return rc;
-	rc = mcs_put_staged(s, key, value, size, config);
+	rc = mcs_replicate_config_check(config);
+	if (!rc)
+		rc = mcs_put_staged(s, key, value, size, config);
 	mcs_leave(s);
 	return mc_err_to_store(rc);
 }
@@ -38,7 +40,9 @@ mooncake_store_put_from(mooncake_store_t s, const char *key, const void *buffer,
 
 	if (rc)
 		return rc;
-	(void)mcs_put_keys(s, &k, 1, config, false);
+	k.result = mcs_replicate_config_check(config);
+	if (!k.result)
+		(void)mcs_put_keys(s, &k, 1, config, false);
 	mcs_leave(s);
 	return mc_err_to_store(k.result);
 }
@@ -101,8 +105,11 @@ static int batch_put(mooncake_store_t s, const char **keys, size_t count,
 		mcs_leave(s);
 		return 0;
 	}
-	if (!keys || !buffers || !sizes || !results) {
+	if (!keys || !buffers || !sizes || !results ||
+	    mcs_replicate_config_check(config)) {
 		mcs_leave(s);
+		for (size_t i = 0; results && i < count; i++)
+			results[i] = MC_STORE_INVALID_PARAMS;
 		return MC_STORE_INVALID_PARAMS;
 	}
 	k = calloc(count, sizeof(*k));

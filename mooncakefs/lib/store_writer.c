@@ -109,8 +109,9 @@ MOONCAKE_API int mooncake_store_writer_open_attr(
 	rc = mcs_enter(s);
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(key) ? open_writer(s, key, size, config, attr, out) :
-			       -EINVAL;
+	rc = !mcs_key_ok(key) ? -EINVAL : mcs_replicate_config_check(config);
+	if (!rc)
+		rc = open_writer(s, key, size, config, attr, out);
 	mcs_leave(s);
 	return mc_err_to_store(rc);
 }

@@ -304,21 +304,27 @@ def _is_device_pointer(ptr):
 # ---- helpers ---------------------------------------------------------------
 
 def _key(k):
+    """The key for C: its bytes, or None (a NULL key, which every C call
+    refuses with INVALID_PARAMS) when it holds a NUL byte, since C would
+    take the bytes before the NUL for the key."""
     if isinstance(k, str):
-        return k.encode()
-    if isinstance(k, (bytes, bytearray)):
-        return bytes(k)
-    raise TypeError(f"key must be str, not {type(k).__name__}")
+        k = k.encode()
+    elif isinstance(k, (bytes, bytearray)):
+        k = bytes(k)
+    else:
+        raise TypeError(f"key must be str, not {type(k).__name__}")
+    return None if b"\0" in k else k
 
 
 def _keys(keys):
-    return [k.encode() if type(k) is str else _key(k) for k in keys]
+    return [_key(k) for k in keys]
 
 
 def _key_array(keys):
-    """(const char *keys[], keepalive). Keys that are all ASCII str are
-    joined into one NUL-separated bytes object and pointed into (one
-    encode instead of one per key); others are encoded one by one."""
+    """(const char *keys[], keepalive), keys as _key() gives them. Keys
+    that are all ASCII str without NUL are joined into one NUL-separated
+    bytes object and pointed into (one encode instead of one per key);
+    others are encoded one by one."""
     n = len(keys)
     try:
         blob = "\0".join(keys).encode() + b"\0"
@@ -326,7 +332,8 @@ def _key_array(keys):
         blob = None
     if blob is not None:
         lens = [len(k) + 1 for k in keys]
-        if sum(lens) == len(blob):  # no multi-byte characters
+        # no multi-byte characters, and no key with a NUL of its own
+        if sum(lens) == len(blob) and blob.count(0) == n:
             offs = list(_accumulate(lens, initial=ctypes.cast(
                 blob, c_void_p).value))
             offs.pop()
@@ -344,6 +351,30 @@ def _array(ctype, values):
         # objects with __index__ only, or negative values (which C then
         # refuses as sizes or unregistered addresses)
         return (ctype * len(values))(*[int(v) for v in values])
+
+
+# include/mooncake/store.h: MOONCAKE_MAX_REPLICAS.
+MAX_REPLICAS = 8
+
+
+class _BadConfig(Exception):
+    """A ReplicateConfig the C API would refuse: the put returns
+    INVALID_PARAMS (as from C) without calling it."""
+
+
+def _replica_num(value):
+    """replica_num as an int from 1 to MAX_REPLICAS, as libmooncake takes
+    it; anything else is logged (the words libmooncake logs) and raises
+    _BadConfig, so no negative number wraps around in size_t."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        n = None
+    if n is None or isinstance(value, bool) or not 1 <= n <= MAX_REPLICAS:
+        log.warning("replica_num %r is out of range (1 to %d)", value,
+                    MAX_REPLICAS)
+        raise _BadConfig()
+    return n
 
 
 _MISSING = object()
@@ -506,9 +537,11 @@ class MooncakeDistributedStore:
     # ---- configuration ---------------------------------------------------
 
     def _cfg(self, config):
-        """(pointer or None, keepalive) for a ReplicateConfig."""
+        """(pointer or None, keepalive) for a ReplicateConfig; raises
+        _BadConfig for a replica_num libmooncake would refuse."""
         if config is None or config is _DEFAULT_CONFIG:
             return None, None
+        replicas = _replica_num(config.replica_num)
         segs = []
         if config.preferred_segment:
             segs.append(config.preferred_segment)
@@ -518,13 +551,12 @@ class MooncakeDistributedStore:
             if me:
                 segs.append(me)
         segs = list(dict.fromkeys(segs))
-        replicas = int(config.replica_num)
         if (replicas == 1 and not segs and not config.with_soft_pin
                 and not config.with_hard_pin):
             return None, None
         arr = (c_char_p * len(segs))(*[x.encode() for x in segs]) \
             if segs else None
-        c = _lib.ReplicateConfigC(max(replicas, 0),
+        c = _lib.ReplicateConfigC(replicas,
                                   bool(config.with_soft_pin),
                                   bool(config.with_hard_pin), arr, len(segs))
         return byref(c), (c, arr)
@@ -552,7 +584,10 @@ class MooncakeDistributedStore:
         return _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
 
     def put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
-        cfg, _keep = self._cfg(config)
+        try:
+            cfg, _keep = self._cfg(config)
+        except _BadConfig:
+            return INVALID_PARAMS
         return _L.mooncake_store_put_from(self._h, _key(key), int(buffer_ptr),
                                           size, cfg)
 
@@ -569,7 +604,10 @@ class MooncakeDistributedStore:
             return []
         if len(buffer_ptrs) != n or len(sizes) != n:
             return [INVALID_PARAMS] * n
-        cfg, _keep = self._cfg(config)
+        try:
+            cfg, _keep = self._cfg(config)
+        except _BadConfig:
+            return [INVALID_PARAMS] * n
         ka, _kb = _key_array(keys)
         res = (c_int * n)()
         rc = _L.mooncake_store_batch_put_from(
@@ -617,7 +655,10 @@ class MooncakeDistributedStore:
         if len(all_buffer_ptrs) != n or len(all_sizes) != n:
             return [INVALID_PARAMS] * n
         ptrs, sizes, counts = self._flatten(n, all_buffer_ptrs, all_sizes)
-        cfg, _keep = self._cfg(config)
+        try:
+            cfg, _keep = self._cfg(config)
+        except _BadConfig:
+            return [INVALID_PARAMS] * n
         ka, _kb = _key_array(keys)
         res = (c_int * n)()
         rc = _L.mooncake_store_batch_put_from_multi(
@@ -654,7 +695,10 @@ class MooncakeDistributedStore:
         sizes = [sum(v.nbytes for v in parts) for parts in views]
         region = bytearray().join(v for parts in views for v in parts)
         kb, _kb = _key_array(keys)
-        cfg, _keep = self._cfg(config)
+        try:
+            cfg, _keep = self._cfg(config)
+        except _BadConfig:
+            return [INVALID_PARAMS] * n
         res = (c_int * n)()
         if not region:
             # Nothing to register: every key is empty (-600 from C).

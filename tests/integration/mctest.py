@@ -3,6 +3,8 @@
 ephemeral loopback ports, wait on conditions (never fixed sleeps), and
 tear everything down even when a test fails."""
 import atexit
+import contextlib
+import errno
 import glob
 import http.client
 import itertools
@@ -425,6 +427,41 @@ def raw(port, data, timeout=10.0, shut=True):
         pass
     s.close()
     return b"".join(chunks)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size="4m"):
+    """A tmpfs of the test's own at path (a new directory), unmounted
+    afterwards; skips the test where it cannot be mounted (not root)."""
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    os.makedirs(path)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}",
+                        "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill_fs(path):
+    """Take every free byte of the filesystem of directory path (the file
+    'filler' there; remove it to give the space back)."""
+    fd = os.open(os.path.join(path, "filler"), os.O_WRONLY | os.O_CREAT,
+                 0o600)
+    try:
+        for block in (65536, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * block)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+    finally:
+        os.close(fd)
 
 
 def cli(*args, check=False, timeout=120.0):

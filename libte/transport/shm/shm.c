@@ -13,6 +13,12 @@
  * flock on its file while alive; before each copy we try an exclusive
  * one, and getting it means the owner died: the request fails and the
  * peer is resolved again on next use (one syscall per request).
+ *
+ * Reach: a peer's buffer is reachable only once we could map it. A file
+ * we may not open (another user's 0600 file, another /dev/shm behind a
+ * mount namespace) makes the buffer unreachable here, so the request goes
+ * to the next transport (tcp), whose server checks it as for any remote
+ * reader; the failure is remembered for as long as the peer is cached.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,10 +29,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mc_log.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
 struct shm_map {
+	int err; /* the mapping failed (remembered): not reachable */
 	int fd; /* the peer's file, to test its owner's lock */
 	void *base; /* mapping, page aligned */
 	size_t map_len;
@@ -61,14 +69,6 @@ static int find_buffer(struct te_peer *p, uint64_t addr, uint64_t len)
 			return (int)i;
 	}
 	return -1;
-}
-
-static bool shm_reachable(struct te_transport *tp, struct te_peer *peer,
-			  const struct te_request *req)
-{
-	return !peer->is_self && peer->host_id[0] &&
-	       !strcmp(peer->host_id, tp->eng->host_id) &&
-	       find_buffer(peer, req->target_addr, req->length) >= 0;
 }
 
 static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
@@ -127,26 +127,67 @@ static struct shm_peer *peer_state(struct te_transport *tp, struct te_peer *p)
 	return sp;
 }
 
+/*
+ * Map buffer i of the peer once: 0, or the error that keeps it unmapped.
+ * Running out of descriptors or memory is not remembered (the next request
+ * tries again); anything else is, until the peer is resolved again.
+ */
+static int map_once(struct te_peer *p, struct shm_peer *sp, int i)
+{
+	struct shm_map *m = &sp->maps[i];
+	int rc;
+
+	pthread_mutex_lock(&sp->lock);
+	rc = m->err;
+	if (!m->base && !rc) {
+		rc = map_buffer(&p->buffers[i], m);
+		if (rc && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM) {
+			m->err = rc;
+			mc_log_info("te",
+				    "shm: cannot map %s of '%s' (%s): "
+				    "reading it over tcp",
+				    p->buffers[i].shm_path, p->name,
+				    strerror(-rc));
+		}
+	}
+	pthread_mutex_unlock(&sp->lock);
+	return rc;
+}
+
+static bool shm_reachable(struct te_transport *tp, struct te_peer *peer,
+			  const struct te_request *req)
+{
+	struct shm_peer *sp;
+	int i;
+
+	if (peer->is_self || !peer->host_id[0] ||
+	    strcmp(peer->host_id, tp->eng->host_id))
+		return false;
+	i = find_buffer(peer, req->target_addr, req->length);
+	if (i < 0)
+		return false;
+	sp = peer_state(tp, peer);
+	return sp && map_once(peer, sp, i) == 0;
+}
+
 static int shm_submit(struct te_transport *tp, struct te_task *t)
 {
 	struct te_peer *p = t->peer;
 	int i = find_buffer(p, t->req.target_addr, t->req.length);
-	struct shm_peer *sp = peer_state(tp, p);
+	/*
+	 * shm_reachable() picked us in this thread: it made the peer's state
+	 * and mapped the buffer (both under locks), so reading them needs
+	 * neither lock again.
+	 */
+	struct shm_peer *sp = p->tp_priv[tp->index];
 	struct te_buffer_desc *b;
 	char *target;
-	int rc = 0;
 
 	if (i < 0)
 		return MC_ENOTREG;
-	if (!sp)
-		return -ENOMEM;
+	if (!sp || !sp->maps[i].base)
+		return -EIO;
 	b = &p->buffers[i];
-	pthread_mutex_lock(&sp->lock);
-	if (!sp->maps[i].base)
-		rc = map_buffer(b, &sp->maps[i]);
-	pthread_mutex_unlock(&sp->lock);
-	if (rc)
-		return rc;
 	/*
 	 * The owner holds a shared lock on its file while alive: if we can
 	 * lock it exclusively, it died and its memory is nobody's pool.

@@ -127,3 +127,40 @@ def test_garbage_requests(metad, bystander, name):
     assert st is None or 400 <= st < 500 or st == 505, resp[:200]
     assert request(metad.port, "GET", "/metadata?key=a")[0] == 404
     assert request(metad.port, "GET", "/health")[0] == 200
+
+
+@pytest.mark.parametrize("target", [b"/metadata?key=a\x00b",
+                                    b"/metadata?key=a\x00",
+                                    b"/metadata\x00?key=a"])
+def test_raw_nul_in_target_is_400(metad, bystander, target):
+    """A NUL byte sent as is (not %00) in the request target: the whole
+    request is refused, and nothing is stored under the bytes before it."""
+    for method in (b"PUT", b"GET", b"DELETE"):
+        body = b"{}" if method == b"PUT" else b""
+        resp = raw(metad.port, method + b" " + target + b" HTTP/1.1\r\n"
+                   b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+                   + body)
+        assert status_of(resp) == 400, (method, target, resp[:200])
+    assert request(metad.port, "GET", "/metadata?key=a")[0] == 404
+
+
+@pytest.mark.parametrize("lengths", [(b"2", b"40"), (b"40", b"2"),
+                                     (b"2", b"2"), (b"2, 40",), (b"+2",),
+                                     (b"2 2",)])
+def test_ambiguous_content_length_is_400(metad, bystander, lengths):
+    """RFC 9112, 6.3: two Content-Length headers (even equal ones), or one
+    that is not a decimal number, make the body's length ambiguous: 400
+    and the connection closed, nothing stored, and the bytes that one
+    reading would take for a second request are never served. (A single
+    malformed value is libmicrohttpd's own 400.)"""
+    smuggled = b"DELETE /metadata?key=bystander HTTP/1.1\r\nHost: x\r\n\r\n"
+    headers = b"".join(b"Content-Length: %s\r\n" % v for v in lengths)
+    resp = raw(metad.port, b"PUT /metadata?key=cl HTTP/1.1\r\nHost: x\r\n"
+               + headers + b"\r\n{}" + smuggled)
+    assert status_of(resp) == 400, resp[:300]
+    assert b"metadata" not in resp, resp  # no answer to the DELETE
+    assert request(metad.port, "GET", "/metadata?key=cl")[0] == 404
+    # One Content-Length still works.
+    resp = raw(metad.port, b"PUT /metadata?key=cl HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Length: 2\r\n\r\n{}")
+    assert status_of(resp) == 200, resp[:300]

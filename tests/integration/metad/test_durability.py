@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The sqlite store: a restart keeps every entry, kill -9 loses no
 acknowledged PUT, and a store file is owned by one process at a time."""
+import os
 import signal
 import subprocess
 
-from mctest import METAD_CLI, binary, cli, request
+import pytest
+
+from mctest import METAD_CLI, binary, cli, fill_fs, request, small_tmpfs
 
 
 def test_restart_keeps_every_entry(procs, tmp_path):
@@ -76,3 +79,48 @@ def test_corrupt_store_is_refused(procs, tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert str(bad) in r.stderr or "sqlite" in r.stderr
+
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    with small_tmpfs(tmp_path / "small") as d:
+        yield d
+
+
+def test_full_disk_keeps_serving_from_memory(procs, tmp_path, small_fs):
+    """The store's disk fills up: PUT and DELETE still succeed (in memory,
+    logged), GETs answer them, and once there is room again the next write
+    records everything, so a restart finds exactly what was acknowledged.
+    (A joining client's PUT of its rpc_meta must not fail on a full disk.)"""
+    store = f"sqlite:{small_fs}/meta.db"
+    d = procs.start_metad(tmp_path, "--store", store)
+    assert request(d.port, "PUT", "/metadata?key=gone",
+                   body=b"{}")[0] == 200
+    fill_fs(small_fs)
+    big = b'{"pad":"' + b"x" * 20000 + b'"}'
+    for i in range(20):
+        st, body, _ = request(d.port, "PUT", f"/metadata?key=full{i}",
+                              body=big)
+        assert st == 200, (i, st, body)
+    assert request(d.port, "PUT", "/metadata?key=mooncake%2Frpc_meta%2Fn",
+                   body=b'{"rpc_port":1}')[0] == 200
+    assert request(d.port, "DELETE", "/metadata?key=gone")[0] == 200
+    assert "cannot be written" in d.log()
+    for i in range(20):
+        assert request(d.port, "GET", f"/metadata?key=full{i}")[:2] == \
+            (200, big)
+    assert request(d.port, "GET", "/metadata?key=gone")[0] == 404
+    os.unlink(small_fs / "filler")
+    assert request(d.port, "PUT", "/metadata?key=after",
+                   body=b"{}")[0] == 200
+    assert "writable again" in d.log()
+    assert d.stop() == 0
+    d = procs.start_metad(tmp_path, "--store", store, name="metad2")
+    for i in range(20):
+        assert request(d.port, "GET", f"/metadata?key=full{i}")[:2] == \
+            (200, big)
+    assert request(d.port, "GET",
+                   "/metadata?key=mooncake%2Frpc_meta%2Fn")[0] == 200
+    assert request(d.port, "GET", "/metadata?key=gone")[0] == 404
+    assert request(d.port, "GET", "/metadata?key=after")[0] == 200

@@ -399,6 +399,74 @@ def test_empty_and_duplicate_keys(master, members, stores):
     assert s.unregister_buffer(addr(buf)) == 0
 
 
+@pytest.mark.parametrize("nul", ["a\0b", b"a\0b", "a\0", "\0"])
+def test_key_with_nul_is_600(master, members, stores, nul):
+    """C takes a key up to its first NUL: a key holding one is refused
+    (-600) by every call, per key in batches, and nothing is stored under
+    the bytes before the NUL."""
+    s = setup7(stores(), master, seg=0)
+    buf = rand_bytes(1 << 20, 3)
+    n = 64 << 10
+    assert s.put(nul, b"value") == -600
+    assert s.put_parts(nul, b"va", b"lue") == -600
+    assert s.put_batch([nul, "ok1"], [b"x", b"y"]) == -600
+    assert s.get("ok1") == b"y"
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    assert s.put_from(nul, addr(buf), n) == -600
+    assert s.batch_put_from([nul, "ok2", nul], [addr(buf)] * 3,
+                            [n] * 3) == [-600, 0, -600]
+    assert s.batch_put_from_multi_buffers(
+        ["ok3", nul], [[addr(buf)], [addr(buf)]], [[n], [n]]) == [0, -600]
+    for k in ("a", "", "ok1", "ok2", "ok3"):
+        s.put(k, b"prefix")  # "" is -600 itself; the others exist now
+    assert s.get_into(nul, addr(buf), n) == -600
+    assert s.batch_get_into(["ok2", nul], [addr(buf), addr(buf) + n],
+                            [n, n]) == [n, -600]
+    assert s.batch_get_into_multi_buffers([nul], [[addr(buf)]],
+                                          [[n]]) == [-600]
+    assert s.is_exist(nul) == -600
+    assert s.batch_is_exist([nul, "ok2"]) == [-600, 1]
+    assert s.get_size(nul) == -600
+    assert s.get(nul) == b""
+    assert s.get_batch([nul, "ok1"]) == [b"", b"y"]
+    assert s.get_buffer(nul) is None
+    assert s.get_replica_desc(nul) == []
+    assert s.remove(nul) == -600
+    assert s.batch_remove([nul], True) == [-600]
+    assert s.remove_by_regex(nul, True) == -600
+    assert s.unregister_buffer(addr(buf)) == 0
+    # The prefix "a" holds what was put under "a" itself, nothing else.
+    assert s.get("a") == b"prefix"
+    assert s.remove("a", True) == 0
+
+
+@pytest.mark.parametrize("n", [0, -1, 9, 1 << 40, "2", 1.0, True])
+def test_replica_num_out_of_range_is_600(master, members, stores, mstore,
+                                         n, caplog):
+    """replica_num outside 1..8 (0 and -1 were taken for 1): -600 from
+    every put, with a warning naming it, and nothing stored."""
+    s = setup7(stores(), master, seg=0)
+    cfg = mstore.ReplicateConfig()
+    cfg.replica_num = n
+    buf = rand_bytes(1 << 20, 4)
+    m = 64 << 10
+    assert s.put("r", b"v", cfg) == -600
+    assert s.put_parts("r", b"v", b"w", config=cfg) == -600
+    assert s.put_batch(["r", "r2"], [b"v", b"w"], cfg) == -600
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    assert s.put_from("r", addr(buf), m, cfg) == -600
+    assert s.batch_put_from(["r", "r2"], [addr(buf)] * 2, [m] * 2,
+                            cfg) == [-600, -600]
+    assert s.batch_put_from_multi_buffers(["r"], [[addr(buf)]], [[m]],
+                                          cfg) == [-600]
+    assert s.unregister_buffer(addr(buf)) == 0
+    assert s.batch_is_exist(["r", "r2"]) == [0, 0]
+    assert f"replica_num {n!r} is out of range (1 to 8)" in caplog.text
+    cfg.replica_num = 2
+    assert s.put("r", b"v", cfg) == 0
+    assert len(s.get_replica_desc("r")) == 2
+
+
 def test_small_and_unregistered_buffers(master, members, stores):
     s = setup7(stores(), master, seg=0)
     src = rand_bytes(1 << 20, 8)

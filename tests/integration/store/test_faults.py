@@ -3,14 +3,16 @@
 client_ttl unless it restarts and re-adopts its segment), an owner killed
 under a 2-replica object, the master killed -9 and restarted (every
 acknowledged object back, new puts do not overwrite old ones, a client
-started afterwards finds every owner), and the CLI round trip of a 100 MiB
-file across a master restart."""
+started afterwards finds every owner), the CLI round trip of a 100 MiB
+file across a master restart, and a reader joining while the master's
+disk is full."""
 import hashlib
 import json
 import os
 import random
 import time
 
+from mctest import fill_fs, small_tmpfs
 from pool import Master, Member, Shell, cli, cleanup_segments, eventually
 
 
@@ -269,3 +271,27 @@ def test_master_restart_keeps_memory_readers_may_use(procs, tmp_path):
         other.close()
     finally:
         cleanup_segments([mem.port])
+
+
+def test_reader_joins_while_master_disk_is_full(procs, tmp_path):
+    """The master's sqlite and its metadata service's (beside it) on a full
+    disk: puts cannot be recorded, but a new client that only reads still
+    joins (the metadata service keeps its rpc_meta in memory, logged) and
+    reads; it used to be refused with 500 at setup."""
+    with small_tmpfs(tmp_path / "db", "8m") as d:
+        m = Master(procs, tmp_path, db=d / "master.db")
+        mem = Member(procs, tmp_path, m)
+        try:
+            eventually(lambda: len(m.segments()) == 1, what="segment")
+            data = os.urandom(1 << 20)
+            src = tmp_path / "in"
+            src.write_bytes(data)
+            cli(m, "put", str(src), "full/obj")
+            fill_fs(d)
+            out = tmp_path / "out"
+            cli(m, "get", "full/obj", str(out))
+            assert out.read_bytes() == data
+            assert "metadata store cannot be written" in m.log()
+        finally:
+            procs.cleanup()
+            cleanup_segments([mem.port])

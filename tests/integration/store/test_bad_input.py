@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Arguments every entry point refuses alike, and what a client that
+cannot take the fast path still gets: an empty key and a replica_num out
+of 1..8 are -600 INVALID_PARAMS from the CLI and the C API; a NUL byte
+in a key sent to the admin HTTP, or two Content-Length headers, are 400;
+a local user who may not map a member's shared memory reads over TCP.
+(The Python package's side: tests/integration/python/test_store.py; the
+metadata service's: tests/integration/metad/test_bad_input.py.)"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from mctest import SCALE, binary, raw, request
+from pool import (CLI, Member, Shell, cleanup_segments, cli, eventually,
+                  shm_segment)
+
+OTHER = 54321  # a uid of the test's own, as tests/integration/fs/test_users
+
+
+@pytest.fixture
+def member(procs, tmp_path, master):
+    m = Member(procs, tmp_path, master)
+    eventually(lambda: len(master.segments()) == 1, what="1 segment")
+    yield m
+    procs.cleanup()
+    cleanup_segments([m.port])
+
+
+def status_of(resp):
+    line = resp.split(b"\r\n", 1)[0]
+    return int(line.split()[1]) if line.startswith(b"HTTP/1.1") else None
+
+
+@pytest.mark.parametrize("args", [["info", ""], ["rm", ""],
+                                  ["get", "", "OUT"], ["put", "IN", ""]])
+def test_empty_key_is_600_in_every_command(master, tmp_path, args):
+    src = tmp_path / "in"
+    src.write_bytes(b"x")
+    args = [str(src) if a == "IN" else str(tmp_path / "out") if a == "OUT"
+            else a for a in args]
+    p = cli(master, *args, check=False)
+    assert p.returncode == 1, p
+    assert p.stderr == f"mooncake: {args[0]}: empty key: invalid " \
+        f"parameters (-600 INVALID_PARAMS)\n", p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("n", ["0", "-1", "9"])
+def test_cli_replicas_out_of_range(master, member, tmp_path, n):
+    src = tmp_path / "in"
+    src.write_bytes(b"x" * 100)
+    p = cli(master, f"--replicas={n}", "put", str(src), "k", check=False)
+    assert p.returncode == 2, p
+    assert f"replica_num {n} is out of range (1 to 8)" in p.stderr, p.stderr
+    assert "(-600 INVALID_PARAMS)" in p.stderr, p.stderr
+    p = cli(master, "info", "k", check=False)
+    assert "(-704 OBJECT_NOT_FOUND)" in p.stderr, p.stderr
+    cli(master, "--replicas=1", "put", str(src), "k")
+
+
+def test_c_api_replica_num_out_of_range(procs, tmp_path, master, member):
+    """0 was taken for 1 and 9 for 8: now both are refused before any RPC,
+    by every call that takes a config, and nothing is stored."""
+    sh = Shell(procs, tmp_path, master)
+    for n in (0, 9, 64):
+        assert sh.code(f"put r{n} 100 1 {n}") == -600
+        assert sh.code(f"sput r{n} 100 1 {n}") == -600
+        reply = sh.cmd(f"bput 2 r{n}/ 100 1 {n}")
+        assert reply.startswith("err -600") or \
+            reply.split()[-1] == "-600,-600", reply
+        for key in (f"r{n}", f"r{n}/0", f"r{n}/1"):
+            assert sh.code(f"size {key}") == -704
+    sh.ok("put r1 100 1 1")
+    sh.ok("check r1 100 1")
+    log = open(sh.log_path, errors="replace").read()
+    assert "replica_num 0 is out of range (1 to 8)" in log, log
+    sh.close()
+
+
+def test_admin_http_nul_and_content_length(procs, tmp_path, master, member):
+    """The master's admin HTTP (the same server as the metadata service):
+    a raw NUL in the key is 400, not a lookup of the bytes before it, and a
+    request with two Content-Length headers is 400."""
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put a 100 1")
+    st, body = master.http("/query_key?key=a")
+    assert st == 200, body
+    resp = raw(master.admin_port, b"GET /query_key?key=a\x00b HTTP/1.1\r\n"
+               b"Host: x\r\n\r\n")
+    assert status_of(resp) == 400, resp[:300]
+    resp = raw(master.admin_port, b"GET /query_key?key=a HTTP/1.1\r\n"
+               b"Host: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n")
+    assert status_of(resp) == 400, resp[:300]
+    assert request(master.admin_port, "GET", "/health")[0] == 200
+    sh.close()
+
+
+def test_other_user_reads_over_tcp(procs, tmp_path, master, member):
+    """A member run by root keeps its segment in a 0600 /dev/shm file: a
+    reader on the same host running as another user cannot map it, and
+    reads through the member's TCP server instead of failing with -800."""
+    assert os.stat(shm_segment(member.name)).st_mode & 0o077 == 0
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a command as another user")
+    data = os.urandom(3 << 20)
+    src = tmp_path / "in"
+    src.write_bytes(data)
+    cli(master, "put", str(src), "shared/obj")
+    out_dir = tempfile.mkdtemp(prefix="mc-other-")
+    try:
+        os.chmod(out_dir, 0o777)
+        out = os.path.join(out_dir, "out")
+        env = dict(os.environ, MOONCAKE_MASTER=master.addr,
+                   MOONCAKE_TE_META_DATA_SERVER=master.metadata)
+        p = subprocess.run([binary(*CLI), "--v=1", "get", "shared/obj", out],
+                           capture_output=True, text=True, env=env,
+                           timeout=120 * SCALE, user=OTHER, group=OTHER,
+                           extra_groups=[], cwd=out_dir)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert open(out, "rb").read() == data
+        assert "reading it over tcp" in p.stderr, p.stderr[-3000:]
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
