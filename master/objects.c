@@ -268,6 +268,8 @@ static int readable(struct master *m, const char *key, size_t key_len,
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
 
+	if (!key_len)
+		return MC_STORE_INVALID_PARAMS;
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
 	if (o->state != MST_COMPLETE || !live_replicas(o))

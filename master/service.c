@@ -341,6 +341,8 @@ static int h_put_start(struct call *c)
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
+	_Static_assert(MST_MAX_REPLICAS == MOONCAKE_MAX_REPLICAS,
+		       "the master's replica limit is the API's");
 	if (q->config && q->config->replica_num > MST_MAX_REPLICAS) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
@@ -741,7 +743,7 @@ static int h_stat(struct call *c)
 	if (!r)
 		return -ENOMEM;
 	c->resp = &r->base;
-	if (q->n_keys != 1) {
+	if (q->n_keys != 1 || (!*q->keys[0] && !q->dir)) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
@@ -1041,22 +1043,31 @@ static handler_fn handler_of(uint16_t id)
 }
 
 /* Any response message decodes this: field 1 (code) = -1012. */
-static int not_supported(const struct mc_rpc_hdr *h, uint8_t **frame,
-			 size_t *len)
+/* A response of any method with only its code (field 1, every response's
+ * first): for methods this master lacks, and requests it refuses before
+ * decoding. */
+static int code_only(const struct mc_rpc_hdr *h, int32_t code, uint8_t **frame,
+		     size_t *len)
 {
-	static const uint8_t body[] = { 0x08, 0x8c, 0xf8, 0xff, 0xff, 0xff,
-					0xff, 0xff, 0xff, 0xff, 0x01 };
 	struct mc_rpc_hdr rh = *h;
-	uint8_t *f = malloc(MC_RPC_HDR_LEN + sizeof(body));
+	uint8_t body[11] = { 0x08 };
+	uint64_t v = (uint64_t)(int64_t)code; /* int32: sign-extended */
+	size_t n = 1;
+	uint8_t *f;
 
+	do {
+		body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	f = malloc(MC_RPC_HDR_LEN + n);
 	if (!f)
 		return -ENOMEM;
 	rh.kind = MC_RPC_RESPONSE;
-	rh.length = sizeof(body);
+	rh.length = (uint32_t)n;
 	mc_rpc_hdr_encode(&rh, f);
-	memcpy(f + MC_RPC_HDR_LEN, body, sizeof(body));
+	memcpy(f + MC_RPC_HDR_LEN, body, n);
 	*frame = f;
-	*len = MC_RPC_HDR_LEN + sizeof(body);
+	*len = MC_RPC_HDR_LEN + n;
 	return 0;
 }
 
@@ -1070,7 +1081,10 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	int rc;
 
 	if (!fn)
-		return not_supported(h, frame, len);
+		return code_only(h, MC_STORE_NOT_SUPPORTED, frame, len);
+	/* Keys are byte strings: one with a NUL would be cut short. */
+	if (!mc_rpc_strings_ok(md->req, body, h->length))
+		return code_only(h, MC_STORE_INVALID_PARAMS, frame, len);
 	c.method_row = (size_t)(md - mc_rpc_method_at(0));
 	c.req = mc_rpc_unpack(md->req, body, h->length);
 	if (!c.req)

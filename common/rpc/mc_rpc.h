@@ -70,6 +70,15 @@ size_t mc_rpc_method_count(void);
 const struct mc_rpc_method *mc_rpc_method_at(size_t i);
 
 /**
+ * false when a string field of the encoded message (at any depth up to
+ * 16) holds a NUL byte, which decoding into C strings would cut short: a
+ * key "a\0b" would become "a". Malformed bodies pass (mc_rpc_unpack()
+ * refuses them).
+ */
+bool mc_rpc_strings_ok(const ProtobufCMessageDescriptor *d, const uint8_t *body,
+		       size_t len);
+
+/**
  * Decode a body as the method's request (or response): NULL when it does
  * not decode. Free with protobuf_c_message_free_unpacked(msg, NULL).
  */

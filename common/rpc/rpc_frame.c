@@ -123,6 +123,68 @@ const struct mc_rpc_method *mc_rpc_method_at(size_t i)
 	return i < N_METHODS ? &methods[i] : NULL;
 }
 
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t byte = *(*p)++;
+		*v |= (uint64_t)(byte & 0x7f) << shift;
+		if (!(byte & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* depth: nesting left; a message nested deeper is left to unpack. */
+static bool strings_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p,
+		       const uint8_t *end, int depth)
+{
+	while (p < end) {
+		const ProtobufCFieldDescriptor *f;
+		uint64_t key, n;
+
+		if (!varint(&p, end, &key))
+			return true; /* malformed: unpack refuses it */
+		switch (key & 7) {
+		case 0:
+			if (!varint(&p, end, &n))
+				return true;
+			continue;
+		case 1:
+			n = 8;
+			break;
+		case 5:
+			n = 4;
+			break;
+		case 2:
+			if (!varint(&p, end, &n))
+				return true;
+			break;
+		default:
+			return true;
+		}
+		if (n > (uint64_t)(end - p))
+			return true;
+		f = (key & 7) == 2 && key >> 3 <= INT32_MAX ?
+			    protobuf_c_message_descriptor_get_field(
+				    d, (unsigned)(key >> 3)) :
+			    NULL;
+		if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
+			return false;
+		if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth > 0 &&
+		    !strings_ok(f->descriptor, p, p + n, depth - 1))
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+bool mc_rpc_strings_ok(const ProtobufCMessageDescriptor *d, const uint8_t *body,
+		       size_t len)
+{
+	return strings_ok(d, body, body + len, 16);
+}
+
 ProtobufCMessage *mc_rpc_unpack(const ProtobufCMessageDescriptor *d,
 				const uint8_t *body, size_t len)
 {

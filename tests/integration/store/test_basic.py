@@ -149,6 +149,30 @@ def test_malformed_frames_close_only_that_connection(procs, tmp_path,
     assert "keys 1" in cli(master, "status").stdout
 
 
+def test_key_with_a_nul_is_refused_on_the_wire(procs, tmp_path, master,
+                                               members):
+    """A hand-built PutStart whose key holds a NUL (our clients refuse such
+    keys before sending) is -600, and stores nothing under the key's
+    prefix (decoding into C strings made it "a")."""
+    sh = Shell(procs, tmp_path, master)
+    key = b"nul/a\0b"
+    cid = bytes(range(16))
+    body = (b"\x0a\x10" + cid + b"\x12" + bytes([len(key)]) + key +
+            b"\x18\x80\x20")  # client_id, keys, sizes (4096)
+    s = socket.create_connection(("127.0.0.1", master.rpc_port), timeout=10)
+    try:
+        s.sendall(frame(10, body))
+        hdr = s.recv(24)
+        (n,) = struct.unpack("<I", hdr[8:12])
+        resp = s.recv(n)
+    finally:
+        s.close()
+    # Field 1, the code: -600 as a (sign-extended, 10-byte) varint.
+    assert resp == b"\x08" + bytes([0xa8, 0xfb] + [0xff] * 7 + [0x01]), resp
+    assert sh.exist(["nul/a"]) == [0]
+    assert cli(master, "ls", "nul/").stdout.strip() == ""
+
+
 def test_cli(procs, tmp_path, master, members):
     src = tmp_path / "src.bin"
     src.write_bytes(random.Random(3).randbytes(3 << 20))
