@@ -116,6 +116,11 @@ seeds = {
     + frame(1, b"", 13),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
+    # Strings holding a NUL, at the top and nested (-600 before decoding).
+    "nul_strings": mount + put_start(10, ["n\0ul"], [64], 2)
+    + frame(30, keys("a\0"), 3)
+    + frame(10, f_bytes(1, CID) + f_bytes(2, "ok") + f_packed(3, [8])
+            + f_bytes(4, f_bytes(6, "seg\0x")), 4),
 }
 
 out = sys.argv[1] if len(sys.argv) > 1 else "corpus/fuzz_master_rpc"
