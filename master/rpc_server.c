@@ -203,7 +203,13 @@ static void *accept_main(void *arg)
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);
 		if (pthread_create(&t, &attr, mst_rpc_conn_main, c)) {
-			mc_log_warn("rpc", "no thread for a connection");
+			unsigned dropped;
+
+			if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
+				mc_log_warn("rpc",
+					    "no thread for a connection (%u "
+					    "more in the last %u s)",
+					    dropped, RL_MS / 1000);
 			mst_rpc_conn_close(c);
 		}
 		pthread_attr_destroy(&attr);
