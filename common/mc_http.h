@@ -9,8 +9,11 @@
  * too big; a chunked body that grows past it gets 413 or a closed
  * connection), refuses with 400 (and closes) a request whose framing is
  * ambiguous: more than one Content-Length header, or one that is not a
- * plain decimal number (RFC 9112, 6.3), frees per-request state when a
- * client disconnects mid-body, and binds exactly the host it is given.
+ * plain decimal number (RFC 9112, 6.3), keeps bodies' buffers to what
+ * arrived (never the declared length) and all of them within max_inflight
+ * (a connection whose body would exceed it is closed), frees per-request
+ * state when a client disconnects mid-body, and binds exactly the host it
+ * is given.
  * libmicrohttpd itself answers malformed request lines and headers with
  * 400/414/431.
  *
@@ -57,6 +60,8 @@ struct mc_http_server_cfg {
 	int port; /* 0 = ephemeral */
 	unsigned threads; /* worker threads, >= 1 */
 	size_t max_body; /* bytes; larger bodies get 413 */
+	size_t max_inflight; /* body bytes of all requests being received
+				together (0: 64 MiB); over it, closed */
 	unsigned idle_timeout_s; /* close idle keep-alive connections */
 	unsigned max_connections; /* 0 = library default */
 	mc_http_handler_fn handler;

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "mc_http.h"
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_ratelimit.h"
 
 struct mc_http_server {
 	struct MHD_Daemon *mhd;
@@ -29,6 +31,8 @@ struct mc_http_server {
 	char *name;
 	int listen_fd;
 	int port;
+	_Atomic size_t inflight; /* body buffer bytes of all requests */
+	struct mc_ratelimit rl_budget;
 };
 
 struct req_state {
@@ -45,6 +49,8 @@ struct req_state {
 #define DISCARD_LIMIT (8u << 20)
 /* More than libmicrohttpd's buffer for a request's headers holds. */
 #define REQUEST_LINE_MAX (1u << 20)
+/* Body buffers of all requests together, when cfg->max_inflight is 0. */
+#define INFLIGHT_DEFAULT (64u << 20)
 
 int mc_http_reply(struct mc_http_response *resp, int status,
 		  const char *content_type, const void *body, size_t len)
@@ -95,10 +101,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct mc_http_server *s = cls;
 	struct req_state *st = *con_cls;
 
 	if (!st)
 		return;
+	atomic_fetch_sub(&s->inflight, st->cap);
 	free(st->uri);
 	free(st->body);
 	free(st);
@@ -219,10 +227,30 @@ static bool content_length_too_big(struct MHD_Connection *c, size_t max)
 	return errno == ERANGE || (end != cl && v > max);
 }
 
-static int append_body(struct req_state *st, const char *data, size_t n,
-		       size_t max)
+/* Count n more bytes of body buffer against the server's budget. */
+static bool budget_take(struct mc_http_server *s, size_t n)
 {
-	if (st->too_big || st->len + n > max) {
+	size_t cur = atomic_load_explicit(&s->inflight, memory_order_relaxed);
+	unsigned dropped;
+
+	do {
+		if (n > s->cfg.max_inflight - cur) {
+			if (mc_ratelimit_ok(&s->rl_budget, 10000, &dropped))
+				mc_log_warn(s->name,
+					    "closing a connection: request "
+					    "bodies being received exceed %zu "
+					    "bytes (%u more in the last 10 s)",
+					    s->cfg.max_inflight, dropped);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak(&s->inflight, &cur, cur + n));
+	return true;
+}
+
+static int append_body(struct mc_http_server *s, struct req_state *st,
+		       const char *data, size_t n)
+{
+	if (st->too_big || st->len + n > s->cfg.max_body) {
 		st->too_big = true;
 		st->discarded += n;
 		return 0;
@@ -231,9 +259,13 @@ static int append_body(struct req_state *st, const char *data, size_t n,
 		size_t cap = st->cap ? st->cap : 4096;
 		while (cap < st->len + n + 1)
 			cap *= 2;
+		if (!budget_take(s, cap - st->cap))
+			return -ENOBUFS;
 		char *b = realloc(st->body, cap);
-		if (!b)
+		if (!b) {
+			atomic_fetch_sub(&s->inflight, cap - st->cap);
 			return -ENOMEM;
+		}
 		st->body = b;
 		st->cap = cap;
 	}
@@ -257,8 +289,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	if (!st || !st->uri)
 		return MHD_NO; /* out of memory in on_uri */
 	if (upload_data && *upload_data_size) {
-		if (append_body(st, upload_data, *upload_data_size,
-				s->cfg.max_body))
+		if (append_body(s, st, upload_data, *upload_data_size))
 			return MHD_NO;
 		*upload_data_size = 0;
 		return st->discarded > DISCARD_LIMIT ? MHD_NO : MHD_YES;
@@ -326,6 +357,8 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 	}
 	s->cfg.host = s->host;
 	s->cfg.name = s->name;
+	if (!s->cfg.max_inflight)
+		s->cfg.max_inflight = INFLIGHT_DEFAULT;
 	rc = mc_net_listen(cfg->host, cfg->port, 512, 1, &s->listen_fd,
 			   &s->port);
 	if (rc) {

@@ -221,8 +221,11 @@ int main(int argc, char **argv)
 	struct mst_rpc_server_cfg rc_cfg = {
 		.host = cfg.rpc_address,
 		.port = (int)cfg.rpc_port,
+		.max_connections = (unsigned)cfg.rpc_max_connections,
 		.idle_timeout_s = (unsigned)cfg.rpc_conn_timeout_seconds,
+		.frame_timeout_s = (unsigned)cfg.rpc_frame_timeout_seconds,
 		.max_body = (size_t)cfg.max_request_size,
+		.max_inflight = (size_t)cfg.rpc_max_inflight_bytes,
 		.busy_poll_us = (unsigned)cfg.rpc_busy_poll_us,
 	};
 	rc = mst_rpc_server_start(m, &rc_cfg, &rpc, err, sizeof(err));

@@ -41,7 +41,9 @@ static const struct mc_opt master_opts[] = {
 	     0, 4096,
 	     "Accepted; every connection has its own thread (0 = default)."),
 	OPT("rpc_conn_timeout_seconds", MC_OPT_INT, rpc_conn_timeout_seconds,
-	    "0", 0, 86400, "Close RPC connections idle this long (0 = never)."),
+	    "300", 0, 86400,
+	    "Close RPC connections idle this long (0 = never; upstream's "
+	    "default is 0)."),
 	OPT("rpc_enable_tcp_no_delay", MC_OPT_BOOL, rpc_enable_tcp_no_delay,
 	    "true", 0, 0, "TCP_NODELAY on RPC connections (always on)."),
 	OPT("enable_metric_reporting", MC_OPT_BOOL, enable_metric_reporting,
@@ -135,6 +137,20 @@ static const struct mc_opt master_opts[] = {
 	    1073741824.0,
 	    "Largest RPC frame body; larger closes the "
 	    "connection."),
+	OPT("rpc_max_connections", MC_OPT_INT, rpc_max_connections, "4096", 1,
+	    1048576,
+	    "RPC connections at once; at the limit a new one closes the "
+	    "connection waiting longest for a request (docs/design.md)."),
+	OPT("rpc_frame_timeout_seconds", MC_OPT_INT, rpc_frame_timeout_seconds,
+	    "30", 1, 3600,
+	    "A request must arrive in full within this long of its first "
+	    "byte, and an answer be taken within this long; slower peers "
+	    "are closed."),
+	OPT("rpc_max_inflight_bytes", MC_OPT_SIZE, rpc_max_inflight_bytes, "0",
+	    0, 1099511627776.0,
+	    "Request bytes being received, all connections together beyond "
+	    "16 KiB each; a connection that would exceed it is closed "
+	    "(0 = --max_request_size)."),
 	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "200", 0, 10000,
 	    "Poll a connection this long (us, adaptive) for its next request "
 	    "before sleeping; 0 = never (docs/design.md)."),

@@ -55,6 +55,9 @@ struct master_cfg {
 	uint64_t exist_max_idle;
 	uint64_t max_key_length;
 	uint64_t max_request_size;
+	int64_t rpc_max_connections;
+	int64_t rpc_frame_timeout_seconds;
+	uint64_t rpc_max_inflight_bytes;
 	int64_t rpc_busy_poll_us;
 	char *port_file;
 	char *metrics_port_file;

@@ -1,48 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Master RPC server: an accept thread and one detached-but-counted thread
- * per connection. Stopping shuts every connection down and waits for the
- * threads to leave.
+ * per connection (rpc_conn.c). The acceptor admits a connection within
+ * max_connections, shedding the longest-waiting connection when at the
+ * limit (rpc_conn.h). Stopping shuts every connection down and waits for
+ * the threads to leave.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "master.h"
-#include "mc_busy_poll.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
-#include "rpc_server.h"
-#include "service.h"
+#include "rpc_conn.h"
 
-struct conn {
-	struct mst_rpc_server *srv;
-	int fd;
-	struct mc_busy_poll bp; /* waiting for the next request */
-	struct conn *prev, *next;
-};
+#define RL_MS 10000u
 
-struct mst_rpc_server {
-	struct master *m;
-	struct mst_rpc_server_cfg cfg;
-	int lfd, port;
-	int stop_pipe[2];
-	pthread_t acceptor;
-	pthread_mutex_t lock;
-	pthread_cond_t gone;
-	struct conn *conns;
-	unsigned n_conns;
-	bool stopping;
-};
-
-static void conn_close(struct conn *c)
+void mst_rpc_conn_close(struct conn *c)
 {
 	struct mst_rpc_server *s = c->srv;
 
@@ -54,76 +40,127 @@ static void conn_close(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->n_conns--;
+	if (atomic_load(&c->state) == CONN_SHED)
+		s->n_shed--;
 	close(c->fd);
 	pthread_cond_broadcast(&s->gone);
 	pthread_mutex_unlock(&s->lock);
 	free(c);
 }
 
-static int read_frame_hdr(struct conn *c, uint8_t *hb)
+/* Shed the connection that has waited longest (s->lock held): false when
+ * every connection is being served. */
+static bool shed_one(struct mst_rpc_server *s)
 {
-	struct mst_rpc_server *s = c->srv;
-	int tmo = s->cfg.idle_timeout_s ? (int)s->cfg.idle_timeout_s * 1000 :
-					  -1;
-	int rc = mc_busy_poll_wait(&c->bp, c->fd, tmo);
+	for (;;) {
+		struct conn *victim = NULL;
+		uint64_t oldest = UINT64_MAX;
+		int expect = CONN_WAITING;
+		unsigned dropped;
 
-	if (rc)
-		return rc;
-	return mc_net_read_all(c->fd, hb, MC_RPC_HDR_LEN);
+		for (struct conn *c = s->conns; c; c = c->next) {
+			uint64_t t = atomic_load(&c->since_ms);
+			if (atomic_load(&c->state) == CONN_WAITING &&
+			    t < oldest) {
+				oldest = t;
+				victim = c;
+			}
+		}
+		if (!victim)
+			return false;
+		if (!atomic_compare_exchange_strong(&victim->state, &expect,
+						    CONN_SHED))
+			continue; /* it became busy: look again */
+		s->n_shed++;
+		shutdown(victim->fd, SHUT_RDWR);
+		if (mc_ratelimit_ok(&s->rl_shed, RL_MS, &dropped))
+			mc_log_notice(
+				"rpc",
+				"%u connections (--rpc_max_connections): "
+				"closed the connection from %s, waiting "
+				"%llu ms (%u more in the last %u s not "
+				"logged)",
+				s->cfg.max_connections, victim->peer,
+				(unsigned long long)(mst_rpc_now_ms() - oldest),
+				dropped, RL_MS / 1000);
+		return true;
+	}
 }
 
-static void *conn_main(void *arg)
+static void peer_name(int fd, char *out, size_t len)
 {
-	struct conn *c = arg;
-	struct mst_rpc_server *s = c->srv;
-	uint8_t hb[MC_RPC_HDR_LEN], *body = NULL;
-	size_t body_cap = 0;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
 
-	for (;;) {
-		struct mc_rpc_hdr h;
-		uint8_t *frame;
-		size_t len;
-		int rc = read_frame_hdr(c, hb);
-
-		if (rc)
-			break;
-		rc = mc_rpc_hdr_decode(hb, (uint32_t)s->cfg.max_body, &h);
-		if (rc || h.kind != MC_RPC_REQUEST) {
-			mc_log_info("rpc", "closing a connection: %s",
-				    rc == -EMSGSIZE ?
-					    "frame over the size limit" :
-					    "not a request frame");
-			break;
-		}
-		if (h.length + 1 > body_cap) {
-			uint8_t *nb = realloc(body, h.length + 1);
-			if (!nb)
-				break;
-			body = nb;
-			body_cap = h.length + 1;
-		}
-		if (mc_net_read_all(c->fd, body, h.length))
-			break;
-		rc = mst_service_call(s->m, &h, body, &frame, &len);
-		if (rc) {
-			mc_log_info("rpc", "closing a connection: %s",
-				    rc == -EPROTO ? "request does not decode" :
-						    strerror(-rc));
-			break;
-		}
-		rc = mc_net_write_all(c->fd, frame, len);
-		free(frame);
-		if (rc)
-			break;
-		if (body_cap > (1u << 20)) {
-			free(body);
-			body = NULL;
-			body_cap = 0;
+	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+			port = ntohs(a->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+			port = ntohs(a->sin6_port);
 		}
 	}
-	free(body);
-	conn_close(c);
-	return NULL;
+	snprintf(out, len, "%s:%d", ip, port);
+}
+
+/* The new connection's record, linked in; NULL when refused. */
+static struct conn *admit(struct mst_rpc_server *s, int fd)
+{
+	struct conn *c;
+	unsigned dropped;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->n_conns - s->n_shed >= s->cfg.max_connections && !shed_one(s)) {
+		pthread_mutex_unlock(&s->lock);
+		if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
+			mc_log_warn("rpc",
+				    "refused a connection: all %u connections "
+				    "(--rpc_max_connections) are being served "
+				    "(%u more in the last %u s not logged)",
+				    s->cfg.max_connections, dropped,
+				    RL_MS / 1000);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		pthread_mutex_unlock(&s->lock);
+		return NULL;
+	}
+	c->srv = s;
+	c->fd = fd;
+	atomic_init(&c->state, CONN_WAITING);
+	atomic_init(&c->since_ms, mst_rpc_now_ms());
+	mc_busy_poll_init(&c->bp, s->cfg.busy_poll_us);
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->n_conns++;
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+/* Out of descriptors: make room by shedding, and pause for a moment
+ * instead of spinning on a listener that stays readable. */
+static void accept_failed(struct mst_rpc_server *s, int err)
+{
+	struct pollfd p = { .fd = s->stop_pipe[0], .events = POLLIN };
+	unsigned dropped;
+
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
+		return;
+	pthread_mutex_lock(&s->lock);
+	(void)shed_one(s);
+	pthread_mutex_unlock(&s->lock);
+	if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
+		mc_log_warn("rpc", "accept: %s (%u more in the last %u s)",
+			    strerror(err), dropped, RL_MS / 1000);
+	(void)poll(&p, 1, 10);
 }
 
 static void *accept_main(void *arg)
@@ -134,6 +171,7 @@ static void *accept_main(void *arg)
 		struct pollfd p[2] = { { .fd = s->lfd, .events = POLLIN },
 				       { .fd = s->stop_pipe[0],
 					 .events = POLLIN } };
+		struct timeval snd = { .tv_sec = s->cfg.frame_timeout_s };
 		pthread_attr_t attr;
 		pthread_t t;
 		struct conn *c;
@@ -147,42 +185,63 @@ static void *accept_main(void *arg)
 		if (p[1].revents)
 			break;
 		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&s->lock);
-		if (s->n_conns >= s->cfg.max_connections) {
-			pthread_mutex_unlock(&s->lock);
-			mc_log_warn("rpc", "connection limit %u reached",
-				    s->cfg.max_connections);
-			close(fd);
+		if (fd < 0) {
+			accept_failed(s, errno);
 			continue;
 		}
-		c = calloc(1, sizeof(*c));
+		c = admit(s, fd);
 		if (!c) {
-			pthread_mutex_unlock(&s->lock);
 			close(fd);
 			continue;
 		}
 		(void)mc_net_set_nodelay(fd);
-		c->srv = s;
-		c->fd = fd;
-		mc_busy_poll_init(&c->bp, s->cfg.busy_poll_us);
-		c->next = s->conns;
-		if (s->conns)
-			s->conns->prev = c;
-		s->conns = c;
-		s->n_conns++;
-		pthread_mutex_unlock(&s->lock);
+		/* An answer the peer does not take fails the write. */
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd,
+				 sizeof(snd));
+		peer_name(fd, c->peer, sizeof(c->peer));
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);
-		if (pthread_create(&t, &attr, conn_main, c)) {
-			mc_log_warn("rpc", "no thread for a connection");
-			conn_close(c);
+		if (pthread_create(&t, &attr, mst_rpc_conn_main, c)) {
+			unsigned dropped;
+
+			if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
+				mc_log_warn("rpc",
+					    "no thread for a connection (%u "
+					    "more in the last %u s)",
+					    dropped, RL_MS / 1000);
+			mst_rpc_conn_close(c);
 		}
 		pthread_attr_destroy(&attr);
 	}
 	return NULL;
+}
+
+/* Raise the descriptor limit to fit max_connections (and what else the
+ * master opens), or lower max_connections to what fits. */
+static void fit_fd_limit(struct mst_rpc_server *s)
+{
+	const rlim_t spare = 256; /* sqlite, HTTP servers, logs */
+	rlim_t want = (rlim_t)s->cfg.max_connections + spare;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	mc_log_warn("rpc",
+		    "descriptor limit %llu (ulimit -n) leaves room for %llu of "
+		    "%u RPC connections (--rpc_max_connections)",
+		    (unsigned long long)rl.rlim_cur,
+		    (unsigned long long)(rl.rlim_cur > 2 * spare ?
+						 rl.rlim_cur - spare :
+						 rl.rlim_cur / 2),
+		    s->cfg.max_connections);
+	s->cfg.max_connections = (unsigned)(rl.rlim_cur > 2 * spare ?
+						    rl.rlim_cur - spare :
+						    rl.rlim_cur / 2);
 }
 
 int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
@@ -199,6 +258,17 @@ int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
 		s->cfg.max_connections = 4096;
 	if (!s->cfg.max_body)
 		s->cfg.max_body = MC_RPC_MAX_BODY;
+	if (!s->cfg.frame_timeout_s)
+		s->cfg.frame_timeout_s = 30;
+	if (!s->cfg.max_inflight)
+		s->cfg.max_inflight = s->cfg.max_body;
+	if (s->cfg.max_inflight + MST_RPC_CONN_FREE_BYTES < s->cfg.max_body)
+		mc_log_warn("rpc",
+			    "requests over %zu bytes cannot be received: "
+			    "--rpc_max_inflight_bytes is below "
+			    "--max_request_size",
+			    s->cfg.max_inflight + MST_RPC_CONN_FREE_BYTES);
+	fit_fd_limit(s);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->gone, NULL);
 	if (pipe2(s->stop_pipe, O_CLOEXEC)) {

@@ -4,6 +4,16 @@
  * The master's RPC listener: one thread per connection reading frames
  * (common/rpc/mc_rpc.h), answering each in order, so clients may pipeline.
  * A frame that cannot be accepted closes its connection only.
+ *
+ * Limits on what peers can hold (docs/design.md, "Connections"): a
+ * connection idle for idle_timeout_s is closed; a request must arrive in
+ * full within frame_timeout_s of its first byte and an answer must be
+ * taken within frame_timeout_s; a body's buffer grows as its bytes arrive,
+ * and all buffers together beyond a small one per connection stay within
+ * max_inflight bytes (a connection that would exceed it is closed); at
+ * max_connections, a new connection sheds the connection that has waited
+ * longest for its next request (or for the rest of one), and is refused
+ * only when every connection is being served.
  */
 #ifndef MASTER_RPC_SERVER_H
 #define MASTER_RPC_SERVER_H
@@ -18,7 +28,9 @@ struct mst_rpc_server_cfg {
 	int port; /* 0: ephemeral */
 	unsigned max_connections; /* 0: 4096 */
 	unsigned idle_timeout_s; /* 0: none */
-	size_t max_body;
+	unsigned frame_timeout_s; /* 0: 30 */
+	size_t max_body; /* 0: MC_RPC_MAX_BODY */
+	size_t max_inflight; /* 0: max_body */
 	unsigned busy_poll_us; /* 0: never busy-poll (mc_busy_poll.h) */
 };
 

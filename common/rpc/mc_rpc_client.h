@@ -8,7 +8,8 @@
  * timeout), -ECONNREFUSED and other connect errors, -ECONNRESET (the
  * master closed the connection), -EPROTO (an answer that does not decode).
  * A call that fails on a pooled connection the master had already closed
- * (it restarted) is retried once on a fresh connection.
+ * (it restarted, or closed the connection idle or to make room for
+ * another) before any answer came is retried once on a new connection.
  */
 #ifndef MC_RPC_CLIENT_H
 #define MC_RPC_CLIENT_H

@@ -85,12 +85,14 @@ void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us)
 	mc_busy_poll_init(&c->bp, max_us);
 }
 
-static int take(struct mc_rpc_client *c, int *fd, unsigned *tmo, bool *pooled)
+/* A pooled connection (unless fresh), or a new one. */
+static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
+		bool *pooled)
 {
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->n_idle) {
+	if (c->n_idle && !fresh) {
 		c->n_idle--;
 		*fd = c->idle[c->n_idle];
 		*tmo = c->idle_tmo[c->n_idle];
@@ -196,7 +198,7 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		unsigned tmo;
 		int fd;
 
-		rc = take(c, &fd, &tmo, &pooled);
+		rc = take(c, attempt > 0, &fd, &tmo, &pooled);
 		if (rc)
 			break;
 		rc = exchange(c, fd, &tmo, frame, len, method, h.req_id,
@@ -206,7 +208,9 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 			break;
 		}
 		close(fd);
-		/* A stale pooled connection: the master restarted. */
+		/* A stale pooled connection (the master restarted, or
+		 * closed it idle or to make room): no answer came, the
+		 * request was not handled; send it on a new connection. */
 		if (!(pooled && !got_any &&
 		      (rc == -ECONNRESET || rc == -EPIPE)))
 			break;

@@ -9,6 +9,8 @@
  *   hold KEY                      -> ok HOLD_ID   (GetReplicaList + hold)
  *   renew ID | release ID         -> ok
  *   watch EPOCH AFTER WAIT_MS     -> ok epoch=E last=L reset=0|1 TYPE:KEY[>TO] ...
+ *   pwatch N EPOCH AFTER WAIT_MS  -> ok N: N such long polls at once, from
+ *                                    N threads (N pooled connections after)
  *   rm KEY [force]                -> ok
  *   listd PREFIX DELIM START LIMIT -> list with directory records:
  *                                    ... NAME:SIZE[:/][:MODE] (octal)
@@ -22,6 +24,7 @@
  * Usage: master_shell HOST:PORT
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +233,55 @@ static void do_watch(struct mcs_master *m, char **a, int n)
 	mcs_master_free(r);
 }
 
+struct pwatch {
+	struct mcs_master *m;
+	uint64_t epoch, after;
+	unsigned wait_ms;
+	pthread_t t;
+	int rc;
+};
+
+static void *pwatch_main(void *arg)
+{
+	struct pwatch *w = arg;
+	Mcrpc__WatchResponse *r;
+
+	w->rc = mcs_master_watch(w->m, w->epoch, w->after, w->wait_ms, 0, &r);
+	if (!w->rc)
+		mcs_master_free(r);
+	return NULL;
+}
+
+static void do_pwatch(struct mcs_master *m, char **a, int n)
+{
+	struct pwatch w[64];
+	unsigned k = n == 5 ? (unsigned)strtoul(a[1], NULL, 10) : 0;
+	int rc = 0;
+
+	if (!k || k > 64) {
+		puts("err -600 usage");
+		return;
+	}
+	for (unsigned i = 0; i < k; i++) {
+		w[i] = (struct pwatch){ .m = m,
+					.epoch = strtoull(a[2], NULL, 10),
+					.after = strtoull(a[3], NULL, 10),
+					.wait_ms = (unsigned)strtoul(a[4], NULL,
+								     10) };
+		if (pthread_create(&w[i].t, NULL, pwatch_main, &w[i]))
+			abort();
+	}
+	for (unsigned i = 0; i < k; i++) {
+		pthread_join(w[i].t, NULL);
+		if (w[i].rc && !rc)
+			rc = w[i].rc;
+	}
+	if (rc)
+		err(rc);
+	else
+		printf("ok %u\n", k);
+}
+
 int main(int argc, char **argv)
 {
 	struct mcs_master *m;
@@ -287,6 +339,8 @@ int main(int argc, char **argv)
 			do_lease(m, a[1], false);
 		else if (!strcmp(a[0], "watch"))
 			do_watch(m, a, n);
+		else if (!strcmp(a[0], "pwatch"))
+			do_pwatch(m, a, n);
 		else if (!strcmp(a[0], "rm") && (n == 2 || n == 3)) {
 			const char *k[1] = { a[1] };
 			int res = 0, rc = mcs_master_remove(m, false, k, 1,

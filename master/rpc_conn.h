@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file rpc_conn.h
+ * Inside the master's RPC server (rpc_server.c accepts and admits,
+ * rpc_conn.c serves one connection): the connection and server records
+ * they share.
+ *
+ * A connection is WAITING while its thread waits for a request or reads
+ * one, SERVING while the request is handled and answered (a Watch long
+ * poll included). Only a WAITING connection may be shed (the acceptor
+ * swaps WAITING for SHED and shuts the socket down; the thread, which
+ * swaps WAITING for SERVING once a frame is complete, then finds SHED and
+ * leaves), so a request that was handled is always answered, and one that
+ * was shed was never handled: clients retry it on a new connection.
+ */
+#ifndef MASTER_RPC_CONN_H
+#define MASTER_RPC_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mc_busy_poll.h"
+#include "mc_ratelimit.h"
+#include "rpc_server.h"
+
+enum conn_state { CONN_WAITING, CONN_SERVING, CONN_SHED };
+
+struct conn {
+	struct mst_rpc_server *srv;
+	int fd;
+	_Atomic int state; /* enum conn_state */
+	/* When the connection began its current wait (for a request, or
+	 * for the rest of one): the oldest is shed first. */
+	_Atomic uint64_t since_ms;
+	struct mc_busy_poll bp; /* waiting for the next request */
+	uint8_t *body; /* request body buffer, grown as bytes arrive */
+	size_t cap, charged; /* its size, the part counted in the budget */
+	char peer[64]; /* "ip:port" for log lines */
+	struct conn *prev, *next;
+};
+
+struct mst_rpc_server {
+	struct master *m;
+	struct mst_rpc_server_cfg cfg;
+	int lfd, port;
+	int stop_pipe[2];
+	pthread_t acceptor;
+	pthread_mutex_t lock;
+	pthread_cond_t gone;
+	struct conn *conns;
+	unsigned n_conns, n_shed; /* n_shed: shed and not yet gone */
+	bool stopping;
+	_Atomic size_t inflight; /* body bytes counted in the budget */
+	struct mc_ratelimit rl_refused, rl_shed, rl_slow, rl_budget;
+};
+
+/* Each connection's first bytes of body buffer are outside the budget. */
+#define MST_RPC_CONN_FREE_BYTES (16u << 10)
+
+/** CLOCK_MONOTONIC_COARSE in ms. */
+uint64_t mst_rpc_now_ms(void);
+
+/** The connection's thread (pthread start routine). */
+void *mst_rpc_conn_main(void *arg);
+
+/** Unlink, close and free c (its thread, at its end). */
+void mst_rpc_conn_close(struct conn *c);
+
+#endif
