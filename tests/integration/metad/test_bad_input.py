@@ -162,5 +162,5 @@ def test_ambiguous_content_length_is_400(metad, bystander, lengths):
     assert request(metad.port, "GET", "/metadata?key=cl")[0] == 404
     # One Content-Length still works.
     resp = raw(metad.port, b"PUT /metadata?key=cl HTTP/1.1\r\nHost: x\r\n"
-               b"Content-Length: 2\r\n\r\n{}")
+               b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
     assert status_of(resp) == 200, resp[:300]
