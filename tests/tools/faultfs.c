@@ -16,8 +16,9 @@
  *       number): every time, or only the next N times; only for paths
  *       that contain SUBSTRING when given (that end with it when it ends
  *       with '$': path=master.db$ is not master.db-wal). OP is one of read
- *       write fsync open create truncate fallocate unlink rename mkdir
- *       getattr readdir, or all (every one of them).
+ *       write fsync open create truncate fallocate unlink (rmdir too)
+ *       rename mkdir getattr (access and lookups too) readdir, or all
+ *       (every one of them).
  *   clear
  *       Forget every rule.
  *

@@ -70,10 +70,13 @@ class FaultFS:
         return total
 
     def unmount(self):
+        # Lazily: the master may still hold its record open. faultfs
+        # would serve it until it closes, so it is stopped too.
         subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)],
                        check=False, capture_output=True)
         if os.path.ismount(self.mnt):
             subprocess.run(["umount", "-l", str(self.mnt)], check=False)
+        self.proc.terminate()
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
