@@ -272,12 +272,37 @@ int mst_db_begin(struct mst_db *db)
 	return step_done(db, db->begin, "begin");
 }
 
+/*
+ * After a failed COMMIT sqlite has rolled the transaction back in memory,
+ * but its frames can be whole in the WAL file: with synchronous=FULL the
+ * frames and the commit mark are written before the fsync that failed. A
+ * restart would read them back as committed: a put the client was told
+ * failed (its memory freed, perhaps reused) would come back, a remove the
+ * client was told failed would have happened. Each transaction's frames
+ * go where the failed one's went, and a frame counts only while the
+ * checksums chained from the start of the WAL match: a small transaction
+ * that changes nothing the master reads ends the WAL's valid part before
+ * the failed transaction's commit mark. It may fail too (writes failing),
+ * and then the failed transaction's commit mark was not written either.
+ */
+static void fence(struct mst_db *db)
+{
+	if (!sqlite3_get_autocommit(db->h))
+		return; /* the rollback failed: nothing to fence with */
+	if (sqlite3_exec(db->h,
+			 "INSERT OR REPLACE INTO meta VALUES('fence',random())",
+			 NULL, NULL, NULL) != SQLITE_OK)
+		(void)db_fail(db, "fence after a failed commit");
+}
+
 int mst_db_commit(struct mst_db *db)
 {
 	int rc = step_done(db, db->commit, "commit");
 
-	if (rc)
+	if (rc) {
 		mst_db_rollback(db);
+		fence(db);
+	}
 	return rc;
 }
 
