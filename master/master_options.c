@@ -7,8 +7,11 @@
  * flags and refused with a clear message when turned on.
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "master_options.h"
+#include "mc_daemon.h"
+#include "mc_log.h"
 
 #define OPT(n, t, f, d, lo, hi, h)                                             \
 	{                                                                      \
@@ -177,3 +180,85 @@ const struct mc_cfg_spec master_cfg_spec = {
 	.config_opt = "config_path",
 	.config_env = "MOONCAKE_MASTER_CONFIG_PATH",
 };
+
+/* ---- from flags to the master's rules ------------------------------------ */
+
+static int refuse_unsupported(const struct master_cfg *c)
+{
+	static const struct {
+		size_t off;
+		const char *name;
+	} flags[] = {
+		{ offsetof(struct master_cfg, enable_ha), "enable_ha" },
+		{ offsetof(struct master_cfg, enable_oplog), "enable_oplog" },
+		{ offsetof(struct master_cfg, enable_snapshot),
+		  "enable_snapshot" },
+		{ offsetof(struct master_cfg, enable_offload),
+		  "enable_offload" },
+		{ offsetof(struct master_cfg, enable_cxl), "enable_cxl" },
+		{ offsetof(struct master_cfg, enable_multi_tenants),
+		  "enable_multi_tenants" },
+		{ offsetof(struct master_cfg, enable_kv_events),
+		  "enable_kv_events" },
+	};
+
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (*(const bool *)((const char *)c + flags[i].off)) {
+			mc_log_err("master",
+				   "--%s is not supported by this master yet "
+				   "(see docs/config.md)",
+				   flags[i].name);
+			return MC_EXIT_USAGE;
+		}
+	}
+	if (c->root_fs_dir && *c->root_fs_dir) {
+		mc_log_err("master", "--root_fs_dir (shared-filesystem "
+				     "replicas) is not supported");
+		return MC_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int parse_strategy(const char *s, int *out)
+{
+	if (!s || !strcmp(s, "random"))
+		*out = MST_RANDOM;
+	else if (!strcmp(s, "free_ratio_first"))
+		*out = MST_FREE_RATIO_FIRST;
+	else if (!strcmp(s, "local_first"))
+		*out = MST_LOCAL_FIRST;
+	else
+		return -1;
+	return 0;
+}
+
+int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
+{
+	int code = refuse_unsupported(c);
+
+	if (code)
+		return code;
+	*out = (struct mst_config){
+		.lease_ttl_ms = c->default_kv_lease_ttl,
+		.soft_pin_ttl_ms = c->default_kv_soft_pin_ttl,
+		.max_soft_pin_ttl_ms = c->max_kv_soft_pin_ttl,
+		.allow_evict_soft_pinned = c->allow_evict_soft_pinned_objects,
+		.eviction_ratio = c->eviction_ratio,
+		.high_watermark = c->eviction_high_watermark_ratio,
+		.client_ttl_ms = c->client_ttl,
+		.discard_timeout_ms = c->put_start_discard_timeout_sec,
+		.release_timeout_ms = c->put_start_release_timeout_sec,
+		.restore_grace_ms = c->restore_grace,
+		.exist_max_idle_ms = c->exist_max_idle,
+		.hold_ttl_ms = 3 * c->default_kv_lease_ttl,
+		.max_key_len = (size_t)c->max_key_length,
+	};
+	if (parse_strategy(c->allocation_strategy, &out->strategy)) {
+		mc_log_err("master",
+			   "--allocation_strategy=%s: use random, "
+			   "free_ratio_first or local_first",
+			   c->allocation_strategy);
+		return MC_EXIT_USAGE;
+	}
+	return 0;
+}

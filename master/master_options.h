@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "master.h"
 #include "mc_cfg.h"
 
 struct master_cfg {
@@ -67,5 +68,11 @@ struct master_cfg {
 };
 
 extern const struct mc_cfg_spec master_cfg_spec;
+
+/**
+ * The master's rules from the flags: 0, or MC_EXIT_USAGE (the reason
+ * logged) for a flag this master does not support or a bad value.
+ */
+int master_cfg_core(const struct master_cfg *c, struct mst_config *out);
 
 #endif

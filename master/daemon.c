@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master's running parts (daemon.h): each started in turn, and on any
+ * failure every part already started is stopped again, in reverse.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "daemon.h"
+#include "lifecycle.h"
+#include "mc_daemon.h"
+#include "mc_http.h"
+#include "mc_log.h"
+#include "metad.h"
+#include "mooncake/mc_err.h"
+#include "mst_util.h"
+#include "rpc_server.h"
+
+struct mst_daemon {
+	struct master *m;
+	struct metad *meta;
+	struct mc_http_server *meta_srv, *admin;
+	struct mst_rpc_server *rpc;
+	bool report; /* a metrics summary every 10 s */
+	bool ticking;
+	atomic_bool stop;
+	pthread_t ticker;
+};
+
+static void *tick_main(void *arg)
+{
+	struct mst_daemon *d = arg;
+	uint64_t last_report = mst_now();
+
+	while (!atomic_load(&d->stop)) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		char *s = NULL;
+
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&d->m->lock);
+		mst_tick(d->m);
+		if (d->report && mst_now() - last_report >= 10000) {
+			last_report = mst_now();
+			s = mst_admin_summary(d->m);
+		}
+		pthread_mutex_unlock(&d->m->lock);
+		if (s)
+			mc_log_info("master", "%s", s);
+		free(s);
+	}
+	return NULL;
+}
+
+static int write_port(const char *path, int port, const char *what)
+{
+	int rc;
+
+	if (!path || !*path)
+		return 0;
+	rc = mc_daemon_write_port_file(path, port);
+	if (rc)
+		mc_log_err("master", "%s port file %s: %s", what, path,
+			   mc_strerror(rc));
+	return rc;
+}
+
+/* The metadata service keeps its entries beside the master's record. */
+static int start_metadata(struct mst_daemon *d, const struct master_cfg *cfg)
+{
+	bool mem = !cfg->db_path || !*cfg->db_path ||
+		   !strcmp(cfg->db_path, "memory");
+	char err[MC_ERR_LEN] = "", store[4200];
+	struct metad_options mo = {
+		.store = store,
+		.full_sync = cfg->db_full_sync,
+		.max_body = METAD_DEFAULT_MAX_BODY,
+		.max_key = METAD_DEFAULT_MAX_KEY,
+	};
+	int rc;
+
+	snprintf(store, sizeof(store), "%s%s%s",
+		 mem ? "memory" : "sqlite:", mem ? "" : cfg->db_path,
+		 mem ? "" : "-metadata");
+	rc = metad_create(&mo, &d->meta, err, sizeof(err));
+	if (!rc)
+		rc = metad_serve(d->meta, cfg->http_metadata_server_host,
+				 (int)cfg->http_metadata_server_port, 4,
+				 &d->meta_srv, err, sizeof(err));
+	if (rc) {
+		mc_log_err("master", "metadata service: %s", err);
+		return rc;
+	}
+	mc_log_notice("master", "metadata service on http://%s:%d/metadata",
+		      cfg->http_metadata_server_host,
+		      mc_http_server_port(d->meta_srv));
+	return write_port(cfg->metadata_port_file,
+			  mc_http_server_port(d->meta_srv), "metadata");
+}
+
+static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mc_http_server_cfg hc = {
+		.host = cfg->metrics_host,
+		.port = (int)cfg->metrics_port,
+		.threads = 2,
+		.max_body = 4096,
+		.idle_timeout_s = 60,
+		.handler = mst_admin_handle,
+		.arg = d->m,
+		.name = "admin",
+	};
+	int rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
+
+	if (rc)
+		mc_log_err("master", "admin HTTP: %s", err);
+	return rc;
+}
+
+static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mst_rpc_server_cfg rc_cfg = {
+		.host = cfg->rpc_address,
+		.port = (int)cfg->rpc_port,
+		.max_connections = (unsigned)cfg->rpc_max_connections,
+		.idle_timeout_s = (unsigned)cfg->rpc_conn_timeout_seconds,
+		.frame_timeout_s = (unsigned)cfg->rpc_frame_timeout_seconds,
+		.max_body = (size_t)cfg->max_request_size,
+		.max_inflight = (size_t)cfg->rpc_max_inflight_bytes,
+		.busy_poll_us = (unsigned)cfg->rpc_busy_poll_us,
+	};
+	int rc = mst_rpc_server_start(d->m, &rc_cfg, &d->rpc, err, sizeof(err));
+
+	if (rc)
+		mc_log_err("master", "%s", err);
+	return rc;
+}
+
+int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
+		     struct mst_daemon **out)
+{
+	struct mst_daemon *d = calloc(1, sizeof(*d));
+	char err[MC_ERR_LEN] = "";
+	int rc;
+
+	*out = NULL;
+	if (!d)
+		return -ENOMEM;
+	rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
+			sizeof(err));
+	if (rc)
+		mc_log_err("master", "%s", err);
+	if (!rc && cfg->enable_http_metadata_server)
+		rc = start_metadata(d, cfg);
+	if (!rc)
+		rc = start_admin(d, cfg);
+	if (!rc)
+		rc = start_rpc(d, cfg);
+	if (!rc) {
+		d->report = cfg->enable_metric_reporting;
+		rc = -pthread_create(&d->ticker, NULL, tick_main, d);
+		d->ticking = !rc;
+	}
+	if (!rc) {
+		mc_log_notice("master",
+			      "serving RPC on %s:%d, admin HTTP on %s:%d, "
+			      "database %s",
+			      cfg->rpc_address, mst_rpc_server_port(d->rpc),
+			      cfg->metrics_host, mc_http_server_port(d->admin),
+			      cfg->db_path);
+		rc = write_port(cfg->port_file, mst_rpc_server_port(d->rpc),
+				"RPC");
+	}
+	if (!rc)
+		rc = write_port(cfg->metrics_port_file,
+				mc_http_server_port(d->admin), "admin");
+	if (rc) {
+		mst_daemon_stop(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+void mst_daemon_stop(struct mst_daemon *d)
+{
+	if (!d)
+		return;
+	if (d->ticking) {
+		atomic_store(&d->stop, true);
+		pthread_join(d->ticker, NULL);
+	}
+	mst_rpc_server_stop(d->rpc);
+	mc_http_server_stop(d->admin);
+	mc_http_server_stop(d->meta_srv);
+	metad_destroy(d->meta);
+	mst_destroy(d->m);
+	free(d);
+}
