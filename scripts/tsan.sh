@@ -6,7 +6,8 @@
 # arena collides with TSan's address-space layout), nor can the corpus
 # replays add anything TSan would see (single-threaded). Tests that run in
 # the plain pass only (pjdfstest: an outside suite whose value is what the
-# kernel answers, over an hour under TSan; a pip install) are left out.
+# kernel answers, 8 minutes plain and far longer under TSan; a pip
+# install) are left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
