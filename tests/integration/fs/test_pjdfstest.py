@@ -287,7 +287,7 @@ def test_pjdfstest(master, mounts, tmp_path):
     m = mounts(seg="3GiB", opts="allow_other,staging_limit=3GiB")
     write = os.environ.get("MC_PJDFSTEST_WRITE", "")
     expected = parse_expected(EXPECTED) if os.path.exists(EXPECTED) else {}
-    failures, unexpected, fixed = {}, [], []
+    failures, unexpected, fixed, traces = {}, [], [], []
     counts = {d: [0, 0] for d in dirs}  # passed, total
     for d in dirs:
         for t in sorted(os.listdir(os.path.join(suite, "tests", d))):
@@ -298,6 +298,7 @@ def test_pjdfstest(master, mounts, tmp_path):
             work.mkdir(parents=True)
             cases, _ = run_file(os.path.join(suite, "tests", d, t),
                                 str(work), str(tmp_path / "trace"))
+            before = len(unexpected)
             for c, (ok, detail, why) in sorted(cases.items()):
                 counts[d][0] += ok
                 counts[d][1] += 1
@@ -308,6 +309,11 @@ def test_pjdfstest(master, mounts, tmp_path):
                         unexpected.append(f"{name} {c}{detail}")
                 elif (name, c) in expected:
                     fixed.append(f"{name} {c} ({expected[(name, c)]})")
+            if len(unexpected) > before:
+                # The file's calls and answers, kept for the report.
+                kept = tmp_path / f"trace-{d}-{t}"
+                shutil.copy(tmp_path / "trace", kept)
+                traces.append(kept)
     for d, (ok, n) in counts.items():
         print(f"pjdfstest {d}: {ok} of {n} pass")
     print(f"pjdfstest: {sum(c[0] for c in counts.values())} of "
@@ -321,4 +327,7 @@ def test_pjdfstest(master, mounts, tmp_path):
         f"{len(unexpected)} failures not in pjdfstest.expected:\n"
         + "\n".join(unexpected[:50])
         + f"\n{len(fixed)} listed cases now pass (remove them):\n"
-        + "\n".join(fixed[:50]) + f"\n{m.log()[-3000:]}")
+        + "\n".join(fixed[:50]) + f"\n{m.log()[-3000:]}"
+        + f"\nmaster:\n{master.log()[-3000:]}"
+        + "".join(f"\n{p.name}:\n" + p.read_text(errors="replace")[-4000:]
+                  for p in traces[:2]))
