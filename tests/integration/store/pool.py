@@ -18,12 +18,21 @@ CLI = ("mooncakefs", "cli", "mooncake")
 SHELL = ("tests", "tools", "store_shell")
 
 
+_handed = set()
+
+
 def free_port():
     """A port free right now (for daemons that must keep theirs across a
-    restart)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    restart), never one handed out before in this process: the kernel can
+    give the same free port to two binds in a row (a master's metadata
+    and admin ports once collided)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed:
+            _handed.add(port)
+            return port
 
 
 def read_port(path, proc, log_path, what):
