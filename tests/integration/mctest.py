@@ -21,6 +21,18 @@ BUILD = os.environ.get("MC_BUILD_DIR") or os.path.join(
 SCALE = float(os.environ.get("MC_TEST_TIMEOUT_SCALE", "1"))
 
 
+def sanitizers():
+    """MC_SANITIZE of the build under test ('' when not sanitized)."""
+    try:
+        with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("MC_SANITIZE:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def binary(*parts):
     path = os.path.join(BUILD, *parts)
     if not os.access(path, os.X_OK):

@@ -5,10 +5,9 @@ their key (they used to leave it blocked, and later puts of it said
 success without storing anything), removes fail or happen wholly, and a
 restart, on the full disk and after it has room again, finds every
 acknowledged object and none of the removed ones."""
-import subprocess
-
 import pytest
 
+from mctest import fill_fs, small_tmpfs
 from pool import Master, Member, Shell, cleanup_segments, eventually
 
 OBJ = 64 * 1024
@@ -16,24 +15,8 @@ OBJ = 64 * 1024
 
 @pytest.fixture
 def small_fs(tmp_path):
-    d = tmp_path / "dbfs"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
-                    str(d)], check=True)
-    yield d
-    subprocess.run(["umount", "-l", str(d)], check=False)
-
-
-def fill_disk(d):
-    """Fill the file system of d; returns the filler file."""
-    filler = d / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
-    return filler
+    with small_tmpfs(tmp_path / "dbfs") as d:
+        yield d
 
 
 def restart_and_check(m, sh, stored, removed):
@@ -58,7 +41,7 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         stored = {f"pre/{i}": i for i in range(20)}
         for k, seed in stored.items():
             sh.ok(f"put {k} {OBJ} {seed}")
-        filler = fill_disk(small_fs)
+        fill_fs(small_fs)
 
         codes = {f"full/{i}": sh.code(f"put full/{i} {OBJ} {100 + i}")
                  for i in range(60)}
@@ -112,7 +95,7 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
 
         # Room again: the failed keys take new puts, and a restart keeps
         # them too.
-        filler.unlink()
+        (small_fs / "filler").unlink()
         for k in failed:
             if k not in stored:
                 sh.ok(f"put {k} {OBJ} 9")

@@ -49,18 +49,6 @@ def closed_by_master(s):
         return True
 
 
-def sanitizers():
-    """MC_SANITIZE of the build under test ('' when not sanitized)."""
-    try:
-        with open(os.path.join(mctest.BUILD, "CMakeCache.txt")) as f:
-            for line in f:
-                if line.startswith("MC_SANITIZE:"):
-                    return line.split("=", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
 def status_kib(pid, field):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -187,7 +175,7 @@ def test_stalled_huge_frames_keep_memory_bounded(procs, tmp_path,
     then stall: the master allocates as bytes arrive, within
     --rpc_max_inflight_bytes (by default --max_request_size), and closes
     the connections that would exceed it."""
-    san, args = sanitizers(), []
+    san, args = mctest.sanitizers(), []
     if "address" in san:
         # Freed buffers would wait in ASan's quarantine (256 MiB).
         monkeypatch.setenv("ASAN_OPTIONS", ":".join(
@@ -276,11 +264,11 @@ def test_metadata_http_bodies_keep_memory_bounded(procs, tmp_path,
     """160 PUTs to the embedded metadata service, each 1 byte short of its
     declared 1 MiB body, stalled: the bodies being received stay within
     the HTTP server's 64 MiB, the rest are closed."""
-    if "address" in sanitizers():
+    if "address" in mctest.sanitizers():
         monkeypatch.setenv("ASAN_OPTIONS", ":".join(
             x for x in (os.environ.get("ASAN_OPTIONS"),
                         "quarantine_size_mb=0") if x))
-    if "thread" in sanitizers():
+    if "thread" in mctest.sanitizers():
         pytest.skip("TSan's shadow is several times the 64 MiB allowed")
     m = Master(procs, tmp_path)
     base = status_kib(m.proc.pid, "VmRSS")
