@@ -558,6 +558,19 @@ bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	return yes;
 }
 
+uint64_t mcfs_node_dir_held(struct mcfs *fs, struct mcfs_node *dir,
+			    const char *name)
+{
+	struct mcfs_node *n;
+	uint64_t ino;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_child(fs, dir, name, 0, true);
+	ino = n && n->nlookup ? n->ino : 0;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return ino;
+}
+
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
 {
 	struct mcfs_node *n;

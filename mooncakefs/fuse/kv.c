@@ -657,6 +657,7 @@ out:
 int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		  const mooncake_fs_attr_t *attr, struct mcfs_node **out)
 {
+	struct mcfs_node *n;
 	char *key, *prefix;
 	int rc = key_to_change(fs, dir, name, -EINVAL, &key);
 
@@ -666,15 +667,23 @@ int mcfs_kv_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	free(key);
 	if (!prefix)
 		return -ENOMEM;
+	/* The node (counted as the kernel's) before the master has the
+	 * record: the feed may bring this mkdir's event before its answer
+	 * is back, and the watch must find the directory held then, or it
+	 * drops the entry the kernel is making (watch.c, inval_key). */
+	n = mcfs_node_child(fs, dir, name, MCFS_KV_DIR, prefix, 0, 0, 0, NULL);
 	/* -705 for a record, keys under it, or a file of that name. */
-	rc = mcfs_errno(mooncake_store_mkdir(fs->store, prefix, attr));
-	if (!rc) {
-		*out = mcfs_node_child(fs, dir, name, MCFS_KV_DIR, prefix, 0, 0,
-				       0, attr);
-		rc = *out ? 0 : -ENOMEM;
-	}
+	rc = n ? mcfs_errno(mooncake_store_mkdir(fs->store, prefix, attr)) :
+		 -ENOMEM;
 	free(prefix);
-	return rc;
+	if (rc) {
+		if (n)
+			mcfs_node_forget(fs, n->ino, 1);
+		return rc;
+	}
+	mcfs_node_set_attr(fs, n, attr);
+	*out = n;
+	return 0;
 }
 
 int mcfs_kv_rmdir(struct mcfs *fs, struct mcfs_node *dir, const char *name)

@@ -222,6 +222,7 @@ struct mcfs {
 	/* counters for .mooncake/stats */
 	_Atomic uint64_t n_reads, n_read_bytes, n_writes, n_write_bytes;
 	_Atomic uint64_t n_lookups, n_invalidations, n_errors, n_stale;
+	_Atomic uint64_t n_feed_resets; /* change feed restarts handled */
 	uint64_t start_ms;
 	uid_t uid;
 	gid_t gid;
@@ -287,6 +288,10 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
  *  the name already stands for that version)? */
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		     uint64_t version);
+/** The inode number of the directory (dir, name) while the kernel holds
+ *  it (looked up and not forgotten), else 0. */
+uint64_t mcfs_node_dir_held(struct mcfs *fs, struct mcfs_node *dir,
+			    const char *name);
 /** Lookups no longer find n (the next lookup of its name makes a new
  *  inode). */
 void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);

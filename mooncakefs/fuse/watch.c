@@ -17,19 +17,33 @@
 
 /* version: of the object now under key (0: unknown). The kernel's entry
  * of a created node of this mount already bound to it stays: the file
- * keeps its inode number. */
-static void inval_key(struct mcfs *fs, const char *key, uint64_t version)
+ * keeps its inode number. kept: key names a directory that the event
+ * made or changed, not removed (mkdir, attributes, a directory's rename
+ * target). */
+static void inval_key(struct mcfs *fs, const char *key, uint64_t version,
+		      bool kept)
 {
 	char *name = NULL;
 	struct mcfs_node *dir;
+	uint64_t ino;
 
 	if (!key || !*key || mcfs_hidden_key(key))
 		return;
 	dir = mcfs_node_dir_for(fs, key, &name);
 	if (!name)
 		return;
-	/* -ENOENT: the kernel had nothing cached; fine. */
-	if (!version || !mcfs_node_bound(fs, dir, name, version)) {
+	if (kept && (ino = mcfs_node_dir_held(fs, dir, name))) {
+		/* The kernel's entry already names this directory (this
+		 * mount made it, or looked it up): only its attributes may
+		 * be stale. Dropping the entry of a directory that is some
+		 * process's working directory leaves that process in a
+		 * dentry the kernel no longer finds by name; seen: a later
+		 * rmdir of a directory made in it answered ENOENT without
+		 * asking the daemon (pjdfstest, the own mkdir event of the
+		 * test's directory arriving after its shell entered it). */
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	} else if (!version || !mcfs_node_bound(fs, dir, name, version)) {
+		/* -ENOENT: the kernel had nothing cached; fine. */
 		fuse_lowlevel_notify_inval_entry(fs->se, dir->ino, name,
 						 strlen(name));
 		atomic_fetch_add(&fs->n_invalidations, 1);
@@ -39,18 +53,19 @@ static void inval_key(struct mcfs *fs, const char *key, uint64_t version)
 
 /* A directory's events name its prefix: its entry is the name without
  * the trailing '/'. */
-static void inval_path(struct mcfs *fs, const char *key, uint64_t version)
+static void inval_path(struct mcfs *fs, const char *key, uint64_t version,
+		       bool kept)
 {
 	size_t n = key ? strlen(key) : 0;
 	char *k;
 
 	if (!n || key[n - 1] != '/') {
-		inval_key(fs, key, version);
+		inval_key(fs, key, version, false);
 		return;
 	}
 	k = strndup(key, n - 1);
 	if (k)
-		inval_key(fs, k, 0);
+		inval_key(fs, k, 0, kept);
 	free(k);
 }
 
@@ -58,20 +73,30 @@ static void on_event(void *arg, const mooncake_event_t *e)
 {
 	struct mcfs *fs = arg;
 
-	if (e->type == MOONCAKE_EV_RENAME) {
-		inval_path(fs, e->key, 0);
-		inval_path(fs, e->to, e->version);
-	} else {
+	switch (e->type) {
+	case MOONCAKE_EV_RENAME:
+		inval_path(fs, e->key, 0, false);
+		inval_path(fs, e->to, e->version, true);
+		break;
+	case MOONCAKE_EV_MKDIR:
+	case MOONCAKE_EV_ATTR:
+		inval_path(fs, e->key, 0, true);
+		break;
+	default:
 		inval_path(fs, e->key,
-			   e->type == MOONCAKE_EV_PUT ? e->version : 0);
+			   e->type == MOONCAKE_EV_PUT ? e->version : 0, false);
+		break;
 	}
 }
 
-/* Every cached name under kv/. */
+/* Every cached name under kv/; of a directory the kernel holds, its
+ * attributes only (see inval_key: the processes inside it keep their
+ * working directory; one removed in the gap answers ENOENT to the
+ * operations that reach the master). */
 static void inval_all(struct mcfs *fs)
 {
 	struct pair {
-		uint64_t parent;
+		uint64_t parent, held;
 		char *name;
 	} *v = NULL;
 	size_t n = 0, cap = 0;
@@ -93,6 +118,9 @@ static void inval_all(struct mcfs *fs)
 				cap = nc;
 			}
 			v[n].parent = x->parent->ino;
+			v[n].held = x->kind == MCFS_KV_DIR && x->nlookup ?
+					    x->ino :
+					    0;
 			v[n].name = strdup(x->name);
 			if (v[n].name)
 				n++;
@@ -100,8 +128,13 @@ static void inval_all(struct mcfs *fs)
 done:
 	pthread_mutex_unlock(&fs->itab_lock);
 	for (size_t i = 0; i < n; i++) {
-		fuse_lowlevel_notify_inval_entry(fs->se, v[i].parent, v[i].name,
-						 strlen(v[i].name));
+		if (v[i].held)
+			fuse_lowlevel_notify_inval_inode(fs->se, v[i].held, -1,
+							 0);
+		else
+			fuse_lowlevel_notify_inval_entry(fs->se, v[i].parent,
+							 v[i].name,
+							 strlen(v[i].name));
 		free(v[i].name);
 	}
 	free(v);
@@ -134,8 +167,10 @@ static void *watch_main(void *arg)
 		if (failing)
 			mc_log_notice("mcfs", "change feed back");
 		failing = false;
-		if (reset)
+		if (reset) {
 			inval_all(fs);
+			atomic_fetch_add(&fs->n_feed_resets, 1);
+		}
 	}
 	return NULL;
 }
