@@ -321,14 +321,23 @@ static int create_staging(struct mooncake_store *s)
 	return rc;
 }
 
+/*
+ * Which memory the segment is (store_cfg.h): a segment_name asks for a kept
+ * segment in /dev/shm and fails without room there; a pool member
+ * (keep_segment) keeps one where /dev/shm has room and otherwise warns and
+ * uses unnamed memory, as an embedded client always does.
+ */
 static int create_segment(struct mooncake_store *s)
 {
 	char name[MCS_SEG_NAME_MAX + 1], err[MC_ERR_LEN] = "";
 	const char *n = s->cfg.segment_name;
+	bool asked = n && *n, keep = asked || s->cfg.keep_segment;
 	int rc;
 
 	if (!s->cfg.global_segment_size)
 		return 0;
+	if (!asked)
+		n = s->cfg.default_segment_name;
 	if (!n || !*n) {
 		rc = mcs_segment_name(s->name, name, sizeof(name));
 		if (rc) {
@@ -340,8 +349,16 @@ static int create_segment(struct mooncake_store *s)
 		}
 		n = name;
 	}
-	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, &s->seg,
-			      err, sizeof(err));
+	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, keep,
+			      &s->seg, err, sizeof(err));
+	if (rc == -ENOSPC && keep && !asked) {
+		mc_log_warn("store",
+			    "%s; using private memory meanwhile: this "
+			    "segment's objects are lost when the process ends",
+			    err);
+		rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size,
+				      false, &s->seg, err, sizeof(err));
+	}
 	if (rc)
 		mc_log_err("store", "%s", err);
 	return rc;
