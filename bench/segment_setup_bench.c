@@ -26,8 +26,8 @@
 
 enum { BASELINE, OLD, UNNAMED_RET, UNNAMED_ALL, NAMED_RET, NAMED_ALL, N_COL };
 static const char *const col_name[N_COL] = {
-	"baseline", "old", "unnamed ret", "unnamed all", "named ret",
-	"named all",
+	"baseline",    "old",	    "unnamed ret",
+	"unnamed all", "named ret", "named all",
 };
 
 static double secs(uint64_t t0)
@@ -115,7 +115,8 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		n_sizes = (size_t)argc - 2;
 	for (size_t s = 0; s < n_sizes; s++) {
-		size_t mib = argc > 2 ? strtoull(argv[s + 2], NULL, 10) : def[s];
+		size_t mib = argc > 2 ? strtoull(argv[s + 2], NULL, 10) :
+					def[s];
 		size_t len = mib << 20;
 		double *v = calloc((size_t)runs * N_COL, sizeof(*v));
 
