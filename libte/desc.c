@@ -8,8 +8,11 @@
  *    "buffers": [{"name": "cpu:0", "addr": N, "length": N}, ...]}
  *
  * plus our extensions, which upstream readers ignore: "mc_host_id" (same
- * host and network namespace test) and per buffer "mc_shm_path" and
- * "mc_shm_offset" (where a same-host peer can map it). Decoding bounds
+ * host and network namespace test) and per buffer "mc_shm_path",
+ * "mc_shm_offset" and "mc_shm_ino" (where a same-host peer can map it: a
+ * file under /dev/shm/ or the owner's descriptor /proc/<pid>/fd/<n>, and
+ * the inode the peer must find there; a descriptor without one is
+ * ignored). Decoding bounds
  * every count and string; it parses bytes from the network and is fuzzed
  * (tests/fuzz/fuzz_te_desc.c).
  */
@@ -53,6 +56,32 @@ static int copy_str(json_t *o, const char *k, char *buf, size_t len,
 	return 0;
 }
 
+/* Skip 1 to 9 digits at p: the character after them, or NULL. */
+static const char *digits(const char *p)
+{
+	const char *q = p;
+
+	while (*q >= '0' && *q <= '9' && q - p < 9)
+		q++;
+	return q > p && !(*q >= '0' && *q <= '9') ? q : NULL;
+}
+
+/* A file under /dev/shm, or a descriptor: /proc/<pid>/fd/<n>. */
+static bool shm_path_ok(const char *path)
+{
+	const char *p;
+
+	if (!strncmp(path, "/dev/shm/", 9))
+		return !strstr(path, "/..");
+	if (strncmp(path, "/proc/", 6))
+		return false;
+	p = digits(path + 6);
+	if (!p || strncmp(p, "/fd/", 4))
+		return false;
+	p = digits(p + 4);
+	return p && !*p;
+}
+
 static int decode_buffer(json_t *b, struct te_buffer_desc *d)
 {
 	json_t *shm = json_object_get(b, "mc_shm_path");
@@ -64,10 +93,15 @@ static int decode_buffer(json_t *b, struct te_buffer_desc *d)
 		return -EBADMSG;
 	if (json_is_string(shm) && json_string_length(shm) < 4096 &&
 	    strlen(json_string_value(shm)) == json_string_length(shm) &&
-	    !strncmp(json_string_value(shm), "/dev/shm/", 9) &&
-	    !strstr(json_string_value(shm), "/..")) {
+	    shm_path_ok(json_string_value(shm))) {
 		if (get_u64(b, "mc_shm_offset", &d->shm_offset))
 			d->shm_offset = 0;
+		if (get_u64(b, "mc_shm_ino", &d->shm_ino))
+			d->shm_ino = 0;
+		/* A descriptor's number is only worth its inode. */
+		if (!d->shm_ino &&
+		    !strncmp(json_string_value(shm), "/proc/", 6))
+			return 0;
 		d->shm_path = strdup(json_string_value(shm));
 		if (!d->shm_path)
 			return -ENOMEM;
@@ -203,6 +237,9 @@ char *te__describe(struct te_engine *eng)
 			json_object_set_new(
 				b, "mc_shm_offset",
 				json_integer((json_int_t)r->shm_offset));
+			json_object_set_new(
+				b, "mc_shm_ino",
+				json_integer((json_int_t)r->shm_ino));
 		}
 		json_array_append_new(bufs, b);
 	}

@@ -52,8 +52,9 @@ struct te_memreg {
 	size_t len;
 	char location[TE_LOCATION_LEN];
 	bool remote;
-	char *shm_path; /* backing /dev/shm file (te_mem_alloc) or NULL */
+	char *shm_path; /* file peers open (te_mem_alloc) or NULL */
 	uint64_t shm_offset; /* of addr inside that file */
+	uint64_t shm_ino; /* that file's inode number */
 	_Atomic int busy; /* requests of this engine using it */
 };
 
@@ -63,6 +64,7 @@ struct te_buffer_desc {
 	char location[TE_LOCATION_LEN];
 	char *shm_path; /* our extension: mappable by same-host peers */
 	uint64_t shm_offset;
+	uint64_t shm_ino; /* 0: not published (then not checked) */
 };
 
 /* A peer's parsed segment descriptor plus per-transport state. */
@@ -211,6 +213,20 @@ static inline void te__reg_put(struct te_memreg *r)
 	atomic_fetch_sub(&r->busy, 1);
 }
 void te__regs_free(struct te_engine *eng);
+
+/* mem.c: the file behind te_mem_alloc() memory holding [addr, addr+len)
+ * (malloc'd; NULL when none or private), its offset and inode there. */
+char *te__mem_shm_path(uintptr_t addr, size_t len, uint64_t *offset,
+		       uint64_t *ino);
+
+/* populate.c: fault [base, base+len) in from background threads. */
+struct te_populate;
+int te__populate_start(void *base, size_t len,
+		       struct te_populate **out) MC_MUST_CHECK;
+/** Wait until every page is faulted in (NULL: nothing to wait for). */
+void te__populate_wait(struct te_populate *job);
+/** Stop between chunks, join the threads and free the job. */
+void te__populate_stop(struct te_populate *job);
 /* cuda.c: true for a CUDA device pointer (builds with CUDA only). */
 bool te__is_device_ptr(const void *p);
 

@@ -38,11 +38,17 @@
  * need memory registered with register_buffer(); unregistered memory is
  * refused with -600 INVALID_PARAMS.
  *
- * Segments: a contributed segment lives in named shared memory
- * (/dev/shm/mooncake.seg.<name>) and carries a persistent id in its first
- * page. A process that restarts under the same name (after kill -9, say)
- * re-adopts it and the objects in it survive. close() leaves the pool
- * cleanly: the segment is unmounted at the master and its memory freed.
+ * Segments: a contributed segment is unnamed shared memory (a memfd) that
+ * same-host clients map through this process's descriptor; it dies with
+ * the process (kill -9 included) and leaves nothing in /dev/shm. With
+ * segment_name set (configuration or MOONCAKE_SEGMENT_NAME) it is kept
+ * instead, as /dev/shm/mooncake.seg.<name> with a persistent id in its
+ * first page: a process that restarts under the same name (after kill -9,
+ * say) re-adopts it and the objects in it survive; setup fails with -200
+ * when /dev/shm cannot hold it. Either way setup() returns once the
+ * memory is reserved, while its pages fault in in the background. close()
+ * leaves the pool cleanly: the segment is unmounted at the master and its
+ * memory freed.
  *
  * Configuration: setup's arguments win; NULL or "" strings and
  * MOONCAKE_SIZE_UNSET sizes (a size of 0 means none, as upstream) fall back
@@ -192,9 +198,11 @@ MOONCAKE_API int64_t mooncake_store_remove_by_regex(mooncake_store_t store,
 MOONCAKE_API int64_t mooncake_store_remove_all(mooncake_store_t store,
 					       bool force);
 
-/** Make memory usable by the zero-copy calls; overlapping a registered
- *  buffer is -600. Unregister takes the start address: unknown is -600,
- *  in use by a transfer -714 OBJECT_REPLICA_BUSY. */
+/** Make memory usable by the zero-copy calls. A registered buffer it
+ *  overlaps was freed without unregistering (live buffers never overlap):
+ *  its registration is replaced, unless a transfer still uses it (-600).
+ *  Unregister takes the start address: unknown is -600, in use by a
+ *  transfer -714 OBJECT_REPLICA_BUSY. */
 MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t store,
 						void *buffer, size_t size);
 MOONCAKE_API int mooncake_store_unregister_buffer(mooncake_store_t store,
@@ -231,6 +239,24 @@ MOONCAKE_API const char *mooncake_store_strerror(int code);
 MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t store,
 					     unsigned rpc_ms,
 					     unsigned transfer_ms);
+
+/* Ours: what this client's transfer engine moved through one transport
+ * since setup. Reads and writes are the transfers this client made; served
+ * bytes are what peers moved through tcp from or to this client's memory
+ * (a same-host peer's shm copies cost this client nothing, so it sees no
+ * count of them). */
+typedef struct mooncake_transfer_stats {
+	uint64_t read_bytes, write_bytes;
+	uint64_t read_requests, write_requests;
+	uint64_t failed_requests;
+	uint64_t served_bytes;
+} mooncake_transfer_stats_t;
+
+/** transport: "tcp", "shm" or "local". 0; -600 for another name or a NULL
+ *  argument; -1010 before setup and after close. */
+MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t store,
+					       const char *transport,
+					       mooncake_transfer_stats_t *out);
 
 #ifdef __cplusplus
 }

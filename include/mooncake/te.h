@@ -142,14 +142,32 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 int te_unregister(struct te_engine *eng, void *addr);
 
 /**
- * Allocate len bytes of memory a peer on the same host can map (named
- * shared memory under /dev/shm, pre-faulted), so transfers to it use the
- * "shm" transport. Register it with te_register() like any memory.
+ * Allocate len bytes of zeroed memory a peer on the same host can map, so
+ * transfers to it use the "shm" transport. Register it with te_register()
+ * like any memory.
+ *
+ * Unnamed (name NULL): a memfd, in no filesystem, gone with the last
+ * process that maps it (kill -9 included); peers of the same user (or
+ * root) in our pid namespace open it through /proc/<pid>/fd/<n>. Where
+ * memfd_create is refused, private memory that peers read over tcp.
+ *
+ * Named: /dev/shm/mooncake.<name> ('/' becomes '_'), kept after the
+ * process so the next one of that name finds its bytes. Its blocks are
+ * reserved before it is mapped: -ENOSPC when /dev/shm cannot hold len
+ * more bytes (a file of another size is resized).
+ *
+ * Returns once the memory is reserved; its pages are faulted in by
+ * background threads meanwhile (te_mem_wait()). No fault can fail with a
+ * signal, before or after. Thread-safe.
  * @param name  persistent name to re-adopt after a restart, or NULL
  */
 int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 		 void **out);
 void te_mem_free(struct te_engine *eng, void *addr);
+
+/** Wait until the background fault-in of the allocation starting at addr
+ *  is done: 0, or -ENOENT when addr does not start one. */
+int te_mem_wait(struct te_engine *eng, void *addr);
 
 /**
  * Remove the /dev/shm name of the allocation starting at addr, so that a

@@ -72,8 +72,9 @@ static const struct mc_opt client_opts[] = {
 	    "Accepted for upstream compatibility; the transfer engine "
 	    "sizes its own threads."),
 	OPT("segment_name", MC_OPT_STRING, segment_name, "", 0, 0,
-	    "Name of the persistent segment (/dev/shm/mooncake.seg.NAME); "
-	    "empty: host_port."),
+	    "Name of the kept segment (/dev/shm/mooncake.seg.NAME; fails "
+	    "when /dev/shm cannot hold it); empty: host_port, or private "
+	    "memory with a warning when /dev/shm cannot hold it."),
 	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
 	    "Write the port to this file once in the pool."),
 	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,
@@ -150,6 +151,7 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 							*cfg->segment_name ?
 						cfg->segment_name :
 						NULL,
+			.keep_segment = true,
 		};
 
 		if (!cfg->port) {

@@ -3,8 +3,8 @@
  * mooncakefs: mount the Mooncake pool. Checks the master answers (so a
  * mount against a dead master fails at once), mounts, daemonizes unless
  * -f, then joins the pool in the background (contributing segment_size
- * bytes, pre-faulted, which must not delay the mount: operations wait for
- * it) and serves FUSE requests on worker threads until unmounted. On
+ * bytes, kept in /dev/shm for the next mount of this point; joining must
+ * not delay the mount: operations wait for it) and serves FUSE requests on worker threads until unmounted. On
  * unmount the node leaves the pool cleanly: its segment is unmounted at
  * the master.
  */
@@ -21,16 +21,28 @@
 #include "mc_log.h"
 #include "mc_rpc_client.h"
 #include "mcfs.h"
+#include "mooncake/mc_err.h"
+#include "store_int.h"
 
 static void *setup_main(void *arg)
 {
 	struct mcfs *fs = arg;
 	int rc;
 
-	rc = mooncake_store_setup(fs->store, fs->o.local_hostname,
-				  fs->o.metadata, fs->o.segment_size,
-				  fs->o.buffer_size, fs->o.protocol,
-				  fs->o.device, fs->o.master);
+	struct mcs_cfg_args a = {
+		.local_hostname = fs->o.local_hostname,
+		.metadata_server = fs->o.metadata,
+		.global_segment_size = fs->o.segment_size,
+		.local_buffer_size = fs->o.buffer_size,
+		.protocol = fs->o.protocol,
+		.device_name = fs->o.device,
+		.master_server_address = fs->o.master,
+		.segment_name = fs->o.segment_name,
+		.keep_segment = true,
+		.default_segment_name = fs->default_segment,
+	};
+
+	rc = mc_err_to_store(mcs_store_setup(fs->store, &a));
 	if (!rc) {
 		mooncake_store_set_timeouts(fs->store, fs->o.rpc_timeout_ms, 0);
 		rc = mcfs_bufs_init(fs, fs->o.threads + 4);
@@ -84,23 +96,20 @@ static int check_master(const struct mcfs_opts *o, size_t *max_key)
 	return rc;
 }
 
-/* Default persistent segment name: one per mount point. */
-static void default_segment_name(struct mcfs_opts *o)
+/* The kept segment's name when segment_name= is not given: one per mount
+ * point (NULL when out of memory: the engine's name then). */
+static char *default_segment_name(const struct mcfs_opts *o)
 {
 	size_t n = strlen(o->mountpoint) + 8;
-	char *s;
+	char *s = malloc(n);
 
-	if (o->segment_name && *o->segment_name)
-		return;
-	s = malloc(n);
 	if (!s)
-		return;
+		return NULL;
 	snprintf(s, n, "mcfs%s", o->mountpoint);
 	for (char *c = s; *c; c++)
 		if (*c == '/' || *c == ':' || *c == ' ')
 			*c = '_';
-	free(o->segment_name);
-	o->segment_name = s;
+	return s;
 }
 
 static uint64_t now_ms(void)
@@ -126,7 +135,7 @@ int main(int argc, char **argv)
 		mcfs_free_opts(&fs.o);
 		return rc > 0 ? 0 : 2;
 	}
-	default_segment_name(&fs.o);
+	fs.default_segment = default_segment_name(&fs.o);
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.start_ms = now_ms();
@@ -137,8 +146,6 @@ int main(int argc, char **argv)
 	if (mcfs_itab_init(&fs))
 		goto out;
 	if (check_master(&fs.o, &fs.max_key))
-		goto out;
-	if (setenv("MOONCAKE_SEGMENT_NAME", fs.o.segment_name, 1))
 		goto out;
 	fs.store = mooncake_store_create();
 	if (!fs.store)
@@ -201,5 +208,6 @@ out:
 	mcfs_stage_pool_fini(&fs.stage_pool);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);
+	free(fs.default_segment);
 	return ret;
 }

@@ -183,6 +183,7 @@ struct mcfs_fh {
 
 struct mcfs {
 	struct mcfs_opts o;
+	char *default_segment; /* kept segment's name without segment_name= */
 	struct fuse_session *se;
 	mooncake_store_t store;
 	/* set up in the background so the mount does not wait for the

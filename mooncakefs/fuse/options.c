@@ -206,7 +206,7 @@ void mcfs_usage(FILE *out)
 		"  protocol=tcp          transfer protocol\n"
 		"  device=NAMES          RDMA devices\n"
 		"  local_hostname=HOST   this node's address (127.0.0.1)\n"
-		"  segment_name=NAME     persistent segment name (default from "
+		"  segment_name=NAME     kept segment's name (default from "
 		"the mount point)\n"
 		"  replicas=N            replicas of files written here (1)\n"
 		"  entry_timeout=S attr_timeout=S negative_timeout=S  kernel "

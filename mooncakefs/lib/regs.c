@@ -105,3 +105,23 @@ bool mcs_regs_contains(struct mcs_regs *g, const void *addr, size_t len)
 	pthread_rwlock_unlock(&g->lock);
 	return ok;
 }
+
+bool mcs_regs_overlap(struct mcs_regs *g, const void *addr, size_t len,
+		      struct mcs_range *out)
+{
+	uintptr_t a = (uintptr_t)addr;
+	bool found = false;
+	size_t i;
+
+	pthread_rwlock_rdlock(&g->lock);
+	i = upper(g, a);
+	if (i > 0 && g->r[i - 1].addr + g->r[i - 1].len > a) {
+		*out = g->r[i - 1];
+		found = true;
+	} else if (i < g->n && g->r[i].addr - a < len) {
+		*out = g->r[i];
+		found = true;
+	}
+	pthread_rwlock_unlock(&g->lock);
+	return found;
+}

@@ -35,6 +35,9 @@ int mcs_regs_add(struct mcs_regs *g, const void *addr,
 /** 0 or -ENOENT (addr does not start a registered range); *len gets
  *  the range's length (len may be NULL). */
 int mcs_regs_del(struct mcs_regs *g, const void *addr, size_t *len);
+/** A registered range overlapping [addr, addr+len) (the lowest), if any. */
+bool mcs_regs_overlap(struct mcs_regs *g, const void *addr, size_t len,
+		      struct mcs_range *out);
 /** [addr, addr+len) lies inside one registered range. */
 bool mcs_regs_contains(struct mcs_regs *g, const void *addr, size_t len);
 

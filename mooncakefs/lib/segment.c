@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Persistent segment: named shared memory with an identity header (see
- * segment.h). A live owner holds a shared flock on the memory (te_mem_alloc
+ * A client's segment: memory with an identity header (see segment.h),
+ * named and kept in /dev/shm, or unnamed (te_mem_alloc). A live owner holds a shared flock on the memory (te_mem_alloc
  * takes it); we test with an exclusive, non-blocking lock before mapping,
  * so two processes never share one segment.
  */
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "mooncake/mc_err.h"
@@ -70,8 +71,24 @@ static int check_free(const char *name, char *err, size_t errlen)
 	return rc;
 }
 
+/* The message for a /dev/shm that cannot hold the segment. */
+static void no_room(const char *name, size_t len, char *err, size_t errlen)
+{
+	struct statvfs vfs;
+	unsigned long long avail = 0;
+
+	if (!statvfs("/dev/shm", &vfs))
+		avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+	snprintf(err, errlen,
+		 "segment %s: /dev/shm has %llu MiB free, the segment needs "
+		 "%zu MiB: enlarge it (docker run --shm-size=%zum, or "
+		 "mount -o remount,size=... /dev/shm)",
+		 name, avail >> 20, len >> 20, (len >> 20) + 64);
+}
+
 int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
-		     struct mcs_segment **out, char *err, size_t errlen)
+		     bool keep, struct mcs_segment **out, char *err,
+		     size_t errlen)
 {
 	struct mcs_segment *seg;
 	struct mcs_seg_hdr *h;
@@ -91,7 +108,7 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 			 MCS_SEG_NAME_MAX);
 		return -EINVAL;
 	}
-	rc = check_free(name, err, errlen);
+	rc = keep ? check_free(name, err, errlen) : 0;
 	if (rc)
 		return rc;
 	seg = calloc(1, sizeof(*seg));
@@ -100,7 +117,13 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 	snprintf(seg->name, sizeof(seg->name), "%s", name);
 	snprintf(shm_name, sizeof(shm_name), "seg.%s", name);
 	seg->map_len = MCS_SEG_HDR_LEN + (size_t)size;
-	rc = te_mem_alloc(eng, seg->map_len, shm_name, &seg->map);
+	seg->kept = keep;
+	rc = te_mem_alloc(eng, seg->map_len, keep ? shm_name : NULL, &seg->map);
+	if (rc == -ENOSPC && keep) {
+		no_room(name, seg->map_len, err, errlen);
+		free(seg);
+		return rc;
+	}
 	if (rc) {
 		snprintf(err, errlen,
 			 "segment %s: cannot allocate %zu bytes of shared "
@@ -141,7 +164,7 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 
 err_free:
 	/* A header we could not use is no reason to drop a kept segment. */
-	if (!seg->reused)
+	if (keep && !seg->reused)
 		(void)te_mem_unlink(eng, seg->map);
 	te_mem_free(eng, seg->map);
 	free(seg);

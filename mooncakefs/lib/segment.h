@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * @file segment.h
- * The persistent segment a client contributes to the pool: named shared
- * memory /dev/shm/mooncake.seg.<name> of 4096 + size bytes from
- * te_mem_alloc(), registered whole (remote accessible). The first page is
- * a header that survives the process:
+ * The segment a client contributes to the pool: 4096 + size bytes from
+ * te_mem_alloc(), registered whole (remote accessible). A kept segment is
+ * named shared memory, /dev/shm/mooncake.seg.<name>, that survives its
+ * process; any other is unnamed (a memfd that same-host peers map through
+ * the owner's descriptor) and dies with it. The first page is a header:
  *
  *   offset 0   char magic[8] = "MCSEG001"
  *   offset 8   u32 version = 1
@@ -13,9 +14,9 @@
  *   offset 40  u64 created_ms     wall clock when the id was made
  *
  * The pool, [base + 4096, base + 4096 + size), is what the master places
- * replicas in. A valid header of the same size means a previous process
- * of this name left the segment (kill -9): its id is kept so the master
- * can re-adopt the objects in it.
+ * replicas in. A kept segment found with a valid header of the same size
+ * was left by a previous process of this name (kill -9): its id is kept
+ * so the master can re-adopt the objects in it.
  */
 #ifndef MCS_SEGMENT_H
 #define MCS_SEGMENT_H
@@ -48,6 +49,7 @@ struct mcs_segment {
 	void *pool; /* map + MCS_SEG_HDR_LEN */
 	uint64_t size;
 	uint8_t id[16];
+	bool kept; /* named in /dev/shm, outlives the process */
 	bool reused; /* the header was valid: try re-adoption */
 	bool registered;
 	char name[MCS_SEG_NAME_MAX + 1];
@@ -61,13 +63,16 @@ int mcs_segment_name(const char *engine_name, char *out,
 		     size_t outlen) MC_MUST_CHECK;
 
 /**
- * Map (or re-map) the segment `name` of `size` pool bytes and register it.
+ * Make the segment `name` of `size` pool bytes and register it; with
+ * `keep`, map (or re-map) /dev/shm/mooncake.seg.<name>, otherwise unnamed
+ * memory (the name is for messages only). The memory is reserved (no
+ * fault can SIGBUS) and faults in in the background.
  * -EINVAL for size < MCS_SEG_MIN_SIZE or a bad name, MC_ESEGEXISTS when a
- * live process holds the memory of that name, else te's codes; err says
- * why.
+ * live process holds the memory of that name, -ENOSPC when /dev/shm cannot
+ * hold a kept segment (err names the fix), else te's codes; err says why.
  */
 int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
-		     struct mcs_segment **out, char *err,
+		     bool keep, struct mcs_segment **out, char *err,
 		     size_t errlen) MC_MUST_CHECK;
 
 /**

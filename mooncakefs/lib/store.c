@@ -321,14 +321,23 @@ static int create_staging(struct mooncake_store *s)
 	return rc;
 }
 
+/*
+ * Which memory the segment is (store_cfg.h): a segment_name asks for a kept
+ * segment in /dev/shm and fails without room there; a pool member
+ * (keep_segment) keeps one where /dev/shm has room and otherwise warns and
+ * uses unnamed memory, as an embedded client always does.
+ */
 static int create_segment(struct mooncake_store *s)
 {
 	char name[MCS_SEG_NAME_MAX + 1], err[MC_ERR_LEN] = "";
 	const char *n = s->cfg.segment_name;
+	bool asked = n && *n, keep = asked || s->cfg.keep_segment;
 	int rc;
 
 	if (!s->cfg.global_segment_size)
 		return 0;
+	if (!asked)
+		n = s->cfg.default_segment_name;
 	if (!n || !*n) {
 		rc = mcs_segment_name(s->name, name, sizeof(name));
 		if (rc) {
@@ -340,8 +349,16 @@ static int create_segment(struct mooncake_store *s)
 		}
 		n = name;
 	}
-	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, &s->seg,
-			      err, sizeof(err));
+	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, keep,
+			      &s->seg, err, sizeof(err));
+	if (rc == -ENOSPC && keep && !asked) {
+		mc_log_warn("store",
+			    "%s; using private memory meanwhile: this "
+			    "segment's objects are lost when the process ends",
+			    err);
+		rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size,
+				      false, &s->seg, err, sizeof(err));
+	}
 	if (rc)
 		mc_log_err("store", "%s", err);
 	return rc;
@@ -501,6 +518,33 @@ MOONCAKE_API int mooncake_store_health_check(mooncake_store_t s)
 	return rc ? 2 : 0;
 }
 
+MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t s,
+					       const char *transport,
+					       mooncake_transfer_stats_t *out)
+{
+	struct te_counters c;
+	int rc;
+
+	if (!transport || !out)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	rc = te_counters(s->eng, transport, &c);
+	mcs_leave(s);
+	if (rc)
+		return MC_STORE_INVALID_PARAMS;
+	*out = (mooncake_transfer_stats_t){
+		.read_bytes = c.read_bytes,
+		.write_bytes = c.write_bytes,
+		.read_requests = c.read_requests,
+		.write_requests = c.write_requests,
+		.failed_requests = c.failed_requests,
+		.served_bytes = c.served_bytes,
+	};
+	return 0;
+}
+
 MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t s,
 					     unsigned rpc_ms,
 					     unsigned transfer_ms)
@@ -537,6 +581,44 @@ MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t s)
 	return name;
 }
 
+/*
+ * Register [buffer, buffer+size), replacing registrations it overlaps: two
+ * live buffers never overlap, so an overlapped one names memory that was
+ * freed without unregistering and reused by the allocator (connectors do
+ * so). Kept, it would make every copy of the new buffer fail. A
+ * registration a transfer still uses is not replaced (-EBUSY).
+ */
+static int register_over(struct mooncake_store *s, void *buffer, size_t size)
+{
+	struct mcs_range old;
+	int rc;
+
+	while ((rc = te_register(s->eng, buffer, size, "cpu:0", false)) ==
+		       -EEXIST &&
+	       mcs_regs_overlap(&s->regs, buffer, size, &old)) {
+		rc = te_unregister(s->eng, (void *)old.addr);
+		if (rc) {
+			mc_log_warn("store",
+				    "register_buffer %p (%zu bytes): it "
+				    "overlaps buffer %p (%zu bytes), which a "
+				    "transfer still uses",
+				    buffer, size, (void *)old.addr, old.len);
+			return rc;
+		}
+		(void)mcs_regs_del(&s->regs, (void *)old.addr, NULL);
+		mc_log_info("store",
+			    "register_buffer %p (%zu bytes) replaces the "
+			    "registration of %p (%zu bytes) it overlaps",
+			    buffer, size, (void *)old.addr, old.len);
+	}
+	if (rc)
+		return rc;
+	rc = mcs_regs_add(&s->regs, buffer, size);
+	if (rc)
+		(void)te_unregister(s->eng, buffer);
+	return rc;
+}
+
 MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t s,
 						void *buffer, size_t size)
 {
@@ -548,15 +630,10 @@ MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t s,
 		mcs_leave(s);
 		return MC_STORE_INVALID_PARAMS;
 	}
-	rc = te_register(s->eng, buffer, size, "cpu:0", false);
-	if (!rc) {
-		rc = mcs_regs_add(&s->regs, buffer, size);
-		if (rc)
-			(void)te_unregister(s->eng, buffer);
-	}
+	rc = register_over(s, buffer, size);
 	mcs_leave(s);
-	/* Overlapping an earlier registration is a bad argument here. */
-	return mc_err_to_store(rc == -EEXIST ? -EINVAL : rc);
+	/* Overlapping a registration still in use is a bad argument. */
+	return mc_err_to_store(rc == -EEXIST || rc == -EBUSY ? -EINVAL : rc);
 }
 
 MOONCAKE_API int mooncake_store_unregister_buffer(mooncake_store_t s,

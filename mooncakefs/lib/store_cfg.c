@@ -55,8 +55,11 @@ static const struct mc_opt mcs_opts[] = {
 	    "Heartbeat interval to the master."),
 	OPT("segment_name", "MOONCAKE_SEGMENT_NAME", MC_OPT_STRING,
 	    segment_name, "", 0, 0,
-	    "Name of the persistent segment (/dev/shm/mooncake.seg.NAME); "
-	    "empty: the engine name with ':' and '/' as '_'."),
+	    "Keep the segment as /dev/shm/mooncake.seg.NAME, re-adopted "
+	    "by the next process of this name (fails when /dev/shm cannot "
+	    "hold it); empty: unnamed memory that dies with the process "
+	    "(mooncake_client, the mount: a kept segment named after the "
+	    "engine or mount point, where /dev/shm has room)."),
 };
 
 const struct mc_cfg_spec mcs_cfg_spec = {
@@ -109,6 +112,10 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 				      a->master_server_address);
 		if (!rc)
 			rc = override(&cfg->segment_name, a->segment_name);
+		if (!rc)
+			rc = override(&cfg->default_segment_name,
+				      a->default_segment_name);
+		cfg->keep_segment = a->keep_segment;
 		if (rc) {
 			snprintf(err, errlen, "out of memory");
 			return rc;
@@ -137,5 +144,7 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 
 void mcs_cfg_release(struct mcs_cfg *cfg)
 {
+	free(cfg->default_segment_name);
+	cfg->default_segment_name = NULL;
 	mc_cfg_release(&mcs_cfg_spec, cfg);
 }

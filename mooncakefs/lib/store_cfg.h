@@ -10,6 +10,7 @@
 #ifndef MCS_STORE_CFG_H
 #define MCS_STORE_CFG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "mc_cfg.h"
@@ -26,7 +27,11 @@ struct mcs_cfg {
 	int64_t rpc_busy_poll_us;
 	uint64_t transfer_timeout_ms;
 	uint64_t ping_interval_ms;
-	char *segment_name; /* "" or NULL: derived from the engine name */
+	/* Set (file, environment, args): a kept segment of this name in
+	 * /dev/shm, required; "" or NULL: see keep_segment. */
+	char *segment_name;
+	bool keep_segment; /* from args */
+	char *default_segment_name; /* from args; NULL: the engine name */
 };
 
 /* What setup() was given; NULL strings and 0 sizes mean "not given". */
@@ -39,6 +44,13 @@ struct mcs_cfg_args {
 	const char *device_name;
 	const char *master_server_address;
 	const char *segment_name;
+	/* The caller is a pool member that outlives its clients
+	 * (mooncake_client, the mount): without a segment_name, keep the
+	 * segment under default_segment_name (NULL: the engine name) where
+	 * /dev/shm has room, else use unnamed memory with a warning. Not set
+	 * (embedded clients): unnamed memory, gone with the process. */
+	bool keep_segment;
+	const char *default_segment_name;
 };
 
 extern const struct mc_cfg_spec mcs_cfg_spec;

@@ -27,6 +27,12 @@ class ReplicateConfigC(Structure):
                 ("preferred_segments_count", c_size_t)]
 
 
+class TransferStatsC(Structure):
+    _fields_ = [("read_bytes", c_uint64), ("write_bytes", c_uint64),
+                ("read_requests", c_uint64), ("write_requests", c_uint64),
+                ("failed_requests", c_uint64), ("served_bytes", c_uint64)]
+
+
 class ReplicaDescC(Structure):
     """mooncake_replica_desc_t."""
     _fields_ = [("endpoint", c_char * 256),
@@ -81,6 +87,8 @@ PROTOTYPES = {
     "mooncake_store_register_buffer": (c_int, [H, c_void_p, c_size_t]),
     "mooncake_store_unregister_buffer": (c_int, [H, c_void_p]),
     "mooncake_store_get_hostname": (c_char_p, [H]),
+    "mooncake_store_transfer_stats": (c_int, [H, c_char_p,
+                                              POINTER(TransferStatsC)]),
     "mooncake_store_get_replica_desc": (c_int, [H, c_char_p,
                                                 POINTER(ReplicaDescC),
                                                 c_size_t]),

@@ -530,6 +530,18 @@ class MooncakeDistributedStore:
         name = _L.mooncake_store_get_hostname(self._h)
         return name.decode() if name else ""
 
+    def transfer_stats(self, transport):
+        """Ours: what this client moved through one transfer engine
+        transport ("tcp", "shm", "local") since setup, as a dict of
+        read_bytes, write_bytes, read_requests, write_requests,
+        failed_requests and served_bytes; None before setup, after close
+        or for another name."""
+        st = _lib.TransferStatsC()
+        if _L.mooncake_store_transfer_stats(self._h, transport.encode(),
+                                            ctypes.byref(st)):
+            return None
+        return {f: getattr(st, f) for f, _ in st._fields_}
+
     def set_timeouts(self, rpc_ms=0, transfer_ms=0):
         """Ours: RPC and transfer timeouts in ms (0 keeps the value)."""
         return _L.mooncake_store_set_timeouts(self._h, rpc_ms, transfer_ms)

@@ -2,23 +2,27 @@
 /*
  * The "shm" transport: a peer on the same host and network namespace
  * (equal mc_host_id) publishes, for buffers it allocated with
- * te_mem_alloc(), the /dev/shm file behind them. We map that file once per
- * peer buffer and copy in the submitting thread (with the engine's copy
- * helpers for large requests, copy.c): no sockets, no peer CPU.
+ * te_mem_alloc(), the file behind them: its /dev/shm file, or for unnamed
+ * memory its memfd's descriptor, /proc/<pid>/fd/<n>. We map that file once
+ * per peer buffer and copy in the submitting thread (with the engine's
+ * copy helpers for large requests, copy.c): no sockets, no peer CPU.
  *
- * Safety: the file must lie under /dev/shm/ (checked when decoding the
- * descriptor) and be at least as large as the published range (checked
- * with fstat before mapping, so a truncated file cannot SIGBUS us).
+ * Safety: the path must lie under /dev/shm/ or be /proc/<pid>/fd/<n>
+ * (checked when decoding the descriptor), the file must be the published
+ * inode and at least as large as the published range (checked with fstat
+ * before mapping, so a truncated file cannot SIGBUS us); the owner
+ * reserved its blocks (te_mem_alloc), so no fault inside it can either.
  * Mappings live as long as the cached peer. The owner holds a shared
  * flock on its file while alive; before each copy we try an exclusive
  * one, and getting it means the owner died: the request fails and the
  * peer is resolved again on next use (one syscall per request).
  *
  * Reach: a peer's buffer is reachable only once we could map it. A file
- * we may not open (another user's 0600 file, another /dev/shm behind a
- * mount namespace) makes the buffer unreachable here, so the request goes
- * to the next transport (tcp), whose server checks it as for any remote
- * reader; the failure is remembered for as long as the peer is cached.
+ * we may not open (another user's 0600 file or process, another /dev/shm
+ * behind a mount namespace, another pid namespace) makes the buffer
+ * unreachable here, so the request goes to the next transport (tcp),
+ * whose server checks it as for any remote reader; the failure is
+ * remembered for as long as the peer is cached.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,13 +84,22 @@ static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 	void *p;
 	int fd, rc;
 
-	fd = open(b->shm_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	/* A descriptor's /proc link is followed; a /dev/shm name is not. */
+	fd = open(b->shm_path,
+		  O_RDWR | O_CLOEXEC |
+			  (strncmp(b->shm_path, "/proc/", 6) ? O_NOFOLLOW : 0));
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size < b->shm_offset + b->length) {
 		close(fd);
 		return -EBADMSG;
+	}
+	/* Another file under that name: another pid namespace, a reused pid,
+	 * a replaced /dev/shm file. */
+	if (b->shm_ino && (uint64_t)st.st_ino != b->shm_ino) {
+		close(fd);
+		return -ESTALE;
 	}
 	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 (off_t)aligned);

@@ -476,7 +476,10 @@ def test_small_and_unregistered_buffers(master, members, stores):
     assert s.batch_put_from(["u/1"], [addr(src)], [src.nbytes]) == [-600]
     assert s.is_exist("u/1") == 0
     assert s.register_buffer(addr(src), src.nbytes) == 0
-    assert s.register_buffer(addr(src) + 4096, 4096) == -600  # overlap
+    # Overlapping a registration replaces it (memory freed and reused).
+    assert s.register_buffer(addr(src) + 4096, 4096) == 0
+    assert s.put_from("u/1", addr(src), src.nbytes) == -600
+    assert s.register_buffer(addr(src), src.nbytes) == 0
     assert s.put_from("u/1", addr(src), src.nbytes) == 0
     assert s.get_into("u/1", addr(dst), dst.nbytes) == -600
     assert s.batch_get_into(["u/1"], [addr(dst)], [dst.nbytes]) == [-600]
@@ -499,6 +502,30 @@ def test_small_and_unregistered_buffers(master, members, stores):
         assert s.unregister_buffer(addr(b)) == 0
     assert s.unregister_buffer(addr(src)) == -600
     assert s.put_from("u/3", addr(src), 100) == -600
+
+
+def test_register_over_stale_registration(master, members, stores):
+    """A buffer freed without unregistering, whose memory the allocator
+    hands out again as a buffer of another extent: registering the new one
+    replaces the stale registration, so none of its copies fails (before,
+    the stale one made register and every later copy -600)."""
+    s = setup7(stores(), master, seg=0)
+    arena = rand_bytes(1 << 20, 12)
+    old = arena[:512 << 10]
+    assert s.register_buffer(addr(old), old.nbytes) == 0
+    del old  # "freed" without unregistering
+    new = arena[256 << 10:768 << 10]
+    assert s.register_buffer(addr(new), new.nbytes) == 0
+    res = [s.put_from(f"stale/{i}", addr(new), new.nbytes) for i in range(20)]
+    assert res == [0] * 20
+    out = np.zeros(new.nbytes, dtype=np.uint8)
+    assert s.register_buffer(addr(out), out.nbytes) == 0
+    assert s.get_into("stale/7", addr(out), out.nbytes) == out.nbytes
+    assert np.array_equal(out, new)
+    # The stale registration is gone; the new one unregisters as usual.
+    assert s.unregister_buffer(addr(arena)) == -600
+    assert s.unregister_buffer(addr(new)) == 0
+    assert s.unregister_buffer(addr(out)) == 0
 
 
 def test_full_pool_and_recovery(master, members, stores, mstore):
@@ -751,7 +778,8 @@ sys.stdin.readline()
         name = p.stdout.readline().strip()
         shm = "/dev/shm/mooncake.seg." + name.replace(":", "_")
         assert name in master.segments()
-        assert os.path.exists(shm)
+        # An embedded client's segment is unnamed memory: no file, ever.
+        assert not os.path.exists(shm)
         out, err = p.communicate("exit\n", timeout=60)
     finally:
         if p.poll() is None:

@@ -61,7 +61,8 @@ Test(segment, readopt_after_crash)
 	char err[MC_ERR_LEN] = "";
 	uint8_t id[16];
 
-	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, &a, err, sizeof(err)),
+	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, true, &a, err,
+				      sizeof(err)),
 		     0, "%s", err);
 	cr_assert_not(a->reused);
 	cr_assert_eq((uint8_t *)a->pool - (uint8_t *)a->map, 4096);
@@ -70,13 +71,15 @@ Test(segment, readopt_after_crash)
 	memset(a->pool, 0x5a, 1 << 20);
 
 	/* A second owner while the first lives is refused. */
-	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, &b, err, sizeof(err)),
+	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, true, &b, err,
+				      sizeof(err)),
 		     MC_ESEGEXISTS);
 	cr_assert(strstr(err, "in use"), "%s", err);
 
 	/* "Crash": unmap without removing the name. */
 	mcs_segment_free(a, eng, false);
-	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, &b, err, sizeof(err)),
+	cr_assert_eq(mcs_segment_open(eng, name, 1 << 20, true, &b, err,
+				      sizeof(err)),
 		     0, "%s", err);
 	cr_assert(b->reused);
 	cr_assert_eq(memcmp(b->id, id, sizeof(id)), 0);
@@ -84,7 +87,8 @@ Test(segment, readopt_after_crash)
 	mcs_segment_free(b, eng, false);
 
 	/* A different size is a new segment. */
-	cr_assert_eq(mcs_segment_open(eng, name, 2 << 20, &b, err, sizeof(err)),
+	cr_assert_eq(mcs_segment_open(eng, name, 2 << 20, true, &b, err,
+				      sizeof(err)),
 		     0, "%s", err);
 	cr_assert_not(b->reused);
 	cr_assert_neq(memcmp(b->id, id, sizeof(id)), 0);
@@ -97,7 +101,8 @@ Test(segment, readopt_after_crash)
 		snprintf(path, sizeof(path), "/dev/shm/mooncake.seg.%s", name);
 		cr_assert_neq(access(path, F_OK), 0);
 	}
-	cr_assert_eq(mcs_segment_open(eng, name, 2 << 20, &b, err, sizeof(err)),
+	cr_assert_eq(mcs_segment_open(eng, name, 2 << 20, true, &b, err,
+				      sizeof(err)),
 		     0, "%s", err);
 	cr_assert_not(b->reused);
 	mcs_segment_free(b, eng, true);
@@ -108,11 +113,11 @@ Test(segment, refusals)
 	struct mcs_segment *a;
 	char err[MC_ERR_LEN] = "";
 
-	cr_assert_eq(mcs_segment_open(eng, name, (1 << 20) - 1, &a, err,
+	cr_assert_eq(mcs_segment_open(eng, name, (1 << 20) - 1, true, &a, err,
 				      sizeof(err)),
 		     -EINVAL);
 	cr_assert(strstr(err, "1 MiB"), "%s", err);
-	cr_assert_eq(mcs_segment_open(eng, "a/b", 1 << 20, &a, err,
+	cr_assert_eq(mcs_segment_open(eng, "a/b", 1 << 20, true, &a, err,
 				      sizeof(err)),
 		     -EINVAL);
 }

@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Segments of embedded clients (the Python package inside an inference
+process) in real deployments: nothing left in /dev/shm after kill -9,
+same-host clients still read each other through shared memory, and a
+container's 64 MiB /dev/shm gives a working client or a clear error,
+never a signal (issue 15; docs/design.md, "Segments")."""
+# TIMEOUT: 300
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import mctest
+from pool import MEMBER, SCALE, binary, free_port, read_port, wait_for
+
+MIB = 1 << 20
+SEG = 64 * MIB
+VAL = 1 * MIB
+
+# A child process: an embedded client driven over stdin, one JSON answer
+# per command on stdout.
+CHILD = r'''
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+master, metadata, seg = sys.argv[2], sys.argv[3], int(sys.argv[4])
+s = MooncakeDistributedStore()
+rc = s.setup("127.0.0.1", metadata, seg, 16 << 20, "tcp", "", master)
+print(json.dumps({"rc": rc, "name": s.get_hostname(), "pid": os.getpid()}),
+      flush=True)
+for line in sys.stdin:
+    cmd, *args = line.split()
+    out = {}
+    if cmd == "put":
+        cfg = ReplicateConfig()
+        cfg.prefer_alloc_in_same_node = True
+        out["rc"] = s.put(args[0], bytes([int(args[2])]) * int(args[1]), cfg)
+    elif cmd == "get":
+        v = s.get(args[0])
+        out["ok"] = v == bytes([int(args[2])]) * int(args[1])
+        out["replicas"] = [
+            d.get_memory_descriptor().buffer_descriptor.transport_endpoint
+            for d in s.get_replica_desc(args[0])]
+    elif cmd == "stats":
+        out = {t: s.transfer_stats(t) for t in ("tcp", "shm", "local")}
+    elif cmd == "close":
+        out["rc"] = s.close()
+    print(json.dumps(out), flush=True)
+'''
+
+
+class Child:
+    """An embedded client in its own python3 process."""
+
+    def __init__(self, procs, tmp_path, master, env, seg=SEG, prefix=()):
+        script = tmp_path / "embedded_child.py"
+        script.write_text(CHILD)
+        self.log_path = tmp_path / f"child{len(procs.procs)}.log"
+        log = open(self.log_path, "ab")
+        self.proc = procs.popen(
+            [*prefix, sys.executable, str(script),
+             os.path.join(mctest.SOURCE, "python"), master.addr,
+             master.metadata, str(seg)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            env=env, text=True)
+        log.close()
+        procs.logs.append(self.log_path)
+        self.hello = self.answer()
+
+    def answer(self):
+        line = self.proc.stdout.readline()
+        assert line, (f"child exited {self.proc.wait()}: "
+                      f"{self.log_path.read_text(errors='replace')}")
+        return json.loads(line)
+
+    def cmd(self, *words):
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        return self.answer()
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+
+def endpoints(descs):
+    return [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
+            for d in descs]
+
+
+def dev_shm_use(pid):
+    """The /dev/shm files pid maps or holds open."""
+    used = set()
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split(maxsplit=5)[5:]
+            if path and path[0].startswith("/dev/shm/"):
+                used.add(path[0].strip())
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/dev/shm/"):
+            used.add(target)
+    return used
+
+
+def old_segment_file(name):
+    return "/dev/shm/mooncake.seg." + name.replace(":", "_")
+
+
+def test_embedded_clients_read_each_other_over_shm_and_leave_nothing(
+        master, procs, tmp_path, stores, python_env):
+    """Two embedded clients on one host, no pool member: each reads the
+    other's object through shared memory (shm counters grow, tcp's stay
+    0), neither uses /dev/shm, and kill -9 of one leaves no file."""
+    a = Child(procs, tmp_path, master, python_env)
+    assert a.hello["rc"] == 0, a.log()
+    b = stores()
+    assert b.setup("127.0.0.1", master.metadata, SEG, 16 * MIB, "tcp", "",
+                   master.addr) == 0
+    assert a.cmd("put", "from/a", VAL, 0xA1)["rc"] == 0
+    from mooncake.store import ReplicateConfig
+    cfg = ReplicateConfig()
+    cfg.prefer_alloc_in_same_node = True
+    assert b.put("from/b", bytes([0xB2]) * VAL, cfg) == 0
+
+    # Each object lives in its writer's segment, so each read crosses.
+    assert b.get("from/a") == bytes([0xA1]) * VAL
+    assert endpoints(b.get_replica_desc("from/a")) == \
+        [a.hello["name"]]
+    got = a.cmd("get", "from/b", VAL, 0xB2)
+    assert got["ok"] and got["replicas"] == [b.get_hostname()]
+
+    sb, sa = b.transfer_stats("shm"), a.cmd("stats")
+    assert sb["read_bytes"] >= VAL, sb
+    assert b.transfer_stats("tcp")["read_bytes"] == 0
+    assert sa["shm"]["read_bytes"] >= VAL, sa
+    assert sa["tcp"]["read_bytes"] == 0, sa
+
+    # Nothing of either in /dev/shm, while they live or after kill -9.
+    assert dev_shm_use(a.hello["pid"]) == set()
+    assert dev_shm_use(os.getpid()) == set()
+    procs.kill(a.proc)
+    assert not os.path.exists(old_segment_file(a.hello["name"]))
+
+
+def in_small_dev_shm(size="64m"):
+    """argv prefix: run in a mount namespace of our own whose /dev/shm is
+    a tmpfs of `size` (unmounted with the namespace)."""
+    return ["unshare", "-m", "--propagation", "private", "--", "sh", "-c",
+            f"mount -t tmpfs -o size={size} mctest /dev/shm && exec \"$@\"",
+            "sh"]
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare"),
+    reason="mounting a tmpfs in a mount namespace needs root")
+
+
+@needs_root
+def test_small_dev_shm_embedded_client_works(master, procs, tmp_path,
+                                             python_env):
+    """A 256 MiB segment with a 64 MiB /dev/shm (Docker's default): an
+    embedded client does not need /dev/shm at all, and works."""
+    c = Child(procs, tmp_path, master, python_env, seg=256 * MIB,
+              prefix=in_small_dev_shm())
+    assert c.hello["rc"] == 0, c.log()
+    assert c.cmd("put", "small/k", 32 * MIB, 7)["rc"] == 0
+    assert c.cmd("get", "small/k", 32 * MIB, 7)["ok"]
+    assert c.cmd("close")["rc"] == 0
+    c.proc.stdin.close()
+    assert c.proc.wait(30 * SCALE) == 0, c.log()
+
+
+@needs_root
+def test_small_dev_shm_named_segment_is_a_clear_error(master, procs,
+                                                      tmp_path, python_env):
+    """Asking for a kept segment (segment_name) that /dev/shm cannot hold
+    is -200 from setup with the fix in the log, never a signal."""
+    env = dict(python_env, MOONCAKE_SEGMENT_NAME=f"mctest{free_port()}")
+    c = Child(procs, tmp_path, master, env, seg=256 * MIB,
+              prefix=in_small_dev_shm())
+    assert c.hello["rc"] == -200, c.log()
+    c.proc.stdin.close()
+    assert c.proc.wait(30 * SCALE) == 0, c.log()
+    assert "--shm-size" in c.log()
+
+
+@needs_root
+def test_small_dev_shm_pool_member_falls_back(master, procs, tmp_path):
+    """mooncake_client keeps its segment in /dev/shm where it fits; where
+    it does not, it warns, naming the fix, and joins with private
+    memory."""
+    port = free_port()
+    log_path, pf = tmp_path / "member.log", tmp_path / "member.port"
+    log = open(log_path, "ab")
+    proc = procs.popen(
+        [*in_small_dev_shm(), binary(*MEMBER), "--host", "127.0.0.1",
+         "--port", str(port), "--global_segment_size", "256MB",
+         "--master_server_address", master.addr,
+         "--metadata_server", master.metadata, "--port_file", str(pf)],
+        stdout=log, stderr=log, env=mctest.te_env())
+    log.close()
+    procs.logs.append(log_path)
+    read_port(pf, proc, log_path, "mooncake_client")
+    wait_for(lambda: f"127.0.0.1:{port}" in master.segments(),
+             what="the member's segment at the master")
+    text = log_path.read_text(errors="replace")
+    assert "--shm-size" in text and "private memory" in text, text
+    procs.kill(proc)
+    assert proc.returncode == -9
