@@ -11,14 +11,7 @@
 #include <unistd.h>
 
 #include "mc_busy_poll.h"
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+#include "mc_time.h"
 
 void mc_busy_poll_init(struct mc_busy_poll *bp, unsigned max_us)
 {
@@ -82,7 +75,7 @@ static bool spin(int fd, uint64_t end_us)
 			if (ok)
 				break;
 			sched_yield();
-		} while (now_us() < end_us);
+		} while (mc_mono_us() < end_us);
 	}
 	atomic_fetch_sub(&spinning, 1);
 	return ok;
@@ -96,7 +89,7 @@ int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd, int timeout_ms)
 	int n;
 
 	if (bp->max_us) {
-		t0 = now_us();
+		t0 = mc_mono_us();
 		if (w && spin(fd, t0 + w))
 			return 0;
 	}
@@ -106,6 +99,6 @@ int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd, int timeout_ms)
 	if (n < 0)
 		return -errno;
 	if (t0)
-		adapt(bp, now_us() - t0);
+		adapt(bp, mc_mono_us() - t0);
 	return n ? 0 : -ETIMEDOUT;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -162,7 +163,7 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		}
 		b->tasks[base + i].local_reg = reg;
 	}
-	deadline = te__now_ns() + (uint64_t)eng->timeout_ms * 1000000ULL;
+	deadline = mc_mono_ns() + (uint64_t)eng->timeout_ms * 1000000ULL;
 	/*
 	 * Every new task is WAITING and counted in flight before b->n makes
 	 * it visible: a concurrent te_batch_status() never reads the status

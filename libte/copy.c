@@ -29,6 +29,7 @@
 
 #include "te_int.h"
 #include "mc_log.h"
+#include "mc_time.h"
 
 #define COPY_CHUNK (64u << 10)
 #define COPY_MIN (256u << 10) /* smaller copies are one memcpy */
@@ -69,14 +70,6 @@ static unsigned env_uint(const char *name, unsigned def, unsigned max)
 	return v > (long)max ? max : (unsigned)v;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Copy chunks of j until none is left. */
 static void work(struct copy_job *j)
 {
@@ -96,11 +89,11 @@ static void work(struct copy_job *j)
 /* The next job newer than *gen, with a reference; NULL when stopping. */
 static struct copy_job *take(struct te_copier *cp, uint64_t *gen)
 {
-	uint64_t end = now_us() + cp->spin_us;
+	uint64_t end = mc_mono_us() + cp->spin_us;
 	struct copy_job *j = NULL;
 
 	/* Poll without the lock first: posts are rare next to polls. */
-	while (atomic_load(&cp->gen) == *gen && now_us() < end)
+	while (atomic_load(&cp->gen) == *gen && mc_mono_us() < end)
 		sched_yield();
 	pthread_mutex_lock(&cp->lock);
 	for (;;) {

@@ -24,14 +24,6 @@
 
 #define PROBE_TIMEOUT_MS 1000
 
-uint64_t te__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 const char *te_engine_name(const struct te_engine *eng)
 {
 	return eng->name;

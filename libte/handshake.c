@@ -23,6 +23,7 @@
 
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -254,7 +255,7 @@ int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 {
 	int lo = env_int("MC_MIN_RPC_PORT", 15000);
 	int hi = env_int("MC_MAX_RPC_PORT", 17000);
-	unsigned seed = (unsigned)(te__now_ns() ^ (uint64_t)getpid());
+	unsigned seed = (unsigned)(mc_mono_ns() ^ (uint64_t)getpid());
 	int rc = -EADDRINUSE;
 
 	if (port > 0) {

@@ -195,7 +195,6 @@ struct te_engine {
 };
 
 /* engine.c */
-uint64_t te__now_ns(void);
 /** Re-publish our descriptor (after registration changes). */
 int te__publish(struct te_engine *eng);
 /** Our descriptor as JSON text (malloc'd). */

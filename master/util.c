@@ -4,13 +4,11 @@
 
 #include "master.h"
 #include "mst_util.h"
+#include "mc_time.h"
 
 uint64_t mst_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return mc_mono_ms();
 }
 
 uint64_t mst_wall(void)

@@ -4,14 +4,12 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "mc_time.h"
 #include "util.h"
 
 uint64_t mcs_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return mc_mono_ms();
 }
 
 uint64_t mcs_wall_ms(void)

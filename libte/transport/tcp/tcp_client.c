@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mc_net.h"
 #include "tcp_int.h"
 #include "mooncake/mc_err.h"
@@ -157,7 +158,7 @@ static struct tcp_slice *break_lane(struct tcp_lane *l)
 {
 	struct tcp_peer *tp = l->tp;
 	struct tcp_slice *dead = NULL, *s, *next;
-	uint64_t now = te__now_ns();
+	uint64_t now = mc_mono_ns();
 
 	for (s = l->if_head; s; s = next) {
 		next = s->next;
@@ -201,7 +202,7 @@ static int send_slice(int fd, struct tcp_peer *tp, struct tcp_slice *s)
 
 static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
 {
-	uint64_t now = te__now_ns();
+	uint64_t now = mc_mono_ns();
 	int ms = CONNECT_TIMEOUT_MS, rc;
 
 	if (deadline > now && (deadline - now) / 1000000 < (uint64_t)ms)
@@ -251,7 +252,7 @@ static void *sender(void *arg)
 		if (!tp->q_head)
 			tp->q_tail = NULL;
 		s->next = NULL;
-		if (te__now_ns() >= s->task->deadline_ns) {
+		if (mc_mono_ns() >= s->task->deadline_ns) {
 			pthread_mutex_unlock(&tp->lock);
 			finish(s, -ETIMEDOUT);
 			pthread_mutex_lock(&tp->lock);
@@ -291,7 +292,7 @@ static void *sender(void *arg)
 		if (gen != l->gen) {
 			/* The connection broke while we wrote: settle s here. */
 			fifo_remove(l, s);
-			if (!rc && s->task->deadline_ns > te__now_ns() &&
+			if (!rc && s->task->deadline_ns > mc_mono_ns() &&
 			    !tp->stopping) {
 				queue_front(tp, s);
 				pthread_cond_broadcast(&tp->queue_cond);

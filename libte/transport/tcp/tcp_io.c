@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "mc_time.h"
 #include "tcp_int.h"
 
 static int wait_fd(int fd, short events, uint64_t deadline_ns)
@@ -18,7 +19,7 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 	int ms = -1, rc;
 
 	if (deadline_ns) {
-		uint64_t now = te__now_ns();
+		uint64_t now = mc_mono_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
 		ms = (int)((deadline_ns - now + 999999) / 1000000);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mc_net.h"
 #include "tcp_int.h"
 
@@ -52,7 +53,7 @@ static int serve_request(struct tcp_transport *t, int fd,
 			 const struct tcp_hdr *h)
 {
 	struct te_engine *eng = t->base.eng;
-	uint64_t deadline = te__now_ns() + eng->timeout_ms * 1000000ULL;
+	uint64_t deadline = mc_mono_ns() + eng->timeout_ms * 1000000ULL;
 	void *mem = (void *)(uintptr_t)h->addr;
 	uint8_t st[TCP_STATUS_LEN];
 	bool ok;

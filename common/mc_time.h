@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file mc_time.h
+ * The monotonic clock (CLOCK_MONOTONIC): deadlines, timeouts and elapsed
+ * times in every part. It never jumps with the wall clock, and counts
+ * from an unspecified start, so only differences mean anything.
+ */
+#ifndef MC_TIME_H
+#define MC_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t mc_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/** CLOCK_MONOTONIC in microseconds. */
+static inline uint64_t mc_mono_us(void)
+{
+	return mc_mono_ns() / 1000u;
+}
+
+/** CLOCK_MONOTONIC in milliseconds. */
+static inline uint64_t mc_mono_ms(void)
+{
+	return mc_mono_ns() / 1000000u;
+}
+
+#endif
