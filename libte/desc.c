@@ -187,6 +187,19 @@ void te__desc_release(struct te_peer *p)
 	p->n_buffers = 0;
 }
 
+int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
+		 const char *name)
+{
+	const char *cid = getenv("MC_METADATA_CLUSTER_ID");
+
+	if ((size_t)snprintf(buf, len, "mooncake/%s%s%s/%s",
+			     cid && *cid ? cid : "", cid && *cid ? "/" : "",
+			     kind, name) >= len)
+		return -ENAMETOOLONG;
+	(void)eng;
+	return 0;
+}
+
 int te__rpc_meta_decode(const char *json, size_t len, char *ip, size_t iplen,
 			int *port)
 {

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Engine lifetime: configuration, listeners, transports, and the two
- * metadata entries every engine publishes (upstream's names and JSON):
+ * Engine lifetime: configuration, then the parts in order (copy helpers,
+ * transports, the handshake listener, our own peer, the published
+ * entries), and their release in reverse.
  *
- *   mooncake/rpc_meta/<name>  {"ip_or_host_name": "...", "rpc_port": N}
- *   mooncake/ram/<name>       the segment descriptor (desc.c)
- *
- * Claiming a name: rpc_meta is created only if absent (put_new). If it is
- * held, the recorded address is probed: silence means its owner died and
- * the entry is taken over; an answer means a live engine has the name and
- * creation fails with MC_EMETACONFLICT.
+ * The top of libte's call graph (docs/design.md, "libte layering"):
+ * engine.c calls publish.c, hs_server.c, transport.c, peer.c, memreg.c,
+ * notify.c and copy.c to start and stop them; nothing calls back into it
+ * but the public accessors.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,8 +19,6 @@
 #include "mc_parse.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
-
-#define PROBE_TIMEOUT_MS 1000
 
 const char *te_engine_name(const struct te_engine *eng)
 {
@@ -40,88 +36,6 @@ static unsigned env_uint(const char *name, unsigned def)
 	long v = s && *s ? strtol(s, NULL, 10) : 0;
 
 	return v > 0 ? (unsigned)v : def;
-}
-
-int te__publish(struct te_engine *eng)
-{
-	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
-	char *desc;
-	int rc;
-
-	if (eng->p2p || !eng->meta)
-		return 0;
-	rc = te__meta_key(eng, key, sizeof(key), "ram", eng->name);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&eng->publish_lock);
-	desc = te__describe(eng);
-	rc = desc ? eng->meta->ops->put(eng->meta, key, desc, strlen(desc), err,
-					sizeof(err)) :
-		    -ENOMEM;
-	pthread_mutex_unlock(&eng->publish_lock);
-	if (rc)
-		mc_log_err("te", "publishing %s: %s", key, err);
-	free(desc);
-	return rc;
-}
-
-static int claim_name(struct te_engine *eng, char *err, size_t errlen)
-{
-	char key[TE_NAME_MAX + 64], body[TE_NAME_MAX + 64];
-	char ip[TE_NAME_MAX], *cur;
-	size_t len;
-	int rc, port;
-
-	rc = te__meta_key(eng, key, sizeof(key), "rpc_meta", eng->name);
-	if (rc)
-		return rc;
-	snprintf(body, sizeof(body),
-		 "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%d}", eng->ip,
-		 eng->rpc_port);
-	rc = eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
-				     errlen);
-	if (rc != MC_EMETACONFLICT)
-		return rc;
-	rc = eng->meta->ops->get(eng->meta, key, &cur, &len, err, errlen);
-	if (rc == -ENOENT) /* released meanwhile */
-		return eng->meta->ops->put_new(eng->meta, key, body,
-					       strlen(body), err, errlen);
-	if (rc)
-		return rc;
-	rc = te__rpc_meta_decode(cur, len, ip, sizeof(ip), &port);
-	free(cur);
-	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS) == 0) {
-		snprintf(err, errlen,
-			 "segment name '%s' is in use by a live engine at "
-			 "%s:%d",
-			 eng->name, ip, port);
-		return MC_EMETACONFLICT;
-	}
-	mc_log_debug("te",
-		     "taking over segment name '%s' (previous owner "
-		     "at %s:%d does not answer)",
-		     eng->name, rc ? "?" : ip, rc ? 0 : port);
-	rc = eng->meta->ops->del(eng->meta, key, err, errlen);
-	if (rc && rc != -ENOENT)
-		return rc;
-	return eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
-				       errlen);
-}
-
-static void unpublish(struct te_engine *eng)
-{
-	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
-	static const char *const kinds[] = { "ram", "rpc_meta" };
-
-	if (eng->p2p || !eng->meta)
-		return;
-	for (size_t i = 0; i < MC_ARRAY_SIZE(kinds); i++) {
-		if (te__meta_key(eng, key, sizeof(key), kinds[i], eng->name))
-			continue;
-		int rc = eng->meta->ops->del(eng->meta, key, err, sizeof(err));
-		if (rc && rc != -ENOENT)
-			mc_log_warn("te", "removing %s: %s", key, err);
-	}
 }
 
 static int parse_transport(struct te_engine *eng, const char *t, char *err,
@@ -247,7 +161,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	snprintf(eng->self->name, sizeof(eng->self->name), "%s", eng->name);
 
 	if (!eng->p2p) {
-		rc = claim_name(eng, err, errlen);
+		rc = te__claim_name(eng, err, errlen);
 		if (!rc)
 			rc = te__publish(eng);
 		if (rc)
@@ -280,7 +194,7 @@ void te_engine_destroy(struct te_engine *eng)
 {
 	if (!eng)
 		return;
-	unpublish(eng);
+	te__unpublish(eng);
 	te__rpc_stop(eng);
 	/* Peers first: their per-transport state belongs to the transports. */
 	te__peers_free(eng);

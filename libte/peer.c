@@ -38,23 +38,10 @@ void te__peer_invalidate(struct te_peer *p)
 	p->stale = true;
 }
 
-int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
-		 const char *name)
-{
-	const char *cid = getenv("MC_METADATA_CLUSTER_ID");
-
-	if ((size_t)snprintf(buf, len, "mooncake/%s%s%s/%s",
-			     cid && *cid ? cid : "", cid && *cid ? "/" : "",
-			     kind, name) >= len)
-		return -ENAMETOOLONG;
-	(void)eng;
-	return 0;
-}
-
 static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
 		 char *err, size_t errlen)
 {
-	char key[TE_NAME_MAX + 64], *val = NULL;
+	char key[TE_NAME_MAX + 64], *val = NULL, *mine;
 	size_t len;
 	int rc;
 
@@ -69,8 +56,12 @@ static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
 				 name);
 			return -EINVAL;
 		}
-		rc = te__rpc_fetch_desc(eng, p->ip, p->rpc_port, &val, &len,
+		mine = te__describe(eng);
+		if (!mine)
+			return -ENOMEM;
+		rc = te__rpc_fetch_desc(p->ip, p->rpc_port, mine, &val, &len,
 					err, errlen);
+		free(mine);
 		if (rc)
 			return rc;
 	} else {

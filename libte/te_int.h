@@ -194,11 +194,13 @@ struct te_engine {
 	struct te_copier *copier; /* parallel copies of same-host transports */
 };
 
-/* engine.c */
+/* publish.c: our metadata entries (nothing with P2PHANDSHAKE). */
 /** Re-publish our descriptor (after registration changes). */
 int te__publish(struct te_engine *eng);
-/** Our descriptor as JSON text (malloc'd). */
-char *te__describe(struct te_engine *eng);
+/** Create our rpc_meta entry, taking it over from a dead owner. */
+int te__claim_name(struct te_engine *eng, char *err, size_t errlen);
+/** Remove both entries (engine teardown). */
+void te__unpublish(struct te_engine *eng);
 
 /* memreg.c: find the registration holding [addr, addr+len). */
 struct te_memreg *te__reg_find(struct te_engine *eng, uintptr_t addr,
@@ -241,9 +243,6 @@ void te__peer_invalidate(struct te_peer *p);
  *  NULL when it cannot be resolved. */
 struct te_peer *te__segment_peer(struct te_segment *seg);
 void te__peers_free(struct te_engine *eng);
-/** "mooncake/[cluster id/]<kind>/<name>" (MC_METADATA_CLUSTER_ID). */
-int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
-		 const char *name);
 
 /* desc.c: the one codec of segment descriptors (fuzzed). */
 int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
@@ -251,6 +250,11 @@ int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
 void te__desc_release(struct te_peer *p);
 int te__rpc_meta_decode(const char *json, size_t len, char *ip, size_t iplen,
 			int *port) MC_MUST_CHECK;
+/** Our descriptor as JSON text (malloc'd). */
+char *te__describe(struct te_engine *eng);
+/** "mooncake/[cluster id/]<kind>/<name>" (MC_METADATA_CLUSTER_ID). */
+int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
+		 const char *name);
 
 /* batch.c: slice bookkeeping for transports. */
 /** One slice of task ended: bytes moved, or rc < 0. */
@@ -274,7 +278,7 @@ void te__transports_fini(struct te_engine *eng);
 int te__transport_index(const char *name);
 void te__count(struct te_transport *tp, enum te_opcode op, uint64_t bytes);
 
-/* handshake.c: types of handshake frames (upstream's numbers). */
+/* handshake.c: the codec of handshake frames; types are upstream's. */
 enum {
 	TE_HS_CONNECTION = 0,
 	TE_HS_METADATA = 1,
@@ -288,17 +292,31 @@ int te__hs_check_env(char *err, size_t errlen) MC_MUST_CHECK;
 /** Decode one whole frame (header included) of len bytes. */
 int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,
 		  const char **json, size_t *json_len) MC_MUST_CHECK;
+/** Write one frame of len bytes of JSON. */
+int te__hs_send(int fd, uint8_t type, const char *json, size_t len);
+/** Read one frame of at most max bytes into a malloc'd buffer (header
+ *  included). */
+int te__hs_recv(int fd, size_t max, uint8_t **buf, size_t *len);
 int te__hs_parse_notify(const char *json, size_t len, char **name,
 			char **msg) MC_MUST_CHECK;
-void te__notifications_free(struct te_engine *eng);
-int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen);
-void te__rpc_stop(struct te_engine *eng);
+
+/* hs_client.c: requests to a peer's handshake listener (no engine). */
 /** Probe a peer's RPC address; 0 when something answered. */
 int te__rpc_probe(const char *ip, int port, int timeout_ms);
-/** P2PHANDSHAKE: fetch a peer's descriptor from ip:port. */
-int te__rpc_fetch_desc(struct te_engine *eng, const char *ip, int port,
-		       char **json, size_t *len, char *err, size_t errlen);
-int te__rpc_notify(struct te_engine *eng, const char *ip, int port,
-		   const char *name, const char *msg);
+/** P2PHANDSHAKE: send our descriptor (mine) to ip:port and receive the
+ *  peer's (*json, malloc'd, NUL-terminated). */
+int te__rpc_fetch_desc(const char *ip, int port, const char *mine, char **json,
+		       size_t *len, char *err, size_t errlen);
+int te__rpc_notify(const char *ip, int port, int timeout_ms, const char *name,
+		   const char *msg);
+
+/* hs_server.c: our handshake listener. */
+int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen);
+void te__rpc_stop(struct te_engine *eng);
+
+/* notify.c */
+/** Queue a notification for te_notifications(); takes name and msg. */
+void te__notif_push(struct te_engine *eng, char *name, char *msg);
+void te__notifications_free(struct te_engine *eng);
 
 #endif

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The handshake (RPC) listener: answers peers' Probe, Metadata (our
+ * descriptor, desc.c) and Notify (queued by notify.c) requests, and
+ * refuses Connection (RDMA) requests. Frames are read and written by the
+ * codec in handshake.c.
+ *
+ * Calls down only: handshake.c, desc.c (te__describe), notify.c
+ * (te__notif_push). engine.c starts and stops it.
+ *
+ * Threads: one listener thread serves requests one at a time; each is
+ * small and bounded by a 2 s socket timeout.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_log.h"
+#include "mc_net.h"
+#include "mc_time.h"
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+#define HS_SERVE_TIMEOUT_MS 2000
+
+static void serve_one(struct te_engine *eng, int fd)
+{
+	static const char probe_ok[] = "{\"status\":\"success\"}";
+	static const char notify_ok[] =
+		"{\"name\":\"\",\"notify_msg\":\"success\"}";
+	static const char no_rdma[] = "{\"reply_msg\":\"RDMA is not supported "
+				      "by this mooncakefs engine\"}";
+	const char *json;
+	size_t jlen, len;
+	uint8_t *buf, type;
+	char *name, *msg, *desc;
+	int rc;
+
+	if (mc_net_set_timeouts(fd, HS_SERVE_TIMEOUT_MS))
+		return;
+	rc = te__hs_recv(fd, te__hs_max_length(), &buf, &len);
+	if (rc)
+		return;
+	rc = te__hs_decode(buf, len, te__hs_max_length(), &type, &json, &jlen);
+	if (rc) {
+		mc_log_debug("te", "handshake: bad frame: %s", mc_strerror(rc));
+		free(buf);
+		return;
+	}
+	switch (type) {
+	case TE_HS_PROBE:
+		(void)te__hs_send(fd, type, probe_ok, sizeof(probe_ok) - 1);
+		break;
+	case TE_HS_NOTIFY:
+		if (te__hs_parse_notify(json, jlen, &name, &msg) == 0) {
+			te__notif_push(eng, name, msg);
+			(void)te__hs_send(fd, type, notify_ok,
+					  sizeof(notify_ok) - 1);
+		}
+		break;
+	case TE_HS_METADATA:
+		desc = te__describe(eng);
+		if (desc)
+			(void)te__hs_send(fd, type, desc, strlen(desc));
+		free(desc);
+		break;
+	default: /* TE_HS_CONNECTION */
+		(void)te__hs_send(fd, type, no_rdma, sizeof(no_rdma) - 1);
+		break;
+	}
+	free(buf);
+}
+
+static void *rpc_thread(void *arg)
+{
+	struct te_engine *eng = arg;
+
+	while (!atomic_load(&eng->stopping)) {
+		struct pollfd p = { .fd = eng->rpc_fd, .events = POLLIN };
+		int fd;
+
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		fd = accept4(eng->rpc_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve_one(eng, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+	return s && *s ? atoi(s) : def;
+}
+
+int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
+{
+	int lo = env_int("MC_MIN_RPC_PORT", 15000);
+	int hi = env_int("MC_MAX_RPC_PORT", 17000);
+	unsigned seed = (unsigned)(mc_mono_ns() ^ (uint64_t)getpid());
+	int rc = -EADDRINUSE;
+
+	if (port > 0) {
+		rc = mc_net_listen(eng->ip, port, 128, 0, &eng->rpc_fd,
+				   &eng->rpc_port);
+	} else {
+		if (lo < 1 || hi > 65535 || lo > hi) {
+			lo = 15000;
+			hi = 17000;
+		}
+		/* Upstream picks a random free port in the range. */
+		for (int i = 0; i < 500 && rc == -EADDRINUSE; i++) {
+			int p = lo +
+				(int)(rand_r(&seed) % (unsigned)(hi - lo + 1));
+			rc = mc_net_listen(eng->ip, p, 128, 0, &eng->rpc_fd,
+					   &eng->rpc_port);
+		}
+	}
+	if (rc) {
+		snprintf(err, errlen,
+			 "transfer engine: cannot listen on %s "
+			 "(RPC port %d): %s",
+			 eng->ip, port, strerror(-rc));
+		return rc;
+	}
+	snprintf(eng->rpc_address, sizeof(eng->rpc_address), "%s:%d", eng->ip,
+		 eng->rpc_port);
+	rc = pthread_create(&eng->rpc_thread, NULL, rpc_thread, eng);
+	if (rc) {
+		close(eng->rpc_fd);
+		eng->rpc_fd = -1;
+		return -rc;
+	}
+	return 0;
+}
+
+void te__rpc_stop(struct te_engine *eng)
+{
+	if (eng->rpc_fd < 0)
+		return;
+	atomic_store(&eng->stopping, true);
+	pthread_join(eng->rpc_thread, NULL);
+	close(eng->rpc_fd);
+	eng->rpc_fd = -1;
+}

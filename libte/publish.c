@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Publishing: the two metadata entries every engine keeps (upstream's
+ * names and JSON):
+ *
+ *   mooncake/rpc_meta/<name>  {"ip_or_host_name": "...", "rpc_port": N}
+ *   mooncake/ram/<name>       the segment descriptor (desc.c)
+ *
+ * Claiming a name: rpc_meta is created only if absent (put_new). If it is
+ * held, the recorded address is probed: silence means its owner died and
+ * the entry is taken over; an answer means a live engine has the name and
+ * creation fails with MC_EMETACONFLICT. The descriptor is published again
+ * on every change of the remote-accessible buffers (memreg.c).
+ *
+ * Calls down only: desc.c (encoding, key names), hs_client.c (the probe),
+ * the metadata backend. With P2PHANDSHAKE nothing is published.
+ * Locking: eng->publish_lock orders concurrent publications.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+#define PROBE_TIMEOUT_MS 1000
+
+int te__publish(struct te_engine *eng)
+{
+	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
+	char *desc;
+	int rc;
+
+	if (eng->p2p || !eng->meta)
+		return 0;
+	rc = te__meta_key(eng, key, sizeof(key), "ram", eng->name);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&eng->publish_lock);
+	desc = te__describe(eng);
+	rc = desc ? eng->meta->ops->put(eng->meta, key, desc, strlen(desc), err,
+					sizeof(err)) :
+		    -ENOMEM;
+	pthread_mutex_unlock(&eng->publish_lock);
+	if (rc)
+		mc_log_err("te", "publishing %s: %s", key, err);
+	free(desc);
+	return rc;
+}
+
+int te__claim_name(struct te_engine *eng, char *err, size_t errlen)
+{
+	char key[TE_NAME_MAX + 64], body[TE_NAME_MAX + 64];
+	char ip[TE_NAME_MAX], *cur;
+	size_t len;
+	int rc, port;
+
+	rc = te__meta_key(eng, key, sizeof(key), "rpc_meta", eng->name);
+	if (rc)
+		return rc;
+	snprintf(body, sizeof(body),
+		 "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%d}", eng->ip,
+		 eng->rpc_port);
+	rc = eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
+				     errlen);
+	if (rc != MC_EMETACONFLICT)
+		return rc;
+	rc = eng->meta->ops->get(eng->meta, key, &cur, &len, err, errlen);
+	if (rc == -ENOENT) /* released meanwhile */
+		return eng->meta->ops->put_new(eng->meta, key, body,
+					       strlen(body), err, errlen);
+	if (rc)
+		return rc;
+	rc = te__rpc_meta_decode(cur, len, ip, sizeof(ip), &port);
+	free(cur);
+	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS) == 0) {
+		snprintf(err, errlen,
+			 "segment name '%s' is in use by a live engine at "
+			 "%s:%d",
+			 eng->name, ip, port);
+		return MC_EMETACONFLICT;
+	}
+	mc_log_debug("te",
+		     "taking over segment name '%s' (previous owner "
+		     "at %s:%d does not answer)",
+		     eng->name, rc ? "?" : ip, rc ? 0 : port);
+	rc = eng->meta->ops->del(eng->meta, key, err, errlen);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
+				       errlen);
+}
+
+void te__unpublish(struct te_engine *eng)
+{
+	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
+	static const char *const kinds[] = { "ram", "rpc_meta" };
+
+	if (eng->p2p || !eng->meta)
+		return;
+	for (size_t i = 0; i < MC_ARRAY_SIZE(kinds); i++) {
+		if (te__meta_key(eng, key, sizeof(key), kinds[i], eng->name))
+			continue;
+		int rc = eng->meta->ops->del(eng->meta, key, err, sizeof(err));
+		if (rc && rc != -ENOENT)
+			mc_log_warn("te", "removing %s: %s", key, err);
+	}
+}
