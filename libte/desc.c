@@ -7,14 +7,21 @@
  *    "tcp_proto_version": 2, "timestamp": "...",
  *    "buffers": [{"name": "cpu:0", "addr": N, "length": N}, ...]}
  *
- * plus our extensions, which upstream readers ignore: "mc_host_id" (same
- * host and network namespace test) and per buffer "mc_shm_path",
- * "mc_shm_offset" and "mc_shm_ino" (where a same-host peer can map it: a
- * file under /dev/shm/ or the owner's descriptor /proc/<pid>/fd/<n>, and
- * the inode the peer must find there; a descriptor without one is
- * ignored). Decoding bounds
- * every count and string; it parses bytes from the network and is fuzzed
+ * Each transport owns its fields (here tcp_data_port and
+ * tcp_proto_version): its describe op writes ours and its desc_decode op
+ * reads a peer's into peer->tp_desc[], so this file names none of them.
+ * This file writes and reads the rest and names the metadata keys
+ * (te__meta_key). Our extensions, which upstream readers ignore:
+ * "mc_host_id" (same host and network namespace test) and per buffer
+ * "mc_shm_path", "mc_shm_offset" and "mc_shm_ino" (where a same-host peer
+ * can map it: a file under /dev/shm/ or the owner's descriptor
+ * /proc/<pid>/fd/<n>, and the inode the peer must find there; a
+ * descriptor without one is ignored). Decoding bounds every count and
+ * string; it parses bytes from the network and is fuzzed
  * (tests/fuzz/fuzz_te_desc.c).
+ *
+ * Calls down only: the transport registry (transport.c) for the ops;
+ * te__describe() reads the registration table under eng->reg_lock.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -109,12 +116,27 @@ static int decode_buffer(json_t *b, struct te_buffer_desc *d)
 	return 0;
 }
 
+/* Each transport reads its own fields (its desc_decode op). */
+static int decode_transports(json_t *root, struct te_peer *p)
+{
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		const struct te_transport_ops *ops = te__transport_ops(i);
+		int rc;
+
+		if (!ops->desc_decode)
+			continue;
+		rc = ops->desc_decode(root, &p->tp_desc[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
 		    size_t errlen)
 {
 	json_error_t jerr;
 	json_t *root, *bufs, *x;
-	uint64_t v;
 	int rc = 0;
 
 	root = json_loadb(json, len, 0, &jerr);
@@ -128,12 +150,9 @@ int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
 		rc = fail(err, errlen, "missing or bad 'name'");
 		goto out;
 	}
-	p->tcp_data_port = 0;
-	if (!get_u64(root, "tcp_data_port", &v) && v <= 65535)
-		p->tcp_data_port = (int)v;
-	p->tcp_proto_version = 1; /* absent means an old TCP server */
-	if (!get_u64(root, "tcp_proto_version", &v) && v < 256)
-		p->tcp_proto_version = (int)v;
+	rc = decode_transports(root, p);
+	if (rc)
+		goto out;
 	p->host_id[0] = '\0';
 	if (copy_str(root, "mc_host_id", p->host_id, sizeof(p->host_id), false))
 		p->host_id[0] = '\0';
@@ -180,6 +199,11 @@ out:
 
 void te__desc_release(struct te_peer *p)
 {
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		if (p->tp_desc[i])
+			te__transport_ops(i)->desc_free(p->tp_desc[i]);
+		p->tp_desc[i] = NULL;
+	}
 	for (unsigned i = 0; i < p->n_buffers; i++)
 		free(p->buffers[i].shm_path);
 	free(p->buffers);

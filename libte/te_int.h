@@ -73,13 +73,14 @@ struct te_peer {
 	char name[TE_NAME_MAX];
 	char ip[TE_NAME_MAX]; /* rpc_meta ip_or_host_name */
 	int rpc_port;
-	int tcp_data_port;
-	int tcp_proto_version;
 	char host_id[TE_HOST_ID_LEN]; /* "" when the peer is not ours */
 	bool is_self;
 	_Atomic bool stale;
 	unsigned n_buffers;
 	struct te_buffer_desc *buffers;
+	/* Each transport's part of the descriptor (its desc_decode op),
+	 * read-only once decoded; NULL when the peer offers it nothing. */
+	void *tp_desc[TE_MAX_TRANSPORTS];
 	void *tp_priv[TE_MAX_TRANSPORTS]; /* owned by each transport */
 	struct te_engine *eng;
 };
@@ -127,7 +128,10 @@ struct te_transport_ops {
 	int (*init)(struct te_engine *eng, struct te_transport **out, char *err,
 		    size_t errlen);
 	void (*fini)(struct te_transport *tp);
-	/** Add this transport's fields to our descriptor. Optional. */
+	/**
+	 * Add this transport's fields to our segment descriptor (upstream's
+	 * JSON, desc.c). Optional; desc_decode reads them back.
+	 */
 	int (*describe)(struct te_transport *tp, json_t *desc);
 	/** Can this transport carry req to peer? */
 	bool (*reachable)(struct te_transport *tp, struct te_peer *peer,
@@ -140,6 +144,17 @@ struct te_transport_ops {
 	int (*submit)(struct te_transport *tp, struct te_task *task);
 	/** Free per-peer state in peer->tp_priv[tp->index]. Optional. */
 	void (*peer_release)(struct te_transport *tp, struct te_peer *peer);
+	/**
+	 * Read this transport's fields of a peer's segment descriptor into a
+	 * new blob at *out, which desc.c keeps in peer->tp_desc[index] and
+	 * frees with desc_free. Leave *out NULL when the peer offers this
+	 * transport nothing. The JSON came from the network: bound every
+	 * value; a malformed field is ignored as upstream readers do. Called
+	 * by the codec without an engine (it is fuzzed). 0 or -ENOMEM.
+	 * Optional (then the transport reads nothing from descriptors).
+	 */
+	int (*desc_decode)(json_t *desc, void **out);
+	void (*desc_free)(void *blob);
 };
 
 struct te_transport {
@@ -244,7 +259,8 @@ void te__peer_invalidate(struct te_peer *p);
 struct te_peer *te__segment_peer(struct te_segment *seg);
 void te__peers_free(struct te_engine *eng);
 
-/* desc.c: the one codec of segment descriptors (fuzzed). */
+/* desc.c: the one codec of segment descriptors (fuzzed). p is zeroed;
+ * te__desc_release() frees what decoding left in it, even on failure. */
 int te__desc_decode(const char *json, size_t len, struct te_peer *p, char *err,
 		    size_t errlen) MC_MUST_CHECK;
 void te__desc_release(struct te_peer *p);
@@ -271,8 +287,10 @@ void te__copier_destroy(struct te_copier *cp);
  *  overlap. cp may be NULL (a plain memcpy). */
 void te__copy(struct te_copier *cp, void *dst, const void *src, size_t len);
 
-/* transport.c */
+/* transport.c: the registry of built-in transports. */
 extern const struct te_transport_ops te_tcp_ops, te_shm_ops, te_local_ops;
+/** The ops of transport i (0 <= i < TE_TP_COUNT), engine or not. */
+const struct te_transport_ops *te__transport_ops(int i);
 int te__transports_init(struct te_engine *eng, char *err, size_t errlen);
 void te__transports_fini(struct te_engine *eng);
 int te__transport_index(const char *name);

@@ -17,6 +17,11 @@ static const struct te_transport_ops *const builtin[TE_TP_COUNT] = {
 	[TE_TP_LOCAL] = &te_local_ops,
 };
 
+const struct te_transport_ops *te__transport_ops(int i)
+{
+	return builtin[i];
+}
+
 int te__transport_index(const char *name)
 {
 	for (int i = 0; i < TE_TP_COUNT; i++)

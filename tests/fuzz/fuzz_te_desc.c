@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target for the transfer engine's segment-descriptor codec
- * (libte/desc.c): te__desc_decode() of arbitrary bytes into a zeroed
+ * (libte/desc.c, with each transport's desc_decode op for its own fields):
+ * te__desc_decode() of arbitrary bytes into a zeroed
  * struct te_peer, then te__desc_release(), and te__rpc_meta_decode() of
  * the same bytes. Descriptors come from the metadata service or straight
  * from a peer's handshake, so every byte is untrusted.
@@ -10,7 +11,8 @@
  * NUL-terminated non-overflowing name, location and host id, at most
  * TE_MAX_BUFFERS buffers whose ranges do not wrap, ports and versions in
  * range, and shm paths only under /dev/shm/ without "/.."; decoding is
- * deterministic (twice gives the same result); release leaves no buffers.
+ * deterministic (twice gives the same result); release leaves no buffers
+ * and no transport's fields.
  * rpc_meta: a decoded ip is non-empty and fits its buffer (also a small
  * one), the port is 1..65535, and a larger buffer gives the same answer.
  */
@@ -20,6 +22,7 @@
 #include "fuzz_common.h"
 #include "mc_log.h"
 #include "te_int.h"
+#include "transport/tcp/tcp_int.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -36,10 +39,13 @@ static void check_str(const char *s, size_t cap)
 
 static void check_peer(const struct te_peer *p)
 {
+	const struct tcp_peer_desc *tcp = p->tp_desc[TE_TP_TCP];
+
 	check_str(p->name, sizeof(p->name));
 	check_str(p->host_id, sizeof(p->host_id));
-	FUZZ_CHECK(p->tcp_data_port >= 0 && p->tcp_data_port <= 65535);
-	FUZZ_CHECK(p->tcp_proto_version >= 0 && p->tcp_proto_version < 256);
+	FUZZ_CHECK(tcp != NULL);
+	FUZZ_CHECK(tcp->data_port >= 0 && tcp->data_port <= 65535);
+	FUZZ_CHECK(tcp->proto_version >= 0 && tcp->proto_version < 256);
 	FUZZ_CHECK(p->n_buffers <= TE_MAX_BUFFERS);
 	FUZZ_CHECK(p->n_buffers == 0 || p->buffers != NULL);
 	for (unsigned i = 0; i < p->n_buffers; i++) {
@@ -56,9 +62,13 @@ static void check_peer(const struct te_peer *p)
 
 static bool same_peer(const struct te_peer *a, const struct te_peer *b)
 {
+	const struct tcp_peer_desc *ta = a->tp_desc[TE_TP_TCP];
+	const struct tcp_peer_desc *tb = b->tp_desc[TE_TP_TCP];
+
 	if (strcmp(a->name, b->name) || strcmp(a->host_id, b->host_id) ||
-	    a->tcp_data_port != b->tcp_data_port ||
-	    a->tcp_proto_version != b->tcp_proto_version ||
+	    !ta != !tb ||
+	    (ta && (ta->data_port != tb->data_port ||
+		    ta->proto_version != tb->proto_version)) ||
 	    a->n_buffers != b->n_buffers)
 		return false;
 	for (unsigned i = 0; i < a->n_buffers; i++) {
@@ -99,6 +109,8 @@ static void fuzz_desc(const char *json, size_t len)
 	te__desc_release(&p);
 	te__desc_release(&q);
 	FUZZ_CHECK(p.n_buffers == 0 && p.buffers == NULL);
+	for (int i = 0; i < TE_TP_COUNT; i++)
+		FUZZ_CHECK(p.tp_desc[i] == NULL);
 	/* Releasing twice is harmless. */
 	te__desc_release(&p);
 }

@@ -2,7 +2,9 @@
 /*
  * The "tcp" transport's ops table: upstream's TCP data framing, version 2
  * (status frames), advertised as tcp_data_port / tcp_proto_version 2 in
- * our descriptor so an upstream engine can talk to ours and back.
+ * our descriptor so an upstream engine can talk to ours and back. Both
+ * fields are this transport's alone: tcp_describe() writes them and
+ * tcp_desc_decode() reads a peer's into its struct tcp_peer_desc.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,10 +59,37 @@ static int tcp_describe(struct te_transport *tp, json_t *desc)
 	return 0;
 }
 
+/* Bytes from the network: out-of-range values read as absent. */
+static int tcp_desc_decode(json_t *desc, void **out)
+{
+	json_t *port = json_object_get(desc, "tcp_data_port");
+	json_t *ver = json_object_get(desc, "tcp_proto_version");
+	struct tcp_peer_desc *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	if (json_is_integer(port) && json_integer_value(port) >= 0 &&
+	    json_integer_value(port) <= 65535)
+		d->data_port = (int)json_integer_value(port);
+	d->proto_version = 1; /* absent means an old TCP server */
+	if (json_is_integer(ver) && json_integer_value(ver) >= 0 &&
+	    json_integer_value(ver) < 256)
+		d->proto_version = (int)json_integer_value(ver);
+	*out = d;
+	return 0;
+}
+
+static void tcp_desc_free(void *blob)
+{
+	free(blob);
+}
+
 static bool tcp_reachable(struct te_transport *tp, struct te_peer *peer,
 			  const struct te_request *req)
 {
-	return !peer->is_self && peer->tcp_data_port > 0;
+	const struct tcp_peer_desc *d = tcp_desc(tp, peer);
+
+	return !peer->is_self && d && d->data_port > 0;
 }
 
 static int tcp_submit(struct te_transport *tp, struct te_task *t)
@@ -82,4 +111,6 @@ const struct te_transport_ops te_tcp_ops = {
 	.reachable = tcp_reachable,
 	.submit = tcp_submit,
 	.peer_release = tcp_peer_release,
+	.desc_decode = tcp_desc_decode,
+	.desc_free = tcp_desc_free,
 };

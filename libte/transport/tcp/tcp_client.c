@@ -390,6 +390,7 @@ static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
 {
 	unsigned n = t->base.eng->tcp_lanes;
 	struct tcp_peer *tp = calloc(1, sizeof(*tp) + n * sizeof(tp->lanes[0]));
+	const struct tcp_peer_desc *d;
 	pthread_attr_t attr;
 
 	if (!tp)
@@ -398,8 +399,9 @@ static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
 	tp->t = t;
 	tp->peer = p;
 	snprintf(tp->ip, sizeof(tp->ip), "%s", p->ip);
-	tp->port = p->tcp_data_port;
-	tp->v2 = p->tcp_proto_version >= 2;
+	d = tcp_desc(&t->base, p);
+	tp->port = d ? d->data_port : 0;
+	tp->v2 = d && d->proto_version >= 2;
 	tp->n_lanes = n;
 	pthread_mutex_init(&tp->lock, NULL);
 	pthread_cond_init(&tp->queue_cond, NULL);

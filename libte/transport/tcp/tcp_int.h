@@ -26,6 +26,18 @@
 
 struct tcp_conn; /* a served connection */
 
+/* A peer's TCP fields of its segment descriptor (peer->tp_desc[index]). */
+struct tcp_peer_desc {
+	int data_port; /* 0: the peer serves no TCP data */
+	int proto_version; /* 1: an old server without status frames */
+};
+
+static inline const struct tcp_peer_desc *tcp_desc(struct te_transport *tp,
+						   const struct te_peer *p)
+{
+	return p->tp_desc[tp->index];
+}
+
 struct tcp_transport {
 	struct te_transport base;
 	int listen_fd;
