@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Batches and tasks. A task counts its unfinished slices; the transport
- * that finishes the last one (te__slice_done) sets the final status,
- * counts it, drops the task's references and wakes te_batch_wait(). No
- * thread ever spins: waiting is a condition variable.
+ * Batches: the public batch API. Submitting resolves each request's
+ * segment to a peer (peer.c), checks the local range (memreg.c), picks
+ * the first transport that reaches it and hands the task over through
+ * its submit op; the task ends in task.c. No thread ever spins: waiting
+ * is a condition variable that task.c signals.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -60,53 +61,6 @@ int te_batch_reset(struct te_batch *b)
 		return -EBUSY;
 	atomic_store(&b->n, 0);
 	return 0;
-}
-
-static void task_finish(struct te_task *t)
-{
-	struct te_batch *b = t->batch;
-	/* tp is -1 when the request failed before a transport was chosen. */
-	struct te_transport *tp = t->tp >= 0 ? b->eng->tps[t->tp] : NULL;
-	int err = atomic_load(&t->error);
-	int st = !err			    ? TE_COMPLETED :
-		 atomic_load(&t->timed_out) ? TE_TIMEOUT :
-					      TE_FAILED;
-
-	if (tp) {
-		if (err)
-			atomic_fetch_add(&tp->failed_requests, 1);
-		else
-			te__count(tp, t->req.opcode, t->req.length);
-	}
-	if (t->local_reg)
-		te__reg_put(t->local_reg);
-	if (t->peer)
-		te__peer_put(t->peer);
-	t->local_reg = NULL;
-	t->peer = NULL;
-	atomic_store(&t->status, st);
-	pthread_mutex_lock(&b->lock);
-	if (atomic_fetch_sub(&b->inflight, 1) == 1)
-		pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-}
-
-void te__task_add_slices(struct te_task *task, int n)
-{
-	atomic_fetch_add(&task->pending, n);
-}
-
-void te__slice_done(struct te_task *task, uint64_t bytes, int rc)
-{
-	if (rc < 0) {
-		int zero = 0;
-		atomic_compare_exchange_strong(&task->error, &zero, rc);
-		if (rc == -ETIMEDOUT)
-			atomic_store(&task->timed_out, true);
-	}
-	atomic_fetch_add(&task->transferred, bytes);
-	if (atomic_fetch_sub(&task->pending, 1) == 1)
-		task_finish(task);
 }
 
 static int pick_transport(struct te_engine *eng, struct te_peer *peer,

@@ -150,13 +150,11 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		goto err_rpc;
 	}
 
-	eng->self = calloc(1, sizeof(*eng->self));
+	eng->self = te__peer_new(eng);
 	if (!eng->self) {
 		rc = -ENOMEM;
 		goto err_rpc;
 	}
-	atomic_store(&eng->self->refs, 1);
-	eng->self->eng = eng;
 	eng->self->is_self = true;
 	snprintf(eng->self->name, sizeof(eng->self->name), "%s", eng->name);
 

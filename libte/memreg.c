@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Registered memory: a table of non-overlapping buffers sorted by address
- * (binary search on every request and every served peer access). A buffer
- * inside te_mem_alloc() memory (mem.c) carries the file peers can map.
+ * (binary search on every request and every served peer access). The
+ * public te_register()/te_unregister() (register.c) fill it and publish
+ * the change; this file is the table alone and calls nothing else in
+ * libte, so the transports, which check peers' accesses against it, and
+ * desc.c, which describes it, depend on it and it on none of them.
  *
  * Lifetimes: a registration is freed by te_unregister() only when no
  * request of this engine uses it (busy == 0); peers' accesses are checked
@@ -69,41 +72,16 @@ bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len)
 	return r && r->remote && addr + len >= addr;
 }
 
-/* The location tag names device memory we cannot move yet. */
-static bool is_device_location(const char *loc)
+int te__reg_insert(struct te_engine *eng, struct te_memreg *r)
 {
-	return loc && (!strncmp(loc, "cuda:", 5) || !strncmp(loc, "gpu:", 4));
-}
-
-int te_register(struct te_engine *eng, void *addr, size_t len,
-		const char *location, bool remote_accessible)
-{
-	uintptr_t a = (uintptr_t)addr;
-	struct te_memreg *r;
-	uint64_t off = 0, ino = 0;
 	unsigned i;
 	int rc = 0;
 
-	if (!addr || !len || a + len < a)
-		return -EINVAL;
-	if (is_device_location(location) || te__is_device_ptr(addr))
-		return MC_ENOTSUPPORTED;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->addr = a;
-	r->len = len;
-	r->remote = remote_accessible;
-	snprintf(r->location, sizeof(r->location), "%s",
-		 location && *location ? location : "*");
-	r->shm_path = te__mem_shm_path(a, len, &off, &ino);
-	r->shm_offset = off;
-	r->shm_ino = ino;
-
 	pthread_rwlock_wrlock(&eng->reg_lock);
-	i = upper_bound(eng, a);
-	if ((i > 0 && eng->regs[i - 1]->addr + eng->regs[i - 1]->len > a) ||
-	    (i < eng->n_regs && eng->regs[i]->addr < a + len)) {
+	i = upper_bound(eng, r->addr);
+	if ((i > 0 &&
+	     eng->regs[i - 1]->addr + eng->regs[i - 1]->len > r->addr) ||
+	    (i < eng->n_regs && eng->regs[i]->addr < r->addr + r->len)) {
 		rc = -EEXIST;
 		goto out;
 	}
@@ -123,47 +101,42 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 	eng->n_regs++;
 out:
 	pthread_rwlock_unlock(&eng->reg_lock);
-	if (rc) {
-		free(r->shm_path);
-		free(r);
-		return rc;
-	}
-	return remote_accessible ? te__publish(eng) : 0;
+	return rc;
 }
 
-int te_unregister(struct te_engine *eng, void *addr)
+int te__reg_remove(struct te_engine *eng, uintptr_t addr,
+		   struct te_memreg **out)
 {
-	struct te_memreg *r = NULL;
 	unsigned i;
 	int rc = 0;
 
+	*out = NULL;
 	pthread_rwlock_wrlock(&eng->reg_lock);
-	i = upper_bound(eng, (uintptr_t)addr);
-	if (i == 0 || eng->regs[i - 1]->addr != (uintptr_t)addr) {
+	i = upper_bound(eng, addr);
+	if (i == 0 || eng->regs[i - 1]->addr != addr) {
 		rc = -ENOENT;
 	} else if (atomic_load(&eng->regs[i - 1]->busy)) {
 		rc = -EBUSY;
 	} else {
-		r = eng->regs[i - 1];
+		*out = eng->regs[i - 1];
 		memmove(&eng->regs[i - 1], &eng->regs[i],
 			(eng->n_regs - i) * sizeof(*eng->regs));
 		eng->n_regs--;
 	}
 	pthread_rwlock_unlock(&eng->reg_lock);
-	if (!r)
-		return rc;
-	rc = r->remote ? te__publish(eng) : 0;
+	return rc;
+}
+
+void te__reg_free(struct te_memreg *r)
+{
 	free(r->shm_path);
 	free(r);
-	return rc;
 }
 
 void te__regs_free(struct te_engine *eng)
 {
-	for (unsigned i = 0; i < eng->n_regs; i++) {
-		free(eng->regs[i]->shm_path);
-		free(eng->regs[i]);
-	}
+	for (unsigned i = 0; i < eng->n_regs; i++)
+		te__reg_free(eng->regs[i]);
 	free(eng->regs);
 	eng->regs = NULL;
 	eng->n_regs = eng->cap_regs = 0;

@@ -14,16 +14,8 @@
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
-struct te_peer *te__peer_get(struct te_peer *p)
+static void peer_destroy(struct te_peer *p)
 {
-	atomic_fetch_add(&p->refs, 1);
-	return p;
-}
-
-void te__peer_put(struct te_peer *p)
-{
-	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
-		return;
 	for (int i = 0; i < TE_TP_COUNT; i++) {
 		struct te_transport *tp = p->eng->tps[i];
 		if (tp && tp->ops->peer_release && p->tp_priv[i])
@@ -33,9 +25,16 @@ void te__peer_put(struct te_peer *p)
 	free(p);
 }
 
-void te__peer_invalidate(struct te_peer *p)
+struct te_peer *te__peer_new(struct te_engine *eng)
 {
-	p->stale = true;
+	struct te_peer *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	atomic_store(&p->refs, 1);
+	p->eng = eng;
+	p->destroy = peer_destroy;
+	return p;
 }
 
 static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
@@ -151,11 +150,9 @@ int te__peer_lookup(struct te_engine *eng, const char *name,
 	}
 	pthread_mutex_unlock(&eng->peer_lock);
 
-	p = calloc(1, sizeof(*p));
+	p = te__peer_new(eng);
 	if (!p)
 		return -ENOMEM;
-	p->eng = eng;
-	atomic_store(&p->refs, 1);
 	rc = fetch(eng, name, p, err, errlen);
 	if (rc) {
 		char detail[TE_ERR_LEN];
@@ -166,8 +163,7 @@ int te__peer_lookup(struct te_engine *eng, const char *name,
 				 "is not known to the metadata service" :
 				 "cannot be resolved",
 			 detail);
-		te__desc_release(p);
-		free(p);
+		te__peer_put(p);
 		return rc;
 	}
 	/* The descriptor's name is the peer's; we asked for this one. */

@@ -83,6 +83,9 @@ struct te_peer {
 	void *tp_desc[TE_MAX_TRANSPORTS];
 	void *tp_priv[TE_MAX_TRANSPORTS]; /* owned by each transport */
 	struct te_engine *eng;
+	/* Frees it at the last te__peer_put(): its transports' state, its
+	 * descriptor, itself (peer.c). */
+	void (*destroy)(struct te_peer *p);
 };
 
 struct te_segment {
@@ -228,6 +231,13 @@ static inline void te__reg_put(struct te_memreg *r)
 {
 	atomic_fetch_sub(&r->busy, 1);
 }
+/** Add r to the table: 0, -EEXIST (overlap) or -ENOMEM. */
+int te__reg_insert(struct te_engine *eng, struct te_memreg *r);
+/** Take the registration starting at addr out of the table (*out):
+ *  0, -ENOENT, or -EBUSY while a request of ours uses it. */
+int te__reg_remove(struct te_engine *eng, uintptr_t addr,
+		   struct te_memreg **out);
+void te__reg_free(struct te_memreg *r);
 void te__regs_free(struct te_engine *eng);
 
 /* mem.c: the file behind te_mem_alloc() memory holding [addr, addr+len)
@@ -247,13 +257,29 @@ void te__populate_stop(struct te_populate *job);
 bool te__is_device_ptr(const void *p);
 
 /* peer.c */
-struct te_peer *te__peer_get(struct te_peer *p);
-void te__peer_put(struct te_peer *p);
+static inline struct te_peer *te__peer_get(struct te_peer *p)
+{
+	atomic_fetch_add(&p->refs, 1);
+	return p;
+}
+
+/** Drop a reference; the last one frees the peer through p->destroy,
+ *  so a holder (a task, a transport) depends on no code of peer.c. */
+static inline void te__peer_put(struct te_peer *p)
+{
+	if (p && atomic_fetch_sub(&p->refs, 1) == 1)
+		p->destroy(p);
+}
+/** A new peer of eng with one reference (its descriptor still empty). */
+struct te_peer *te__peer_new(struct te_engine *eng);
 /** Resolve a peer by name (cache, metadata or handshake). */
 int te__peer_lookup(struct te_engine *eng, const char *name,
 		    struct te_peer **out, char *err, size_t errlen);
 /** Mark a peer stale: the next lookup fetches its descriptor again. */
-void te__peer_invalidate(struct te_peer *p);
+static inline void te__peer_invalidate(struct te_peer *p)
+{
+	atomic_store(&p->stale, true);
+}
 /** The segment's current peer, refreshed if stale; a new reference, or
  *  NULL when it cannot be resolved. */
 struct te_peer *te__segment_peer(struct te_segment *seg);
@@ -272,7 +298,7 @@ char *te__describe(struct te_engine *eng);
 int te__meta_key(struct te_engine *eng, char *buf, size_t len, const char *kind,
 		 const char *name);
 
-/* batch.c: slice bookkeeping for transports. */
+/* task.c: slice bookkeeping for transports. */
 /** One slice of task ended: bytes moved, or rc < 0. */
 void te__slice_done(struct te_task *task, uint64_t bytes, int rc);
 /** Add slices before submitting them (the initial one is counted). */
@@ -294,7 +320,6 @@ const struct te_transport_ops *te__transport_ops(int i);
 int te__transports_init(struct te_engine *eng, char *err, size_t errlen);
 void te__transports_fini(struct te_engine *eng);
 int te__transport_index(const char *name);
-void te__count(struct te_transport *tp, enum te_opcode op, uint64_t bytes);
 
 /* handshake.c: the codec of handshake frames; types are upstream's. */
 enum {

@@ -57,17 +57,6 @@ void te__transports_fini(struct te_engine *eng)
 	}
 }
 
-void te__count(struct te_transport *tp, enum te_opcode op, uint64_t bytes)
-{
-	if (op == TE_READ) {
-		atomic_fetch_add(&tp->read_bytes, bytes);
-		atomic_fetch_add(&tp->read_requests, 1);
-	} else {
-		atomic_fetch_add(&tp->write_bytes, bytes);
-		atomic_fetch_add(&tp->write_requests, 1);
-	}
-}
-
 int te_counters(struct te_engine *eng, const char *transport,
 		struct te_counters *out)
 {
