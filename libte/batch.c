@@ -66,18 +66,17 @@ int te_batch_reset(struct te_batch *b)
 static int pick_transport(struct te_engine *eng, struct te_peer *peer,
 			  const struct te_request *req)
 {
-	static const int order[] = { TE_TP_LOCAL, TE_TP_SHM, TE_TP_TCP };
-
 	if (eng->forced_tp >= 0) {
 		struct te_transport *tp = eng->tps[eng->forced_tp];
 		return tp && tp->ops->reachable(tp, peer, req) ?
 			       eng->forced_tp :
 			       -1;
 	}
-	for (size_t i = 0; i < MC_ARRAY_SIZE(order); i++) {
-		struct te_transport *tp = eng->tps[order[i]];
+	/* The registry's order is the order of preference. */
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		struct te_transport *tp = eng->tps[i];
 		if (tp && tp->ops->reachable(tp, peer, req))
-			return order[i];
+			return i;
 	}
 	return -1;
 }

@@ -31,6 +31,7 @@
 #include "mc_compiler.h"
 #include "mc_host.h"
 #include "meta/meta.h"
+#include "transport/registry.h"
 #include "mooncake/te.h"
 
 #define TE_MAX_TRANSPORTS 4
@@ -39,11 +40,12 @@
 #define TE_NAME_MAX 256
 #define TE_HOST_ID_LEN MC_HOST_ID_LEN
 
+/* Transports by index: their order in transport/registry.h. */
 enum te_transport_id {
-	TE_TP_TCP = 0,
-	TE_TP_SHM = 1,
-	TE_TP_LOCAL = 2,
-	TE_TP_COUNT
+#define TE_TP_ID(id, name) TE_TP_##id,
+	TE_TRANSPORTS(TE_TP_ID)
+#undef TE_TP_ID
+		TE_TP_COUNT
 };
 
 /* A registered local buffer. */
@@ -314,7 +316,10 @@ void te__copier_destroy(struct te_copier *cp);
 void te__copy(struct te_copier *cp, void *dst, const void *src, size_t len);
 
 /* transport.c: the registry of built-in transports. */
-extern const struct te_transport_ops te_tcp_ops, te_shm_ops, te_local_ops;
+#define TE_TP_OPS(id, name) \
+	extern const struct te_transport_ops te_##name##_ops;
+TE_TRANSPORTS(TE_TP_OPS)
+#undef TE_TP_OPS
 /** The ops of transport i (0 <= i < TE_TP_COUNT), engine or not. */
 const struct te_transport_ops *te__transport_ops(int i);
 int te__transports_init(struct te_engine *eng, char *err, size_t errlen);

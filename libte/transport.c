@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The transport registry: every built-in transport is listed here, in the
- * engine's order of index (enum te_transport_id). RDMA joins this table
- * with its issue; until then asking for it fails with a message that says
- * so.
+ * The transport registry: the built-in transports of
+ * transport/registry.h, started and stopped in that order (stopped in
+ * reverse), looked up by name, and their counters (te_counters).
+ * The core reaches transports through their ops only (naming one by its
+ * TE_TP_ index at most: MC_FORCE_TCP, batch.c's fallbacks), and they
+ * call down into task.c, memreg.c and copy.c only. Asking for RDMA, which no folder
+ * provides yet, fails in engine.c with a message that says so.
  */
 #include <errno.h>
 #include <string.h>
@@ -12,9 +15,9 @@
 #include "mooncake/mc_err.h"
 
 static const struct te_transport_ops *const builtin[TE_TP_COUNT] = {
-	[TE_TP_TCP] = &te_tcp_ops,
-	[TE_TP_SHM] = &te_shm_ops,
-	[TE_TP_LOCAL] = &te_local_ops,
+#define TE_TP_ENTRY(id, name) [TE_TP_##id] = &te_##name##_ops,
+	TE_TRANSPORTS(TE_TP_ENTRY)
+#undef TE_TP_ENTRY
 };
 
 const struct te_transport_ops *te__transport_ops(int i)
