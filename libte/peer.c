@@ -5,6 +5,13 @@
  * mode) and cached by name. When a transport finds a peer unreachable it
  * marks it stale; the next use resolves the name again, so a peer that
  * restarted under the same name (new ports) is reachable again.
+ *
+ * Calls down only: desc.c (decoding descriptors; in P2PHANDSHAKE mode our
+ * own descriptor to send), hs_client.c (the Metadata exchange), the
+ * metadata backend, and transports' peer_release ops when a peer is
+ * freed. Holders drop peers with te__peer_put() (te_int.h), which frees
+ * through p->destroy, so tasks and transports need no code of this file.
+ * Locking: eng->peer_lock guards the cache and each segment's peer.
  */
 #include <errno.h>
 #include <stdlib.h>

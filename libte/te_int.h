@@ -13,7 +13,22 @@
  *   (its connection failed) is dropped from the cache and re-fetched by the
  *   next te_segment_open() or submit.
  * - struct te_task is one request; it lives in its batch's array and ends
- *   exactly once through te__task_done(), after all its slices finished.
+ *   exactly once in task.c, when te__slice_done() ends its last slice.
+ *
+ * Layering: each file calls only files of lower rows (docs/design.md,
+ * "libte layering", has the picture):
+ *   1 engine.c (lifetime)
+ *   2 register.c, batch.c, hs_server.c (the handshake listener)
+ *   3 notify.c
+ *   4 peer.c (peer cache, resolution), publish.c (our metadata entries)
+ *   5 desc.c (descriptor codec), hs_client.c (handshake wire client)
+ *   6 transport.c (registry) -> transport/<name>/, through ops only
+ *   7 task.c (slices, task ends), memreg.c (table), copy.c, handshake.c
+ *     (frame codec), mem.c (then populate.c), cuda.c; common/ below all
+ * Transports call only row 7; the core reaches them only through struct
+ * te_transport_ops, and each keeps its own per-peer state (tp_desc[]
+ * from its descriptor fields, tp_priv[] at run time). Holders drop peers
+ * with te__peer_put(), which frees through p->destroy (peer.c).
  *
  * Locking: eng->reg_lock (rwlock) guards the registration table;
  * eng->peer_lock guards the peer cache; batch->lock guards the batch's
