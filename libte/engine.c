@@ -119,8 +119,6 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	eng->timeout_ms = cfg->timeout_ms ?
 				  cfg->timeout_ms :
 				  env_uint("MC_TRANSFER_TIMEOUT_MS", 30000);
-	eng->tcp_lanes = cfg->tcp_lanes ? cfg->tcp_lanes :
-					  env_uint("MC_TCP_LANES_PER_PEER", 4);
 	snprintf(eng->meta_conn, sizeof(eng->meta_conn), "%s", cfg->metadata);
 
 	rc = setup_names(eng, cfg, err, errlen);
@@ -136,7 +134,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	rc = te__copier_create(&eng->copier);
 	if (rc)
 		goto err_meta;
-	rc = te__transports_init(eng, err, errlen);
+	rc = te__transports_init(eng, cfg, err, errlen);
 	if (rc)
 		goto err_meta;
 	rc = te__rpc_start(eng, cfg->rpc_port, err, errlen);

@@ -144,9 +144,13 @@ struct te_transport;
 struct te_transport_ops {
 	const char *name;
 	unsigned version;
-	/** Start listeners/threads; fill *out (embedding struct te_transport). */
-	int (*init)(struct te_engine *eng, struct te_transport **out, char *err,
-		    size_t errlen);
+	/**
+	 * Start listeners/threads; fill *out (embedding struct
+	 * te_transport). cfg is the engine's configuration, for this
+	 * transport's own settings (borrowed for the call only).
+	 */
+	int (*init)(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		    struct te_transport **out, char *err, size_t errlen);
 	void (*fini)(struct te_transport *tp);
 	/**
 	 * Add this transport's fields to our segment descriptor (upstream's
@@ -198,7 +202,6 @@ struct te_engine {
 	int rpc_port;
 	char host_id[TE_HOST_ID_LEN];
 	unsigned timeout_ms;
-	unsigned tcp_lanes;
 	int forced_tp; /* -1: automatic */
 	bool p2p;
 
@@ -337,7 +340,8 @@ TE_TRANSPORTS(TE_TP_OPS)
 #undef TE_TP_OPS
 /** The ops of transport i (0 <= i < TE_TP_COUNT), engine or not. */
 const struct te_transport_ops *te__transport_ops(int i);
-int te__transports_init(struct te_engine *eng, char *err, size_t errlen);
+int te__transports_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
+			char *err, size_t errlen);
 void te__transports_fini(struct te_engine *eng);
 int te__transport_index(const char *name);
 

@@ -33,11 +33,12 @@ int te__transport_index(const char *name)
 	return -1;
 }
 
-int te__transports_init(struct te_engine *eng, char *err, size_t errlen)
+int te__transports_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
+			char *err, size_t errlen)
 {
 	for (int i = 0; i < TE_TP_COUNT; i++) {
 		struct te_transport *tp;
-		int rc = builtin[i]->init(eng, &tp, err, errlen);
+		int rc = builtin[i]->init(eng, cfg, &tp, err, errlen);
 
 		if (rc) {
 			te__transports_fini(eng);

@@ -12,8 +12,8 @@
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
-static int local_init(struct te_engine *eng, struct te_transport **out,
-		      char *err, size_t errlen)
+static int local_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		      struct te_transport **out, char *err, size_t errlen)
 {
 	*out = calloc(1, sizeof(**out));
 	return *out ? 0 : -ENOMEM;

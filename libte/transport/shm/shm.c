@@ -51,8 +51,8 @@ struct shm_peer {
 	struct shm_map *maps; /* one per peer buffer, lazily mapped */
 };
 
-static int shm_init(struct te_engine *eng, struct te_transport **out, char *err,
-		    size_t errlen)
+static int shm_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		    struct te_transport **out, char *err, size_t errlen)
 {
 	*out = calloc(1, sizeof(**out));
 	return *out ? 0 : -ENOMEM;

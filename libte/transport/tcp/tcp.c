@@ -11,18 +11,23 @@
 
 #include "tcp_int.h"
 
-static int tcp_init(struct te_engine *eng, struct te_transport **out, char *err,
-		    size_t errlen)
+static int tcp_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		    struct te_transport **out, char *err, size_t errlen)
 {
 	struct tcp_transport *t = calloc(1, sizeof(*t));
 	const char *s = getenv("MC_TCP_MAX_SLICE_SIZE");
+	const char *l = getenv("MC_TCP_LANES_PER_PEER");
 	long v = s ? strtol(s, NULL, 10) : 0;
+	long lanes = l && *l ? strtol(l, NULL, 10) : 0;
 	int rc;
 
 	if (!t)
 		return -ENOMEM;
 	t->base.eng = eng;
 	t->slice_size = v >= 4096 ? (uint64_t)v : TCP_SLICE_DEFAULT;
+	t->lanes = cfg->tcp_lanes ? cfg->tcp_lanes :
+		   lanes > 0	  ? (unsigned)lanes :
+				    TCP_LANES_DEFAULT;
 	pthread_mutex_init(&t->conns_lock, NULL);
 	pthread_cond_init(&t->conns_cond, NULL);
 	rc = tcp_server_start(t, err, errlen);

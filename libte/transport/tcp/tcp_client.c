@@ -388,7 +388,7 @@ static void *receiver(void *arg)
 
 static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
 {
-	unsigned n = t->base.eng->tcp_lanes;
+	unsigned n = t->lanes;
 	struct tcp_peer *tp = calloc(1, sizeof(*tp) + n * sizeof(tp->lanes[0]));
 	const struct tcp_peer_desc *d;
 	pthread_attr_t attr;

@@ -22,6 +22,7 @@
 #include "tcp_wire.h"
 
 #define TCP_SLICE_DEFAULT (1u << 20)
+#define TCP_LANES_DEFAULT 4
 #define TCP_LANE_DEPTH 8 /* slices in flight per lane */
 
 struct tcp_conn; /* a served connection */
@@ -43,6 +44,7 @@ struct tcp_transport {
 	int listen_fd;
 	int data_port;
 	uint64_t slice_size;
+	unsigned lanes; /* connections per peer */
 	pthread_t accept_thread;
 	_Atomic bool stopping;
 	pthread_mutex_t conns_lock;
