@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mc_compiler.h"
+#include "mc_time.h"
 #include "mcfs.h"
 
 #define ROOT_BUCKETS 4096
@@ -279,18 +280,10 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 #define STALE_MS 1000 /* how long a stale open makes lookups bind */
 #define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 		     pid_t pid, bool write)
 {
-	uint64_t h = name_hash(parent, name, 0), now = now_ms();
+	uint64_t h = name_hash(parent, name, 0), now = mc_mono_ms();
 	size_t slot = 0;
 
 	pthread_mutex_lock(&fs->itab_lock);
@@ -316,7 +309,7 @@ void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 		      pid_t pid)
 {
-	uint64_t h = name_hash(parent, name, 0), now = now_ms();
+	uint64_t h = name_hash(parent, name, 0), now = mc_mono_ms();
 	int how = 0;
 
 	pthread_mutex_lock(&fs->itab_lock);
@@ -347,7 +340,7 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 		n->attr = st->attr;
 		n->owner = pid;
 		n->owner_write = write;
-		n->owner_until_ms = now_ms() + STALE_MS;
+		n->owner_until_ms = mc_mono_ms() + STALE_MS;
 		n->nlookup++;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
@@ -377,7 +370,7 @@ void mcfs_node_pre_set(struct mcfs *fs, struct mcfs_node *n,
 	if (!n->pre && i < MC_ARRAY_SIZE(fs->pre_inos)) {
 		fs->pre_inos[i] = n->ino;
 		n->pre = obj;
-		n->pre_until_ms = now_ms() + PRE_MS;
+		n->pre_until_ms = mc_mono_ms() + PRE_MS;
 		obj = NULL;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
@@ -389,7 +382,7 @@ mooncake_object_t mcfs_node_pre_take(struct mcfs *fs, struct mcfs_node *n)
 	mooncake_object_t obj = NULL;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	if (n->pre && n->pre_until_ms > now_ms()) {
+	if (n->pre && n->pre_until_ms > mc_mono_ms()) {
 		for (size_t i = 0; i < MC_ARRAY_SIZE(fs->pre_inos); i++)
 			if (fs->pre_inos[i] == n->ino)
 				fs->pre_inos[i] = 0;
@@ -402,7 +395,7 @@ mooncake_object_t mcfs_node_pre_take(struct mcfs *fs, struct mcfs_node *n)
 
 void mcfs_node_pre_sweep(struct mcfs *fs)
 {
-	uint64_t now = now_ms();
+	uint64_t now = mc_mono_ms();
 
 	pthread_mutex_lock(&fs->itab_lock);
 	for (size_t i = 0; i < MC_ARRAY_SIZE(fs->pre_inos); i++) {
@@ -482,7 +475,7 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 
 	pthread_mutex_lock(&fs->itab_lock);
 	if (n->owner && n->owner != pid && !(write && n->owner_write) &&
-	    n->owner_until_ms > now_ms()) {
+	    n->owner_until_ms > mc_mono_ms()) {
 		rc = -ESTALE; /* kept for another thread's retried open */
 	} else if (write ? n->n_readers : n->n_writers) {
 		unlink_name(fs, n);
