@@ -22,8 +22,8 @@
  * engines, "shm" between engines on one host and network namespace for
  * memory allocated with te_mem_alloc(), and "local" (memcpy) when the
  * target is this engine. The engine picks the best one per request unless
- * te_engine_cfg.transport pins one. "rdma" is refused with -ENOTSUP until
- * the RDMA issue.
+ * te_engine_cfg.transport pins one. This build has no RDMA transport:
+ * "rdma" is refused with MC_ENOTSUPPORTED.
  *
  * Errors: 0 or a negative code (include/mooncake/mc_err.h): -EINVAL,
  * -ENOMEM, -EBUSY, -E2BIG, -ENOENT, -ETIMEDOUT, MC_ENOTREG (an address
