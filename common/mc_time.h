@@ -32,4 +32,23 @@ static inline uint64_t mc_mono_ms(void)
 	return mc_mono_ns() / 1000000u;
 }
 
+/**
+ * The CLOCK_MONOTONIC time ms milliseconds from now, as the absolute
+ * deadline pthread_cond_timedwait() takes on a condition variable whose
+ * clock is CLOCK_MONOTONIC (pthread_condattr_setclock).
+ */
+static inline struct timespec mc_mono_deadline(uint64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 #endif

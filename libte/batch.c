@@ -194,18 +194,10 @@ int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st)
 
 int te_batch_wait(struct te_batch *b, int timeout_ms)
 {
-	struct timespec ts;
+	struct timespec ts =
+		mc_mono_deadline(timeout_ms >= 0 ? (uint64_t)timeout_ms : 0);
 	int rc = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (timeout_ms >= 0) {
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-	}
 	pthread_mutex_lock(&b->lock);
 	while (atomic_load(&b->inflight) && rc == 0) {
 		if (timeout_ms < 0)

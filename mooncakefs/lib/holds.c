@@ -15,6 +15,7 @@
 #include "holds.h"
 #include "master_client.h"
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "util.h"
 
@@ -307,13 +308,7 @@ static void *renewer(void *arg)
 			renew_all(h);
 			continue;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)((due - now) / 1000);
-		ts.tv_nsec += (long)((due - now) % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = mc_mono_deadline(due - now);
 		(void)pthread_cond_timedwait(&h->cond, &h->lock, &ts);
 	}
 	pthread_mutex_unlock(&h->lock);

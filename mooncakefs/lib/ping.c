@@ -8,6 +8,7 @@
 
 #include "master_client.h"
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "ping.h"
 
@@ -57,13 +58,7 @@ static void *thread_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += p->interval_ms / 1000;
-		ts.tv_nsec += (long)(p->interval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = mc_mono_deadline(p->interval_ms);
 		while (!p->stop && pthread_cond_timedwait(&p->cond, &p->lock,
 							  &ts) != ETIMEDOUT)
 			;

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "mc_time.h"
 #include "mooncake/te.h"
 #include "staging.h"
 
@@ -167,13 +168,7 @@ int mcs_staging_alloc(struct mcs_staging *s, size_t len, unsigned timeout_ms,
 	if (len > s->len)
 		return -EMSGSIZE;
 	len = round_up(len);
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	dl = mc_mono_deadline(timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		rc = reserve(s);
