@@ -6,8 +6,8 @@
  *
  * The top of libte's call graph (docs/design.md, "libte layering"):
  * engine.c calls publish.c, hs_server.c, transport.c, peer.c, memreg.c,
- * notify.c and copy.c to start and stop them; nothing calls back into it
- * but the public accessors.
+ * notify.c, copy.c and handshake.c (the frame size setting) to start and
+ * stop them; nothing in libte calls into it.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * held, the recorded address is probed: silence means its owner died and
  * the entry is taken over; an answer means a live engine has the name and
  * creation fails with MC_EMETACONFLICT. The descriptor is published again
- * on every change of the remote-accessible buffers (memreg.c).
+ * on every change of the remote-accessible buffers (register.c).
  *
  * Calls down only: desc.c (encoding, key names), hs_client.c (the probe),
  * the metadata backend. With P2PHANDSHAKE nothing is published.
