@@ -56,12 +56,16 @@
 #define TE_HOST_ID_LEN MC_HOST_ID_LEN
 
 /* Transports by index: their order in transport/registry.h. */
+/* clang-format off */
 enum te_transport_id {
 #define TE_TP_ID(id, name) TE_TP_##id,
 	TE_TRANSPORTS(TE_TP_ID)
 #undef TE_TP_ID
-		TE_TP_COUNT
+	TE_TP_COUNT
 };
+/* clang-format on */
+_Static_assert(TE_TP_COUNT <= TE_MAX_TRANSPORTS,
+	       "more transports in registry.h than TE_MAX_TRANSPORTS");
 
 /* A registered local buffer. */
 struct te_memreg {
