@@ -14,6 +14,7 @@
 #include "admin.h"
 #include "daemon.h"
 #include "lifecycle.h"
+#include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_log.h"
@@ -27,6 +28,8 @@ struct mst_daemon {
 	struct metad *meta;
 	struct mc_http_server *meta_srv, *admin;
 	struct mst_rpc_server *rpc;
+	bool auth; /* key holds the pool's key */
+	struct mc_auth_key key;
 	bool report; /* a metrics summary every 10 s */
 	bool ticking;
 	atomic_bool stop;
@@ -123,6 +126,28 @@ static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
 	return rc;
 }
 
+/* The pool's key, when --auth_token_file names one. */
+static int load_key(struct mst_daemon *d, const struct master_cfg *cfg)
+{
+	char err[MC_ERR_LEN] = "";
+	int rc;
+
+	rc = mc_auth_key_load_opt(cfg->auth_token_file, &d->auth, &d->key, err,
+				  sizeof(err));
+	if (rc) {
+		mc_log_err("master", "--auth_token_file: %s", err);
+		return rc;
+	}
+	if (!d->auth) {
+		mc_log_info("master", "no --auth_token_file: RPC and admin "
+				      "HTTP are not authenticated");
+		return 0;
+	}
+	mc_log_notice("master", "authentication on (token file %s)",
+		      cfg->auth_token_file);
+	return 0;
+}
+
 static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 {
 	char err[MC_ERR_LEN] = "";
@@ -135,6 +160,7 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 		.max_body = (size_t)cfg->max_request_size,
 		.max_inflight = (size_t)cfg->rpc_max_inflight_bytes,
 		.busy_poll_us = (unsigned)cfg->rpc_busy_poll_us,
+		.auth = d->auth ? &d->key : NULL,
 	};
 	int rc = mst_rpc_server_start(d->m, &rc_cfg, &d->rpc, err, sizeof(err));
 
@@ -153,10 +179,13 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
-	rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
-			sizeof(err));
-	if (rc)
-		mc_log_err("master", "%s", err);
+	rc = load_key(d, cfg);
+	if (!rc) {
+		rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
+				sizeof(err));
+		if (rc)
+			mc_log_err("master", "%s", err);
+	}
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc)
@@ -202,5 +231,6 @@ void mst_daemon_stop(struct mst_daemon *d)
 	mc_http_server_stop(d->meta_srv);
 	metad_destroy(d->meta);
 	mst_destroy(d->m);
+	mc_auth_key_clear(&d->key);
 	free(d);
 }
