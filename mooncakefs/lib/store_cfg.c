@@ -117,6 +117,9 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 		if (!rc)
 			rc = override(&cfg->segment_name, a->segment_name);
 		if (!rc)
+			rc = override(&cfg->auth_token_file,
+				      a->auth_token_file);
+		if (!rc)
 			rc = override(&cfg->default_segment_name,
 				      a->default_segment_name);
 		cfg->keep_segment = a->keep_segment;

@@ -45,6 +45,7 @@ struct mcs_cfg_args {
 	const char *device_name;
 	const char *master_server_address;
 	const char *segment_name;
+	const char *auth_token_file;
 	/* The caller is a pool member that outlives its clients
 	 * (mooncake_client, the mount): without a segment_name, keep the
 	 * segment under default_segment_name (NULL: the engine name) where
