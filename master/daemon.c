@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "lifecycle.h"
 #include "mc_auth.h"
+#include "mc_auth_http.h"
 #include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_log.h"
@@ -30,6 +31,7 @@ struct mst_daemon {
 	struct mst_rpc_server *rpc;
 	bool auth; /* key holds the pool's key */
 	struct mc_auth_key key;
+	struct mst_admin admin_ctx;
 	bool report; /* a metrics summary every 10 s */
 	bool ticking;
 	atomic_bool stop;
@@ -116,10 +118,19 @@ static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
 		.max_body = 4096,
 		.idle_timeout_s = 60,
 		.handler = mst_admin_handle,
-		.arg = d->m,
+		.arg = &d->admin_ctx,
 		.name = "admin",
 	};
-	int rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
+	int rc;
+
+	d->admin_ctx.m = d->m;
+	if (d->auth) {
+		d->admin_ctx.key = &d->key;
+		rc = mc_auth_replay_create(&d->admin_ctx.replay);
+		if (rc)
+			return rc;
+	}
+	rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
 
 	if (rc)
 		mc_log_err("master", "admin HTTP: %s", err);
@@ -228,6 +239,7 @@ void mst_daemon_stop(struct mst_daemon *d)
 	}
 	mst_rpc_server_stop(d->rpc);
 	mc_http_server_stop(d->admin);
+	mc_auth_replay_destroy(d->admin_ctx.replay);
 	mc_http_server_stop(d->meta_srv);
 	metad_destroy(d->meta);
 	mst_destroy(d->m);

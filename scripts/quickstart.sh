@@ -78,7 +78,10 @@ mounted() { grep -q " $(realpath -m "$mnt") fuse.mooncakefs " /proc/self/mounts;
 daemon_pid() { pgrep -f -o "/mooncakefs 127.0.0.1:$rpc_port $mnt " || true; }
 
 # Does the master still list segment $1 (its admin port, one name a line)?
-listed() { curl -s -m 2 "http://127.0.0.1:$metrics_port/get_all_segments" | grep -qxF "$1"; }
+listed() {
+	"$bin/mooncakefs/cli/mooncake" --master "127.0.0.1:$rpc_port" --rpc_timeout 2000 status 2>/dev/null |
+		awk '{ print $1 }' | grep -qxF "$1"
+}
 
 # Unmount, then wait until the daemon has left the pool: its process has
 # exited (it unmounts its segment at the master on the way out) and the
