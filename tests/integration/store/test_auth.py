@@ -43,11 +43,14 @@ def token_file(path, text=None, mode=0o600):
 
 @pytest.fixture
 def pool(procs, tmp_path, shared, monkeypatch):
-    """A master with a token, two members and a shell holding it."""
+    """A master with a token, two members and a shell holding it (the
+    shell and the CLI through MOONCAKE_AUTH_TOKEN_FILE)."""
     tok = token_file(shared / "token")
-    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
     m = Master(procs, tmp_path, token=tok)
-    members = [Member(procs, tmp_path, m) for _ in range(2)]
+    # One member takes the token by flag, the other by the variable.
+    Member(procs, tmp_path, m, extra=("--auth_token_file", str(tok)))
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
+    Member(procs, tmp_path, m)
     eventually(lambda: len(m.segments()) == 2, what="2 segments")
     return m, tok
 
