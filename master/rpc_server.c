@@ -331,5 +331,6 @@ void mst_rpc_server_stop(struct mst_rpc_server *s)
 	close(s->stop_pipe[1]);
 	pthread_cond_destroy(&s->gone);
 	pthread_mutex_destroy(&s->lock);
+	mc_auth_key_clear(&s->key);
 	free(s);
 }
