@@ -68,6 +68,7 @@ struct mb_cfg {
 	char *pin;
 	bool no_raw;
 	int64_t rpc_busy_poll_us;
+	char *auth_token_file;
 };
 
 #define OPT(n, t, f, d, lo, hi, h)                                          \
@@ -110,6 +111,14 @@ static const struct mc_opt mb_opts[] = {
 	OPT("rpc_busy_poll_us", MC_OPT_INT, rpc_busy_poll_us, "200", 0, 10000,
 	    "The RPC client's busy-polling window for answers (us, 0: "
 	    "sleep at once), as libmooncake's rpc_busy_poll_us."),
+	{ .name = "auth_token_file",
+	  .env = "MOONCAKE_AUTH_TOKEN_FILE",
+	  .type = MC_OPT_STRING,
+	  .offset = offsetof(struct mb_cfg, auth_token_file),
+	  .def = "",
+	  .help = "The pool's token when the master has one (each "
+		  "connection authenticates once, before the warm-up; the "
+		  "raw TCP baseline is unauthenticated)." },
 };
 
 static const struct mc_cfg_spec mb_spec = {
@@ -161,7 +170,20 @@ struct mb_ctx {
 	struct mb_shared *sh;
 	int tag; /* our pid: keeps our keys apart from other runs' */
 	uint64_t n_loaded;
+	bool auth; /* key holds the pool's key */
+	struct mc_auth_key key;
 };
+
+/* An RPC client of the master, authenticating when the pool has a key. */
+static int mb_client(const struct mb_ctx *x, unsigned tmo,
+		     struct mc_rpc_client **out)
+{
+	int rc = mc_rpc_client_create(x->cfg->master_server_address, tmo, out);
+
+	if (!rc && x->auth)
+		mc_rpc_client_set_auth(*out, &x->key);
+	return rc;
+}
 
 struct mb_lists {
 	unsigned procs[MB_MAX_LIST], n_procs;
@@ -524,8 +546,7 @@ static int worker_setup(struct mb_worker *w)
 		}
 		return 0;
 	}
-	rc = mc_rpc_client_create(w->x->cfg->master_server_address,
-				  MB_RPC_TIMEOUT_MS, &w->cli);
+	rc = mb_client(w->x, MB_RPC_TIMEOUT_MS, &w->cli);
 	if (rc)
 		set_err(w, "master address", rc);
 	else
@@ -755,7 +776,7 @@ static pid_t start_pinger(struct mb_ctx *x)
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	struct mc_rpc_client *cli;
 
-	if (mc_rpc_client_create(x->cfg->master_server_address, 5000, &cli))
+	if (mb_client(x, 5000, &cli))
 		_exit(1);
 	for (;;) {
 		Mcrpc__PingRequest q = MCRPC__PING_REQUEST__INIT;
@@ -1006,6 +1027,7 @@ int main(int argc, char **argv)
 	struct mb_lists l;
 	uint8_t seg_id[MB_ID_LEN];
 	pid_t pinger = -1;
+	char err[MC_ERR_LEN];
 	int code, rc;
 
 	if (mc_daemon_load_config(&mb_spec, &cfg, argc, argv, &code))
@@ -1031,8 +1053,13 @@ int main(int argc, char **argv)
 		mc_cfg_release(&mb_spec, &cfg);
 		return MC_EXIT_FAILURE;
 	}
-	rc = mc_rpc_client_create(cfg.master_server_address, MB_RPC_TIMEOUT_MS,
-				  &cli);
+	rc = mc_auth_key_load_opt(cfg.auth_token_file, &x.auth, &x.key, err,
+				  sizeof(err));
+	if (rc) {
+		fprintf(stderr, "master_bench: auth_token_file: %s\n", err);
+		goto out;
+	}
+	rc = mb_client(&x, MB_RPC_TIMEOUT_MS, &cli);
 	if (rc) {
 		fprintf(stderr,
 			"master_bench: --master_server_address %s: %s\n",

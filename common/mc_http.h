@@ -34,6 +34,7 @@ struct mc_http_request {
 	const char *query; /* raw query after '?', or NULL */
 	const char *body; /* NUL-terminated for convenience; may hold NULs */
 	size_t body_len;
+	const char *authorization; /* the Authorization header, or NULL */
 };
 
 struct mc_http_response {

@@ -319,6 +319,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	req.query = q;
 	req.body = st->body ? st->body : "";
 	req.body_len = st->len;
+	req.authorization = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	s->cfg.handler(s->cfg.arg, &req, &resp);
 	return send_reply(c, &resp);
 }

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "admin.h"
 #include "master.h"
+#include "mc_auth_http.h"
 #include "mc_rpc.h"
 #include "mc_sbuf.h"
 #include "mooncake/mc_err.h"
@@ -253,10 +255,28 @@ static void batch_query(struct master *m, const char *query,
 		   json_pack("{s:b,s:o}", "success", 1, "data", data));
 }
 
+/* Whether req may be served; answers 401 when not. */
+static bool authorized(const struct mst_admin *a,
+		       const struct mc_http_request *req,
+		       struct mc_http_response *resp)
+{
+	const char *why;
+
+	if (!a->key || !strcmp(req->path, "/health") ||
+	    !strcmp(req->path, "/metrics"))
+		return true;
+	if (!mc_auth_http_check(a->key, a->replay, req, (uint64_t)time(NULL),
+				&why))
+		return true;
+	(void)mc_http_replyf(resp, 401, "%s\n", why);
+	return false;
+}
+
 void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		      struct mc_http_response *resp)
 {
-	struct master *m = arg;
+	const struct mst_admin *a = arg;
+	struct master *m = a->m;
 	struct mc_sbuf b = { 0 };
 
 	if (strcmp(req->method, "GET")) {
@@ -264,6 +284,8 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		(void)mc_http_replyf(resp, 405, "only GET\n");
 		return;
 	}
+	if (!authorized(a, req, resp))
+		return;
 	if (!strcmp(req->path, "/metrics")) {
 		pthread_mutex_lock(&m->lock);
 		metrics(m, &b);

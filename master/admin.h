@@ -4,7 +4,8 @@
  * The master's admin HTTP on --metrics_port, as upstream's: /metrics
  * (Prometheus text, master_* names), /metrics/summary, /health,
  * /get_all_segments, /query_key?key=, /batch_query_keys?keys=a,b,
- * /get_all_keys. Read-only; none of them grants a lease.
+ * /get_all_keys. Read-only; none of them grants a lease. With the pool's
+ * token, all but /health and /metrics require signed requests.
  */
 #ifndef MASTER_ADMIN_H
 #define MASTER_ADMIN_H
@@ -13,8 +14,21 @@
 
 struct master;
 
-/** An mc_http_handler_fn with arg = struct master *. */
-void mst_admin_handle(void *master, const struct mc_http_request *req,
+struct mc_auth_key;
+struct mc_auth_replay;
+
+/* What the handler serves, and whom. */
+struct mst_admin {
+	struct master *m;
+	/* With a key, every path but /health and /metrics (which show no
+	 * keys) requires a signed request (common/mc_auth_http.h); 401
+	 * otherwise. NULL: open, as upstream. */
+	const struct mc_auth_key *key;
+	struct mc_auth_replay *replay;
+};
+
+/** An mc_http_handler_fn with arg = struct mst_admin *. */
+void mst_admin_handle(void *admin, const struct mc_http_request *req,
 		      struct mc_http_response *resp);
 
 /** One line of figures for the periodic log summary (malloc'd). */

@@ -14,6 +14,8 @@
 #include "admin.h"
 #include "daemon.h"
 #include "lifecycle.h"
+#include "mc_auth.h"
+#include "mc_auth_http.h"
 #include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_log.h"
@@ -27,6 +29,9 @@ struct mst_daemon {
 	struct metad *meta;
 	struct mc_http_server *meta_srv, *admin;
 	struct mst_rpc_server *rpc;
+	bool auth; /* key holds the pool's key */
+	struct mc_auth_key key;
+	struct mst_admin admin_ctx;
 	bool report; /* a metrics summary every 10 s */
 	bool ticking;
 	atomic_bool stop;
@@ -113,14 +118,45 @@ static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
 		.max_body = 4096,
 		.idle_timeout_s = 60,
 		.handler = mst_admin_handle,
-		.arg = d->m,
+		.arg = &d->admin_ctx,
 		.name = "admin",
 	};
-	int rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
+	int rc;
+
+	d->admin_ctx.m = d->m;
+	if (d->auth) {
+		d->admin_ctx.key = &d->key;
+		rc = mc_auth_replay_create(&d->admin_ctx.replay);
+		if (rc)
+			return rc;
+	}
+	rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
 
 	if (rc)
 		mc_log_err("master", "admin HTTP: %s", err);
 	return rc;
+}
+
+/* The pool's key, when --auth_token_file names one. */
+static int load_key(struct mst_daemon *d, const struct master_cfg *cfg)
+{
+	char err[MC_ERR_LEN] = "";
+	int rc;
+
+	rc = mc_auth_key_load_opt(cfg->auth_token_file, &d->auth, &d->key, err,
+				  sizeof(err));
+	if (rc) {
+		mc_log_err("master", "--auth_token_file: %s", err);
+		return rc;
+	}
+	if (!d->auth) {
+		mc_log_info("master", "no --auth_token_file: RPC and admin "
+				      "HTTP are not authenticated");
+		return 0;
+	}
+	mc_log_notice("master", "authentication on (token file %s)",
+		      cfg->auth_token_file);
+	return 0;
 }
 
 static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
@@ -135,6 +171,7 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 		.max_body = (size_t)cfg->max_request_size,
 		.max_inflight = (size_t)cfg->rpc_max_inflight_bytes,
 		.busy_poll_us = (unsigned)cfg->rpc_busy_poll_us,
+		.auth = d->auth ? &d->key : NULL,
 	};
 	int rc = mst_rpc_server_start(d->m, &rc_cfg, &d->rpc, err, sizeof(err));
 
@@ -153,10 +190,13 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
-	rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
-			sizeof(err));
-	if (rc)
-		mc_log_err("master", "%s", err);
+	rc = load_key(d, cfg);
+	if (!rc) {
+		rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
+				sizeof(err));
+		if (rc)
+			mc_log_err("master", "%s", err);
+	}
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc)
@@ -199,8 +239,10 @@ void mst_daemon_stop(struct mst_daemon *d)
 	}
 	mst_rpc_server_stop(d->rpc);
 	mc_http_server_stop(d->admin);
+	mc_auth_replay_destroy(d->admin_ctx.replay);
 	mc_http_server_stop(d->meta_srv);
 	metad_destroy(d->meta);
 	mst_destroy(d->m);
+	mc_auth_key_clear(&d->key);
 	free(d);
 }

@@ -65,6 +65,7 @@ struct master_cfg {
 	char *metadata_port_file;
 	char *log_file;
 	bool syslog;
+	char *auth_token_file;
 };
 
 extern const struct mc_cfg_spec master_cfg_spec;

@@ -17,6 +17,7 @@
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
+#include "mc_rpc_auth.h"
 #include "rpc_conn.h"
 #include "service.h"
 
@@ -201,7 +202,10 @@ static int serve_one(struct conn *c)
 		return rc;
 	}
 	rc = mc_rpc_hdr_decode(hb, (uint32_t)s->cfg.max_body, &h);
-	if (rc || h.kind != MC_RPC_REQUEST) {
+	if (!rc && h.kind == MC_RPC_AUTH &&
+	    !mc_rpc_auth_len_ok(h.method, h.length))
+		rc = -EPROTO;
+	if (rc || h.kind == MC_RPC_RESPONSE) {
 		mc_log_info("rpc", "closing the connection from %s: %s",
 			    c->peer,
 			    rc == -EMSGSIZE ? "frame over the size limit" :
@@ -218,6 +222,11 @@ static int serve_one(struct conn *c)
 			log_closed(c, &s->rl_budget,
 				   "request bytes in flight would exceed "
 				   "--rpc_max_inflight_bytes");
+		return rc;
+	}
+	if (h.kind == MC_RPC_AUTH || c->auth != CONN_AUTHED) {
+		rc = mst_rpc_conn_auth(c, &h);
+		body_trim(c);
 		return rc;
 	}
 	if (!atomic_compare_exchange_strong(&c->state, &expect, CONN_SERVING))

@@ -21,11 +21,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mc_auth.h"
 #include "mc_busy_poll.h"
 #include "mc_ratelimit.h"
+#include "mc_rpc.h"
 #include "rpc_server.h"
 
 enum conn_state { CONN_WAITING, CONN_SERVING, CONN_SHED };
+
+/* Where a connection is in its authentication (mc_rpc_auth.h). */
+enum conn_auth { CONN_AUTHED, CONN_AUTH_HELLO, CONN_AUTH_PROOF };
 
 struct conn {
 	struct mst_rpc_server *srv;
@@ -38,6 +43,8 @@ struct conn {
 	uint8_t *body; /* request body buffer, grown as bytes arrive */
 	size_t cap, charged; /* its size, the part counted in the budget */
 	char peer[64]; /* "ip:port" for log lines */
+	enum conn_auth auth; /* CONN_AUTHED from the start without a key */
+	uint8_t nc[MC_AUTH_NONCE_LEN], ns[MC_AUTH_NONCE_LEN]; /* its nonces */
 	struct conn *prev, *next;
 };
 
@@ -53,7 +60,9 @@ struct mst_rpc_server {
 	unsigned n_conns, n_shed; /* n_shed: shed and not yet gone */
 	bool stopping;
 	_Atomic size_t inflight; /* body bytes counted in the budget */
-	struct mc_ratelimit rl_refused, rl_shed, rl_slow, rl_budget;
+	struct mc_ratelimit rl_refused, rl_shed, rl_slow, rl_budget, rl_auth;
+	bool auth; /* connections must authenticate with key */
+	struct mc_auth_key key;
 };
 
 /* Each connection's first bytes of body buffer are outside the budget. */
@@ -64,6 +73,13 @@ uint64_t mst_rpc_now_ms(void);
 
 /** The connection's thread (pthread start routine). */
 void *mst_rpc_conn_main(void *arg);
+
+/**
+ * An AUTH frame h (body in c->body), or a request on a connection that
+ * has not authenticated: answer it. 0 keeps the connection; a negative
+ * code closes it (logged here).
+ */
+int mst_rpc_conn_auth(struct conn *c, const struct mc_rpc_hdr *h);
 
 /** Unlink, close and free c (its thread, at its end). */
 void mst_rpc_conn_close(struct conn *c);

@@ -134,6 +134,7 @@ static struct conn *admit(struct mst_rpc_server *s, int fd)
 	c->srv = s;
 	c->fd = fd;
 	atomic_init(&c->state, CONN_WAITING);
+	c->auth = s->auth ? CONN_AUTH_HELLO : CONN_AUTHED;
 	atomic_init(&c->since_ms, mst_rpc_now_ms());
 	mc_busy_poll_init(&c->bp, s->cfg.busy_poll_us);
 	c->next = s->conns;
@@ -254,6 +255,10 @@ int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
 		return -ENOMEM;
 	s->m = m;
 	s->cfg = *cfg;
+	s->cfg.auth = NULL;
+	s->auth = cfg->auth != NULL;
+	if (cfg->auth)
+		s->key = *cfg->auth;
 	if (!s->cfg.max_connections)
 		s->cfg.max_connections = 4096;
 	if (!s->cfg.max_body)
@@ -326,5 +331,6 @@ void mst_rpc_server_stop(struct mst_rpc_server *s)
 	close(s->stop_pipe[1]);
 	pthread_cond_destroy(&s->gone);
 	pthread_mutex_destroy(&s->lock);
+	mc_auth_key_clear(&s->key);
 	free(s);
 }

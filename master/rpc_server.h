@@ -13,7 +13,8 @@
  * max_inflight bytes (a connection that would exceed it is closed); at
  * max_connections, a new connection sheds the connection that has waited
  * longest for its next request (or for the rest of one), and is refused
- * only when every connection is being served.
+ * only when every connection is being served. With a key, a connection
+ * is served only once it has authenticated (rpc_conn_auth.c).
  */
 #ifndef MASTER_RPC_SERVER_H
 #define MASTER_RPC_SERVER_H
@@ -22,6 +23,7 @@
 
 struct master;
 struct mst_rpc_server;
+struct mc_auth_key;
 
 struct mst_rpc_server_cfg {
 	const char *host;
@@ -32,6 +34,9 @@ struct mst_rpc_server_cfg {
 	size_t max_body; /* 0: MC_RPC_MAX_BODY */
 	size_t max_inflight; /* 0: max_body */
 	unsigned busy_poll_us; /* 0: never busy-poll (mc_busy_poll.h) */
+	/* The pool's key (copied): each connection authenticates before
+	 * its first request (common/rpc/mc_rpc_auth.h). NULL: none. */
+	const struct mc_auth_key *auth;
 };
 
 int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,

@@ -1042,35 +1042,6 @@ static handler_fn handler_of(uint16_t id)
 	return NULL;
 }
 
-/* Any response message decodes this: field 1 (code) = -1012. */
-/* A response of any method with only its code (field 1, every response's
- * first): for methods this master lacks, and requests it refuses before
- * decoding. */
-static int code_only(const struct mc_rpc_hdr *h, int32_t code, uint8_t **frame,
-		     size_t *len)
-{
-	struct mc_rpc_hdr rh = *h;
-	uint8_t body[11] = { 0x08 };
-	uint64_t v = (uint64_t)(int64_t)code; /* int32: sign-extended */
-	size_t n = 1;
-	uint8_t *f;
-
-	do {
-		body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	f = malloc(MC_RPC_HDR_LEN + n);
-	if (!f)
-		return -ENOMEM;
-	rh.kind = MC_RPC_RESPONSE;
-	rh.length = (uint32_t)n;
-	mc_rpc_hdr_encode(&rh, f);
-	memcpy(f + MC_RPC_HDR_LEN, body, n);
-	*frame = f;
-	*len = MC_RPC_HDR_LEN + n;
-	return 0;
-}
-
 int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		     const uint8_t *body, uint8_t **frame, size_t *len)
 {
@@ -1081,10 +1052,12 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	int rc;
 
 	if (!fn)
-		return code_only(h, MC_STORE_NOT_SUPPORTED, frame, len);
+		return mc_rpc_pack_code(h, MC_STORE_NOT_SUPPORTED, 0, frame,
+					len);
 	/* Keys are byte strings: one with a NUL would be cut short. */
 	if (!mc_rpc_strings_ok(md->req, body, h->length))
-		return code_only(h, MC_STORE_INVALID_PARAMS, frame, len);
+		return mc_rpc_pack_code(h, MC_STORE_INVALID_PARAMS, 0, frame,
+					len);
 	c.method_row = (size_t)(md - mc_rpc_method_at(0));
 	c.req = mc_rpc_unpack(md->req, body, h->length);
 	if (!c.req)

@@ -10,7 +10,9 @@
 #   scripts/quickstart.sh status   show what runs
 #
 # Everything listens on 127.0.0.1 only (see docs/operations.md, trust
-# model). State lives in $MC_STATE_DIR (default: .state/ in the checkout).
+# model). State lives in $MC_STATE_DIR (default: .state/ in the checkout),
+# with the pool's token ($MC_STATE_DIR/token, mode 0600, made on the first
+# start): the master authenticates its RPC clients with it.
 # Ports (upstream's defaults): MC_MASTER_PORT 50051, MC_METRICS_PORT 9003,
 # MC_METAD_PORT 8080. MC_SEGMENT_SIZE (1GiB) is the memory the node
 # contributes, in /dev/shm/mooncake.seg.$MC_SEGMENT_NAME (quickstart);
@@ -27,6 +29,8 @@ meta_port=${MC_METAD_PORT:-8080}
 segment=${MC_SEGMENT_SIZE:-1GiB}
 segment_name=${MC_SEGMENT_NAME:-quickstart}
 mnt=${MC_MOUNT:-$state/pool}
+token=$(realpath -m "$state")/token
+export MOONCAKE_AUTH_TOKEN_FILE=$token
 bin=${MC_QUICKSTART_BUILD:-$root/build}
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
@@ -74,7 +78,10 @@ mounted() { grep -q " $(realpath -m "$mnt") fuse.mooncakefs " /proc/self/mounts;
 daemon_pid() { pgrep -f -o "/mooncakefs 127.0.0.1:$rpc_port $mnt " || true; }
 
 # Does the master still list segment $1 (its admin port, one name a line)?
-listed() { curl -s -m 2 "http://127.0.0.1:$metrics_port/get_all_segments" | grep -qxF "$1"; }
+listed() {
+	"$bin/mooncakefs/cli/mooncake" --master "127.0.0.1:$rpc_port" --rpc_timeout 2000 status 2>/dev/null |
+		awk '{ print $1 }' | grep -qxF "$1"
+}
 
 # Unmount, then wait until the daemon has left the pool: its process has
 # exited (it unmounts its segment at the master on the way out) and the
@@ -132,19 +139,23 @@ if [ -z "${MC_QUICKSTART_BUILD:-}" ]; then
 	MC_BUILD_DIR=build scripts/build.sh release
 fi
 mkdir -p "$state"
+if [ ! -s "$token" ]; then
+	(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$token")
+fi
 
 start mooncake_master "$state/master.port" \
 	"$bin/master/mooncake_master" --rpc_address 127.0.0.1 --rpc_port "$rpc_port" \
 	--metrics_host 127.0.0.1 --metrics_port "$metrics_port" \
 	--enable_http_metadata_server --http_metadata_server_host 127.0.0.1 \
 	--http_metadata_server_port "$meta_port" --db_path "$state/master.db" \
-	--port_file "$state/master.port" --log_file "$state/mooncake_master.log"
+	--port_file "$state/master.port" --log_file "$state/mooncake_master.log" \
+	--auth_token_file "$token"
 mkdir -p "$mnt"
 if mounted; then
 	echo "already mounted on $mnt"
 else
 	"$bin/mooncakefs/fuse/mooncakefs" "127.0.0.1:$rpc_port" "$mnt" -o \
-		"metadata=http://127.0.0.1:$meta_port/metadata,segment_size=$segment,log_file=$state/mooncakefs.log,segment_name=$segment_name" ||
+		"metadata=http://127.0.0.1:$meta_port/metadata,segment_size=$segment,log_file=$state/mooncakefs.log,segment_name=$segment_name,auth_token_file=$token" ||
 		{ tail -20 "$state/mooncakefs.log" >&2; exit 1; }
 fi
 

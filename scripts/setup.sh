@@ -15,7 +15,7 @@ PACKAGES=(
 	# libraries
 	libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
 	sqlite3 libfuse3-dev fuse3 libibverbs-dev libnuma-dev
-	protobuf-c-compiler libprotobuf-c-dev libpcre2-dev
+	protobuf-c-compiler libprotobuf-c-dev libpcre2-dev libsodium-dev
 	# tests
 	libcriterion-dev python3 python3-pytest python3-numpy python3-venv curl iproute2
 	procps etcd-server etcd-client redis-server redis-tools libhiredis-dev

@@ -8,7 +8,7 @@
  * protoc-c):
  *
  *   u32 magic "MCR1" | u8 version | u8 kind | u16 method | u32 length |
- *   u32 flags (0) | u64 request id
+ *   u32 flags | u64 request id
  *
  * Requests may be pipelined: a client sends several frames before reading;
  * the server answers each with a response frame that carries the same
@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "master.pb-c.h"
+#include "mc_compiler.h"
 #include "mooncake/store_fs.h"
 
 #define MC_RPC_MAGIC 0x3152434du /* "MCR1" as bytes on the wire */
@@ -32,7 +33,13 @@
 #define MC_RPC_HDR_LEN 24
 #define MC_RPC_MAX_BODY (64u << 20) /* default limit, both directions */
 
-enum mc_rpc_kind { MC_RPC_REQUEST = 0, MC_RPC_RESPONSE = 1 };
+/* MC_RPC_AUTH: a step of the connection's authentication (mc_rpc_auth.h). */
+enum mc_rpc_kind { MC_RPC_REQUEST = 0, MC_RPC_RESPONSE = 1, MC_RPC_AUTH = 2 };
+
+/* Response flag: the master refused the request because the connection
+ * has not authenticated (the body is a code-only ILLEGAL_CLIENT answer,
+ * and the master closes the connection after it). */
+#define MC_RPC_FLAG_AUTH_REQUIRED 0x1u
 
 struct mc_rpc_hdr {
 	uint8_t version;
@@ -96,6 +103,14 @@ int mc_rpc_pack_frame(const struct mc_rpc_hdr *h, const ProtobufCMessage *msg,
 void mc_rpc_attr_msg(const mooncake_fs_attr_t *a, Mcrpc__Attr *x);
 /** The attributes of a message (NULL: none, all zero). */
 mooncake_fs_attr_t mc_rpc_attr_of(const Mcrpc__Attr *x);
+
+/**
+ * A response frame to request h holding only `code` (field 1, which every
+ * response message starts with) and flags: for methods the master lacks
+ * and requests it refuses before decoding. 0 or -ENOMEM.
+ */
+int mc_rpc_pack_code(const struct mc_rpc_hdr *h, int32_t code, uint32_t flags,
+		     uint8_t **frame, size_t *len) MC_MUST_CHECK;
 
 /* The `code` field every response starts with (field 1). */
 int32_t mc_rpc_resp_code(const ProtobufCMessage *resp);

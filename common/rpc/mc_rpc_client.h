@@ -10,10 +10,17 @@
  * A call that fails on a pooled connection the master had already closed
  * (it restarted, or closed the connection idle or to make room for
  * another) before any answer came is retried once on a new connection.
+ *
+ * Authentication (mc_rpc_auth.h): with a key, each new connection proves
+ * it before its first request; the cost is one exchange per connection.
+ * MC_EAUTHREQUIRED: the master has a token and this client none;
+ * MC_EAUTHFAILED: the tokens differ; MC_EAUTHOFF: the master has none.
+ * None of these is retried.
  */
 #ifndef MC_RPC_CLIENT_H
 #define MC_RPC_CLIENT_H
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 #include "mc_rpc.h"
 
@@ -36,6 +43,13 @@ unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c);
  * mc_busy_poll.h); 0 turns it off. Set before the first call.
  */
 void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us);
+
+/**
+ * Authenticate new connections with key (copied; NULL: do not). Set
+ * before the first call.
+ */
+void mc_rpc_client_set_auth(struct mc_rpc_client *c,
+			    const struct mc_auth_key *key);
 
 /**
  * Send req as method and wait for the answer, decoded into *resp (free

@@ -2,7 +2,8 @@
 /*
  * Master RPC client: a mutex-guarded stack of idle connections; a caller
  * takes one (or connects), does one request/response on it, and gives it
- * back unless it failed.
+ * back unless it failed. With a key, a new connection authenticates
+ * (mc_rpc_auth.h) before it carries its first request.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,7 +15,9 @@
 #include "mc_busy_poll.h"
 #include "mc_net.h"
 #include "mc_parse.h"
+#include "mc_rpc_auth.h"
 #include "mc_rpc_client.h"
+#include "mooncake/mc_err.h"
 
 #define MAX_IDLE 16
 
@@ -28,6 +31,8 @@ struct mc_rpc_client {
 	unsigned idle_tmo[MAX_IDLE]; /* the timeout set on each idle socket */
 	unsigned n_idle;
 	struct mc_busy_poll bp; /* waiting for answers */
+	bool has_key; /* set before the first call */
+	struct mc_auth_key key;
 };
 
 int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
@@ -66,6 +71,7 @@ void mc_rpc_client_destroy(struct mc_rpc_client *c)
 		return;
 	mc_rpc_client_reset(c);
 	pthread_mutex_destroy(&c->lock);
+	mc_auth_key_clear(&c->key);
 	free(c);
 }
 
@@ -83,6 +89,27 @@ unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c)
 void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us)
 {
 	mc_busy_poll_init(&c->bp, max_us);
+}
+
+void mc_rpc_client_set_auth(struct mc_rpc_client *c,
+			    const struct mc_auth_key *key)
+{
+	c->has_key = key != NULL;
+	if (key)
+		c->key = *key;
+	else
+		mc_auth_key_clear(&c->key);
+}
+
+/* Authenticate a new connection; its timeouts are set here. */
+static int authenticate(struct mc_rpc_client *c, int fd, unsigned *tmo)
+{
+	int rc = mc_net_set_timeouts(fd, (int)c->timeout_ms);
+
+	if (rc)
+		return rc;
+	*tmo = c->timeout_ms;
+	return mc_rpc_auth_client(fd, &c->key);
 }
 
 /* A pooled connection (unless fresh), or a new one. */
@@ -107,6 +134,13 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	if (rc)
 		return rc;
 	(void)mc_net_set_nodelay(*fd);
+	if (c->has_key) {
+		rc = authenticate(c, *fd, tmo);
+		if (rc) {
+			close(*fd);
+			return rc;
+		}
+	}
 	return 0;
 }
 
@@ -162,6 +196,8 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 		return -EPROTO;
 	if (h.kind != MC_RPC_RESPONSE || h.req_id != id || h.method != method)
 		return -EPROTO;
+	if (h.flags & MC_RPC_FLAG_AUTH_REQUIRED)
+		return c->has_key ? MC_EAUTHFAILED : MC_EAUTHREQUIRED;
 	body = malloc(h.length ? h.length : 1);
 	if (!body)
 		return -ENOMEM;

@@ -34,7 +34,8 @@ int mc_rpc_hdr_decode(const uint8_t *in, uint32_t max_body,
 	h->flags = mc_get_le32(in + 12);
 	h->req_id = mc_get_le64(in + 16);
 	if (h->version != MC_RPC_VERSION ||
-	    (h->kind != MC_RPC_REQUEST && h->kind != MC_RPC_RESPONSE))
+	    (h->kind != MC_RPC_REQUEST && h->kind != MC_RPC_RESPONSE &&
+	     h->kind != MC_RPC_AUTH))
 		return -EPROTO;
 	if (h->length > max_body)
 		return -EMSGSIZE;
@@ -208,6 +209,32 @@ int mc_rpc_pack_frame(const struct mc_rpc_hdr *h, const ProtobufCMessage *msg,
 	protobuf_c_message_pack(msg, buf + MC_RPC_HDR_LEN);
 	*out = buf;
 	*out_len = MC_RPC_HDR_LEN + len;
+	return 0;
+}
+
+int mc_rpc_pack_code(const struct mc_rpc_hdr *h, int32_t code, uint32_t flags,
+		     uint8_t **frame, size_t *len)
+{
+	struct mc_rpc_hdr rh = *h;
+	uint8_t body[11] = { 0x08 }; /* field 1, varint */
+	uint64_t v = (uint64_t)(int64_t)code; /* int32: sign-extended */
+	size_t n = 1;
+	uint8_t *f;
+
+	do {
+		body[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	f = malloc(MC_RPC_HDR_LEN + n);
+	if (!f)
+		return -ENOMEM;
+	rh.kind = MC_RPC_RESPONSE;
+	rh.length = (uint32_t)n;
+	rh.flags = flags;
+	mc_rpc_hdr_encode(&rh, f);
+	memcpy(f + MC_RPC_HDR_LEN, body, n);
+	*frame = f;
+	*len = MC_RPC_HDR_LEN + n;
 	return 0;
 }
 

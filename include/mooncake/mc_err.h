@@ -54,7 +54,15 @@ extern "C" {
 	X(EDB, -4016, INTERNAL_ERROR, "durable store (sqlite) failed")         \
 	X(EBADKEY, -4017, INVALID_KEY, "invalid key")                          \
 	X(ENOTSUPPORTED, -4018, NOT_SUPPORTED,                                 \
-	  "not supported by this build or peer")
+	  "not supported by this build or peer")                               \
+	X(EAUTHREQUIRED, -4019, ILLEGAL_CLIENT,                                \
+	  "authentication required: set --auth_token_file / "                  \
+	  "MOONCAKE_AUTH_TOKEN_FILE to the pool's token")                      \
+	X(EAUTHFAILED, -4020, ILLEGAL_CLIENT,                                  \
+	  "authentication failed: this token is not the peer's")               \
+	X(EAUTHOFF, -4021, ILLEGAL_CLIENT,                                     \
+	  "the peer does not authenticate (it has no token): remove "          \
+	  "auth_token_file here or give the peer the token")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

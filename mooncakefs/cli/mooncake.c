@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_auth.h"
 #include "mc_cfg.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
@@ -40,6 +41,7 @@ struct cli_cfg {
 	bool hard_pin;
 	int64_t limit;
 	uint64_t rpc_timeout;
+	char *auth_token_file;
 	int v;
 };
 
@@ -77,6 +79,11 @@ static const struct mc_opt cli_opts[] = {
 	  .def = "5000",
 	  .unit_ms = 1,
 	  .help = "RPC timeout (ms)." },
+	OPT("auth_token_file", "MOONCAKE_AUTH_TOKEN_FILE", MC_OPT_STRING,
+	    auth_token_file, "", 0, 0,
+	    "The pool's token when the master has one (status, ls, info; "
+	    "put, get and rm read MOONCAKE_AUTH_TOKEN_FILE or the "
+	    "MOONCAKE_CONFIG_PATH file, as every libmooncake client)."),
 	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),
 };
 
@@ -144,6 +151,23 @@ static int fail_rpc(const char *master, int rc)
 		mc_strerror(rc), mc_err_to_store(rc),
 		mc_store_err_name(mc_err_to_store(rc)));
 	return 1;
+}
+
+static int set_auth(struct mc_rpc_client *c, const struct cli_cfg *cfg)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mc_auth_key key;
+	bool have;
+
+	if (mc_auth_key_load_opt(cfg->auth_token_file, &have, &key, err,
+				 sizeof(err))) {
+		fprintf(stderr, "mooncake: auth_token_file: %s\n", err);
+		return -1;
+	}
+	if (have)
+		mc_rpc_client_set_auth(c, &key);
+	mc_auth_key_clear(&key);
+	return 0;
 }
 
 static int call(struct mc_rpc_client *c, const struct cli_cfg *cfg,
@@ -502,6 +526,10 @@ int main(int argc, char **argv)
 	if (mc_rpc_client_create(cfg.master, (unsigned)cfg.rpc_timeout, &c)) {
 		fprintf(stderr, "mooncake: bad master address '%s'\n",
 			cfg.master);
+		ret = MC_EXIT_USAGE;
+		goto out;
+	}
+	if (set_auth(c, &cfg)) {
 		ret = MC_EXIT_USAGE;
 		goto out;
 	}

@@ -35,6 +35,7 @@ struct client_cfg {
 	char *device_names;
 	int64_t threads;
 	char *segment_name;
+	char *auth_token_file;
 	char *port_file;
 	char *log_file;
 	char *config_path;
@@ -75,6 +76,13 @@ static const struct mc_opt client_opts[] = {
 	    "Name of the kept segment (/dev/shm/mooncake.seg.NAME; fails "
 	    "when /dev/shm cannot hold it); empty: host_port, or private "
 	    "memory with a warning when /dev/shm cannot hold it."),
+	{ .name = "auth_token_file",
+	  .env = "MOONCAKE_AUTH_TOKEN_FILE",
+	  .type = MC_OPT_STRING,
+	  .offset = offsetof(struct client_cfg, auth_token_file),
+	  .def = "",
+	  .help = "The pool's token when the master has one (a file of mode "
+		  "0600; docs/operations.md); empty: none." },
 	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
 	    "Write the port to this file once in the pool."),
 	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,
@@ -151,6 +159,10 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 							*cfg->segment_name ?
 						cfg->segment_name :
 						NULL,
+			.auth_token_file =
+				cfg->auth_token_file && *cfg->auth_token_file ?
+					cfg->auth_token_file :
+					NULL,
 			.keep_segment = true,
 		};
 

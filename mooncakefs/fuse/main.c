@@ -38,6 +38,7 @@ static void *setup_main(void *arg)
 		.device_name = fs->o.device,
 		.master_server_address = fs->o.master,
 		.segment_name = fs->o.segment_name,
+		.auth_token_file = fs->o.auth_token_file,
 		.keep_segment = true,
 		.default_segment_name = fs->default_segment,
 	};
@@ -73,13 +74,10 @@ static int check_master(const struct mcfs_opts *o, size_t *max_key)
 	Mcrpc__ServiceReadyRequest q = MCRPC__SERVICE_READY_REQUEST__INIT;
 	ProtobufCMessage *r = NULL;
 	struct mc_rpc_client *c;
-	int rc = mc_rpc_client_create(o->master, o->rpc_timeout_ms, &c);
+	int rc = mcfs_rpc_client(o, &c);
 
-	if (rc) {
-		fprintf(stderr, "mooncakefs: bad master address '%s'\n",
-			o->master);
+	if (rc)
 		return rc;
-	}
 	rc = mc_rpc_call(c, MCRPC__METHOD__SERVICE_READY, &q.base, &r);
 	if (r) {
 		uint64_t mk =
@@ -92,7 +90,7 @@ static int check_master(const struct mcfs_opts *o, size_t *max_key)
 	mc_rpc_client_destroy(c);
 	if (rc)
 		fprintf(stderr, "mooncakefs: master %s: %s\n", o->master,
-			strerror(-rc));
+			mc_strerror(rc));
 	return rc;
 }
 

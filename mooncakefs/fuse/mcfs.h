@@ -38,6 +38,8 @@
 #include "mooncake/store.h"
 #include "mooncake/store_fs.h"
 
+struct mc_rpc_client;
+
 struct mcfs_opts {
 	char *master; /* host:port */
 	char *metadata;
@@ -47,6 +49,7 @@ struct mcfs_opts {
 	char *protocol;
 	char *device;
 	char *segment_name;
+	char *auth_token_file; /* NULL: the store's configuration decides */
 	double entry_timeout, attr_timeout, negative_timeout;
 	unsigned rpc_timeout_ms;
 	uint64_t staging_limit;
@@ -405,6 +408,13 @@ void mcfs_kv_drop_privs(struct mcfs *fs, struct mcfs_node *n);
  *  version. */
 int mcfs_kv_setattr(struct mcfs *fs, struct mcfs_node *n, const struct stat *st,
 		    int to_set);
+/**
+ * A raw RPC client of the master (status, the start-up check) that
+ * authenticates with auth_token_file= (or MOONCAKE_AUTH_TOKEN_FILE) when
+ * set. 0, or a negative code, logged.
+ */
+int mcfs_rpc_client(const struct mcfs_opts *o, struct mc_rpc_client **out);
+
 /** Bring n's attributes up to date from the master (getattr after the
  *  kernel's cache expired). */
 void mcfs_kv_refresh(struct mcfs *fs, struct mcfs_node *n);

@@ -92,6 +92,7 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	STR("device", device)
 	STR("device_name", device)
 	STR("segment_name", segment_name)
+	STR("auth_token_file", auth_token_file)
 	STR("log_file", log_file)
 #undef STR
 	if (!strcmp(kv, "segment_size") || !strcmp(kv, "global_segment_size"))
@@ -208,6 +209,8 @@ void mcfs_usage(FILE *out)
 		"  local_hostname=HOST   this node's address (127.0.0.1)\n"
 		"  segment_name=NAME     kept segment's name (default from "
 		"the mount point)\n"
+		"  auth_token_file=PATH  the pool's token (default "
+		"MOONCAKE_AUTH_TOKEN_FILE)\n"
 		"  replicas=N            replicas of files written here (1)\n"
 		"  entry_timeout=S attr_timeout=S negative_timeout=S  kernel "
 		"cache (60, 60, 1)\n"
@@ -254,6 +257,9 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 	if (set_str(&o->master, env && *env ? env : "127.0.0.1:50051") ||
 	    set_str(&o->protocol, "tcp") || set_str(&o->device, "") ||
 	    set_str(&o->local_hostname, "127.0.0.1"))
+		return -ENOMEM;
+	env = getenv("MOONCAKE_AUTH_TOKEN_FILE");
+	if (env && *env && set_str(&o->auth_token_file, env))
 		return -ENOMEM;
 	env = getenv("MOONCAKE_TE_META_DATA_SERVER");
 	if (set_str(&o->metadata,
@@ -342,6 +348,7 @@ void mcfs_free_opts(struct mcfs_opts *o)
 	free(o->protocol);
 	free(o->device);
 	free(o->segment_name);
+	free(o->auth_token_file);
 	free(o->log_file);
 	free(o->mountpoint);
 }

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_auth.h"
+#include "mc_cfg.h"
+#include "mc_log.h"
 #include "mc_rpc_client.h"
 #include "mc_sbuf.h"
 #include "mcfs.h"
@@ -20,11 +23,36 @@
 static const char *const vfiles[] = { "stats", "config", "segments", "clients",
 				      NULL };
 
+int mcfs_rpc_client(const struct mcfs_opts *o, struct mc_rpc_client **out)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mc_auth_key key;
+	bool have;
+	int rc = mc_rpc_client_create(o->master, o->rpc_timeout_ms, out);
+
+	if (rc) {
+		mc_log_err("mooncakefs", "bad master address '%s'", o->master);
+		return rc;
+	}
+	rc = mc_auth_key_load_opt(o->auth_token_file, &have, &key, err,
+				  sizeof(err));
+	if (rc) {
+		mc_log_err("mooncakefs", "auth_token_file: %s", err);
+		mc_rpc_client_destroy(*out);
+		*out = NULL;
+		return rc;
+	}
+	if (have)
+		mc_rpc_client_set_auth(*out, &key);
+	mc_auth_key_clear(&key);
+	return 0;
+}
+
 static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 {
 	Mcrpc__GetStatusRequest q = MCRPC__GET_STATUS_REQUEST__INIT;
 	struct mc_rpc_client *c;
-	int rc = mc_rpc_client_create(fs->o.master, fs->o.rpc_timeout_ms, &c);
+	int rc = mcfs_rpc_client(&fs->o, &c);
 
 	if (rc)
 		return -EIO;

@@ -23,6 +23,8 @@ struct mcs_master {
 	uint8_t client_id[MCS_CLIENT_ID_LEN];
 	pthread_mutex_t long_lock;
 	struct mc_rpc_client *rpc_long; /* Watch long polls, made lazily */
+	bool auth;
+	struct mc_auth_key key;
 };
 
 int mcs_master_create(const char *addr, unsigned timeout_ms,
@@ -51,6 +53,13 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 	return 0;
 }
 
+void mcs_master_set_auth(struct mcs_master *m, const struct mc_auth_key *key)
+{
+	m->auth = true;
+	m->key = *key;
+	mc_rpc_client_set_auth(m->rpc, key);
+}
+
 void mcs_master_set_busy_poll(struct mcs_master *m, unsigned max_us)
 {
 	mc_rpc_client_set_busy_poll(m->rpc, max_us);
@@ -63,6 +72,7 @@ void mcs_master_destroy(struct mcs_master *m)
 	mc_rpc_client_destroy(m->rpc);
 	mc_rpc_client_destroy(m->rpc_long);
 	pthread_mutex_destroy(&m->long_lock);
+	mc_auth_key_clear(&m->key);
 	free(m->addr);
 	free(m);
 }
@@ -608,6 +618,8 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 					  &m->rpc_long);
 		if (!rc)
 			mc_rpc_client_set_busy_poll(m->rpc_long, 0);
+		if (!rc && m->auth)
+			mc_rpc_client_set_auth(m->rpc_long, &m->key);
 	}
 	c = m->rpc_long;
 	pthread_mutex_unlock(&m->long_lock);

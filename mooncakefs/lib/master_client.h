@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 #include "mc_rpc.h"
 
@@ -54,6 +55,8 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 		      const uint8_t *client_id,
 		      struct mcs_master **out) MC_MUST_CHECK;
 void mcs_master_destroy(struct mcs_master *m);
+/** Authenticate every connection with key (copied); before the first call. */
+void mcs_master_set_auth(struct mcs_master *m, const struct mc_auth_key *key);
 void mcs_master_set_timeout(struct mcs_master *m, unsigned timeout_ms);
 /** Busy-poll window for answers (us, 0: off; mc_busy_poll.h); set before
  *  the first call. Watch long polls never busy-poll. */

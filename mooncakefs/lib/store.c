@@ -283,6 +283,25 @@ static int create_engine(struct mooncake_store *s)
 	return s->name ? 0 : -ENOMEM;
 }
 
+/* The pool's token (auth_token_file), when configured. */
+static int set_auth(struct mooncake_store *s)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mc_auth_key key;
+	bool have;
+	int rc = mc_auth_key_load_opt(s->cfg.auth_token_file, &have, &key, err,
+				      sizeof(err));
+
+	if (rc) {
+		mc_log_err("store", "auth_token_file: %s", err);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	if (have)
+		mcs_master_set_auth(s->master, &key);
+	mc_auth_key_clear(&key);
+	return 0;
+}
+
 static int connect_master(struct mooncake_store *s)
 {
 	int rc;
@@ -299,10 +318,17 @@ static int connect_master(struct mooncake_store *s)
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}
 	mcs_master_set_busy_poll(s->master, (unsigned)s->cfg.rpc_busy_poll_us);
+	rc = set_auth(s);
+	if (rc)
+		return rc;
 	rc = mcs_master_service_ready(s->master, NULL);
 	if (rc)
-		mc_log_err("store", "master %s unreachable: %s",
-			   s->cfg.master_server_address, mc_strerror(rc));
+		mc_log_err("store", "master %s %s: %s",
+			   s->cfg.master_server_address,
+			   rc <= MC_EAUTHREQUIRED && rc >= MC_EAUTHOFF ?
+				   "refused this client" :
+				   "unreachable",
+			   mc_strerror(rc));
 	return rc;
 }
 

@@ -53,6 +53,10 @@ static const struct mc_opt mcs_opts[] = {
 	OPT("ping_interval_ms", "MC_STORE_PING_MS", MC_OPT_DURATION,
 	    ping_interval_ms, "1000", 10, 60000,
 	    "Heartbeat interval to the master."),
+	OPT("auth_token_file", "MOONCAKE_AUTH_TOKEN_FILE", MC_OPT_STRING,
+	    auth_token_file, "", 0, 0,
+	    "The pool's token (a file of mode 0600) when the master has one "
+	    "(docs/operations.md); empty: none."),
 	OPT("segment_name", "MOONCAKE_SEGMENT_NAME", MC_OPT_STRING,
 	    segment_name, "", 0, 0,
 	    "Keep the segment as /dev/shm/mooncake.seg.NAME, re-adopted "
@@ -112,6 +116,9 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 				      a->master_server_address);
 		if (!rc)
 			rc = override(&cfg->segment_name, a->segment_name);
+		if (!rc)
+			rc = override(&cfg->auth_token_file,
+				      a->auth_token_file);
 		if (!rc)
 			rc = override(&cfg->default_segment_name,
 				      a->default_segment_name);

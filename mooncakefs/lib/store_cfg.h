@@ -27,6 +27,7 @@ struct mcs_cfg {
 	int64_t rpc_busy_poll_us;
 	uint64_t transfer_timeout_ms;
 	uint64_t ping_interval_ms;
+	char *auth_token_file; /* the pool's token; "" or NULL: none */
 	/* Set (file, environment, args): a kept segment of this name in
 	 * /dev/shm, required; "" or NULL: see keep_segment. */
 	char *segment_name;
@@ -44,6 +45,7 @@ struct mcs_cfg_args {
 	const char *device_name;
 	const char *master_server_address;
 	const char *segment_name;
+	const char *auth_token_file;
 	/* The caller is a pool member that outlives its clients
 	 * (mooncake_client, the mount): without a segment_name, keep the
 	 * segment under default_segment_name (NULL: the engine name) where

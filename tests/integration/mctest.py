@@ -6,10 +6,13 @@ import atexit
 import contextlib
 import errno
 import glob
+import hashlib
+import hmac
 import http.client
 import itertools
 import json
 import os
+import secrets
 import select
 import signal
 import socket
@@ -403,6 +406,26 @@ class TeClient:
         line = self.readline(timeout)
         assert line == "ok bye", line
         return self.proc.wait(timeout * SCALE)
+
+
+def auth_key(token_path):
+    """The key of a token file (common/mc_auth.h)."""
+    with open(token_path, "rb") as f:
+        token = f.read().rstrip(b" \t\r\n")
+    return hashlib.blake2b(token, digest_size=32,
+                           key=b"mooncake-auth-v1").digest()
+
+
+def auth_sign(key, method, target, body=b"", ts=None, nonce=None):
+    """The Authorization value of a request (common/mc_auth_http.h);
+    target is the path with its query, as sent."""
+    path, _, query = target.partition("?")
+    ts = int(time.time()) if ts is None else ts
+    nonce = nonce or secrets.token_hex(16)
+    msg = "\n".join(["mooncake-http-v1", method, path, query, str(ts), nonce,
+                     hashlib.sha256(body or b"").hexdigest()]).encode()
+    mac = hmac.new(key, msg, hashlib.sha512).digest()[:32].hex()
+    return f"MC-HMAC ts={ts},nonce={nonce},mac={mac}"
 
 
 def request(port, method, path, body=None, headers=None, timeout=10.0):

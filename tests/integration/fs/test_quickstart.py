@@ -5,7 +5,8 @@ directory, ports and segment name: it starts the pool and shows it
 working; `stop` waits until the node has left the pool, so a start after a
 stop shows one segment (not the previous run's as "awaiting owner" next
 to the new one) and the capacity of one; a last `stop` leaves no mount, no
-process and no /dev/shm file."""
+process and no /dev/shm file. The pool authenticates with a token the
+script made in its state directory."""
 import os
 import signal
 import subprocess
@@ -65,7 +66,9 @@ def segments(run):
     p = subprocess.run(
         [mctest.binary("mooncakefs", "cli", "mooncake"), "--master",
          f"127.0.0.1:{run.ports['MASTER']}", "status"],
-        capture_output=True, text=True, timeout=30 * mctest.SCALE)
+        capture_output=True, text=True, timeout=30 * mctest.SCALE,
+        env=dict(os.environ,
+                 MOONCAKE_AUTH_TOKEN_FILE=str(run.state / "token")))
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("SEGMENT"))
@@ -85,6 +88,11 @@ def capacity(run):
 def test_stop_then_start_shows_one_segment(quickstart):
     out = quickstart()
     assert "(identical)" in out, out
+    # Authentication is on, with a private token in the state directory.
+    token = quickstart.state / "token"
+    assert os.stat(token).st_mode & 0o777 == 0o600
+    assert "authentication on" in \
+        (quickstart.state / "mooncake_master.log").read_text()
     segs, text = segments(quickstart)
     assert [s for _, s in segs] == ["mounted"], text
     first = segs[0][0]

@@ -913,3 +913,29 @@ def test_objects_are_files_under_kv(procs, tmp_path, master, stores):
             time.sleep(0.01)
     finally:
         m.cleanup()
+
+
+def test_token_from_the_configuration(procs, tmp_path, stores, monkeypatch):
+    """A master with a token (issue 16): the package finds the token in
+    the MOONCAKE_CONFIG_PATH file or in MOONCAKE_AUTH_TOKEN_FILE, as every
+    libmooncake client; without one, setup fails with ILLEGAL_CLIENT
+    (-601) and a log line that says to set the token."""
+    from pool import Master, Member, eventually
+    tok = tmp_path / "token"
+    tok.write_text(os.urandom(32).hex() + "\n")
+    os.chmod(tok, 0o600)
+    m = Master(procs, tmp_path, token=tok, name="auth_master")
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
+    Member(procs, tmp_path, m)  # takes the variable
+    eventually(lambda: len(m.segments()) == 1, what="1 segment")
+    monkeypatch.delenv("MOONCAKE_AUTH_TOKEN_FILE")
+    cfg = tmp_path / "mooncake.json"
+    cfg.write_text(json.dumps({"auth_token_file": str(tok)}))
+    monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(cfg))
+    s = setup7(stores(), m, seg=0)
+    assert s.put("auth/py", b"y" * 5000) == 0
+    assert s.get("auth/py") == b"y" * 5000
+    monkeypatch.delenv("MOONCAKE_CONFIG_PATH")
+    other = stores()
+    assert other.setup("127.0.0.1", m.metadata, 0, BUF, "tcp", "",
+                       m.addr) == -601

@@ -49,8 +49,13 @@ def read_port(path, proc, log_path, what):
 
 class Master:
     def __init__(self, procs, tmp_path, *args, rpc_port=0, meta_port=0,
-                 admin_port=0, db=None, name="master"):
+                 admin_port=0, db=None, name="master", token=None):
         self.procs, self.tmp, self.args, self.name = procs, tmp_path, args, name
+        # With a token file, the master authenticates and http() signs.
+        self.token = token
+        self.key = mctest.auth_key(token) if token else None
+        if token:
+            self.args = (*args, "--auth_token_file", str(token))
         self.rpc_port = rpc_port or free_port()
         self.meta_port = meta_port or free_port()
         self.admin_port = admin_port or free_port()
@@ -91,9 +96,13 @@ class Master:
     def metadata(self):
         return f"http://127.0.0.1:{self.meta_port}/metadata"
 
-    def http(self, path):
+    def http(self, path, sign=True):
+        headers = {}
+        if self.key and sign:
+            headers["Authorization"] = mctest.auth_sign(self.key, "GET", path)
         try:
-            st, body, _ = request(self.admin_port, "GET", path)
+            st, body, _ = request(self.admin_port, "GET", path,
+                                  headers=headers)
             return st, body.decode(errors="replace")
         except OSError:
             return 0, ""
