@@ -30,6 +30,7 @@
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 #include "mooncake/store.h"
+#include "store_int.h"
 
 struct cli_cfg {
 	char *master;
@@ -81,9 +82,9 @@ static const struct mc_opt cli_opts[] = {
 	  .help = "RPC timeout (ms)." },
 	OPT("auth_token_file", "MOONCAKE_AUTH_TOKEN_FILE", MC_OPT_STRING,
 	    auth_token_file, "", 0, 0,
-	    "The pool's token when the master has one (status, ls, info; "
-	    "put, get and rm read MOONCAKE_AUTH_TOKEN_FILE or the "
-	    "MOONCAKE_CONFIG_PATH file, as every libmooncake client)."),
+	    "The pool's token when the master has one (every command; "
+	    "put, get and rm also find it in the MOONCAKE_CONFIG_PATH "
+	    "file, as every libmooncake client)."),
 	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),
 };
 
@@ -335,8 +336,20 @@ static mooncake_store_t join(const struct cli_cfg *cfg)
 		fprintf(stderr, "mooncake: out of memory\n");
 		return NULL;
 	}
-	rc = mooncake_store_setup(s, cfg->local_hostname, cfg->metadata, 0, 0,
-				  cfg->protocol, "", cfg->master);
+	/* The library's own setup: --auth_token_file reaches it too (the
+	 * public call has no token argument). */
+	rc = mc_err_to_store(mcs_store_setup(
+		s, &(struct mcs_cfg_args){
+			   .local_hostname = cfg->local_hostname,
+			   .metadata_server = cfg->metadata,
+			   .protocol = cfg->protocol,
+			   .device_name = "",
+			   .master_server_address = cfg->master,
+			   /* "": the library's chain (its config file) */
+			   .auth_token_file = *cfg->auth_token_file ?
+						      cfg->auth_token_file :
+						      NULL,
+		   }));
 	if (rc) {
 		fail_code("joining the pool", rc);
 		mooncake_store_destroy(s);

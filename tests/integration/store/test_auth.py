@@ -83,6 +83,21 @@ def test_owner_operations_work(procs, tmp_path, pool):
     assert "authentication on" in master.log()
 
 
+def test_cli_flag_alone_serves_every_command(pool, tmp_path):
+    """--auth_token_file on the command line, no variable, no config file:
+    put, get and rm (through the library) as well as ls."""
+    master, tok = pool
+    src = tmp_path / "flag-src"
+    src.write_bytes(os.urandom(50000))
+    flag = ("--auth_token_file", str(tok))
+    for args in (("put", str(src), "auth/flag"),
+                 ("get", "auth/flag", str(tmp_path / "flag-dst")),
+                 ("ls",), ("--force", "rm", "auth/flag")):
+        p = run_cli(master, *flag, *args)
+        assert p.returncode == 0, (args, p.stderr)
+    assert (tmp_path / "flag-dst").read_bytes() == src.read_bytes()
+
+
 @pytest.mark.parametrize("cmd", [["status"], ["ls"], ["info", "auth/x"],
                                  ["rm", "auth/x"], ["get", "auth/x", "/dev/null"]])
 def test_no_token_is_refused_with_the_reason(pool, cmd):
