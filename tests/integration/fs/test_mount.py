@@ -2,9 +2,12 @@
 """mount -t mooncakefs, an fstab line with mount -a (the test's own fstab,
 never the machine's), and umount: the node leaves the pool."""
 import os
+import shutil
 import subprocess
 
-from mount import HELPER, binary, is_mounted, wait_for
+import pytest
+
+from mount import HELPER, MCFS, binary, is_mounted, wait_for
 
 SBIN = "/sbin/mount.mooncakefs"  # made by the test; deps: ignore
 
@@ -78,3 +81,40 @@ def test_mount_t_and_fstab_then_umount(procs, tmp_path, master):
         subprocess.run(["umount", str(mp)], capture_output=True)
     wait_for(lambda: len(segments(master)) == before,
              what="segment gone after umount (fstab)")
+
+
+def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
+    """A mount in a container's 64 MiB /dev/shm (a tmpfs in a mount
+    namespace of the test's own) contributing 256 MiB: its kept segment
+    does not fit, so it warns, naming the fix, and serves from private
+    memory; never a SIGBUS. With segment_name= (shared memory asked for)
+    the pool is not joined (kv/ answers EIO) and the log says why."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a tmpfs in a mount namespace needs root")
+    mp = tmp_path / "small"
+    mp.mkdir()
+    for named in (False, True):
+        log = tmp_path / f"small-{named}.log"
+        procs.logs.append(log)
+        opts = (f"metadata={master.metadata},segment_size=256M,"
+                f"log_file={log}" +
+                (f",segment_name=small{os.getpid()}" if named else ""))
+        script = (
+            "mount -t tmpfs -o size=64m mctest /dev/shm || exit 9\n"
+            f"{binary(*MCFS)} {master.addr} {mp} -o {opts} || exit 8\n"
+            "i=0; until ls \"$1\"/kv >/dev/null 2>&1; do\n"
+            "  i=$((i+1)); [ $i -gt $2 ] && break; sleep 0.1; done\n"
+            "echo hello > \"$1\"/kv/small && cat \"$1\"/kv/small\n"
+            "rc=$?; umount \"$1\"; exit $rc\n")
+        p = subprocess.run(["unshare", "-m", "--propagation", "private",
+                            "--", "sh", "-c", script, "sh", str(mp),
+                            "20" if named else "300"],
+                           capture_output=True, text=True, timeout=120)
+        text = log.read_text(errors="replace")
+        assert "--shm-size" in text, text
+        if named:
+            assert p.returncode != 0 and "hello" not in p.stdout, p.stdout
+        else:
+            assert p.returncode == 0 and p.stdout == "hello\n", \
+                p.stderr + text
+            assert "private memory" in text, text
