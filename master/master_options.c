@@ -172,9 +172,9 @@ static const struct mc_opt master_opts[] = {
 	  .env = MC_AUTH_ENV,
 	  .type = MC_OPT_STRING,
 	  .offset = offsetof(struct master_cfg, auth_token_file),
-	  .help = "The pool's token (a file of mode 0600): RPC connections "
-		  "and the admin HTTP (except /health, /metrics) must prove "
-		  "they hold it; unset: no authentication, as upstream "
+	  .help = "The pool's token (a file of mode 0600): RPC connections, "
+		  "the admin HTTP (except /health, /metrics) and the "
+		  "embedded metadata service must prove they hold it; unset: no authentication, as upstream "
 		  "(docs/operations.md)." },
 };
 
