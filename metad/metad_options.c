@@ -39,14 +39,11 @@ static const struct mc_opt metad_opts[] = {
 	    "Send logs to syslog instead of stderr."),
 	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
 	    "JSON file with any of these options as keys."),
-	{ .name = MC_AUTH_OPT,
-	  .env = MC_AUTH_ENV,
-	  .type = MC_OPT_STRING,
-	  .offset = offsetof(struct metad_cfg, auth_token_file),
-	  .help = "The pool's token (a file of mode 0600): every /metadata "
-		  "request must be signed with it (/health stays open); "
-		  "unset: no authentication, as upstream "
-		  "(docs/operations.md)." },
+	MC_AUTH_CFG_OPT(struct metad_cfg, auth_token_file,
+			"The pool's token (a file of mode 0600): every "
+			"/metadata request must be signed with it (/health "
+			"stays open); unset: no authentication, as upstream "
+			"(docs/operations.md)."),
 	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
 	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
 };
