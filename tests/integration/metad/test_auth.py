@@ -163,3 +163,20 @@ def test_without_a_token_unsigned_clients_work(procs, tmp_path, metad,
     monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
     c = procs.start_te_client(tmp_path, metad.url)
     assert c.quit() == 0
+
+
+def test_signed_c_client_under_concurrency(authd, monkeypatch):
+    """8 threads of the C client (libte/meta/meta_http.c), each request
+    signed with a fresh nonce: no error, every write accounted for; the
+    same client unsigned is refused with the reason."""
+    d, tok, _ = authd
+    monkeypatch.delenv("MOONCAKE_AUTH_TOKEN_FILE", raising=False)
+    r = mctest.cli(d.url, "get", "stress/x")
+    assert r.returncode == 1, r
+    err = r.stderr.decode()
+    assert "metadata service requires authentication" in err, err
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
+    r = mctest.cli(d.url, "stress", "8", "500", timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    summary = json.loads(r.stdout)
+    assert summary["errors"] == 0 and summary["final_mismatches"] == 0
