@@ -221,7 +221,7 @@ def test_metadata_service_requires_a_signature(procs, tmp_path, pool):
     sh.ok("put meta/k 200000 7")
     sh.ok("check meta/k 200000 7")
     names = master.segments()
-    assert len(names) == 2
+    assert len(names) >= 2, names
     for name in names:
         for kind in ("rpc_meta", "ram"):
             key = f"mooncake/{kind}/{name}"
