@@ -114,7 +114,7 @@ def test_engines_sign_and_transfer(procs, tmp_path, authd, monkeypatch):
     d, tok, key = authd
     monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
     p = procs.start_te_peer(tmp_path, d.url, name="127.0.0.1:31501", seed=5)
-    c = procs.start_te_client(tmp_path, d.url)
+    c = procs.start_te_client(tmp_path, d.url, "--transport", "tcp")
     c.ok(f"open {p.name}")
     st, _ = c.transfer("a", p.name, "read", p.addr, 4096, 4)
     assert st["completed"] == "4", st
