@@ -36,6 +36,17 @@
 #define MC_AUTH_OPT "auth_token_file"
 #define MC_AUTH_ENV "MOONCAKE_AUTH_TOKEN_FILE"
 
+/*
+ * A daemon's mc_opt row for its token file (needs mc_cfg.h, stddef.h):
+ * flag and config key MC_AUTH_OPT, variable MC_AUTH_ENV, no default.
+ */
+#define MC_AUTH_CFG_OPT(cfg_type, field, help_text)                         \
+	{                                                                   \
+		.name = MC_AUTH_OPT, .env = MC_AUTH_ENV,                    \
+		.type = MC_OPT_STRING, .offset = offsetof(cfg_type, field), \
+		.help = help_text                                           \
+	}
+
 /* The hint every "no token" error carries. */
 #define MC_AUTH_HINT \
 	"set --auth_token_file / MOONCAKE_AUTH_TOKEN_FILE to the pool's token"

@@ -10,11 +10,13 @@
  * stop them; nothing in libte calls into it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_auth.h"
 #include "mc_log.h"
 #include "mc_parse.h"
 #include "te_int.h"
@@ -90,6 +92,31 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	return 0;
 }
 
+/* The metadata backend, signing with the pool's key when there is one. */
+static int open_meta(struct te_engine *eng, const struct te_engine_cfg *cfg,
+		     char *err, size_t errlen)
+{
+	const char *path = cfg->auth_token_file ? cfg->auth_token_file :
+						  getenv(MC_AUTH_ENV);
+	struct mc_auth_key key;
+	bool have = false;
+	int rc;
+
+	rc = mc_auth_key_load_opt(path, &have, &key, err, errlen);
+	if (rc) {
+		char why[TE_ERR_LEN];
+
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "auth_token_file: %s", why);
+		return rc;
+	}
+	rc = te_meta_open_key(cfg->metadata, have ? &key : NULL, &eng->meta,
+			      err, errlen);
+	if (have)
+		mc_auth_key_clear(&key);
+	return rc;
+}
+
 int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		     char *err, size_t errlen)
 {
@@ -127,7 +154,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	if (!rc)
 		rc = mc_host_id(eng->host_id, sizeof(eng->host_id));
 	if (!rc)
-		rc = te_meta_open(cfg->metadata, &eng->meta, err, errlen);
+		rc = open_meta(eng, cfg, err, errlen);
 	if (rc)
 		goto err_free;
 	eng->p2p = eng->meta == NULL;

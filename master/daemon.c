@@ -86,6 +86,7 @@ static int start_metadata(struct mst_daemon *d, const struct master_cfg *cfg)
 		.full_sync = cfg->db_full_sync,
 		.max_body = METAD_DEFAULT_MAX_BODY,
 		.max_key = METAD_DEFAULT_MAX_KEY,
+		.auth = d->auth ? &d->key : NULL,
 	};
 	int rc;
 
@@ -150,8 +151,8 @@ static int load_key(struct mst_daemon *d, const struct master_cfg *cfg)
 		return rc;
 	}
 	if (!d->auth) {
-		mc_log_info("master", "no --auth_token_file: RPC and admin "
-				      "HTTP are not authenticated");
+		mc_log_info("master", "no --auth_token_file: RPC, admin and "
+				      "metadata HTTP are not authenticated");
 		return 0;
 	}
 	mc_log_notice("master", "authentication on (token file %s)",

@@ -168,14 +168,12 @@ static const struct mc_opt master_opts[] = {
 	    "Append logs to this file instead of stderr."),
 	OPT("syslog", MC_OPT_BOOL, syslog, "false", 0, 0,
 	    "Send logs to syslog instead of stderr."),
-	{ .name = MC_AUTH_OPT,
-	  .env = MC_AUTH_ENV,
-	  .type = MC_OPT_STRING,
-	  .offset = offsetof(struct master_cfg, auth_token_file),
-	  .help = "The pool's token (a file of mode 0600): RPC connections "
-		  "and the admin HTTP (except /health, /metrics) must prove "
-		  "they hold it; unset: no authentication, as upstream "
-		  "(docs/operations.md)." },
+	MC_AUTH_CFG_OPT(struct master_cfg, auth_token_file,
+			"The pool's token (a file of mode 0600): RPC "
+			"connections, the admin HTTP (except /health, "
+			"/metrics) and the embedded metadata service must "
+			"prove they hold it; unset: no authentication, as "
+			"upstream (docs/operations.md)."),
 };
 
 const struct mc_cfg_spec master_cfg_spec = {

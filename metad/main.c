@@ -3,10 +3,12 @@
  * mooncake_metad: the HTTP metadata service transfer engines use to find
  * each other. Parses its configuration, serves until SIGINT/SIGTERM, exits.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "metad.h"
@@ -19,6 +21,8 @@ int main(int argc, char **argv)
 	struct metad_options opts;
 	struct mc_http_server *srv = NULL;
 	struct metad *m = NULL;
+	struct mc_auth_key key;
+	bool auth = false;
 	char err[MC_ERR_LEN] = "";
 	sigset_t sigs;
 	int rc, code;
@@ -36,11 +40,24 @@ int main(int argc, char **argv)
 	}
 	mc_daemon_block_signals(&sigs);
 
+	rc = mc_auth_key_load_opt(cfg.auth_token_file, &auth, &key, err,
+				  sizeof(err));
+	if (rc) {
+		mc_log_err("metad", "--auth_token_file: %s", err);
+		goto out;
+	}
+	if (auth)
+		mc_log_notice("metad", "authentication on (token file %s)",
+			      cfg.auth_token_file);
+	else
+		mc_log_info("metad", "no --auth_token_file: metadata requests "
+				     "are not authenticated");
 	opts = (struct metad_options){
 		.store = cfg.store,
 		.full_sync = cfg.store_full_sync,
 		.max_body = (size_t)cfg.max_body_size,
 		.max_key = (size_t)cfg.max_key_length,
+		.auth = auth ? &key : NULL,
 	};
 	rc = metad_create(&opts, &m, err, sizeof(err));
 	if (rc) {
@@ -74,6 +91,8 @@ int main(int argc, char **argv)
 out:
 	mc_http_server_stop(srv);
 	metad_destroy(m);
+	if (auth)
+		mc_auth_key_clear(&key);
 	mc_cfg_release(&metad_cfg_spec, &cfg);
 	return mc_daemon_exit_code(rc);
 }

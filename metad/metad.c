@@ -7,10 +7,13 @@
  * for malformed, repeated or over-long keys.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kv.h"
+#include "mc_auth_http.h"
 #include "mc_log.h"
 #include "metad.h"
 #include "mooncake/mc_err.h"
@@ -19,6 +22,9 @@ struct metad {
 	struct metad_kv *kv;
 	size_t max_body;
 	size_t max_key;
+	bool auth;
+	struct mc_auth_key key;
+	struct mc_auth_replay *replay;
 };
 
 #define JSON_TYPE "application/json"
@@ -34,8 +40,20 @@ int metad_create(const struct metad_options *opts, struct metad **out,
 		return -ENOMEM;
 	m->max_body = opts->max_body ? opts->max_body : METAD_DEFAULT_MAX_BODY;
 	m->max_key = opts->max_key ? opts->max_key : METAD_DEFAULT_MAX_KEY;
+	if (opts->auth) {
+		m->auth = true;
+		m->key = *opts->auth;
+		rc = mc_auth_replay_create(&m->replay);
+		if (rc) {
+			snprintf(err, errlen, "out of memory");
+			free(m);
+			return rc;
+		}
+	}
 	rc = metad_kv_open(opts->store, opts->full_sync, &m->kv, err, errlen);
 	if (rc) {
+		mc_auth_replay_destroy(m->replay);
+		mc_auth_key_clear(&m->key);
 		free(m);
 		return rc;
 	}
@@ -48,6 +66,8 @@ void metad_destroy(struct metad *m)
 	if (!m)
 		return;
 	metad_kv_close(m->kv);
+	mc_auth_replay_destroy(m->replay);
+	mc_auth_key_clear(&m->key);
 	free(m);
 }
 
@@ -193,6 +213,18 @@ void metad_handle(void *arg, const struct mc_http_request *req,
 		reply_text(resp, 405, "method not allowed");
 		resp->allow = ALLOW_METADATA;
 		return;
+	}
+	if (m->auth) {
+		const char *why;
+
+		if (mc_auth_http_check(&m->key, m->replay, req,
+				       (uint64_t)time(NULL), &why)) {
+			mc_log_debug("metad", "%s %s?%s: 401 %s", meth,
+				     req->path, req->query ? req->query : "",
+				     why);
+			(void)mc_http_replyf(resp, 401, "%s\n", why);
+			return;
+		}
 	}
 	key = get_key(m, req, &key_len, resp);
 	if (!key)

@@ -10,6 +10,10 @@
  *                            and the body differs; 413 over max_body
  *   DELETE /metadata?key=K   200 | 404
  *   GET    /health           200 "OK"
+ * With a key (metad_options.auth), every /metadata request must carry a
+ * valid signed Authorization header (mc_auth_http.h), else 401 with a
+ * one-line reason; /health stays open. Without one: no authentication,
+ * as upstream.
  * A missing, empty, repeated or malformed key parameter is 400; other
  * methods on /metadata are 405.
  *
@@ -21,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 #include "mc_http.h"
 
@@ -33,6 +38,8 @@ struct metad_options {
 	bool full_sync; /* fsync every commit (survives power loss) */
 	size_t max_body; /* bytes */
 	size_t max_key; /* bytes, after unescaping */
+	/* The pool's key (copied); NULL: requests are not authenticated. */
+	const struct mc_auth_key *auth;
 };
 
 struct metad;

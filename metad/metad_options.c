@@ -6,6 +6,7 @@
  */
 #include <stddef.h>
 
+#include "mc_auth.h"
 #include "metad_options.h"
 
 #define OPT(n, t, f, d, lo, hi, h)                                             \
@@ -38,6 +39,11 @@ static const struct mc_opt metad_opts[] = {
 	    "Send logs to syslog instead of stderr."),
 	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
 	    "JSON file with any of these options as keys."),
+	MC_AUTH_CFG_OPT(struct metad_cfg, auth_token_file,
+			"The pool's token (a file of mode 0600): every "
+			"/metadata request must be signed with it (/health "
+			"stays open); unset: no authentication, as upstream "
+			"(docs/operations.md)."),
 	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
 	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
 };

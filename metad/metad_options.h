@@ -20,6 +20,7 @@ struct metad_cfg {
 	char *log_file;
 	bool syslog;
 	char *config_path;
+	char *auth_token_file;
 	int v;
 };
 

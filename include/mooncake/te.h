@@ -73,6 +73,12 @@ struct te_engine_cfg {
 	unsigned timeout_ms;
 	/* TCP connections per peer; 0: MC_TCP_LANES_PER_PEER or 4. */
 	unsigned tcp_lanes;
+	/*
+	 * The pool's token file (mode 0600): requests to an HTTP metadata
+	 * service are signed with it (docs/wire-protocol.md). NULL: the
+	 * MOONCAKE_AUTH_TOKEN_FILE environment variable; "": none.
+	 */
+	const char *auth_token_file;
 };
 
 enum te_opcode {

@@ -37,6 +37,12 @@ static bool is_scheme(const char *conn, size_t n, const char *name)
 int te_meta_open(const char *conn, struct te_meta **out, char *err,
 		 size_t errlen)
 {
+	return te_meta_open_key(conn, NULL, out, err, errlen);
+}
+
+int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
+		     struct te_meta **out, char *err, size_t errlen)
+{
 	size_t n;
 
 	if (!out)
@@ -55,7 +61,7 @@ int te_meta_open(const char *conn, struct te_meta **out, char *err,
 	if (!n)
 		return te_meta_etcd_open(conn, out, err, errlen);
 	if (is_scheme(conn, n, "http") || is_scheme(conn, n, "https"))
-		return te_meta_http_open(conn, out, err, errlen);
+		return te_meta_http_open(conn, auth, out, err, errlen);
 	if (is_scheme(conn, n, "etcd"))
 		return te_meta_etcd_open(conn + n + 3, out, err, errlen);
 	if (err && errlen) {

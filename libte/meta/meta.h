@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 
 struct te_meta;
@@ -53,8 +54,18 @@ struct te_meta {
 int te_meta_open(const char *conn, struct te_meta **out, char *err,
 		 size_t errlen) MC_MUST_CHECK;
 
+/**
+ * te_meta_open() with the pool's key: the HTTP backend signs its requests
+ * with it (meta_http.h); etcd ignores it (its own auth goes in the URL).
+ * auth NULL: te_meta_open().
+ */
+int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
+		     struct te_meta **out, char *err,
+		     size_t errlen) MC_MUST_CHECK;
+
 /** Backend constructors, for te_meta_open() and tests. */
-int te_meta_http_open(const char *url, struct te_meta **out, char *err,
+int te_meta_http_open(const char *url, const struct mc_auth_key *auth,
+		      struct te_meta **out, char *err,
 		      size_t errlen) MC_MUST_CHECK;
 /** endpoints: "h1:2379,h2:2379" or with http:// prefixes, ',' or ';'. */
 int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,

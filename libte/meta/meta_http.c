@@ -10,13 +10,18 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "curl_body.h"
+#include "mc_auth_http.h"
 #include "meta_http.h"
 #include "mooncake/mc_err.h"
 
 struct te_meta_http {
 	char *base_url;
+	const char *path; /* base_url's path, as signed ("/" when none) */
+	bool auth;
+	struct mc_auth_key key;
 	long timeout_ms, connect_timeout_ms;
 	size_t max_response;
 	pthread_mutex_t pool_lock;
@@ -30,6 +35,17 @@ static CURLcode curl_init_rc;
 static void curl_init(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* The path part of an http(s) URL: what the request line carries. */
+static const char *url_path(const char *url)
+{
+	const char *p = strstr(url, "://");
+	const char *slash;
+
+	p = p ? p + 3 : url;
+	slash = strchr(p, '/');
+	return slash ? slash : "/";
 }
 
 int te_meta_http_create(const struct te_meta_http_cfg *cfg,
@@ -58,6 +74,11 @@ int te_meta_http_create(const struct te_meta_http_cfg *cfg,
 	c->connect_timeout_ms =
 		cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1500;
 	c->max_response = cfg->max_response ? cfg->max_response : (64u << 20);
+	c->path = url_path(c->base_url);
+	if (cfg->auth) {
+		c->auth = true;
+		c->key = *cfg->auth;
+	}
 	pthread_mutex_init(&c->pool_lock, NULL);
 	*out = c;
 	return 0;
@@ -70,6 +91,7 @@ void te_meta_http_destroy(struct te_meta_http *c)
 	for (unsigned i = 0; i < c->n_idle; i++)
 		curl_easy_cleanup(c->idle[i]);
 	pthread_mutex_destroy(&c->pool_lock);
+	mc_auth_key_clear(&c->key);
 	free(c->idle);
 	free(c->base_url);
 	free(c);
@@ -109,6 +131,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	struct curl_slist *hdrs = NULL;
 	struct body_buf sink = { .max = c->max_response };
 	char *esc, *url_out, errbuf[CURL_ERROR_SIZE] = "";
+	char authz[32 + MC_AUTH_HTTP_HDR_LEN];
 	size_t url_len;
 	long status = 0;
 	CURLcode cc;
@@ -131,6 +154,16 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 		return -ENOMEM;
 	}
 	snprintf(url_out, url_len, "%s?key=%s", c->base_url, esc);
+	if (c->auth) {
+		/* Signed over the path and query exactly as sent. */
+		const char *q = url_out + strlen(c->base_url) + 1;
+
+		memcpy(authz, "Authorization: ", 15);
+		mc_auth_http_sign(&c->key, method, c->path, q, val,
+				  val ? len : 0, (uint64_t)time(NULL),
+				  authz + 15);
+		hdrs = curl_slist_append(hdrs, authz);
+	}
 	curl_free(esc);
 	*urlp = url_out;
 
@@ -150,7 +183,6 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 					 "Content-Type: application/json");
 		/* No "Expect: 100-continue" round trip for small bodies. */
 		hdrs = curl_slist_append(hdrs, "Expect:");
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, val ? val : "");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
@@ -158,6 +190,8 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	}
+	if (hdrs)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	cc = curl_easy_perform(h);
 	if (cc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -187,13 +221,28 @@ static int call(struct te_meta_http *c, const char *method, const char *key,
 	char *url = NULL;
 	int rc = request(c, method, key, val, len, b, &url, err, errlen);
 
+	if (rc == 401 && err) {
+		/* The service's one-line reason, without its newline. */
+		int n = b->data ? (int)strcspn(b->data, "\n") : 0;
+
+		snprintf(err, errlen,
+			 "%s %s: HTTP 401: metadata service requires "
+			 "authentication%s%.*s%s: %s",
+			 method, url, n ? " (" : "", n > 200 ? 200 : n,
+			 b->data ? b->data : "", n ? ")" : "",
+			 c->auth ? "is --auth_token_file the pool's token?" :
+				   "set --auth_token_file / "
+				   "MOONCAKE_AUTH_TOKEN_FILE");
+	} else if (rc > 0 && rc != 200 && err) {
+		snprintf(err, errlen, "%s %s: HTTP %d%s%.200s%s", method, url,
+			 rc, b->len ? " (" : "", b->data ? b->data : "",
+			 b->len ? ")" : "");
+	}
 	if (rc > 0 && rc != 200) {
-		if (err)
-			snprintf(err, errlen, "%s %s: HTTP %d%s%.200s%s",
-				 method, url, rc, b->len ? " (" : "",
-				 b->data ? b->data : "", b->len ? ")" : "");
 		if (rc == 404)
 			rc = -ENOENT;
+		else if (rc == 401)
+			rc = c->auth ? MC_EAUTHFAILED : MC_EAUTHREQUIRED;
 		else if (rc == 400 && b->data && strstr(b->data, "Duplicate"))
 			rc = MC_EMETACONFLICT; /* an rpc_meta entry is taken */
 		else

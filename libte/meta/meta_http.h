@@ -12,6 +12,11 @@
  * Environment proxies (http_proxy) are ignored: upstream honours them and
  * metadata traffic then silently fails, a documented pitfall.
  *
+ * With a key (cfg.auth), every request carries a signed Authorization
+ * header (mc_auth_http.h). A 401 from the service is MC_EAUTHREQUIRED
+ * (no key here) or MC_EAUTHFAILED (the service refused the signature),
+ * err carrying the service's reason and what to set.
+ *
  * Errors: 0 on success; -ENOENT for 404; MC_EMETACONFLICT when a PUT of an
  * rpc_meta key is refused as a duplicate; -ETIMEDOUT; -ECONNREFUSED;
  * MC_EHTTP for any other status. When err is given, it receives a message
@@ -22,6 +27,7 @@
 
 #include <stddef.h>
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 
 struct te_meta_http_cfg {
@@ -30,6 +36,7 @@ struct te_meta_http_cfg {
 	long connect_timeout_ms; /* 0 = 1500 */
 	unsigned max_idle; /* pooled handles kept; 0 = 16 */
 	size_t max_response; /* bytes; 0 = 64 MiB */
+	const struct mc_auth_key *auth; /* copied; NULL: requests unsigned */
 };
 
 struct te_meta_http;

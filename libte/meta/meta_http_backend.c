@@ -79,10 +79,10 @@ static const struct te_meta_ops meta_http_ops = {
 	.destroy = hb_destroy,
 };
 
-int te_meta_http_open(const char *url, struct te_meta **out, char *err,
-		      size_t errlen)
+int te_meta_http_open(const char *url, const struct mc_auth_key *auth,
+		      struct te_meta **out, char *err, size_t errlen)
 {
-	struct te_meta_http_cfg cfg = { .base_url = url };
+	struct te_meta_http_cfg cfg = { .base_url = url, .auth = auth };
 	struct meta_http_backend *b = calloc(1, sizeof(*b));
 	int rc;
 

@@ -255,6 +255,9 @@ static int create_engine(struct mooncake_store *s)
 	ec.metadata = s->cfg.metadata_server;
 	ec.local_server_name = s->cfg.local_hostname;
 	ec.timeout_ms = atomic_load(&s->transfer_ms);
+	/* The store's own chain (flag, config, environment) decided it. */
+	ec.auth_token_file = s->cfg.auth_token_file ? s->cfg.auth_token_file :
+						      "";
 	for (unsigned i = 0; i < tries; i++) {
 		uint32_t r = 0;
 

@@ -11,6 +11,8 @@
  *   metad_cli URL stress CLIENTS OPS  mixed operations from CLIENTS threads,
  *                                     then check every write is accounted for
  *
+ * With MOONCAKE_AUTH_TOKEN_FILE set, requests are signed with that token.
+ *
  * Exit status: 0 success, 3 not found, 4 rpc_meta conflict, 1 other error,
  * 2 usage; the error message (URL and status) goes to stderr.
  */
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_auth.h"
 #include "meta/meta_http.h"
 #include "mooncake/mc_err.h"
 
@@ -249,6 +252,8 @@ int main(int argc, char **argv)
 {
 	struct te_meta_http_cfg cfg = { 0 };
 	struct te_meta_http *c;
+	struct mc_auth_key key;
+	bool have;
 	char err[1024] = "";
 	const char *cmd;
 	char *val;
@@ -262,6 +267,12 @@ int main(int argc, char **argv)
 	}
 	cfg.base_url = argv[1];
 	cmd = argv[2];
+	if (mc_auth_key_load_opt(getenv(MC_AUTH_ENV), &have, &key, err,
+				 sizeof(err))) {
+		fprintf(stderr, "metad_cli: %s\n", err);
+		return 2;
+	}
+	cfg.auth = have ? &key : NULL;
 	if (te_meta_http_create(&cfg, &c)) {
 		fprintf(stderr, "bad URL %s\n", argv[1]);
 		return 2;

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include "mc_auth_http.h"
 #include "metad.h"
 #include "metad_options.h"
 #include "mooncake/mc_err.h"
@@ -394,6 +397,81 @@ Test(metad, health)
 	cr_expect_eq(r.status, 405);
 	cr_assert_not_null(r.allow);
 	cr_expect(strstr(r.allow, "GET") != NULL);
+}
+
+/* One request with an Authorization header. */
+static int call_auth(struct metad *m, const char *method, const char *query,
+		     const char *body, const char *authz, char *out,
+		     size_t outlen)
+{
+	struct mc_http_request req = {
+		.method = method,
+		.path = "/metadata",
+		.query = query,
+		.body = body ? body : "",
+		.body_len = body ? strlen(body) : 0,
+		.authorization = authz,
+	};
+	struct mc_http_response resp = { 0 };
+	int st;
+
+	metad_handle(m, &req, &resp);
+	snprintf(out, outlen, "%.*s", (int)resp.body_len,
+		 resp.body ? resp.body : "");
+	st = resp.status;
+	free(resp.body);
+	return st;
+}
+
+Test(metad_auth, signed_requests_only)
+{
+	struct mc_auth_key key, other;
+	struct metad_options o = { .store = "memory", .auth = &key };
+	const char *q = "key=mooncake%2Frpc_meta%2Fa", *v = "{\"ip\":\"x\"}";
+	uint64_t now = (uint64_t)time(NULL);
+	char h[MC_AUTH_HTTP_HDR_LEN], body[512];
+	struct metad *m;
+
+	cr_assert_eq(mc_auth_init(), 0);
+	mc_auth_key_of("0123456789abcdef0123", 20, &key);
+	mc_auth_key_of("fedcba9876543210fedc", 20, &other);
+	cr_assert_eq(metad_create(&o, &m, err, sizeof(err)), 0, "%s", err);
+	/* Unsigned: refused, with the reason, for every method. */
+	cr_expect_eq(call_auth(m, "PUT", q, v, NULL, body, sizeof(body)), 401);
+	cr_expect(strstr(body, "authentication required") != NULL, "%s", body);
+	cr_expect_eq(call_auth(m, "GET", q, NULL, NULL, body, sizeof(body)),
+		     401);
+	cr_expect_eq(call_auth(m, "DELETE", q, NULL, NULL, body, sizeof(body)),
+		     401);
+	cr_expect_eq(metad_count(m), 0);
+	/* Signed: served. */
+	mc_auth_http_sign(&key, "PUT", "/metadata", q, v, strlen(v), now, h);
+	cr_expect_eq(call_auth(m, "PUT", q, v, h, body, sizeof(body)), 200);
+	/* The same header again: replayed. */
+	cr_expect_eq(call_auth(m, "PUT", q, v, h, body, sizeof(body)), 401);
+	cr_expect(strstr(body, "replayed") != NULL, "%s", body);
+	/* Another body under that signature, another key, a stale time. */
+	mc_auth_http_sign(&key, "PUT", "/metadata", q, v, strlen(v), now, h);
+	cr_expect_eq(call_auth(m, "PUT", q, "{}", h, body, sizeof(body)), 401);
+	cr_expect(strstr(body, "authentication failed") != NULL, "%s", body);
+	mc_auth_http_sign(&other, "GET", "/metadata", q, NULL, 0, now, h);
+	cr_expect_eq(call_auth(m, "GET", q, NULL, h, body, sizeof(body)), 401);
+	mc_auth_http_sign(&key, "GET", "/metadata", q, NULL, 0, now - 600, h);
+	cr_expect_eq(call_auth(m, "GET", q, NULL, h, body, sizeof(body)), 401);
+	cr_expect(strstr(body, "window") != NULL, "%s", body);
+	cr_expect_eq(call_auth(m, "GET", q, NULL, "Bearer x", body,
+			       sizeof(body)),
+		     401);
+	cr_expect(strstr(body, "malformed") != NULL, "%s", body);
+	mc_auth_http_sign(&key, "GET", "/metadata", q, NULL, 0, now, h);
+	cr_expect_eq(call_auth(m, "GET", q, NULL, h, body, sizeof(body)), 200);
+	cr_expect_str_eq(body, v);
+	mc_auth_http_sign(&key, "DELETE", "/metadata", q, NULL, 0, now, h);
+	cr_expect_eq(call_auth(m, "DELETE", q, NULL, h, body, sizeof(body)),
+		     200);
+	/* /health stays open. */
+	cr_expect_eq(call_body(m, "GET", "/health", NULL, NULL, 0).status, 200);
+	metad_destroy(m);
 }
 
 Test(metad, unknown_path_is_404)
