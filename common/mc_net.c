@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Socket helpers: see mc_net.h. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -209,4 +210,25 @@ int mc_net_set_timeouts(int fd, int timeout_ms)
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
 		return -errno;
 	return 0;
+}
+
+void mc_net_peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+			port = ntohs(a->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+			port = ntohs(a->sin6_port);
+		}
+	}
+	snprintf(out, len, "%s:%d", ip, port);
 }

@@ -40,4 +40,7 @@ int mc_net_set_nodelay(int fd);
 /** Send and receive timeouts in ms (0 = none). */
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
 
+/** "ip:port" of a connected socket's peer ("?:0" when unknown), for logs. */
+void mc_net_peer_name(int fd, char *out, size_t len);
+
 #endif

@@ -92,17 +92,20 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	return 0;
 }
 
-/* The metadata backend, signing with the pool's key when there is one. */
+/*
+ * The pool's key, when there is one: the engine keeps it to authenticate
+ * its handshakes and data connections, and the metadata backend signs
+ * with it.
+ */
 static int open_meta(struct te_engine *eng, const struct te_engine_cfg *cfg,
 		     char *err, size_t errlen)
 {
 	const char *path = cfg->auth_token_file ? cfg->auth_token_file :
 						  getenv(MC_AUTH_ENV);
-	struct mc_auth_key key;
 	bool have = false;
 	int rc;
 
-	rc = mc_auth_key_load_opt(path, &have, &key, err, errlen);
+	rc = mc_auth_key_load_opt(path, &have, &eng->auth_key, err, errlen);
 	if (rc) {
 		char why[TE_ERR_LEN];
 
@@ -110,11 +113,9 @@ static int open_meta(struct te_engine *eng, const struct te_engine_cfg *cfg,
 		snprintf(err, errlen, "auth_token_file: %s", why);
 		return rc;
 	}
-	rc = te_meta_open_key(cfg->metadata, have ? &key : NULL, &eng->meta,
-			      err, errlen);
-	if (have)
-		mc_auth_key_clear(&key);
-	return rc;
+	eng->auth = have ? &eng->auth_key : NULL;
+	return te_meta_open_key(cfg->metadata, eng->auth, &eng->meta, err,
+				errlen);
 }
 
 int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
@@ -209,6 +210,7 @@ err_free:
 	pthread_mutex_destroy(&eng->peer_lock);
 	pthread_mutex_destroy(&eng->notif_lock);
 	pthread_mutex_destroy(&eng->publish_lock);
+	mc_auth_key_clear(&eng->auth_key);
 	free(eng);
 	return rc;
 }
@@ -231,5 +233,6 @@ void te_engine_destroy(struct te_engine *eng)
 	pthread_mutex_destroy(&eng->peer_lock);
 	pthread_mutex_destroy(&eng->notif_lock);
 	pthread_mutex_destroy(&eng->publish_lock);
+	mc_auth_key_clear(&eng->auth_key);
 	free(eng);
 }

@@ -8,7 +8,9 @@
  * where length counts the type byte and the JSON. Types: 0 Connection
  * (RDMA QP exchange: refused here until RDMA lands), 1 Metadata (P2P
  * descriptor exchange), 2 Notify, 3 Probe. Frames over
- * MC_HANDSHAKE_MAX_LENGTH bytes (default 1 MiB) are refused.
+ * MC_HANDSHAKE_MAX_LENGTH bytes (default 1 MiB) are refused. Type 16
+ * (AUTH, ours) carries the authentication steps (hs_auth.c), and a
+ * refusal of any type carries upstream's reply_msg plus our mc_error.
  *
  * This file is the one codec of both sides and is fuzzed
  * (tests/fuzz/fuzz_te_handshake.c): framing on a socket, decoding a
@@ -19,8 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "mc_net.h"
 #include "te_int.h"
+#include "mooncake/mc_err.h"
 
 /*
  * MC_HANDSHAKE_MAX_LENGTH: bytes, as upstream reads it (1 MiB to 128 MiB,
@@ -86,7 +91,7 @@ int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,
 	if (n != len - 8)
 		return -EBADMSG;
 	*type = buf[8];
-	if (*type > TE_HS_PROBE)
+	if (*type > TE_HS_PROBE && *type != TE_HS_AUTH)
 		return -EPROTO; /* upstream's legacy untyped format */
 	*json = (const char *)buf + 9;
 	*json_len = (size_t)n - 1;
@@ -148,4 +153,88 @@ int te__hs_parse_notify(const char *json, size_t len, char **name, char **msg)
 	}
 	json_decref(root);
 	return rc;
+}
+
+/* A hex string of exactly n bytes into out: true when it is one. */
+static bool hex_field(json_t *v, uint8_t *out, size_t n)
+{
+	const char *s = json_string_value(v);
+	size_t got = 0;
+
+	if (!s || strlen(s) != 2 * n)
+		return false;
+	return sodium_hex2bin(out, n, s, 2 * n, NULL, &got, NULL) == 0 &&
+	       got == n;
+}
+
+int te__hs_parse_auth(const char *json, size_t len, struct te_hs_auth_msg *m)
+{
+	json_t *root = json_loadb(json, len, 0, NULL);
+	json_t *v;
+	int rc = -EBADMSG;
+
+	memset(m, 0, sizeof(*m));
+	if (!json_is_object(root))
+		goto out;
+	if ((v = json_object_get(root, "nonce"))) {
+		if (!hex_field(v, m->nonce, sizeof(m->nonce)))
+			goto out;
+		m->has_nonce = true;
+	}
+	if ((v = json_object_get(root, "proof"))) {
+		if (!hex_field(v, m->proof, sizeof(m->proof)))
+			goto out;
+		m->has_proof = true;
+	}
+	if ((v = json_object_get(root, "reply_msg"))) {
+		if (!json_is_string(v))
+			goto out;
+		snprintf(m->reply_msg, sizeof(m->reply_msg), "%s",
+			 json_string_value(v));
+	}
+	if ((v = json_object_get(root, "mc_error"))) {
+		json_int_t c = json_is_integer(v) ? json_integer_value(v) : 0;
+
+		if (c != MC_EAUTHREQUIRED && c != MC_EAUTHFAILED &&
+		    c != MC_EAUTHOFF)
+			goto out;
+		m->mc_error = (int)c;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+char *te__hs_auth_body(const uint8_t *nonce, const uint8_t *proof)
+{
+	char hn[2 * MC_AUTH_NONCE_LEN + 1], hp[2 * MC_AUTH_MAC_LEN + 1];
+	json_t *o = json_object();
+	char *text = NULL;
+
+	if (!o)
+		return NULL;
+	if (nonce)
+		json_object_set_new(
+			o, "nonce",
+			json_string(sodium_bin2hex(hn, sizeof(hn), nonce,
+						   MC_AUTH_NONCE_LEN)));
+	if (proof)
+		json_object_set_new(
+			o, "proof",
+			json_string(sodium_bin2hex(hp, sizeof(hp), proof,
+						   MC_AUTH_MAC_LEN)));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+char *te__hs_refusal(int mc_error, const char *msg)
+{
+	json_t *o =
+		json_pack("{s:s, s:i}", "reply_msg", msg, "mc_error", mc_error);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	return text;
 }

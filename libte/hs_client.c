@@ -2,8 +2,10 @@
 /*
  * The handshake's wire client: one request/reply exchange with a peer's
  * RPC listener per call (Probe, Metadata, Notify), framed by the codec in
- * handshake.c. It knows no engine: callers pass the address, the timeout
- * and what to send (our descriptor for a Metadata exchange), so peer.c,
+ * handshake.c. It knows no engine: callers pass the address, the timeout,
+ * the pool's key (each exchange authenticates first when there is one,
+ * hs_auth.c) and what to send (our descriptor for a Metadata exchange),
+ * so peer.c,
  * publish.c and notify.c call down into it and nothing here calls back.
  *
  * Threads: any; each call opens and closes its own connection.
@@ -13,16 +15,39 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mc_log.h"
 #include "mc_net.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
 #define HS_FETCH_TIMEOUT_MS 5000
 
-/* One request/reply exchange with a peer's RPC listener. */
-static int exchange(const char *ip, int port, int timeout_ms, uint8_t type,
+/*
+ * A reply that is a refusal ({"reply_msg", "mc_error"}): its code, with
+ * the peer's reason logged. Replies are small except a descriptor, which
+ * is parsed once more here (once per peer).
+ */
+static int refusal_of(const char *ip, int port, uint8_t rtype, const char *rj,
+		      size_t rjl)
+{
+	struct te_hs_auth_msg m;
+
+	if (rtype != TE_HS_AUTH && !memmem(rj, rjl, "\"mc_error\"", 10))
+		return 0;
+	if (te__hs_parse_auth(rj, rjl, &m) || !m.mc_error)
+		return rtype == TE_HS_AUTH ? -EPROTO : 0;
+	mc_log_warn("te", "handshake with %s:%d refused: %s", ip, port,
+		    m.reply_msg);
+	return m.mc_error;
+}
+
+/* One request/reply exchange with a peer's RPC listener, authenticated
+ * first when we have a key. */
+static int exchange(const char *ip, int port, int timeout_ms,
+		    const struct mc_auth_key *key, uint8_t type,
 		    const char *json, size_t len, char **reply, size_t *rlen)
 {
+	char why[256] = "";
 	const char *rj;
 	uint8_t *buf, rtype;
 	size_t blen, rjl;
@@ -32,6 +57,12 @@ static int exchange(const char *ip, int port, int timeout_ms, uint8_t type,
 	if (rc)
 		return rc;
 	rc = mc_net_set_timeouts(fd, timeout_ms);
+	if (!rc && key) {
+		rc = te__hs_auth_client(fd, key, why, sizeof(why));
+		if (rc)
+			mc_log_warn("te", "handshake with %s:%d: %s", ip, port,
+				    why);
+	}
 	if (!rc)
 		rc = te__hs_send(fd, type, json, len);
 	if (!rc)
@@ -40,6 +71,8 @@ static int exchange(const char *ip, int port, int timeout_ms, uint8_t type,
 	if (rc)
 		return rc == -EAGAIN ? -ETIMEDOUT : rc;
 	rc = te__hs_decode(buf, blen, te__hs_max_length(), &rtype, &rj, &rjl);
+	if (!rc)
+		rc = refusal_of(ip, port, rtype, rj, rjl);
 	if (!rc && rtype != type)
 		rc = -EPROTO;
 	if (!rc && reply) {
@@ -56,22 +89,27 @@ static int exchange(const char *ip, int port, int timeout_ms, uint8_t type,
 	return rc;
 }
 
-int te__rpc_probe(const char *ip, int port, int timeout_ms)
+int te__rpc_probe(const char *ip, int port, int timeout_ms,
+		  const struct mc_auth_key *key)
 {
 	char *reply = NULL;
 	size_t len;
-	int rc = exchange(ip, port, timeout_ms, TE_HS_PROBE, "{}", 2, &reply,
-			  &len);
+	int rc = exchange(ip, port, timeout_ms, key, TE_HS_PROBE, "{}", 2,
+			  &reply, &len);
 
 	free(reply);
+	/* An engine that refuses us is alive all the same. */
+	if (rc == MC_EAUTHREQUIRED || rc == MC_EAUTHFAILED || rc == MC_EAUTHOFF)
+		rc = 0;
 	return rc;
 }
 
-int te__rpc_fetch_desc(const char *ip, int port, const char *mine, char **json,
-		       size_t *len, char *err, size_t errlen)
+int te__rpc_fetch_desc(const char *ip, int port, const char *mine,
+		       const struct mc_auth_key *key, char **json, size_t *len,
+		       char *err, size_t errlen)
 {
-	int rc = exchange(ip, port, HS_FETCH_TIMEOUT_MS, TE_HS_METADATA, mine,
-			  strlen(mine), json, len);
+	int rc = exchange(ip, port, HS_FETCH_TIMEOUT_MS, key, TE_HS_METADATA,
+			  mine, strlen(mine), json, len);
 
 	if (rc && err)
 		snprintf(err, errlen, "handshake with %s:%d: %s", ip, port,
@@ -79,7 +117,8 @@ int te__rpc_fetch_desc(const char *ip, int port, const char *mine, char **json,
 	return rc;
 }
 
-int te__rpc_notify(const char *ip, int port, int timeout_ms, const char *name,
+int te__rpc_notify(const char *ip, int port, int timeout_ms,
+		   const struct mc_auth_key *key, const char *name,
 		   const char *msg)
 {
 	json_t *o = json_pack("{s:s, s:s}", "name", name, "notify_msg", msg);
@@ -91,8 +130,8 @@ int te__rpc_notify(const char *ip, int port, int timeout_ms, const char *name,
 	json_decref(o);
 	if (!text)
 		return -ENOMEM;
-	rc = exchange(ip, port, timeout_ms, TE_HS_NOTIFY, text, strlen(text),
-		      &reply, &len);
+	rc = exchange(ip, port, timeout_ms, key, TE_HS_NOTIFY, text,
+		      strlen(text), &reply, &len);
 	free(text);
 	free(reply);
 	return rc;

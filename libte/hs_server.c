@@ -3,9 +3,10 @@
  * The handshake (RPC) listener: answers peers' Probe, Metadata (our
  * descriptor, desc.c) and Notify (queued by notify.c) requests, and
  * refuses Connection (RDMA) requests. Frames are read and written by the
- * codec in handshake.c.
+ * codec in handshake.c; with the pool's key, a connection is served only
+ * after the client proved it (hs_auth.c).
  *
- * Calls down only: handshake.c, desc.c (te__describe), notify.c
+ * Calls down only: handshake.c, hs_auth.c, desc.c (te__describe), notify.c
  * (te__notif_push). engine.c starts and stops it.
  *
  * Threads: one listener thread serves requests one at a time; each is
@@ -26,6 +27,24 @@
 
 #define HS_SERVE_TIMEOUT_MS 2000
 
+/* Read and decode one frame; *buf is the caller's to free. */
+static int recv_frame(int fd, uint8_t **buf, uint8_t *type, const char **json,
+		      size_t *jlen)
+{
+	size_t len;
+	int rc = te__hs_recv(fd, te__hs_max_length(), buf, &len);
+
+	if (rc)
+		return rc;
+	rc = te__hs_decode(*buf, len, te__hs_max_length(), type, json, jlen);
+	if (rc) {
+		mc_log_debug("te", "handshake: bad frame: %s", mc_strerror(rc));
+		free(*buf);
+		*buf = NULL;
+	}
+	return rc;
+}
+
 static void serve_one(struct te_engine *eng, int fd)
 {
 	static const char probe_ok[] = "{\"status\":\"success\"}";
@@ -34,21 +53,27 @@ static void serve_one(struct te_engine *eng, int fd)
 	static const char no_rdma[] = "{\"reply_msg\":\"RDMA is not supported "
 				      "by this mooncakefs engine\"}";
 	const char *json;
-	size_t jlen, len;
+	size_t jlen;
 	uint8_t *buf, type;
 	char *name, *msg, *desc;
-	int rc;
 
 	if (mc_net_set_timeouts(fd, HS_SERVE_TIMEOUT_MS))
 		return;
-	rc = te__hs_recv(fd, te__hs_max_length(), &buf, &len);
-	if (rc)
+	if (recv_frame(fd, &buf, &type, &json, &jlen))
 		return;
-	rc = te__hs_decode(buf, len, te__hs_max_length(), &type, &json, &jlen);
-	if (rc) {
-		mc_log_debug("te", "handshake: bad frame: %s", mc_strerror(rc));
+	/* With a key, the first frames are the authentication steps. */
+	if (te__hs_auth_server(fd, eng->auth, type, json, jlen)) {
 		free(buf);
 		return;
+	}
+	if (eng->auth) {
+		free(buf);
+		if (recv_frame(fd, &buf, &type, &json, &jlen))
+			return;
+		if (type == TE_HS_AUTH) {
+			free(buf);
+			return;
+		}
 	}
 	switch (type) {
 	case TE_HS_PROBE:

@@ -55,7 +55,7 @@ int te_notify(struct te_engine *eng, struct te_segment *target,
 		rc = 0;
 	} else {
 		rc = te__rpc_notify(p->ip, p->rpc_port, (int)eng->timeout_ms,
-				    name, msg);
+				    eng->auth, name, msg);
 	}
 	te__peer_put(p);
 	return rc;

@@ -65,8 +65,8 @@ static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
 		mine = te__describe(eng);
 		if (!mine)
 			return -ENOMEM;
-		rc = te__rpc_fetch_desc(p->ip, p->rpc_port, mine, &val, &len,
-					err, errlen);
+		rc = te__rpc_fetch_desc(p->ip, p->rpc_port, mine, eng->auth,
+					&val, &len, err, errlen);
 		free(mine);
 		if (rc)
 			return rc;

@@ -74,7 +74,7 @@ int te__claim_name(struct te_engine *eng, char *err, size_t errlen)
 		return rc;
 	rc = te__rpc_meta_decode(cur, len, ip, sizeof(ip), &port);
 	free(cur);
-	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS) == 0) {
+	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS, eng->auth) == 0) {
 		snprintf(err, errlen,
 			 "segment name '%s' is in use by a live engine at "
 			 "%s:%d",

@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mc_auth.h"
 #include "mc_compiler.h"
 #include "mc_host.h"
 #include "meta/meta.h"
@@ -209,6 +210,12 @@ struct te_engine {
 	int forced_tp; /* -1: automatic */
 	bool p2p;
 
+	/* The pool's key (auth_token_file): with it, every handshake and
+	 * data connection, both ways, proves the key before anything else
+	 * (hs_auth.c, transport/tcp/tcp_auth.c). Read-only after create. */
+	const struct mc_auth_key *auth; /* NULL: authentication off */
+	struct mc_auth_key auth_key;
+
 	struct te_meta *meta; /* NULL with P2PHANDSHAKE */
 	char meta_conn[1024];
 
@@ -355,6 +362,9 @@ enum {
 	TE_HS_METADATA = 1,
 	TE_HS_NOTIFY = 2,
 	TE_HS_PROBE = 3,
+	/* Ours: the authentication steps (hs_auth.c). Not '{', so never
+	 * mistaken for upstream's legacy untyped frames. */
+	TE_HS_AUTH = 16,
 };
 size_t te__hs_max_length(void);
 /** 0, or -EINVAL with a message when MC_HANDSHAKE_MAX_LENGTH is set to
@@ -370,15 +380,57 @@ int te__hs_send(int fd, uint8_t type, const char *json, size_t len);
 int te__hs_recv(int fd, size_t max, uint8_t **buf, size_t *len);
 int te__hs_parse_notify(const char *json, size_t len, char **name,
 			char **msg) MC_MUST_CHECK;
+/*
+ * The body of an AUTH frame, or of a refusal of any type:
+ *   {"nonce": hex, "proof": hex, "reply_msg": text, "mc_error": code}
+ * every field optional. A refusal carries reply_msg (upstream's field for
+ * a refused handshake) and mc_error (MC_EAUTH*).
+ */
+struct te_hs_auth_msg {
+	bool has_nonce, has_proof;
+	uint8_t nonce[MC_AUTH_NONCE_LEN];
+	uint8_t proof[MC_AUTH_MAC_LEN];
+	int mc_error; /* 0: not a refusal */
+	char reply_msg[256];
+};
+/** Parse one body: 0, or -EBADMSG (not an object, a field of the wrong
+ *  type or size, an mc_error that is not one of MC_EAUTH*). */
+int te__hs_parse_auth(const char *json, size_t len,
+		      struct te_hs_auth_msg *m) MC_MUST_CHECK;
+/** A body with the given nonce and/or proof (NULL: left out); malloc'd. */
+char *te__hs_auth_body(const uint8_t *nonce, const uint8_t *proof);
+/** A refusal body; malloc'd. */
+char *te__hs_refusal(int mc_error, const char *msg);
 
-/* hs_client.c: requests to a peer's handshake listener (no engine). */
-/** Probe a peer's RPC address; 0 when something answered. */
-int te__rpc_probe(const char *ip, int port, int timeout_ms);
+/* hs_auth.c: the authentication steps on a handshake connection. */
+/** Client side, before the request: prove key and check the peer's proof.
+ *  0, MC_EAUTHFAILED, MC_EAUTHOFF or an I/O error; err says why. */
+int te__hs_auth_client(int fd, const struct mc_auth_key *key, char *err,
+		       size_t errlen);
+/**
+ * Server side, given the connection's first frame (type, json): with a
+ * key, run the exchange and return 0 once the client proved it (the
+ * request follows); otherwise answer the refusal and return it
+ * (MC_EAUTHREQUIRED, MC_EAUTHFAILED). Without a key, an AUTH frame is
+ * answered MC_EAUTHOFF; any other frame returns 0 (it is the request).
+ */
+int te__hs_auth_server(int fd, const struct mc_auth_key *key, uint8_t type,
+		       const char *json, size_t len);
+
+/* hs_client.c: requests to a peer's handshake listener (no engine). key:
+ * the pool's key (NULL: authentication off); a peer's refusal returns its
+ * MC_EAUTH* code. */
+/** Probe a peer's RPC address; 0 when an engine answered (a refusal to
+ *  authenticate is an answer too). */
+int te__rpc_probe(const char *ip, int port, int timeout_ms,
+		  const struct mc_auth_key *key);
 /** P2PHANDSHAKE: send our descriptor (mine) to ip:port and receive the
  *  peer's (*json, malloc'd, NUL-terminated). */
-int te__rpc_fetch_desc(const char *ip, int port, const char *mine, char **json,
-		       size_t *len, char *err, size_t errlen);
-int te__rpc_notify(const char *ip, int port, int timeout_ms, const char *name,
+int te__rpc_fetch_desc(const char *ip, int port, const char *mine,
+		       const struct mc_auth_key *key, char **json, size_t *len,
+		       char *err, size_t errlen);
+int te__rpc_notify(const char *ip, int port, int timeout_ms,
+		   const struct mc_auth_key *key, const char *name,
 		   const char *msg);
 
 /* hs_server.c: our handshake listener. */

@@ -87,27 +87,6 @@ static bool shed_one(struct mst_rpc_server *s)
 	}
 }
 
-static void peer_name(int fd, char *out, size_t len)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char ip[INET6_ADDRSTRLEN] = "?";
-	int port = 0;
-
-	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-			port = ntohs(a->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-			port = ntohs(a->sin6_port);
-		}
-	}
-	snprintf(out, len, "%s:%d", ip, port);
-}
-
 /* The new connection's record, linked in; NULL when refused. */
 static struct conn *admit(struct mst_rpc_server *s, int fd)
 {
@@ -199,7 +178,7 @@ static void *accept_main(void *arg)
 		/* An answer the peer does not take fails the write. */
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd,
 				 sizeof(snd));
-		peer_name(fd, c->peer, sizeof(c->peer));
+		mc_net_peer_name(fd, c->peer, sizeof(c->peer));
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);

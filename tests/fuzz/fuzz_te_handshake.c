@@ -2,7 +2,9 @@
 /*
  * Fuzz target for the transfer engine's handshake framing
  * (libte/handshake.c): te__hs_decode() and te__hs_parse_notify(), which
- * parse what any process connecting to an engine's RPC port sends.
+ * parse what any process connecting to an engine's RPC port sends, and
+ * te__hs_parse_auth(), the body of the authentication steps and of
+ * refusals (hs_auth.c).
  *
  * Each input is used twice:
  *  1. as a whole frame, "u64 length (native order) | u8 type | JSON",
@@ -12,11 +14,13 @@
  * When a frame decodes, its JSON goes through te__hs_parse_notify().
  *
  * Checks: only documented return codes; a decoded frame has a type of at
- * most 3, its JSON starts right after the header and runs to the end of
+ * most 3 or AUTH (16), its JSON starts right after the header and runs to the end of
  * the input, and its length is within the limit; a wrapped frame decodes
- * exactly when the type is at most 3 (else -EPROTO); a parsed notification
- * has both strings, and a notification rebuilt from them parses back to
- * the same strings.
+ * exactly when the type is at most 3 or AUTH (else -EPROTO); a parsed
+ * notification has both strings, and a notification rebuilt from them
+ * parses back to the same strings; a parsed AUTH body rebuilt with
+ * te__hs_auth_body() parses back to the same nonce and proof, and a
+ * refusal's code is one of MC_EAUTH*.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -25,6 +29,7 @@
 #include "fuzz_common.h"
 #include "mc_log.h"
 #include "te_int.h"
+#include "mooncake/mc_err.h"
 
 #define MAX_FRAME (1u << 20)
 
@@ -63,6 +68,29 @@ static void fuzz_notify(const char *json, size_t len)
 	free(msg2);
 }
 
+static void fuzz_auth_body(const char *json, size_t len)
+{
+	struct te_hs_auth_msg m, m2;
+	char *text;
+	int rc = te__hs_parse_auth(json, len, &m);
+
+	FUZZ_CHECK(rc == 0 || rc == -EBADMSG);
+	if (rc)
+		return;
+	FUZZ_CHECK(m.mc_error == 0 || m.mc_error == MC_EAUTHREQUIRED ||
+		   m.mc_error == MC_EAUTHFAILED || m.mc_error == MC_EAUTHOFF);
+	FUZZ_CHECK(memchr(m.reply_msg, 0, sizeof(m.reply_msg)));
+	text = te__hs_auth_body(m.has_nonce ? m.nonce : NULL,
+				m.has_proof ? m.proof : NULL);
+	if (!text)
+		return;
+	FUZZ_CHECK(te__hs_parse_auth(text, strlen(text), &m2) == 0);
+	FUZZ_CHECK(m2.has_nonce == m.has_nonce && m2.has_proof == m.has_proof);
+	FUZZ_CHECK(!m.has_nonce || !memcmp(m.nonce, m2.nonce, sizeof(m.nonce)));
+	FUZZ_CHECK(!m.has_proof || !memcmp(m.proof, m2.proof, sizeof(m.proof)));
+	free(text);
+}
+
 static int decode(const uint8_t *buf, size_t len, size_t max)
 {
 	const char *json = NULL;
@@ -74,7 +102,7 @@ static int decode(const uint8_t *buf, size_t len, size_t max)
 		   rc == -EPROTO);
 	if (rc)
 		return rc;
-	FUZZ_CHECK(len >= 9 && type <= TE_HS_PROBE);
+	FUZZ_CHECK(len >= 9 && (type <= TE_HS_PROBE || type == TE_HS_AUTH));
 	FUZZ_CHECK(json == (const char *)buf + 9 && jlen == len - 9);
 	FUZZ_CHECK(jlen + 1 <= max);
 	return 0;
@@ -87,8 +115,10 @@ static void fuzz_frame(const uint8_t *data, size_t size)
 
 	/* A smaller limit only refuses more, with -EMSGSIZE. */
 	FUZZ_CHECK(small == rc || small == -EMSGSIZE);
-	if (!rc)
+	if (!rc) {
 		fuzz_notify((const char *)data + 9, size - 9);
+		fuzz_auth_body((const char *)data + 9, size - 9);
+	}
 }
 
 static void fuzz_wrapped(const uint8_t *data, size_t size)
@@ -104,9 +134,13 @@ static void fuzz_wrapped(const uint8_t *data, size_t size)
 	memcpy(frame, &n, 8);
 	memcpy(frame + 8, data, size);
 	rc = decode(frame, 8 + size, MAX_FRAME);
-	FUZZ_CHECK(rc == (data[0] <= TE_HS_PROBE ? 0 : -EPROTO));
-	if (!rc)
+	FUZZ_CHECK(rc == (data[0] <= TE_HS_PROBE || data[0] == TE_HS_AUTH ?
+				  0 :
+				  -EPROTO));
+	if (!rc) {
 		fuzz_notify((const char *)frame + 9, size - 1);
+		fuzz_auth_body((const char *)frame + 9, size - 1);
+	}
 	free(frame);
 }
 

@@ -45,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < TCP_HDR_LEN)
 		return 0;
 	if (tcp_hdr_decode(data, &h) == 0) {
-		FUZZ_CHECK(h.op == TCP_OP_READ || h.op == TCP_OP_WRITE);
+		FUZZ_CHECK(h.op == TCP_OP_READ || h.op == TCP_OP_WRITE ||
+			   (h.op == TCP_OP_AUTH && h.v2));
 		tcp_hdr_encode(&h, out);
 		FUZZ_CHECK(memcmp(out, data, 17) == 0);
 		FUZZ_CHECK(tcp_hdr_decode(out, &h2) == 0);
@@ -59,7 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   (inside_remote(h.addr, h.size) &&
 			    h.addr + h.size >= h.addr));
 	} else {
-		FUZZ_CHECK((data[16] & 0x7f) > TCP_OP_WRITE);
+		FUZZ_CHECK((data[16] & 0x7f) > TCP_OP_AUTH ||
+			   ((data[16] & 0x7f) == TCP_OP_AUTH &&
+			    !(data[16] & TCP_OP_V2)));
 	}
 	if (size >= TCP_HDR_LEN + TCP_STATUS_LEN &&
 	    tcp_status_decode(data + TCP_HDR_LEN, &code) == 0) {

@@ -239,7 +239,7 @@ class Procs:
         info = wait_for(is_ready, what=f"{tag} ready file")
         return TePeer(p, info, seed, log_path)
 
-    def start_te_client(self, tmp_path, metadata, *args, name=None):
+    def start_te_client(self, tmp_path, metadata, *args, name=None, env=None):
         """Start tests/tools/te_client; returns a TeClient once it printed
         its ready line (raises with that line otherwise)."""
         tag = f"te_client{next(_seq)}"
@@ -250,7 +250,7 @@ class Procs:
         cmd = [binary(*TE_CLIENT), "--metadata", metadata, "--name", name,
                *args]
         p = self.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                       stderr=log, bufsize=0, env=te_env())
+                       stderr=log, bufsize=0, env=te_env(env))
         log.close()
         self.logs.append(log_path)
         c = TeClient(p, log_path)

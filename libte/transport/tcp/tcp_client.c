@@ -12,7 +12,9 @@
  * queue if their deadline allows, so another connection retries them
  * (reads and writes of the same bytes are idempotent). A refused
  * connection ends the slice and marks the peer stale, so the next use
- * resolves its name again (a restarted peer has new ports).
+ * resolves its name again (a restarted peer has new ports). With the
+ * pool's key every connection authenticates before its first request
+ * (tcp_auth.c); a peer that cannot ends the slice with its MC_EAUTH*.
  *
  * Lifetime: struct tcp_peer is refcounted by its owner (te_peer) and by
  * each lane thread; the last one out frees it, so a lane thread that ends
@@ -31,6 +33,7 @@
 #include "mc_log.h"
 #include "mc_time.h"
 #include "mc_net.h"
+#include "mc_ratelimit.h"
 #include "tcp_int.h"
 #include "mooncake/mc_err.h"
 
@@ -202,8 +205,10 @@ static int send_slice(int fd, struct tcp_peer *tp, struct tcp_slice *s)
 
 static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
 {
+	const struct mc_auth_key *key = tp->t->base.eng->auth;
 	uint64_t now = mc_mono_ns();
 	int ms = CONNECT_TIMEOUT_MS, rc;
+	char why[160];
 
 	if (deadline > now && (deadline - now) / 1000000 < (uint64_t)ms)
 		ms = (int)((deadline - now) / 1000000) + 1;
@@ -214,6 +219,29 @@ static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
 	/* Our I/O helpers poll: the socket must not block. */
 	if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK)) {
 		rc = -errno;
+		close(*fd);
+		return rc;
+	}
+	if (!key)
+		return 0;
+	if (!tp->v2) {
+		snprintf(why, sizeof(why),
+			 "the peer speaks version 1 (upstream's), which "
+			 "cannot authenticate");
+		rc = MC_EAUTHOFF;
+	} else {
+		rc = tcp_auth_client(*fd, key, now + ms * 1000000ULL, why,
+				     sizeof(why));
+	}
+	if (rc) {
+		static struct mc_ratelimit rl;
+		unsigned dropped;
+
+		if (mc_ratelimit_ok(&rl, 10000, &dropped))
+			mc_log_warn("te",
+				    "tcp: data connection to %s:%d: %s "
+				    "(%u more)",
+				    tp->ip, tp->port, why, dropped);
 		close(*fd);
 	}
 	return rc;

@@ -67,6 +67,18 @@ void tcp_server_stop(struct tcp_transport *t);
 int tcp_client_submit(struct tcp_transport *t, struct te_task *task);
 void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p);
 
+/* tcp_auth.c: the authentication of a data connection (engine's key). */
+/** Client, right after connecting: 0, MC_EAUTHOFF, MC_EAUTHFAILED or an
+ *  I/O error; why says which. */
+int tcp_auth_client(int fd, const struct mc_auth_key *key, uint64_t deadline,
+		    char *why, size_t n) MC_MUST_CHECK;
+/** Server, for an AUTH request h: 0 once the client proved the key (the
+ *  connection may then carry requests); otherwise the refusal was sent
+ *  (MC_EAUTHFAILED, MC_EAUTHOFF without a key) or the connection failed,
+ *  and the caller closes it. */
+int tcp_auth_server(int fd, const struct mc_auth_key *key,
+		    const struct tcp_hdr *h, uint64_t deadline) MC_MUST_CHECK;
+
 /* Socket I/O with a deadline (CLOCK_MONOTONIC ns; 0 = none). */
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,

@@ -5,6 +5,8 @@
  * the registration table first; a range outside remote-accessible memory
  * is refused without touching memory (version 2: status code 1 and the
  * connection goes on; version 1: the connection is closed, as upstream).
+ * With the pool's key, a connection carries requests only after it
+ * authenticated (tcp_auth.c); a READ or WRITE before that closes it.
  *
  * Threads: one accept thread, one thread per served connection (peers
  * keep a few persistent lanes each). reg_lock is held for reading while a
@@ -19,9 +21,11 @@
 #include <unistd.h>
 
 #include "mc_log.h"
-#include "mc_time.h"
 #include "mc_net.h"
+#include "mc_ratelimit.h"
+#include "mc_time.h"
 #include "tcp_int.h"
+#include "mooncake/mc_err.h"
 
 /* A rejected WRITE's payload is read and dropped up to this size, so the
  * connection stays usable; beyond it the connection is closed. */
@@ -95,18 +99,76 @@ static int serve_request(struct tcp_transport *t, int fd,
 	return tcp_io_send(fd, st, sizeof(st), deadline);
 }
 
+/* Log a refused connection, at most once per 10 s. */
+static void log_refused(int fd, const char *why)
+{
+	static struct mc_ratelimit rl;
+	unsigned dropped;
+	char peer[64];
+
+	if (!mc_ratelimit_ok(&rl, 10000, &dropped))
+		return;
+	mc_net_peer_name(fd, peer, sizeof(peer));
+	mc_log_warn("te", "tcp: refused data connection from %s: %s (%u more)",
+		    peer, why, dropped);
+}
+
+/*
+ * A request on a connection that has not authenticated while we hold the
+ * key: version 2 learns why, then the connection closes either way.
+ */
+static void refuse_unauthenticated(struct tcp_transport *t, int fd,
+				   const struct tcp_hdr *h)
+{
+	uint64_t deadline = mc_mono_ns() + t->base.eng->timeout_ms * 1000000ULL;
+	uint8_t st[TCP_STATUS_LEN];
+
+	log_refused(fd, "not authenticated");
+	if (!h->v2)
+		return;
+	tcp_status_encode(TCP_STATUS_AUTH_REQUIRED, st);
+	(void)tcp_io_send(fd, st, sizeof(st), deadline);
+}
+
 static void *serve_conn(void *arg)
 {
 	struct tcp_conn *c = arg;
 	struct tcp_transport *t = c->t;
+	const struct mc_auth_key *key = t->base.eng->auth;
+	uint64_t timeout_ns = t->base.eng->timeout_ms * 1000000ULL;
+	bool authed = key == NULL;
 	uint8_t raw[TCP_HDR_LEN];
 	struct tcp_hdr h;
+	int rc;
 
 	while (!atomic_load(&t->stopping)) {
-		/* Idle connections wait here until data or shutdown. */
-		if (tcp_io_recv(c->fd, raw, sizeof(raw), 0))
+		/* Idle connections wait here until data or shutdown; one
+		 * that has yet to authenticate, only for the timeout. */
+		if (tcp_io_recv(c->fd, raw, sizeof(raw),
+				authed ? 0 : mc_mono_ns() + timeout_ns))
 			break;
-		if (tcp_hdr_decode(raw, &h) || serve_request(t, c->fd, &h))
+		if (tcp_hdr_decode(raw, &h))
+			break;
+		if (h.op == TCP_OP_AUTH) {
+			if (key && authed)
+				break; /* once per connection */
+			rc = tcp_auth_server(c->fd, key, &h,
+					     mc_mono_ns() + timeout_ns);
+			if (rc) {
+				if (rc == MC_EAUTHFAILED)
+					log_refused(c->fd,
+						    "wrong authentication "
+						    "proof");
+				break;
+			}
+			authed = true;
+			continue;
+		}
+		if (!authed) {
+			refuse_unauthenticated(t, c->fd, &h);
+			break;
+		}
+		if (serve_request(t, c->fd, &h))
 			break;
 	}
 	pthread_mutex_lock(&t->conns_lock);

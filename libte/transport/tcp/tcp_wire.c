@@ -18,7 +18,8 @@ int tcp_hdr_decode(const uint8_t in[TCP_HDR_LEN], struct tcp_hdr *h)
 {
 	uint8_t op = in[16] & (uint8_t)~TCP_OP_V2;
 
-	if (op != TCP_OP_READ && op != TCP_OP_WRITE)
+	if (op != TCP_OP_READ && op != TCP_OP_WRITE &&
+	    !(op == TCP_OP_AUTH && (in[16] & TCP_OP_V2)))
 		return -EPROTO;
 	h->size = mc_get_le64(in);
 	h->addr = mc_get_le64(in + 8);

@@ -6,10 +6,14 @@
  *
  *   request:  u64 size (LE) | u64 addr (LE) | u8 opcode | 7 bytes padding
  *             opcode 0 READ, 1 WRITE; bit 0x80 set = protocol version 2.
- *             A WRITE's size bytes follow the header.
+ *             A WRITE's size bytes follow the header. Ours, version 2
+ *             only: opcode 2 AUTH (size = nonce bytes, addr = exchange
+ *             version; tcp_auth.c runs the steps that follow).
  *   status:   u64 (LE) = 0x4D435456 ("MCTV") << 32 | code;
- *             code 0 OK, 1 address rejected. Version 2 only: for a READ it
- *             precedes the data, for a WRITE it follows the applied data.
+ *             code 0 OK, 1 address rejected, 2 authentication required,
+ *             3 authentication failed, 4 authentication off. Version 2
+ *             only: for a READ it precedes the data, for a WRITE it
+ *             follows the applied data.
  */
 #ifndef TE_TCP_WIRE_H
 #define TE_TCP_WIRE_H
@@ -24,20 +28,25 @@
 #define TCP_STATUS_LEN 8
 #define TCP_OP_READ 0
 #define TCP_OP_WRITE 1
+#define TCP_OP_AUTH 2
 #define TCP_OP_V2 0x80
 #define TCP_STATUS_MAGIC 0x4D435456u
 #define TCP_STATUS_OK 0
 #define TCP_STATUS_REJECTED 1
+#define TCP_STATUS_AUTH_REQUIRED 2
+#define TCP_STATUS_AUTH_FAILED 3
+#define TCP_STATUS_AUTH_OFF 4
+#define TCP_AUTH_VERSION 1
 
 struct tcp_hdr {
 	uint64_t size;
 	uint64_t addr;
-	uint8_t op; /* TCP_OP_READ or TCP_OP_WRITE */
+	uint8_t op; /* TCP_OP_READ, TCP_OP_WRITE or TCP_OP_AUTH */
 	bool v2;
 };
 
 void tcp_hdr_encode(const struct tcp_hdr *h, uint8_t out[TCP_HDR_LEN]);
-/** -EPROTO for an unknown opcode. */
+/** -EPROTO for an unknown opcode (AUTH without the version 2 bit). */
 int tcp_hdr_decode(const uint8_t in[TCP_HDR_LEN],
 		   struct tcp_hdr *h) MC_MUST_CHECK;
 

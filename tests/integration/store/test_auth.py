@@ -8,9 +8,12 @@ the owner's token and can neither list, read, nor remove objects. A
 client with a token refuses a master without one. The admin HTTP answers
 only signed requests, except /health and /metrics; so does the master's
 metadata service (members sign their engines' entries; another user can
-neither rewrite a member's rpc_meta or segment entry nor read it). Not
-covered yet: the transfer engine's handshake and data connections (the
-next step of the issue)."""
+neither rewrite a member's rpc_meta or segment entry nor read it). The
+transfer engines' handshake and TCP data ports serve only connections that
+authenticated with the token: another user who knows a member's ports and
+an object's address can neither overwrite nor read its bytes (the same
+attack against a pool without a token does overwrite them)."""
+import json
 import os
 import pathlib
 import secrets
@@ -281,3 +284,143 @@ def test_engine_without_the_token_says_the_metadata_needs_it(
     monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
     c = procs.start_te_client(tmp_path, master.metadata)
     assert c.quit() == 0
+
+
+# Another user's attack on a member's ports, given what it could learn
+# (the ports from /proc/net/tcp, an address by guessing): a WRITE and a
+# READ (version 2 and upstream's version 1) through the data port, and
+# Metadata, Notify and a forged authentication on the handshake port.
+ATTACK = r"""
+import json, socket, struct, sys
+host, dport, rport, addr, size = sys.argv[1], *map(int, sys.argv[2:])
+
+def recv_n(s, n):
+    got = b""
+    try:
+        while len(got) < n:
+            b = s.recv(n - len(got))
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    return got
+
+def data(op, v2, payload=b""):
+    s = socket.create_connection((host, dport), timeout=10)
+    try:
+        s.sendall(struct.pack("<QQB7x", size, addr, op | (0x80 if v2 else 0))
+                  + payload)
+    except OSError:
+        pass
+    got = recv_n(s, 8)
+    s.close()
+    if len(got) < 8:
+        return "closed"
+    v = struct.unpack("<Q", got)[0]
+    return v & 0xffffffff if v >> 32 == 0x4D435456 else "garbage"
+
+def hs(*frames):
+    s = socket.create_connection((host, rport), timeout=10)
+    replies = []
+    for t, body in frames:
+        s.sendall(struct.pack("<QB", len(body) + 1, t) + body)
+        n = recv_n(s, 8)
+        if len(n) < 8:
+            replies.append(None)
+            break
+        rest = recv_n(s, struct.unpack("<Q", n)[0])
+        replies.append([rest[0], json.loads(rest[1:])])
+    s.close()
+    return replies
+
+print(json.dumps({
+    "write_v2": data(1, True, b"X" * size),
+    "read_v2": data(0, True),
+    "write_v1": data(1, False, b"Y" * size),
+    "metadata": hs((1, b"{}")),
+    "notify": hs((2, b'{"name":"evil","notify_msg":"x"}')),
+    "forged": hs((16, b'{"nonce":"' + b"ab" * 32 + b'"}'),
+                 (16, b'{"proof":"' + b"cd" * 32 + b'"}')),
+}))
+"""
+
+
+def meta_get(master, key):
+    target = f"/metadata?key={urllib.parse.quote(key, safe='')}"
+    headers = ({"Authorization": mctest.auth_sign(master.key, "GET", target)}
+               if master.key else {})
+    st, data, _ = request(master.meta_port, "GET", target, headers=headers)
+    assert st == 200, (key, st, data)
+    return json.loads(data)
+
+
+def attack(master, key, user):
+    """Locate key's replica (as the owner) and attack its member as user."""
+    st, text = master.http(f"/query_key?key={key}")
+    assert st == 200, text
+    rep = json.loads(text)["data"][0]
+    member = rep["transport_endpoint_"]
+    rpc = meta_get(master, f"mooncake/rpc_meta/{member}")
+    desc = meta_get(master, f"mooncake/ram/{member}")
+    kw = dict(user=user, group=user, extra_groups=[]) if user else {}
+    p = subprocess.run(["/usr/bin/python3", "-c", ATTACK,
+                        rpc["ip_or_host_name"], str(desc["tcp_data_port"]),
+                        str(rpc["rpc_port"]), str(rep["buffer_address_"]),
+                        str(rep["size_"])],
+                       capture_output=True, text=True, timeout=60 * SCALE, **kw)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_without_a_token_the_data_port_attack_works(procs, tmp_path):
+    """The control: on a pool without a token, another user's WRITE through
+    a member's data port replaces the object's bytes, and the handshake
+    hands out the member's descriptor. (What the next test refuses.)"""
+    master = Master(procs, tmp_path)
+    Member(procs, tmp_path, master)
+    eventually(lambda: len(master.segments()) == 1, what="1 segment")
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put open/k 4096 5")
+    sh.ok("check open/k 4096 5")
+    r = attack(master, "open/k", OTHER)
+    assert r["write_v2"] == 0 and r["read_v2"] == 0, r
+    assert r["metadata"][0][1]["tcp_data_port"] > 0, r
+    assert sh.cmd("check open/k 4096 5").startswith("mismatch"), \
+        "the bytes were not replaced"
+    sh.close()
+
+
+def test_other_user_cannot_use_the_engines_ports(procs, tmp_path, pool):
+    """With the token, every step of the attack is refused with a reason,
+    the object's bytes are intact, and the owner's transfers still work;
+    the members log the refusals."""
+    master, tok = pool
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put sealed/k 4096 5")
+    r = attack(master, "sealed/k", OTHER)
+    # Data port: 2 = authentication required, then closed; version 1
+    # (upstream's) is closed without a word.
+    assert r["write_v2"] == 2 and r["read_v2"] == 2, r
+    assert r["write_v1"] == "closed", r
+    # Handshake: refusals of the request's own type, upstream's reply_msg
+    # saying why, and no descriptor.
+    for what in ("metadata", "notify"):
+        (t, body), = r[what]
+        assert body["mc_error"] == -4019, r
+        assert "authentication required" in body["reply_msg"], r
+        assert "MOONCAKE_AUTH_TOKEN_FILE" in body["reply_msg"], r
+        assert "tcp_data_port" not in body and "buffers" not in body
+    # A forged proof: the member answers its challenge, then refuses.
+    (t1, challenge), (t2, refusal) = r["forged"]
+    assert t1 == t2 == 16 and "proof" in challenge, r
+    assert refusal["mc_error"] == -4020, r
+    assert "authentication failed" in refusal["reply_msg"], r
+    sh.ok("check sealed/k 4096 5")
+    sh.ok("put sealed/k2 300000 6")
+    sh.ok("check sealed/k2 300000 6")
+    logs = "".join(open(p, errors="replace").read()
+                   for p in tmp_path.glob("member*.log"))
+    assert "refused data connection" in logs and "not authenticated" in logs
+    assert "failed to prove" in logs
+    sh.close()

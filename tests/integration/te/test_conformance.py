@@ -2,7 +2,11 @@
 """The transfer engine's contract (include/mooncake/te.h), transport by
 transport: tests/tools/te_conformance drives an engine pinned to one
 transport against a te_peer (or, for "local", against itself) and checks
-data byte for byte, batch semantics, refusals and the counters."""
+data byte for byte, batch semantics, refusals and the counters. The mode
+p2p_tcp_auth runs the TCP cases with both engines holding the pool's
+token (every handshake and data connection authenticated)."""
+import os
+import secrets
 import subprocess
 
 import pytest
@@ -14,14 +18,26 @@ CASES = ["sizes", "write_read", "batches", "threads", "refusals", "enotreg",
          "e2big", "busy", "wait", "notify", "integrity"]
 # Big enough for the 64 MiB case at an unaligned offset.
 PEER_SIZE = 72 << 20
-MODES = ["tcp", "shm", "local", "p2p_tcp"]
-SEEDS = {"tcp": 101, "shm": 202, "local": 303, "p2p_tcp": 404}
+MODES = ["tcp", "shm", "local", "p2p_tcp", "p2p_tcp_auth"]
+SEEDS = {"tcp": 101, "shm": 202, "local": 303, "p2p_tcp": 404,
+         "p2p_tcp_auth": 505}
+
+
+def token_env(tmp_path, mode):
+    """MOONCAKE_AUTH_TOKEN_FILE for an _auth mode (a fresh 0600 token)."""
+    if not mode.endswith("_auth"):
+        return None
+    tok = tmp_path / "token"
+    if not tok.exists():
+        tok.write_text(secrets.token_hex(32) + "\n")
+        os.chmod(tok, 0o600)
+    return {"MOONCAKE_AUTH_TOKEN_FILE": str(tok)}
 
 
 def start_target(procs, tmp_path, mode):
     """(metadata connection string, transport, te_peer or None)."""
-    transport = "tcp" if mode == "p2p_tcp" else mode
-    if mode == "p2p_tcp":
+    transport = "tcp" if mode.startswith("p2p_tcp") else mode
+    if mode.startswith("p2p_tcp"):
         metadata = "P2PHANDSHAKE"
     else:
         metadata = procs.start_metad(tmp_path).url
@@ -29,12 +45,13 @@ def start_target(procs, tmp_path, mode):
     if transport != "local":
         peer = procs.start_te_peer(tmp_path, metadata, name="127.0.0.1:29000",
                                    size=PEER_SIZE, shm=transport == "shm",
-                                   seed=SEEDS[mode])
+                                   seed=SEEDS[mode],
+                                   env=token_env(tmp_path, mode))
     return metadata, transport, peer
 
 
 def run_conformance(procs, metadata, transport, seed, peer=None, cases="all",
-                    name="127.0.0.1:29001"):
+                    name="127.0.0.1:29001", env=None):
     cmd = [binary(*TE_CONFORMANCE), "--metadata", metadata, "--transport",
            transport, "--seed", str(seed), "--name", name, "--timeout_ms",
            "20000", "--case", cases]
@@ -42,7 +59,7 @@ def run_conformance(procs, metadata, transport, seed, peer=None, cases="all",
         cmd += ["--target", peer.name, "--target_addr", str(peer.addr),
                 "--target_size", str(peer.size)]
     p = procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    text=True, env=te_env())
+                    text=True, env=te_env(env))
     out, err = p.communicate(timeout=240 * SCALE)
     return p.returncode, out, err
 
@@ -61,7 +78,8 @@ def check_output(rc, out, err, mode, cases):
 def test_conformance(procs, tmp_path, mode):
     metadata, transport, peer = start_target(procs, tmp_path, mode)
     rc, out, err = run_conformance(procs, metadata, transport, SEEDS[mode],
-                                   peer, cases=",".join(CASES))
+                                   peer, cases=",".join(CASES),
+                                   env=token_env(tmp_path, mode))
     check_output(rc, out, err, mode, CASES)
     if peer is not None:
         # The peer got the notification, byte for byte.
