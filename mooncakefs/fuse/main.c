@@ -67,6 +67,34 @@ static void *setup_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Without -o auth_token_file= or MOONCAKE_AUTH_TOKEN_FILE, the token the
+ * config file (MOONCAKE_CONFIG_PATH) names, as the library finds it: the
+ * mount's own RPC clients and the library's then hold the same one.
+ */
+static int token_from_config(struct mcfs_opts *o)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mcs_cfg c;
+	int rc;
+
+	if (o->auth_token_file && *o->auth_token_file)
+		return 0;
+	rc = mcs_cfg_load(&c, NULL, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "mooncakefs: %s\n", err);
+		return rc;
+	}
+	if (c.auth_token_file && *c.auth_token_file) {
+		free(o->auth_token_file);
+		o->auth_token_file = strdup(c.auth_token_file);
+		if (!o->auth_token_file)
+			rc = -ENOMEM;
+	}
+	mcs_cfg_release(&c);
+	return rc;
+}
+
 /* Is the master there? Learns the longest key it accepts (names that
  * would make a longer key are refused at creation: ENAMETOOLONG). */
 static int check_master(const struct mcfs_opts *o, size_t *max_key)
@@ -128,6 +156,8 @@ int main(int argc, char **argv)
 	int rc, ret = 1;
 
 	rc = mcfs_parse_opts(argc, argv, &fs.o, &fargs);
+	if (!rc && token_from_config(&fs.o))
+		rc = -EINVAL;
 	if (rc) {
 		fuse_opt_free_args(&fargs);
 		mcfs_free_opts(&fs.o);

@@ -118,3 +118,40 @@ def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
             assert p.returncode == 0 and p.stdout == "hello\n", \
                 p.stderr + text
             assert "private memory" in text, text
+
+
+def test_token_named_only_in_the_config_file(procs, tmp_path, master,
+                                            monkeypatch):
+    """A master with a token, and a mount whose token is named only by the
+    MOONCAKE_CONFIG_PATH file (no -o, no variable): the library's engine
+    and the mount's own RPC clients both hold it, so files, directories
+    and .mooncake/ work; without the config file the mount is refused."""
+    from mount import Master, Mount
+    import json
+    import secrets
+    tok = tmp_path / "token"
+    tok.write_text(secrets.token_hex(32) + "\n")
+    os.chmod(tok, 0o600)
+    authed = Master(procs, tmp_path, name="authed", token=tok)
+    cfg = tmp_path / "mooncake.json"
+    cfg.write_text(json.dumps({"auth_token_file": str(tok)}))
+    monkeypatch.delenv("MOONCAKE_AUTH_TOKEN_FILE", raising=False)
+    env = {"MOONCAKE_CONFIG_PATH": str(cfg)}
+    m = Mount(procs, tmp_path, authed, name="cfgmnt", env=env)
+    try:
+        (m.kv / "d").mkdir()
+        (m.kv / "d" / "f").write_bytes(b"x" * 100000)
+        assert (m.kv / "d" / "f").read_bytes() == b"x" * 100000
+        # .mooncake/segments asks the master with the mount's own client.
+        segs = (m.path / ".mooncake" / "segments").read_text()
+        assert segs.rstrip().endswith("mounted"), segs
+        (m.kv / "d" / "f").unlink()
+        (m.kv / "d").rmdir()
+    finally:
+        m.cleanup()
+    (tmp_path / "nocfg").mkdir()
+    p = subprocess.run([binary(*MCFS), authed.addr, str(tmp_path / "nocfg"),
+                        "-o", f"metadata={authed.metadata}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "authentication required" in p.stderr, p.stderr

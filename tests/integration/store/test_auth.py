@@ -157,6 +157,16 @@ def test_other_user_can_neither_read_the_token_nor_use_the_pool(
         assert p.returncode != 0, what
         assert "authentication required" in p.stderr, f"{what}: {p.stderr}"
     assert not (out / "stolen").exists()
+    # The admin port's key listing, as that user with curl.
+    for path in ("/get_all_keys", "/query_key?key=secret/k"):
+        r = subprocess.run(
+            ["curl", "-sS", "-w", "\n%{http_code}",
+             f"http://127.0.0.1:{master.admin_port}{path}"],
+            capture_output=True, text=True, timeout=30 * SCALE, user=OTHER,
+            group=OTHER, extra_groups=[])
+        text, _, code = r.stdout.rpartition("\n")
+        assert code == "401" and "authentication required" in text, r.stdout
+        assert "secret/k" not in text
     sh.ok("check secret/k 4096 9")
     sh.close()
 
