@@ -12,6 +12,7 @@
 #include "master_options.h"
 #include "mc_auth.h"
 #include "mc_daemon.h"
+#include "mc_etcd_conn.h"
 #include "mc_log.h"
 
 #define OPT(n, t, f, d, lo, hi, h)                                             \
@@ -226,6 +227,42 @@ static int refuse_unsupported(const struct master_cfg *c)
 	return 0;
 }
 
+/*
+ * The etcd connection strings the master takes (used once HA lands) go
+ * through the parser libte's etcd backend uses, so a string either would
+ * refuse is refused at start. The environment (MC_ETCD_*) is libte's and
+ * not read here.
+ */
+static int check_etcd_strings(const struct master_cfg *c)
+{
+	const struct {
+		const char *flag, *val;
+	} s[] = {
+		{ "etcd_endpoints", c->etcd_endpoints },
+		{ "ha_backend_connstring",
+		  c->ha_backend_type && !strcmp(c->ha_backend_type, "etcd") ?
+			  c->ha_backend_connstring :
+			  NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		struct mc_etcd_conn conn;
+		char err[256] = "";
+		int rc;
+
+		if (!s[i].val || !*s[i].val)
+			continue;
+		rc = mc_etcd_conn_parse(s[i].val, false, &conn, err,
+					sizeof(err));
+		mc_etcd_conn_free(&conn);
+		if (rc) {
+			mc_log_err("master", "--%s: %s", s[i].flag, err);
+			return MC_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 static int parse_strategy(const char *s, int *out)
 {
 	if (!s || !strcmp(s, "random"))
@@ -243,6 +280,8 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 {
 	int code = refuse_unsupported(c);
 
+	if (!code)
+		code = check_etcd_strings(c);
 	if (code)
 		return code;
 	*out = (struct mst_config){

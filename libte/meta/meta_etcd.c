@@ -2,6 +2,8 @@
 /*
  * etcd metadata backend over etcd's v3 HTTP/JSON gateway (etcd >= 3.4:
  * POST /v3/kv/{range,put,deleterange,txn}, keys and values in base64).
+ * The connection string is parsed by mc_etcd_conn.c (endpoints, user and
+ * password file, TLS files; docs/config.md).
  *
  * Endpoints are tried in order starting at the last one that answered; a
  * connection failure, a timeout or a 503 moves on to the next. Each attempt
@@ -10,9 +12,16 @@
  * endpoint that timed out; every op here tolerates that except del, which
  * may then report -ENOENT for a key it did delete.
  *
+ * With a user, the first request authenticates (POST /v3/auth/authenticate)
+ * and every request carries the token in "Authorization"; a request that
+ * etcd answers "invalid auth token" (the token expired or was revoked)
+ * authenticates once more and is sent again, once.
+ *
  * Locking: pool_lock guards only the idle handle stack; requests run
- * unlocked on a handle owned by the calling thread. cur (the endpoint that
- * last answered) is an atomic hint; the endpoint list never changes.
+ * unlocked on a handle owned by the calling thread. auth_lock guards the
+ * token and is held while authenticating, so one thread does it while the
+ * others wait for its token. cur (the endpoint that last answered) is an
+ * atomic hint; the endpoint list never changes.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -25,9 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "base64.h"
 #include "curl_body.h"
+#include "etcd_auth.h"
+#include "mc_etcd_conn.h"
 #include "meta.h"
 #include "mooncake/mc_err.h"
 
@@ -35,18 +47,29 @@
 #define ETCD_CONNECT_TIMEOUT_MS 1500L
 #define ETCD_MAX_RESPONSE (32u << 20) /* upstream's etcd max message */
 #define ETCD_MAX_IDLE 16
-#define ETCD_MAX_ENDPOINTS 64
+#define ETCD_AUTH_PATH "/v3/auth/authenticate"
+
+/* Internal outcomes of one exchange (never returned to callers). */
+#define ETCD_REAUTH (-EKEYEXPIRED) /* the token was refused: get another */
+#define ETCD_AUTH_OFF (-ENOSYS) /* authenticate: etcd has auth off */
+
+#define ETCD_CRED_HINT                                                                     \
+	"set user= and password_file= in the etcd connection string, or " MC_ETCD_ENV_USER \
+	" and " MC_ETCD_ENV_PASSWORD_FILE
 
 struct etcd_meta {
 	struct te_meta base;
-	char **eps; /* "http://host:port", no trailing '/' */
-	unsigned n_eps;
-	size_t max_ep_len;
+	struct mc_etcd_conn conn; /* endpoints, user, TLS files */
+	char *password; /* NULL without a user */
 	atomic_uint cur;
 	struct curl_slist *hdrs; /* shared, read-only after open */
 	pthread_mutex_t pool_lock;
 	CURL *idle[ETCD_MAX_IDLE];
 	unsigned n_idle;
+	pthread_mutex_t auth_lock;
+	char *token; /* NULL: not authenticated (yet, or any more) */
+	unsigned long token_gen; /* bumped by each new token */
+	bool auth_off; /* etcd said it does not authenticate */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -108,13 +131,40 @@ static bool failover(int rc)
 	       rc == -ECONNRESET || rc == 503;
 }
 
+/* What to try after a TLS failure of url (cc), appended to err. */
+static void tls_hint(struct etcd_meta *m, const char *url, CURLcode cc,
+		     char *err, size_t errlen)
+{
+	const char *hint = NULL;
+	size_t l;
+
+	if (strncasecmp(url, "https://", 8) || !err || !errlen)
+		return;
+	if (cc == CURLE_PEER_FAILED_VERIFICATION)
+		hint = "etcd's certificate is not trusted: set cacert= (or " MC_ETCD_ENV_CACERT
+		       ") to the CA that signed it";
+	else if (cc == CURLE_SSL_CERTPROBLEM)
+		hint = "the client certificate or key (cert=, key=) could not "
+		       "be used";
+	else if (!m->conn.cert &&
+		 (cc == CURLE_SSL_CONNECT_ERROR || cc == CURLE_RECV_ERROR ||
+		  cc == CURLE_SEND_ERROR || cc == CURLE_GOT_NOTHING))
+		hint = "an etcd run with --client-cert-auth needs a client "
+		       "certificate: set cert= and key= (or " MC_ETCD_ENV_CERT
+		       " and " MC_ETCD_ENV_KEY ")";
+	if (!hint)
+		return;
+	l = strlen(err);
+	snprintf(err + l, errlen - l, " (%s)", hint);
+}
+
 /*
- * POST json to url once. Returns the HTTP status (>= 100), with the body
- * in *b, or a negative code with err naming the URL.
+ * POST json to url once, with hdrs. Returns the HTTP status (>= 100),
+ * with the body in *b, or a negative code with err naming the URL.
  */
 static int post_once(struct etcd_meta *m, CURL *h, const char *url,
-		     const char *json, size_t json_len, struct body_buf *b,
-		     char *err, size_t errlen)
+		     struct curl_slist *hdrs, const char *json, size_t json_len,
+		     struct body_buf *b, char *err, size_t errlen)
 {
 	char errbuf[CURL_ERROR_SIZE] = "";
 	long status = 0;
@@ -136,10 +186,16 @@ static int post_once(struct etcd_meta *m, CURL *h, const char *url,
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, te_curl_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, m->hdrs);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_POST, 1L);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)json_len);
+	if (m->conn.cacert)
+		curl_easy_setopt(h, CURLOPT_CAINFO, m->conn.cacert);
+	if (m->conn.cert) {
+		curl_easy_setopt(h, CURLOPT_SSLCERT, m->conn.cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, m->conn.key);
+	}
 	cc = curl_easy_perform(h);
 	if (cc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -156,6 +212,7 @@ static int post_once(struct etcd_meta *m, CURL *h, const char *url,
 		rc = te_curl_err(cc, b);
 		seterr(err, errlen, "etcd POST %s: %s", url,
 		       errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		tls_hint(m, url, cc, err, errlen);
 	}
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	return rc;
@@ -171,58 +228,151 @@ static const char *error_text(json_t *j, const char *raw)
 	return s ? s : raw;
 }
 
+/* The headers of a request with token tok (NULL: the shared ones). */
+static struct curl_slist *request_headers(struct etcd_meta *m, const char *tok)
+{
+	struct curl_slist *l, *n;
+	size_t len;
+	char *line;
+
+	if (!tok)
+		return m->hdrs;
+	len = strlen(tok) + sizeof("Authorization: ");
+	line = malloc(len);
+	if (!line)
+		return NULL;
+	snprintf(line, len, "Authorization: %s", tok);
+	l = curl_slist_append(NULL, "Content-Type: application/json");
+	n = l ? curl_slist_append(l, "Expect:") : NULL;
+	n = n ? curl_slist_append(l, line) : NULL;
+	te_etcd_secret_free(line);
+	if (!n) {
+		curl_slist_free_all(l);
+		return NULL;
+	}
+	return l;
+}
+
 /*
- * POST req to path on the endpoints in turn. On success (HTTP 200 with a
- * JSON object) returns 0 with the object in *resp and the endpoint that
- * answered in *ep; otherwise a negative code with err naming the URL.
+ * A non-200 answer (rc) of url as our error: etcd's authentication
+ * refusals say what to do about them; ETCD_REAUTH when a new token may
+ * help, ETCD_AUTH_OFF for authenticate with etcd's auth off.
  */
-static int call(struct etcd_meta *m, const char *path, json_t *req,
-		json_t **resp, const char **ep, char *err, size_t errlen)
+static int http_error(struct etcd_meta *m, const char *url, int rc, json_t *j,
+		      const char *raw, char *err, size_t errlen)
+{
+	const char *text = error_text(j, raw);
+	const char *user = m->conn.user;
+
+	switch (te_etcd_auth_err_of(text)) {
+	case TE_ETCD_AUTH_TOKEN_INVALID:
+		seterr(err, errlen,
+		       "etcd POST %s: etcd refused the token of user "
+		       "'%.64s' (%.200s)",
+		       url, user ? user : "", text);
+		return user ? ETCD_REAUTH : -EACCES;
+	case TE_ETCD_AUTH_REQUIRED:
+		if (user) {
+			/* etcd turned authentication on after we asked. */
+			seterr(err, errlen,
+			       "etcd POST %s: etcd requires authentication "
+			       "(%.200s)",
+			       url, text);
+			return ETCD_REAUTH;
+		}
+		seterr(err, errlen,
+		       "etcd POST %s: etcd requires authentication (%.200s): "
+		       "%s",
+		       url, text, ETCD_CRED_HINT);
+		return -EACCES;
+	case TE_ETCD_AUTH_DENIED:
+		seterr(err, errlen,
+		       "etcd POST %s: etcd user '%.64s' is not allowed this "
+		       "(%.200s): grant its role read and write on the keys "
+		       "(etcdctl role grant-permission)",
+		       url, user ? user : "", text);
+		return -EACCES;
+	case TE_ETCD_AUTH_FAILED:
+		seterr(err, errlen,
+		       "etcd POST %s: etcd authentication failed for user "
+		       "'%.64s' (%.200s): check the user and its password "
+		       "file (user=, password_file=, or " MC_ETCD_ENV_USER
+		       ", " MC_ETCD_ENV_PASSWORD_FILE ")",
+		       url, user ? user : "", text);
+		return -EACCES;
+	case TE_ETCD_AUTH_NOT_ENABLED:
+		if (strstr(url, ETCD_AUTH_PATH))
+			return ETCD_AUTH_OFF;
+		break;
+	case TE_ETCD_AUTH_OTHER:
+		break;
+	}
+	if (rc == 404)
+		seterr(err, errlen,
+		       "etcd POST %s: HTTP 404: no v3 JSON gateway "
+		       "there (etcd >= 3.4 is needed)",
+		       url);
+	else
+		seterr(err, errlen, "etcd POST %s: HTTP %d (%.300s)", url, rc,
+		       text);
+	return MC_EHTTP;
+}
+
+/*
+ * POST json to path on the endpoints in turn, with token tok (or none).
+ * On success (HTTP 200 with a JSON object) returns 0 with the object in
+ * *resp and the endpoint that answered in *ep; otherwise a negative code
+ * with err naming the URL.
+ */
+static int exchange(struct etcd_meta *m, const char *path, const char *json,
+		    size_t json_len, const char *tok, json_t **resp,
+		    const char **ep, char *err, size_t errlen)
 {
 	struct body_buf b = { .max = ETCD_MAX_RESPONSE };
-	size_t url_len = m->max_ep_len + strlen(path) + 1, json_len;
+	size_t url_len = m->conn.max_ep_len + strlen(path);
+	struct curl_slist *hdrs;
 	unsigned start, i, e = 0;
-	char *json, *url;
 	json_error_t jerr;
+	char *url;
 	json_t *j;
 	CURL *h;
 	int rc = -ECONNREFUSED;
 
 	*resp = NULL;
-	if (!req) {
-		seterr(err, errlen, "etcd: out of memory building %s", path);
-		return -ENOMEM;
-	}
-	json = json_dumps(req, JSON_COMPACT);
 	url = malloc(url_len);
 	h = take_handle(m);
-	if (!json || !url || !h) {
-		free(json);
+	hdrs = request_headers(m, tok);
+	if (!url || !h || !hdrs) {
 		free(url);
 		if (h)
 			give_handle(m, h);
+		if (hdrs && hdrs != m->hdrs)
+			curl_slist_free_all(hdrs);
+		seterr(err, errlen, "etcd: out of memory for %s", path);
 		return -ENOMEM;
 	}
-	json_len = strlen(json);
 
 	start = atomic_load_explicit(&m->cur, memory_order_relaxed);
-	for (i = 0; i < m->n_eps; i++) {
-		e = (start + i) % m->n_eps;
-		snprintf(url, url_len, "%s%s", m->eps[e], path);
-		rc = post_once(m, h, url, json, json_len, &b, err, errlen);
+	for (i = 0; i < m->conn.n_eps; i++) {
+		e = (start + i) % m->conn.n_eps;
+		snprintf(url, url_len, "%s%s", m->conn.eps[e], path);
+		rc = post_once(m, h, url, hdrs, json, json_len, &b, err,
+			       errlen);
 		if (!failover(rc))
 			break;
 	}
 	give_handle(m, h);
-	free(json);
+	if (hdrs != m->hdrs)
+		curl_slist_free_all(hdrs);
 
 	if (failover(rc)) {
 		/* err names the last endpoint tried; say how many failed. */
-		if (m->n_eps > 1 && err && errlen) {
+		if (m->conn.n_eps > 1 && err && errlen) {
 			size_t l = strlen(err);
 
 			snprintf(err + l, errlen - l,
-				 " (all %u etcd endpoints failed)", m->n_eps);
+				 " (all %u etcd endpoints failed)",
+				 m->conn.n_eps);
 		}
 		if (rc == 503)
 			rc = MC_EHTTP;
@@ -231,21 +381,13 @@ static int call(struct etcd_meta *m, const char *path, json_t *req,
 	if (rc < 0)
 		goto out;
 	atomic_store_explicit(&m->cur, e, memory_order_relaxed);
-	*ep = m->eps[e];
+	*ep = m->conn.eps[e];
 
 	j = json_loadb(b.data ? b.data : "", b.len, 0, &jerr);
 	if (rc != 200) {
-		if (rc == 404)
-			seterr(err, errlen,
-			       "etcd POST %s: HTTP 404: no v3 JSON gateway "
-			       "there (etcd >= 3.4 is needed)",
-			       url);
-		else
-			seterr(err, errlen, "etcd POST %s: HTTP %d (%.300s)",
-			       url, rc,
-			       error_text(j, b.data ? b.data : "no body"));
+		rc = http_error(m, url, rc, j, b.data ? b.data : "no body", err,
+				errlen);
 		json_decref(j);
-		rc = MC_EHTTP;
 		goto out;
 	}
 	if (!json_is_object(j)) {
@@ -260,6 +402,122 @@ static int call(struct etcd_meta *m, const char *path, json_t *req,
 out:
 	free(url);
 	free(b.data);
+	return rc;
+}
+
+/* POST /v3/auth/authenticate: a new token in *tok, or ETCD_AUTH_OFF. */
+static int authenticate(struct etcd_meta *m, char **tok, char *err,
+			size_t errlen)
+{
+	json_t *req, *resp = NULL;
+	const char *ep = NULL;
+	char *json;
+	int rc;
+
+	req = json_pack("{s:s,s:s}", "name", m->conn.user, "password",
+			m->password);
+	if (!req) {
+		seterr(err, errlen,
+		       "etcd: user name or password is not valid UTF-8");
+		return -EINVAL;
+	}
+	json = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (!json)
+		return -ENOMEM;
+	rc = exchange(m, ETCD_AUTH_PATH, json, strlen(json), NULL, &resp, &ep,
+		      err, errlen);
+	te_etcd_secret_free(json);
+	if (rc)
+		return rc;
+	rc = te_etcd_token_of(resp, tok);
+	json_decref(resp);
+	if (rc == -EBADMSG)
+		seterr(err, errlen, "etcd %s%s: no usable token in the answer",
+		       ep, ETCD_AUTH_PATH);
+	return rc;
+}
+
+/*
+ * The token to send (a copy in *tok, NULL when etcd has auth off) and its
+ * generation; authenticates when there is none.
+ */
+static int get_token(struct etcd_meta *m, char **tok, unsigned long *gen,
+		     char *err, size_t errlen)
+{
+	int rc = 0;
+
+	*tok = NULL;
+	pthread_mutex_lock(&m->auth_lock);
+	if (!m->token && !m->auth_off) {
+		char *t = NULL;
+
+		rc = authenticate(m, &t, err, errlen);
+		if (rc == ETCD_AUTH_OFF) {
+			m->auth_off = true;
+			rc = 0;
+		} else if (!rc) {
+			m->token = t;
+			m->token_gen++;
+		}
+	}
+	if (!rc && m->token && !(*tok = strdup(m->token)))
+		rc = -ENOMEM;
+	*gen = m->token_gen;
+	pthread_mutex_unlock(&m->auth_lock);
+	return rc;
+}
+
+/* Forget token generation gen (refused by etcd); a newer one stays. */
+static void drop_token(struct etcd_meta *m, unsigned long gen)
+{
+	pthread_mutex_lock(&m->auth_lock);
+	if (m->token_gen == gen) {
+		te_etcd_secret_free(m->token);
+		m->token = NULL;
+		m->auth_off = false;
+	}
+	pthread_mutex_unlock(&m->auth_lock);
+}
+
+/*
+ * POST req to path (see exchange()), authenticated when there is a user:
+ * a refused token is replaced and the request sent again, once.
+ */
+static int call(struct etcd_meta *m, const char *path, json_t *req,
+		json_t **resp, const char **ep, char *err, size_t errlen)
+{
+	unsigned long gen = 0;
+	char *json, *tok = NULL;
+	int rc;
+
+	*resp = NULL;
+	if (!req) {
+		seterr(err, errlen, "etcd: out of memory building %s", path);
+		return -ENOMEM;
+	}
+	json = json_dumps(req, JSON_COMPACT);
+	if (!json)
+		return -ENOMEM;
+	for (int attempt = 0;; attempt++) {
+		if (m->conn.user) {
+			rc = get_token(m, &tok, &gen, err, errlen);
+			if (rc)
+				break;
+		}
+		rc = exchange(m, path, json, strlen(json), tok, resp, ep, err,
+			      errlen);
+		te_etcd_secret_free(tok);
+		tok = NULL;
+		if (rc != ETCD_REAUTH)
+			break;
+		drop_token(m, gen);
+		if (attempt) {
+			rc = -EACCES; /* refused a fresh token too */
+			break;
+		}
+	}
+	free(json);
 	return rc;
 }
 
@@ -526,11 +784,12 @@ static void etcd_destroy(struct te_meta *tm)
 
 	for (unsigned i = 0; i < m->n_idle; i++)
 		curl_easy_cleanup(m->idle[i]);
-	for (unsigned i = 0; i < m->n_eps; i++)
-		free(m->eps[i]);
-	free(m->eps);
+	mc_etcd_conn_free(&m->conn);
+	te_etcd_secret_free(m->password);
+	te_etcd_secret_free(m->token);
 	curl_slist_free_all(m->hdrs);
 	pthread_mutex_destroy(&m->pool_lock);
+	pthread_mutex_destroy(&m->auth_lock);
 	free(m);
 }
 
@@ -543,81 +802,45 @@ static const struct te_meta_ops etcd_ops = {
 	.destroy = etcd_destroy,
 };
 
-/* ---- endpoints ---- */
+/* ---- open ---- */
 
-/* One endpoint, s[0..n) trimmed: "http://host:port" into a new string. */
-static int add_endpoint(struct etcd_meta *m, const char *s, size_t n, char *err,
-			size_t errlen)
+/* The TLS files named must be readable now, not at the first request. */
+static int check_tls_files(const struct mc_etcd_conn *c, char *err,
+			   size_t errlen)
 {
-	const char *sep = memmem(s, n, "://", 3);
-	const char *prefix = "";
-	size_t len, host;
-	char *ep;
+	const struct {
+		const char *path, *what;
+	} files[] = {
+		{ c->cacert, "CA file (cacert= / " MC_ETCD_ENV_CACERT ")" },
+		{ c->cert,
+		  "client certificate (cert= / " MC_ETCD_ENV_CERT ")" },
+		{ c->key, "client key (key= / " MC_ETCD_ENV_KEY ")" },
+	};
 
-	if (sep && !(sep - s == 4 && !strncasecmp(s, "http", 4)) &&
-	    !(sep - s == 5 && !strncasecmp(s, "https", 5))) {
-		seterr(err, errlen,
-		       "etcd endpoint '%.*s': only http:// and https:// are "
-		       "supported",
-		       (int)n, s);
-		return -EINVAL;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (files[i].path && access(files[i].path, R_OK)) {
+			int rc = -errno;
+
+			seterr(err, errlen, "etcd %s %s: %s", files[i].what,
+			       files[i].path, strerror(-rc));
+			return rc;
+		}
 	}
-	if (!sep)
-		prefix = "http://";
-	host = sep ? (size_t)(sep - s) + 3 : 0;
-	while (n > host && s[n - 1] == '/')
-		n--;
-	if (n == host || memchr(s, ' ', n) || memchr(s, '\t', n)) {
-		seterr(err, errlen, "etcd endpoint '%.*s': no host", (int)n, s);
-		return -EINVAL;
-	}
-	if (m->n_eps == ETCD_MAX_ENDPOINTS) {
-		seterr(err, errlen, "etcd: more than %d endpoints",
-		       ETCD_MAX_ENDPOINTS);
-		return -EINVAL;
-	}
-	len = strlen(prefix) + n + 1;
-	ep = malloc(len);
-	if (!ep)
-		return -ENOMEM;
-	snprintf(ep, len, "%s%.*s", prefix, (int)n, s);
-	m->eps[m->n_eps++] = ep;
-	if (len > m->max_ep_len)
-		m->max_ep_len = len;
 	return 0;
 }
 
-static int parse_endpoints(struct etcd_meta *m, const char *spec, char *err,
-			   size_t errlen)
+static int load_credentials(struct etcd_meta *m, char *err, size_t errlen)
 {
-	const char *p = spec;
+	int rc = check_tls_files(&m->conn, err, errlen);
 
-	m->eps = calloc(ETCD_MAX_ENDPOINTS, sizeof(*m->eps));
-	if (!m->eps)
-		return -ENOMEM;
-	while (*p) {
-		size_t n = strcspn(p, ",;");
-		const char *s = p, *next = p + n + (p[n] != '\0');
-		int rc;
-
-		while (n && (*s == ' ' || *s == '\t')) {
-			s++;
-			n--;
-		}
-		while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-			n--;
-		if (n) {
-			rc = add_endpoint(m, s, n, err, errlen);
-			if (rc)
-				return rc;
-		}
-		p = next;
+	if (rc || !m->conn.user)
+		return rc;
+	if (m->conn.password) {
+		m->password = strdup(m->conn.password);
+		return m->password ? 0 : -ENOMEM;
 	}
-	if (!m->n_eps) {
-		seterr(err, errlen, "etcd: no endpoint in '%.200s'", spec);
-		return -EINVAL;
-	}
-	return 0;
+	return te_etcd_password_read(m->conn.password_file, &m->password, err,
+				     errlen);
 }
 
 int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,
@@ -640,8 +863,11 @@ int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,
 		return -ENOMEM;
 	m->base.ops = &etcd_ops;
 	pthread_mutex_init(&m->pool_lock, NULL);
+	pthread_mutex_init(&m->auth_lock, NULL);
 	atomic_init(&m->cur, 0);
-	rc = parse_endpoints(m, endpoints, err, errlen);
+	rc = mc_etcd_conn_parse(endpoints, true, &m->conn, err, errlen);
+	if (!rc)
+		rc = load_credentials(m, err, errlen);
 	if (!rc) {
 		m->hdrs = curl_slist_append(NULL,
 					    "Content-Type: application/json");
