@@ -26,13 +26,18 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* volatile: the stores are not dropped as dead before free(). */
+static void wipe(char *s, size_t n)
+{
+	for (volatile char *p = s; p < s + n; p++)
+		*p = '\0';
+}
+
 static void wipe_free(char *s)
 {
 	if (!s)
 		return;
-	/* volatile: the stores are not dropped as dead before free(). */
-	for (volatile char *p = s; *p; p++)
-		*p = '\0';
+	wipe(s, strlen(s));
 	free(s);
 }
 
@@ -80,7 +85,8 @@ static int pct_decode(const char *s, size_t n, char **out)
 		if (i + 2 >= n || hexval(s[i + 1]) < 0 ||
 		    hexval(s[i + 2]) < 0 ||
 		    (s[i + 1] == '0' && s[i + 2] == '0')) {
-			wipe_free(d);
+			wipe(d, n + 1);
+			free(d);
 			return -EINVAL;
 		}
 		*w++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
