@@ -106,9 +106,12 @@ static const struct mc_opt master_opts[] = {
 	OPT("ha_backend_type", MC_OPT_STRING, ha_backend_type, "etcd", 0, 0,
 	    "Accepted with --enable_ha."),
 	OPT("ha_backend_connstring", MC_OPT_STRING, ha_backend_connstring, "",
-	    0, 0, "Accepted with --enable_ha."),
+	    0, 0,
+	    "Accepted with --enable_ha; with ha_backend_type etcd, checked as "
+	    "an etcd connection string (docs/config.md, \"etcd metadata\")."),
 	OPT("etcd_endpoints", MC_OPT_STRING, etcd_endpoints, "", 0, 0,
-	    "Accepted with --enable_ha."),
+	    "Accepted with --enable_ha; checked as an etcd connection string "
+	    "(docs/config.md, \"etcd metadata\")."),
 	OPT("enable_oplog", MC_OPT_BOOL, enable_oplog, "false", 0, 0,
 	    "Not supported (sqlite is the record)."),
 	OPT("enable_snapshot", MC_OPT_BOOL, enable_snapshot, "false", 0, 0,

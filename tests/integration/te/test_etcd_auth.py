@@ -229,7 +229,11 @@ def test_tls_client_certificates(procs, tmp_path):
     good = f"etcd://{etcd.hostport}?cacert={ca}&cert={cert}&key={key}"
     c, _ = transfer_works(procs, tmp_path, good, 32001)
     assert c.quit() == 0
-    env = {"MC_ETCD_CACERT": ca, "MC_ETCD_CERT": cert, "MC_ETCD_KEY": key}
+    # From the environment; this etcd has no RBAC, so the user given is
+    # ignored (as etcd's own client does).
+    pw = secret_file(tmp_path, "mc.pw", PASSWORD)
+    env = {"MC_ETCD_CACERT": ca, "MC_ETCD_CERT": cert, "MC_ETCD_KEY": key,
+           "MC_ETCD_USER": "mc", "MC_ETCD_PASSWORD_FILE": pw}
     c, _ = transfer_works(procs, tmp_path, etcd.hostport, 32002, env=env)
     assert c.quit() == 0
 
