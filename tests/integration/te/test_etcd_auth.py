@@ -101,6 +101,7 @@ def peer_fails(procs, tmp_path, metadata, env=None):
     out, err = p.communicate(timeout=30 * SCALE)
     assert p.returncode != 0, f"te_peer started with {metadata}: {out}"
     assert not (tmp_path / "never.ready").exists()
+    assert PASSWORD not in err and PASSWORD not in out, err
     return err
 
 
