@@ -14,11 +14,11 @@
  * visible to every local user through ps: prefer password_file). OPTIONS
  * are NAME=VALUE pairs joined by '&', values %XX-decoded:
  *
- *   user=NAME            etcd user (v3 RBAC)              MC_ETCD_USER
- *   password_file=PATH   file holding that user's password MC_ETCD_PASSWORD_FILE
- *   cacert=PATH          CA bundle for https endpoints     MC_ETCD_CACERT
- *   cert=PATH            client certificate (PEM)          MC_ETCD_CERT
- *   key=PATH             its private key (PEM)             MC_ETCD_KEY
+ *   user=NAME           etcd user (v3 RBAC)         MC_ETCD_USER
+ *   password_file=PATH  that user's password        MC_ETCD_PASSWORD_FILE
+ *   cacert=PATH         CA bundle for https         MC_ETCD_CACERT
+ *   cert=PATH           client certificate (PEM)    MC_ETCD_CERT
+ *   key=PATH            its private key (PEM)       MC_ETCD_KEY
  *
  * With use_env, the variables on the right fill what the string leaves
  * unset. Nothing is opened or contacted here. Error messages never hold a
