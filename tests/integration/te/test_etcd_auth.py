@@ -16,7 +16,8 @@ import os
 import socket
 import subprocess
 
-from mctest import SCALE, TE_PEER, binary, te_env, wait_for
+from mctest import (SANITIZER_MARKERS, SCALE, TE_PEER, binary, te_env,
+                    wait_for)
 
 MASTER = ("master", "mooncake_master")
 
@@ -102,6 +103,8 @@ def peer_fails(procs, tmp_path, metadata, env=None):
     assert p.returncode != 0, f"te_peer started with {metadata}: {out}"
     assert not (tmp_path / "never.ready").exists()
     assert PASSWORD not in err and PASSWORD not in out, err
+    for marker in SANITIZER_MARKERS:
+        assert marker not in err, err
     return err
 
 
