@@ -12,6 +12,7 @@
 #include "master_options.h"
 #include "mc_auth.h"
 #include "mc_daemon.h"
+#include "mc_etcd_conn.h"
 #include "mc_log.h"
 
 #define OPT(n, t, f, d, lo, hi, h)                                             \
@@ -105,9 +106,12 @@ static const struct mc_opt master_opts[] = {
 	OPT("ha_backend_type", MC_OPT_STRING, ha_backend_type, "etcd", 0, 0,
 	    "Accepted with --enable_ha."),
 	OPT("ha_backend_connstring", MC_OPT_STRING, ha_backend_connstring, "",
-	    0, 0, "Accepted with --enable_ha."),
+	    0, 0,
+	    "Accepted with --enable_ha; with ha_backend_type etcd, checked as "
+	    "an etcd connection string (docs/config.md, \"etcd metadata\")."),
 	OPT("etcd_endpoints", MC_OPT_STRING, etcd_endpoints, "", 0, 0,
-	    "Accepted with --enable_ha."),
+	    "Accepted with --enable_ha; checked as an etcd connection string "
+	    "(docs/config.md, \"etcd metadata\")."),
 	OPT("enable_oplog", MC_OPT_BOOL, enable_oplog, "false", 0, 0,
 	    "Not supported (sqlite is the record)."),
 	OPT("enable_snapshot", MC_OPT_BOOL, enable_snapshot, "false", 0, 0,
@@ -226,6 +230,42 @@ static int refuse_unsupported(const struct master_cfg *c)
 	return 0;
 }
 
+/*
+ * The etcd connection strings the master takes (used once HA lands) go
+ * through the parser libte's etcd backend uses, so a string either would
+ * refuse is refused at start. The environment (MC_ETCD_*) is libte's and
+ * not read here.
+ */
+static int check_etcd_strings(const struct master_cfg *c)
+{
+	const struct {
+		const char *flag, *val;
+	} s[] = {
+		{ "etcd_endpoints", c->etcd_endpoints },
+		{ "ha_backend_connstring",
+		  c->ha_backend_type && !strcmp(c->ha_backend_type, "etcd") ?
+			  c->ha_backend_connstring :
+			  NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		struct mc_etcd_conn conn;
+		char err[256] = "";
+		int rc;
+
+		if (!s[i].val || !*s[i].val)
+			continue;
+		rc = mc_etcd_conn_parse(s[i].val, false, &conn, err,
+					sizeof(err));
+		mc_etcd_conn_free(&conn);
+		if (rc) {
+			mc_log_err("master", "--%s: %s", s[i].flag, err);
+			return MC_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 static int parse_strategy(const char *s, int *out)
 {
 	if (!s || !strcmp(s, "random"))
@@ -243,6 +283,8 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 {
 	int code = refuse_unsupported(c);
 
+	if (!code)
+		code = check_etcd_strings(c);
 	if (code)
 		return code;
 	*out = (struct mst_config){

@@ -7,8 +7,10 @@
  * Concepts (upstream Mooncake's, with our conventions):
  * - An engine is one process's endpoint, named by its local server name and
  *   found by peers through a metadata service (`http://host:port/metadata`,
- *   `etcd://h1:2379,h2:2379` or a scheme-less etcd list, or `P2PHANDSHAKE`
- *   for no service: peers ask each other directly).
+ *   `etcd://h1:2379,h2:2379` or a scheme-less etcd list, with etcd's user,
+ *   password file and TLS files as `?user=...&password_file=...` options
+ *   or MC_ETCD_* variables (docs/config.md, "etcd metadata"), or
+ *   `P2PHANDSHAKE` for no service: peers ask each other directly).
  * - Local memory is registered with a location tag ("cpu:0", "cuda:1", "*")
  *   and a remote-accessible flag; remote-accessible buffers are published
  *   in the engine's segment descriptor so peers may target them.

@@ -56,7 +56,8 @@ int te_meta_open(const char *conn, struct te_meta **out, char *err,
 
 /**
  * te_meta_open() with the pool's key: the HTTP backend signs its requests
- * with it (meta_http.h); etcd ignores it (its own auth goes in the URL).
+ * with it (meta_http.h); etcd ignores it (etcd's own user/password and
+ * TLS files go in the connection string or MC_ETCD_*: mc_etcd_conn.h).
  * auth NULL: te_meta_open().
  */
 int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
@@ -67,7 +68,10 @@ int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
 int te_meta_http_open(const char *url, const struct mc_auth_key *auth,
 		      struct te_meta **out, char *err,
 		      size_t errlen) MC_MUST_CHECK;
-/** endpoints: "h1:2379,h2:2379" or with http:// prefixes, ',' or ';'. */
+/** endpoints: an etcd connection string (mc_etcd_conn.h), e.g.
+ *  "h1:2379,h2:2379?user=mc&password_file=/etc/mc/etcd.pw"; MC_ETCD_*
+ *  variables fill what it leaves unset. Nothing is contacted at open; TLS
+ *  files must be readable and the password file is read here. */
 int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,
 		      size_t errlen) MC_MUST_CHECK;
 

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * etcd authentication pieces (etcd_auth.h): the password file, the token
+ * in etcd's answer, and etcd's auth error messages (etcd's rpctypes; the
+ * v3 gateway passes them on in "message"/"error").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "etcd_auth.h"
+
+void te_etcd_secret_free(char *s)
+{
+	if (!s)
+		return;
+	for (volatile char *p = s; *p; p++)
+		*p = '\0';
+	free(s);
+}
+
+static int check_file(const char *path, const struct stat *st, char *err,
+		      size_t errlen)
+{
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, errlen,
+			 "etcd password file %s is not a regular file", path);
+		return -EINVAL;
+	}
+	if (st->st_mode & 077) {
+		snprintf(err, errlen,
+			 "permissions 0%03o for etcd password file %s are too "
+			 "open: it must not be accessible by group or others "
+			 "(chmod 600 %s)",
+			 (unsigned)(st->st_mode & 0777), path, path);
+		return -EACCES;
+	}
+	if (st->st_uid != geteuid() && st->st_uid != 0) {
+		snprintf(err, errlen,
+			 "etcd password file %s is owned by uid %u, neither "
+			 "this user (uid %u) nor root",
+			 path, (unsigned)st->st_uid, (unsigned)geteuid());
+		return -EACCES;
+	}
+	return 0;
+}
+
+static int read_all(int fd, char *buf, size_t cap, size_t *len)
+{
+	size_t got = 0;
+
+	while (got < cap) {
+		ssize_t n = read(fd, buf + got, cap - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	*len = got;
+	return 0;
+}
+
+int te_etcd_password_read(const char *path, char **out, char *err,
+			  size_t errlen)
+{
+	char buf[TE_ETCD_PASSWORD_MAX + 2];
+	struct stat st;
+	size_t len = 0;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open etcd password file %s: %s",
+			 path, strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot stat etcd password file %s: %s",
+			 path, strerror(-rc));
+		goto out;
+	}
+	rc = check_file(path, &st, err, errlen);
+	if (rc)
+		goto out;
+	rc = read_all(fd, buf, sizeof(buf), &len);
+	if (rc) {
+		snprintf(err, errlen, "cannot read etcd password file %s: %s",
+			 path, strerror(-rc));
+		goto out;
+	}
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len && buf[len - 1] == '\r')
+		len--;
+	if (!len || len > TE_ETCD_PASSWORD_MAX || memchr(buf, '\0', len) ||
+	    memchr(buf, '\n', len)) {
+		snprintf(err, errlen,
+			 "etcd password file %s must hold one line of 1 to %d "
+			 "bytes",
+			 path, TE_ETCD_PASSWORD_MAX);
+		rc = -EINVAL;
+		goto out;
+	}
+	*out = strndup(buf, len);
+	if (!*out)
+		rc = -ENOMEM;
+out:
+	for (volatile char *p = buf; p < buf + sizeof(buf); p++)
+		*p = '\0';
+	close(fd);
+	return rc;
+}
+
+int te_etcd_token_of(json_t *resp, char **token)
+{
+	const char *t = json_string_value(json_object_get(resp, "token"));
+
+	*token = NULL;
+	/* A token goes into a header: printable ASCII, not empty. */
+	if (!t || !*t)
+		return -EBADMSG;
+	for (const char *p = t; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return -EBADMSG;
+	*token = strdup(t);
+	return *token ? 0 : -ENOMEM;
+}
+
+enum te_etcd_auth_err te_etcd_auth_err_of(const char *message)
+{
+	static const struct {
+		const char *text;
+		enum te_etcd_auth_err kind;
+	} known[] = {
+		{ "invalid auth token", TE_ETCD_AUTH_TOKEN_INVALID },
+		{ "revision of auth store is old", TE_ETCD_AUTH_TOKEN_INVALID },
+		{ "user name is empty", TE_ETCD_AUTH_REQUIRED },
+		{ "user name not found", TE_ETCD_AUTH_REQUIRED },
+		{ "permission denied", TE_ETCD_AUTH_DENIED },
+		{ "authentication failed", TE_ETCD_AUTH_FAILED },
+		{ "authentication is not enabled", TE_ETCD_AUTH_NOT_ENABLED },
+	};
+
+	if (!message)
+		return TE_ETCD_AUTH_OTHER;
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strstr(message, known[i].text))
+			return known[i].kind;
+	return TE_ETCD_AUTH_OTHER;
+}
