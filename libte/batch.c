@@ -3,7 +3,8 @@
  * Batches: the public batch API. Submitting resolves each request's
  * segment to a peer (peer.c), checks the local range (memreg.c), picks
  * the first transport that reaches it and hands the task over through
- * its submit op; the task ends in task.c. No thread ever spins: waiting
+ * its submit op (or to GPU staging, stage.c, when the local buffer is
+ * device memory); the task ends in task.c. No thread ever spins: waiting
  * is a condition variable that task.c signals.
  */
 #include <errno.h>
@@ -130,6 +131,7 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		t->req = reqs[i];
 		t->tp = -1;
 		t->peer = NULL;
+		t->on_done = NULL;
 		t->deadline_ns = deadline;
 		atomic_store(&t->status, TE_WAITING);
 		atomic_store(&t->transferred, 0);
@@ -172,7 +174,12 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 			continue;
 		}
 		tp = eng->tps[t->tp];
-		rc = tp->ops->submit(tp, t);
+		/* GPU memory goes through pinned host buffers, except to
+		 * ourselves (local copies device memory itself). */
+		if (t->local_reg->gpu && t->tp != TE_TP_LOCAL)
+			rc = te__stage_submit(eng, t);
+		else
+			rc = tp->ops->submit(tp, t);
 		if (rc)
 			te__slice_done(t, 0, rc);
 	}

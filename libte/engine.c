@@ -144,6 +144,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	pthread_mutex_init(&eng->peer_lock, NULL);
 	pthread_mutex_init(&eng->notif_lock, NULL);
 	pthread_mutex_init(&eng->publish_lock, NULL);
+	pthread_mutex_init(&eng->stage_lock, NULL);
 	eng->timeout_ms = cfg->timeout_ms ?
 				  cfg->timeout_ms :
 				  env_uint("MC_TRANSFER_TIMEOUT_MS", 30000);
@@ -210,6 +211,7 @@ err_free:
 	pthread_mutex_destroy(&eng->peer_lock);
 	pthread_mutex_destroy(&eng->notif_lock);
 	pthread_mutex_destroy(&eng->publish_lock);
+	pthread_mutex_destroy(&eng->stage_lock);
 	mc_auth_key_clear(&eng->auth_key);
 	free(eng);
 	return rc;
@@ -222,6 +224,7 @@ void te_engine_destroy(struct te_engine *eng)
 	te__unpublish(eng);
 	te__rpc_stop(eng);
 	/* Peers first: their per-transport state belongs to the transports. */
+	te__stage_stop(eng);
 	te__peers_free(eng);
 	te__peer_put(eng->self);
 	te__transports_fini(eng);
@@ -233,6 +236,7 @@ void te_engine_destroy(struct te_engine *eng)
 	pthread_mutex_destroy(&eng->peer_lock);
 	pthread_mutex_destroy(&eng->notif_lock);
 	pthread_mutex_destroy(&eng->publish_lock);
+	pthread_mutex_destroy(&eng->stage_lock);
 	mc_auth_key_clear(&eng->auth_key);
 	free(eng);
 }

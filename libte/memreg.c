@@ -65,11 +65,17 @@ struct te_memreg *te__reg_find(struct te_engine *eng, uintptr_t addr,
 	return r;
 }
 
-bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len)
+struct te_memreg *te__reg_find_remote(struct te_engine *eng, uint64_t addr,
+				      uint64_t len)
 {
 	struct te_memreg *r = find_locked(eng, (uintptr_t)addr, len);
 
-	return r && r->remote && addr + len >= addr;
+	return r && r->remote && addr + len >= addr ? r : NULL;
+}
+
+bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len)
+{
+	return te__reg_find_remote(eng, addr, len) != NULL;
 }
 
 int te__reg_insert(struct te_engine *eng, struct te_memreg *r)

@@ -5,20 +5,45 @@
  * registration table (memreg.c) and publish the new descriptor
  * (publish.c) when remote-accessible buffers changed.
  *
- * Calls down only: memreg.c, mem.c, cuda.c, publish.c.
+ * Device memory (CUDA) is registered like host memory, marked with its
+ * device: requests from it are staged (stage.c), peers reach it through
+ * the tcp server's staging, and it is never offered to same-host peers'
+ * mappings.
+ *
+ * Calls down only: memreg.c, mem.c, gpu.c, publish.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_log.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
-/* The location tag names device memory we cannot move yet. */
+/* "cuda:N" / "gpu:N": upstream's location tags of device memory. */
 static bool is_device_location(const char *loc)
 {
 	return loc && (!strncmp(loc, "cuda:", 5) || !strncmp(loc, "gpu:", 4));
+}
+
+/*
+ * Which memory addr is: the driver decides (a pointer it calls device
+ * memory is staged, whatever the tag says); a device tag without a driver
+ * to ask is refused, since the bytes cannot be reached.
+ */
+static int gpu_of(void *addr, const char *location, int *gpu)
+{
+	const char *why;
+	int dev = te__gpu_device_of(addr);
+
+	*gpu = dev + 1;
+	if (dev < 0 && is_device_location(location) &&
+	    !te__gpu_available(&why)) {
+		mc_log_warn("te", "register %p at %s: %s", addr, location, why);
+		return MC_ENOTSUPPORTED;
+	}
+	return 0;
 }
 
 int te_register(struct te_engine *eng, void *addr, size_t len,
@@ -27,21 +52,27 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 	uintptr_t a = (uintptr_t)addr;
 	struct te_memreg *r;
 	uint64_t off = 0, ino = 0;
-	int rc;
+	int rc, gpu;
 
 	if (!addr || !len || a + len < a)
 		return -EINVAL;
-	if (is_device_location(location) || te__is_device_ptr(addr))
-		return MC_ENOTSUPPORTED;
+	rc = gpu_of(addr, location, &gpu);
+	if (rc)
+		return rc;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->addr = a;
 	r->len = len;
 	r->remote = remote_accessible;
-	snprintf(r->location, sizeof(r->location), "%s",
-		 location && *location ? location : "*");
-	r->shm_path = te__mem_shm_path(a, len, &off, &ino);
+	r->gpu = gpu;
+	if (gpu)
+		snprintf(r->location, sizeof(r->location), "cuda:%d", gpu - 1);
+	else
+		snprintf(r->location, sizeof(r->location), "%s",
+			 location && *location ? location : "*");
+	if (!gpu)
+		r->shm_path = te__mem_shm_path(a, len, &off, &ino);
 	r->shm_offset = off;
 	r->shm_ino = ino;
 

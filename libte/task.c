@@ -27,6 +27,21 @@ static void count(struct te_transport *tp, enum te_opcode op, uint64_t bytes)
 	}
 }
 
+/* A staging sub-task (stage.c): no batch, no counters (its parent
+ * counts the whole request). */
+static void sub_finish(struct te_task *t)
+{
+	int err = atomic_load(&t->error);
+
+	if (t->peer)
+		te__peer_put(t->peer);
+	t->peer = NULL;
+	atomic_store(&t->status, !err			    ? TE_COMPLETED :
+				 atomic_load(&t->timed_out) ? TE_TIMEOUT :
+							      TE_FAILED);
+	t->on_done(t);
+}
+
 static void task_finish(struct te_task *t)
 {
 	struct te_batch *b = t->batch;
@@ -70,6 +85,10 @@ void te__slice_done(struct te_task *task, uint64_t bytes, int rc)
 			atomic_store(&task->timed_out, true);
 	}
 	atomic_fetch_add(&task->transferred, bytes);
-	if (atomic_fetch_sub(&task->pending, 1) == 1)
-		task_finish(task);
+	if (atomic_fetch_sub(&task->pending, 1) == 1) {
+		if (task->on_done)
+			sub_finish(task);
+		else
+			task_finish(task);
+	}
 }

@@ -74,6 +74,7 @@ struct te_memreg {
 	size_t len;
 	char location[TE_LOCATION_LEN];
 	bool remote;
+	int gpu; /* 0: host memory; else the CUDA device ordinal + 1 */
 	char *shm_path; /* file peers open (te_mem_alloc) or NULL */
 	uint64_t shm_offset; /* of addr inside that file */
 	uint64_t shm_ino; /* that file's inode number */
@@ -128,6 +129,9 @@ struct te_task {
 	_Atomic bool timed_out;
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC */
 	struct te_memreg *local_reg;
+	/* A sub-task of GPU staging (stage.c): batch is NULL and this is
+	 * called when it ends, instead of the batch's bookkeeping. */
+	void (*on_done)(struct te_task *t);
 };
 
 struct te_batch {
@@ -241,6 +245,9 @@ struct te_engine {
 	pthread_mutex_t publish_lock;
 
 	struct te_copier *copier; /* parallel copies of same-host transports */
+
+	pthread_mutex_t stage_lock;
+	struct te_stager *stager; /* GPU staging, started on first use */
 };
 
 /* publish.c: our metadata entries (nothing with P2PHANDSHAKE). */
@@ -257,6 +264,10 @@ struct te_memreg *te__reg_find(struct te_engine *eng, uintptr_t addr,
 /** Is [addr, addr+len) inside one remote-accessible registered buffer?
  *  Caller holds reg_lock for reading for as long as it touches the bytes. */
 bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len);
+/** The same check, returning the registration (NULL: refused); same
+ *  locking rule. */
+struct te_memreg *te__reg_find_remote(struct te_engine *eng, uint64_t addr,
+				      uint64_t len);
 /** Drop a reference taken by te__reg_find(). */
 static inline void te__reg_put(struct te_memreg *r)
 {
@@ -284,8 +295,36 @@ int te__populate_start(void *base, size_t len,
 void te__populate_wait(struct te_populate *job);
 /** Stop between chunks, join the threads and free the job. */
 void te__populate_stop(struct te_populate *job);
-/* cuda.c: true for a CUDA device pointer (builds with CUDA only). */
-bool te__is_device_ptr(const void *p);
+/* stage.c: requests whose local buffer is GPU memory (local_reg->gpu),
+ * cut into chunks staged through pinned host buffers; t->tp chosen. */
+int te__stage_submit(struct te_engine *eng, struct te_task *t) MC_MUST_CHECK;
+/** Stop the stager (engine teardown, no request in flight). */
+void te__stage_stop(struct te_engine *eng);
+
+/* gpu.c: the CUDA driver API, loaded at run time (libcuda.so.1 or
+ * MC_CUDA_LIBRARY). Every function but te__gpu_available() and
+ * te__gpu_device_of() wants te__gpu_use() on the calling thread first. */
+/** Whether a driver with a device was loaded; *reason says why not. */
+bool te__gpu_available(const char **reason);
+/** The device ordinal of device memory at p, or -1 for anything else
+ *  (host memory, managed memory, no driver). */
+int te__gpu_device_of(const void *p);
+/** Make dev's primary context current on this thread: 0, MC_ENOTSUPPORTED
+ *  (no such device) or -EIO. */
+int te__gpu_use(int dev) MC_MUST_CHECK;
+int te__gpu_stream_create(void **out) MC_MUST_CHECK;
+void te__gpu_stream_destroy(void *stream);
+/** Copy len bytes between any two addresses (host or device) on stream;
+ *  te__gpu_sync() waits for the stream. 0 or -EIO (logged). */
+int te__gpu_copy_async(void *dst, const void *src, size_t len,
+		       void *stream) MC_MUST_CHECK;
+int te__gpu_sync(void *stream) MC_MUST_CHECK;
+/** te__gpu_copy_async() then te__gpu_sync(). */
+int te__gpu_copy(void *dst, const void *src, size_t len,
+		 void *stream) MC_MUST_CHECK;
+/** Pinned host memory (fast copies to and from every device). */
+int te__gpu_host_alloc(size_t len, void **out) MC_MUST_CHECK;
+void te__gpu_host_free(void *p);
 
 /* peer.c */
 static inline struct te_peer *te__peer_get(struct te_peer *p)

@@ -139,7 +139,11 @@ const char *te_engine_rpc_address(const struct te_engine *eng);
 
 /**
  * Register [addr, addr+len) under a location tag. Overlapping an existing
- * registration is -EEXIST; a CUDA device pointer is MC_ENOTSUPPORTED.
+ * registration is -EEXIST. CUDA device memory (the driver, loaded at run
+ * time, says which pointers are; the tag then becomes "cuda:N") is
+ * registered too: requests from it and peers' requests for it are staged
+ * through pinned host memory (docs/design.md, "GPU memory"). A "cuda:"
+ * or "gpu:" tag where no CUDA driver can be loaded is MC_ENOTSUPPORTED.
  * With remote_accessible, the buffer is published and peers may target it.
  */
 int te_register(struct te_engine *eng, void *addr, size_t len,

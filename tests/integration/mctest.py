@@ -53,6 +53,8 @@ TE_TSAN_SUPP = os.path.join(SOURCE, "tests", "tools", "te_tsan.supp")
 TE_PEER = ("tests", "tools", "te_peer")
 TE_CONFORMANCE = ("tests", "tools", "te_conformance")
 TE_CLIENT = ("tests", "tools", "te_client")
+TE_GPU = ("tests", "tools", "te_gpu")
+FAKE_CUDA = ("tests", "tools", "libmc_fake_cuda.so")
 _seq = itertools.count(1)
 
 

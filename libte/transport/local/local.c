@@ -41,19 +41,33 @@ static void move(struct te_engine *eng, void *dst, const void *src, size_t n)
 		te__copy(eng->copier, dst, src, n);
 }
 
+/* Either side in GPU memory: the driver copies (device to device
+ * without the host). */
+static int gpu_move(int gpu, void *dst, const void *src, size_t n)
+{
+	int rc = te__gpu_use(gpu - 1);
+
+	return rc ? rc : te__gpu_copy(dst, src, n, NULL);
+}
+
 static int local_submit(struct te_transport *tp, struct te_task *t)
 {
 	struct te_engine *eng = tp->eng;
 	void *target = (void *)(uintptr_t)t->req.target_addr;
+	void *dst = t->req.opcode == TE_READ ? t->req.local : target;
+	void *src = t->req.opcode == TE_READ ? target : t->req.local;
+	struct te_memreg *r;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&eng->reg_lock);
-	if (!te__reg_check_remote(eng, t->req.target_addr, t->req.length))
+	r = te__reg_find_remote(eng, t->req.target_addr, t->req.length);
+	if (!r)
 		rc = MC_ENOTREG;
-	else if (t->req.opcode == TE_READ)
-		move(eng, t->req.local, target, t->req.length);
+	else if (r->gpu || t->local_reg->gpu)
+		rc = gpu_move(r->gpu ? r->gpu : t->local_reg->gpu, dst, src,
+			      t->req.length);
 	else
-		move(eng, target, t->req.local, t->req.length);
+		move(eng, dst, src, t->req.length);
 	pthread_rwlock_unlock(&eng->reg_lock);
 	te__slice_done(t, rc ? 0 : t->req.length, rc);
 	return 0;

@@ -79,6 +79,15 @@ int tcp_auth_client(int fd, const struct mc_auth_key *key, uint64_t deadline,
 int tcp_auth_server(int fd, const struct mc_auth_key *key,
 		    const struct tcp_hdr *h, uint64_t deadline) MC_MUST_CHECK;
 
+/* tcp_gpu.c: serving requests for our GPU memory through a pinned bounce
+ * buffer of the connection (*gp, made on first use). The caller holds
+ * reg_lock for reading; a version 2 WRITE's status is the caller's to
+ * send; any error closes the connection. */
+struct tcp_gpu_bounce;
+int tcp_gpu_serve(struct tcp_gpu_bounce **gp, int fd, const struct tcp_hdr *h,
+		  int dev, uint64_t deadline) MC_MUST_CHECK;
+void tcp_gpu_bounce_free(struct tcp_gpu_bounce *g);
+
 /* Socket I/O with a deadline (CLOCK_MONOTONIC ns; 0 = none). */
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,

@@ -36,6 +36,7 @@ struct tcp_conn {
 	struct tcp_transport *t;
 	int fd;
 	pthread_t thread;
+	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
 };
 
 static int drain(int fd, uint64_t len, uint64_t deadline)
@@ -53,19 +54,24 @@ static int drain(int fd, uint64_t len, uint64_t deadline)
 }
 
 /* Serve one request; a negative return closes the connection. */
-static int serve_request(struct tcp_transport *t, int fd,
+static int serve_request(struct tcp_transport *t, struct tcp_conn *c,
 			 const struct tcp_hdr *h)
 {
 	struct te_engine *eng = t->base.eng;
 	uint64_t deadline = mc_mono_ns() + eng->timeout_ms * 1000000ULL;
 	void *mem = (void *)(uintptr_t)h->addr;
 	uint8_t st[TCP_STATUS_LEN];
+	struct te_memreg *r = NULL;
+	int rc = 0, fd = c->fd;
 	bool ok;
-	int rc = 0;
 
 	pthread_rwlock_rdlock(&eng->reg_lock);
-	ok = h->size == 0 || te__reg_check_remote(eng, h->addr, h->size);
-	if (ok && h->op == TCP_OP_READ) {
+	if (h->size)
+		r = te__reg_find_remote(eng, h->addr, h->size);
+	ok = h->size == 0 || r;
+	if (ok && r && r->gpu) {
+		rc = tcp_gpu_serve(&c->gpu, fd, h, r->gpu - 1, deadline);
+	} else if (ok && h->op == TCP_OP_READ) {
 		tcp_status_encode(TCP_STATUS_OK, st);
 		rc = tcp_io_send2(fd, st, h->v2 ? sizeof(st) : 0, mem, h->size,
 				  deadline);
@@ -168,7 +174,7 @@ static void *serve_conn(void *arg)
 			refuse_unauthenticated(t, c->fd, &h);
 			break;
 		}
-		if (serve_request(t, c->fd, &h))
+		if (serve_request(t, c, &h))
 			break;
 	}
 	pthread_mutex_lock(&t->conns_lock);
@@ -179,6 +185,7 @@ static void *serve_conn(void *arg)
 	if (c->next)
 		c->next->prev = c->prev;
 	close(c->fd);
+	tcp_gpu_bounce_free(c->gpu);
 	free(c);
 	atomic_fetch_sub(&t->n_conns, 1);
 	pthread_cond_broadcast(&t->conns_cond);

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GPU memory through the CUDA driver API, loaded at run time: one build
+ * serves hosts with and without CUDA (docs/design.md, "GPU memory").
+ * libcuda.so.1 (the driver's library, ABI-stable across CUDA releases)
+ * is opened on first use, or the library MC_CUDA_LIBRARY names (the
+ * tests' stand-in, tests/tools/fake_cuda.c, which proves the staging
+ * logic on CPUs, not the driver). Without either, nothing is device
+ * memory and every call here is a cheap "no".
+ *
+ * Only what staging needs: is a pointer device memory (and of which
+ * device), a copy between any two addresses (unified addressing: the
+ * driver tells the direction), pinned host buffers, streams. Every call
+ * runs with the pointer's device's primary context current (the one
+ * PyTorch and the CUDA runtime use).
+ *
+ * Calls down only: nothing of libte. Threads: any.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "te_int.h"
+#include "mooncake/mc_err.h"
+
+/* The driver API's own types and values (cuda.h), declared here so that
+ * no toolkit is needed to build; tests/unit/test_gpu_abi.c checks them
+ * against cuda.h where the toolkit is installed. */
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef unsigned long long CUdeviceptr;
+#define CUDA_SUCCESS 0
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CU_MEMORYTYPE_DEVICE 2
+#define CU_MEMHOSTALLOC_PORTABLE 1
+#define CU_STREAM_NON_BLOCKING 1
+#define GPU_MAX_DEVICES 64
+
+static struct {
+	CUresult (*init)(unsigned);
+	CUresult (*device_get_count)(int *);
+	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+	CUresult (*ctx_set_current)(CUcontext);
+	CUresult (*ctx_get_current)(CUcontext *);
+	CUresult (*pointer_get_attribute)(void *, int, CUdeviceptr);
+	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*stream_create)(CUstream *, unsigned);
+	CUresult (*stream_destroy)(CUstream);
+	CUresult (*stream_synchronize)(CUstream);
+	CUresult (*mem_host_alloc)(void **, size_t, unsigned);
+	CUresult (*mem_free_host)(void *);
+	CUresult (*get_error_string)(CUresult, const char **);
+} cu;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool usable;
+static int n_devices;
+static const char *why = "not loaded";
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext ctxs[GPU_MAX_DEVICES];
+
+#define SYM(field, name)                                             \
+	do {                                                         \
+		*(void **)&cu.field = dlsym(lib, name);              \
+		if (!cu.field) {                                     \
+			why = "a driver function is missing: " name; \
+			return;                                      \
+		}                                                    \
+	} while (0)
+
+static void load(void)
+{
+	const char *path = getenv("MC_CUDA_LIBRARY");
+	void *lib = dlopen(path && *path ? path : "libcuda.so.1",
+			   RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib) {
+		why = "libcuda.so.1 not found (no NVIDIA driver)";
+		if (path && *path) {
+			why = "the library MC_CUDA_LIBRARY names cannot be "
+			      "loaded";
+			mc_log_warn("te", "MC_CUDA_LIBRARY=%s: %s", path,
+				    dlerror());
+		}
+		return;
+	}
+	SYM(init, "cuInit");
+	SYM(device_get_count, "cuDeviceGetCount");
+	SYM(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+	SYM(ctx_set_current, "cuCtxSetCurrent");
+	SYM(ctx_get_current, "cuCtxGetCurrent");
+	SYM(pointer_get_attribute, "cuPointerGetAttribute");
+	SYM(memcpy_async, "cuMemcpyAsync");
+	SYM(stream_create, "cuStreamCreate");
+	SYM(stream_destroy, "cuStreamDestroy_v2");
+	SYM(stream_synchronize, "cuStreamSynchronize");
+	SYM(mem_host_alloc, "cuMemHostAlloc");
+	SYM(mem_free_host, "cuMemFreeHost");
+	SYM(get_error_string, "cuGetErrorString");
+	if (cu.init(0) != CUDA_SUCCESS ||
+	    cu.device_get_count(&n_devices) != CUDA_SUCCESS || n_devices <= 0) {
+		why = "the driver reports no usable device";
+		return;
+	}
+	if (n_devices > GPU_MAX_DEVICES)
+		n_devices = GPU_MAX_DEVICES;
+	usable = true;
+	why = NULL;
+	mc_log_debug("te", "gpu: %d device(s) through %s", n_devices,
+		     path && *path ? path : "libcuda.so.1");
+}
+
+bool te__gpu_available(const char **reason)
+{
+	pthread_once(&once, load);
+	if (reason)
+		*reason = why;
+	return usable;
+}
+
+int te__gpu_device_of(const void *p)
+{
+	unsigned type = 0;
+	int managed = 0, dev = -1;
+	CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
+	CUcontext cur = NULL;
+
+	if (!te__gpu_available(NULL))
+		return -1;
+	/* Attribute queries want a current context: device 0's primary
+	 * one when this thread has none (unified addressing answers for
+	 * every device's pointers from any context). */
+	if ((cu.ctx_get_current(&cur) != CUDA_SUCCESS || !cur) &&
+	    te__gpu_use(0))
+		return -1;
+	if (cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				     d) != CUDA_SUCCESS ||
+	    type != CU_MEMORYTYPE_DEVICE)
+		return -1; /* host memory, or unknown to the driver */
+	/* Managed memory is reachable from the host: no staging. */
+	if (cu.pointer_get_attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				     d) == CUDA_SUCCESS &&
+	    managed)
+		return -1;
+	if (cu.pointer_get_attribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				     d) != CUDA_SUCCESS ||
+	    dev < 0 || dev >= n_devices)
+		return -1;
+	return dev;
+}
+
+static int fail(CUresult r, const char *what)
+{
+	const char *s = NULL;
+
+	if (cu.get_error_string(r, &s) != CUDA_SUCCESS || !s)
+		s = "unknown error";
+	mc_log_warn("te", "gpu: %s: %s (%d)", what, s, r);
+	return -EIO;
+}
+
+int te__gpu_use(int dev)
+{
+	CUcontext c;
+	CUresult r = CUDA_SUCCESS;
+
+	if (!te__gpu_available(NULL) || dev < 0 || dev >= n_devices)
+		return MC_ENOTSUPPORTED;
+	pthread_mutex_lock(&ctx_lock);
+	if (!ctxs[dev])
+		r = cu.primary_ctx_retain(&ctxs[dev], dev);
+	c = ctxs[dev];
+	pthread_mutex_unlock(&ctx_lock);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuDevicePrimaryCtxRetain");
+	r = cu.ctx_set_current(c);
+	return r == CUDA_SUCCESS ? 0 : fail(r, "cuCtxSetCurrent");
+}
+
+int te__gpu_stream_create(void **out)
+{
+	CUresult r = cu.stream_create((CUstream *)out, CU_STREAM_NON_BLOCKING);
+
+	return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamCreate");
+}
+
+void te__gpu_stream_destroy(void *s)
+{
+	if (s)
+		(void)cu.stream_destroy(s);
+}
+
+int te__gpu_copy_async(void *dst, const void *src, size_t len, void *stream)
+{
+	CUresult r = cu.memcpy_async((CUdeviceptr)(uintptr_t)dst,
+				     (CUdeviceptr)(uintptr_t)src, len, stream);
+
+	return r == CUDA_SUCCESS ? 0 : fail(r, "cuMemcpyAsync");
+}
+
+int te__gpu_sync(void *stream)
+{
+	CUresult r = cu.stream_synchronize(stream);
+
+	return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamSynchronize");
+}
+
+int te__gpu_copy(void *dst, const void *src, size_t len, void *stream)
+{
+	int rc = te__gpu_copy_async(dst, src, len, stream);
+
+	return rc ? rc : te__gpu_sync(stream);
+}
+
+int te__gpu_host_alloc(size_t len, void **out)
+{
+	CUresult r = cu.mem_host_alloc(out, len, CU_MEMHOSTALLOC_PORTABLE);
+
+	return r == CUDA_SUCCESS ? 0 : fail(r, "cuMemHostAlloc");
+}
+
+void te__gpu_host_free(void *p)
+{
+	if (p)
+		(void)cu.mem_free_host(p);
+}

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A STAND-IN for the CUDA driver library (libcuda.so.1), for tests on
+ * machines without a GPU: libte loads it when MC_CUDA_LIBRARY names it.
+ * It proves libte's GPU logic (staging, which side copies, contexts,
+ * streams), never the driver or a device. docs/testing.md says so.
+ *
+ * "Device memory" (cuMemAlloc_v2) is a memfd mapped twice: the address
+ * handed out is mapped PROT_NONE, so any host access to it faults, as a
+ * device pointer would on a real machine; the stand-in's own copies go
+ * through a second, writable mapping. cuMemcpyAsync only queues a copy on
+ * its stream; the copy happens at cuStreamSynchronize, so code that uses
+ * a buffer before waiting reads stale bytes and fails its test. Calls
+ * that need a context fail with CUDA_ERROR_INVALID_CONTEXT when the
+ * calling thread has none. MC_FAKE_CUDA_DEVICES (1) devices.
+ *
+ * For the test tools: cuMemAlloc_v2, cuMemFree_v2 and mc_fake_cuda_stats
+ * (copies and bytes per direction).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+#define OK 0
+#define ERR_INVALID_VALUE 1
+#define ERR_OUT_OF_MEMORY 2
+#define ERR_NOT_INITIALIZED 3
+#define ERR_INVALID_DEVICE 101
+#define ERR_INVALID_CONTEXT 201
+#define MAX_ALLOCS 256
+
+struct alloc {
+	uintptr_t dev; /* PROT_NONE view: the "device pointer" */
+	char *shadow; /* writable view of the same pages */
+	size_t len;
+	int device;
+};
+
+struct copy {
+	struct copy *next;
+	void *dst;
+	const void *src;
+	size_t len;
+	int dir; /* 0 H2H, 1 H2D, 2 D2H, 3 D2D */
+};
+
+struct stream {
+	pthread_mutex_t lock;
+	struct copy *head, *tail;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc allocs[MAX_ALLOCS];
+static int n_devices = -1;
+static __thread int current; /* device + 1, 0: no context */
+static struct stream null_stream = { PTHREAD_MUTEX_INITIALIZER, NULL, NULL };
+static uint64_t stats[4][2]; /* per direction: copies, bytes */
+
+/* The shadow address of [p, p + len) if it is device memory; NULL if it
+ * is not; *bad when it straddles an allocation's end. */
+static void *shadow_of(uintptr_t p, size_t len, int *device, int *bad)
+{
+	void *r = NULL;
+
+	*bad = 0;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS; i++) {
+		struct alloc *a = &allocs[i];
+		if (a->len && p >= a->dev && p < a->dev + a->len) {
+			if (len > a->len - (p - a->dev))
+				*bad = 1;
+			else
+				r = a->shadow + (p - a->dev);
+			if (device)
+				*device = a->device;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+CUresult cuInit(unsigned flags)
+{
+	const char *s = getenv("MC_FAKE_CUDA_DEVICES");
+
+	(void)flags;
+	n_devices = s && *s ? atoi(s) : 1;
+	return OK;
+}
+
+CUresult cuDeviceGetCount(int *n)
+{
+	if (n_devices < 0)
+		return ERR_NOT_INITIALIZED;
+	*n = n_devices;
+	return OK;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	if (dev < 0 || dev >= n_devices)
+		return ERR_INVALID_DEVICE;
+	*ctx = (void *)(uintptr_t)(dev + 1);
+	return OK;
+}
+
+CUresult cuCtxSetCurrent(void *ctx)
+{
+	current = (int)(uintptr_t)ctx;
+	return OK;
+}
+
+CUresult cuCtxGetCurrent(void **ctx)
+{
+	*ctx = (void *)(uintptr_t)current;
+	return OK;
+}
+
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
+{
+	int dev = 0, bad;
+	int is_dev = shadow_of((uintptr_t)p, 1, &dev, &bad) != NULL;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	if (!is_dev)
+		return ERR_INVALID_VALUE; /* memory the driver does not know */
+	switch (attr) {
+	case 2: /* MEMORY_TYPE */
+		*(unsigned *)data = 2; /* DEVICE */
+		return OK;
+	case 8: /* IS_MANAGED */
+		*(int *)data = 0;
+		return OK;
+	case 9: /* DEVICE_ORDINAL */
+		*(int *)data = dev;
+		return OK;
+	default:
+		return ERR_INVALID_VALUE;
+	}
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len)
+{
+	int fd, slot = -1;
+	void *dev, *shadow;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)len)) {
+		if (fd >= 0)
+			close(fd);
+		return ERR_OUT_OF_MEMORY;
+	}
+	dev = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+	shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (dev == MAP_FAILED || shadow == MAP_FAILED)
+		return ERR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS && slot < 0; i++)
+		if (!allocs[i].len)
+			slot = i;
+	if (slot >= 0)
+		allocs[slot] = (struct alloc){ (uintptr_t)dev, shadow, len,
+					       current - 1 };
+	pthread_mutex_unlock(&lock);
+	if (slot < 0)
+		return ERR_OUT_OF_MEMORY;
+	*out = (CUdeviceptr)(uintptr_t)dev;
+	return OK;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+	struct alloc a = { 0 };
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].len && allocs[i].dev == (uintptr_t)p) {
+			a = allocs[i];
+			allocs[i].len = 0;
+		}
+	pthread_mutex_unlock(&lock);
+	if (!a.len)
+		return ERR_INVALID_VALUE;
+	munmap((void *)a.dev, a.len);
+	munmap(a.shadow, a.len);
+	return OK;
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,
+		       void *stream)
+{
+	struct stream *s = stream ? stream : &null_stream;
+	int bad_d, bad_s;
+	void *d = shadow_of((uintptr_t)dst, len, NULL, &bad_d);
+	void *sp = shadow_of((uintptr_t)src, len, NULL, &bad_s);
+	struct copy *c;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	if (bad_d || bad_s)
+		return ERR_INVALID_VALUE;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ERR_OUT_OF_MEMORY;
+	c->dst = d ? d : (void *)(uintptr_t)dst;
+	c->src = sp ? sp : (const void *)(uintptr_t)src;
+	c->len = len;
+	c->dir = (sp ? 2 : 0) | (d ? 1 : 0);
+	pthread_mutex_lock(&s->lock);
+	if (s->tail)
+		s->tail->next = c;
+	else
+		s->head = c;
+	s->tail = c;
+	pthread_mutex_unlock(&s->lock);
+	return OK;
+}
+
+CUresult cuStreamCreate(void **out, unsigned flags)
+{
+	struct stream *s = calloc(1, sizeof(*s));
+
+	(void)flags;
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	if (!s)
+		return ERR_OUT_OF_MEMORY;
+	pthread_mutex_init(&s->lock, NULL);
+	*out = s;
+	return OK;
+}
+
+CUresult cuStreamSynchronize(void *stream)
+{
+	struct stream *s = stream ? stream : &null_stream;
+	struct copy *c;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	pthread_mutex_lock(&s->lock);
+	c = s->head;
+	s->head = s->tail = NULL;
+	pthread_mutex_unlock(&s->lock);
+	while (c) {
+		struct copy *next = c->next;
+		memmove(c->dst, c->src, c->len);
+		pthread_mutex_lock(&lock);
+		stats[c->dir][0]++;
+		stats[c->dir][1] += c->len;
+		pthread_mutex_unlock(&lock);
+		free(c);
+		c = next;
+	}
+	return OK;
+}
+
+CUresult cuStreamDestroy_v2(void *stream)
+{
+	struct stream *s = stream;
+
+	if (!s)
+		return ERR_INVALID_VALUE;
+	(void)cuStreamSynchronize(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return OK;
+}
+
+CUresult cuMemHostAlloc(void **out, size_t len, unsigned flags)
+{
+	(void)flags;
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	*out = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+	return *out ? OK : ERR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	free(p);
+	return OK;
+}
+
+CUresult cuGetErrorString(CUresult r, const char **out)
+{
+	switch (r) {
+	case OK:
+		*out = "no error";
+		break;
+	case ERR_INVALID_VALUE:
+		*out = "invalid argument";
+		break;
+	case ERR_OUT_OF_MEMORY:
+		*out = "out of memory";
+		break;
+	case ERR_INVALID_CONTEXT:
+		*out = "invalid device context";
+		break;
+	default:
+		*out = "stand-in error";
+	}
+	return OK;
+}
+
+/* Test tools only: copies and bytes of direction dir (0 H2H, 1 H2D,
+ * 2 D2H, 3 D2D). */
+void mc_fake_cuda_stats(int dir, uint64_t *copies, uint64_t *bytes)
+{
+	pthread_mutex_lock(&lock);
+	*copies = stats[dir & 3][0];
+	*bytes = stats[dir & 3][1];
+	pthread_mutex_unlock(&lock);
+}

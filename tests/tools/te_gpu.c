@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * te_gpu: libte with CUDA device memory, through whichever driver library
+ * libte loads (MC_CUDA_LIBRARY: the tests' stand-in, tests/tools/
+ * fake_cuda.c; on a GPU machine, unset: libcuda.so.1). Cases, each
+ * printing "ok <case> ..." or "FAIL <case>: why" (exit 1):
+ *
+ *   out    device -> a te_peer's host buffer (WRITE), read back into
+ *          another device buffer (READ), compared through the host;
+ *   serve  a second engine in this process registers device memory
+ *          remote-accessible; the first WRITEs and READs it over tcp
+ *          (the server side's bounce buffer);
+ *   local  host <-> own device memory through the local transport;
+ *   timing (--bench) 1 MiB and 16 MiB WRITEs from device and from host
+ *          memory to the peer: MB/s of each and the ratio.
+ *
+ *   te_gpu --target NAME --target_addr A --target_size N [--bench]
+ *   te_gpu --expect_refusal   (no driver: a "cuda:0" tag is refused,
+ *                              "cpu:0" is not)
+ *
+ * Sizes cross the staging chunk (4 MiB by default) unevenly. The engine
+ * runs with P2PHANDSHAKE on 127.0.0.1.
+ */
+#include <dlfcn.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mooncake/mc_err.h"
+#include "mooncake/te.h"
+
+typedef int (*fn_i_u)(unsigned);
+static struct {
+	int (*init)(unsigned);
+	int (*retain)(void **, int);
+	int (*set)(void *);
+	int (*alloc)(unsigned long long *, size_t);
+	int (*free)(unsigned long long);
+	int (*copy)(unsigned long long, unsigned long long, size_t, void *);
+	int (*sync)(void *);
+	void (*stats)(int, uint64_t *, uint64_t *);
+} cu;
+
+static int fails;
+
+#define CHECK(c, name, ...)                        \
+	do {                                       \
+		if (!(c)) {                        \
+			printf("FAIL %s: ", name); \
+			printf(__VA_ARGS__);       \
+			printf("\n");              \
+			fails++;                   \
+			return;                    \
+		}                                  \
+	} while (0)
+
+static int load_driver(void)
+{
+	const char *path = getenv("MC_CUDA_LIBRARY");
+	void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW);
+	void *ctx;
+
+	if (!lib)
+		return -1;
+	*(void **)&cu.init = dlsym(lib, "cuInit");
+	*(void **)&cu.retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+	*(void **)&cu.set = dlsym(lib, "cuCtxSetCurrent");
+	*(void **)&cu.alloc = dlsym(lib, "cuMemAlloc_v2");
+	*(void **)&cu.free = dlsym(lib, "cuMemFree_v2");
+	*(void **)&cu.copy = dlsym(lib, "cuMemcpyAsync");
+	*(void **)&cu.sync = dlsym(lib, "cuStreamSynchronize");
+	*(void **)&cu.stats = dlsym(lib, "mc_fake_cuda_stats");
+	if (!cu.init || !cu.retain || !cu.set || !cu.alloc || !cu.copy ||
+	    !cu.sync || cu.init(0) || cu.retain(&ctx, 0) || cu.set(ctx))
+		return -1;
+	return 0;
+}
+
+static void *dev_alloc(size_t len)
+{
+	unsigned long long p = 0;
+
+	return cu.alloc(&p, len) ? NULL : (void *)(uintptr_t)p;
+}
+
+/* Driver copies in this thread (the tool's own, not libte's). */
+static int dcopy(void *dst, const void *src, size_t len)
+{
+	return cu.copy((uintptr_t)dst, (uintptr_t)src, len, NULL) ||
+	       cu.sync(NULL);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (unsigned char)(seed >> 16);
+	}
+}
+
+static int transfer(struct te_engine *eng, struct te_segment *seg, int op,
+		    void *local, uint64_t addr, uint64_t len)
+{
+	struct te_request r = { .opcode = op,
+				.local = local,
+				.target = seg,
+				.target_addr = addr,
+				.length = len };
+	struct te_status st;
+	struct te_batch *b;
+	int rc = te_batch_create(eng, 4, &b);
+
+	if (rc)
+		return rc;
+	rc = te_batch_submit(b, &r, 1);
+	if (!rc)
+		rc = te_batch_wait(b, 60000);
+	if (!rc)
+		rc = te_batch_status(b, 0, &st);
+	if (!rc && st.status != TE_COMPLETED)
+		rc = st.error ? st.error : -1;
+	if (!rc && st.transferred != len)
+		rc = -2;
+	te_batch_destroy(b);
+	return rc;
+}
+
+static struct te_engine *engine(void)
+{
+	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
+				     .local_server_name = "127.0.0.1",
+				     .timeout_ms = 20000 };
+	char err[256] = "";
+	struct te_engine *e = NULL;
+
+	if (te_engine_create(&cfg, &e, err, sizeof(err)))
+		fprintf(stderr, "te_gpu: engine: %s\n", err);
+	return e;
+}
+
+/* WRITE len bytes from device memory to [addr, ...) of seg, READ them
+ * back into other device memory, compare on the host. */
+static void round_trip(const char *name, struct te_engine *eng,
+		       struct te_segment *seg, uint64_t addr, size_t len)
+{
+	unsigned char *h = malloc(len), *back = malloc(len);
+	void *d1 = dev_alloc(len), *d2 = dev_alloc(len);
+	int rc;
+
+	CHECK(h && back && d1 && d2, name, "allocation");
+	fill(h, len, (unsigned)len);
+	CHECK(!dcopy(d1, h, len), name, "copy to device");
+	CHECK(!te_register(eng, d1, len, "cuda:0", false) &&
+		      !te_register(eng, d2, len, "cuda:0", false),
+	      name, "register device memory");
+	rc = transfer(eng, seg, TE_WRITE, d1, addr, len);
+	CHECK(!rc, name, "write from device: %d %s", rc, mc_strerror(rc));
+	rc = transfer(eng, seg, TE_READ, d2, addr, len);
+	CHECK(!rc, name, "read into device: %d %s", rc, mc_strerror(rc));
+	CHECK(!dcopy(back, d2, len), name, "copy from device");
+	CHECK(!memcmp(h, back, len), name, "bytes differ (%zu bytes)", len);
+	te_unregister(eng, d1);
+	te_unregister(eng, d2);
+	cu.free((uintptr_t)d1);
+	cu.free((uintptr_t)d2);
+	free(h);
+	free(back);
+	printf("ok %s %zu\n", name, len);
+}
+
+static void case_out(struct te_engine *eng, const char *target, uint64_t addr,
+		     uint64_t size)
+{
+	static const size_t sizes[] = { 1, 4097, (4u << 20) + 123,
+					(9u << 20) + 77 };
+	struct te_segment *seg;
+	char err[256] = "";
+
+	if (te_segment_open(eng, target, &seg, err, sizeof(err))) {
+		printf("FAIL out: open %s: %s\n", target, err);
+		fails++;
+		return;
+	}
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (sizes[i] <= size)
+			round_trip("out", eng, seg, addr, sizes[i]);
+	te_segment_close(seg);
+}
+
+static void case_serve(struct te_engine *eng)
+{
+	const size_t len = (6u << 20) + 11;
+	struct te_engine *srv = engine();
+	void *d = dev_alloc(len);
+	unsigned char *h = malloc(len), *back = malloc(len);
+	struct te_segment *seg;
+	char err[256] = "";
+	int rc;
+
+	CHECK(srv && d && h && back, "serve", "setup");
+	CHECK(!te_register(srv, d, len, "cuda:0", true), "serve",
+	      "register remote device memory");
+	CHECK(!te_segment_open(eng, te_engine_name(srv), &seg, err,
+			       sizeof(err)),
+	      "serve", "open: %s", err);
+	fill(h, len, 7);
+	CHECK(!te_register(eng, h, len, "cpu:0", false) &&
+		      !te_register(eng, back, len, "cpu:0", false),
+	      "serve", "register host memory");
+	rc = transfer(eng, seg, TE_WRITE, h, (uintptr_t)d, len);
+	CHECK(!rc, "serve", "write into peer's device: %s", mc_strerror(rc));
+	rc = transfer(eng, seg, TE_READ, back, (uintptr_t)d, len);
+	CHECK(!rc, "serve", "read peer's device: %s", mc_strerror(rc));
+	CHECK(!memcmp(h, back, len), "serve", "bytes differ");
+	memset(back, 0, len);
+	CHECK(!dcopy(back, d, len) && !memcmp(h, back, len), "serve",
+	      "device memory does not hold the bytes");
+	te_segment_close(seg);
+	te_unregister(eng, h);
+	te_unregister(eng, back);
+	te_engine_destroy(srv);
+	cu.free((uintptr_t)d);
+	free(h);
+	free(back);
+	printf("ok serve %zu\n", len);
+}
+
+static void case_local(struct te_engine *eng)
+{
+	const size_t len = (5u << 20) + 3;
+	void *d = dev_alloc(len);
+	unsigned char *h = malloc(len), *back = malloc(len);
+	struct te_segment *seg;
+	char err[256] = "";
+	int rc;
+
+	CHECK(d && h && back, "local", "setup");
+	CHECK(!te_register(eng, d, len, "cuda:0", true) &&
+		      !te_register(eng, h, len, "cpu:0", false) &&
+		      !te_register(eng, back, len, "cpu:0", false),
+	      "local", "register");
+	CHECK(!te_segment_open(eng, te_engine_name(eng), &seg, err,
+			       sizeof(err)),
+	      "local", "open self: %s", err);
+	fill(h, len, 3);
+	rc = transfer(eng, seg, TE_WRITE, h, (uintptr_t)d, len);
+	CHECK(!rc, "local", "host -> own device: %s", mc_strerror(rc));
+	rc = transfer(eng, seg, TE_READ, back, (uintptr_t)d, len);
+	CHECK(!rc, "local", "own device -> host: %s", mc_strerror(rc));
+	CHECK(!memcmp(h, back, len), "local", "bytes differ");
+	te_segment_close(seg);
+	te_unregister(eng, d);
+	te_unregister(eng, h);
+	te_unregister(eng, back);
+	cu.free((uintptr_t)d);
+	free(h);
+	free(back);
+	printf("ok local %zu\n", len);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* MB/s of WRITEs of len bytes from buf for about 1 s. */
+static double rate(struct te_engine *eng, struct te_segment *seg, void *buf,
+		   uint64_t addr, size_t len)
+{
+	double t0 = now_s(), t;
+	uint64_t bytes = 0;
+
+	do {
+		if (transfer(eng, seg, TE_WRITE, buf, addr, len))
+			return 0;
+		bytes += len;
+		t = now_s() - t0;
+	} while (t < 1.0);
+	return bytes / t / 1e6;
+}
+
+static void case_bench(struct te_engine *eng, const char *target, uint64_t addr,
+		       uint64_t size)
+{
+	static const size_t sizes[] = { 1u << 20, 16u << 20 };
+	struct te_segment *seg;
+	char err[256] = "";
+
+	CHECK(!te_segment_open(eng, target, &seg, err, sizeof(err)), "bench",
+	      "open: %s", err);
+	for (unsigned i = 0; i < 2 && sizes[i] <= size; i++) {
+		size_t len = sizes[i];
+		void *d = dev_alloc(len), *h = malloc(len);
+		double dr, hr;
+
+		CHECK(d && h, "bench", "allocation");
+		memset(h, 1, len);
+		CHECK(!dcopy(d, h, len), "bench", "copy");
+		CHECK(!te_register(eng, d, len, "cuda:0", false) &&
+			      !te_register(eng, h, len, "cpu:0", false),
+		      "bench", "register");
+		hr = rate(eng, seg, h, addr, len);
+		dr = rate(eng, seg, d, addr, len);
+		printf("ok bench %zu host %.0f MB/s device %.0f MB/s "
+		       "ratio %.2f\n",
+		       len, hr, dr, hr > 0 ? dr / hr : 0);
+		te_unregister(eng, d);
+		te_unregister(eng, h);
+		cu.free((uintptr_t)d);
+		free(h);
+	}
+	te_segment_close(seg);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "target", required_argument, NULL, 't' },
+		{ "target_addr", required_argument, NULL, 'a' },
+		{ "target_size", required_argument, NULL, 's' },
+		{ "bench", no_argument, NULL, 'b' },
+		{ "expect_refusal", no_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *target = NULL;
+	uint64_t addr = 0, size = 0;
+	struct te_engine *eng;
+	bool bench = false, refusal = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 't')
+			target = optarg;
+		else if (c == 'a')
+			addr = strtoull(optarg, NULL, 0);
+		else if (c == 's')
+			size = strtoull(optarg, NULL, 0);
+		else if (c == 'b')
+			bench = true;
+		else if (c == 'r')
+			refusal = true;
+		else
+			return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (refusal) {
+		static char buf[4096];
+		int rc;
+
+		eng = engine();
+		if (!eng)
+			return 1;
+		rc = te_register(eng, buf, sizeof(buf), "cuda:0", false);
+		printf("%s refused %d %s\n",
+		       rc == MC_ENOTSUPPORTED ? "ok" : "FAIL", rc,
+		       mc_err_name(rc));
+		if (rc == MC_ENOTSUPPORTED)
+			rc = te_register(eng, buf, sizeof(buf), "cpu:0", false);
+		else
+			rc = -1;
+		te_engine_destroy(eng);
+		return rc ? 1 : 0;
+	}
+	if (load_driver()) {
+		printf("FAIL driver: cannot load %s\n",
+		       getenv("MC_CUDA_LIBRARY") ? getenv("MC_CUDA_LIBRARY") :
+						   "libcuda.so.1");
+		return 1;
+	}
+	eng = engine();
+	if (!eng)
+		return 1;
+	if (target) {
+		case_out(eng, target, addr, size);
+		if (bench)
+			case_bench(eng, target, addr, size);
+	}
+	case_serve(eng);
+	case_local(eng);
+	if (cu.stats) {
+		uint64_t n[4], b[4];
+
+		for (int d = 0; d < 4; d++)
+			cu.stats(d, &n[d], &b[d]);
+		printf("stats h2d %" PRIu64 " %" PRIu64 " d2h %" PRIu64
+		       " %" PRIu64 " d2d %" PRIu64 " %" PRIu64 "\n",
+		       n[1], b[1], n[2], b[2], n[3], b[3]);
+	}
+	te_engine_destroy(eng);
+	return fails ? 1 : 0;
+}
