@@ -33,6 +33,11 @@
  *                                  value VALUE(PARTS*PARTSIZE, SEED) is
  *                                  given in PARTS pieces -> ok C
  *   mget KEY PARTS PARTSIZE SEED   batch_get_into_multi + compare -> ok C
+ *   gput KEY SIZE SEED             put_from CUDA device memory (the driver
+ *                                  libte loads: MC_CUDA_LIBRARY, e.g. the
+ *                                  tests' stand-in), registered -> ok
+ *   gcheck KEY SIZE SEED           get_into registered device memory,
+ *                                  compare on the host -> ok | mismatch
  *   exist KEY...                   batch_is_exist -> ok 1 0 ...
  *   isexist KEY                    is_exist -> ok 1|0
  *   size KEY                       get_size -> ok SIZE
@@ -97,6 +102,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_driver.h"
 #include "mc_compiler.h"
 #include "mc_parse.h"
 #include "mooncake/store.h"
@@ -413,6 +419,69 @@ static int cmd_check(int argc, char **argv)
 		return reply("mismatch size %" PRId64 " expected %" PRIu64, got,
 			     size);
 	at = value_cmp(buf, size, seed);
+	if (at != size)
+		return reply("mismatch offset %zu", at);
+	reply("ok");
+	return 0;
+}
+
+/*
+ * gput / gcheck: the value through device memory, registered with the
+ * store (so the transfers are libte's, staged through pinned buffers).
+ */
+static int cmd_gpu(int argc, char **argv, bool put)
+{
+	static struct gpu_driver g;
+	static bool loaded;
+	uint64_t size, seed;
+	uint8_t *host = NULL;
+	void *dev = NULL;
+	int64_t got = 0;
+	size_t at;
+	int rc;
+
+	if (argc != 4 || !parse_size(argv[2], &size) ||
+	    !parse_u64(argv[3], &seed) || !size || size > MAX_VALUE)
+		return usage(put ? "gput KEY SIZE SEED" :
+				   "gcheck KEY SIZE SEED");
+	if (!loaded && gpu_driver_load(&g))
+		return reply_err(-1, "no CUDA driver to load");
+	loaded = true;
+	/* Every call on this thread wants the context. */
+	if (g.set(g.ctx))
+		return reply_err(-1, "cuCtxSetCurrent");
+	host = malloc(size);
+	dev = gpu_alloc(&g, size);
+	if (!host || !dev) {
+		free(host);
+		gpu_free(&g, dev);
+		return reply_err(-1, "out of memory");
+	}
+	value_fill(host, size, seed);
+	if (!put)
+		memset(host, 0, size);
+	rc = gpu_copy(&g, dev, host, size) ? -1 : 0;
+	if (!rc)
+		rc = mooncake_store_register_buffer(store, dev, size);
+	if (!rc && put) {
+		rc = mooncake_store_put_from(store, argv[1], dev, size, NULL);
+	} else if (!rc) {
+		got = mooncake_store_get_into(store, argv[1], dev, size);
+		rc = got < 0 ? (int)got : 0;
+		if (!rc && gpu_copy(&g, host, dev, size))
+			rc = -1;
+	}
+	(void)mooncake_store_unregister_buffer(store, dev);
+	gpu_free(&g, dev);
+	if (rc) {
+		free(host);
+		return reply_err(rc, NULL);
+	}
+	at = put ? size : value_cmp(host, size, seed);
+	free(host);
+	if (!put && (uint64_t)got != size)
+		return reply("mismatch size %" PRId64 " expected %" PRIu64, got,
+			     size);
 	if (at != size)
 		return reply("mismatch offset %zu", at);
 	reply("ok");
@@ -1431,6 +1500,10 @@ static void run(int argc, char **argv)
 		cmd_sget(argc, argv);
 	else if (!strcmp(c, "check"))
 		cmd_check(argc, argv);
+	else if (!strcmp(c, "gput"))
+		cmd_gpu(argc, argv, true);
+	else if (!strcmp(c, "gcheck"))
+		cmd_gpu(argc, argv, false);
 	else if (!strcmp(c, "bput"))
 		cmd_batch(argc, argv, true);
 	else if (!strcmp(c, "bget"))

@@ -21,7 +21,6 @@
  * Sizes cross the staging chunk (4 MiB by default) unevenly. The engine
  * runs with P2PHANDSHAKE on 127.0.0.1.
  */
-#include <dlfcn.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,20 +28,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_driver.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
 
-typedef int (*fn_i_u)(unsigned);
-static struct {
-	int (*init)(unsigned);
-	int (*retain)(void **, int);
-	int (*set)(void *);
-	int (*alloc)(unsigned long long *, size_t);
-	int (*free)(unsigned long long);
-	int (*copy)(unsigned long long, unsigned long long, size_t, void *);
-	int (*sync)(void *);
-	void (*stats)(int, uint64_t *, uint64_t *);
-} cu;
+static struct gpu_driver cu;
 
 static int fails;
 
@@ -57,40 +47,15 @@ static int fails;
 		}                                  \
 	} while (0)
 
-static int load_driver(void)
-{
-	const char *path = getenv("MC_CUDA_LIBRARY");
-	void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW);
-	void *ctx;
-
-	if (!lib)
-		return -1;
-	*(void **)&cu.init = dlsym(lib, "cuInit");
-	*(void **)&cu.retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
-	*(void **)&cu.set = dlsym(lib, "cuCtxSetCurrent");
-	*(void **)&cu.alloc = dlsym(lib, "cuMemAlloc_v2");
-	*(void **)&cu.free = dlsym(lib, "cuMemFree_v2");
-	*(void **)&cu.copy = dlsym(lib, "cuMemcpyAsync");
-	*(void **)&cu.sync = dlsym(lib, "cuStreamSynchronize");
-	*(void **)&cu.stats = dlsym(lib, "mc_fake_cuda_stats");
-	if (!cu.init || !cu.retain || !cu.set || !cu.alloc || !cu.copy ||
-	    !cu.sync || cu.init(0) || cu.retain(&ctx, 0) || cu.set(ctx))
-		return -1;
-	return 0;
-}
-
 static void *dev_alloc(size_t len)
 {
-	unsigned long long p = 0;
-
-	return cu.alloc(&p, len) ? NULL : (void *)(uintptr_t)p;
+	return gpu_alloc(&cu, len);
 }
 
 /* Driver copies in this thread (the tool's own, not libte's). */
 static int dcopy(void *dst, const void *src, size_t len)
 {
-	return cu.copy((uintptr_t)dst, (uintptr_t)src, len, NULL) ||
-	       cu.sync(NULL);
+	return gpu_copy(&cu, dst, src, len);
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
@@ -164,8 +129,8 @@ static void round_trip(const char *name, struct te_engine *eng,
 	CHECK(!memcmp(h, back, len), name, "bytes differ (%zu bytes)", len);
 	te_unregister(eng, d1);
 	te_unregister(eng, d2);
-	cu.free((uintptr_t)d1);
-	cu.free((uintptr_t)d2);
+	gpu_free(&cu, d1);
+	gpu_free(&cu, d2);
 	free(h);
 	free(back);
 	printf("ok %s %zu\n", name, len);
@@ -222,7 +187,7 @@ static void case_serve(struct te_engine *eng)
 	te_unregister(eng, h);
 	te_unregister(eng, back);
 	te_engine_destroy(srv);
-	cu.free((uintptr_t)d);
+	gpu_free(&cu, d);
 	free(h);
 	free(back);
 	printf("ok serve %zu\n", len);
@@ -255,7 +220,7 @@ static void case_local(struct te_engine *eng)
 	te_unregister(eng, d);
 	te_unregister(eng, h);
 	te_unregister(eng, back);
-	cu.free((uintptr_t)d);
+	gpu_free(&cu, d);
 	free(h);
 	free(back);
 	printf("ok local %zu\n", len);
@@ -312,7 +277,7 @@ static void case_bench(struct te_engine *eng, const char *target, uint64_t addr,
 		       len, hr, dr, hr > 0 ? dr / hr : 0);
 		te_unregister(eng, d);
 		te_unregister(eng, h);
-		cu.free((uintptr_t)d);
+		gpu_free(&cu, d);
 		free(h);
 	}
 	te_segment_close(seg);
@@ -367,7 +332,7 @@ int main(int argc, char **argv)
 		te_engine_destroy(eng);
 		return rc ? 1 : 0;
 	}
-	if (load_driver()) {
+	if (gpu_driver_load(&cu)) {
 		printf("FAIL driver: cannot load %s\n",
 		       getenv("MC_CUDA_LIBRARY") ? getenv("MC_CUDA_LIBRARY") :
 						   "libcuda.so.1");
