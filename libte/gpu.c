@@ -3,10 +3,11 @@
  * GPU memory through the CUDA driver API, loaded at run time: one build
  * serves hosts with and without CUDA (docs/design.md, "GPU memory").
  * libcuda.so.1 (the driver's library, ABI-stable across CUDA releases)
- * is opened on first use, or the library MC_CUDA_LIBRARY names (the
- * tests' stand-in, tests/tools/fake_cuda.c, which proves the staging
- * logic on CPUs, not the driver). Without either, nothing is device
- * memory and every call here is a cheap "no".
+ * is used once the process has loaded it (PyTorch, the CUDA runtime), or
+ * the library MC_CUDA_LIBRARY names is loaded (the tests' stand-in,
+ * tests/tools/fake_cuda.c, which proves the staging logic on CPUs, not
+ * the driver). Otherwise nothing is device memory and every call here is
+ * a cheap "no".
  *
  * Only what staging needs: is a pointer device memory (and of which
  * device), a copy between any two addresses (unified addressing: the
@@ -19,6 +20,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,10 +61,10 @@ static struct {
 	CUresult (*get_error_string)(CUresult, const char **);
 } cu;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool usable;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int state; /* 0: not loaded (yet), 1: usable, -1: never */
 static int n_devices;
-static const char *why = "not loaded";
+static const char *why = "this process has not loaded the CUDA driver";
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext ctxs[GPU_MAX_DEVICES];
 
@@ -75,19 +77,28 @@ static CUcontext ctxs[GPU_MAX_DEVICES];
 		}                                                    \
 	} while (0)
 
+/*
+ * MC_CUDA_LIBRARY is loaded when named. Otherwise only a driver the
+ * process has already loaded is used (RTLD_NOLOAD): a process that never
+ * touched CUDA holds no device memory, and must not pay for a context on
+ * a GPU (hundreds of MiB of device memory) because it registered host
+ * buffers. That is checked again on later calls, since frameworks load
+ * CUDA when they first need it. Caller holds load_lock.
+ */
 static void load(void)
 {
 	const char *path = getenv("MC_CUDA_LIBRARY");
-	void *lib = dlopen(path && *path ? path : "libcuda.so.1",
-			   RTLD_NOW | RTLD_LOCAL);
+	void *lib = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) :
+				    dlopen("libcuda.so.1",
+					   RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 
 	if (!lib) {
-		why = "libcuda.so.1 not found (no NVIDIA driver)";
 		if (path && *path) {
 			why = "the library MC_CUDA_LIBRARY names cannot be "
 			      "loaded";
 			mc_log_warn("te", "MC_CUDA_LIBRARY=%s: %s", path,
 				    dlerror());
+			atomic_store(&state, -1);
 		}
 		return;
 	}
@@ -107,22 +118,28 @@ static void load(void)
 	if (cu.init(0) != CUDA_SUCCESS ||
 	    cu.device_get_count(&n_devices) != CUDA_SUCCESS || n_devices <= 0) {
 		why = "the driver reports no usable device";
+		atomic_store(&state, -1);
 		return;
 	}
 	if (n_devices > GPU_MAX_DEVICES)
 		n_devices = GPU_MAX_DEVICES;
-	usable = true;
 	why = NULL;
+	atomic_store(&state, 1);
 	mc_log_debug("te", "gpu: %d device(s) through %s", n_devices,
 		     path && *path ? path : "libcuda.so.1");
 }
 
 bool te__gpu_available(const char **reason)
 {
-	pthread_once(&once, load);
+	if (atomic_load(&state) == 0) {
+		pthread_mutex_lock(&load_lock);
+		if (atomic_load(&state) == 0)
+			load();
+		pthread_mutex_unlock(&load_lock);
+	}
 	if (reason)
 		*reason = why;
-	return usable;
+	return atomic_load(&state) == 1;
 }
 
 int te__gpu_device_of(const void *p)
