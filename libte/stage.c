@@ -9,7 +9,9 @@
  *   READ:  the transport reads into a pinned buffer, then -> device.
  *
  * With MC_GPU_STAGE_BUFFERS buffers (8) of MC_GPU_STAGE_CHUNK bytes
- * (4 MiB), the copy of one chunk overlaps the transfer of the others.
+ * (4 MiB), the copy of one chunk overlaps the transfer of the others; a
+ * request is cut in quarters of at least 256 KiB (chunk_for), so one of
+ * 1 MiB overlaps too.
  * Each chunk is a sub-task of its own (batch NULL, on_done set), ended by
  * the transport like any task; the parent task counts one slice per
  * chunk, so its status, bytes and first error come out as for any
@@ -32,6 +34,7 @@
 #include "mooncake/mc_err.h"
 
 #define STAGE_CHUNK_DEFAULT (4u << 20)
+#define STAGE_CHUNK_MIN (256u << 10)
 #define STAGE_BUFS_DEFAULT 8
 #define STAGE_BUFS_MAX 64
 
@@ -261,11 +264,25 @@ static int stager_create(struct te_engine *eng, int dev, struct te_stager **out)
 	return 0;
 }
 
+/*
+ * The chunk size for a request of len bytes: a quarter of it (at least
+ * 256 KiB, at most the buffers' size), so a request of a few MiB is
+ * still cut in pieces whose copies overlap the others' transfers.
+ */
+static uint64_t chunk_for(const struct te_stager *st, uint64_t len)
+{
+	uint64_t c = (len / 4 + 4095) & ~(uint64_t)4095;
+
+	if (c < STAGE_CHUNK_MIN)
+		c = STAGE_CHUNK_MIN;
+	return c < st->chunk ? c : st->chunk;
+}
+
 int te__stage_submit(struct te_engine *eng, struct te_task *t)
 {
 	struct te_stager *st;
 	struct stage_chunk **cs;
-	uint64_t n, len = t->req.length;
+	uint64_t n, chunk, len = t->req.length;
 	int rc = 0;
 
 	pthread_mutex_lock(&eng->stage_lock);
@@ -278,7 +295,8 @@ int te__stage_submit(struct te_engine *eng, struct te_task *t)
 			    mc_strerror(rc));
 		return rc;
 	}
-	n = (len + st->chunk - 1) / st->chunk;
+	chunk = chunk_for(st, len);
+	n = (len + chunk - 1) / chunk;
 	cs = calloc(n, sizeof(*cs));
 	for (uint64_t i = 0; cs && i < n; i++) {
 		struct stage_chunk *c = calloc(1, sizeof(*c));
@@ -292,13 +310,12 @@ int te__stage_submit(struct te_engine *eng, struct te_task *t)
 		}
 		c->parent = t;
 		c->st = st;
-		c->off = i * st->chunk;
+		c->off = i * chunk;
 		c->buf = -1;
 		c->phase = CHUNK_START;
 		c->sub.req = t->req;
 		c->sub.req.target_addr = t->req.target_addr + c->off;
-		c->sub.req.length = len - c->off < st->chunk ? len - c->off :
-							       st->chunk;
+		c->sub.req.length = len - c->off < chunk ? len - c->off : chunk;
 		c->sub.tp = t->tp;
 		c->sub.deadline_ns = t->deadline_ns;
 		c->sub.on_done = chunk_transferred;
