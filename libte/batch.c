@@ -174,9 +174,9 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 			continue;
 		}
 		tp = eng->tps[t->tp];
-		/* GPU memory goes through pinned host buffers, except to
-		 * ourselves (local copies device memory itself). */
-		if (t->local_reg->gpu && t->tp != TE_TP_LOCAL)
+		/* GPU memory goes through pinned host buffers, unless the
+		 * transport moves it itself (local, cuda_ipc). */
+		if (t->local_reg->gpu && !tp->ops->gpu_direct)
 			rc = te__stage_submit(eng, t);
 		else
 			rc = tp->ops->submit(tp, t);

@@ -44,6 +44,11 @@ typedef unsigned long long CUdeviceptr;
 #define CU_MEMHOSTALLOC_PORTABLE 1
 #define CU_STREAM_NON_BLOCKING 1
 #define GPU_MAX_DEVICES 64
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 1
+/* CUipcMemHandle: 64 opaque bytes, passed by value. */
+typedef struct {
+	char reserved[TE_GPU_IPC_HANDLE_LEN];
+} TE_GPU_IPC_HANDLE_T;
 
 static struct {
 	CUresult (*init)(unsigned);
@@ -59,6 +64,12 @@ static struct {
 	CUresult (*mem_host_alloc)(void **, size_t, unsigned);
 	CUresult (*mem_free_host)(void *);
 	CUresult (*get_error_string)(CUresult, const char **);
+	/* Optional: CUDA IPC (the cuda_ipc transport). */
+	CUresult (*mem_get_address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	CUresult (*ipc_get_mem_handle)(void *, CUdeviceptr);
+	CUresult (*ipc_open_mem_handle)(CUdeviceptr *, TE_GPU_IPC_HANDLE_T,
+					unsigned);
+	CUresult (*ipc_close_mem_handle)(CUdeviceptr);
 } cu;
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -115,6 +126,11 @@ static void load(void)
 	SYM(mem_host_alloc, "cuMemHostAlloc");
 	SYM(mem_free_host, "cuMemFreeHost");
 	SYM(get_error_string, "cuGetErrorString");
+	*(void **)&cu.mem_get_address_range =
+		dlsym(lib, "cuMemGetAddressRange_v2");
+	*(void **)&cu.ipc_get_mem_handle = dlsym(lib, "cuIpcGetMemHandle");
+	*(void **)&cu.ipc_open_mem_handle = dlsym(lib, "cuIpcOpenMemHandle_v2");
+	*(void **)&cu.ipc_close_mem_handle = dlsym(lib, "cuIpcCloseMemHandle");
 	if (cu.init(0) != CUDA_SUCCESS ||
 	    cu.device_get_count(&n_devices) != CUDA_SUCCESS || n_devices <= 0) {
 		why = "the driver reports no usable device";
@@ -247,4 +263,51 @@ void te__gpu_host_free(void *p)
 {
 	if (p)
 		(void)cu.mem_free_host(p);
+}
+
+static bool ipc_usable(void)
+{
+	return te__gpu_available(NULL) && cu.mem_get_address_range &&
+	       cu.ipc_get_mem_handle && cu.ipc_open_mem_handle &&
+	       cu.ipc_close_mem_handle;
+}
+
+int te__gpu_ipc_export(const void *p, uint8_t handle[TE_GPU_IPC_HANDLE_LEN],
+		       uintptr_t *base, size_t *size)
+{
+	CUdeviceptr b = 0;
+	CUresult r;
+
+	if (!ipc_usable())
+		return MC_ENOTSUPPORTED;
+	r = cu.mem_get_address_range(&b, size, (CUdeviceptr)(uintptr_t)p);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuMemGetAddressRange");
+	r = cu.ipc_get_mem_handle(handle, b);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuIpcGetMemHandle");
+	*base = (uintptr_t)b;
+	return 0;
+}
+
+int te__gpu_ipc_open(const uint8_t handle[TE_GPU_IPC_HANDLE_LEN], void **out)
+{
+	TE_GPU_IPC_HANDLE_T h;
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	if (!ipc_usable())
+		return MC_ENOTSUPPORTED;
+	memcpy(h.reserved, handle, sizeof(h.reserved));
+	r = cu.ipc_open_mem_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	if (r != CUDA_SUCCESS)
+		return fail(r, "cuIpcOpenMemHandle");
+	*out = (void *)(uintptr_t)p;
+	return 0;
+}
+
+void te__gpu_ipc_close(void *p)
+{
+	if (p && ipc_usable())
+		(void)cu.ipc_close_mem_handle((CUdeviceptr)(uintptr_t)p);
 }

@@ -188,6 +188,9 @@ struct te_transport_ops {
 	 */
 	int (*desc_decode)(json_t *desc, void **out);
 	void (*desc_free)(void *blob);
+	/** Moves GPU memory itself (the driver copies): requests from our
+	 *  device memory are not staged through host buffers (stage.c). */
+	bool gpu_direct;
 };
 
 struct te_transport {
@@ -322,6 +325,15 @@ int te__gpu_sync(void *stream) MC_MUST_CHECK;
 /** te__gpu_copy_async() then te__gpu_sync(). */
 int te__gpu_copy(void *dst, const void *src, size_t len,
 		 void *stream) MC_MUST_CHECK;
+/** CUDA IPC (the cuda_ipc transport): the handle of the allocation
+ *  holding p, its base and size; MC_ENOTSUPPORTED without IPC. */
+#define TE_GPU_IPC_HANDLE_LEN 64
+int te__gpu_ipc_export(const void *p, uint8_t handle[TE_GPU_IPC_HANDLE_LEN],
+		       uintptr_t *base, size_t *size) MC_MUST_CHECK;
+/** Map another process's allocation (its base) into ours. */
+int te__gpu_ipc_open(const uint8_t handle[TE_GPU_IPC_HANDLE_LEN],
+		     void **out) MC_MUST_CHECK;
+void te__gpu_ipc_close(void *p);
 /** Pinned host memory (fast copies to and from every device). */
 int te__gpu_host_alloc(size_t len, void **out) MC_MUST_CHECK;
 void te__gpu_host_free(void *p);

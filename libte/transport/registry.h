@@ -13,9 +13,10 @@
 #ifndef TE_TRANSPORT_REGISTRY_H
 #define TE_TRANSPORT_REGISTRY_H
 
-#define TE_TRANSPORTS(X) \
-	X(LOCAL, local)  \
-	X(SHM, shm)      \
+#define TE_TRANSPORTS(X)      \
+	X(LOCAL, local)       \
+	X(CUDA_IPC, cuda_ipc) \
+	X(SHM, shm)           \
 	X(TCP, tcp)
 
 #endif

@@ -21,6 +21,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,7 +42,22 @@ struct alloc {
 	char *shadow; /* writable view of the same pages */
 	size_t len;
 	int device;
+	int fd; /* the memfd (IPC handles name it), -1 for an opened one */
+	int opened; /* mapped from another process's handle */
 };
+
+/* CUipcMemHandle: 64 bytes by value; ours holds the exporter's pid and
+ * memfd number (another process opens /proc/<pid>/fd/<n>, as a real
+ * handle works only across processes of one host). */
+typedef struct {
+	char reserved[64];
+} CUipcMemHandle;
+struct fake_handle {
+	uint32_t magic, pid;
+	int32_t fd, device;
+	uint64_t len;
+};
+#define HANDLE_MAGIC 0x4d434950u
 
 struct copy {
 	struct copy *next;
@@ -147,10 +164,40 @@ CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
 	}
 }
 
+/* Map fd twice and record the allocation (takes fd). */
+static CUresult map_fd(int fd, size_t len, int device, int opened,
+		       CUdeviceptr *out)
+{
+	void *dev = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+	void *shadow =
+		mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int slot = -1;
+
+	if (dev == MAP_FAILED || shadow == MAP_FAILED) {
+		close(fd);
+		return ERR_OUT_OF_MEMORY;
+	}
+	if (opened) {
+		close(fd);
+		fd = -1;
+	}
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS && slot < 0; i++)
+		if (!allocs[i].len)
+			slot = i;
+	if (slot >= 0)
+		allocs[slot] = (struct alloc){ (uintptr_t)dev, shadow, len,
+					       device,	       fd,     opened };
+	pthread_mutex_unlock(&lock);
+	if (slot < 0)
+		return ERR_OUT_OF_MEMORY;
+	*out = (CUdeviceptr)(uintptr_t)dev;
+	return OK;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len)
 {
-	int fd, slot = -1;
-	void *dev, *shadow;
+	int fd;
 
 	if (!current)
 		return ERR_INVALID_CONTEXT;
@@ -160,23 +207,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len)
 			close(fd);
 		return ERR_OUT_OF_MEMORY;
 	}
-	dev = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
-	shadow = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (dev == MAP_FAILED || shadow == MAP_FAILED)
-		return ERR_OUT_OF_MEMORY;
-	pthread_mutex_lock(&lock);
-	for (int i = 0; i < MAX_ALLOCS && slot < 0; i++)
-		if (!allocs[i].len)
-			slot = i;
-	if (slot >= 0)
-		allocs[slot] = (struct alloc){ (uintptr_t)dev, shadow, len,
-					       current - 1 };
-	pthread_mutex_unlock(&lock);
-	if (slot < 0)
-		return ERR_OUT_OF_MEMORY;
-	*out = (CUdeviceptr)(uintptr_t)dev;
-	return OK;
+	return map_fd(fd, len, current - 1, 0, out);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p)
@@ -194,7 +225,76 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 		return ERR_INVALID_VALUE;
 	munmap((void *)a.dev, a.len);
 	munmap(a.shadow, a.len);
+	if (a.fd >= 0)
+		close(a.fd);
 	return OK;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	CUresult r = ERR_INVALID_VALUE;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].len && p >= allocs[i].dev &&
+		    p < allocs[i].dev + allocs[i].len) {
+			*base = allocs[i].dev;
+			*size = allocs[i].len;
+			r = OK;
+		}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr base)
+{
+	struct fake_handle f = { 0 };
+	CUresult r = ERR_INVALID_VALUE;
+
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].len && allocs[i].dev == base &&
+		    allocs[i].fd >= 0) {
+			f = (struct fake_handle){
+				HANDLE_MAGIC, (uint32_t)getpid(), allocs[i].fd,
+				allocs[i].device, allocs[i].len
+			};
+			r = OK;
+		}
+	pthread_mutex_unlock(&lock);
+	memset(h, 0, sizeof(*h));
+	memcpy(h->reserved, &f, sizeof(f));
+	return r;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle h,
+			       unsigned flags)
+{
+	struct fake_handle f;
+	char path[64];
+	int fd;
+
+	(void)flags;
+	if (!current)
+		return ERR_INVALID_CONTEXT;
+	memcpy(&f, h.reserved, sizeof(f));
+	/* As the driver: not in the exporting process itself. */
+	if (f.magic != HANDLE_MAGIC || f.pid == (uint32_t)getpid())
+		return ERR_INVALID_VALUE;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", f.pid, f.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return ERR_INVALID_VALUE;
+	return map_fd(fd, f.len, f.device, 1, out);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p)
+{
+	return cuMemFree_v2(p);
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,

@@ -17,6 +17,15 @@
  *   te_gpu --target NAME --target_addr A --target_size N [--bench]
  *   te_gpu --expect_refusal   (no driver: a "cuda:0" tag is refused,
  *                              "cpu:0" is not)
+ *   te_gpu --serve_device N --ready FILE
+ *          registers N bytes of device memory (VALUE byte i = i * 7 + 1)
+ *          remote-accessible, writes {"name","addr","size"} to FILE and
+ *          serves until stdin closes;
+ *   te_gpu --ipc_target NAME --ipc_addr A --ipc_size N
+ *          case ipc: another process's device memory on this host (the
+ *          cuda_ipc transport): checks its bytes, writes host and device
+ *          memory into it and reads them back; requires that cuda_ipc
+ *          carried them (its counters) and tcp did not.
  *
  * Sizes cross the staging chunk (4 MiB by default) unevenly. The engine
  * runs with P2PHANDSHAKE on 127.0.0.1.
@@ -226,6 +235,93 @@ static void case_local(struct te_engine *eng)
 	printf("ok local %zu\n", len);
 }
 
+static void case_ipc(struct te_engine *eng, const char *target, uint64_t addr,
+		     uint64_t size)
+{
+	size_t len = size;
+	unsigned char *h = malloc(len), *back = malloc(len);
+	void *d = dev_alloc(len);
+	struct te_counters ci, tc;
+	struct te_segment *seg;
+	char err[256] = "";
+	int rc;
+
+	CHECK(h && back && d, "ipc", "setup");
+	CHECK(!te_segment_open(eng, target, &seg, err, sizeof(err)), "ipc",
+	      "open: %s", err);
+	CHECK(!te_register(eng, h, len, "cpu:0", false) &&
+		      !te_register(eng, back, len, "cpu:0", false) &&
+		      !te_register(eng, d, len, "cuda:0", false),
+	      "ipc", "register");
+	/* The peer's bytes as it wrote them. */
+	rc = transfer(eng, seg, TE_READ, back, addr, len);
+	CHECK(!rc, "ipc", "read peer's device: %s", mc_strerror(rc));
+	for (size_t i = 0; i < len; i++)
+		CHECK(back[i] == (unsigned char)(i * 7 + 1), "ipc",
+		      "peer's byte %zu is %u", i, back[i]);
+	/* Host memory in, and back. */
+	fill(h, len, 11);
+	rc = transfer(eng, seg, TE_WRITE, h, addr, len);
+	CHECK(!rc, "ipc", "host -> peer's device: %s", mc_strerror(rc));
+	rc = transfer(eng, seg, TE_READ, back, addr, len);
+	CHECK(!rc && !memcmp(h, back, len), "ipc", "host round trip");
+	/* Our device memory in (device to device), and back into it. */
+	fill(h, len, 12);
+	CHECK(!dcopy(d, h, len), "ipc", "copy to device");
+	rc = transfer(eng, seg, TE_WRITE, d, addr, len);
+	CHECK(!rc, "ipc", "device -> peer's device: %s", mc_strerror(rc));
+	CHECK(!dcopy(d, back, len), "ipc", "clear device");
+	rc = transfer(eng, seg, TE_READ, d, addr, len);
+	CHECK(!rc, "ipc", "peer's device -> device: %s", mc_strerror(rc));
+	CHECK(!dcopy(back, d, len) && !memcmp(h, back, len), "ipc",
+	      "device round trip");
+	CHECK(!te_counters(eng, "cuda_ipc", &ci) &&
+		      !te_counters(eng, "tcp", &tc),
+	      "ipc", "counters");
+	CHECK(ci.read_requests == 3 && ci.write_requests == 2 &&
+		      tc.read_requests + tc.write_requests == 0,
+	      "ipc", "cuda_ipc %" PRIu64 "/%" PRIu64 " tcp %" PRIu64,
+	      ci.read_requests, ci.write_requests,
+	      tc.read_requests + tc.write_requests);
+	te_segment_close(seg);
+	te_unregister(eng, h);
+	te_unregister(eng, back);
+	te_unregister(eng, d);
+	gpu_free(&cu, d);
+	free(h);
+	free(back);
+	printf("ok ipc %zu\n", len);
+}
+
+static int serve_device(size_t len, const char *ready)
+{
+	struct te_engine *eng = engine();
+	unsigned char *h = malloc(len);
+	void *d = dev_alloc(len);
+	char line[64];
+	FILE *f;
+
+	if (!eng || !h || !d)
+		return 1;
+	for (size_t i = 0; i < len; i++)
+		h[i] = (unsigned char)(i * 7 + 1);
+	if (dcopy(d, h, len) || te_register(eng, d, len, "cuda:0", true))
+		return 1;
+	f = fopen(ready, "w");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"name\":\"%s\",\"addr\":%" PRIuPTR ",\"size\":%zu}\n",
+		te_engine_name(eng), (uintptr_t)d, len);
+	fclose(f);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	te_unregister(eng, d);
+	te_engine_destroy(eng);
+	gpu_free(&cu, d);
+	free(h);
+	return 0;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -291,10 +387,15 @@ int main(int argc, char **argv)
 		{ "target_size", required_argument, NULL, 's' },
 		{ "bench", no_argument, NULL, 'b' },
 		{ "expect_refusal", no_argument, NULL, 'r' },
+		{ "serve_device", required_argument, NULL, 'S' },
+		{ "ready", required_argument, NULL, 'R' },
+		{ "ipc_target", required_argument, NULL, 'T' },
+		{ "ipc_addr", required_argument, NULL, 'A' },
+		{ "ipc_size", required_argument, NULL, 'Z' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *target = NULL;
-	uint64_t addr = 0, size = 0;
+	const char *target = NULL, *ready = NULL, *ipc = NULL;
+	uint64_t addr = 0, size = 0, serve = 0, ipc_addr = 0, ipc_size = 0;
 	struct te_engine *eng;
 	bool bench = false, refusal = false;
 	int c;
@@ -310,6 +411,16 @@ int main(int argc, char **argv)
 			bench = true;
 		else if (c == 'r')
 			refusal = true;
+		else if (c == 'S')
+			serve = strtoull(optarg, NULL, 0);
+		else if (c == 'R')
+			ready = optarg;
+		else if (c == 'T')
+			ipc = optarg;
+		else if (c == 'A')
+			ipc_addr = strtoull(optarg, NULL, 0);
+		else if (c == 'Z')
+			ipc_size = strtoull(optarg, NULL, 0);
 		else
 			return 2;
 	}
@@ -338,9 +449,16 @@ int main(int argc, char **argv)
 						   "libcuda.so.1");
 		return 1;
 	}
+	if (serve && ready)
+		return serve_device(serve, ready);
 	eng = engine();
 	if (!eng)
 		return 1;
+	if (ipc) {
+		case_ipc(eng, ipc, ipc_addr, ipc_size);
+		te_engine_destroy(eng);
+		return fails ? 1 : 0;
+	}
 	if (target) {
 		case_out(eng, target, addr, size);
 		if (bench)

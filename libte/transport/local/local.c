@@ -80,4 +80,5 @@ const struct te_transport_ops te_local_ops = {
 	.fini = local_fini,
 	.reachable = local_reachable,
 	.submit = local_submit,
+	.gpu_direct = true,
 };

@@ -79,3 +79,30 @@ def test_gpu_check_script_with_the_stand_in(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "STAND-IN" in p.stdout and "gpu_check: passed" in p.stdout
     assert "device/host" in p.stdout, p.stdout
+
+
+def test_cuda_ipc_between_processes(procs, tmp_path):
+    """Another process's device memory on this host: the cuda_ipc
+    transport maps it with the (stand-in's) IPC handle and the driver
+    copies, host or device memory to device memory, with no byte over
+    tcp; in one process (the serve case above) the handle does not open,
+    as with the real driver, and tcp's staging serves instead."""
+    import json
+    env = te_env({"MC_CUDA_LIBRARY": binary(*FAKE_CUDA)})
+    ready = tmp_path / "ready"
+    srv = procs.popen([binary(*TE_GPU), "--serve_device", str((3 << 20) + 5),
+                       "--ready", str(ready)], stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True, env=env)
+    from mctest import wait_for
+    info = wait_for(lambda: ready.exists() and ready.read_text().strip() and
+                    json.loads(ready.read_text()), what="serve_device ready")
+    p = procs.popen([binary(*TE_GPU), "--ipc_target", info["name"],
+                     "--ipc_addr", str(info["addr"]), "--ipc_size",
+                     str(info["size"])], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True, env=env)
+    out, err = p.communicate(timeout=120 * SCALE)
+    assert p.returncode == 0, out + err
+    assert f"ok ipc {info['size']}" in out, out
+    srv.stdin.close()
+    assert srv.wait(timeout=60 * SCALE) == 0
