@@ -94,6 +94,18 @@ PROTOTYPES = {
                                                 c_size_t]),
     "mooncake_store_strerror": (c_char_p, [c_int]),
     "mooncake_store_set_timeouts": (c_int, [H, c_uint, c_uint]),
+    # include/mooncake/store_fs.h: reading and writing by range, rename
+    "mooncake_store_object_open": (c_int, [H, c_char_p, POINTER(c_void_p)]),
+    "mooncake_store_object_size": (c_uint64, [c_void_p]),
+    "mooncake_store_object_read": (c_int64, [c_void_p, c_uint64, c_void_p,
+                                             c_size_t]),
+    "mooncake_store_object_close": (None, [c_void_p]),
+    "mooncake_store_writer_open": (c_int, [H, c_char_p, c_uint64, CFG,
+                                           POINTER(c_void_p)]),
+    "mooncake_store_writer_write": (c_int, [c_void_p, c_uint64, c_void_p,
+                                            c_size_t]),
+    "mooncake_store_writer_close": (c_int, [c_void_p, c_bool]),
+    "mooncake_store_rename": (c_int, [H, c_char_p, c_char_p, c_bool]),
 }
 
 
