@@ -175,9 +175,31 @@ class ReplicateConfig:
     """
     __slots__ = ("replica_num", "nof_replica_num", "dfs_replica_num",
                  "with_soft_pin", "with_hard_pin", "soft_pin_action",
-                 "soft_pin_ttl_ms", "preferred_segments", "preferred_segment",
-                 "preferred_nof_segments", "prefer_alloc_in_same_node",
-                 "data_type", "group_ids")
+                 "_soft_pin_ttl_ms", "preferred_segments",
+                 "preferred_segment", "preferred_nof_segments",
+                 "prefer_alloc_in_same_node", "data_type", "group_ids")
+    _FIELDS = tuple(f.lstrip("_") for f in __slots__)
+
+    @property
+    def soft_pin_ttl_ms(self):
+        """None (the master's soft-pin TTL) or an int from 0 to 2**64-1,
+        as upstream's std::optional<uint64_t>: anything else is a
+        TypeError when set."""
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, value):
+        if value is not None:
+            if isinstance(value, bool):
+                raise TypeError("soft_pin_ttl_ms: an int or None")
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise TypeError("soft_pin_ttl_ms: an int or None") from None
+            if not 0 <= value < 1 << 64:
+                raise TypeError(f"soft_pin_ttl_ms={value}: out of range "
+                                f"for uint64")
+        self._soft_pin_ttl_ms = value
 
     def __init__(self, replica_num=1, with_soft_pin=False,
                  with_hard_pin=False, preferred_segments=None,
@@ -200,7 +222,7 @@ class ReplicateConfig:
 
     def __repr__(self):
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in
-                           self.__slots__)
+                           self._FIELDS)
         return f"ReplicateConfig({fields})"
 
     __str__ = __repr__
@@ -609,6 +631,7 @@ class MooncakeDistributedStore:
         self._sess_lock = threading.Lock()
         self._get_sessions = {}      # key bytes -> mooncake_object_t
         self._put_sessions = {}      # key bytes -> mooncake_writer_t
+        self._regs = {}              # register_buffer: address -> size
         self._finalizer = weakref.finalize(self, _release, self._handles)
         self._finalizer.atexit = False
         _live.add(self)
@@ -679,8 +702,13 @@ class MooncakeDistributedStore:
             log.warning("setup(): a shared transfer engine is not supported;"
                         " this store uses its own")
         host, meta, seg, buf, proto, dev, master = args
-        seg = parse_size("global_segment_size", seg)
-        buf = parse_size("local_buffer_size", buf)
+        try:
+            seg = parse_size("global_segment_size", seg)
+            buf = parse_size("local_buffer_size", buf)
+        except ValueError as e:
+            # upstream returns an error for a size it cannot read ("50%")
+            log.error("%s", e)
+            return INVALID_PARAMS
         rc = self._setup(_host(host), meta, seg, buf, proto, dev, master)
         if rc == OK:
             self._tenant = tenant
@@ -729,8 +757,12 @@ class MooncakeDistributedStore:
         alloc_from_mem_pool. Calls go straight to the pool, not through
         the mooncake_client over IPC (python/README.md). 0, or
         INVALID_PARAMS (-600) when nothing answers at server_address."""
-        pool = parse_size("mem_pool_size", mem_pool_size)
-        buf = parse_size("local_buffer_size", local_buffer_size)
+        try:
+            pool = parse_size("mem_pool_size", mem_pool_size)
+            buf = parse_size("local_buffer_size", local_buffer_size)
+        except ValueError as e:
+            log.error("%s", e)
+            return INVALID_PARAMS
         if not _reachable(server_address):
             log.error("setup_dummy(): no mooncake_client answers at %r",
                       server_address)
@@ -783,6 +815,11 @@ class MooncakeDistributedStore:
         if config is None or config is _DEFAULT_CONFIG:
             return None, None
         _group_ids(config.group_ids, n)
+        if config.soft_pin_ttl_ms is not None and \
+                config.soft_pin_action != SoftPinAction.ENABLE:
+            # upstream: a TTL only goes with soft_pin_action=ENABLE
+            log.warning("soft_pin_ttl_ms without soft_pin_action=ENABLE")
+            raise _BadConfig()
         replicas = _replica_num(config.replica_num)
         segs = []
         if config.preferred_segment:
@@ -822,10 +859,31 @@ class MooncakeDistributedStore:
             raise NotSupportedError(
                 f"register_buffer({buffer_ptr:#x}): device memory is not "
                 f"supported by this build (NOT_SUPPORTED -1012)")
+        if rc == OK:
+            end = buffer_ptr + int(size)
+            with self._sess_lock:
+                # the library replaced stale registrations it overlapped
+                for a in [a for a, n in self._regs.items()
+                          if a < end and buffer_ptr < a + n]:
+                    del self._regs[a]
+                self._regs[buffer_ptr] = int(size)
         return rc
 
     def unregister_buffer(self, buffer_ptr):
-        return _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
+        rc = _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
+        if rc == OK:
+            with self._sess_lock:
+                self._regs.pop(int(buffer_ptr), None)
+        return rc
+
+    def _capacity(self, ptr):
+        """Bytes from ptr to the end of the buffer registered around it
+        (register_buffer), 0 when none is."""
+        with self._sess_lock:
+            for a, n in self._regs.items():
+                if a <= ptr < a + n:
+                    return a + n - ptr
+        return 0
 
     def put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
         try:
@@ -1183,9 +1241,11 @@ class MooncakeDistributedStore:
         for each key j of all_keys[i], the ranges
         [all_src_offsets[i][j][k], +all_sizes[i][j][k]) of the object at
         buffer_ptrs[i] + all_dst_offsets[i][j][k]. Returns results of the
-        same shape: bytes copied per range (short at the object's end), or
-        a code (-704 missing key, -600 for mismatched lists or memory not
-        registered). Each key is looked up once per call."""
+        same shape: bytes copied per range, or a code (-704 missing key,
+        -600 for mismatched lists). A range past the object's end, or
+        past the end of the buffer registered (register_buffer) around
+        buffer_ptrs[i], is -600 and copies nothing; so is every range of
+        a buffer not registered. Each key is looked up once per call."""
         n = len(buffer_ptrs)
         shape_ok = (len(all_keys) == n and len(all_dst_offsets) == n and
                     len(all_src_offsets) == n and len(all_sizes) == n)
@@ -1207,6 +1267,7 @@ class MooncakeDistributedStore:
                     out.append(bad(keys, dsts))
                     continue
                 base = int(buffer_ptrs[i])
+                cap = self._capacity(base)
                 row = []
                 for key, d, so, sz in zip(keys, dsts, srcs, sizes):
                     if not (len(d) == len(so) == len(sz)):
@@ -1219,8 +1280,12 @@ class MooncakeDistributedStore:
                     if obj is None:
                         row.append([rc] * len(d))
                         continue
-                    row.append([_L.mooncake_store_object_read(
-                        obj, int(o), base + int(dd), int(z))
+                    size = _L.mooncake_store_object_size(obj)
+                    row.append([
+                        INVALID_PARAMS
+                        if int(o) + int(z) > size or int(dd) + int(z) > cap
+                        else _L.mooncake_store_object_read(
+                            obj, int(o), base + int(dd), int(z))
                         for dd, o, z in zip(d, so, sz)])
                 out.append(row)
             return out

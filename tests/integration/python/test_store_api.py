@@ -73,9 +73,13 @@ def test_dict_setup_with_string_sizes(master, members, stores, mstore):
     assert mstore.parse_size("x", "1.5 GiB") == 3 << 29
     assert mstore.parse_size("x", "64k") == 64 << 10
     assert mstore.parse_size("x", str(3355443200)) == 3355443200
-    with pytest.raises(ValueError, match="global_segment_size"):
-        stores().setup("127.0.0.1", master.metadata, "lots", BUF, "tcp", "",
-                       master.addr)
+    # a size it cannot read is a code, as upstream's ("50%")
+    assert stores().setup("127.0.0.1", master.metadata, "lots", BUF, "tcp",
+                          "", master.addr) == -600
+    assert stores().setup({"local_hostname": "127.0.0.1",
+                           "metadata_server": master.metadata,
+                           "global_segment_size": "50%",
+                           "master_server_address": master.addr}) == -600
     with pytest.raises(ValueError):
         mstore.parse_size("x", "1.5")        # a fraction of a byte
     with pytest.raises(ValueError):
@@ -310,8 +314,7 @@ def test_get_into_ranges(master, members, stores, mstore):
         [["r/a", "r/b"], ["r/b", "r/none"]],
         [[[0, 100], [2000]], [[0], [10]]],       # dst offsets
         [[[10, 20000], [16000]], [[5], [0]]],     # src offsets
-        [[[50, 1000], [1000]], [[64], [8]]])      # sizes
-    # r/b has 16384 bytes: a read from 16000 stops at the end
+        [[[50, 1000], [384]], [[64], [8]]])       # sizes
     assert res == [[[50, 1000], [384]], [[64], [-704]]]
     assert np.array_equal(d0[0:50], a[10:60])
     assert np.array_equal(d0[100:1100], a[20000:21000])
@@ -321,11 +324,22 @@ def test_get_into_ranges(master, members, stores, mstore):
     # mismatched shapes are -600, per range
     assert s.get_into_ranges([addr(d0)], [["r/a"]], [[[0, 1]]], [[[0]]],
                              [[[1]]]) == [[[-600, -600]]]
-    # memory not registered is copied through the staging buffer
+    # past the object's end, past the registered buffer's end, or in a
+    # buffer not registered: -600, nothing copied (upstream's checks)
+    d0[:] = 0
+    assert s.get_into_ranges([addr(d0)], [["r/b"]], [[[0]]], [[[16000]]],
+                             [[[1000]]]) == [[[-600]]]
+    assert s.get_into_ranges([addr(d0) + (60 << 10)], [["r/a"]], [[[0]]],
+                             [[[0]]], [[[8192]]]) == [[[-600]]]
+    assert not d0.any()
     loose = np.zeros(4096, np.uint8)
     assert s.get_into_ranges([addr(loose)], [["r/a"]], [[[0]]], [[[8]]],
-                             [[[4096]]]) == [[[4096]]]
-    assert np.array_equal(loose, a[8:4104])
+                             [[[16]]]) == [[[-600]]]
+    assert not loose.any()
+    # after unregister_buffer the buffer is refused too
+    assert s.unregister_buffer(addr(d1)) == 0
+    assert s.get_into_ranges([addr(d1)], [["r/a"]], [[[0]]], [[[0]]],
+                             [[[16]]]) == [[[-600]]]
 
 
 # ---- put sessions, upserts ---------------------------------------------------
