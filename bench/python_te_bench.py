@@ -17,9 +17,14 @@ unrecorded batch. The Python side does it with
 batch_transfer_sync_read/write. The figure is the median GB/s of each
 side, and the ratio the median of the per-round ratios (Python / C).
 
+With --overhead, only the binding's own cost per call is measured, in
+one process (overhead() below): what it adds to a batch whatever the
+block size, which on a loaded machine is steadier than two throughputs.
+
 Usage: bench/python_te_bench.py [--build DIR] [--block_size 1048576]
        [--batch_size 16] [--duration 4] [--repeat 3]
        [--buffer_size 256MiB] [--ops read,write] [--json FILE]
+       bench/python_te_bench.py --overhead [--batch_size 16] [--repeat 3]
 Nothing here asserts a timing.
 """
 import argparse
@@ -109,6 +114,66 @@ def child(args):
     eng.close()
 
 
+def overhead(args):
+    """The binding's own cost per batch call: one process, two engines,
+    --batch_size requests of 64 bytes over TCP, timed in alternating
+    chunks through batch_transfer_sync_read and through the bare C calls
+    the binding makes (mooncake_te_batch_submit_arrays, then
+    mooncake_te_batch_result, then a reset), from ctypes with the arrays
+    prepared once. Prints one JSON line: median microseconds per call of
+    each, and the difference."""
+    import ctypes
+    import numpy as np
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    from mooncake import engine as me
+    a, b = me.TransferEngine(), me.TransferEngine()
+    assert a.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    assert b.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    n = args.batch_size
+    x = np.zeros(n * 4096, np.uint8)
+    y = np.zeros(n * 4096, np.uint8)
+    assert a.register_memory(x.ctypes.data, x.nbytes) == 0
+    assert b.register_memory(y.ctypes.data, y.nbytes) == 0
+    sess = f"127.0.0.1:{b.get_rpc_port()}"
+    locs = [x.ctypes.data + i * 4096 for i in range(n)]
+    rems = [y.ctypes.data + i * 4096 for i in range(n)]
+    lens = [64] * n
+    L = me._L
+    seg = a._segment(sess)
+    batch = ctypes.c_void_p()
+    assert L.mooncake_te_batch_create(a._st.eng, n, ctypes.byref(batch)) == 0
+    cl, cr, cn = me._ptrs(locs), me._u64(rems), me._u64(lens)
+
+    def raw():
+        assert L.mooncake_te_batch_submit_arrays(batch, 0, seg, cl, cr, cn,
+                                                 n) == 0
+        assert L.mooncake_te_batch_result(batch, n, 30000) == 0
+        assert L.mooncake_te_batch_reset(batch) == 0
+
+    def binding():
+        assert a.batch_transfer_sync_read(sess, locs, rems, lens) == 0
+
+    per = {"raw": [], "binding": []}
+    for _ in range(20):
+        raw()
+        binding()
+    for r in range(args.repeat * 20):
+        for name, fn in (("raw", raw), ("binding", binding))[::1 if r % 2
+                                                              else -1]:
+            t = time.perf_counter()
+            for _ in range(50):
+                fn()
+            per[name].append((time.perf_counter() - t) / 50 * 1e6)
+    diffs = [p - q for p, q in zip(per["binding"], per["raw"])]
+    print(json.dumps({"batch_size": n,
+                      "raw_us": statistics.median(per["raw"]),
+                      "binding_us": statistics.median(per["binding"]),
+                      "overhead_us": statistics.median(diffs)}), flush=True)
+    L.mooncake_te_batch_destroy(batch)
+    a.close()
+    b.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=None)
@@ -122,9 +187,14 @@ def main():
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--segment", default=None)
     ap.add_argument("--operation", default="read")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the binding's own cost per call (see "
+                         "overhead())")
     args = ap.parse_args()
     if args.child:
         return child(args)
+    if args.overhead:
+        return overhead(args)
     build = args.build or default_build()
     teb = os.path.join(build, "bench", "transfer_engine_bench")
     lib = os.path.join(build, "mooncakefs", "lib", "libmooncake.so")
