@@ -558,14 +558,6 @@ class TransferEngine:
         _L.mooncake_te_segment_close(out.value)
         return have
 
-    def _forget_segment(self, target):
-        """Drop a target whose transfer failed, so the next call opens it
-        afresh (a restarted peer, as upstream)."""
-        with self._st.lock:
-            seg = self._st.segs.pop(target, None)
-        if seg:
-            _L.mooncake_te_segment_close(seg)
-
     def send_probe(self, peer_server_name):
         """0 when the peer answers (its segment opens afresh), -1 else."""
         out = c_void_p()
@@ -598,7 +590,8 @@ class TransferEngine:
     def _give_batch(self, cap, b):
         if _L.mooncake_te_batch_reset(b):
             # still in flight (a timeout): never reused, freed at close
-            self._st.zombies.append(b)
+            with self._st.lock:
+                self._st.zombies.append(b)
             return
         with self._st.lock:
             if len(self._st.free_batches) < 8:
@@ -647,8 +640,9 @@ class TransferEngine:
                                          self._deadline_ms(total))
         self._give_batch(cap, b)
         if rc:
+            # The segment stays cached: other threads may be using it, and
+            # libte resolves a peer again once it has gone stale.
             log.warning("%s to %r: %s", what, target, _why(rc))
-            self._forget_segment(target)
             return -1
         if notify is not None:
             return self._notify(target, notify, what)

@@ -452,3 +452,33 @@ def test_initialize_edges(meng, procs, tmp_path):
     assert f.get_rpc_port() == int(name.rsplit(":", 1)[1])
     assert f.get_session_id() == name
     f.close()
+
+
+def test_restarted_peer_is_found_again(meng, procs, tmp_path):
+    """A decode engine restarts under the same name (a metadata service,
+    fixed port) with new memory: the prefill engine's cached target
+    reaches the new one (the failure that reveals the restart may cost
+    one call, as upstream's)."""
+    d = procs.start_metad(tmp_path)
+    name = f"127.0.0.1:{free_port()}"
+    a = meng.TransferEngine()
+    assert a.initialize(f"127.0.0.1:{free_port()}", d.url, "tcp", "") == 0
+    src = buf(1 << 16, 7)
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    b = meng.TransferEngine()
+    assert b.initialize(name, d.url, "tcp", "") == 0
+    x = buf(1 << 16)
+    assert b.register_memory(x.ctypes.data, x.nbytes) == 0
+    assert a.transfer_sync_write(name, src.ctypes.data, x.ctypes.data,
+                                 4096) == 0
+    b.close()
+    b2 = meng.TransferEngine()
+    assert b2.initialize(name, d.url, "tcp", "") == 0
+    y = buf(1 << 20)       # other memory, at another address
+    assert b2.register_memory(y.ctypes.data, y.nbytes) == 0
+    rcs = [a.transfer_sync_write(name, src.ctypes.data, y.ctypes.data,
+                                 4096) for _ in range(2)]
+    assert rcs[-1] == 0, rcs
+    assert np.array_equal(y[:4096], src[:4096])
+    b2.close()
+    a.close()

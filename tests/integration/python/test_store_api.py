@@ -441,7 +441,9 @@ def test_http_metadata_server_module(tmp_path):
         # a transfer engine registers itself there
         import mooncake.engine as me
         e = me.TransferEngine()
-        name = f"127.0.0.1:{port + 1 if port < 65000 else port - 1}"
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            name = f"127.0.0.1:{sk.getsockname()[1]}"
         assert e.initialize(name, f"http://127.0.0.1:{port}/metadata",
                             "tcp", "") == 0
         st = mctest.request(port, "GET",
