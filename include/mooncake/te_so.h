@@ -71,7 +71,8 @@ MOONCAKE_API int mooncake_te_batch_create(struct te_engine *eng,
 					  struct te_batch **out);
 /**
  * te_batch_submit of n requests {opcode, local[i], target, remote[i],
- * len[i]}; -EINVAL for an opcode other than TE_READ/TE_WRITE or n == 0.
+ * len[i]}, in one call: when any is refused none is started. -EINVAL for
+ * an opcode other than TE_READ/TE_WRITE or n == 0, -ENOMEM.
  */
 MOONCAKE_API int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
 						 struct te_segment *target,

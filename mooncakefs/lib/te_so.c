@@ -9,7 +9,7 @@
 
 #include "mooncake/te_so.h"
 
-/* Requests converted per te_batch_submit call, on the stack. */
+/* Requests converted on the stack; more are converted into the heap. */
 #define TE_SO_CHUNK 64
 
 int mooncake_te_engine_create(const char *metadata,
@@ -115,36 +115,31 @@ int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
 				    void *const *local, const uint64_t *remote,
 				    const uint64_t *len, unsigned n)
 {
-	struct te_request reqs[TE_SO_CHUNK];
-	unsigned done = 0;
+	struct te_request small[TE_SO_CHUNK], *reqs = small;
+	int rc;
 
 	if (!b || !target || !local || !remote || !len || !n ||
 	    (opcode != TE_READ && opcode != TE_WRITE))
 		return -EINVAL;
-	/*
-	 * In chunks: te_batch_submit starts what it is given at once, so a
-	 * later chunk refused (-E2BIG) leaves earlier ones running; the
-	 * capacity is checked first so that cannot happen for that reason.
-	 */
-	while (done < n) {
-		unsigned k = n - done < TE_SO_CHUNK ? n - done : TE_SO_CHUNK;
-		int rc;
-
-		for (unsigned i = 0; i < k; i++) {
-			reqs[i] = (struct te_request){
-				.opcode = (enum te_opcode)opcode,
-				.local = local[done + i],
-				.target = target,
-				.target_addr = remote[done + i],
-				.length = len[done + i],
-			};
-		}
-		rc = te_batch_submit(b, reqs, k);
-		if (rc)
-			return rc;
-		done += k;
+	/* One te_batch_submit for all n, so a refused request starts none. */
+	if (n > TE_SO_CHUNK) {
+		reqs = calloc(n, sizeof(*reqs));
+		if (!reqs)
+			return -ENOMEM;
 	}
-	return 0;
+	for (unsigned i = 0; i < n; i++) {
+		reqs[i] = (struct te_request){
+			.opcode = (enum te_opcode)opcode,
+			.local = local[i],
+			.target = target,
+			.target_addr = remote[i],
+			.length = len[i],
+		};
+	}
+	rc = te_batch_submit(b, reqs, n);
+	if (reqs != small)
+		free(reqs);
+	return rc;
 }
 
 int mooncake_te_batch_status(struct te_batch *b, unsigned idx, int *status,

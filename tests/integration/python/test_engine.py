@@ -283,6 +283,15 @@ def test_transfer_failures(pair):
         == -1
     assert a.batch_transfer_async_write(sess, [src.ctypes.data],
                                         [dst.ctypes.data], []) == 0
+    # a batch (past 64 requests) whose last request is refused starts
+    # none of them
+    loose = buf(4096, 9)
+    ptrs = [src.ctypes.data + i * 64 for i in range(99)] + [loose.ctypes.data]
+    assert a.batch_transfer_sync_write(
+        sess, ptrs, [dst.ctypes.data + i * 64 for i in range(100)],
+        [64] * 100) == -1
+    time.sleep(0.2)
+    assert not dst.any()
     # and it still works afterwards
     assert a.transfer_sync_write(sess, src.ctypes.data, dst.ctypes.data,
                                  16) == 0
