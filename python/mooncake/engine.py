@@ -39,6 +39,7 @@ _L = _lib.bind_te()
 log = logging.getLogger("mooncake.engine")
 
 __all__ = ["TransferEngine", "TransferNotify", "TransferOpcode",
+           "InnerTransferEngine",
            "NotSupportedError", "SUPPORT_CUDA", "SUPPORT_EFA",
            "SUPPORT_HIP", "SUPPORT_MNNVL", "SUPPORT_INTRA_NVLINK"]
 
@@ -205,6 +206,18 @@ def _destroy(state):
     _L.mooncake_te_engine_destroy(eng)
 
 
+class InnerTransferEngine:
+    """What TransferEngine.get_engine() returns: an opaque handle that
+    keeps its engine alive."""
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def __repr__(self):
+        return f"<InnerTransferEngine {self._owner.get_session_id()}>"
+
+
 class _Batch:
     __slots__ = ("batch", "n", "total", "start", "cap")
 
@@ -363,12 +376,18 @@ class TransferEngine:
         self._finalizer()
 
     def get_engine(self):
-        raise NotSupportedError(
-            "TransferEngine.get_engine(): sharing one engine with "
-            "MooncakeDistributedStore is not supported; the store makes "
-            "its own (NOT_SUPPORTED -1012)")
+        """An InnerTransferEngine naming this engine, for
+        MooncakeDistributedStore.setup(..., engine) as SGLang passes it.
+        The store does not share it: it runs its own engine and logs so
+        (python/README.md), so memory registered here is not registered
+        with the store; register store buffers with register_buffer."""
+        self._eng()
+        return InnerTransferEngine(self)
 
-    get_engine_ptr = get_engine
+    def get_engine_ptr(self):
+        """The address of the libte engine (an int), valid while this
+        engine lives."""
+        return self._eng()
 
     # ---- memory ----------------------------------------------------------
 

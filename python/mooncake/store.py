@@ -699,8 +699,9 @@ class MooncakeDistributedStore:
         _refuse_features(enable_ssd_offload, enable_client_http_server)
         tenant = _tenant(tenant_id)
         if engine is not None:
-            log.warning("setup(): a shared transfer engine is not supported;"
-                        " this store uses its own")
+            log.warning("setup(): the transfer engine passed (%r) is not "
+                        "shared: this store runs its own, so register its "
+                        "buffers with register_buffer", engine)
         host, meta, seg, buf, proto, dev, master = args
         try:
             seg = parse_size("global_segment_size", seg)

@@ -458,3 +458,17 @@ def test_http_metadata_server_module(tmp_path):
                          env=dict(env, MOONCAKE_METAD="/nonexistent"),
                          capture_output=True, text=True)
     assert bad.returncode == 127 and "mooncake_metad" in bad.stderr
+
+
+def test_setup_with_a_transfer_engine(master, members, stores, mstore):
+    """SGLang passes its disaggregation engine (get_engine()) to setup:
+    accepted, not shared (the store runs its own, and says so)."""
+    import mooncake.engine as me
+    te = me.TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    s = stores()
+    assert s.setup("127.0.0.1", master.metadata, SEG, BUF, "tcp", "",
+                   master.addr, te.get_engine()) == 0
+    assert s.get_hostname() != te.get_session_id()
+    assert s.put("with-te", b"v") == 0 and s.get("with-te") == b"v"
+    te.close()
