@@ -94,7 +94,74 @@ PROTOTYPES = {
                                                 c_size_t]),
     "mooncake_store_strerror": (c_char_p, [c_int]),
     "mooncake_store_set_timeouts": (c_int, [H, c_uint, c_uint]),
+    # include/mooncake/store_fs.h: reading and writing by range, rename
+    "mooncake_store_object_open": (c_int, [H, c_char_p, POINTER(c_void_p)]),
+    "mooncake_store_object_size": (c_uint64, [c_void_p]),
+    "mooncake_store_object_read": (c_int64, [c_void_p, c_uint64, c_void_p,
+                                             c_size_t]),
+    "mooncake_store_object_close": (None, [c_void_p]),
+    "mooncake_store_writer_open": (c_int, [H, c_char_p, c_uint64, CFG,
+                                           POINTER(c_void_p)]),
+    "mooncake_store_writer_write": (c_int, [c_void_p, c_uint64, c_void_p,
+                                            c_size_t]),
+    "mooncake_store_writer_close": (c_int, [c_void_p, c_bool]),
+    "mooncake_store_rename": (c_int, [H, c_char_p, c_char_p, c_bool]),
 }
+
+
+# include/mooncake/te_so.h: the transfer engine's forwards, bound on first
+# use by mooncake.engine (bind_te), so a library without them still loads
+# for mooncake.store.
+ENG = c_void_p               # struct te_engine *
+SEG = c_void_p               # struct te_segment *
+BATCH = c_void_p             # struct te_batch *
+TE_PROTOTYPES = {
+    "mooncake_te_engine_create": (c_int, [c_char_p, c_char_p, c_char_p,
+                                          c_int, c_char_p, POINTER(ENG),
+                                          c_char_p, c_size_t]),
+    "mooncake_te_engine_destroy": (None, [ENG]),
+    "mooncake_te_engine_name": (c_char_p, [ENG]),
+    "mooncake_te_engine_rpc_address": (c_char_p, [ENG]),
+    "mooncake_te_register": (c_int, [ENG, c_void_p, c_size_t, c_char_p,
+                                     c_int]),
+    "mooncake_te_unregister": (c_int, [ENG, c_void_p]),
+    "mooncake_te_mem_alloc": (c_int, [ENG, c_size_t, c_char_p,
+                                      POINTER(c_void_p)]),
+    "mooncake_te_mem_free": (None, [ENG, c_void_p]),
+    "mooncake_te_segment_open": (c_int, [ENG, c_char_p, POINTER(SEG),
+                                         c_char_p, c_size_t]),
+    "mooncake_te_segment_close": (None, [SEG]),
+    "mooncake_te_segment_buffers": (c_int, [SEG, POINTER(c_uint64),
+                                            POINTER(c_uint64), c_uint]),
+    "mooncake_te_batch_create": (c_int, [ENG, c_uint, POINTER(BATCH)]),
+    "mooncake_te_batch_submit_arrays": (c_int, [BATCH, c_int, SEG, BUFS,
+                                                POINTER(c_uint64),
+                                                POINTER(c_uint64), c_uint]),
+    "mooncake_te_batch_status": (c_int, [BATCH, c_uint, POINTER(c_int),
+                                         POINTER(c_uint64), POINTER(c_int)]),
+    "mooncake_te_batch_result": (c_int, [BATCH, c_uint, c_int]),
+    "mooncake_te_batch_reset": (c_int, [BATCH]),
+    "mooncake_te_batch_destroy": (c_int, [BATCH]),
+    "mooncake_te_notify": (c_int, [ENG, SEG, c_char_p, c_char_p]),
+    "mooncake_te_notifications": (c_int, [ENG, POINTER(c_void_p),
+                                          POINTER(c_void_p), c_int]),
+    "mooncake_te_topology_json": (c_void_p, []),
+    "mooncake_te_free": (None, [c_void_p]),
+}
+
+
+def bind_te():
+    """The loaded library with the transfer engine's prototypes set;
+    ImportError when this libmooncake.so has none (an older build)."""
+    try:
+        for name, (res, args) in TE_PROTOTYPES.items():
+            fn = getattr(lib, name)
+            fn.restype = res
+            fn.argtypes = args
+    except AttributeError as e:
+        raise ImportError(f"{path} has no transfer engine exports "
+                          f"({e}); rebuild it") from e
+    return lib
 
 
 def _sanitizer_of(path):

@@ -25,10 +25,14 @@ Differences from upstream, on purpose:
 """
 import atexit
 import ctypes
+import enum
+import ipaddress
 import logging
 import mmap
 import operator
 import os
+import re
+import socket
 import threading
 import weakref
 from array import array as _u64array
@@ -43,7 +47,9 @@ log = logging.getLogger("mooncake.store")
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ReplicaDescriptor",
            "MemoryDescriptor", "Descriptor", "DiskDescriptor",
            "ReplicaStatus", "BufferHandle", "MooncakeHostMemAllocator",
-           "MooncakeError", "NotSupportedError", "strerror"]
+           "MooncakeError", "NotSupportedError", "strerror",
+           "ObjectDataType", "SoftPinAction", "TaskType", "TaskStatus",
+           "QueryTaskResponse", "bind_to_numa_node"]
 
 # Upstream store codes used here (mooncake-store/include/types.h).
 OK = 0
@@ -78,57 +84,33 @@ class NotSupportedError(MooncakeError):
         super().__init__(NOT_SUPPORTED, message)
 
 
-# ---- ReplicateConfig ------------------------------------------------------
+# ---- enums -----------------------------------------------------------------
 
-class ReplicateConfig:
-    """Upstream's ReplicateConfig: plain settable attributes.
-
-    Honoured here: replica_num, with_soft_pin, with_hard_pin,
-    preferred_segments, preferred_segment (tried first) and
-    prefer_alloc_in_same_node (this client's own segment is preferred).
-    Accepted and ignored, since the pool has no such tier or feature:
-    nof_replica_num, preferred_nof_segments, dfs_replica_num,
-    soft_pin_action, soft_pin_ttl_ms, data_type, group_ids.
-    """
-    __slots__ = ("replica_num", "nof_replica_num", "dfs_replica_num",
-                 "with_soft_pin", "with_hard_pin", "soft_pin_action",
-                 "soft_pin_ttl_ms", "preferred_segments", "preferred_segment",
-                 "preferred_nof_segments", "prefer_alloc_in_same_node",
-                 "data_type", "group_ids")
-
-    def __init__(self, replica_num=1, with_soft_pin=False,
-                 with_hard_pin=False, preferred_segments=None,
-                 preferred_segment="", **kw):
-        self.replica_num = replica_num
-        self.nof_replica_num = 0
-        self.dfs_replica_num = 0
-        self.with_soft_pin = with_soft_pin
-        self.with_hard_pin = with_hard_pin
-        self.soft_pin_action = 0
-        self.soft_pin_ttl_ms = 0
-        self.preferred_segments = list(preferred_segments or [])
-        self.preferred_segment = preferred_segment
-        self.preferred_nof_segments = []
-        self.prefer_alloc_in_same_node = False
-        self.data_type = 0
-        self.group_ids = None
-        for k, v in kw.items():
-            setattr(self, k, v)  # AttributeError for unknown fields
-
-    def __repr__(self):
-        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in
-                           self.__slots__)
-        return f"ReplicateConfig({fields})"
-
-    __str__ = __repr__
+class ObjectDataType(enum.IntEnum):
+    """Upstream's ObjectDataType (ReplicateConfig.data_type): a label the
+    pool keeps no policy for."""
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
 
 
-_DEFAULT_CONFIG = ReplicateConfig()
+class SoftPinAction(enum.IntEnum):
+    """Upstream's ReplicateConfig.soft_pin_action: ENABLE soft-pins the
+    objects put (as with_soft_pin=True); PRESERVE and DISABLE do not (a
+    new object starts unpinned)."""
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
 
 
-# ---- replica descriptors ---------------------------------------------------
-
-class ReplicaStatus:
+class ReplicaStatus(enum.IntEnum):
     """Upstream's ReplicaStatus values (only COMPLETE replicas are ever
     reported)."""
     UNDEFINED = 0
@@ -138,6 +120,118 @@ class ReplicaStatus:
     REMOVED = 4
     FAILED = 5
 
+
+class TaskType(enum.IntEnum):
+    """Upstream's TaskType (create_copy_task, create_move_task)."""
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class TaskStatus(enum.IntEnum):
+    """Upstream's TaskStatus (query_task)."""
+    PENDING = 0
+    PROCESSING = 1
+    FAILED = 2
+    SUCCESS = 3
+
+
+class QueryTaskResponse:
+    """Upstream's query_task result (fields only: tasks are refused)."""
+    __slots__ = ("id", "type", "status", "created_at_ms_epoch",
+                 "last_updated_at_ms_epoch", "assigned_client", "message")
+
+    def __init__(self):
+        self.id = ""
+        self.type = TaskType.REPLICA_COPY
+        self.status = TaskStatus.PENDING
+        self.created_at_ms_epoch = 0
+        self.last_updated_at_ms_epoch = 0
+        self.assigned_client = ""
+        self.message = ""
+
+
+# pybind11's export_values(), in upstream's order: the members at module
+# level too (TaskStatus.FAILED and .PROCESSING win over ReplicaStatus's,
+# as upstream's).
+globals().update({m.name: m for e in (ObjectDataType, ReplicaStatus,
+                                      TaskType, TaskStatus) for m in e})
+
+
+
+# ---- ReplicateConfig ------------------------------------------------------
+
+class ReplicateConfig:
+    """Upstream's ReplicateConfig: plain settable attributes.
+
+    Honoured here: replica_num, with_soft_pin (ours, upstream's older
+    name) and soft_pin_action=ENABLE, with_hard_pin, preferred_segments,
+    preferred_segment (tried first) and prefer_alloc_in_same_node (this
+    client's own segment is preferred). group_ids are checked (strings,
+    one per key); upstream's master routes metadata and refreshes leases
+    by them, which this master, unsharded, has no use for. Accepted and
+    without effect, since the pool has no such tier (python/README.md):
+    nof_replica_num, preferred_nof_segments, dfs_replica_num,
+    soft_pin_ttl_ms (the master's soft-pin TTL applies), data_type.
+    """
+    __slots__ = ("replica_num", "nof_replica_num", "dfs_replica_num",
+                 "with_soft_pin", "with_hard_pin", "soft_pin_action",
+                 "_soft_pin_ttl_ms", "preferred_segments",
+                 "preferred_segment", "preferred_nof_segments",
+                 "prefer_alloc_in_same_node", "data_type", "group_ids")
+    _FIELDS = tuple(f.lstrip("_") for f in __slots__)
+
+    @property
+    def soft_pin_ttl_ms(self):
+        """None (the master's soft-pin TTL) or an int from 0 to 2**64-1,
+        as upstream's std::optional<uint64_t>: anything else is a
+        TypeError when set."""
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, value):
+        if value is not None:
+            if isinstance(value, bool):
+                raise TypeError("soft_pin_ttl_ms: an int or None")
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise TypeError("soft_pin_ttl_ms: an int or None") from None
+            if not 0 <= value < 1 << 64:
+                raise TypeError(f"soft_pin_ttl_ms={value}: out of range "
+                                f"for uint64")
+        self._soft_pin_ttl_ms = value
+
+    def __init__(self, replica_num=1, with_soft_pin=False,
+                 with_hard_pin=False, preferred_segments=None,
+                 preferred_segment="", **kw):
+        self.replica_num = replica_num
+        self.nof_replica_num = 0
+        self.dfs_replica_num = 0
+        self.with_soft_pin = with_soft_pin
+        self.with_hard_pin = with_hard_pin
+        self.soft_pin_action = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms = None
+        self.preferred_segments = list(preferred_segments or [])
+        self.preferred_segment = preferred_segment
+        self.preferred_nof_segments = []
+        self.prefer_alloc_in_same_node = False
+        self.data_type = ObjectDataType.UNKNOWN
+        self.group_ids = None
+        for k, v in kw.items():
+            setattr(self, k, v)  # AttributeError for unknown fields
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in
+                           self._FIELDS)
+        return f"ReplicateConfig({fields})"
+
+    __str__ = __repr__
+
+
+_DEFAULT_CONFIG = ReplicateConfig()
+
+
+# ---- replica descriptors ---------------------------------------------------
 
 class Descriptor:
     """Upstream's AllocatedBuffer.Descriptor."""
@@ -377,8 +471,130 @@ def _replica_num(value):
     return n
 
 
+def _group_ids(ids, n):
+    """group_ids: None/empty, or strings, one per key (or one for all).
+    Upstream's master keys its metadata shards by them; this master does
+    not shard, so valid ids change nothing observable. Anything else is
+    logged and raises _BadConfig (INVALID_PARAMS), as a bad replica_num."""
+    if not ids:
+        return
+    if isinstance(ids, (str, bytes)) or not all(
+            isinstance(g, str) for g in ids) or len(ids) not in (1, n):
+        log.warning("group_ids %r: expected a list of strings, one per "
+                    "key (%d)", ids, n)
+        raise _BadConfig()
+
+
 _MISSING = object()
 _live = weakref.WeakSet()
+
+_SIZE_RE = re.compile(r"^\s*\+?(\d+)(?:\.(\d+))?\s*([kmgtp]?)(i?b)?\s*$",
+                      re.IGNORECASE)
+
+
+def parse_size(name, value):
+    """A size argument as an int: an int, or a string of digits or with
+    a unit ("4GB", "1.5 GiB", "64k"; K, M, G, T, P are powers of 1024
+    with or without B/iB, as the C library's configuration reads them).
+    TypeError names the argument for another type, ValueError for a
+    string that is no size or a negative number."""
+    if isinstance(value, bool):
+        raise TypeError(f"setup(): {name} must be an int or a size string "
+                        f"such as '4GB', not bool")
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode(errors="replace")
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if not m or (m.group(2) and not m.group(3)):
+            raise ValueError(f"setup(): {name}={value!r} is not a size "
+                             f"(an int, or a string such as '4GB')")
+        shift = 10 * " kmgtp".index(m.group(3).lower() or " ")
+        whole = int(m.group(1)) << shift
+        if m.group(2):
+            whole += (int(m.group(2)) << shift) // 10 ** len(m.group(2))
+        return whole
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"setup(): {name} must be an int or a size string "
+                        f"such as '4GB', not {type(value).__name__}") \
+            from None
+    if n < 0:
+        raise ValueError(f"setup(): {name}={n} is negative")
+    return n
+
+
+def _host(host):
+    """local_hostname as the C library parses it: a bare IPv6 address
+    ("::1", what vLLM's get_ip() returns on IPv6 hosts) in brackets."""
+    if not host or not isinstance(host, str) or host.startswith("["):
+        return host
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            return f"[{host}]"
+    except ValueError:
+        pass
+    return host
+
+
+def _refuse_features(ssd, http):
+    """NotSupportedError for the features this build lacks, at the call
+    that turns them on."""
+    if ssd:
+        raise NotSupportedError(
+            "setup(): enable_ssd_offload=True is not supported: the pool "
+            "has no SSD tier yet (NOT_SUPPORTED -1012)")
+    if http:
+        raise NotSupportedError(
+            "setup(): enable_client_http_server=True is not supported: "
+            "this client has no HTTP server; the master's admin HTTP "
+            "serves the pool's state (NOT_SUPPORTED -1012)")
+
+
+def _tenant(tenant_id):
+    """None for the default tenant; others are refused for now."""
+    if tenant_id in (None, "", "default"):
+        return None
+    raise NotSupportedError(
+        f"setup(): tenant_id={tenant_id!r}: tenants other than 'default' "
+        f"are not supported (NOT_SUPPORTED -1012)")
+
+
+def _reachable(address, timeout=3.0):
+    """True when something accepts TCP connections at "host:port"."""
+    if not isinstance(address, str) or ":" not in address:
+        return False
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+class _MemPool:
+    """setup_dummy's mem_pool_size bytes: anonymous memory handed out by
+    alloc_from_mem_pool from the start, 4 KiB aligned (upstream's pool is
+    not freed piecemeal from Python either)."""
+
+    def __init__(self, size):
+        self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE |
+                              mmap.MAP_ANONYMOUS)
+        self._base = ctypes.addressof(c_char.from_buffer(self._map))
+        self._size = size
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def alloc(self, size):
+        if size <= 0:
+            return 0
+        with self._lock:
+            if size > self._size - self._used:
+                return 0
+            addr = self._base + self._used
+            self._used += (size + 4095) & ~4095
+            return addr
 
 
 def _release(handles):
@@ -410,6 +626,12 @@ class MooncakeDistributedStore:
         self._handles = [h]
         self._setup_lock = threading.Lock()
         self._closed = False
+        self._tenant = None          # key prefix of a non-default tenant
+        self._mem_pool = None        # setup_dummy's mem_pool_size memory
+        self._sess_lock = threading.Lock()
+        self._get_sessions = {}      # key bytes -> mooncake_object_t
+        self._put_sessions = {}      # key bytes -> mooncake_writer_t
+        self._regs = {}              # register_buffer: address -> size
         self._finalizer = weakref.finalize(self, _release, self._handles)
         self._finalizer.atexit = False
         _live.add(self)
@@ -425,16 +647,18 @@ class MooncakeDistributedStore:
               client_http_port=9300):
         """Join the pool: upstream's seven positional arguments (engine
         and the keywords after it are optional), or upstream's dict form
-        setup({...}). Empty strings fall back to the file named by
+        setup({...}). Sizes are ints or size strings ("4GB", "512 MiB",
+        str(int)). Empty strings fall back to the file named by
         MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables, then to the
-        library's defaults; a size of 0 means none, as upstream. Returns 0 or a store code.
+        library's defaults; a size of 0 means none, as upstream. A bare
+        IPv6 local_hostname ("::1") is taken as "[::1]". Returns 0 or a
+        store code.
 
-        Raises TypeError naming a keyword for an unknown keyword (Python
-        does) and for a value this build cannot honour (tenant_id other
-        than "default", enable_ssd_offload=True,
-        enable_client_http_server=True), so that callers that retry
-        without such keywords (SGLang) do. Raises NotSupportedError when
-        the protocol is not built (rdma)."""
+        Raises TypeError for an unknown keyword (Python does) or a
+        missing argument, and NotSupportedError (not a TypeError, so
+        connectors that retry without unknown keywords do not drop the
+        feature silently) for what this build cannot do: RDMA,
+        enable_ssd_offload=True, enable_client_http_server=True."""
         args = [local_hostname, metadata_server, global_segment_size,
                 local_buffer_size, protocol, rdma_devices,
                 master_server_addr]
@@ -444,6 +668,15 @@ class MooncakeDistributedStore:
             if "local_hostname" not in d or "metadata_server" not in d:
                 raise TypeError("setup(): the dict form needs "
                                 "'local_hostname' and 'metadata_server'")
+            known = {"local_hostname", "metadata_server",
+                     "global_segment_size", "local_buffer_size", "protocol",
+                     "rdma_devices", "device_name", "master_server_addr",
+                     "master_server_address", "enable_ssd_offload",
+                     "ssd_offload_path", "tenant_id",
+                     "enable_client_http_server", "client_http_port"}
+            for k in d:
+                if k not in known:
+                    log.info("setup(): dict key %r is not used here", k)
             args = [d["local_hostname"], d["metadata_server"],
                     d.get("global_segment_size", 16 << 20),
                     d.get("local_buffer_size", 16 << 20),
@@ -451,6 +684,11 @@ class MooncakeDistributedStore:
                     d.get("rdma_devices", d.get("device_name", "")),
                     d.get("master_server_addr",
                           d.get("master_server_address", "127.0.0.1:50051"))]
+            enable_ssd_offload = d.get("enable_ssd_offload",
+                                       enable_ssd_offload)
+            tenant_id = d.get("tenant_id", tenant_id)
+            enable_client_http_server = d.get("enable_client_http_server",
+                                              enable_client_http_server)
         names = ("local_hostname", "metadata_server", "global_segment_size",
                  "local_buffer_size", "protocol", "rdma_devices",
                  "master_server_addr")
@@ -458,27 +696,26 @@ class MooncakeDistributedStore:
         if missing:
             raise TypeError("setup() missing required argument(s): "
                             + ", ".join(repr(n) for n in missing))
-        if tenant_id not in (None, "", "default"):
-            raise TypeError(f"setup(): tenant_id={tenant_id!r} is not "
-                            f"supported (only the default tenant)")
-        if enable_ssd_offload:
-            raise TypeError("setup(): enable_ssd_offload=True is not "
-                            "supported (the pool has no SSD tier)")
-        if enable_client_http_server:
-            raise TypeError("setup(): enable_client_http_server=True is not "
-                            "supported (no client HTTP server)")
+        _refuse_features(enable_ssd_offload, enable_client_http_server)
+        tenant = _tenant(tenant_id)
         if engine is not None:
-            log.warning("setup(): a shared transfer engine is not supported;"
-                        " this store uses its own")
+            log.warning("setup(): the transfer engine passed (%r) is not "
+                        "shared: this store runs its own, so register its "
+                        "buffers with register_buffer", engine)
         host, meta, seg, buf, proto, dev, master = args
         try:
-            seg, buf = operator.index(seg), operator.index(buf)
-        except TypeError:
-            seg = buf = -1
-        if seg < 0 or buf < 0:
-            raise TypeError("setup(): global_segment_size and "
-                            "local_buffer_size must be non-negative ints")
+            seg = parse_size("global_segment_size", seg)
+            buf = parse_size("local_buffer_size", buf)
+        except ValueError as e:
+            # upstream returns an error for a size it cannot read ("50%")
+            log.error("%s", e)
+            return INVALID_PARAMS
+        rc = self._setup(_host(host), meta, seg, buf, proto, dev, master)
+        if rc == OK:
+            self._tenant = tenant
+        return rc
 
+    def _setup(self, host, meta, seg, buf, proto, dev, master):
         def s(v):  # "" and None: from the configuration
             return v.encode() if v else None
 
@@ -508,16 +745,40 @@ class MooncakeDistributedStore:
         return self.setup("", "", mount_segment_size, 0, protocol,
                           device_name, "")
 
-    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        raise NotSupportedError(
-            "setup_dummy(): standalone mode (attaching to a mooncake_client "
-            "over IPC) is not supported; use setup() (NOT_SUPPORTED -1012)")
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address,
+                    ipc_socket_path=""):
+        """Upstream's standalone ("dummy") client beside a local
+        mooncake_client at server_address ("host:port", its transfer
+        engine port): this store contributes no segment, so what it puts
+        lands in the pool members' segments (the mooncake_client's
+        among them). The master and metadata server come from the
+        configuration (MOONCAKE_CONFIG_PATH, MOONCAKE_MASTER,
+        MOONCAKE_TE_META_DATA_SERVER), as SGLang's standalone mode sets
+        them. mem_pool_size bytes of host memory are reserved for
+        alloc_from_mem_pool. Calls go straight to the pool, not through
+        the mooncake_client over IPC (python/README.md). 0, or
+        INVALID_PARAMS (-600) when nothing answers at server_address."""
+        try:
+            pool = parse_size("mem_pool_size", mem_pool_size)
+            buf = parse_size("local_buffer_size", local_buffer_size)
+        except ValueError as e:
+            log.error("%s", e)
+            return INVALID_PARAMS
+        if not _reachable(server_address):
+            log.error("setup_dummy(): no mooncake_client answers at %r",
+                      server_address)
+            return INVALID_PARAMS
+        rc = self._setup(None, None, 0, buf, None, None, None)
+        if rc == OK and pool:
+            self._mem_pool = _MemPool(pool)
+        return rc
 
     def close(self):
         """Leave the pool (waits for calls in progress). Idempotent; 0.
         Later calls return UNAVAILABLE_IN_CURRENT_STATUS (-1010); setup()
         may be called again."""
         with self._setup_lock:
+            self._end_sessions()
             self._closed = True
             return _L.mooncake_store_close(self._h)
 
@@ -548,11 +809,18 @@ class MooncakeDistributedStore:
 
     # ---- configuration ---------------------------------------------------
 
-    def _cfg(self, config):
-        """(pointer or None, keepalive) for a ReplicateConfig; raises
-        _BadConfig for a replica_num libmooncake would refuse."""
+    def _cfg(self, config, n):
+        """(pointer or None, keepalive) for a ReplicateConfig of a put of
+        n keys; raises _BadConfig for a replica_num libmooncake would
+        refuse or group_ids that do not match the keys."""
         if config is None or config is _DEFAULT_CONFIG:
             return None, None
+        _group_ids(config.group_ids, n)
+        if config.soft_pin_ttl_ms is not None and \
+                config.soft_pin_action != SoftPinAction.ENABLE:
+            # upstream: a TTL only goes with soft_pin_action=ENABLE
+            log.warning("soft_pin_ttl_ms without soft_pin_action=ENABLE")
+            raise _BadConfig()
         replicas = _replica_num(config.replica_num)
         segs = []
         if config.preferred_segment:
@@ -563,13 +831,15 @@ class MooncakeDistributedStore:
             if me:
                 segs.append(me)
         segs = list(dict.fromkeys(segs))
-        if (replicas == 1 and not segs and not config.with_soft_pin
+        soft = bool(config.with_soft_pin) or \
+            config.soft_pin_action == SoftPinAction.ENABLE
+        if (replicas == 1 and not segs and not soft
                 and not config.with_hard_pin):
             return None, None
         arr = (c_char_p * len(segs))(*[x.encode() for x in segs]) \
             if segs else None
         c = _lib.ReplicateConfigC(replicas,
-                                  bool(config.with_soft_pin),
+                                  soft,
                                   bool(config.with_hard_pin), arr, len(segs))
         return byref(c), (c, arr)
 
@@ -590,14 +860,35 @@ class MooncakeDistributedStore:
             raise NotSupportedError(
                 f"register_buffer({buffer_ptr:#x}): device memory is not "
                 f"supported by this build (NOT_SUPPORTED -1012)")
+        if rc == OK:
+            end = buffer_ptr + int(size)
+            with self._sess_lock:
+                # the library replaced stale registrations it overlapped
+                for a in [a for a, n in self._regs.items()
+                          if a < end and buffer_ptr < a + n]:
+                    del self._regs[a]
+                self._regs[buffer_ptr] = int(size)
         return rc
 
     def unregister_buffer(self, buffer_ptr):
-        return _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
+        rc = _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
+        if rc == OK:
+            with self._sess_lock:
+                self._regs.pop(int(buffer_ptr), None)
+        return rc
+
+    def _capacity(self, ptr):
+        """Bytes from ptr to the end of the buffer registered around it
+        (register_buffer), 0 when none is."""
+        with self._sess_lock:
+            for a, n in self._regs.items():
+                if a <= ptr < a + n:
+                    return a + n - ptr
+        return 0
 
     def put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
         try:
-            cfg, _keep = self._cfg(config)
+            cfg, _keep = self._cfg(config, 1)
         except _BadConfig:
             return INVALID_PARAMS
         return _L.mooncake_store_put_from(self._h, _key(key), int(buffer_ptr),
@@ -617,7 +908,7 @@ class MooncakeDistributedStore:
         if len(buffer_ptrs) != n or len(sizes) != n:
             return [INVALID_PARAMS] * n
         try:
-            cfg, _keep = self._cfg(config)
+            cfg, _keep = self._cfg(config, n)
         except _BadConfig:
             return [INVALID_PARAMS] * n
         ka, _kb = _key_array(keys)
@@ -668,7 +959,7 @@ class MooncakeDistributedStore:
             return [INVALID_PARAMS] * n
         ptrs, sizes, counts = self._flatten(n, all_buffer_ptrs, all_sizes)
         try:
-            cfg, _keep = self._cfg(config)
+            cfg, _keep = self._cfg(config, n)
         except _BadConfig:
             return [INVALID_PARAMS] * n
         ka, _kb = _key_array(keys)
@@ -708,7 +999,7 @@ class MooncakeDistributedStore:
         region = bytearray().join(v for parts in views for v in parts)
         kb, _kb = _key_array(keys)
         try:
-            cfg, _keep = self._cfg(config)
+            cfg, _keep = self._cfg(config, n)
         except _BadConfig:
             return [INVALID_PARAMS] * n
         res = (c_int * n)()
@@ -921,6 +1212,406 @@ class MooncakeDistributedStore:
         return out
 
     def alloc_from_mem_pool(self, size):
-        """Not supported: 0 (upstream's failure value)."""
+        """An address of size bytes in the memory setup_dummy reserved
+        (mem_pool_size), 4 KiB aligned; 0 when it is full or this store
+        was not set up with setup_dummy (upstream's real client returns 0
+        too). Register it with register_buffer before zero-copy calls."""
+        pool = self._mem_pool
+        return pool.alloc(int(size)) if pool else 0
+
+
+    # ---- ranged reads: get_into_ranges and get sessions -------------------
+    #
+    # Over the C library's object handles (include/mooncake/store_fs.h):
+    # mooncake_store_object_open fetches the replicas once and holds the
+    # object (renewed in the background) until it is closed, so every
+    # range read of it reads the same bytes even if the key is removed or
+    # replaced meanwhile; mooncake_store_object_read copies one range.
+
+    def _open(self, kb):
+        """(handle, 0) or (None, code) for one encoded key."""
+        if kb is None:
+            return None, INVALID_PARAMS
+        out = c_void_p()
+        rc = _L.mooncake_store_object_open(self._h, kb, byref(out))
+        return (out.value, 0) if rc == 0 else (None, rc)
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets,
+                        all_src_offsets, all_sizes):
+        """Copy byte ranges of objects into buffers: buffer i receives,
+        for each key j of all_keys[i], the ranges
+        [all_src_offsets[i][j][k], +all_sizes[i][j][k]) of the object at
+        buffer_ptrs[i] + all_dst_offsets[i][j][k]. Returns results of the
+        same shape: bytes copied per range, or a code (-704 missing key,
+        -600 for mismatched lists). A range past the object's end, or
+        past the end of the buffer registered (register_buffer) around
+        buffer_ptrs[i], is -600 and copies nothing; so is every range of
+        a buffer not registered. Each key is looked up once per call."""
+        n = len(buffer_ptrs)
+        shape_ok = (len(all_keys) == n and len(all_dst_offsets) == n and
+                    len(all_src_offsets) == n and len(all_sizes) == n)
+
+        def bad(keys, dsts):
+            return [[INVALID_PARAMS] * len(d) for d in dsts] \
+                if len(keys) == len(dsts) else \
+                [[INVALID_PARAMS] for _ in keys]
+        if not shape_ok:
+            return [bad(k, d) for k, d in zip(all_keys, all_dst_offsets)] \
+                if len(all_keys) == len(all_dst_offsets) else []
+        opened = {}
+        try:
+            out = []
+            for i in range(n):
+                keys, dsts = all_keys[i], all_dst_offsets[i]
+                srcs, sizes = all_src_offsets[i], all_sizes[i]
+                if not (len(keys) == len(dsts) == len(srcs) == len(sizes)):
+                    out.append(bad(keys, dsts))
+                    continue
+                base = int(buffer_ptrs[i])
+                cap = self._capacity(base)
+                row = []
+                for key, d, so, sz in zip(keys, dsts, srcs, sizes):
+                    if not (len(d) == len(so) == len(sz)):
+                        row.append([INVALID_PARAMS] * len(d))
+                        continue
+                    kb = _key(key)
+                    if kb not in opened:
+                        opened[kb] = self._open(kb)
+                    obj, rc = opened[kb]
+                    if obj is None:
+                        row.append([rc] * len(d))
+                        continue
+                    size = _L.mooncake_store_object_size(obj)
+                    row.append([
+                        INVALID_PARAMS
+                        if int(o) + int(z) > size or int(dd) + int(z) > cap
+                        else _L.mooncake_store_object_read(
+                            obj, int(o), base + int(dd), int(z))
+                        for dd, o, z in zip(d, so, sz)])
+                out.append(row)
+            return out
+        finally:
+            for obj, _ in opened.values():
+                if obj:
+                    _L.mooncake_store_object_close(obj)
+
+    def batch_get_session_start(self, keys):
+        """Look each key up once and hold it for the ranged reads of
+        batch_get_into_multi_buffer_ranges until batch_get_session_end:
+        0 per key, or a code (-704 missing). A key already in a session
+        is looked up again."""
+        out = []
+        for key in keys:
+            kb = _key(key)
+            obj, rc = self._open(kb)
+            with self._sess_lock:
+                old = self._get_sessions.pop(kb, None)
+                if obj:
+                    self._get_sessions[kb] = obj
+            if old:
+                _L.mooncake_store_object_close(old)
+            out.append(rc)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs,
+                                           all_sizes, all_src_offsets):
+        """For each key in a get session: copy [all_src_offsets[i][k],
+        +all_sizes[i][k]) of its object to all_buffer_ptrs[i][k]. Bytes
+        copied per key, or a code: -600 when the key has no session, the
+        lists differ in length or a range passes the object's end
+        (nothing is copied for that key), -707 when its hold lapsed."""
+        n = len(keys)
+        if len(all_buffer_ptrs) != n or len(all_sizes) != n or \
+                len(all_src_offsets) != n:
+            return [INVALID_PARAMS] * n
+        out = []
+        for key, ptrs, sizes, offs in zip(keys, all_buffer_ptrs, all_sizes,
+                                          all_src_offsets):
+            with self._sess_lock:
+                obj = self._get_sessions.get(_key(key))
+            if not obj or not (len(ptrs) == len(sizes) == len(offs)):
+                out.append(INVALID_PARAMS)
+                continue
+            size = _L.mooncake_store_object_size(obj)
+            if any(int(o) + int(z) > size for o, z in zip(offs, sizes)):
+                out.append(INVALID_PARAMS)
+                continue
+            total = 0
+            for p, z, o in zip(ptrs, sizes, offs):
+                r = _L.mooncake_store_object_read(obj, int(o), int(p),
+                                                  int(z))
+                if r < 0:
+                    total = r
+                    break
+                total += r
+            if total == -707:
+                with self._sess_lock:
+                    self._get_sessions.pop(_key(key), None)
+                _L.mooncake_store_object_close(obj)
+            out.append(total)
+        return out
+
+    def batch_get_session_end(self, keys):
+        """Release the keys' get sessions; 0."""
+        with self._sess_lock:
+            objs = [self._get_sessions.pop(_key(k), None) for k in keys]
+        for obj in objs:
+            if obj:
+                _L.mooncake_store_object_close(obj)
+        return OK
+
+    # ---- put sessions -------------------------------------------------------
+    #
+    # Over the C library's writers: mooncake_store_writer_open reserves the
+    # object's replicas (PutStart), writer_write fills ranges, and
+    # writer_close commits (PutEnd) or revokes.
+
+    def batch_put_session_start(self, keys, sizes, config=_DEFAULT_CONFIG):
+        """Reserve objects of the given sizes, written later by
+        batch_put_from_multi_buffer_ranges and made readable by
+        batch_put_session_end: 0 per key or a code (-705 when the key
+        exists, -200 when the pool is full)."""
+        n = len(keys)
+        if len(sizes) != n:
+            return [INVALID_PARAMS] * n
+        try:
+            cfg, _keep = self._cfg(config, n)
+        except _BadConfig:
+            return [INVALID_PARAMS] * n
+        out = []
+        for key, size in zip(keys, sizes):
+            kb = _key(key)
+            if kb is None:
+                out.append(INVALID_PARAMS)
+                continue
+            with self._sess_lock:
+                busy = kb in self._put_sessions
+            if busy:
+                out.append(INVALID_PARAMS)
+                continue
+            w = c_void_p()
+            rc = _L.mooncake_store_writer_open(self._h, kb, int(size), cfg,
+                                               byref(w))
+            if rc == 0:
+                with self._sess_lock:
+                    self._put_sessions[kb] = w.value
+            out.append(rc)
+        return out
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs,
+                                           all_sizes, all_dst_offsets):
+        """Write all_sizes[i][k] bytes at all_buffer_ptrs[i][k] to offset
+        all_dst_offsets[i][k] of key i's reserved object: 0 per key or a
+        code (-600 without a session or past the object's end)."""
+        n = len(keys)
+        if len(all_buffer_ptrs) != n or len(all_sizes) != n or \
+                len(all_dst_offsets) != n:
+            return [INVALID_PARAMS] * n
+        out = []
+        for key, ptrs, sizes, offs in zip(keys, all_buffer_ptrs, all_sizes,
+                                          all_dst_offsets):
+            with self._sess_lock:
+                w = self._put_sessions.get(_key(key))
+            if not w or not (len(ptrs) == len(sizes) == len(offs)):
+                out.append(INVALID_PARAMS)
+                continue
+            rc = OK
+            for p, z, o in zip(ptrs, sizes, offs):
+                rc = _L.mooncake_store_writer_write(w, int(o), int(p), int(z))
+                if rc:
+                    break
+            out.append(rc)
+        return out
+
+    def _end_put(self, keys, commit):
+        out = []
+        for key in keys:
+            with self._sess_lock:
+                w = self._put_sessions.pop(_key(key), None)
+            out.append(_L.mooncake_store_writer_close(w, commit) if w
+                       else INVALID_PARAMS)
+        return out
+
+    def batch_put_session_end(self, keys):
+        """Commit the keys' reserved objects (readable from now on; bytes
+        never written read as zeros): 0 per key or a code."""
+        return self._end_put(keys, True)
+
+    def batch_put_session_revoke(self, keys):
+        """Drop the keys' reserved objects: 0 per key or a code."""
+        return self._end_put(keys, False)
+
+    def _end_sessions(self):
+        """close(): release every session still open."""
+        with self._sess_lock:
+            objs = list(self._get_sessions.values())
+            writers = list(self._put_sessions.values())
+            self._get_sessions.clear()
+            self._put_sessions.clear()
+        for obj in objs:
+            _L.mooncake_store_object_close(obj)
+        for w in writers:
+            _L.mooncake_store_writer_close(w, False)
+
+    # ---- upserts --------------------------------------------------------------
+    #
+    # Insert or replace: the value is put under a fresh temporary key, then
+    # renamed over the key in one step (mooncake_store_rename replaces), so
+    # readers see the old object or the new one, never a mix, and readers
+    # holding the old one keep reading it.
+
+    @staticmethod
+    def _tmp_key(kb):
+        return kb + b".mc-upsert." + os.urandom(8).hex().encode()
+
+    def _publish(self, pairs):
+        """Rename each (tmp, key) whose put returned 0; codes per pair."""
+        out = []
+        for tmp, kb, rc in pairs:
+            if rc == OK:
+                rc = _L.mooncake_store_rename(self._h, tmp, kb, False)
+                if rc:
+                    _L.mooncake_store_remove(self._h, tmp, True)
+            out.append(rc)
+        return out
+
+    def _upsert_many(self, keys, put):
+        """put(tmp_keys) -> codes; then the renames."""
+        kbs = [_key(k) for k in keys]
+        tmps = [self._tmp_key(kb) if kb is not None else None for kb in kbs]
+        live = [i for i, t in enumerate(tmps) if t is not None]
+        codes = [INVALID_PARAMS] * len(keys)
+        if live:
+            res = put([tmps[i] for i in live], live)
+            done = self._publish([(tmps[i], kbs[i], r)
+                                  for i, r in zip(live, res)])
+            for i, r in zip(live, done):
+                codes[i] = r
+        return codes
+
+    def upsert(self, key, value, config=_DEFAULT_CONFIG):
+        """put() that replaces an existing object: 0 or a code."""
+        return self.upsert_batch([key], [value], config)
+
+    def upsert_parts(self, key, *parts, config=_DEFAULT_CONFIG):
+        return self._upsert_many(
+            [key], lambda t, idx: self._put_parts_batch(t, [list(parts)],
+                                                        config))[0]
+
+    def upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
+        """put_batch() that replaces: 0 when all succeeded, else the first
+        failure's code."""
+        if len(keys) != len(values):
+            return INVALID_PARAMS
+        if not keys:
+            return OK
+        res = self._upsert_many(
+            keys, lambda t, idx: self._put_parts_batch(
+                t, [[values[i]] for i in idx], config))
+        return next((r for r in res if r), OK)
+
+    def upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        return self.batch_upsert_from([key], [buffer_ptr], [size], config)[0]
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes,
+                          config=_DEFAULT_CONFIG):
+        """batch_put_from() that replaces: 0 or a code per key."""
+        n = len(keys)
+        if len(buffer_ptrs) != n or len(sizes) != n:
+            return [INVALID_PARAMS] * n
+        if not n:
+            return []
+        return self._upsert_many(
+            keys, lambda t, idx: self.batch_put_from(
+                t, [buffer_ptrs[i] for i in idx], [sizes[i] for i in idx],
+                config))
+
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr,
+                               size, metadata_size, config=_DEFAULT_CONFIG):
+        """One object: metadata_size bytes at metadata_buffer_ptr, then
+        size bytes at buffer_ptr (both registered); 0 or a code."""
+        return self.batch_put_from_multi_buffers(
+            [key], [[metadata_buffer_ptr, buffer_ptr]],
+            [[metadata_size, size]], config)[0]
+
+    # ---- what this build does not have ---------------------------------------
+
+    def get_offload_rpc_read_count(self):
+        """Reads served from an SSD offload tier: 0, there is none."""
         return 0
 
+    def _refuse(self, what, why):
+        raise NotSupportedError(f"{what}: {why} (NOT_SUPPORTED -1012; "
+                                f"python/README.md)")
+
+    def mount_segment(self, *args, **kwargs):
+        self._refuse("mount_segment", "extra segments are not supported; "
+                     "setup() contributes one segment per client")
+
+    unmount_segment = allocate_and_mount_segment = mount_segment
+    unmount_and_free_segment = unmount_local_disk_segment = mount_segment
+
+    def create_copy_task(self, *args, **kwargs):
+        self._refuse("replica tasks", "the master has no task manager "
+                     "(copy, move); use replica_num at put time")
+
+    create_move_task = query_task = create_copy_task
+
+    def batch_replica_clear(self, *args, **kwargs):
+        self._refuse("batch_replica_clear", "clearing replicas per segment "
+                     "is not supported; use remove or batch_remove")
+
+    def _no_tensors(self, *args, **kwargs):
+        self._refuse("tensor helpers", "torch tensors are not supported "
+                     "by this package (host buffers only); use put_from / "
+                     "get_into with the tensor's data_ptr()")
+
+
+for _name in ("put_tensor", "get_tensor", "batch_put_tensor",
+              "batch_get_tensor", "pub_tensor", "batch_pub_tensor",
+              "put_tensor_with_tp", "get_tensor_with_tp",
+              "batch_put_tensor_with_tp", "batch_get_tensor_with_tp",
+              "pub_tensor_with_tp", "batch_pub_tensor_with_tp",
+              "put_tensor_from", "batch_put_tensor_from",
+              "put_tensor_with_tp_from", "batch_put_tensor_with_tp_from",
+              "get_tensor_into", "batch_get_tensor_into",
+              "get_tensor_with_tp_into", "batch_get_tensor_with_tp_into",
+              "get_tensor_into_cuda", "batch_get_tensor_into_cuda",
+              "put_tensor_with_parallelism", "get_tensor_with_parallelism",
+              "batch_put_tensor_with_parallelism",
+              "batch_get_tensor_with_parallelism",
+              "put_tensor_with_parallelism_from",
+              "batch_put_tensor_with_parallelism_from",
+              "get_tensor_with_parallelism_into",
+              "batch_get_tensor_with_parallelism_into",
+              "upsert_tensor", "batch_upsert_tensor", "upsert_tensor_from",
+              "batch_upsert_tensor_from", "upsert_pub_tensor",
+              "batch_upsert_pub_tensor", "upsert_tensor_with_parallelism",
+              "batch_upsert_tensor_with_parallelism",
+              "upsert_tensor_with_parallelism_from",
+              "batch_upsert_tensor_with_parallelism_from",
+              "save_tensor_to_safetensor", "load_tensor_from_safetensor"):
+    setattr(MooncakeDistributedStore, _name,
+            MooncakeDistributedStore._no_tensors)
+
+
+def bind_to_numa_node(node):
+    """Run this process on the CPUs of NUMA node `node` (sysfs), as
+    upstream's (which also prefers the node's memory; libnuma is not
+    used here). Logs a warning and does nothing when the node is
+    unknown."""
+    try:
+        with open(f"/sys/devices/system/node/node{int(node)}/cpulist") as f:
+            text = f.read().strip()
+    except (OSError, ValueError):
+        log.warning("bind_to_numa_node(%r): no such NUMA node", node)
+        return
+    cpus = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    if cpus:
+        os.sched_setaffinity(0, cpus)
