@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "mc_log.h"
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -74,6 +75,7 @@ static struct {
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int state; /* 0: not loaded (yet), 1: usable, -1: never */
+static _Atomic uint64_t next_try_ns; /* while 0: look again after this */
 static int n_devices;
 static const char *why = "this process has not loaded the CUDA driver";
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,10 +149,15 @@ static void load(void)
 
 bool te__gpu_available(const char **reason)
 {
-	if (atomic_load(&state) == 0) {
+	/* Looking for a driver the process may have loaded since costs a
+	 * dlopen: at most once a second, so a hot path without CUDA pays
+	 * one clock read. */
+	if (atomic_load(&state) == 0 &&
+	    mc_mono_ns() >= atomic_load(&next_try_ns)) {
 		pthread_mutex_lock(&load_lock);
 		if (atomic_load(&state) == 0)
 			load();
+		atomic_store(&next_try_ns, mc_mono_ns() + 1000000000ull);
 		pthread_mutex_unlock(&load_lock);
 	}
 	if (reason)
@@ -310,4 +317,25 @@ void te__gpu_ipc_close(void *p)
 {
 	if (p && ipc_usable())
 		(void)cu.ipc_close_mem_handle((CUdeviceptr)(uintptr_t)p);
+}
+
+/* ---- the public calls (te.h) ---- */
+
+int te_mem_device(const void *p)
+{
+	return te__gpu_device_of(p);
+}
+
+int te_mem_copy(void *dst, const void *src, size_t len)
+{
+	int dev = te__gpu_device_of(dst), rc;
+
+	if (dev < 0)
+		dev = te__gpu_device_of(src);
+	if (dev < 0) {
+		memcpy(dst, src, len);
+		return 0;
+	}
+	rc = te__gpu_use(dev);
+	return rc ? rc : te__gpu_copy(dst, src, len, NULL);
 }

@@ -154,6 +154,21 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 int te_unregister(struct te_engine *eng, void *addr);
 
 /**
+ * The CUDA device whose memory p points into, or -1 (host memory, managed
+ * memory, or no CUDA driver in this process: see te_register). Thread-safe.
+ */
+int te_mem_device(const void *p);
+
+/**
+ * Copy len bytes between any two addresses, either of which may be CUDA
+ * device memory (then the driver copies, on the device's primary context,
+ * and the call returns once the bytes are there); memcpy otherwise. The
+ * ranges must not overlap. 0, or a negative code (-EIO: the driver
+ * failed, logged). Thread-safe.
+ */
+int te_mem_copy(void *dst, const void *src, size_t len);
+
+/**
  * Allocate len bytes of zeroed memory a peer on the same host can map, so
  * transfers to it use the "shm" transport. Register it with te_register()
  * like any memory.

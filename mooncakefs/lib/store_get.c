@@ -16,6 +16,7 @@
 #include "store_int.h"
 #include "util.h"
 #include "xfer.h"
+#include "mooncake/te.h"
 
 struct gk {
 	const Mcrpc__ReplicaList *rl;
@@ -281,8 +282,9 @@ int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
 	k.parts = &tmp;
 	k.part_sizes = &psize;
 	read_lists(s, &k, &live, resp->results, 1, t0);
-	if (k.result > 0)
-		memcpy(buf, tmp, (size_t)k.result);
+	/* buf may be CUDA device memory: te_mem_copy reaches it. */
+	if (k.result > 0 && te_mem_copy(buf, tmp, (size_t)k.result))
+		k.result = -EIO;
 	mcs_staging_free(s->staging, tmp, (size_t)osize);
 	mcs_master_free(resp);
 	return k.result;

@@ -23,6 +23,7 @@
 #include "xfer.h"
 
 #include "mooncake/store_fs.h"
+#include "mooncake/te.h"
 
 struct mooncake_object {
 	struct mooncake_store *s;
@@ -184,8 +185,8 @@ static int read_staged(struct mooncake_object *o, uint64_t off, void *buf,
 	if (rc)
 		return rc;
 	rc = read_replicas(o, off, tmp, n);
-	if (!rc)
-		memcpy(buf, tmp, (size_t)n);
+	if (!rc) /* buf may be CUDA device memory */
+		rc = te_mem_copy(buf, tmp, (size_t)n);
 	mcs_staging_free(s->staging, tmp, (size_t)n);
 	return rc;
 }

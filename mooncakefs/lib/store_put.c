@@ -23,6 +23,7 @@
 #include "store_int.h"
 #include "util.h"
 #include "xfer.h"
+#include "mooncake/te.h"
 
 #define PENDING 1 /* a result not known yet */
 #define IN_PROGRESS 2 /* another client's put of the key is in progress */
@@ -344,7 +345,12 @@ int mcs_put_staged(struct mooncake_store *s, const char *key, const void *value,
 	rc = mcs_staging_take(s, "put", key, size, &buf);
 	if (rc)
 		return rc;
-	memcpy(buf, value, size);
+	/* The value may be CUDA device memory: te_mem_copy reaches it. */
+	rc = te_mem_copy(buf, value, size);
+	if (rc) {
+		mcs_staging_free(s->staging, buf, size);
+		return rc;
+	}
 	k.parts = &buf;
 	k.part_sizes = &size;
 	(void)mcs_put_keys(s, &k, 1, cfg, false);

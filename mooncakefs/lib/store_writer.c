@@ -172,8 +172,9 @@ static int write_staged(struct mooncake_writer *w, uint64_t off,
 	rc = mcs_staging_take(s, "write", w->key, len, &tmp);
 	if (rc)
 		return rc;
-	memcpy(tmp, buf, (size_t)len);
-	rc = write_replicas(w, off, tmp, len);
+	rc = te_mem_copy(tmp, buf, (size_t)len); /* buf may be device memory */
+	if (!rc)
+		rc = write_replicas(w, off, tmp, len);
 	mcs_staging_free(s->staging, tmp, (size_t)len);
 	return rc;
 }

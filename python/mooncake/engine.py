@@ -33,7 +33,7 @@ from array import array as _u64array
 from ctypes import byref, c_char_p, c_int, c_uint64, c_void_p
 
 from . import _lib
-from .store import NotSupportedError, _is_device_pointer
+from .store import NotSupportedError
 
 _L = _lib.bind_te()
 log = logging.getLogger("mooncake.engine")
@@ -394,13 +394,11 @@ class TransferEngine:
     def register_memory(self, buffer_addr, capacity, location="*"):
         """Register [buffer_addr, +capacity) so peers may read and write
         it: 0, ERR_ADDRESS_OVERLAPPED (-7) over a registered range, -1.
-        CUDA device memory raises NotSupportedError."""
+        CUDA device memory is registered too (transfers from and to it are
+        staged through pinned host memory, or copied by the driver between
+        processes of one host)."""
         eng = self._eng()
         buffer_addr = int(buffer_addr)
-        if buffer_addr and _is_device_pointer(buffer_addr):
-            raise NotSupportedError(
-                f"register_memory({buffer_addr:#x}): CUDA device memory is "
-                f"not supported (host memory only; NOT_SUPPORTED -1012)")
         rc = _L.mooncake_te_register(eng, buffer_addr, int(capacity),
                                      (location or "*").encode(), 1)
         if rc == _MC_ENOTSUPPORTED:

@@ -13,10 +13,10 @@ does), and a store may be used from any number of threads at once.
 
 Differences from upstream, on purpose:
 
-- CUDA device memory is refused by ``register_buffer`` with
-  NotSupportedError, and ``protocol="rdma"`` (where this build has no
-  RDMA) makes ``setup`` raise NotSupportedError, instead of a crash or a
-  bare code later.
+- ``protocol="rdma"`` (where this build has no RDMA) makes ``setup``
+  raise NotSupportedError, instead of a crash or a bare code later. CUDA
+  device memory is accepted by ``register_buffer`` and the zero-copy
+  calls (staged through pinned host buffers by the transfer engine).
 - ``put``/``put_parts``/``put_batch`` and ``get``/``get_batch``/
   ``get_buffer``/``batch_get_buffer`` work through memory registered for
   the call (a copy of the values; the handles get_buffer returns), so
@@ -360,39 +360,6 @@ class MooncakeHostMemAllocator:
             # Views of it are still alive: unmapped when they go.
             pass
         return OK
-
-
-# ---- CUDA detection ---------------------------------------------------------
-
-_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
-_CU_MEMORYTYPE_DEVICE = 2
-
-
-def _loaded_cuda():
-    """The CUDA driver when this process has already loaded it (device
-    memory cannot exist otherwise), else None. Never loads it."""
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
-            continue
-    return None
-
-
-def _is_device_pointer(ptr):
-    cuda = _loaded_cuda()
-    if cuda is None:
-        return False
-    try:
-        fn = cuda.cuPointerGetAttribute
-    except AttributeError:
-        return False
-    fn.restype = c_int
-    fn.argtypes = [c_void_p, c_int, ctypes.c_uint64]
-    memtype = ctypes.c_uint(0)
-    if fn(byref(memtype), _CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != 0:
-        return False  # not CUDA memory (or no context): host memory
-    return memtype.value == _CU_MEMORYTYPE_DEVICE
 
 
 # ---- helpers ---------------------------------------------------------------
@@ -846,15 +813,13 @@ class MooncakeDistributedStore:
     # ---- zero-copy calls ---------------------------------------------------
 
     def register_buffer(self, buffer_ptr, size):
-        """Register host memory for the zero-copy calls; 0 or a code
-        (-600 when it overlaps a registered buffer). CUDA device memory
-        raises NotSupportedError."""
+        """Register memory for the zero-copy calls: host memory, or CUDA
+        device memory (a tensor's data_ptr(); the transfer engine stages
+        it through pinned host buffers, docs/design.md "GPU memory"); 0 or
+        a code (-600 when it overlaps a registered buffer). A device
+        memory where the process has no CUDA driver raises
+        NotSupportedError."""
         buffer_ptr = int(buffer_ptr)
-        if buffer_ptr and _is_device_pointer(buffer_ptr):
-            raise NotSupportedError(
-                f"register_buffer({buffer_ptr:#x}): CUDA device memory is not "
-                f"supported (host memory only; NOT_SUPPORTED -1012); stage "
-                f"through a pinned host buffer")
         rc = _L.mooncake_store_register_buffer(self._h, buffer_ptr, size)
         if rc == NOT_SUPPORTED:
             raise NotSupportedError(

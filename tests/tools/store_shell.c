@@ -33,11 +33,14 @@
  *                                  value VALUE(PARTS*PARTSIZE, SEED) is
  *                                  given in PARTS pieces -> ok C
  *   mget KEY PARTS PARTSIZE SEED   batch_get_into_multi + compare -> ok C
- *   gput KEY SIZE SEED             put_from CUDA device memory (the driver
+ *   gput KEY SIZE SEED [staged]    put_from CUDA device memory (the driver
  *                                  libte loads: MC_CUDA_LIBRARY, e.g. the
- *                                  tests' stand-in), registered -> ok
- *   gcheck KEY SIZE SEED           get_into registered device memory,
- *                                  compare on the host -> ok | mismatch
+ *                                  tests' stand-in), registered; staged:
+ *                                  put (copied) from unregistered device
+ *                                  memory -> ok
+ *   gcheck KEY SIZE SEED [staged]  get_into registered device memory (or
+ *                                  get into unregistered), compare on the
+ *                                  host -> ok | mismatch
  *   exist KEY...                   batch_is_exist -> ok 1 0 ...
  *   isexist KEY                    is_exist -> ok 1|0
  *   size KEY                       get_size -> ok SIZE
@@ -440,10 +443,12 @@ static int cmd_gpu(int argc, char **argv, bool put)
 	size_t at;
 	int rc;
 
-	if (argc != 4 || !parse_size(argv[2], &size) ||
+	bool staged = argc == 5 && !strcmp(argv[4], "staged");
+
+	if ((argc != 4 && !staged) || !parse_size(argv[2], &size) ||
 	    !parse_u64(argv[3], &seed) || !size || size > MAX_VALUE)
-		return usage(put ? "gput KEY SIZE SEED" :
-				   "gcheck KEY SIZE SEED");
+		return usage(put ? "gput KEY SIZE SEED [staged]" :
+				   "gcheck KEY SIZE SEED [staged]");
 	if (!loaded && gpu_driver_load(&g))
 		return reply_err(-1, "no CUDA driver to load");
 	loaded = true;
@@ -461,17 +466,23 @@ static int cmd_gpu(int argc, char **argv, bool put)
 	if (!put)
 		memset(host, 0, size);
 	rc = gpu_copy(&g, dev, host, size) ? -1 : 0;
-	if (!rc)
+	if (!rc && !staged)
 		rc = mooncake_store_register_buffer(store, dev, size);
 	if (!rc && put) {
-		rc = mooncake_store_put_from(store, argv[1], dev, size, NULL);
+		rc = staged ? mooncake_store_put(store, argv[1], dev, size,
+						 NULL) :
+			      mooncake_store_put_from(store, argv[1], dev, size,
+						      NULL);
 	} else if (!rc) {
-		got = mooncake_store_get_into(store, argv[1], dev, size);
+		got = staged ? mooncake_store_get(store, argv[1], dev, size) :
+			       mooncake_store_get_into(store, argv[1], dev,
+						       size);
 		rc = got < 0 ? (int)got : 0;
 		if (!rc && gpu_copy(&g, host, dev, size))
 			rc = -1;
 	}
-	(void)mooncake_store_unregister_buffer(store, dev);
+	if (!staged)
+		(void)mooncake_store_unregister_buffer(store, dev);
 	gpu_free(&g, dev);
 	if (rc) {
 		free(host);
