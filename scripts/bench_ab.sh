@@ -157,8 +157,10 @@ done
 
 a_desc=$a
 b_desc=$b
-((${#a_env[@]} + ${#a_args[@]})) && a_desc+=" (${a_env[*]}${a_env[*]:+ }${a_args[*]})"
-((${#b_env[@]} + ${#b_args[@]})) && b_desc+=" (${b_env[*]}${b_env[*]:+ }${b_args[*]})"
+a_set=("${a_env[@]}" "${a_args[@]}")
+b_set=("${b_env[@]}" "${b_args[@]}")
+((${#a_set[@]})) && a_desc+=" (${a_set[*]})"
+((${#b_set[@]})) && b_desc+=" (${b_set[*]})"
 python3 - "$out" "$a_desc" "$b_desc" "$rounds" <<'EOF'
 import glob, json, os, re, statistics, sys
 out, a, b, rounds = sys.argv[1:]
