@@ -138,6 +138,7 @@ if ((auth)); then
 	echo "bench_store: authentication on (token $tmp/token)" >&2
 else
 	unset MOONCAKE_AUTH_TOKEN_FILE
+	echo "bench_store: authentication off" >&2
 fi
 
 # forget PID: drop a process that has ended from the cleanup list.
