@@ -86,6 +86,7 @@ struct sb_cfg {
 	bool tcp;
 	bool warm_pass;
 	int v;
+	char *auth_token_file;
 };
 
 #define OPT(n, t, f, d, lo, hi, h)                                          \
@@ -133,6 +134,14 @@ static const struct mc_opt sb_opts[] = {
 	    "(unreported) so each client has mapped and touched it."),
 	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
 	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
+	{ .name = "auth_token_file",
+	  .env = "MOONCAKE_AUTH_TOKEN_FILE",
+	  .type = MC_OPT_STRING,
+	  .offset = offsetof(struct sb_cfg, auth_token_file),
+	  .def = "",
+	  .help = "The pool's token when the master has one, for the "
+		  "bench's own GetStatus connection (the clients' libmooncake "
+		  "reads MOONCAKE_AUTH_TOKEN_FILE through its config chain)." },
 };
 
 static const struct mc_cfg_spec sb_spec = {
@@ -1250,6 +1259,9 @@ int main(int argc, char **argv)
 	uint64_t base = 0;
 	struct sb_lists l;
 	bool kinds[N_KINDS] = { false };
+	struct mc_auth_key key;
+	bool auth = false;
+	char err[256];
 	int code, rc = 0;
 
 	if (mc_daemon_load_config(&sb_spec, &cfg, argc, argv, &code))
@@ -1275,7 +1287,15 @@ int main(int argc, char **argv)
 	}
 	/* A worker that dies must not kill us through a broken pipe. */
 	signal(SIGPIPE, SIG_IGN);
+	if (mc_auth_key_load_opt(cfg.auth_token_file, &auth, &key, err,
+				 sizeof(err))) {
+		fprintf(stderr, "store_bench: auth_token_file: %s\n", err);
+		mc_cfg_release(&sb_spec, &cfg);
+		return MC_EXIT_FAILURE;
+	}
 	rc = mc_rpc_client_create(cfg.master_server_address, 5000, &cli);
+	if (!rc && auth)
+		mc_rpc_client_set_auth(cli, &key);
 	if (!rc && (base = pool_allocated(cli)) == UINT64_MAX)
 		rc = -ECONNREFUSED;
 	if (rc) {
@@ -1289,6 +1309,8 @@ int main(int argc, char **argv)
 	for (unsigned p = 0; p < l.n_procs && !rc; p++)
 		rc = run_procs(&cfg, &l, l.procs[p], kinds, cli, base);
 	mc_rpc_client_destroy(cli);
+	if (auth)
+		mc_auth_key_clear(&key);
 	mc_cfg_release(&sb_spec, &cfg);
 	return rc ? MC_EXIT_FAILURE : MC_EXIT_OK;
 }

@@ -8,10 +8,18 @@
 # ratio B/A. For claims of a few percent (docs/benchmarks.md says how they
 # are made). By hand only, never in CI.
 #
-#   scripts/bench_ab.sh [--rounds N] [--out DIR] [--markdown] A_ROOT B_ROOT -- SCRIPT [ARGS]
+#   scripts/bench_ab.sh [--rounds N] [--out DIR] [--markdown]
+#                       [--a-env K=V] [--b-env K=V] [--a-arg ARG] [--b-arg ARG]
+#                       A_ROOT B_ROOT -- SCRIPT [ARGS]
 #
 # A_ROOT, B_ROOT: checkouts (e.g. `git worktree add /tmp/a HEAD~1`), each
 # with its Release build in build-release/ (scripts/build.sh release).
+# They may be the same checkout, to compare two settings of one build:
+# --a-env K=V / --b-env K=V (repeatable) set an environment variable for
+# that side's runs only, --a-arg ARG / --b-arg ARG (repeatable) append
+# one argument to that side's ARGS. E.g. authentication off against on:
+#   scripts/bench_ab.sh --markdown --b-env MC_BENCH_AUTH=1 . . -- \
+#       bench_store.sh --only store -- --procs 1 --sizes 1MiB --forms single
 # SCRIPT: a benchmark script of scripts/ that takes --results FILE and
 # writes JSON lines there (bench_fs.sh). ARGS go to it unchanged.
 # --rounds N (default 5): runs of each side. --out DIR keeps every run's
@@ -22,23 +30,39 @@
 #
 # A case is a JSON line without its numeric figures and its "rep"; each
 # numeric field is a figure (gbps, seconds, per_s, ...): its median over
-# every run of a side is reported.
+# every run of a side is reported, then the spread (min-max) of each
+# side. The load average (1 min) at the start of each run is kept in the
+# run's log and summed up above the table.
 set -euo pipefail
 
 rounds=5
 out=
 markdown=0
+a_env=()
+b_env=()
+a_args=()
+b_args=()
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--markdown) markdown=1; shift ;;
+	--a-env | --b-env)
+		[[ $2 == [A-Za-z_]*=* ]] ||
+			{ echo "bench_ab: $1 K=V, not $2" >&2; exit 2; }
+		if [[ $1 == --a-env ]]; then a_env+=("$2"); else b_env+=("$2"); fi
+		shift 2
+		;;
+	--a-arg) a_args+=("$2"); shift 2 ;;
+	--b-arg) b_args+=("$2"); shift 2 ;;
 	-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
 	*) break ;;
 	esac
 done
 [[ $# -ge 4 && $3 == -- ]] || {
-	echo "usage: $0 [--rounds N] [--out DIR] [--markdown] A_ROOT B_ROOT -- SCRIPT [ARGS]" >&2
+	echo "usage: $0 [--rounds N] [--out DIR] [--markdown] [--a-env K=V]" \
+		"[--b-env K=V] [--a-arg ARG] [--b-arg ARG] A_ROOT B_ROOT --" \
+		"SCRIPT [ARGS]" >&2
 	exit 2
 }
 a=$(cd "$1" && pwd)
@@ -94,19 +118,30 @@ EOF
 }
 
 run() { # SIDE ROOT ROUND ARGS...
-	local side=$1 root=$2 round=$3 base
+	local side=$1 root=$2 round=$3 base load
+	local -a env
 	shift 3
 	base=$out/$side-$round
-	echo "bench_ab: round $round, $side ($root)" >&2
+	if [[ $side == A ]]; then
+		env=("${a_env[@]}")
+		set -- "$@" "${a_args[@]}"
+	else
+		env=("${b_env[@]}")
+		set -- "$@" "${b_args[@]}"
+	fi
+	read -r load _ </proc/loadavg
+	echo "bench_ab: round $round, $side ($root${env[*]:+, ${env[*]}}), load $load" >&2
+	echo "bench_ab: load average $load at start" >"$base.log"
 	if ((markdown)); then
-		MC_BENCH_BUILD_DIR=$root/build-release \
-			"$root/scripts/$script" "$@" >"$base.md" 2>"$base.log" ||
+		env "${env[@]}" MC_BENCH_BUILD_DIR="$root/build-release" \
+			"$root/scripts/$script" "$@" >"$base.md" 2>>"$base.log" ||
 			{ tail -20 "$base.log" >&2; exit 1; }
 		md_to_jsonl "$base.md" >"$base.jsonl"
 		return
 	fi
-	MC_BENCH_BUILD_DIR=$root/build-release "$root/scripts/$script" "$@" \
-		--results "$base.jsonl" >"$base.log" 2>&1 ||
+	env "${env[@]}" MC_BENCH_BUILD_DIR="$root/build-release" \
+		"$root/scripts/$script" "$@" \
+		--results "$base.jsonl" >>"$base.log" 2>&1 ||
 		{ tail -20 "$base.log" >&2; exit 1; }
 }
 
@@ -120,9 +155,21 @@ for ((i = 1; i <= rounds; i++)); do
 	fi
 done
 
-python3 - "$out" "$a" "$b" "$rounds" <<'EOF'
-import glob, json, os, statistics, sys
+a_desc=$a
+b_desc=$b
+a_set=("${a_env[@]}" "${a_args[@]}")
+b_set=("${b_env[@]}" "${b_args[@]}")
+((${#a_set[@]})) && a_desc+=" (${a_set[*]})"
+((${#b_set[@]})) && b_desc+=" (${b_set[*]})"
+python3 - "$out" "$a_desc" "$b_desc" "$rounds" <<'EOF'
+import glob, json, os, re, statistics, sys
 out, a, b, rounds = sys.argv[1:]
+loads = []
+for path in sorted(glob.glob(os.path.join(out, "[AB]-*.log"))):
+    with open(path) as f:
+        m = re.match(r"bench_ab: load average ([\d.]+)", f.readline())
+        if m:
+            loads.append(float(m.group(1)))
 # Numbers that name a case rather than measure it.
 IDENT = ("jobs", "direct", "names", "threads", "procs")
 fig = {}  # (case, figure) -> {"A": [...], "B": [...]}
@@ -140,14 +187,20 @@ for path in sorted(glob.glob(os.path.join(out, "*.jsonl"))):
                     not isinstance(v, (int, float)) or isinstance(v, bool):
                 continue
             fig.setdefault((case, k), {"A": [], "B": []})[side].append(v)
-print(f"A = {a}\nB = {b}\n{rounds} rounds each, interleaved; medians\n")
-print("| case | figure | A | B | B/A |")
-print("|---|---|---|---|---|")
+print(f"A = {a}\nB = {b}\n{rounds} rounds each, interleaved; medians")
+if loads:
+    print(f"load average (1 min) at the runs' starts: {min(loads):.2f}-"
+          f"{max(loads):.2f}, median {statistics.median(loads):.2f}")
+print()
+print("| case | figure | A | B | B/A | A min-max | B min-max |")
+print("|---|---|---|---|---|---|---|")
 for (case, k), v in sorted(fig.items(), key=lambda x: str(x[0])):
     if not v["A"] or not v["B"]:
         continue
     ma, mb = statistics.median(v["A"]), statistics.median(v["B"])
     name = " ".join(f"{x}={y}" for x, y in case)
     r = f"{mb / ma:.3f}" if ma else "-"
-    print(f"| {name} | {k} | {ma:.4g} | {mb:.4g} | {r} |")
+    print(f"| {name} | {k} | {ma:.4g} | {mb:.4g} | {r} | "
+          f"{min(v['A']):.4g}-{max(v['A']):.4g} | "
+          f"{min(v['B']):.4g}-{max(v['B']):.4g} |")
 EOF

@@ -28,16 +28,36 @@
 # temporary directory and the pool member's /dev/shm/mooncake.seg.* are
 # cleaned up on any exit.
 #
+# With --auth (or MC_BENCH_AUTH=1) the pool is authenticated
+# (docs/operations.md, "The token"): a fresh 0600 token in the temporary
+# directory, --auth_token_file to every mooncake_master, and
+# MOONCAKE_AUTH_TOKEN_FILE to the pool member, store_bench (libmooncake)
+# and master_bench. Each master is then checked before use: its log must
+# say "authentication on" and a master_bench without the token must be
+# refused. Without it, MOONCAKE_AUTH_TOKEN_FILE is removed from the
+# environment, so that both sides of an A/B are what they say. Redis is
+# the same either way. After each bench, stderr says how many TCP
+# connections to the master's and the member's ports were closed during
+# it (TIME-WAIT sockets): a count that grew with the calls would mean a
+# connection (and its authentication) per request.
+#
 # Usage: scripts/bench_store.sh [--only store|master] [--seconds S]
 #                               [--segment_size SIZE] [--no_full_sync]
+#                               [--auth] [--master_args 'ARGS']
 #                               [-- store_bench options]
 #   --only store|master  run one bench only
 #   --seconds S          per case (store_bench default 2, master_bench 3)
 #   --segment_size SIZE  the pool member's segment (default 256MiB)
 #   --no_full_sync       skip step 3
+#   --auth               authentication on (above)
+#   --master_args 'ARGS' more master_bench options (split on blanks) for
+#                        step 2's first run, after the script's own: e.g.
+#                        '--procs 1 --forms single --mem_keys 0
+#                        --load_keys 100000' for the single-key cases only
 #   -- ...               passed to store_bench (e.g. --procs 1 --sizes 1MiB)
 # Takes about 8 minutes with the defaults.
-# Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR.
+# Environment: MC_BENCH_BUILD_DIR (default build-release), MC_BENCH_AUTH
+# (1: as --auth), TMPDIR.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,6 +66,8 @@ only=
 seconds=
 segsize=256MiB
 full_sync=1
+auth=${MC_BENCH_AUTH:-0}
+master_args=()
 store_args=()
 tmp=
 segname=mc-bench-store-$$
@@ -57,6 +79,8 @@ while [[ $# -gt 0 ]]; do
 	--seconds) seconds=$2; shift 2 ;;
 	--segment_size) segsize=$2; shift 2 ;;
 	--no_full_sync) full_sync=0; shift ;;
+	--auth) auth=1; shift ;;
+	--master_args) read -r -a master_args <<<"$2"; shift 2 ;;
 	--) shift; store_args=("$@"); break ;;
 	-h | --help) sed -n '3,/^# Environment/p' "$0"; exit 0 ;;
 	*) echo "bench_store: unknown argument $1" >&2; exit 2 ;;
@@ -65,6 +89,11 @@ done
 case $only in
 '' | store | master) ;;
 *) echo "bench_store: --only store|master" >&2; exit 2 ;;
+esac
+case $auth in
+0 | '') auth=0 ;;
+1) ;;
+*) echo "bench_store: MC_BENCH_AUTH=0|1" >&2; exit 2 ;;
 esac
 
 cleanup() {
@@ -99,6 +128,18 @@ if ! { { [[ -f $build/CMakeCache.txt ]] ||
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mc-bench-store.XXXXXX")
+master_auth=()
+if ((auth)); then
+	# 32 random bytes, hex: the loader wants >= 16 bytes, mode 0600.
+	(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' \
+		>"$tmp/token")
+	export MOONCAKE_AUTH_TOKEN_FILE=$tmp/token
+	master_auth=(--auth_token_file "$tmp/token")
+	echo "bench_store: authentication on (token $tmp/token)" >&2
+else
+	unset MOONCAKE_AUTH_TOKEN_FILE
+	echo "bench_store: authentication off" >&2
+fi
 
 # forget PID: drop a process that has ended from the cleanup list.
 forget() {
@@ -150,12 +191,63 @@ start_master() {
 		--http_metadata_server_port 0 \
 		--metadata_port_file "$tmp/$name.meta" \
 		--db_path "$tmp/$name.db" --enable_metric_reporting=false \
-		"$@" >"$tmp/$name.log" 2>&1 &
+		"${master_auth[@]}" "$@" >"$tmp/$name.log" 2>&1 &
 	master_pid=$!
 	pids+=("$master_pid")
 	wait_file "$name" "$master_pid" "$tmp/$name.port" "$tmp/$name.meta"
 	master_addr=127.0.0.1:$(<"$tmp/$name.port")
 	meta_url=http://127.0.0.1:$(<"$tmp/$name.meta")/metadata
+	((auth)) && check_auth "$name"
+	return 0
+}
+
+# check_auth NAME: the master NAME (just started) requires the token.
+check_auth() {
+	local name=$1 out=$tmp/$1.probe
+	if ! grep -q "authentication on" "$tmp/$name.log"; then
+		cat "$tmp/$name.log" >&2
+		echo "bench_store: master $name: no \"authentication on\"" >&2
+		exit 1
+	fi
+	# A client without the token: refused before it can do anything
+	# (it would otherwise mount its fake segment in this master).
+	if env -u MOONCAKE_AUTH_TOKEN_FILE "$build/bench/master_bench" \
+		--master_server_address "$master_addr" --procs 1 \
+		--cases exist --forms single --mem_keys 0 --load_keys 1 \
+		--seconds 0.1 --warmup 0 --no_raw >"$out" 2>&1; then
+		cat "$out" >&2
+		echo "bench_store: master $name served a client without" \
+			"the token" >&2
+		exit 1
+	fi
+	echo "bench_store: master $name: authentication on; a client" \
+		"without the token: $(grep -m1 -io 'auth[^.]*' "$out" ||
+			tail -n1 "$out")" >&2
+}
+
+# listen_ports PID...: the TCP ports the processes listen on, as an ss
+# filter ("sport = :P or dport = :P ...").
+listen_ports() {
+	local pid f=
+	for pid in "$@"; do
+		while read -r port; do
+			f+="${f:+ or }sport = :$port or dport = :$port"
+		done < <(ss -Htlnp 2>/dev/null | grep "pid=$pid," |
+			awk '{ n = split($4, a, ":"); print a[n] }')
+	done
+	echo "$f"
+}
+
+# closed_conns WHAT PID...: how many connections to the ports of PID...
+# were closed in the last minute (TIME-WAIT sockets, either side).
+closed_conns() {
+	local what=$1 f
+	shift
+	f=$(listen_ports "$@")
+	[[ -n $f ]] || return 0
+	echo "bench_store: $what: $(ss -Htan state time-wait "( $f )" |
+		wc -l) connections to the master and member ports closed" \
+		"in the last 60 s (TIME-WAIT)" >&2
 }
 
 free_port() {
@@ -214,6 +306,7 @@ if [[ $only != master ]]; then
 	echo
 	run "$build/bench/store_bench" "${sargs[@]}" "${store_args[@]}"
 	echo
+	closed_conns store_bench "$store_master" "$member"
 	stop "$member"
 	stop "$store_master"
 fi
@@ -225,7 +318,9 @@ if [[ $only != store ]]; then
 	echo "## master_bench (sqlite, synchronous=NORMAL)"
 	echo
 	run "$build/bench/master_bench" --master_server_address "$master_addr" \
-		--master_pid "$master_pid" --label sqlite "${margs[@]}"
+		--master_pid "$master_pid" --label sqlite "${margs[@]}" \
+		"${master_args[@]}"
+	closed_conns master_bench "$master_pid"
 	du -k "$tmp/meta.db"* | awk '{ s += $1 } END {
 		printf "\nsqlite files after the run: %.0f MiB\n\n", s / 1024 }'
 	echo "## master_bench, single keys, bench and master on CPU 0"
