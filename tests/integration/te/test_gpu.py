@@ -74,8 +74,8 @@ def test_gpu_check_script_with_the_stand_in(tmp_path):
     p = subprocess.run([os.path.join(SOURCE, "scripts", "gpu_check.sh"),
                         "--stand-in"], capture_output=True, text=True,
                        timeout=240 * SCALE,
-                       env=dict(os.environ, MC_BUILD_DIR=BUILD,
-                                TMPDIR=str(tmp_path)))
+                       env=te_env({"MC_BUILD_DIR": BUILD,
+                                   "TMPDIR": str(tmp_path)}))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "STAND-IN" in p.stdout and "gpu_check: passed" in p.stdout
     assert "device/host" in p.stdout, p.stdout
