@@ -853,7 +853,8 @@ blk = 64 << 10
 keys = [f"gpu/b{i}" for i in range(8)]
 assert s.batch_put_from(keys, [d1 + i * blk for i in range(8)],
                         [blk] * 8) == [0] * 8
-dcopy(d2, np.zeros(n, np.uint8).ctypes.data, n)
+zeros = np.zeros(n, np.uint8)  # kept alive: the copy reads it
+dcopy(d2, zeros.ctypes.data, n)
 assert s.batch_get_into(keys, [d2 + i * blk for i in range(8)],
                         [blk] * 8) == [blk] * 8
 assert (from_device(d2, 8 * blk) == host[:8 * blk]).all()
