@@ -45,80 +45,82 @@ void mc_auth_key_clear(struct mc_auth_key *key)
 
 /* Refuse what ssh refuses for a private key: not a regular file, open to
  * group or others, owned by someone else. */
-static int check_mode(const char *path, const struct stat *st, char *err,
-		      size_t errlen)
+static int check_mode(const char *path, const char *what, const struct stat *st,
+		      char *err, size_t errlen)
 {
 	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, errlen, "token file %s is not a regular file",
+		snprintf(err, errlen, "%s %s is not a regular file", what,
 			 path);
 		return -EINVAL;
 	}
 	if (st->st_mode & 077) {
 		snprintf(err, errlen,
-			 "permissions 0%03o for token file %s are too open: "
+			 "permissions 0%03o for %s %s are too open: "
 			 "it must not be accessible by group or others "
 			 "(chmod 600 %s)",
-			 (unsigned)(st->st_mode & 0777), path, path);
+			 (unsigned)(st->st_mode & 0777), what, path, path);
 		return -EACCES;
 	}
 	if (st->st_uid != geteuid() && st->st_uid != 0) {
 		snprintf(err, errlen,
-			 "token file %s is owned by uid %u, neither this user "
+			 "%s %s is owned by uid %u, neither this user "
 			 "(uid %u) nor root",
-			 path, (unsigned)st->st_uid, (unsigned)geteuid());
+			 what, path, (unsigned)st->st_uid, (unsigned)geteuid());
 		return -EACCES;
 	}
 	return 0;
 }
 
-static int read_token(int fd, uint8_t *buf, size_t cap, size_t *len)
+int mc_secret_file_read(const char *path, const char *what, void *buf,
+			size_t cap, size_t *len, char *err, size_t errlen)
 {
+	struct stat st;
 	size_t got = 0;
+	int fd, rc;
 
-	while (got < cap) {
-		ssize_t n = read(fd, buf + got, cap - got);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open %s %s: %s", what, path,
+			 strerror(-rc));
+		return rc;
+	}
+	rc = fstat(fd, &st) ? -errno : 0;
+	if (rc)
+		snprintf(err, errlen, "cannot stat %s %s: %s", what, path,
+			 strerror(-rc));
+	else
+		rc = check_mode(path, what, &st, err, errlen);
+	while (!rc && got < cap) {
+		ssize_t n = read(fd, (char *)buf + got, cap - got);
+
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
+		if (n < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot read %s %s: %s", what,
+				 path, strerror(-rc));
+		}
+		if (n <= 0)
 			break;
 		got += (size_t)n;
 	}
+	close(fd);
 	*len = got;
-	return 0;
+	return rc;
 }
 
 int mc_auth_key_load(const char *path, struct mc_auth_key *key, char *err,
 		     size_t errlen)
 {
 	uint8_t buf[MC_AUTH_TOKEN_MAX + 1];
-	struct stat st;
 	size_t len = 0;
-	int fd, rc;
+	int rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open token file %s: %s", path,
-			 strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot stat token file %s: %s", path,
-			 strerror(-rc));
-		goto out_close;
-	}
-	rc = check_mode(path, &st, err, errlen);
+	rc = mc_secret_file_read(path, "token file", buf, sizeof(buf), &len,
+				 err, errlen);
 	if (rc)
-		goto out_close;
-	rc = read_token(fd, buf, sizeof(buf), &len);
-	if (rc) {
-		snprintf(err, errlen, "cannot read token file %s: %s", path,
-			 strerror(-rc));
 		goto out_wipe;
-	}
 	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
 		       buf[len - 1] == ' ' || buf[len - 1] == '\t'))
 		len--;
@@ -135,8 +137,6 @@ int mc_auth_key_load(const char *path, struct mc_auth_key *key, char *err,
 	mc_auth_key_of(buf, len, key);
 out_wipe:
 	sodium_memzero(buf, sizeof(buf));
-out_close:
-	close(fd);
 	return rc;
 }
 

@@ -70,6 +70,18 @@ int mc_auth_key_load(const char *path, struct mc_auth_key *key, char *err,
 		     size_t errlen) MC_MUST_CHECK;
 
 /**
+ * Read a secret file (a token, a password) as ssh reads a private key: a
+ * regular file without group or other permission bits, owned by this user
+ * or root. At most cap bytes go into buf (*len of them). 0, or -EACCES /
+ * -EINVAL for a file refused, another negative errno when it cannot be
+ * read; err names the file as what ("token file") and says what to do.
+ * The caller wipes buf.
+ */
+int mc_secret_file_read(const char *path, const char *what, void *buf,
+			size_t cap, size_t *len, char *err,
+			size_t errlen) MC_MUST_CHECK;
+
+/**
  * mc_auth_init() then mc_auth_key_load() when path names a file; NULL or
  * "": no key (*have false), 0. What every user of a token calls.
  */

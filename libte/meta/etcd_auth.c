@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "etcd_auth.h"
+#include "mc_auth.h"
 
 void te_etcd_secret_free(char *s)
 {
@@ -24,82 +25,18 @@ void te_etcd_secret_free(char *s)
 	free(s);
 }
 
-static int check_file(const char *path, const struct stat *st, char *err,
-		      size_t errlen)
-{
-	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, errlen,
-			 "etcd password file %s is not a regular file", path);
-		return -EINVAL;
-	}
-	if (st->st_mode & 077) {
-		snprintf(err, errlen,
-			 "permissions 0%03o for etcd password file %s are too "
-			 "open: it must not be accessible by group or others "
-			 "(chmod 600 %s)",
-			 (unsigned)(st->st_mode & 0777), path, path);
-		return -EACCES;
-	}
-	if (st->st_uid != geteuid() && st->st_uid != 0) {
-		snprintf(err, errlen,
-			 "etcd password file %s is owned by uid %u, neither "
-			 "this user (uid %u) nor root",
-			 path, (unsigned)st->st_uid, (unsigned)geteuid());
-		return -EACCES;
-	}
-	return 0;
-}
-
-static int read_all(int fd, char *buf, size_t cap, size_t *len)
-{
-	size_t got = 0;
-
-	while (got < cap) {
-		ssize_t n = read(fd, buf + got, cap - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	*len = got;
-	return 0;
-}
-
 int te_etcd_password_read(const char *path, char **out, char *err,
 			  size_t errlen)
 {
 	char buf[TE_ETCD_PASSWORD_MAX + 2];
-	struct stat st;
 	size_t len = 0;
-	int fd, rc;
+	int rc;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open etcd password file %s: %s",
-			 path, strerror(-rc));
-		return rc;
-	}
-	if (fstat(fd, &st)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot stat etcd password file %s: %s",
-			 path, strerror(-rc));
-		goto out;
-	}
-	rc = check_file(path, &st, err, errlen);
+	rc = mc_secret_file_read(path, "etcd password file", buf, sizeof(buf),
+				 &len, err, errlen);
 	if (rc)
 		goto out;
-	rc = read_all(fd, buf, sizeof(buf), &len);
-	if (rc) {
-		snprintf(err, errlen, "cannot read etcd password file %s: %s",
-			 path, strerror(-rc));
-		goto out;
-	}
 	if (len && buf[len - 1] == '\n')
 		len--;
 	if (len && buf[len - 1] == '\r')
@@ -119,7 +56,6 @@ int te_etcd_password_read(const char *path, char **out, char *err,
 out:
 	for (volatile char *p = buf; p < buf + sizeof(buf); p++)
 		*p = '\0';
-	close(fd);
 	return rc;
 }
 

@@ -33,7 +33,7 @@ from array import array as _u64array
 from ctypes import byref, c_char_p, c_int, c_uint64, c_void_p
 
 from . import _lib
-from .store import NotSupportedError
+from .store import NotSupportedError, _host
 
 _L = _lib.bind_te()
 log = logging.getLogger("mooncake.engine")
@@ -129,20 +129,6 @@ def _why(rc):
     return _MC_WORDS.get(rc, f"error {rc}")
 
 
-def _bracket_ipv6(host):
-    """A bare IPv6 address ("::1", what vLLM's get_ip() returns on IPv6
-    hosts) in brackets, so "[::1]" and "[::1]:port" parse; anything else
-    unchanged."""
-    if host.startswith("["):
-        return host
-    try:
-        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
-            return f"[{host}]"
-    except ValueError:
-        pass
-    return host
-
-
 def _peer_name(name):
     """A target name as libte parses it: "::1:1234" (what f"{ip}:{port}"
     gives for an IPv6 ip) becomes "[::1]:1234"."""
@@ -155,7 +141,7 @@ def _peer_name(name):
             return f"[{host}]:{port}"
         except ValueError:
             pass
-    return _bracket_ipv6(name)
+    return _host(name)
 
 
 def _u64(values):
@@ -319,7 +305,7 @@ class TransferEngine:
         ip = None
         host, port = name, 0
         if not name.startswith("[") and name.count(":") >= 2:
-            b = _bracket_ipv6(name)      # "::1", else "::1:port"
+            b = _host(name)      # "::1", else "::1:port"
             name = b if b != name else _peer_name(name)
         if name.startswith("["):
             host, _, rest = name[1:].partition("]")

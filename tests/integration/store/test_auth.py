@@ -330,6 +330,18 @@ def data(op, v2, payload=b""):
     v = struct.unpack("<Q", got)[0]
     return v & 0xffffffff if v >> 32 == 0x4D435456 else "garbage"
 
+def data_forged():
+    # The data port's authentication with a made-up proof.
+    s = socket.create_connection((host, dport), timeout=10)
+    s.sendall(struct.pack("<QQB7x", 32, 1, 2 | 0x80) + b"\xab" * 32)
+    first, challenge = recv_n(s, 8), recv_n(s, 64)
+    s.sendall(b"\xcd" * 32)
+    last = recv_n(s, 8)
+    s.close()
+    code = lambda b: (struct.unpack("<Q", b)[0] & 0xffffffff
+                      if len(b) == 8 else "closed")
+    return [code(first), len(challenge), code(last)]
+
 def hs(*frames):
     s = socket.create_connection((host, rport), timeout=10)
     replies = []
@@ -348,6 +360,7 @@ print(json.dumps({
     "write_v2": data(1, True, b"X" * size),
     "read_v2": data(0, True),
     "write_v1": data(1, False, b"Y" * size),
+    "data_forged": data_forged(),
     "metadata": hs((1, b"{}")),
     "notify": hs((2, b'{"name":"evil","notify_msg":"x"}')),
     "forged": hs((16, b'{"nonce":"' + b"ab" * 32 + b'"}'),
@@ -413,6 +426,8 @@ def test_other_user_cannot_use_the_engines_ports(procs, tmp_path, pool):
     # (upstream's) is closed without a word.
     assert r["write_v2"] == 2 and r["read_v2"] == 2, r
     assert r["write_v1"] == "closed", r
+    # A made-up proof on the data port: a challenge, then 3 (failed).
+    assert r["data_forged"] == [0, 64, 3], r
     # Handshake: refusals of the request's own type, upstream's reply_msg
     # saying why, and no descriptor.
     for what in ("metadata", "notify"):
