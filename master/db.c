@@ -13,13 +13,14 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "groups.h"
 #include "master.h"
 #include "mc_le.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 struct mst_db {
 	sqlite3 *h;
@@ -49,7 +50,7 @@ static const char *const schema =
 	" WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY,"
 	" size INTEGER, flags INTEGER, soft_pin_until INTEGER,"
-	" mtime INTEGER, replicas BLOB) WITHOUT ROWID;"
+	" mtime INTEGER, replicas BLOB, grp BLOB) WITHOUT ROWID;"
 	/* The attributes of objects written through a mount, in a table of
 	 * their own: a put through the API writes the row it always did. */
 	"CREATE TABLE IF NOT EXISTS attrs(key BLOB PRIMARY KEY,"
@@ -79,6 +80,10 @@ static const char *const upgrade_2_3 =
 	"ALTER TABLE objects DROP COLUMN amtime;"
 	"ALTER TABLE objects DROP COLUMN actime;"
 	"COMMIT;";
+
+/* Schema 4 added the objects' group ids (NULL: none). */
+static const char *const upgrade_3_4 =
+	"ALTER TABLE objects ADD COLUMN grp BLOB;";
 
 static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 {
@@ -181,6 +186,9 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	if (ver == 2 &&
 	    sqlite3_exec(db->h, upgrade_2_3, NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
+	if (ver && ver < 4 &&
+	    sqlite3_exec(db->h, upgrade_3_4, NULL, NULL, NULL) != SQLITE_OK)
+		goto sql_err;
 	if (ver && ver < SCHEMA_VERSION)
 		mc_log_info("master",
 			    "database %s upgraded from schema %d to %d", path,
@@ -189,7 +197,7 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	 * still reads its record (and serves what it holds). */
 	if (ver != SCHEMA_VERSION &&
 	    sqlite3_exec(db->h,
-			 "INSERT OR REPLACE INTO meta VALUES('schema', 3)",
+			 "INSERT OR REPLACE INTO meta VALUES('schema', 4)",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
 	if (prep(db, "BEGIN", &db->begin) || prep(db, "COMMIT", &db->commit) ||
@@ -200,7 +208,8 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	    prep(db, "DELETE FROM segments WHERE id=?1", &db->del_seg) ||
 	    prep(db,
 		 "INSERT OR REPLACE INTO objects(key,size,flags,"
-		 "soft_pin_until,mtime,replicas) VALUES(?1,?2,?3,?4,?5,?6)",
+		 "soft_pin_until,mtime,replicas,grp)"
+		 " VALUES(?1,?2,?3,?4,?5,?6,?7)",
 		 &db->put_obj) ||
 	    prep(db,
 		 "INSERT OR REPLACE INTO attrs(key," ATTR_COLS
@@ -417,6 +426,11 @@ int mst_db_put_object(struct mst_db *db, const struct mst_object *o)
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)o->soft_pin_until);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)o->version);
 	sqlite3_bind_blob(st, 6, blob, (int)n, SQLITE_STATIC);
+	if (o->group)
+		sqlite3_bind_blob(st, 7, o->group->id, (int)o->group->id_len,
+				  SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 7);
 	rc = step_done(db, st, "put object");
 	if (rc || !o->attr) /* the API's objects: nothing more to write */
 		return rc;
@@ -490,7 +504,8 @@ int mst_db_load(struct mst_db *db,
 		return rc;
 	if (prep(db,
 		 "SELECT o.key,o.size,o.flags,o.soft_pin_until,o.mtime,"
-		 "o.replicas," OBJ_ATTR_COLS " FROM objects o LEFT JOIN attrs a"
+		 "o.replicas,o.grp," OBJ_ATTR_COLS
+		 " FROM objects o LEFT JOIN attrs a"
 		 " ON a.key=o.key",
 		 &st))
 		return db_fail(db, "load objects");
@@ -506,7 +521,9 @@ int mst_db_load(struct mst_db *db,
 		o.soft_pin_until = (uint64_t)sqlite3_column_int64(st, 3);
 		o.version = mst_db_version(sqlite3_column_int64(st, 4));
 		decode_replicas(b, bl, &o);
-		o.has_attr = column_attr(st, 6, &o.attr);
+		o.group = sqlite3_column_blob(st, 6);
+		o.group_len = o.group ? (size_t)sqlite3_column_bytes(st, 6) : 0;
+		o.has_attr = column_attr(st, 7, &o.attr);
 		if (!o.key)
 			continue;
 		rc = on_object(arg, &o);

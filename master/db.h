@@ -70,6 +70,8 @@ struct mst_db_object {
 	struct mst_db_replica repl[8];
 	bool has_attr;
 	mst_attr_t attr;
+	const char *group; /* group id (group_len bytes), NULL none */
+	size_t group_len;
 };
 int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),

@@ -17,14 +17,18 @@
  * read lease, and not under an existence lease unless the object went
  * unread for exist_max_idle (so polling batch_is_exist cannot pin the
  * pool: upstream's #2187). Soft-pinned objects go only when nothing else
- * is left and --allow_evict_soft_pinned_objects is on.
+ * is left and --allow_evict_soft_pinned_objects is on. A member of a
+ * group (groups.h) is a candidate only when every member is, and takes
+ * the whole group with it.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "db.h"
 #include "evict.h"
+#include "groups.h"
 #include "master.h"
 #include "master.pb-c.h"
 #include "mc_log.h"
@@ -44,6 +48,29 @@ static bool evictable(struct master *m, const struct mst_object *o,
 	if (o->soft_pin_until > wall && !soft_ok)
 		return false;
 	return true;
+}
+
+/* Whether o may go in this pass: o and, for a member of a group, every
+ * readable member (a group goes whole or not at all). The verdict is
+ * kept per group for the pass (pass: m's counter, fresh per pass). */
+static bool may_go(struct master *m, const struct mst_object *o, uint64_t now,
+		   uint64_t wall, bool soft_ok, uint64_t pass)
+{
+	struct mst_group *g = o->group;
+
+	if (!g)
+		return evictable(m, o, now, wall, soft_ok);
+	if (g->pass != pass) {
+		g->pass = pass;
+		g->evictable = true;
+		for (const struct mst_object *x = g->head; x; x = x->grp_next)
+			if (x->state == MST_COMPLETE && !x->orphan &&
+			    !evictable(m, x, now, wall, soft_ok)) {
+				g->evictable = false;
+				break;
+			}
+	}
+	return g->evictable;
 }
 
 /* Bytes o's eviction frees: on seg, or everywhere (seg NULL). */
@@ -87,76 +114,114 @@ static void note(struct master *m, uint64_t keys, uint64_t bytes,
 	l->keys = l->bytes = l->runs = 0;
 }
 
+/* Bytes that evicting o (with its group) frees on seg. */
+static uint64_t group_frees(const struct mst_object *o,
+			    const struct mst_segment *seg)
+{
+	uint64_t b = 0;
+
+	if (!o->group)
+		return frees(o, seg);
+	for (const struct mst_object *x = o->group->head; x; x = x->grp_next)
+		if (x->state == MST_COMPLETE && !x->orphan && !x->evict_mark)
+			b += frees(x, seg);
+	return b;
+}
+
+/* What one eviction run takes. */
+struct victims {
+	struct mst_object **v;
+	uint64_t n, cap, freed; /* freed: bytes on seg (or everywhere) */
+	const struct mst_segment *seg;
+	int err;
+};
+
+static void pick_one(struct mst_object *x, void *arg)
+{
+	struct victims *p = arg;
+
+	if (p->err || x->evict_mark)
+		return;
+	if (p->n == p->cap) {
+		struct mst_object **nv =
+			realloc(p->v, 2 * p->cap * sizeof(*p->v));
+		if (!nv) {
+			p->err = -ENOMEM;
+			return;
+		}
+		p->v = nv;
+		p->cap *= 2;
+	}
+	x->evict_mark = true;
+	p->v[p->n++] = x;
+	p->freed += frees(x, p->seg);
+}
+
 /* Evict candidates (only those with a replica on seg, when seg is set)
  * until bytes were freed (on seg) or count objects went, whichever comes
  * first (0: no limit on that measure). Returns the bytes freed. */
 static uint64_t evict(struct master *m, const struct mst_segment *seg,
 		      uint64_t bytes, uint64_t count, const char *why)
 {
-	uint64_t now = mst_now(), wall = mst_wall(), freed = 0, n = 0;
-	size_t cap = 256;
-	struct mst_object **v;
+	uint64_t now = mst_now(), wall = mst_wall();
+	struct victims p = { .cap = 256, .seg = seg };
 
 	if (now < m->quarantine_until)
 		return 0;
-	v = malloc(cap * sizeof(*v));
-	if (!v)
+	p.v = malloc(p.cap * sizeof(*p.v));
+	if (!p.v)
 		return 0;
 	m->stats.eviction_attempts++;
-	for (int pass = 0; pass < 2; pass++) {
+	for (int pass = 0; pass < 2 && !p.err; pass++) {
 		bool soft = pass == 1;
+		uint64_t pid = ++m->evict_pass;
 		if (soft && !m->cfg.allow_evict_soft_pinned)
 			break;
-		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
-			uint64_t f;
-			if ((bytes && freed >= bytes) || (count && n >= count))
+		for (struct mst_object *o = m->lru_head; o && !p.err;
+		     o = o->lru_next) {
+			if ((bytes && p.freed >= bytes) ||
+			    (count && p.n >= count))
 				break;
-			if (!evictable(m, o, now, wall, soft))
+			if (o->evict_mark ||
+			    !may_go(m, o, now, wall, soft, pid))
 				continue;
 			if ((o->soft_pin_until > wall) != soft)
 				continue; /* pass 0: unpinned; 1: soft pinned */
-			f = frees(o, seg);
-			if (seg && !f)
+			if (seg && !group_frees(o, seg))
 				continue;
-			if (n == cap) {
-				struct mst_object **nv =
-					realloc(v, 2 * cap * sizeof(*v));
-				if (!nv)
-					break;
-				v = nv;
-				cap *= 2;
-			}
-			v[n++] = o;
-			freed += f;
+			/* o, or o's whole group */
+			mst_group_each(o, pick_one, &p);
 		}
-		if ((bytes && freed >= bytes) || (count && n >= count))
+		if ((bytes && p.freed >= bytes) || (count && p.n >= count))
 			break;
 	}
-	if (n && mst_drop_objects(m, v, n, MCRPC__EVENT_TYPE__EV_EVICT)) {
+	for (uint64_t i = 0; i < p.n; i++)
+		p.v[i]->evict_mark = false;
+	if (p.n && mst_drop_objects(m, p.v, p.n, MCRPC__EVENT_TYPE__EV_EVICT)) {
 		mc_log_err("master", "eviction not recorded; nothing evicted");
-		n = freed = 0;
+		p.n = p.freed = 0;
 	}
-	free(v);
-	if (!n)
+	free(p.v);
+	if (!p.n)
 		return 0;
 	m->stats.eviction_successes++;
-	m->stats.evicted_keys += n;
-	m->stats.evicted_bytes += freed;
-	note(m, n, freed, why);
-	return freed;
+	m->stats.evicted_keys += p.n;
+	m->stats.evicted_bytes += p.freed;
+	note(m, p.n, p.freed, why);
+	return p.freed;
 }
 
 /* Free bytes of s plus what its evictable objects hold there; tallied in
  * s->evictable by one pass over the candidates. */
 static void tally_evictable(struct master *m)
 {
-	uint64_t now = mst_now(), wall = mst_wall();
+	uint64_t now = mst_now(), wall = mst_wall(), pid = ++m->evict_pass;
 	bool soft = m->cfg.allow_evict_soft_pinned;
 
 	for (struct mst_segment *s = m->segments; s; s = s->next)
 		s->evictable = 0;
 	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
-		if (!evictable(m, o, now, wall, soft))
+		if (!may_go(m, o, now, wall, soft, pid))
 			continue;
 		for (unsigned i = 0; i < o->n_repl; i++)
 			if (o->repl[i].seg && o->repl[i].blk)

@@ -20,6 +20,7 @@
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 #include "objects.h"
+#include "groups.h"
 #include "objmap.h"
 #include "segments.h"
 
@@ -126,6 +127,11 @@ static int on_object(void *arg, const struct mst_db_object *d)
 	o->version = d->version;
 	if (o->version > m->last_version)
 		m->last_version = o->version;
+	if (d->group_len && mst_group_join(m, o, d->group, d->group_len)) {
+		free(o->attr);
+		free(o);
+		return -ENOMEM;
+	}
 	mst_objmap_add(&m->objs, o);
 	mst_lru_add(m, o);
 	m->n_complete++;
@@ -252,7 +258,8 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	m->stats.batch_failed_items = calloc(nm, sizeof(uint64_t));
 	if (!m->stats.requests || !m->stats.failures || !m->stats.batch_items ||
 	    !m->stats.batch_failed_items || mst_objmap_init(&m->objs) ||
-	    mc_map_create(&m->hold_ids) || mst_feed_init(&m->feed, 65536)) {
+	    mc_map_create(&m->hold_ids) || mc_map_create(&m->groups) ||
+	    mst_feed_init(&m->feed, 65536)) {
 		snprintf(err, errlen, "out of memory");
 		mst_destroy(m);
 		return -ENOMEM;
@@ -297,6 +304,15 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	return 0;
 }
 
+static void free_group(const struct mc_map_entry *e, void *arg)
+{
+	struct mst_group *g;
+
+	(void)arg;
+	memcpy(&g, e->val, sizeof(g));
+	free(g);
+}
+
 void mst_destroy(struct master *m)
 {
 	if (!m)
@@ -339,6 +355,9 @@ void mst_destroy(struct master *m)
 	}
 	mst_objmap_free(&m->objs);
 	mc_map_destroy(m->hold_ids);
+	if (m->groups)
+		mc_map_foreach(m->groups, free_group, NULL);
+	mc_map_destroy(m->groups);
 	if (m->feed.ring)
 		mst_feed_free(&m->feed);
 	mst_db_close(m->db);

@@ -35,6 +35,7 @@
 
 struct mst_db;
 struct mst_client;
+struct mst_group;
 
 struct mst_segment {
 	uint8_t id[MST_ID_LEN];
@@ -75,6 +76,7 @@ struct mst_object {
 	bool hard_pin;
 	bool orphan; /* out of the namespace (or about to be, while its
 		      * remove commits), memory kept for readers */
+	bool evict_mark; /* picked by the eviction run in progress */
 	uint32_t holds;
 	union {
 		uint64_t put_start; /* mono ms; PROCESSING objects */
@@ -93,6 +95,10 @@ struct mst_object {
 	uint8_t writer[MST_ID_LEN];
 	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
 	struct mst_object *onext; /* orphan / release list */
+	/* The object's group (ReplicateConfig.group_ids; groups.c), NULL
+	 * none; members are linked through grp_prev/grp_next. */
+	struct mst_group *group;
+	struct mst_object *grp_prev, *grp_next;
 	/* A file's attributes (malloc'd, owned); NULL for objects put
 	 * through the API: the mount shows its defaults for those. */
 	mst_attr_t *attr;
@@ -186,6 +192,7 @@ struct master {
 	struct mst_object *releasing; /* discarded PutStarts */
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
+	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */
 	uint64_t next_hold;
 	uint64_t capacity, allocated;
 	uint64_t n_complete;
@@ -195,6 +202,7 @@ struct master {
 	uint64_t started; /* mono ms */
 	uint64_t view_version;
 	struct mst_evict_log evict_log;
+	uint64_t evict_pass; /* numbers eviction passes (groups' verdicts) */
 	bool stopping; /* shutting down: long polls return */
 	uint64_t rng;
 };

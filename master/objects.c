@@ -21,6 +21,7 @@
 #include "mooncake/store_fs.h"
 #include "mst_util.h"
 #include "objects.h"
+#include "groups.h"
 #include "objmap.h"
 #include "place.h"
 #include "txn.h"
@@ -88,6 +89,7 @@ void mst_object_free(struct master *m, struct mst_object *o)
 		mst_replica_free(m, &o->repl[i]);
 	if (o->holds)
 		drop_holds_of(m, o);
+	mst_group_leave(m, o);
 	free(o->attr);
 	free(o);
 }
@@ -190,6 +192,10 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 					    m->cfg.max_soft_pin_ttl_ms;
 	}
 	memcpy(o->writer, client, MST_ID_LEN);
+	if (pc->group_len && mst_group_join(m, o, pc->group, pc->group_len)) {
+		mst_object_free(m, o);
+		return MC_STORE_INTERNAL_ERROR;
+	}
 	mst_objmap_add(&m->objs, o);
 	*out = o;
 	return 0;
@@ -291,6 +297,7 @@ int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
 	o->lease_until = max_u64(o->lease_until, o->read_lease_until);
 	o->last_access = now;
 	mst_lru_touch(m, o);
+	mst_group_touch(m, o);
 	if (hold) {
 		struct mst_hold *h = calloc(1, sizeof(*h));
 		if (!h)
@@ -322,6 +329,7 @@ int mst_exist(struct master *m, const char *key, size_t key_len)
 		return 0;
 	o->lease_until =
 		max_u64(o->lease_until, mst_now() + m->cfg.lease_ttl_ms);
+	mst_group_touch(m, o);
 	return 1;
 }
 
@@ -492,6 +500,7 @@ static void moved_apply(struct master *m, struct mst_object *src,
 	for (struct mst_hold *h = m->holds; h; h = h->next)
 		if (h->obj == src)
 			h->obj = n;
+	mst_group_replace(src, n);
 	free(src);
 	mst_objmap_add(&m->objs, n);
 	mst_lru_add(m, n);

@@ -16,6 +16,8 @@ struct mst_put_cfg {
 	const char *const *preferred;
 	size_t n_preferred;
 	const mst_attr_t *attr; /* NULL: none (an API object) */
+	const char *group; /* group id (group_len bytes), or none */
+	size_t group_len;
 };
 /** Allocate replicas for key (state PROCESSING); *out for the reply.
  *  OBJECT_ALREADY_EXISTS with *out the object there (complete, or a put

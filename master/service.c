@@ -19,6 +19,7 @@
 #include "db.h"
 #include "dirs.h"
 #include "evict.h"
+#include "groups.h"
 #include "master.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
@@ -325,6 +326,17 @@ static int put_start(struct call *c, const uint8_t *client, const char *key,
 	return rc;
 }
 
+/* group_ids: none, one for all keys, or one per key, none too long. */
+static bool groups_ok(const Mcrpc__PutStartRequest *q)
+{
+	if (q->n_group_ids > 1 && q->n_group_ids != q->n_keys)
+		return false;
+	for (size_t i = 0; i < q->n_group_ids; i++)
+		if (strlen(q->group_ids[i]) > MST_GROUP_ID_MAX)
+			return false;
+	return true;
+}
+
 static int h_put_start(struct call *c)
 {
 	const Mcrpc__PutStartRequest *q = (const void *)c->req;
@@ -360,13 +372,22 @@ static int h_put_start(struct call *c)
 		attr = mc_rpc_attr_of(q->attr);
 		pc.attr = &attr;
 	}
+	if (!groups_ok(q)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
 	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
 	if (!r->results)
 		return -ENOMEM;
 	for (size_t i = 0; i < q->n_keys; i++) {
 		struct mst_object *o = NULL;
-		int rc = put_start(c, q->client_id.data, q->keys[i],
-				   q->sizes[i], &pc, &o);
+		int rc;
+		if (q->n_group_ids) {
+			pc.group = q->group_ids[q->n_group_ids == 1 ? 0 : i];
+			pc.group_len = strlen(pc.group);
+		}
+		rc = put_start(c, q->client_id.data, q->keys[i], q->sizes[i],
+			       &pc, &o);
 		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, false);
 		if (!l)
 			return -ENOMEM;

@@ -88,6 +88,13 @@ typedef struct mooncake_replicate_config {
 	bool with_hard_pin;
 	const char **preferred_segments; /* segment names, tried first */
 	size_t preferred_segments_count;
+	/* Upstream's group_ids: none (count 0), one for every key of the
+	 * call, or one per key (NULL or "": that key in no group); another
+	 * count is -600. Objects of one group are evicted together, and a
+	 * read of one refreshes the others' leases (docs/design.md,
+	 * "Groups"). Ids up to 1024 bytes. */
+	const char **group_ids;
+	size_t group_ids_count;
 } mooncake_replicate_config_t;
 
 /** Allocate an unconnected handle; NULL when out of memory. */

@@ -301,7 +301,8 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out)
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
-			 const Mcrpc__Attr *attr, Mcrpc__PutStartResponse **out)
+			 const Mcrpc__Attr *attr, const char *const *groups,
+			 Mcrpc__PutStartResponse **out)
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
@@ -315,6 +316,10 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	req.sizes = (uint64_t *)sizes;
 	req.config = (Mcrpc__ReplicateConfig *)cfg;
 	req.attr = (Mcrpc__Attr *)attr;
+	if (groups) {
+		req.n_group_ids = n;
+		req.group_ids = (char **)groups;
+	}
 	rc = call(m,
 		  batch ? MCRPC__METHOD__BATCH_PUT_START :
 			  MCRPC__METHOD__PUT_START,

@@ -94,12 +94,13 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out);
 /**
  * PutStart (batch false, n == 1) or BatchPutStart: (*out)->results[i] has
  * the key's code and, when 0, the replicas to write. cfg and attr (every
- * key's attributes) may be NULL.
+ * key's attributes) may be NULL; groups NULL (none) or n group ids ("":
+ * that key in none).
  */
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
-			 const Mcrpc__Attr *attr,
+			 const Mcrpc__Attr *attr, const char *const *groups,
 			 Mcrpc__PutStartResponse **out);
 /** PutEnd / BatchPutEnd; results[i] per key. */
 int mcs_master_put_end(struct mcs_master *m, bool batch,

@@ -79,14 +79,24 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a);
 
 /* ---- put/get engines (store_put.c, store_get.c) -------------------------- */
 
+/* The longest group id (the master's MST_GROUP_ID_MAX). */
+#define MCS_GROUP_ID_MAX 1024
+
 struct mcs_put_key {
 	const char *key;
 	void *const *parts; /* the value is the concatenation of the parts */
 	const size_t *part_sizes;
 	size_t n_parts;
 	bool trusted; /* parts are in the staging buffer: skip the check */
+	const char *group; /* group id, NULL: from the config (or none) */
 	int result; /* out: internal code */
 };
+
+/** Set keys[i].group (where NULL) from cfg->group_ids: one for every key,
+ *  or one per key; 0, or -EINVAL (logged) for another count or an id
+ *  longer than MCS_GROUP_ID_MAX. */
+int mcs_put_groups(struct mcs_put_key *keys, size_t n,
+		   const mooncake_replicate_config_t *cfg);
 
 /**
  * Put n keys with one PutStart (batch false: n == 1) and as few transfer

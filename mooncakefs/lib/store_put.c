@@ -142,10 +142,11 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	Mcrpc__ReplicateConfig rcfg;
 	struct mcs_xfer_op *ops = NULL;
 	struct pk *st;
-	const char **names = NULL;
+	const char **names = NULL, **groups = NULL;
 	uint64_t *sizes = NULL;
 	size_t *live = NULL, *ended = NULL, *revoked = NULL;
 	size_t n_live = 0, n_ops = 0, n_end = 0, n_rev = 0;
+	bool any_group = false;
 	int rc = 0;
 
 	st = calloc(n, sizeof(*st));
@@ -154,7 +155,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	sizes = calloc(n, sizeof(*sizes));
 	ended = calloc(n, sizeof(*ended));
 	revoked = calloc(n, sizeof(*revoked));
-	if (!st || !live || !names || !sizes || !ended || !revoked) {
+	groups = calloc(n, sizeof(*groups));
+	if (!st || !live || !names || !sizes || !ended || !revoked || !groups) {
 		for (size_t i = 0; i < n; i++)
 			keys[i].result = -ENOMEM;
 		goto out;
@@ -167,6 +169,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		keys[i].result = PENDING;
 		names[n_live] = keys[i].key;
 		sizes[n_live] = st[i].size;
+		groups[n_live] = keys[i].group ? keys[i].group : "";
+		any_group |= keys[i].group && *keys[i].group;
 		live[n_live++] = i;
 	}
 	if (!n_live)
@@ -174,7 +178,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 
 	mcs_replicate_config(cfg, &rcfg);
 	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
-				  NULL, &resp);
+				  NULL, any_group ? groups : NULL, &resp);
 	if (rc)
 		goto fail_all;
 	for (size_t j = 0; j < n_live; j++) {
@@ -283,6 +287,7 @@ out:
 	free(sizes);
 	free(ended);
 	free(revoked);
+	free(groups);
 }
 
 /* Keys that another client is putting (IN_PROGRESS): put again, with a
@@ -325,9 +330,44 @@ fail:
 	free(idx);
 }
 
+int mcs_put_groups(struct mcs_put_key *keys, size_t n,
+		   const mooncake_replicate_config_t *cfg)
+{
+	size_t g = cfg ? cfg->group_ids_count : 0;
+
+	if (!g)
+		return 0;
+	if (!cfg->group_ids || (g != 1 && g != n)) {
+		mc_log_warn("store",
+			    "group_ids: %zu given for %zu keys (expected one, "
+			    "or one per key)",
+			    g, n);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *id = cfg->group_ids[g == 1 ? 0 : i];
+		if (id && strlen(id) > MCS_GROUP_ID_MAX) {
+			mc_log_warn("store",
+				    "group id of %zu bytes: at most %d",
+				    strlen(id), MCS_GROUP_ID_MAX);
+			return -EINVAL;
+		}
+		if (!keys[i].group)
+			keys[i].group = id;
+	}
+	return 0;
+}
+
 int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 		 const mooncake_replicate_config_t *cfg, bool batch)
 {
+	int rc = mcs_put_groups(keys, n, cfg);
+
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			keys[i].result = rc;
+		return 0;
+	}
 	put_round(s, keys, n, cfg, batch);
 	wait_others(s, keys, n, cfg, batch);
 	return 0;

@@ -54,15 +54,20 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	Mcrpc__ReplicateConfig rcfg;
 	struct mooncake_writer *w;
 	struct mcs_loc *locs;
+	struct mcs_put_key k = { .key = key };
 	char *key_copy;
 	size_t n;
 	int rc, res = 0;
 
+	rc = mcs_put_groups(&k, 1, cfg);
+	if (rc)
+		return rc;
 	mcs_replicate_config(cfg, &rcfg);
 	if (attr)
 		mc_rpc_attr_msg(attr, &am);
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
-				  attr ? &am : NULL, &resp);
+				  attr ? &am : NULL, k.group ? &k.group : NULL,
+				  &resp);
 	if (rc)
 		return rc;
 	rl = resp->results[0];

@@ -24,7 +24,9 @@ class ReplicateConfigC(Structure):
                 ("with_soft_pin", c_bool),
                 ("with_hard_pin", c_bool),
                 ("preferred_segments", POINTER(c_char_p)),
-                ("preferred_segments_count", c_size_t)]
+                ("preferred_segments_count", c_size_t),
+                ("group_ids", POINTER(c_char_p)),
+                ("group_ids_count", c_size_t)]
 
 
 class TransferStatsC(Structure):

@@ -166,9 +166,9 @@ class ReplicateConfig:
     Honoured here: replica_num, with_soft_pin (ours, upstream's older
     name) and soft_pin_action=ENABLE, with_hard_pin, preferred_segments,
     preferred_segment (tried first) and prefer_alloc_in_same_node (this
-    client's own segment is preferred). group_ids are checked (strings,
-    one per key); upstream's master routes metadata and refreshes leases
-    by them, which this master, unsharded, has no use for. Accepted and
+    client's own segment is preferred). group_ids (strings, one per key
+    or one for all): a group's objects are evicted together and a read of
+    one refreshes the others' leases, as upstream's master. Accepted and
     without effect, since the pool has no such tier (python/README.md):
     nof_replica_num, preferred_nof_segments, dfs_replica_num,
     soft_pin_ttl_ms (the master's soft-pin TTL applies), data_type.
@@ -439,10 +439,10 @@ def _replica_num(value):
 
 
 def _group_ids(ids, n):
-    """group_ids: None/empty, or strings, one per key (or one for all).
-    Upstream's master keys its metadata shards by them; this master does
-    not shard, so valid ids change nothing observable. Anything else is
-    logged and raises _BadConfig (INVALID_PARAMS), as a bad replica_num."""
+    """group_ids: None/empty, or strings, one per key (or one for all);
+    the master evicts a group's objects together and refreshes their
+    leases together. Anything else is logged and raises _BadConfig
+    (INVALID_PARAMS), as a bad replica_num."""
     if not ids:
         return
     if isinstance(ids, (str, bytes)) or not all(
@@ -800,15 +800,19 @@ class MooncakeDistributedStore:
         segs = list(dict.fromkeys(segs))
         soft = bool(config.with_soft_pin) or \
             config.soft_pin_action == SoftPinAction.ENABLE
+        groups = list(config.group_ids or [])
         if (replicas == 1 and not segs and not soft
-                and not config.with_hard_pin):
+                and not config.with_hard_pin and not groups):
             return None, None
         arr = (c_char_p * len(segs))(*[x.encode() for x in segs]) \
             if segs else None
+        garr = (c_char_p * len(groups))(*[g.encode() for g in groups]) \
+            if groups else None
         c = _lib.ReplicateConfigC(replicas,
                                   soft,
-                                  bool(config.with_hard_pin), arr, len(segs))
-        return byref(c), (c, arr)
+                                  bool(config.with_hard_pin), arr, len(segs),
+                                  garr, len(groups))
+        return byref(c), (c, arr, garr)
 
     # ---- zero-copy calls ---------------------------------------------------
 

@@ -2,7 +2,8 @@
 """The master's directory records and attributes (SetAttr, Mkdir, Rmdir,
 Stat with dir, List with dirs, Rename of a prefix): what the mount's
 mkdir, chmod, chown, utimensat and `mv dir1 dir2` stand on, durable across
-a kill -9 of the master, and an old (schema 1) database upgraded in place."""
+a kill -9 of the master, and old databases (schemas 1 to 3) upgraded in
+place."""
 import sqlite3
 
 from pool import Master, Member, Shell, cleanup_segments, eventually
@@ -148,8 +149,9 @@ def test_records_survive_kill_and_schema_1_upgrades(procs, tmp_path):
         cleanup_segments([x.port for x in mem])
 
     # Older databases open, keep their objects and take attributes:
-    # schema 1 (no attributes, no dirs table) and schema 2 (attributes in
-    # columns of objects, moved to a table of their own by schema 3).
+    # schema 1 (no attributes, no dirs table) schema 2 (attributes in
+    # columns of objects, moved to a table of their own by schema 3) and
+    # schema 3 (no group ids, a column of objects since schema 4).
     common = (
         "CREATE TABLE meta(k TEXT PRIMARY KEY, v INTEGER);"
         "CREATE TABLE segments(id BLOB PRIMARY KEY, name TEXT,"
@@ -177,7 +179,19 @@ def test_records_survive_kill_and_schema_1_upgrades(procs, tmp_path):
           "INSERT INTO objects VALUES(x'66', 0, 0, 0, 1700000000000, x'',"
           " 33216, 7, 8, 0, 1, 2, 3);"  # f: 0100700 7:8
           "INSERT INTO dirs VALUES(x'642f', 16877, 0, 0, 0, 1, 2, 3);")
-    for n, script in ((1, v1), (2, v2)):
+    v3 = (common + "INSERT INTO meta VALUES('schema', 3);"
+          "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER,"
+          " flags INTEGER, soft_pin_until INTEGER, mtime INTEGER,"
+          " replicas BLOB) WITHOUT ROWID;"
+          "CREATE TABLE attrs(key BLOB PRIMARY KEY, mode INTEGER,"
+          " uid INTEGER, gid INTEGER, aflags INTEGER, atime INTEGER,"
+          " amtime INTEGER, actime INTEGER) WITHOUT ROWID;"
+          "CREATE TABLE dirs(path BLOB PRIMARY KEY, mode INTEGER,"
+          " uid INTEGER, gid INTEGER, aflags INTEGER, atime INTEGER,"
+          " amtime INTEGER, actime INTEGER) WITHOUT ROWID;"
+          "INSERT INTO objects VALUES(x'656d707479', 0, 0, 0,"
+          " 1700000000000, x'');")
+    for n, script in ((1, v1), (2, v2), (3, v3)):
         old = tmp_path / f"v{n}.db"
         db = sqlite3.connect(old)
         db.executescript(script)
@@ -196,10 +210,10 @@ def test_records_survive_kill_and_schema_1_upgrades(procs, tmp_path):
         m2.stop()
         c = sqlite3.connect(old)
         assert c.execute(
-            "SELECT v FROM meta WHERE k='schema'").fetchone()[0] == 3
+            "SELECT v FROM meta WHERE k='schema'").fetchone()[0] == 4
         assert c.execute("SELECT mode FROM attrs WHERE key=x'656d707479'"
                          ).fetchone()[0] == 0o100644
         cols = [r[1] for r in c.execute("PRAGMA table_info(objects)")]
         assert cols == ["key", "size", "flags", "soft_pin_until", "mtime",
-                        "replicas"]
+                        "replicas", "grp"]
         c.close()
