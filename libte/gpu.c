@@ -24,53 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_abi.h"
 #include "mc_log.h"
 #include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
-/* The driver API's own types and values (cuda.h), declared here so that
- * no toolkit is needed to build; tests/unit/test_gpu_abi.c checks them
- * against cuda.h where the toolkit is installed. */
-typedef int CUresult;
-typedef int CUdevice;
-typedef void *CUcontext;
-typedef void *CUstream;
-typedef unsigned long long CUdeviceptr;
-#define CUDA_SUCCESS 0
-#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
-#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
-#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
-#define CU_MEMORYTYPE_DEVICE 2
-#define CU_MEMHOSTALLOC_PORTABLE 1
-#define CU_STREAM_NON_BLOCKING 1
 #define GPU_MAX_DEVICES 64
-#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 1
-/* CUipcMemHandle: 64 opaque bytes, passed by value. */
-typedef struct {
-	char reserved[TE_GPU_IPC_HANDLE_LEN];
-} TE_GPU_IPC_HANDLE_T;
+_Static_assert(MC_CU_IPC_HANDLE_SIZE == TE_GPU_IPC_HANDLE_LEN,
+	       "an IPC handle in a descriptor is the driver's");
 
 static struct {
-	CUresult (*init)(unsigned);
-	CUresult (*device_get_count)(int *);
-	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
-	CUresult (*ctx_set_current)(CUcontext);
-	CUresult (*ctx_get_current)(CUcontext *);
-	CUresult (*pointer_get_attribute)(void *, int, CUdeviceptr);
-	CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-	CUresult (*stream_create)(CUstream *, unsigned);
-	CUresult (*stream_destroy)(CUstream);
-	CUresult (*stream_synchronize)(CUstream);
-	CUresult (*mem_host_alloc)(void **, size_t, unsigned);
-	CUresult (*mem_free_host)(void *);
-	CUresult (*get_error_string)(CUresult, const char **);
-	/* Optional: CUDA IPC (the cuda_ipc transport). */
-	CUresult (*mem_get_address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
-	CUresult (*ipc_get_mem_handle)(void *, CUdeviceptr);
-	CUresult (*ipc_open_mem_handle)(CUdeviceptr *, TE_GPU_IPC_HANDLE_T,
-					unsigned);
-	CUresult (*ipc_close_mem_handle)(CUdeviceptr);
+#define FIELD(field, api, sym, params, req) mc_cu_##field##_fn *field;
+	MC_CU_FUNCS(FIELD)
+#undef FIELD
 } cu;
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,16 +46,7 @@ static _Atomic uint64_t next_try_ns; /* while 0: look again after this */
 static int n_devices;
 static const char *why = "this process has not loaded the CUDA driver";
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUcontext ctxs[GPU_MAX_DEVICES];
-
-#define SYM(field, name)                                             \
-	do {                                                         \
-		*(void **)&cu.field = dlsym(lib, name);              \
-		if (!cu.field) {                                     \
-			why = "a driver function is missing: " name; \
-			return;                                      \
-		}                                                    \
-	} while (0)
+static mc_cu_context ctxs[GPU_MAX_DEVICES];
 
 /*
  * MC_CUDA_LIBRARY is loaded when named. Otherwise only a driver the
@@ -115,26 +73,18 @@ static void load(void)
 		}
 		return;
 	}
-	SYM(init, "cuInit");
-	SYM(device_get_count, "cuDeviceGetCount");
-	SYM(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-	SYM(ctx_set_current, "cuCtxSetCurrent");
-	SYM(ctx_get_current, "cuCtxGetCurrent");
-	SYM(pointer_get_attribute, "cuPointerGetAttribute");
-	SYM(memcpy_async, "cuMemcpyAsync");
-	SYM(stream_create, "cuStreamCreate");
-	SYM(stream_destroy, "cuStreamDestroy_v2");
-	SYM(stream_synchronize, "cuStreamSynchronize");
-	SYM(mem_host_alloc, "cuMemHostAlloc");
-	SYM(mem_free_host, "cuMemFreeHost");
-	SYM(get_error_string, "cuGetErrorString");
-	*(void **)&cu.mem_get_address_range =
-		dlsym(lib, "cuMemGetAddressRange_v2");
-	*(void **)&cu.ipc_get_mem_handle = dlsym(lib, "cuIpcGetMemHandle");
-	*(void **)&cu.ipc_open_mem_handle = dlsym(lib, "cuIpcOpenMemHandle_v2");
-	*(void **)&cu.ipc_close_mem_handle = dlsym(lib, "cuIpcCloseMemHandle");
-	if (cu.init(0) != CUDA_SUCCESS ||
-	    cu.device_get_count(&n_devices) != CUDA_SUCCESS || n_devices <= 0) {
+	/* Required ones: all or nothing; optional ones where present. */
+#define SYM(field, api, sym, params, req)                    \
+	*(void **)&cu.field = dlsym(lib, #sym);              \
+	if (req && !cu.field) {                              \
+		why = "a driver function is missing: " #sym; \
+		return;                                      \
+	}
+	MC_CU_FUNCS(SYM)
+#undef SYM
+	if (cu.init(0) != MC_CUDA_SUCCESS ||
+	    cu.device_get_count(&n_devices) != MC_CUDA_SUCCESS ||
+	    n_devices <= 0) {
 		why = "the driver reports no usable device";
 		atomic_store(&state, -1);
 		return;
@@ -169,38 +119,40 @@ int te__gpu_device_of(const void *p)
 {
 	unsigned type = 0;
 	int managed = 0, dev = -1;
-	CUdeviceptr d = (CUdeviceptr)(uintptr_t)p;
-	CUcontext cur = NULL;
+	mc_cu_deviceptr d = (mc_cu_deviceptr)(uintptr_t)p;
+	mc_cu_context cur = NULL;
 
 	if (!te__gpu_available(NULL))
 		return -1;
 	/* Attribute queries want a current context: device 0's primary
 	 * one when this thread has none (unified addressing answers for
 	 * every device's pointers from any context). */
-	if ((cu.ctx_get_current(&cur) != CUDA_SUCCESS || !cur) &&
+	if ((cu.ctx_get_current(&cur) != MC_CUDA_SUCCESS || !cur) &&
 	    te__gpu_use(0))
 		return -1;
-	if (cu.pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-				     d) != CUDA_SUCCESS ||
-	    type != CU_MEMORYTYPE_DEVICE)
+	if (cu.pointer_get_attribute(&type, MC_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				     d) != MC_CUDA_SUCCESS ||
+	    type != MC_CU_MEMORYTYPE_DEVICE)
 		return -1; /* host memory, or unknown to the driver */
 	/* Managed memory is reachable from the host: no staging. */
-	if (cu.pointer_get_attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-				     d) == CUDA_SUCCESS &&
+	if (cu.pointer_get_attribute(&managed,
+				     MC_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				     d) == MC_CUDA_SUCCESS &&
 	    managed)
 		return -1;
-	if (cu.pointer_get_attribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-				     d) != CUDA_SUCCESS ||
+	if (cu.pointer_get_attribute(&dev,
+				     MC_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				     d) != MC_CUDA_SUCCESS ||
 	    dev < 0 || dev >= n_devices)
 		return -1;
 	return dev;
 }
 
-static int fail(CUresult r, const char *what)
+static int fail(mc_cu_result r, const char *what)
 {
 	const char *s = NULL;
 
-	if (cu.get_error_string(r, &s) != CUDA_SUCCESS || !s)
+	if (cu.get_error_string(r, &s) != MC_CUDA_SUCCESS || !s)
 		s = "unknown error";
 	mc_log_warn("te", "gpu: %s: %s (%d)", what, s, r);
 	return -EIO;
@@ -208,8 +160,8 @@ static int fail(CUresult r, const char *what)
 
 int te__gpu_use(int dev)
 {
-	CUcontext c;
-	CUresult r = CUDA_SUCCESS;
+	mc_cu_context c;
+	mc_cu_result r = MC_CUDA_SUCCESS;
 
 	if (!te__gpu_available(NULL) || dev < 0 || dev >= n_devices)
 		return MC_ENOTSUPPORTED;
@@ -218,17 +170,18 @@ int te__gpu_use(int dev)
 		r = cu.primary_ctx_retain(&ctxs[dev], dev);
 	c = ctxs[dev];
 	pthread_mutex_unlock(&ctx_lock);
-	if (r != CUDA_SUCCESS)
+	if (r != MC_CUDA_SUCCESS)
 		return fail(r, "cuDevicePrimaryCtxRetain");
 	r = cu.ctx_set_current(c);
-	return r == CUDA_SUCCESS ? 0 : fail(r, "cuCtxSetCurrent");
+	return r == MC_CUDA_SUCCESS ? 0 : fail(r, "cuCtxSetCurrent");
 }
 
 int te__gpu_stream_create(void **out)
 {
-	CUresult r = cu.stream_create((CUstream *)out, CU_STREAM_NON_BLOCKING);
+	mc_cu_result r = cu.stream_create((mc_cu_stream *)out,
+					  MC_CU_STREAM_NON_BLOCKING);
 
-	return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamCreate");
+	return r == MC_CUDA_SUCCESS ? 0 : fail(r, "cuStreamCreate");
 }
 
 void te__gpu_stream_destroy(void *s)
@@ -239,17 +192,18 @@ void te__gpu_stream_destroy(void *s)
 
 int te__gpu_copy_async(void *dst, const void *src, size_t len, void *stream)
 {
-	CUresult r = cu.memcpy_async((CUdeviceptr)(uintptr_t)dst,
-				     (CUdeviceptr)(uintptr_t)src, len, stream);
+	mc_cu_result r = cu.memcpy_async((mc_cu_deviceptr)(uintptr_t)dst,
+					 (mc_cu_deviceptr)(uintptr_t)src, len,
+					 stream);
 
-	return r == CUDA_SUCCESS ? 0 : fail(r, "cuMemcpyAsync");
+	return r == MC_CUDA_SUCCESS ? 0 : fail(r, "cuMemcpyAsync");
 }
 
 int te__gpu_sync(void *stream)
 {
-	CUresult r = cu.stream_synchronize(stream);
+	mc_cu_result r = cu.stream_synchronize(stream);
 
-	return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamSynchronize");
+	return r == MC_CUDA_SUCCESS ? 0 : fail(r, "cuStreamSynchronize");
 }
 
 int te__gpu_copy(void *dst, const void *src, size_t len, void *stream)
@@ -261,9 +215,10 @@ int te__gpu_copy(void *dst, const void *src, size_t len, void *stream)
 
 int te__gpu_host_alloc(size_t len, void **out)
 {
-	CUresult r = cu.mem_host_alloc(out, len, CU_MEMHOSTALLOC_PORTABLE);
+	mc_cu_result r =
+		cu.mem_host_alloc(out, len, MC_CU_MEMHOSTALLOC_PORTABLE);
 
-	return r == CUDA_SUCCESS ? 0 : fail(r, "cuMemHostAlloc");
+	return r == MC_CUDA_SUCCESS ? 0 : fail(r, "cuMemHostAlloc");
 }
 
 void te__gpu_host_free(void *p)
@@ -282,32 +237,35 @@ static bool ipc_usable(void)
 int te__gpu_ipc_export(const void *p, uint8_t handle[TE_GPU_IPC_HANDLE_LEN],
 		       uintptr_t *base, size_t *size)
 {
-	CUdeviceptr b = 0;
-	CUresult r;
+	mc_cu_deviceptr b = 0;
+	mc_cu_ipc_handle h;
+	mc_cu_result r;
 
 	if (!ipc_usable())
 		return MC_ENOTSUPPORTED;
-	r = cu.mem_get_address_range(&b, size, (CUdeviceptr)(uintptr_t)p);
-	if (r != CUDA_SUCCESS)
+	r = cu.mem_get_address_range(&b, size, (mc_cu_deviceptr)(uintptr_t)p);
+	if (r != MC_CUDA_SUCCESS)
 		return fail(r, "cuMemGetAddressRange");
-	r = cu.ipc_get_mem_handle(handle, b);
-	if (r != CUDA_SUCCESS)
+	r = cu.ipc_get_mem_handle(&h, b);
+	if (r != MC_CUDA_SUCCESS)
 		return fail(r, "cuIpcGetMemHandle");
+	memcpy(handle, h.reserved, sizeof(h.reserved));
 	*base = (uintptr_t)b;
 	return 0;
 }
 
 int te__gpu_ipc_open(const uint8_t handle[TE_GPU_IPC_HANDLE_LEN], void **out)
 {
-	TE_GPU_IPC_HANDLE_T h;
-	CUdeviceptr p = 0;
-	CUresult r;
+	mc_cu_ipc_handle h;
+	mc_cu_deviceptr p = 0;
+	mc_cu_result r;
 
 	if (!ipc_usable())
 		return MC_ENOTSUPPORTED;
 	memcpy(h.reserved, handle, sizeof(h.reserved));
-	r = cu.ipc_open_mem_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-	if (r != CUDA_SUCCESS)
+	r = cu.ipc_open_mem_handle(&p, h,
+				   MC_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	if (r != MC_CUDA_SUCCESS)
 		return fail(r, "cuIpcOpenMemHandle");
 	*out = (void *)(uintptr_t)p;
 	return 0;
@@ -316,7 +274,7 @@ int te__gpu_ipc_open(const uint8_t handle[TE_GPU_IPC_HANDLE_LEN], void **out)
 void te__gpu_ipc_close(void *p)
 {
 	if (p && ipc_usable())
-		(void)cu.ipc_close_mem_handle((CUdeviceptr)(uintptr_t)p);
+		(void)cu.ipc_close_mem_handle((mc_cu_deviceptr)(uintptr_t)p);
 }
 
 /* ---- the public calls (te.h) ---- */

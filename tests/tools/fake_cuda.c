@@ -27,8 +27,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
+#include "gpu_abi.h"
+
+/* The stand-in's functions have exactly the types libte calls them with
+ * (libte/gpu_abi.h, itself checked against cuda.h by test_gpu_abi). */
+typedef mc_cu_result CUresult;
+typedef mc_cu_deviceptr CUdeviceptr;
+typedef mc_cu_ipc_handle CUipcMemHandle;
+#define DECL(field, api, sym, params, req) mc_cu_##field##_fn sym;
+MC_CU_FUNCS(DECL)
+#undef DECL
 #define OK 0
 #define ERR_INVALID_VALUE 1
 #define ERR_OUT_OF_MEMORY 2
@@ -49,9 +57,6 @@ struct alloc {
 /* CUipcMemHandle: 64 bytes by value; ours holds the exporter's pid and
  * memfd number (another process opens /proc/<pid>/fd/<n>, as a real
  * handle works only across processes of one host). */
-typedef struct {
-	char reserved[64];
-} CUipcMemHandle;
 struct fake_handle {
 	uint32_t magic, pid;
 	int32_t fd, device;
@@ -120,27 +125,28 @@ CUresult cuDeviceGetCount(int *n)
 	return OK;
 }
 
-CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
+CUresult cuDevicePrimaryCtxRetain(mc_cu_context *ctx, int dev)
 {
 	if (dev < 0 || dev >= n_devices)
 		return ERR_INVALID_DEVICE;
-	*ctx = (void *)(uintptr_t)(dev + 1);
+	*ctx = (mc_cu_context)(uintptr_t)(dev + 1);
 	return OK;
 }
 
-CUresult cuCtxSetCurrent(void *ctx)
+CUresult cuCtxSetCurrent(mc_cu_context ctx)
 {
 	current = (int)(uintptr_t)ctx;
 	return OK;
 }
 
-CUresult cuCtxGetCurrent(void **ctx)
+CUresult cuCtxGetCurrent(mc_cu_context *ctx)
 {
-	*ctx = (void *)(uintptr_t)current;
+	*ctx = (mc_cu_context)(uintptr_t)current;
 	return OK;
 }
 
-CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
+CUresult cuPointerGetAttribute(void *data, mc_cu_pointer_attribute attr,
+			       CUdeviceptr p)
 {
 	int dev = 0, bad;
 	int is_dev = shadow_of((uintptr_t)p, 1, &dev, &bad) != NULL;
@@ -298,9 +304,9 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,
-		       void *stream)
+		       mc_cu_stream stream)
 {
-	struct stream *s = stream ? stream : &null_stream;
+	struct stream *s = stream ? (struct stream *)stream : &null_stream;
 	int bad_d, bad_s;
 	void *d = shadow_of((uintptr_t)dst, len, NULL, &bad_d);
 	void *sp = shadow_of((uintptr_t)src, len, NULL, &bad_s);
@@ -327,7 +333,7 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,
 	return OK;
 }
 
-CUresult cuStreamCreate(void **out, unsigned flags)
+CUresult cuStreamCreate(mc_cu_stream *out, unsigned flags)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 
@@ -337,13 +343,13 @@ CUresult cuStreamCreate(void **out, unsigned flags)
 	if (!s)
 		return ERR_OUT_OF_MEMORY;
 	pthread_mutex_init(&s->lock, NULL);
-	*out = s;
+	*out = (mc_cu_stream)s;
 	return OK;
 }
 
-CUresult cuStreamSynchronize(void *stream)
+CUresult cuStreamSynchronize(mc_cu_stream stream)
 {
-	struct stream *s = stream ? stream : &null_stream;
+	struct stream *s = stream ? (struct stream *)stream : &null_stream;
 	struct copy *c;
 
 	if (!current)
@@ -365,13 +371,13 @@ CUresult cuStreamSynchronize(void *stream)
 	return OK;
 }
 
-CUresult cuStreamDestroy_v2(void *stream)
+CUresult cuStreamDestroy_v2(mc_cu_stream stream)
 {
-	struct stream *s = stream;
+	struct stream *s = (struct stream *)stream;
 
 	if (!s)
 		return ERR_INVALID_VALUE;
-	(void)cuStreamSynchronize(s);
+	(void)cuStreamSynchronize(stream);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return OK;
