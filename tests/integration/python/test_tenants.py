@@ -14,7 +14,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "store"))
 
-from pool import Member  # noqa: E402
+from pool import Master, Member  # noqa: E402
 
 BUF = 16 << 20
 
@@ -249,6 +249,10 @@ def test_tenant_from_environment_and_file(master, members, stores, mstore,
     g = stores()
     assert g.setup("", "", 0, BUF, "", "", "") == 0
     assert g.get("cfg") == b"from-a"
+    # setup_dummy takes no tenant_id: the configuration's
+    h = stores()
+    assert h.setup_dummy(1 << 20, BUF, members[0].name) == 0
+    assert h.get("cfg") == b"from-a"
 
 
 def test_mooncake_client_tenant_flag(procs, tmp_path, master, members,
@@ -266,3 +270,14 @@ def test_mooncake_client_tenant_flag(procs, tmp_path, master, members,
     assert eps == [m.name]
     assert b.get("on-a-member") == b"m" * 4096
     m.stop()
+
+
+def test_master_enable_multi_tenants_flag(procs, tmp_path, stores):
+    """upstream's --enable_multi_tenants is accepted (tenants need no
+    flag here); a client with a segment is the pool's only member."""
+    m = Master(procs, tmp_path, "--enable_multi_tenants=true", name="mt")
+    a = stores()
+    assert a.setup("127.0.0.1", m.metadata, 16 << 20, BUF, "tcp", "",
+                   m.addr, tenant_id="A") == 0
+    assert a.put("k", b"v") == 0 and a.get("k") == b"v"
+    assert ".tenants/A/k" in all_keys(m)
