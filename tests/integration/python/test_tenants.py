@@ -14,7 +14,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "store"))
 
-from pool import Master, Member  # noqa: E402
+from pool import Master, Member, cli  # noqa: E402
 
 BUF = 16 << 20
 
@@ -281,3 +281,20 @@ def test_master_enable_multi_tenants_flag(procs, tmp_path, stores):
                    m.addr, tenant_id="A") == 0
     assert a.put("k", b"v") == 0 and a.get("k") == b"v"
     assert ".tenants/A/k" in all_keys(m)
+
+
+def test_cli_is_the_operators_view(master, members, stores, tmp_path,
+                                   monkeypatch):
+    """The mooncake CLI (like the mount) ignores MOONCAKE_TENANT_ID: it
+    sees and names every tenant's keys by their full names."""
+    a = client(stores, master, "A")
+    assert a.put("seen", b"by-the-operator") == 0
+    monkeypatch.setenv("MOONCAKE_TENANT_ID", "A")
+    assert ".tenants/A/seen" in cli(master, "ls").stdout
+    out = tmp_path / "got"
+    cli(master, "get", ".tenants/A/seen", str(out))
+    assert out.read_bytes() == b"by-the-operator"
+    assert cli(master, "get", "seen", str(tmp_path / "no"),
+               check=False).returncode != 0
+    cli(master, "rm", ".tenants/A/seen")
+    assert a.is_exist("seen") == 0
