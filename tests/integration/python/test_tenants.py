@@ -8,6 +8,7 @@ import ctypes
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -298,3 +299,44 @@ def test_cli_is_the_operators_view(master, members, stores, tmp_path,
                check=False).returncode != 0
     cli(master, "rm", ".tenants/A/seen")
     assert a.is_exist("seen") == 0
+
+
+def fuse_why():
+    if os.geteuid() != 0:
+        return "mounting needs root"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    import mctest
+    if not os.access(os.path.join(mctest.BUILD, "mooncakefs", "fuse",
+                                  "mooncakefs"), os.X_OK):
+        return "mooncakefs (FUSE) not built"
+    return None
+
+
+def test_mount_shows_tenants(procs, tmp_path, master, stores, monkeypatch):
+    """The mount is the operator's view: kv/.tenants/T/<key>, whatever
+    MOONCAKE_TENANT_ID its environment has."""
+    why = fuse_why()
+    if why:
+        pytest.skip(why)
+    from mount import Mount
+    monkeypatch.setenv("MOONCAKE_TENANT_ID", "B")
+    m = Mount(procs, tmp_path, master, seg="64MiB")
+    try:
+        monkeypatch.delenv("MOONCAKE_TENANT_ID")
+        a = client(stores, master, "A")
+        d = client(stores, master)
+        assert a.put("dir/k", b"a" * 5000) == 0
+        assert d.put("plain", b"d") == 0
+        path = m.kv / ".tenants" / "A" / "dir" / "k"
+        t0 = time.monotonic()
+        while not os.path.exists(path):
+            assert time.monotonic() - t0 < 5, f"{path} did not appear"
+            time.sleep(0.01)
+        assert path.read_bytes() == b"a" * 5000
+        assert ".tenants" in os.listdir(m.kv) and "plain" in os.listdir(m.kv)
+        # Written through the mount into A's directory: A's key.
+        (m.kv / ".tenants" / "A" / "fromfs").write_bytes(b"f" * 10)
+        assert a.get("fromfs") == b"f" * 10
+    finally:
+        m.cleanup()
