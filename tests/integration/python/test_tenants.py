@@ -273,15 +273,22 @@ def test_mooncake_client_tenant_flag(procs, tmp_path, master, members,
     m.stop()
 
 
-def test_master_enable_multi_tenants_flag(procs, tmp_path, stores):
+def test_master_flag_and_key_length(procs, tmp_path, stores):
     """upstream's --enable_multi_tenants is accepted (tenants need no
-    flag here); a client with a segment is the pool's only member."""
-    m = Master(procs, tmp_path, "--enable_multi_tenants=true", name="mt")
+    flag here); --max_key_length counts the prefix. A client with a
+    segment is the pool's only member."""
+    m = Master(procs, tmp_path, "--enable_multi_tenants=true",
+               "--max_key_length", "20", name="mt")
     a = stores()
     assert a.setup("127.0.0.1", m.metadata, 16 << 20, BUF, "tcp", "",
                    m.addr, tenant_id="A") == 0
     assert a.put("k", b"v") == 0 and a.get("k") == b"v"
     assert ".tenants/A/k" in all_keys(m)
+    d = client(stores, m)
+    assert d.put("d" * 20, b"v") == 0
+    # ".tenants/A/" is 11 bytes: 9 are left for A's own key
+    assert a.put("a" * 9, b"v") == 0
+    assert a.put("a" * 10, b"v") == -400
 
 
 def test_cli_is_the_operators_view(master, members, stores, tmp_path,
