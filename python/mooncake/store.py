@@ -627,8 +627,10 @@ class MooncakeDistributedStore:
         str(int)). Empty strings fall back to the file named by
         MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables, then to the
         library's defaults; a size of 0 means none, as upstream. A bare
-        IPv6 local_hostname ("::1") is taken as "[::1]". Returns 0 or a
-        store code.
+        IPv6 local_hostname ("::1") is taken as "[::1]". tenant_id="T"
+        gives this store tenant T's own key namespace ("default": the
+        configuration's tenant_id / MOONCAKE_TENANT_ID, else none; a bad
+        name is INVALID_PARAMS). Returns 0 or a store code.
 
         Raises TypeError for an unknown keyword (Python does) or a
         missing argument, and NotSupportedError (not a TypeError, so
@@ -706,7 +708,7 @@ class MooncakeDistributedStore:
                 self._h = h
                 self._closed = False
             # The tenant's key prefix is added and stripped by libmooncake
-            # (one place for C, Python and the CLI alike).
+            # (one place for C and Python alike); None: the configuration's.
             rc = _L.mooncake_store_set_tenant(self._h, s(tenant))
             if rc == OK:
                 rc = _L.mooncake_store_setup(self._h, s(host), s(meta), seg,
