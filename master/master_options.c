@@ -3,8 +3,10 @@
  * mooncake_master's options: upstream's flag names, syntax and defaults
  * (reference: gflags of mooncake_master), then ours. docs/config.md is
  * generated from this table. Upstream features we do not have yet (HA,
- * oplog, snapshots, SSD offload, CXL, tenants, KV events) are accepted as
- * flags and refused with a clear message when turned on.
+ * oplog, snapshots, SSD offload, CXL, KV events) are accepted as flags and
+ * refused with a clear message when turned on. --enable_multi_tenants is
+ * accepted either way: tenants are the clients' key prefixes and need
+ * nothing turned on here (docs/design.md "Tenants").
  */
 #include <stddef.h>
 #include <string.h>
@@ -121,7 +123,9 @@ static const struct mc_opt master_opts[] = {
 	OPT("enable_cxl", MC_OPT_BOOL, enable_cxl, "false", 0, 0,
 	    "CXL memory: not supported."),
 	OPT("enable_multi_tenants", MC_OPT_BOOL, enable_multi_tenants, "false",
-	    0, 0, "Tenants: not supported yet."),
+	    0, 0,
+	    "Accepted; tenants (tenant_id) work without it; quotas are not "
+	    "implemented (docs/design.md \"Tenants\")."),
 	OPT("enable_kv_events", MC_OPT_BOOL, enable_kv_events, "false", 0, 0,
 	    "ZMQ KV events: not supported (see the Watch RPC)."),
 	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
@@ -207,8 +211,6 @@ static int refuse_unsupported(const struct master_cfg *c)
 		{ offsetof(struct master_cfg, enable_offload),
 		  "enable_offload" },
 		{ offsetof(struct master_cfg, enable_cxl), "enable_cxl" },
-		{ offsetof(struct master_cfg, enable_multi_tenants),
-		  "enable_multi_tenants" },
 		{ offsetof(struct master_cfg, enable_kv_events),
 		  "enable_kv_events" },
 	};

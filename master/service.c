@@ -100,6 +100,7 @@ static int h_service_ready(struct call *c)
 	r->version = (char *)MC_VERSION_STRING;
 	r->protocol_version = MC_RPC_VERSION;
 	r->max_key_length = c->m->cfg.max_key_len;
+	r->scoped_remove = true;
 	c->resp = &r->base;
 	return 0;
 }
@@ -658,6 +659,12 @@ static int h_remove(struct call *c)
 	return 0;
 }
 
+/* key (len bytes) starts with the pl bytes of prefix ("" is everything). */
+static bool under(const char *key, size_t len, const char *prefix, size_t pl)
+{
+	return !pl || (len >= pl && !memcmp(key, prefix, pl));
+}
+
 static int h_remove_all(struct call *c)
 {
 	const Mcrpc__RemoveAllRequest *q = (const void *)c->req;
@@ -670,6 +677,8 @@ static int h_remove_all(struct call *c)
 	struct master *m = c->m;
 	uint64_t now = mst_now(), n = 0, cap = 0;
 	struct mst_object **v = NULL;
+	size_t pl = q->prefix ? strlen(q->prefix) : 0;
+	size_t xl = q->exclude_prefix ? strlen(q->exclude_prefix) : 0;
 
 	if (!r)
 		return -ENOMEM;
@@ -696,8 +705,13 @@ static int h_remove_all(struct call *c)
 	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
 		if (!q->force && mst_object_leased(o, now))
 			continue;
-		if (re && pcre2_match(re, (PCRE2_SPTR)o->key, o->key_len, 0, 0,
-				      md, NULL) < 0)
+		/* A tenant's keys only (matched without the prefix), or all
+		 * but the tenants' (docs/design.md "Tenants"). */
+		if (!under(o->key, o->key_len, q->prefix, pl) ||
+		    (xl && under(o->key, o->key_len, q->exclude_prefix, xl)))
+			continue;
+		if (re && pcre2_match(re, (PCRE2_SPTR)o->key + pl,
+				      o->key_len - pl, 0, 0, md, NULL) < 0)
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 1024;

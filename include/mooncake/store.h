@@ -125,6 +125,17 @@ mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
 		     uint64_t local_buffer_size, const char *protocol,
 		     const char *device_name, const char *master_server_addr);
 
+/**
+ * This handle's tenant (upstream's tenant_id), before setup: its keys are
+ * the pool's ".tenants/<tenant_id>/<key>", apart from every other
+ * tenant's (docs/design.md "Tenants"). NULL leaves it to the configuration
+ * (tenant_id, MOONCAKE_TENANT_ID); "" and "default" are the default
+ * tenant. -600 for a bad name (1-64 of [A-Za-z0-9_.-], not "." or ".."),
+ * -1010 after setup.
+ */
+MOONCAKE_API int mooncake_store_set_tenant(mooncake_store_t store,
+					   const char *tenant_id);
+
 /** 0 healthy, 1 not set up or closed, 2 master unreachable. */
 MOONCAKE_API int mooncake_store_health_check(mooncake_store_t store);
 

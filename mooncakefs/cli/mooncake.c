@@ -349,6 +349,9 @@ static mooncake_store_t join(const struct cli_cfg *cfg)
 			   .auth_token_file = *cfg->auth_token_file ?
 						      cfg->auth_token_file :
 						      NULL,
+			   /* the operator's view, as ls (tenants' keys by
+			    * their full names, .tenants/T/KEY) */
+			   .tenant_id = "default",
 		   }));
 	if (rc) {
 		fail_code("joining the pool", rc);

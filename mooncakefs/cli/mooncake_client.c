@@ -36,6 +36,7 @@ struct client_cfg {
 	int64_t threads;
 	char *segment_name;
 	char *auth_token_file;
+	char *tenant_id;
 	char *port_file;
 	char *log_file;
 	char *config_path;
@@ -83,6 +84,10 @@ static const struct mc_opt client_opts[] = {
 	  .def = "",
 	  .help = "The pool's token when the master has one (a file of mode "
 		  "0600; docs/operations.md); empty: none." },
+	OPT("tenant_id", MC_OPT_STRING, tenant_id, NULL, 0, 0,
+	    "Upstream's tenant of this client (1-64 of [A-Za-z0-9_.-]); "
+	    "its segment still serves every tenant: a segment is pool "
+	    "memory, not a tenant's (docs/design.md \"Tenants\")."),
 	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
 	    "Write the port to this file once in the pool."),
 	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,
@@ -164,6 +169,7 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 					cfg->auth_token_file :
 					NULL,
 			.keep_segment = true,
+			.tenant_id = cfg->tenant_id,
 		};
 
 		if (!cfg->port) {

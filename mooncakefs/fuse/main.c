@@ -41,6 +41,10 @@ static void *setup_main(void *arg)
 		.auth_token_file = fs->o.auth_token_file,
 		.keep_segment = true,
 		.default_segment_name = fs->default_segment,
+		/* The mount is the operator's view of every key, tenants'
+		 * (.tenants/T/) included, whatever tenant_id or
+		 * MOONCAKE_TENANT_ID its clients' configuration names. */
+		.tenant_id = "default",
 	};
 
 	rc = mc_err_to_store(mcs_store_setup(fs->store, &a));

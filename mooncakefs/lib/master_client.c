@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,14 @@ struct mcs_master {
 	struct mc_rpc_client *rpc_long; /* Watch long polls, made lazily */
 	bool auth;
 	struct mc_auth_key key;
+	/* Tenants (docs/design.md "Tenants"): ".tenants/T/" of a non-default
+	 * tenant, added to every key sent and stripped from every key
+	 * received; NULL: the default tenant, keys as they are. */
+	char *tenant;
+	size_t tenant_len;
+	/* The master honours RemoveAllRequest.prefix: 1 yes, -1 no, 0 not
+	 * asked yet. */
+	atomic_int scoped;
 };
 
 int mcs_master_create(const char *addr, unsigned timeout_ms,
@@ -60,6 +69,50 @@ void mcs_master_set_auth(struct mcs_master *m, const struct mc_auth_key *key)
 	mc_rpc_client_set_auth(m->rpc, key);
 }
 
+bool mcs_tenant_default(const char *tenant_id)
+{
+	return !tenant_id || !*tenant_id || !strcmp(tenant_id, "default");
+}
+
+const char *mcs_tenant_invalid(const char *tenant_id)
+{
+	size_t n = 0;
+
+	if (mcs_tenant_default(tenant_id))
+		return NULL;
+	for (const char *p = tenant_id; *p; p++, n++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-",
+			    *p))
+			return "only letters, digits, '_', '.' and '-' are "
+			       "allowed";
+	if (n > MCS_TENANT_MAX)
+		return "longer than 64 characters";
+	if (!strcmp(tenant_id, ".") || !strcmp(tenant_id, ".."))
+		return "'.' and '..' are not tenant names";
+	return NULL;
+}
+
+int mcs_master_set_tenant(struct mcs_master *m, const char *tenant_id)
+{
+	char *t = NULL;
+	size_t n = 0;
+
+	if (mcs_tenant_invalid(tenant_id))
+		return -EINVAL;
+	if (!mcs_tenant_default(tenant_id)) {
+		n = strlen(MCS_TENANT_ROOT) + strlen(tenant_id) + 1;
+		t = malloc(n + 1);
+		if (!t)
+			return -ENOMEM;
+		snprintf(t, n + 1, "%s%s/", MCS_TENANT_ROOT, tenant_id);
+	}
+	free(m->tenant);
+	m->tenant = t;
+	m->tenant_len = n;
+	return 0;
+}
+
 void mcs_master_set_busy_poll(struct mcs_master *m, unsigned max_us)
 {
 	mc_rpc_client_set_busy_poll(m->rpc, max_us);
@@ -73,6 +126,7 @@ void mcs_master_destroy(struct mcs_master *m)
 	mc_rpc_client_destroy(m->rpc_long);
 	pthread_mutex_destroy(&m->long_lock);
 	mc_auth_key_clear(&m->key);
+	free(m->tenant);
 	free(m->addr);
 	free(m);
 }
@@ -133,20 +187,130 @@ static int call(struct mcs_master *m, uint16_t method, const void *req,
 	return call_on(m->rpc, method, req, resp_out);
 }
 
+/* ---- the tenant's key mapping ------------------------------------------ */
+
+/* Keys as the master stores them: v[i] is keys[i] with the tenant's
+ * prefix; blk (free() it) holds them all, NULL with no tenant (v is keys
+ * itself then). A NULL key stays NULL. */
+struct tkeys {
+	char **v;
+	void *blk;
+};
+
+static int tk_map(struct mcs_master *m, const char *const *keys, size_t n,
+		  struct tkeys *t)
+{
+	size_t sz = n * sizeof(char *), tl = m->tenant_len;
+	char *p;
+
+	t->v = (char **)keys;
+	t->blk = NULL;
+	if (!m->tenant || !n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		sz += keys[i] ? tl + strlen(keys[i]) + 1 : 0;
+	t->blk = malloc(sz);
+	if (!t->blk)
+		return -ENOMEM;
+	t->v = t->blk;
+	p = (char *)(t->v + n);
+	for (size_t i = 0; i < n; i++) {
+		size_t kl = keys[i] ? strlen(keys[i]) + 1 : 0;
+
+		if (!keys[i]) {
+			t->v[i] = NULL;
+			continue;
+		}
+		t->v[i] = p;
+		memcpy(p, m->tenant, tl);
+		memcpy(p + tl, keys[i], kl);
+		p += tl + kl;
+	}
+	return 0;
+}
+
+/* A key from the master as the tenant sees it: the prefix removed in
+ * place. false: not the tenant's (or the tenant's root itself). */
+static bool tk_strip(struct mcs_master *m, char *key)
+{
+	size_t tl = m->tenant_len;
+
+	if (!m->tenant)
+		return true;
+	if (!key || strncmp(key, m->tenant, tl) || !key[tl])
+		return false;
+	memmove(key, key + tl, strlen(key + tl) + 1);
+	return true;
+}
+
+/* List entries outside the tenant dropped, the others stripped. */
+static void tk_list(struct mcs_master *m, Mcrpc__ListResponse *r)
+{
+	size_t k = 0;
+
+	if (!m->tenant)
+		return;
+	for (size_t i = 0; i < r->n_entries; i++) {
+		if (r->entries[i] && tk_strip(m, r->entries[i]->name))
+			r->entries[k++] = r->entries[i];
+		else
+			mcs_master_free(r->entries[i]);
+	}
+	r->n_entries = k;
+}
+
+/* Events likewise; a rename across the tenant's border is a remove (out
+ * of it) or a put (into it). */
+static void tk_events(struct mcs_master *m, Mcrpc__WatchResponse *r)
+{
+	size_t k = 0;
+
+	if (!m->tenant)
+		return;
+	for (size_t i = 0; i < r->n_events; i++) {
+		Mcrpc__Event *e = r->events[i];
+		bool in = e && tk_strip(m, e->key), to_in = false;
+
+		if (e && e->type == MCRPC__EVENT_TYPE__EV_RENAME) {
+			to_in = tk_strip(m, e->to);
+			if (in && !to_in) {
+				e->type = MCRPC__EVENT_TYPE__EV_REMOVE;
+				if (*e->to) /* "" may be protobuf-c's own */
+					e->to[0] = '\0';
+			} else if (!in && to_in) {
+				char *x = e->key;
+
+				e->key = e->to;
+				e->to = x;
+				if (*e->to)
+					e->to[0] = '\0';
+				e->type = MCRPC__EVENT_TYPE__EV_PUT;
+				in = true;
+			}
+		}
+		if (in)
+			r->events[k++] = e;
+		else
+			mcs_master_free(e);
+	}
+	r->n_events = k;
+}
+
 static ProtobufCBinaryData client_id(struct mcs_master *m)
 {
 	return (ProtobufCBinaryData){ .len = MCS_CLIENT_ID_LEN,
 				      .data = m->client_id };
 }
 
-static Mcrpc__KeysRequest keys_req(struct mcs_master *m,
-				   const char *const *keys, size_t n)
+/* A KeysRequest of the keys in tk (tk_map). */
+static Mcrpc__KeysRequest keys_req(struct mcs_master *m, const struct tkeys *tk,
+				   size_t n)
 {
 	Mcrpc__KeysRequest r = MCRPC__KEYS_REQUEST__INIT;
 
 	r.client_id = client_id(m);
 	r.n_keys = n;
-	r.keys = (char **)keys;
+	r.keys = tk->v;
 	return r;
 }
 
@@ -306,12 +470,16 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
+	struct tkeys tk;
 	int rc;
 
 	*out = NULL;
+	rc = tk_map(m, keys, n, &tk);
+	if (rc)
+		return rc;
 	req.client_id = client_id(m);
 	req.n_keys = n;
-	req.keys = (char **)keys;
+	req.keys = tk.v;
 	req.n_sizes = n;
 	req.sizes = (uint64_t *)sizes;
 	req.config = (Mcrpc__ReplicateConfig *)cfg;
@@ -324,6 +492,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 		  batch ? MCRPC__METHOD__BATCH_PUT_START :
 			  MCRPC__METHOD__PUT_START,
 		  &req, &resp);
+	free(tk.blk);
 	if (rc)
 		return rc;
 	rc = fix_lists(resp->results, resp->n_results, n);
@@ -335,42 +504,63 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	return 0;
 }
 
+/* keys_call of keys as the tenant names them; force for Remove. */
+static int tk_keys_call(struct mcs_master *m, uint16_t method,
+			const char *const *keys, size_t n, bool force,
+			int *results)
+{
+	Mcrpc__KeysRequest req;
+	struct tkeys tk;
+	int rc;
+
+	rc = tk_map(m, keys, n, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, n);
+	req.force = force;
+	rc = keys_call(m, method, &req, n, results);
+	free(tk.blk);
+	return rc;
+}
+
 int mcs_master_put_end(struct mcs_master *m, bool batch,
 		       const char *const *keys, size_t n, int *results)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
-
-	return keys_call(m,
-			 batch ? MCRPC__METHOD__BATCH_PUT_END :
-				 MCRPC__METHOD__PUT_END,
-			 &req, n, results);
+	return tk_keys_call(m,
+			    batch ? MCRPC__METHOD__BATCH_PUT_END :
+				    MCRPC__METHOD__PUT_END,
+			    keys, n, false, results);
 }
 
 int mcs_master_put_revoke(struct mcs_master *m, bool batch,
 			  const char *const *keys, size_t n, int *results)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
-
-	return keys_call(m,
-			 batch ? MCRPC__METHOD__BATCH_PUT_REVOKE :
-				 MCRPC__METHOD__PUT_REVOKE,
-			 &req, n, results);
+	return tk_keys_call(m,
+			    batch ? MCRPC__METHOD__BATCH_PUT_REVOKE :
+				    MCRPC__METHOD__PUT_REVOKE,
+			    keys, n, false, results);
 }
 
 int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    const char *const *keys, size_t n, bool hold,
 			    Mcrpc__GetReplicaListResponse **out)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__KeysRequest req;
 	Mcrpc__GetReplicaListResponse *resp = NULL;
+	struct tkeys tk;
 	int rc;
 
 	*out = NULL;
+	rc = tk_map(m, keys, n, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, n);
 	req.hold = hold;
 	rc = call(m,
 		  batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
 			  MCRPC__METHOD__GET_REPLICA_LIST,
 		  &req, &resp);
+	free(tk.blk);
 	if (rc)
 		return rc;
 	rc = fix_lists(resp->results, resp->n_results, n);
@@ -385,14 +575,20 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 		     size_t n, int *results)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__KeysRequest req;
 	Mcrpc__ExistResponse *resp = NULL;
+	struct tkeys tk;
 	int rc;
 
+	rc = tk_map(m, keys, n, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, n);
 	rc = call(m,
 		  batch ? MCRPC__METHOD__BATCH_EXIST_KEY :
 			  MCRPC__METHOD__EXIST_KEY,
 		  &req, &resp);
+	free(tk.blk);
 	if (rc)
 		return rc;
 	if (resp->n_results != n) {
@@ -410,11 +606,17 @@ int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
 			int64_t *sizes)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
+	Mcrpc__KeysRequest req;
 	Mcrpc__GetSizeResponse *resp = NULL;
+	struct tkeys tk;
 	int rc;
 
+	rc = tk_map(m, keys, n, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, n);
 	rc = call(m, MCRPC__METHOD__GET_SIZE, &req, &resp);
+	free(tk.blk);
 	if (rc)
 		return rc;
 	if (resp->n_sizes != n) {
@@ -432,12 +634,33 @@ int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
 int mcs_master_remove(struct mcs_master *m, bool batch, const char *const *keys,
 		      size_t n, bool force, int *results)
 {
-	Mcrpc__KeysRequest req = keys_req(m, keys, n);
-
-	req.force = force;
-	return keys_call(
+	return tk_keys_call(
 		m, batch ? MCRPC__METHOD__BATCH_REMOVE : MCRPC__METHOD__REMOVE,
-		&req, n, results);
+		keys, n, force, results);
+}
+
+/* A tenant's RemoveAll needs a master that honours its prefix: an older
+ * one would remove every tenant's keys. */
+static int scoped_remove_ok(struct mcs_master *m)
+{
+	Mcrpc__ServiceReadyResponse *r = NULL;
+	int s = atomic_load(&m->scoped), rc;
+
+	if (!s) {
+		rc = mcs_master_service_ready(m, &r);
+		if (rc)
+			return rc;
+		s = r->scoped_remove ? 1 : -1;
+		mcs_master_free(r);
+		atomic_store(&m->scoped, s);
+	}
+	if (s > 0)
+		return 0;
+	mc_log_err("store",
+		   "master %s cannot remove one tenant's keys "
+		   "(an older version): refused",
+		   m->addr);
+	return MC_ENOTSUPPORTED;
 }
 
 static int count_call(struct mcs_master *m, uint16_t method, const char *regex,
@@ -449,6 +672,16 @@ static int count_call(struct mcs_master *m, uint16_t method, const char *regex,
 
 	req.force = force;
 	req.regex = (char *)(regex ? regex : "");
+	/* A tenant: its keys only, matched without the prefix; the default
+	 * tenant: everything but the tenants' keys. */
+	if (m->tenant) {
+		rc = scoped_remove_ok(m);
+		if (rc)
+			return rc;
+		req.prefix = m->tenant;
+	} else {
+		req.exclude_prefix = (char *)MCS_TENANT_ROOT;
+	}
 	rc = call(m, method, &req, &resp);
 	if (rc)
 		return rc;
@@ -474,11 +707,19 @@ int mcs_master_remove_by_regex(struct mcs_master *m, const char *regex,
 int mcs_master_stat(struct mcs_master *m, const char *key, bool dir,
 		    Mcrpc__StatResponse **out)
 {
-	Mcrpc__KeysRequest req = keys_req(m, &key, 1);
+	Mcrpc__KeysRequest req;
+	struct tkeys tk;
+	int rc;
 
 	*out = NULL;
+	rc = tk_map(m, &key, 1, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, 1);
 	req.dir = dir;
-	return call(m, MCRPC__METHOD__STAT, &req, out);
+	rc = call(m, MCRPC__METHOD__STAT, &req, out);
+	free(tk.blk);
+	return rc;
 }
 
 int mcs_master_list(struct mcs_master *m, const char *prefix,
@@ -486,14 +727,26 @@ int mcs_master_list(struct mcs_master *m, const char *prefix,
 		    unsigned limit, bool dirs, Mcrpc__ListResponse **out)
 {
 	Mcrpc__ListRequest req = MCRPC__LIST_REQUEST__INIT;
+	const char *ks[2] = { prefix ? prefix : "",
+			      start_after && *start_after ? start_after :
+							    NULL };
+	struct tkeys tk;
+	int rc;
 
 	req.dirs = dirs;
 	*out = NULL;
-	req.prefix = (char *)(prefix ? prefix : "");
+	rc = tk_map(m, ks, 2, &tk);
+	if (rc)
+		return rc;
+	req.prefix = tk.v[0];
 	req.delimiter = (char *)(delimiter ? delimiter : "");
-	req.start_after = (char *)(start_after ? start_after : "");
+	req.start_after = tk.v[1] ? tk.v[1] : "";
 	req.limit = limit;
-	return call(m, MCRPC__METHOD__LIST, &req, out);
+	rc = call(m, MCRPC__METHOD__LIST, &req, out);
+	free(tk.blk);
+	if (!rc)
+		tk_list(m, *out);
+	return rc;
 }
 
 static int lease_call(struct mcs_master *m, uint16_t method,
@@ -548,13 +801,20 @@ int mcs_master_setattr(struct mcs_master *m, const char *key, bool dir,
 		       Mcrpc__StatResponse **out)
 {
 	Mcrpc__SetAttrRequest req = MCRPC__SET_ATTR_REQUEST__INIT;
+	struct tkeys tk;
+	int rc;
 
 	*out = NULL;
-	req.key = (char *)key;
+	rc = tk_map(m, &key, 1, &tk);
+	if (rc)
+		return rc;
+	req.key = tk.v[0];
 	req.dir = dir;
 	req.mask = mask;
 	req.attr = (Mcrpc__Attr *)attr;
-	return call(m, MCRPC__METHOD__SET_ATTR, &req, out);
+	rc = call(m, MCRPC__METHOD__SET_ATTR, &req, out);
+	free(tk.blk);
+	return rc;
 }
 
 int mcs_master_mkdir(struct mcs_master *m, const char *path,
@@ -562,24 +822,33 @@ int mcs_master_mkdir(struct mcs_master *m, const char *path,
 {
 	Mcrpc__MkdirRequest req = MCRPC__MKDIR_REQUEST__INIT;
 	Mcrpc__KeysResponse *resp = NULL;
-
+	struct tkeys tk;
 	int rc;
 
-	req.path = (char *)path;
+	rc = tk_map(m, &path, 1, &tk);
+	if (rc)
+		return rc;
+	req.path = tk.v[0];
 	req.attr = (Mcrpc__Attr *)attr;
 	rc = call(m, MCRPC__METHOD__MKDIR, &req, &resp);
+	free(tk.blk);
 	return keys_outcome(rc, resp);
 }
 
 int mcs_master_rmdir(struct mcs_master *m, const char *path)
 {
-	Mcrpc__KeysRequest req = keys_req(m, &path, 1);
+	Mcrpc__KeysRequest req;
 	Mcrpc__KeysResponse *resp = NULL;
-
+	struct tkeys tk;
 	int rc;
 
+	rc = tk_map(m, &path, 1, &tk);
+	if (rc)
+		return rc;
+	req = keys_req(m, &tk, 1);
 	req.dir = true;
 	rc = call(m, MCRPC__METHOD__RMDIR, &req, &resp);
+	free(tk.blk);
 	return keys_outcome(rc, resp);
 }
 
@@ -588,13 +857,19 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 {
 	Mcrpc__RenameRequest req = MCRPC__RENAME_REQUEST__INIT;
 	Mcrpc__KeysResponse *resp = NULL;
+	const char *ks[2] = { from, to };
+	struct tkeys tk;
 	int rc;
 
-	req.from = (char *)from;
-	req.to = (char *)to;
+	rc = tk_map(m, ks, 2, &tk);
+	if (rc)
+		return rc;
+	req.from = tk.v[0];
+	req.to = tk.v[1];
 	req.no_replace = no_replace;
 	req.prefix = prefix;
 	rc = call(m, MCRPC__METHOD__RENAME, &req, &resp);
+	free(tk.blk);
 	return keys_outcome(rc, resp);
 }
 
@@ -612,8 +887,12 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 	req.after = after;
 	req.wait_ms = wait_ms;
 	req.max = max;
-	if (!wait_ms)
-		return call(m, MCRPC__METHOD__WATCH, &req, out);
+	if (!wait_ms) {
+		rc = call(m, MCRPC__METHOD__WATCH, &req, out);
+		if (!rc)
+			tk_events(m, *out);
+		return rc;
+	}
 	/* Long polls get their own pool, with a timeout that covers them. */
 	pthread_mutex_lock(&m->long_lock);
 	if (!m->rpc_long) {
@@ -630,5 +909,8 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 	pthread_mutex_unlock(&m->long_lock);
 	if (rc)
 		return rc;
-	return call_on(c, MCRPC__METHOD__WATCH, &req, out);
+	rc = call_on(c, MCRPC__METHOD__WATCH, &req, out);
+	if (!rc)
+		tk_events(m, *out);
+	return rc;
 }

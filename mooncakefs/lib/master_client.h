@@ -57,6 +57,24 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 void mcs_master_destroy(struct mcs_master *m);
 /** Authenticate every connection with key (copied); before the first call. */
 void mcs_master_set_auth(struct mcs_master *m, const struct mc_auth_key *key);
+/*
+ * Tenants (docs/design.md "Tenants"): a non-default tenant T's keys are
+ * the master's keys under ".tenants/T/". This file is the one place that
+ * maps them: every key sent gets the prefix, every key received (List
+ * entries, Watch events) loses it, and what lies outside it is dropped;
+ * RemoveAll/RemoveByRegex touch only T's keys (the default tenant's skip
+ * ".tenants/"). The default tenant's keys travel as they are.
+ */
+#define MCS_TENANT_ROOT ".tenants/"
+#define MCS_TENANT_MAX 64
+/** NULL, "" and "default" name the default tenant. */
+bool mcs_tenant_default(const char *tenant_id);
+/** NULL for a valid tenant name (1-64 of [A-Za-z0-9_.-], not "." or "..",
+ *  or the default tenant), else why it is not one. */
+const char *mcs_tenant_invalid(const char *tenant_id);
+/** This client's tenant (before the first call); -EINVAL for a bad name. */
+int mcs_master_set_tenant(struct mcs_master *m,
+			  const char *tenant_id) MC_MUST_CHECK;
 void mcs_master_set_timeout(struct mcs_master *m, unsigned timeout_ms);
 /** Busy-poll window for answers (us, 0: off; mc_busy_poll.h); set before
  *  the first call. Watch long polls never busy-poll. */

@@ -305,6 +305,24 @@ static int set_auth(struct mooncake_store *s)
 	return 0;
 }
 
+/* The key namespace (tenant_id, or set_tenant's): docs/design.md. */
+static int set_tenant(struct mooncake_store *s)
+{
+	const char *t = s->tenant ? s->tenant : s->cfg.tenant_id;
+	const char *why = mcs_tenant_invalid(t);
+	int rc;
+
+	if (why) {
+		mc_log_err("store", "tenant_id '%s': %s", t, why);
+		return -EINVAL;
+	}
+	rc = mcs_master_set_tenant(s->master, t);
+	if (!rc && !mcs_tenant_default(t))
+		mc_log_info("store", "tenant %s: keys under %s%s/", t,
+			    MCS_TENANT_ROOT, t);
+	return rc;
+}
+
 static int connect_master(struct mooncake_store *s)
 {
 	int rc;
@@ -321,6 +339,9 @@ static int connect_master(struct mooncake_store *s)
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}
 	mcs_master_set_busy_poll(s->master, (unsigned)s->cfg.rpc_busy_poll_us);
+	rc = set_tenant(s);
+	if (rc)
+		return rc;
 	rc = set_auth(s);
 	if (rc)
 		return rc;
@@ -530,6 +551,7 @@ MOONCAKE_API void mooncake_store_destroy(mooncake_store_t s)
 	pthread_rwlock_destroy(&s->lock);
 	pthread_mutex_destroy(&s->mount_lock);
 	mcs_regs_free(&s->regs);
+	free(s->tenant);
 	free(s->name);
 	free(s);
 }
@@ -595,6 +617,37 @@ MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t s,
 			atomic_store(&s->transfer_ms, transfer_ms);
 	}
 	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+MOONCAKE_API int mooncake_store_set_tenant(mooncake_store_t s,
+					   const char *tenant_id)
+{
+	const char *why = mcs_tenant_invalid(tenant_id);
+	char *t = NULL;
+	int rc = 0;
+
+	if (!s)
+		return MC_STORE_INVALID_PARAMS;
+	if (why) {
+		mc_log_err("store", "tenant_id '%s': %s", tenant_id, why);
+		return MC_STORE_INVALID_PARAMS;
+	}
+	if (tenant_id) {
+		t = strdup(tenant_id);
+		if (!t)
+			return MC_STORE_INTERNAL_ERROR;
+	}
+	pthread_rwlock_wrlock(&s->lock);
+	if (s->state != MCS_NEW) {
+		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
+	} else {
+		free(s->tenant);
+		s->tenant = t;
+		t = NULL;
+	}
+	pthread_rwlock_unlock(&s->lock);
+	free(t);
 	return rc;
 }
 

@@ -64,6 +64,11 @@ static const struct mc_opt mcs_opts[] = {
 	    "hold it); empty: unnamed memory that dies with the process "
 	    "(mooncake_client, the mount: a kept segment named after the "
 	    "engine or mount point, where /dev/shm has room)."),
+	OPT("tenant_id", "MOONCAKE_TENANT_ID", MC_OPT_STRING, tenant_id,
+	    "default", 0, 0,
+	    "This client's key namespace: 1-64 of [A-Za-z0-9_.-]; a tenant "
+	    "T's keys are the pool's .tenants/T/<key>; \"default\" or "
+	    "empty: the default tenant (docs/design.md \"Tenants\")."),
 };
 
 const struct mc_cfg_spec mcs_cfg_spec = {
@@ -122,6 +127,8 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 		if (!rc)
 			rc = override(&cfg->default_segment_name,
 				      a->default_segment_name);
+		if (!rc)
+			rc = override(&cfg->tenant_id, a->tenant_id);
 		cfg->keep_segment = a->keep_segment;
 		if (rc) {
 			snprintf(err, errlen, "out of memory");

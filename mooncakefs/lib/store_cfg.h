@@ -33,6 +33,7 @@ struct mcs_cfg {
 	char *segment_name;
 	bool keep_segment; /* from args */
 	char *default_segment_name; /* from args; NULL: the engine name */
+	char *tenant_id; /* "default", "" or NULL: the default tenant */
 };
 
 /* What setup() was given; NULL strings and 0 sizes mean "not given". */
@@ -53,6 +54,7 @@ struct mcs_cfg_args {
 	 * (embedded clients): unnamed memory, gone with the process. */
 	bool keep_segment;
 	const char *default_segment_name;
+	const char *tenant_id; /* NULL: from the file and the environment */
 };
 
 extern const struct mc_cfg_spec mcs_cfg_spec;

@@ -64,6 +64,7 @@ struct mooncake_store {
 	_Atomic unsigned rpc_ms; /* 0: from the config */
 	_Atomic unsigned transfer_ms;
 	bool rpc_ms_set, transfer_ms_set; /* by set_timeouts before setup */
+	char *tenant; /* by set_tenant before setup; NULL: cfg.tenant_id */
 };
 
 /**

@@ -96,6 +96,7 @@ PROTOTYPES = {
                                                 c_size_t]),
     "mooncake_store_strerror": (c_char_p, [c_int]),
     "mooncake_store_set_timeouts": (c_int, [H, c_uint, c_uint]),
+    "mooncake_store_set_tenant": (c_int, [H, c_char_p]),
     # include/mooncake/store_fs.h: reading and writing by range, rename
     "mooncake_store_object_open": (c_int, [H, c_char_p, POINTER(c_void_p)]),
     "mooncake_store_object_size": (c_uint64, [c_void_p]),

@@ -518,13 +518,23 @@ def _refuse_features(ssd, http):
             "serves the pool's state (NOT_SUPPORTED -1012)")
 
 
+_TENANT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
 def _tenant(tenant_id):
-    """None for the default tenant; others are refused for now."""
-    if tenant_id in (None, "", "default"):
-        return None
-    raise NotSupportedError(
-        f"setup(): tenant_id={tenant_id!r}: tenants other than 'default' "
-        f"are not supported (NOT_SUPPORTED -1012)")
+    """(tenant name or None, error): None for "default" (the keyword's
+    default) or "", which leave the tenant to the configuration
+    (tenant_id, MOONCAKE_TENANT_ID); a name of 1-64 of [A-Za-z0-9_.-],
+    not "." or "..", is the tenant whose keys this store sees
+    (docs/design.md "Tenants"); anything else is an error message."""
+    if tenant_id is None or tenant_id in ("", "default"):
+        return None, None
+    if not isinstance(tenant_id, str) or \
+            not _TENANT_RE.fullmatch(tenant_id) or tenant_id in (".", ".."):
+        return None, (f"setup(): tenant_id={tenant_id!r}: a tenant is 1-64 "
+                      f"of [A-Za-z0-9_.-], not '.' or '..' "
+                      f"(INVALID_PARAMS -600)")
+    return tenant_id, None
 
 
 def _reachable(address, timeout=3.0):
@@ -593,7 +603,6 @@ class MooncakeDistributedStore:
         self._handles = [h]
         self._setup_lock = threading.Lock()
         self._closed = False
-        self._tenant = None          # key prefix of a non-default tenant
         self._mem_pool = None        # setup_dummy's mem_pool_size memory
         self._sess_lock = threading.Lock()
         self._get_sessions = {}      # key bytes -> mooncake_object_t
@@ -618,8 +627,10 @@ class MooncakeDistributedStore:
         str(int)). Empty strings fall back to the file named by
         MOONCAKE_CONFIG_PATH, then to MOONCAKE_* variables, then to the
         library's defaults; a size of 0 means none, as upstream. A bare
-        IPv6 local_hostname ("::1") is taken as "[::1]". Returns 0 or a
-        store code.
+        IPv6 local_hostname ("::1") is taken as "[::1]". tenant_id="T"
+        gives this store tenant T's own key namespace ("default": the
+        configuration's tenant_id / MOONCAKE_TENANT_ID, else none; a bad
+        name is INVALID_PARAMS). Returns 0 or a store code.
 
         Raises TypeError for an unknown keyword (Python does) or a
         missing argument, and NotSupportedError (not a TypeError, so
@@ -664,7 +675,10 @@ class MooncakeDistributedStore:
             raise TypeError("setup() missing required argument(s): "
                             + ", ".join(repr(n) for n in missing))
         _refuse_features(enable_ssd_offload, enable_client_http_server)
-        tenant = _tenant(tenant_id)
+        tenant, why = _tenant(tenant_id)
+        if why:
+            log.error("%s", why)
+            return INVALID_PARAMS
         if engine is not None:
             log.warning("setup(): the transfer engine passed (%r) is not "
                         "shared: this store runs its own, so register its "
@@ -677,12 +691,10 @@ class MooncakeDistributedStore:
             # upstream returns an error for a size it cannot read ("50%")
             log.error("%s", e)
             return INVALID_PARAMS
-        rc = self._setup(_host(host), meta, seg, buf, proto, dev, master)
-        if rc == OK:
-            self._tenant = tenant
-        return rc
+        return self._setup(_host(host), meta, seg, buf, proto, dev, master,
+                           tenant)
 
-    def _setup(self, host, meta, seg, buf, proto, dev, master):
+    def _setup(self, host, meta, seg, buf, proto, dev, master, tenant=None):
         def s(v):  # "" and None: from the configuration
             return v.encode() if v else None
 
@@ -695,8 +707,13 @@ class MooncakeDistributedStore:
                 self._handles.append(h)
                 self._h = h
                 self._closed = False
-            rc = _L.mooncake_store_setup(self._h, s(host), s(meta), seg, buf,
-                                         s(proto), s(dev), s(master))
+            # The tenant's key prefix is added and stripped by libmooncake
+            # (one place for C and Python alike); None: the configuration's.
+            rc = _L.mooncake_store_set_tenant(self._h, s(tenant))
+            if rc == OK:
+                rc = _L.mooncake_store_setup(self._h, s(host), s(meta), seg,
+                                             buf, s(proto), s(dev),
+                                             s(master))
         if rc == NOT_SUPPORTED:
             raise NotSupportedError(
                 f"setup(): protocol {proto or '(from the configuration)'!r} "

@@ -268,9 +268,9 @@ def test_setup_forms_and_errors(master, members, stores, mstore):
     with pytest.raises(TypeError, match="bogus_option"):
         s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
                 master.addr, bogus_option=1)
-    with pytest.raises(mstore.NotSupportedError, match="tenant_id"):
-        s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
-                master.addr, tenant_id="t1")
+    # A bad tenant name is a code (tests/integration/python/test_tenants.py)
+    assert s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                   master.addr, tenant_id="no/slash") == -600
     with pytest.raises(mstore.NotSupportedError, match="enable_ssd_offload"):
         s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
                 master.addr, enable_ssd_offload=True)

@@ -109,8 +109,7 @@ def test_features_turned_on_are_not_supported(master, members, stores,
     s = stores()
     args = ("127.0.0.1", master.metadata, 0, BUF, "tcp", "", master.addr)
     for kw in ({"enable_ssd_offload": True, "ssd_offload_path": "/tmp/x"},
-               {"enable_client_http_server": True},
-               {"tenant_id": "team-a"}):
+               {"enable_client_http_server": True}):
         with pytest.raises(mstore.NotSupportedError) as e:
             s.setup(*args, None, **kw)
         assert not isinstance(e.value, TypeError)

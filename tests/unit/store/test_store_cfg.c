@@ -3,7 +3,8 @@
  * Unit tests for the store client's configuration (mooncakefs/lib/
  * store_cfg.c): defaults, the MOONCAKE_CONFIG_PATH file, the environment
  * and setup()'s arguments, in that order of precedence; size strings;
- * unknown keys tolerated; bad values refused naming the option.
+ * unknown keys tolerated; bad values refused naming the option; tenant
+ * names (master_client.h).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "master_client.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/store.h"
@@ -30,6 +32,7 @@ static const char *const env_vars[] = {
 	"MC_TRANSFER_TIMEOUT_MS",
 	"MC_STORE_PING_MS",
 	"MOONCAKE_SEGMENT_NAME",
+	"MOONCAKE_TENANT_ID",
 };
 
 static char cfg_path[64];
@@ -145,6 +148,52 @@ Test(store_cfg, unknown_keys_tolerated)
 	cr_assert_eq(mcs_cfg_load(&c, NULL, err, sizeof(err)), 0, "%s", err);
 	cr_assert_str_eq(c.local_hostname, "h");
 	mcs_cfg_release(&c);
+}
+
+Test(store_cfg, tenant_id_sources)
+{
+	struct mcs_cfg c;
+	struct mcs_cfg_args a = { .global_segment_size = MOONCAKE_SIZE_UNSET,
+				  .local_buffer_size = MOONCAKE_SIZE_UNSET };
+	char err[MC_ERR_LEN] = "";
+
+	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.tenant_id, "default");
+	mcs_cfg_release(&c);
+	write_file("{\"tenant_id\": \"file-t\"}");
+	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.tenant_id, "file-t");
+	mcs_cfg_release(&c);
+	setenv("MOONCAKE_TENANT_ID", "env-t", 1);
+	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.tenant_id, "env-t");
+	mcs_cfg_release(&c);
+	a.tenant_id = "arg-t";
+	cr_assert_eq(mcs_cfg_load(&c, &a, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.tenant_id, "arg-t");
+	mcs_cfg_release(&c);
+}
+
+Test(store_cfg, tenant_names)
+{
+	static const char *const good[] = { NULL,  "",	    "default", "A",
+					    "a.b", "x_y-z", "...",     ".a" };
+	static const char *const bad[] = { "a/b",    ".",	 "..",
+					   "sp ace", "\xc3\xa9", "a\n" };
+	char long_name[MCS_TENANT_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert_null(mcs_tenant_invalid(good[i]), "%s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_not_null(mcs_tenant_invalid(bad[i]), "%s", bad[i]);
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[MCS_TENANT_MAX] = '\0';
+	cr_assert_null(mcs_tenant_invalid(long_name));
+	long_name[MCS_TENANT_MAX] = 'x';
+	long_name[MCS_TENANT_MAX + 1] = '\0';
+	cr_assert_not_null(mcs_tenant_invalid(long_name));
+	cr_assert(mcs_tenant_default(NULL) && mcs_tenant_default("") &&
+		  mcs_tenant_default("default") && !mcs_tenant_default("A"));
 }
 
 Test(store_cfg, bad_values_refused)
