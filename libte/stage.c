@@ -145,7 +145,11 @@ static int use_device(struct te_stager *st, int dev, void **stream)
 	return rc;
 }
 
-/* Start a chunk: copy out (WRITE) and hand it to the transport. */
+/* Start a chunk: copy out (WRITE) and hand it to the transport. A chunk
+ * that fails before the transport has it ends through its sub-task all
+ * the same (te__slice_done), which drops the peer reference the sub-task
+ * holds: ending it with chunk_end() alone leaked that reference, and the
+ * engine's destroy then waited forever for the peer's lanes. */
 static void chunk_start(struct te_stager *st, struct stage_chunk *c)
 {
 	struct te_task *p = c->parent;
@@ -155,7 +159,7 @@ static void chunk_start(struct te_stager *st, struct stage_chunk *c)
 	int rc;
 
 	if (mc_mono_ns() >= p->deadline_ns) {
-		chunk_end(c, 0, -ETIMEDOUT);
+		te__slice_done(&c->sub, 0, -ETIMEDOUT);
 		return;
 	}
 	if (p->req.opcode == TE_WRITE) {
@@ -164,7 +168,7 @@ static void chunk_start(struct te_stager *st, struct stage_chunk *c)
 			rc = te__gpu_copy(st->bufs[c->buf], device_addr(c),
 					  c->sub.req.length, stream);
 		if (rc) {
-			chunk_end(c, 0, rc);
+			te__slice_done(&c->sub, 0, rc);
 			return;
 		}
 	}

@@ -14,11 +14,13 @@
  * that need a context fail with CUDA_ERROR_INVALID_CONTEXT when the
  * calling thread has none. MC_FAKE_CUDA_DEVICES (1) devices.
  *
- * For the test tools: cuMemAlloc_v2, cuMemFree_v2 and mc_fake_cuda_stats
- * (copies and bytes per direction).
+ * For the test tools: cuMemAlloc_v2, cuMemFree_v2, mc_fake_cuda_stats
+ * (copies and bytes per direction) and mc_fake_cuda_fail (the driver
+ * failing copies on streams: fault injection).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -303,6 +305,28 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p)
 	return cuMemFree_v2(p);
 }
 
+/* Faults armed by mc_fake_cuda_fail: per kind (0 cuMemcpyAsync, 1
+ * cuStreamSynchronize), calls to let pass, then to fail; on the NULL
+ * stream too only when fail_null is set. */
+#define ERR_ILLEGAL_ADDRESS 700
+static int fail_skip[2], fail_count[2];
+static bool fail_null;
+
+static int faulty(int kind, mc_cu_stream stream)
+{
+	int f = 0;
+
+	if (!stream && !fail_null) /* the test tools' own copies */
+		return 0;
+	pthread_mutex_lock(&lock);
+	if (fail_skip[kind] > 0)
+		fail_skip[kind]--;
+	else if (fail_count[kind] > 0 && (f = 1))
+		fail_count[kind]--;
+	pthread_mutex_unlock(&lock);
+	return f;
+}
+
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,
 		       mc_cu_stream stream)
 {
@@ -316,6 +340,8 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t len,
 		return ERR_INVALID_CONTEXT;
 	if (bad_d || bad_s)
 		return ERR_INVALID_VALUE;
+	if (faulty(0, stream))
+		return ERR_ILLEGAL_ADDRESS;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return ERR_OUT_OF_MEMORY;
@@ -354,12 +380,19 @@ CUresult cuStreamSynchronize(mc_cu_stream stream)
 
 	if (!current)
 		return ERR_INVALID_CONTEXT;
+	bool lost = faulty(1, stream);
+
 	pthread_mutex_lock(&s->lock);
 	c = s->head;
 	s->head = s->tail = NULL;
 	pthread_mutex_unlock(&s->lock);
 	while (c) {
 		struct copy *next = c->next;
+		if (lost) { /* a failed stream: its queued copies never ran */
+			free(c);
+			c = next;
+			continue;
+		}
 		memmove(c->dst, c->src, c->len);
 		pthread_mutex_lock(&lock);
 		stats[c->dir][0]++;
@@ -368,7 +401,7 @@ CUresult cuStreamSynchronize(mc_cu_stream stream)
 		free(c);
 		c = next;
 	}
-	return OK;
+	return lost ? ERR_ILLEGAL_ADDRESS : OK;
 }
 
 CUresult cuStreamDestroy_v2(mc_cu_stream stream)
@@ -426,5 +459,19 @@ void mc_fake_cuda_stats(int dir, uint64_t *copies, uint64_t *bytes)
 	pthread_mutex_lock(&lock);
 	*copies = stats[dir & 3][0];
 	*bytes = stats[dir & 3][1];
+	pthread_mutex_unlock(&lock);
+}
+
+/* Fault injection: of the next calls of kind & 1 (0 cuMemcpyAsync, 1
+ * cuStreamSynchronize) on streams other than the NULL one (on any with
+ * kind & 2), let skip pass, then fail count with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (a failed synchronize drops the stream's
+ * queued copies). count 0 disarms. */
+void mc_fake_cuda_fail(int kind, int skip, int count)
+{
+	pthread_mutex_lock(&lock);
+	fail_skip[kind & 1] = skip;
+	fail_count[kind & 1] = count;
+	fail_null = (kind & 2) && count;
 	pthread_mutex_unlock(&lock);
 }

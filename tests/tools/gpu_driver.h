@@ -21,6 +21,7 @@ struct gpu_driver {
 	int (*copy)(unsigned long long, unsigned long long, size_t, void *);
 	int (*sync)(void *);
 	void (*stats)(int, uint64_t *, uint64_t *); /* stand-in only */
+	void (*fail)(int, int, int); /* stand-in only: fault injection */
 	void *ctx;
 };
 
@@ -41,6 +42,7 @@ static inline int gpu_driver_load(struct gpu_driver *g)
 	*(void **)&g->copy = dlsym(lib, "cuMemcpyAsync");
 	*(void **)&g->sync = dlsym(lib, "cuStreamSynchronize");
 	*(void **)&g->stats = dlsym(lib, "mc_fake_cuda_stats");
+	*(void **)&g->fail = dlsym(lib, "mc_fake_cuda_fail");
 	if (!g->init || !g->retain || !g->set || !g->alloc || !g->free ||
 	    !g->copy || !g->sync || g->init(0) || g->retain(&g->ctx, 0) ||
 	    g->set(g->ctx))

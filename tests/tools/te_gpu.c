@@ -12,7 +12,13 @@
  *          (the server side's bounce buffer);
  *   local  host <-> own device memory through the local transport;
  *   timing (--bench) 1 MiB and 16 MiB WRITEs from device and from host
- *          memory to the peer: MB/s of each and the ratio.
+ *          memory to the peer: MB/s of each and the ratio;
+ *   faults (--faults, the stand-in only) the driver fails a copy or a
+ *          stream's synchronize, first or in the middle of a transfer of
+ *          several chunks, both ways: the transfer ends FAILED with the
+ *          driver's error, no sooner than its chunks in flight, and the
+ *          next one, unarmed, moves every byte (nothing leaked: run with
+ *          MC_GPU_STAGE_BUFFERS=1, a pinned buffer kept would hang it).
  *
  *   te_gpu --target NAME --target_addr A --target_size N [--bench]
  *   te_gpu --expect_refusal   (no driver: a "cuda:0" tag is refused,
@@ -162,6 +168,114 @@ static void case_out(struct te_engine *eng, const char *target, uint64_t addr,
 		if (sizes[i] <= size)
 			round_trip("out", eng, seg, addr, sizes[i]);
 	te_segment_close(seg);
+}
+
+static void case_faults(struct te_engine *eng, const char *target,
+			uint64_t addr, uint64_t size)
+{
+	static const char *const kinds[] = { "copy", "sync" };
+	const size_t len = (3u << 20) + 4321; /* several chunks of 64 KiB+ */
+	unsigned char *h = malloc(len), *back = malloc(len);
+	void *d1 = dev_alloc(len), *d2 = dev_alloc(len);
+	struct te_segment *seg;
+	char err[256] = "";
+	int n = 0;
+
+	CHECK(cu.fail, "faults", "the driver is not the stand-in");
+	CHECK(size >= len && h && back && d1 && d2, "faults", "setup");
+	CHECK(!te_segment_open(eng, target, &seg, err, sizeof(err)), "faults",
+	      "open %s: %s", target, err);
+	CHECK(!te_register(eng, d1, len, "cuda:0", false) &&
+		      !te_register(eng, d2, len, "cuda:0", false),
+	      "faults", "register device memory");
+	for (int kind = 0; kind < 2; kind++)
+		for (int skip = 0; skip <= 2; skip += 2)
+			for (int op = TE_READ; op <= TE_WRITE; op++) {
+				const char *what = op == TE_WRITE ? "write" :
+								    "read";
+				int rc;
+
+				fill(h, len, (unsigned)(n + 11));
+				CHECK(!dcopy(d1, h, len), "faults", "fill");
+				cu.fail(kind, skip, 1);
+				rc = transfer(eng, seg, op,
+					      op == TE_WRITE ? d1 : d2, addr,
+					      len);
+				cu.fail(kind, 0, 0);
+				CHECK(rc, "faults",
+				      "%s with a failing %s (after %d) "
+				      "succeeded",
+				      what, kinds[kind], skip);
+				/* Unarmed, both ways, every byte. */
+				rc = transfer(eng, seg, TE_WRITE, d1, addr,
+					      len);
+				CHECK(!rc, "faults",
+				      "write after a %s fault: %s", kinds[kind],
+				      mc_strerror(rc));
+				rc = transfer(eng, seg, TE_READ, d2, addr, len);
+				CHECK(!rc, "faults",
+				      "read after a %s fault: %s", kinds[kind],
+				      mc_strerror(rc));
+				CHECK(!dcopy(back, d2, len) &&
+					      !memcmp(h, back, len),
+				      "faults", "bytes differ after a %s fault",
+				      kinds[kind]);
+				n++;
+			}
+	te_unregister(eng, d1);
+	te_unregister(eng, d2);
+	te_segment_close(seg);
+	gpu_free(&cu, d1);
+	gpu_free(&cu, d2);
+	free(h);
+	free(back);
+	printf("ok faults %d\n", n);
+}
+
+/* The other two places that copy through the driver: the local transport
+ * (host memory <-> this engine's own device memory) and a peer's tcp
+ * server (its bounce buffer for remote-accessible device memory). The
+ * driver fails once; the transfer fails; the next one is whole. */
+static void fault_once(const char *name, struct te_engine *eng,
+		       struct te_engine *owner, int kind)
+{
+	const size_t len = (2u << 20) + 99;
+	void *d = dev_alloc(len);
+	unsigned char *h = malloc(len), *back = malloc(len);
+	struct te_segment *seg;
+	char err[256] = "";
+	int rc;
+
+	CHECK(d && h && back, name, "setup");
+	CHECK(!te_register(owner, d, len, "cuda:0", true) &&
+		      !te_register(eng, h, len, "cpu:0", false) &&
+		      !te_register(eng, back, len, "cpu:0", false),
+	      name, "register");
+	CHECK(!te_segment_open(eng, te_engine_name(owner), &seg, err,
+			       sizeof(err)),
+	      name, "open: %s", err);
+	fill(h, len, 9);
+	for (int op = TE_READ; op <= TE_WRITE; op++) {
+		cu.fail(kind, 0, 1);
+		rc = transfer(eng, seg, op, op == TE_WRITE ? h : back,
+			      (uintptr_t)d, len);
+		cu.fail(kind, 0, 0);
+		CHECK(rc, name, "%s with a failing driver succeeded",
+		      op == TE_WRITE ? "write" : "read");
+	}
+	rc = transfer(eng, seg, TE_WRITE, h, (uintptr_t)d, len);
+	CHECK(!rc, name, "write after the fault: %s", mc_strerror(rc));
+	rc = transfer(eng, seg, TE_READ, back, (uintptr_t)d, len);
+	CHECK(!rc, name, "read after the fault: %s", mc_strerror(rc));
+	CHECK(!memcmp(h, back, len), name, "bytes differ after the fault");
+	te_segment_close(seg);
+	te_unregister(owner, d);
+	te_unregister(eng, h);
+	te_unregister(eng, back);
+	gpu_free(&cu, d);
+	free(h);
+	free(back);
+	printf("ok %s\n", name);
 }
 
 static void case_serve(struct te_engine *eng)
@@ -392,12 +506,13 @@ int main(int argc, char **argv)
 		{ "ipc_target", required_argument, NULL, 'T' },
 		{ "ipc_addr", required_argument, NULL, 'A' },
 		{ "ipc_size", required_argument, NULL, 'Z' },
+		{ "faults", no_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *target = NULL, *ready = NULL, *ipc = NULL;
 	uint64_t addr = 0, size = 0, serve = 0, ipc_addr = 0, ipc_size = 0;
 	struct te_engine *eng;
-	bool bench = false, refusal = false;
+	bool bench = false, refusal = false, faults = false;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -421,6 +536,8 @@ int main(int argc, char **argv)
 			ipc_addr = strtoull(optarg, NULL, 0);
 		else if (c == 'Z')
 			ipc_size = strtoull(optarg, NULL, 0);
+		else if (c == 'F')
+			faults = true;
 		else
 			return 2;
 	}
@@ -456,6 +573,19 @@ int main(int argc, char **argv)
 		return 1;
 	if (ipc) {
 		case_ipc(eng, ipc, ipc_addr, ipc_size);
+		te_engine_destroy(eng);
+		return fails ? 1 : 0;
+	}
+	if (target && faults) {
+		struct te_engine *srv = engine();
+
+		case_faults(eng, target, addr, size);
+		if (cu.fail) {
+			/* local: the NULL stream; serve: the server's own */
+			fault_once("faults_local", eng, eng, 2);
+			fault_once("faults_serve", eng, srv, 0);
+		}
+		te_engine_destroy(srv);
 		te_engine_destroy(eng);
 		return fails ? 1 : 0;
 	}

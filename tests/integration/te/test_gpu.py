@@ -58,6 +58,36 @@ def test_smaller_chunks_and_one_buffer(procs, tmp_path):
     assert f"ok out {(9 << 20) + 77}" in out.splitlines(), out
 
 
+def test_driver_copy_failures(procs, tmp_path):
+    """The (stand-in) driver fails a copy or a stream's synchronize, at
+    the first chunk or in the middle of a transfer of several, reading
+    into and writing from device memory: each transfer ends FAILED, and
+    the next one moves every byte; the same for the local transport's
+    copies and a peer server's bounce buffer. The engines are destroyed
+    at the end: a reference leaked by a failed chunk would hang that (it
+    did before the fix in stage.c). One pinned buffer of 64 KiB: a buffer
+    kept by the failed transfer would hang the next one (the tool's 60 s
+    wait fails it)."""
+    peer = procs.start_te_peer(tmp_path, "P2PHANDSHAKE", size="16M", seed=8)
+    p = procs.popen([binary(*TE_GPU), "--faults", "--target", peer.name,
+                     "--target_addr", str(peer.addr), "--target_size",
+                     str(peer.size)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    env=te_env({"MC_CUDA_LIBRARY": binary(*FAKE_CUDA),
+                                "MC_GPU_STAGE_CHUNK": "65536",
+                                "MC_GPU_STAGE_BUFFERS": "1"}))
+    out, err = p.communicate(timeout=180 * SCALE)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in err, err
+    assert p.returncode == 0, out + err
+    lines = out.splitlines()
+    assert "ok faults 8" in lines, out
+    # The local transport's and a peer server's driver copies too.
+    assert "ok faults_local" in lines and "ok faults_serve" in lines, out
+    # The driver's error reached the log, named.
+    assert "700" in err or "ILLEGAL" in err.upper(), err
+
+
 def test_device_tag_without_a_driver_is_refused(procs, tmp_path):
     """Where no driver can be loaded, a "cuda:0" tag cannot be honoured:
     te_register refuses it (MC_ENOTSUPPORTED, the reason logged), while
