@@ -604,6 +604,7 @@ class MooncakeDistributedStore:
         self._setup_lock = threading.Lock()
         self._closed = False
         self._mem_pool = None        # setup_dummy's mem_pool_size memory
+        self._home = None            # setup_dummy's mooncake_client
         self._sess_lock = threading.Lock()
         self._get_sessions = {}      # key bytes -> mooncake_object_t
         self._put_sessions = {}      # key bytes -> mooncake_writer_t
@@ -740,8 +741,11 @@ class MooncakeDistributedStore:
         MOONCAKE_TE_META_DATA_SERVER), as SGLang's standalone mode sets
         them. mem_pool_size bytes of host memory are reserved for
         alloc_from_mem_pool. Calls go straight to the pool, not through
-        the mooncake_client over IPC (python/README.md). 0, or
-        INVALID_PARAMS (-600) when nothing answers at server_address."""
+        the mooncake_client over IPC (python/README.md); puts without a
+        preferred segment prefer the mooncake_client's (its segment name
+        is server_address), so values land in its memory as upstream's
+        do. 0, or INVALID_PARAMS (-600) when nothing answers at
+        server_address."""
         try:
             pool = parse_size("mem_pool_size", mem_pool_size)
             buf = parse_size("local_buffer_size", local_buffer_size)
@@ -755,6 +759,8 @@ class MooncakeDistributedStore:
         rc = self._setup(None, None, 0, buf, None, None, None)
         if rc == OK and pool:
             self._mem_pool = _MemPool(pool)
+        if rc == OK:
+            self._home = server_address
         return rc
 
     def close(self):
@@ -764,6 +770,7 @@ class MooncakeDistributedStore:
         with self._setup_lock:
             self._end_sessions()
             self._closed = True
+            self._home = None
             return _L.mooncake_store_close(self._h)
 
     def health_check(self):
@@ -798,7 +805,9 @@ class MooncakeDistributedStore:
         n keys; raises _BadConfig for a replica_num libmooncake would
         refuse or group_ids that do not match the keys."""
         if config is None or config is _DEFAULT_CONFIG:
-            return None, None
+            if not self._home:
+                return None, None
+            config = _DEFAULT_CONFIG
         _group_ids(config.group_ids, n)
         if config.soft_pin_ttl_ms is not None and \
                 config.soft_pin_action != SoftPinAction.ENABLE:
@@ -811,9 +820,13 @@ class MooncakeDistributedStore:
             segs.append(config.preferred_segment)
         segs += [x for x in (config.preferred_segments or []) if x]
         if config.prefer_alloc_in_same_node:
-            me = self.get_hostname()
+            me = self._home or self.get_hostname()
             if me:
                 segs.append(me)
+        if self._home and not segs:
+            # A setup_dummy store's puts go to its mooncake_client's
+            # memory first, as upstream's go through that client.
+            segs.append(self._home)
         segs = list(dict.fromkeys(segs))
         soft = bool(config.with_soft_pin) or \
             config.soft_pin_action == SoftPinAction.ENABLE

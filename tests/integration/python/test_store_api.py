@@ -143,10 +143,22 @@ def test_setup_dummy_beside_a_mooncake_client(master, members, stores,
     assert d.register_buffer(a2, 1 << 20) == 0
     ctypes.memmove(a2, rand(1 << 20, 2).tobytes(), 1 << 20)
     assert d.put_from("dummy-obj", a2, 1 << 20) == 0
-    # The dummy contributes no segment: the object is on a member.
+    # The dummy contributes no segment: its objects land in its
+    # mooncake_client's memory (with two members, each of 8 puts would
+    # otherwise have even odds of landing on the other).
+    for i in range(8):
+        assert d.put_from(f"dummy-obj{i}", a2, 4096) == 0
+    for k in ["dummy-obj"] + [f"dummy-obj{i}" for i in range(8)]:
+        eps = {r.get_memory_descriptor().buffer_descriptor.transport_endpoint
+               for r in d.get_replica_desc(k)}
+        assert eps == {real}, (k, eps)
+    # An explicit preference still wins.
+    cfg = mstore.ReplicateConfig()
+    cfg.preferred_segment = members[1].name
+    assert d.put_from("dummy-elsewhere", a2, 4096, cfg) == 0
     eps = {r.get_memory_descriptor().buffer_descriptor.transport_endpoint
-           for r in d.get_replica_desc("dummy-obj")}
-    assert eps <= {m.name for m in members}
+           for r in d.get_replica_desc("dummy-elsewhere")}
+    assert eps == {members[1].name}, eps
     other = setup7(stores(), master, seg=0)
     assert other.get("dummy-obj") == rand(1 << 20, 2).tobytes()
     # Nothing at the address: a code, not a hang or an exception.
