@@ -32,6 +32,14 @@ def client(stores, m):
     return s
 
 
+def registered(s, seed):
+    """2 x 256 KiB of random bytes, registered with s."""
+    buf = np.random.default_rng(seed).integers(0, 256, 2 * OBJ,
+                                               dtype=np.uint8)
+    assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+    return buf
+
+
 def put_pairs(s, mstore, grouped, buf):
     """PAIRS pages of two objects (k, v) of 256 KiB: 12 of the member's
     16 MiB."""
@@ -75,9 +83,7 @@ def scenario(procs, tmp_path, stores, mstore, grouped):
     m, member = pool(procs, tmp_path, "--default_kv_lease_ttl", "200")
     try:
         s = client(stores, m)
-        buf = np.random.default_rng(7).integers(0, 256, 2 * OBJ,
-                                                dtype=np.uint8)
-        assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+        buf = registered(s, 7)
         put_pairs(s, mstore, grouped, buf)
         order = list(range(PAIRS))
         random.Random(3).shuffle(order)
@@ -115,9 +121,7 @@ def test_a_read_lease_covers_the_whole_group(procs, tmp_path, stores,
     m, member = pool(procs, tmp_path, "--default_kv_lease_ttl", "5000")
     try:
         s = client(stores, m)
-        buf = np.random.default_rng(8).integers(0, 256, 2 * OBJ,
-                                                dtype=np.uint8)
-        assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+        buf = registered(s, 8)
         g = mstore.ReplicateConfig()
         g.group_ids = ["leased"]  # one id for every key of the call
         ptr = buf.ctypes.data
@@ -145,9 +149,7 @@ def test_groups_survive_a_master_restart(procs, tmp_path, stores, mstore):
     m, member = pool(procs, tmp_path, "--default_kv_lease_ttl", "200")
     try:
         s = client(stores, m)
-        buf = np.random.default_rng(9).integers(0, 256, 2 * OBJ,
-                                                dtype=np.uint8)
-        assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+        buf = registered(s, 9)
         put_pairs(s, mstore, True, buf)
         m.kill()
         m.start()
