@@ -50,10 +50,9 @@ static int parse_transport(struct te_engine *eng, const char *t, char *err,
 		return 0;
 	}
 	if (!strcmp(t, "rdma")) {
-		snprintf(err, errlen,
-			 "transport 'rdma' was asked for, but this build "
-			 "has no RDMA transport yet (use tcp or shm)");
-		return MC_ENOTSUPPORTED;
+		int rc = te_rdma_check(NULL, err, errlen);
+		eng->forced_tp = TE_TP_TCP; /* the fallback, when allowed */
+		return rc;
 	}
 	eng->forced_tp = te__transport_index(t);
 	if (eng->forced_tp < 0) {

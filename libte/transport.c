@@ -6,12 +6,17 @@
  * The core reaches transports through their ops only (naming one by its
  * TE_TP_ index at most: MC_FORCE_TCP, batch.c's fallbacks), and they
  * call down into task.c, memreg.c and copy.c only. Asking for RDMA, which no folder
- * provides yet, fails in engine.c with a message that says so.
+ * provides yet, is answered by te_rdma_check() here: the registry knows
+ * what rdma's folder holds so far (its NIC discovery).
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "mc_log.h"
 #include "te_int.h"
+#include "transport/rdma/topo.h"
 #include "mooncake/mc_err.h"
 
 static const struct te_transport_ops *const builtin[TE_TP_COUNT] = {
@@ -76,4 +81,46 @@ int te_counters(struct te_engine *eng, const char *transport,
 	out->failed_requests = atomic_load(&tp->failed_requests);
 	out->served_bytes = atomic_load(&tp->served_bytes);
 	return 0;
+}
+
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0");
+}
+
+int te_rdma_check(const char *devices, char *err, size_t errlen)
+{
+	struct rdma_topo_opts o = { .devices = devices, .gid_index = -1 };
+	struct rdma_topo t;
+	char why[256] = "";
+	int rc;
+
+	if (env_on("MC_FORCE_TCP")) {
+		mc_log_warn("te", "transport rdma asked for; MC_FORCE_TCP is "
+				  "set: tcp serves instead");
+		return 0;
+	}
+	rc = rdma_topo_discover(&o, &t, why, sizeof(why));
+	if (!rc) {
+		snprintf(why, sizeof(why),
+			 "this build has no rdma transport yet (%zu RDMA "
+			 "device%s here, %s first)",
+			 t.n_nics, t.n_nics == 1 ? "" : "s", t.nics[0].name);
+		rdma_topo_free(&t);
+	}
+	if (env_on("MC_RDMA_FALLBACK_TCP")) {
+		mc_log_warn("te",
+			    "transport rdma asked for: %s; tcp serves instead, "
+			    "as MC_RDMA_FALLBACK_TCP allows",
+			    why);
+		return 0;
+	}
+	snprintf(err, errlen,
+		 "transport 'rdma' was asked for, but %s; use tcp, or set "
+		 "MC_RDMA_FALLBACK_TCP=1 to run over tcp when rdma cannot "
+		 "serve",
+		 why);
+	return MC_ENOTSUPPORTED;
 }

@@ -228,6 +228,17 @@ int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
  */
 char *te_topology_json(void);
 
+/**
+ * A request for the rdma transport, which this build does not have yet
+ * (issue 19): 0 when tcp is to serve instead because the user allows it
+ * (MC_FORCE_TCP, upstream's, or MC_RDMA_FALLBACK_TCP=1; a warning says
+ * so); otherwise MC_ENOTSUPPORTED with err saying what is missing (no
+ * RDMA device on this host, a device named in devices that is not there,
+ * or devices found but no rdma transport in this build) and how to fall
+ * back. devices: upstream's device_name list, NULL or "" for any.
+ */
+int te_rdma_check(const char *devices, char *err, size_t errlen);
+
 /** NUMA node holding the page at addr (-1 when unknown). */
 int te_mem_numa_node(const void *addr);
 

@@ -42,6 +42,9 @@ MOONCAKE_API int mooncake_te_engine_create(const char *metadata,
 					   struct te_engine **out, char *err,
 					   size_t errlen);
 MOONCAKE_API void mooncake_te_engine_destroy(struct te_engine *eng);
+/** te_rdma_check(): 0 when tcp may serve a request for rdma. */
+MOONCAKE_API int mooncake_te_rdma_check(const char *devices, char *err,
+					size_t errlen);
 MOONCAKE_API const char *mooncake_te_engine_name(const struct te_engine *eng);
 MOONCAKE_API const char *
 mooncake_te_engine_rpc_address(const struct te_engine *eng);

@@ -67,7 +67,8 @@ static const struct mc_opt client_opts[] = {
 	    "Transfer-engine metadata: http://h:p/metadata, etcd://h:p or "
 	    "P2PHANDSHAKE."),
 	OPT("protocol", MC_OPT_STRING, protocol, "tcp", 0, 0,
-	    "Transport: tcp (rdma is not built yet)."),
+	    "Transport: tcp (rdma is not built yet: it is refused with the "
+	    "reason, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
 	OPT("device_names", MC_OPT_STRING, device_names, "", 0, 0,
 	    "RDMA devices (ignored for tcp)."),
 	OPT("threads", MC_OPT_INT, threads, "1", 1, 1024,

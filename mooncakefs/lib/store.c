@@ -72,7 +72,7 @@ static void segment_desc(struct mooncake_store *s, Mcrpc__Segment *d)
 	d->endpoint = s->name;
 	d->base_addr = (uint64_t)(uintptr_t)s->seg->pool;
 	d->size = s->seg->size;
-	d->protocol = s->cfg.protocol;
+	d->protocol = (char *)s->protocol;
 	d->host_id = s->host_id;
 }
 
@@ -200,15 +200,25 @@ static void teardown(struct mooncake_store *s, bool leave)
 	mcs_cfg_release(&s->cfg);
 }
 
-static int check_protocol(const char *p)
+/* The protocol asked for; rdma serves as tcp only where the user allows
+ * the fallback (te_rdma_check). *used: what the segment says it speaks. */
+static int check_protocol(const char *p, const char *devices, const char **used)
 {
+	char err[TE_ERR_LEN] = "";
+	int rc;
+
+	*used = p ? p : "";
 	if (!p || !*p || !strcmp(p, "tcp"))
 		return 0;
 	if (!strcmp(p, "rdma")) {
-		mc_log_err("store",
-			   "protocol rdma: NOT_SUPPORTED (-1012): this build "
-			   "has no RDMA transport; use tcp");
-		return MC_ENOTSUPPORTED;
+		*used = "tcp";
+		rc = te_rdma_check(devices, err, sizeof(err));
+		if (rc)
+			mc_log_err("store",
+				   "protocol rdma: NOT_SUPPORTED "
+				   "(-1012): %s",
+				   err);
+		return rc;
 	}
 	mc_log_err("store", "protocol '%s': NOT_SUPPORTED (-1012); use tcp", p);
 	return MC_ENOTSUPPORTED;
@@ -428,7 +438,7 @@ static int do_setup(struct mooncake_store *s)
 			     (unsigned)s->cfg.transfer_timeout_ms);
 	else
 		s->transfer_ms_set = true;
-	rc = check_protocol(s->cfg.protocol);
+	rc = check_protocol(s->cfg.protocol, s->cfg.device_name, &s->protocol);
 	if (!rc)
 		rc = create_engine(s);
 	if (!rc)

@@ -34,7 +34,9 @@ static const struct mc_opt mcs_opts[] = {
 	    local_buffer_size, "0", 0, 0,
 	    "Staging buffer for put/get of unregistered memory (0: none)."),
 	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
-	    0, "Transport: tcp (rdma is not built yet)."),
+	    0,
+	    "Transport: tcp (rdma is not built yet: it is refused with the "
+	    "reason, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
 	OPT("device_name", "MOONCAKE_DEVICE", MC_OPT_STRING, device_name, "", 0,
 	    0, "RDMA devices (ignored for tcp)."),
 	OPT("master_server_address", "MOONCAKE_MASTER", MC_OPT_STRING,

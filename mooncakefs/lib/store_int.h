@@ -49,6 +49,7 @@ struct mooncake_store {
 	enum mcs_state state;
 	struct mcs_cfg cfg;
 	char *name; /* the engine's name, kept until destroy */
+	const char *protocol; /* what the segment speaks (check_protocol) */
 	struct te_engine *eng;
 	struct mcs_master *master;
 	uint8_t client_id[MCS_CLIENT_ID_LEN];

@@ -31,6 +31,11 @@ int mooncake_te_engine_create(const char *metadata,
 	return te_engine_create(&cfg, out, err, errlen);
 }
 
+int mooncake_te_rdma_check(const char *devices, char *err, size_t errlen)
+{
+	return te_rdma_check(devices, err, errlen);
+}
+
 void mooncake_te_engine_destroy(struct te_engine *eng)
 {
 	if (eng)

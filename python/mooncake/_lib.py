@@ -123,6 +123,7 @@ TE_PROTOTYPES = {
                                           c_int, c_char_p, POINTER(ENG),
                                           c_char_p, c_size_t]),
     "mooncake_te_engine_destroy": (None, [ENG]),
+    "mooncake_te_rdma_check": (c_int, [c_char_p, c_char_p, c_size_t]),
     "mooncake_te_engine_name": (c_char_p, [ENG]),
     "mooncake_te_engine_rpc_address": (c_char_p, [ENG]),
     "mooncake_te_register": (c_int, [ENG, c_void_p, c_size_t, c_char_p,

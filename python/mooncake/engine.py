@@ -285,6 +285,16 @@ class TransferEngine:
 
     def _init(self, local_hostname, metadata, protocol, device_name):
         proto = (protocol or "tcp").lower()
+        if proto == "rdma":
+            # No rdma transport in this build yet: tcp serves only where
+            # the user allows it (MC_FORCE_TCP, MC_RDMA_FALLBACK_TCP=1).
+            err = ctypes.create_string_buffer(_ERRLEN)
+            if _L.mooncake_te_rdma_check(
+                    (device_name or "").encode() or None, err, _ERRLEN):
+                raise NotSupportedError(
+                    f"TransferEngine.initialize(): {_err(err)} "
+                    f"(NOT_SUPPORTED -1012)")
+            proto = "tcp"
         if proto in ("tcp", ""):
             transport = None       # the engine picks per request
         elif proto in ("shm", "local"):

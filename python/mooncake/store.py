@@ -14,7 +14,10 @@ does), and a store may be used from any number of threads at once.
 Differences from upstream, on purpose:
 
 - ``protocol="rdma"`` (where this build has no RDMA) makes ``setup``
-  raise NotSupportedError, instead of a crash or a bare code later. CUDA
+  raise NotSupportedError saying what is missing (no RDMA device, or no
+  rdma transport in this build), instead of a crash or a bare code later;
+  with ``MC_RDMA_FALLBACK_TCP=1`` (or upstream's ``MC_FORCE_TCP``) tcp
+  serves instead, with a warning. CUDA
   device memory is accepted by ``register_buffer`` and the zero-copy
   calls (staged through pinned host buffers by the transfer engine).
 - ``put``/``put_parts``/``put_batch`` and ``get``/``get_batch``/
@@ -716,10 +719,14 @@ class MooncakeDistributedStore:
                                              buf, s(proto), s(dev),
                                              s(master))
         if rc == NOT_SUPPORTED:
+            why = "is not available in this build of libmooncake"
+            if proto == "rdma":
+                err = ctypes.create_string_buffer(512)
+                if _L.mooncake_te_rdma_check(s(dev), err, 512):
+                    why = err.value.decode(errors="replace")
             raise NotSupportedError(
-                f"setup(): protocol {proto or '(from the configuration)'!r} "
-                f"is not available in this build of libmooncake "
-                f"(NOT_SUPPORTED -1012); use protocol='tcp'")
+                f"setup(): protocol {proto or '(from the configuration)'!r}: "
+                f"{why} (NOT_SUPPORTED -1012); use protocol='tcp'")
         if rc:
             log.error("setup failed: %s", strerror(rc))
         return rc

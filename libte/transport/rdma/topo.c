@@ -401,6 +401,7 @@ int rdma_topo_discover(const struct rdma_topo_opts *o, struct rdma_topo *out,
 	int port = o->port > 0 ? o->port : 1;
 	char **devs = list_dir(root, "class/infiniband"), **nodes, name[64];
 	size_t n = 0;
+	bool devs_found;
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -420,6 +421,7 @@ int rdma_topo_discover(const struct rdma_topo_opts *o, struct rdma_topo *out,
 	}
 	for (size_t i = 0; devs && devs[i]; i++)
 		n++;
+	devs_found = n > 0;
 	out->nics = calloc(n ? n : 1, sizeof(*out->nics));
 	if (!out->nics) {
 		free_list(devs);
@@ -437,10 +439,12 @@ int rdma_topo_discover(const struct rdma_topo_opts *o, struct rdma_topo *out,
 	free_list(devs);
 	if (!out->n_nics) {
 		snprintf(err, errlen,
-			 "no RDMA device%s (%s/class/infiniband is empty or "
-			 "filtered out)",
+			 "no RDMA device%s (%s/class/infiniband %s)",
 			 o->devices && *o->devices ? " of those named" : "",
-			 root);
+			 root,
+			 devs_found ?
+				 "lists none that the filters let through" :
+				 "lists none");
 		rdma_topo_free(out);
 		return -ENODEV;
 	}

@@ -435,8 +435,9 @@ def test_initialize_edges(meng, procs, tmp_path):
     e = meng.TransferEngine()
     with pytest.raises(RuntimeError, match="not initialized"):
         e.get_rpc_port()
-    with pytest.raises(meng.NotSupportedError, match="rdma"):
+    with pytest.raises(meng.NotSupportedError, match="rdma") as ei:
         e.initialize("127.0.0.1", P2P, "rdma", "mlx5_0")
+    assert "MC_RDMA_FALLBACK_TCP" in str(ei.value), str(ei.value)
     # a metadata service that is not there
     assert e.initialize("127.0.0.1:%d" % free_port(),
                         "http://127.0.0.1:1/metadata", "tcp", "") == -1
@@ -492,3 +493,14 @@ def test_restarted_peer_is_found_again(meng, procs, tmp_path):
     assert np.array_equal(y[:4096], src[:4096])
     b2.close()
     a.close()
+
+
+def test_rdma_falls_back_to_tcp_only_when_allowed(meng, monkeypatch):
+    """initialize(..., "rdma", ...) where rdma cannot serve: refused with
+    the reason, or served over tcp where MC_RDMA_FALLBACK_TCP=1 allows."""
+    e = meng.TransferEngine()
+    with pytest.raises(meng.NotSupportedError, match="MC_RDMA_FALLBACK_TCP"):
+        e.initialize("127.0.0.1", P2P, "rdma", "")
+    monkeypatch.setenv("MC_RDMA_FALLBACK_TCP", "1")
+    assert e.initialize("127.0.0.1", P2P, "rdma", "") == 0
+    assert e.get_rpc_port() > 0
