@@ -37,7 +37,7 @@
 #   --smp N           VM CPUs (default 2; 1 makes ping-pong ~60x slower)
 #   --accel A         kvm or tcg, no fallback. Default: KVM when /dev/kvm
 #                     opens, falling back to TCG when the KVM boot fails
-#                     or has not reached /init within 30s (a broken nested
+#                     or has not reached /init within 10s (a broken nested
 #                     KVM hangs; remembered in the cache directory, per
 #                     host kernel and qemu version). The choice is printed.
 #   --rw DIR          also share DIR writable, at the same path (repeatable):
@@ -345,7 +345,7 @@ done
 # boot here (a nested KVM can hang: noted in $KVM_BAD per host kernel and
 # qemu version); a KVM boot that has not reached /init within
 # $KVM_ALIVE_S seconds is dropped for TCG.
-KVM_ALIVE_S=${MC_RDMA_VM_KVM_ALIVE_S:-30}
+KVM_ALIVE_S=${MC_RDMA_VM_KVM_ALIVE_S:-10}
 KVM_BAD=$CACHE/kvm-broken.$(uname -r).$(qemu-system-x86_64 --version |
 	sed -n '1s/.*version \([^ ]*\).*/\1/p')
 fallback=0
