@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # What a test run must not leave behind: /dev/shm/mooncake.* files, FUSE
-# mounts, and processes of this checkout's builds (or the etcd and
-# redis-server the tests start, and qemu). scripts/test.sh takes a snapshot before
-# the tests and checks after each ctest pass.
+# mounts, and processes of this checkout's builds (or the etcd,
+# redis-server and qemu the tests start). scripts/test.sh takes a snapshot
+# before the tests and checks after each ctest pass.
 #
 #   scripts/leftovers.sh snapshot DIR      record what exists now
 #   scripts/leftovers.sh check DIR [WHAT]  fail (exit 1) listing what
