@@ -48,7 +48,7 @@
 #                     ~/.cache/mooncakefs/rdma-vm when that is not writable;
 #                     also MC_RDMA_VM_CACHE)
 #   --prepare         fetch the kernel and build the initramfs, boot nothing
-#   -v, --verbose     print the VM's console too
+#   -v, --verbose     print the VM's console too (kernel messages included)
 set -euo pipefail
 
 ME=rdma_vm
@@ -216,6 +216,11 @@ if [ -n "$kpkg" ]; then
 	deb=$(ls -t "$CACHE/${kpkg}"_*.deb 2>/dev/null | head -n1) || true
 fi
 if [ -z "$deb" ] && [ -n "$kpkg" ]; then
+	exec 9>"$CACHE/.lock"
+	flock 9
+	deb=$(ls -t "$CACHE/${kpkg}"_*.deb 2>/dev/null | head -n1) || true
+fi
+if [ -z "$deb" ] && [ -n "$kpkg" ]; then
 	say "downloading $kpkg into $CACHE"
 	dl=$(mktemp -d "$CACHE/download.XXXXXX")
 	sandbox=()
@@ -231,6 +236,7 @@ if [ -z "$deb" ] && [ -n "$kpkg" ]; then
 		[ "$old" = "$deb" ] || rm -f "$old"
 	done
 fi
+exec 9>&-
 if [ -z "$deb" ]; then
 	deb=$(ls -t "$CACHE"/linux-image-*.deb 2>/dev/null | head -n1) || true
 	[ -n "$deb" ] || unavailable "no kernel: apt-cache depends linux-image-amd64 names none and $CACHE holds none"
@@ -363,6 +369,8 @@ if [ -z "$ACCEL" ]; then
 	fi
 fi
 
+quiet="quiet loglevel=3"
+[ $VERBOSE = 0 ] || quiet=loglevel=7
 start=$(date +%s.%N)
 elapsed() { echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}'; }
 past() { awk -v e="$(elapsed)" -v t="$1" 'BEGIN { exit !(e >= t) }'; }
@@ -377,7 +385,7 @@ boot() {
 		-no-user-config -display none -monitor none -no-reboot \
 		-accel "$1" -cpu max -m "$MEM" -smp "$SMP" \
 		-kernel "$IMG/kernel" -initrd "$IMG/initrd.gz" \
-		-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
+		-append "console=ttyS0 $quiet panic=-1 rdinit=/init" \
 		-chardev "file,id=con,path=$RUN/console.log" -serial chardev:con \
 		"${shares[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &
 	qpid=$!
