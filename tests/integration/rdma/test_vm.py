@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from mctest import SCALE, SOURCE, TE_PEER, binary  # noqa: E402
@@ -72,24 +74,43 @@ def in_vm(result_path):
 
 # ------------------------------------------------------- on the host
 
-def test_rdma_vm(tmp_path):
-    import pytest
+@pytest.fixture(scope="module")
+def harness():
+    """The harness, its kernel and initramfs ready; skips, saying why,
+    where no VM can run (no qemu; the kernel download impossible: exit
+    77)."""
     if not shutil.which("qemu-system-x86_64"):
         pytest.skip("qemu-system-x86_64 not found "
                     "(scripts/setup.sh installs qemu-system-x86)")
-    te_peer = binary(*TE_PEER)  # the build under test must have it
-    # The kernel download and initramfs build, apart from the boot: a
-    # machine where they cannot be had skips (exit 77), saying why.
     p = subprocess.run([HARNESS, "--prepare"], capture_output=True,
                        text=True, timeout=600)
     if p.returncode == 77:
         pytest.skip(p.stderr.strip().splitlines()[-1])
     assert p.returncode == 0, p.stdout + p.stderr
+    return HARNESS
 
+
+def qemus_sharing(path):
+    """qemu processes whose command line names path (a --rw share)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"qemu-system-x86_64") and \
+                any(str(path).encode() in a for a in argv):
+            found.append(int(pid))
+    return found
+
+
+def test_rdma_vm(harness, tmp_path):
+    te_peer = binary(*TE_PEER)  # the build under test must have it
     result = tmp_path / "result.json"
     t0 = time.monotonic()
     p = subprocess.run(
-        [HARNESS, "-t", str(VM_TIMEOUT), "--rw", str(tmp_path), "--",
+        [harness, "-t", str(VM_TIMEOUT), "--rw", str(tmp_path), "--",
          "/usr/bin/python3", os.path.abspath(__file__), "--in-vm",
          str(result)],
         capture_output=True, text=True, timeout=VM_TIMEOUT + 60)
@@ -120,6 +141,36 @@ def test_rdma_vm(tmp_path):
     t = r["te_peer"]
     assert t["argv"][0] == te_peer, t
     assert "usage: te_peer" in t["out"] + t["err"], t
+
+
+
+def test_exit_status_and_output(harness):
+    """The command's status, stdout and stderr come back apart; it ran in
+    the caller's directory with the caller's environment and the
+    harness's own variables."""
+    p = subprocess.run(
+        [harness, "-t", str(VM_TIMEOUT), "-e", "MC_VM_EXTRA=x y", "--",
+         "/bin/sh", "-c", 'echo "out $PWD $MC_VM_CALLER $MC_VM_EXTRA '
+         '$MC_RDMA_DEVICE"; echo err >&2; exit 7'],
+        capture_output=True, text=True, timeout=VM_TIMEOUT + 60,
+        cwd=HERE, env=dict(os.environ, MC_VM_CALLER="caller"))
+    assert p.returncode == 7, p.stdout + p.stderr
+    assert p.stdout == f"out {HERE} caller x y rxe0\n", p.stdout + p.stderr
+    assert p.stderr.startswith("err\n") or "\nerr\n" in p.stderr, p.stderr
+
+
+def test_timeout_kills_the_vm(harness, tmp_path):
+    """A command that hangs ends with exit 124, a message that says so,
+    and no qemu left (the VM is found by the directory it shares)."""
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [harness, "-t", "20", "--rw", str(tmp_path), "--", "sleep", "600"],
+        capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert "TIMEOUT: the VM ran past 20s" in p.stderr, p.stderr
+    assert took < 60, took
+    assert qemus_sharing(tmp_path) == []
 
 
 if __name__ == "__main__":
