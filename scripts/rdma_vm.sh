@@ -26,8 +26,10 @@
 # exits with CMD's exit status. Its own failures:
 #   124  the timeout ran out (the VM is killed; what CMD wrote so far and
 #        the end of the VM's console are printed)
-#   125  the VM ended without a result (console printed)
+#   125  the VM ended without a result (console printed), or preparing
+#        it failed
 #   77   the VM cannot run here: no qemu-system-x86_64, no kernel package
+#   2    bad options
 # The qemu process never outlives this script (it dies with it, even on
 # SIGKILL, through PR_SET_PDEATHSIG).
 #
@@ -69,17 +71,22 @@ ib_uverbs rdma_ucm"
 die() { echo "$ME: $*" >&2; exit 125; }
 unavailable() { echo "$ME: VM unavailable: $*" >&2; exit 77; }
 say() { echo "$ME: $*" >&2; }
+bad() { echo "$ME: $*" >&2; exit 2; }
 
 usage() { sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit "$1"; }
 
 while [ $# -gt 0 ]; do
+	case $1 in -t | --timeout | -m | --mem | --smp | --accel | --rw | -e | --cache)
+		[ $# -ge 2 ] || bad "$1 needs a value" ;;
+	esac
 	case $1 in
 	-t | --timeout) TIMEOUT=$2; shift 2 ;;
 	-m | --mem) MEM=$2; shift 2 ;;
 	--smp) SMP=$2; shift 2 ;;
 	--accel) ACCEL=$2; shift 2 ;;
-	--rw) RW+=("$(cd "$2" && pwd -P)") || die "--rw $2: no such directory"; shift 2 ;;
-	-e) [[ $2 == [A-Za-z_]*=* ]] || die "-e $2: want NAME=VALUE"
+	--rw) d=$(cd "$2" 2>/dev/null && pwd -P) || bad "--rw $2: no such directory"
+		RW+=("$d"); shift 2 ;;
+	-e) [[ $2 == [A-Za-z_]*=* ]] || bad "-e $2: want NAME=VALUE"
 		SETENV+=("$2"); shift 2 ;;
 	--cache) CACHE=$2; shift 2 ;;
 	--prepare) PREPARE=1; shift ;;
@@ -90,8 +97,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || [ $PREPARE = 1 ] || usage 2
-[[ $TIMEOUT =~ ^[0-9]+$ ]] || die "--timeout $TIMEOUT: want seconds"
-case $ACCEL in '' | kvm | tcg) ;; *) die "--accel $ACCEL: want kvm or tcg" ;; esac
+[[ $TIMEOUT =~ ^[0-9]+$ ]] || bad "--timeout $TIMEOUT: want seconds"
+case $ACCEL in '' | kvm | tcg) ;; *) bad "--accel $ACCEL: want kvm or tcg" ;; esac
 
 command -v qemu-system-x86_64 >/dev/null ||
 	unavailable "qemu-system-x86_64 not found (scripts/setup.sh installs qemu-system-x86)"
@@ -324,7 +331,7 @@ trap 'exit 143' TERM
 	echo "RW_DIRS='${RW[*]}'"
 } >"$RUN/vm.conf"
 for d in "${RW[@]}"; do
-	[[ $d != *[[:space:]\']* ]] || die "--rw $d: no spaces or quotes, please"
+	[[ $d != *[[:space:]\']* ]] || bad "--rw $d: no spaces or quotes, please"
 done
 {
 	echo "# made by scripts/rdma_vm.sh"
