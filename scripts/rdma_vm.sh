@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck disable=SC2012 # ls -t on Debian's package file names
 # Run a command inside a small QEMU VM that has a soft-RoCE device (rdma_rxe
 # on a veth pair), for testing RDMA on machines without an RDMA NIC.
 #
@@ -73,7 +74,7 @@ unavailable() { echo "$ME: VM unavailable: $*" >&2; exit 77; }
 say() { echo "$ME: $*" >&2; }
 bad() { echo "$ME: $*" >&2; exit 2; }
 
-usage() { sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit "$1"; }
+usage() { sed -n '4,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit "$1"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in -t | --timeout | -m | --mem | --smp | --accel | --rw | -e | --cache)
@@ -315,6 +316,7 @@ fi
 
 RUN=$(mktemp -d /tmp/rdma_vm.XXXXXX)
 qpid=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	if [ -n "$qpid" ]; then
 		kill -KILL "$qpid" 2>/dev/null || true
