@@ -35,7 +35,7 @@
 # SIGKILL, through PR_SET_PDEATHSIG).
 #
 # Options:
-#   -t, --timeout S   whole run, boot included (default 300)
+#   -t, --timeout S   from qemu's start, boot included (default 300)
 #   -m, --mem MIB     VM memory (default 1024)
 #   --smp N           VM CPUs (default 2; 1 makes ping-pong ~60x slower)
 #   --accel A         kvm or tcg, no fallback. Default: KVM when /dev/kvm
