@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # What a test run must not leave behind: /dev/shm/mooncake.* files, FUSE
-# mounts, and processes of this checkout's builds (or the etcd and
-# redis-server the tests start). scripts/test.sh takes a snapshot before
-# the tests and checks after each ctest pass.
+# mounts, and processes of this checkout's builds (or the etcd,
+# redis-server and qemu the tests start). scripts/test.sh takes a snapshot
+# before the tests and checks after each ctest pass.
 #
 #   scripts/leftovers.sh snapshot DIR      record what exists now
 #   scripts/leftovers.sh check DIR [WHAT]  fail (exit 1) listing what
@@ -26,14 +26,15 @@ fuse_mounts() {
 	awk '$3 ~ /^fuse/ { print $2 }' /proc/self/mounts | sort
 }
 
-# pid and program of the processes of this checkout, etcd and redis-server.
+# pid and program of the processes of this checkout, etcd, redis-server
+# and qemu (scripts/rdma_vm.sh's VMs).
 our_procs() {
 	local exe
 	for d in /proc/[0-9]*; do
 		exe=$(readlink "$d/exe" 2>/dev/null) || continue
 		exe=${exe% (deleted)}
 		case $exe in
-		"$root"/* | /usr/bin/etcd | /usr/bin/redis-server)
+		"$root"/* | /usr/bin/etcd | /usr/bin/redis-server | /usr/bin/qemu-system-x86_64)
 			echo "${d#/proc/} $exe"
 			;;
 		esac
