@@ -26,7 +26,7 @@ PACKAGES=(
 	# RDMA in a VM (scripts/rdma_vm.sh: soft-RoCE under QEMU; the kernel
 	# is fetched by the script on first use, not here)
 	qemu-system-x86 busybox-static kmod cpio ibverbs-utils
-	ibverbs-providers rdma-core perftest
+	ibverbs-providers perftest
 )
 
 if [ "${1:-}" = --list ]; then
