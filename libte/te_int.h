@@ -406,6 +406,10 @@ int te__transports_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
 			char *err, size_t errlen);
 void te__transports_fini(struct te_engine *eng);
 int te__transport_index(const char *name);
+/** The RDMA devices and priority matrix (transport/rdma/topo.h) as
+ *  {"devices": [...], "priority_matrix": {...}}, with the MC_ variables
+ *  that steer discovery; NULL where there is no RDMA device. */
+json_t *te__rdma_topology(void);
 
 /* handshake.c: the codec of handshake frames; types are upstream's. */
 enum {

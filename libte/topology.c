@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Topology: NUMA nodes (libnuma), network interfaces with their NUMA node
- * and speed (sysfs), and the NUMA node of a buffer. The NIC priority
- * matrix that upstream builds from this arrives with RDMA.
+ * and speed (sysfs), RDMA devices with upstream's NIC priority matrix
+ * (the registry's te__rdma_topology), and the NUMA node of a buffer.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +34,7 @@ static long read_long(const char *dir, const char *name, long def)
 char *te_topology_json(void)
 {
 	json_t *root = json_object(), *nodes = json_array(),
-	       *nics = json_array();
+	       *nics = json_array(), *rdma;
 	struct dirent *d;
 	DIR *dir;
 	char *text;
@@ -68,6 +68,9 @@ char *te_topology_json(void)
 		closedir(dir);
 	json_object_set_new(root, "numa_nodes", nodes);
 	json_object_set_new(root, "nics", nics);
+	rdma = te__rdma_topology();
+	if (rdma)
+		json_object_set_new(root, "rdma", rdma);
 	text = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
 	return text;

@@ -90,9 +90,50 @@ static bool env_on(const char *name)
 	return v && *v && strcmp(v, "0");
 }
 
+/* Discovery as the rdma transport will run it: upstream's variables. */
+static struct rdma_topo_opts env_opts(const char *devices)
+{
+	const char *gid = getenv("MC_GID_INDEX"), *port = getenv("MC_IB_PORT");
+
+	return (struct rdma_topo_opts){
+		.devices = devices,
+		.filters = getenv("MC_TE_FILTERS"),
+		.filters_exclude = getenv("MC_TE_FILTERS_EXCLUDE"),
+		.port = port && *port ? atoi(port) : 0,
+		.gid_index = gid && *gid ? atoi(gid) : -1,
+		.custom_matrix_file = getenv("MC_CUSTOM_TOPO_JSON"),
+	};
+}
+
+json_t *te__rdma_topology(void)
+{
+	struct rdma_topo_opts o = env_opts(NULL);
+	struct rdma_topo t;
+	json_t *devs, *root;
+	char err[256];
+
+	if (rdma_topo_discover(&o, &t, err, sizeof(err)))
+		return NULL;
+	devs = json_array();
+	for (size_t i = 0; i < t.n_nics; i++) {
+		const struct rdma_nic *n = &t.nics[i];
+		json_array_append_new(
+			devs,
+			json_pack("{s:s, s:i, s:i, s:b, s:s, s:i, s:s}", "name",
+				  n->name, "numa_node", n->numa_node, "port",
+				  n->port, "active", n->active, "link_layer",
+				  n->roce ? "Ethernet" : "InfiniBand",
+				  "gid_index", n->gid_index, "gid", n->gid));
+	}
+	root = json_pack("{s:o, s:O}", "devices", devs, "priority_matrix",
+			 t.matrix);
+	rdma_topo_free(&t);
+	return root;
+}
+
 int te_rdma_check(const char *devices, char *err, size_t errlen)
 {
-	struct rdma_topo_opts o = { .devices = devices, .gid_index = -1 };
+	struct rdma_topo_opts o = env_opts(devices);
 	struct rdma_topo t;
 	char why[256] = "";
 	int rc;

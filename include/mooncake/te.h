@@ -223,7 +223,10 @@ int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
 
 /**
  * Topology as JSON: {"numa_nodes": [0, ...], "nics": [{"name": "eth0",
- * "numa_node": -1, "speed_mbps": N}, ...]} from sysfs. malloc'd; the
+ * "numa_node": -1, "speed_mbps": N}, ...]} from sysfs, and where RDMA
+ * devices exist "rdma": {"devices": [{"name", "numa_node", "port",
+ * "active", "link_layer", "gid_index", "gid"}], "priority_matrix":
+ * upstream's {"cpu:0": [[preferred], [available]], ...}}. malloc'd; the
  * caller frees it. NULL when out of memory.
  */
 char *te_topology_json(void);
