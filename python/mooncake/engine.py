@@ -828,7 +828,8 @@ class TransferEngine:
 
     def get_local_topology(self, device_name=None):
         """This host's topology as JSON text: NUMA nodes and NICs from
-        sysfs (ours; upstream lists RDMA devices per NUMA node)."""
+        sysfs, and where RDMA devices exist "rdma" (the devices and
+        upstream's priority_matrix)."""
         p = _L.mooncake_te_topology_json()
         if not p:
             raise MemoryError("te_topology_json")
