@@ -69,8 +69,15 @@ static int pick_transport(struct te_engine *eng, struct te_peer *peer,
 {
 	if (eng->forced_tp >= 0) {
 		struct te_transport *tp = eng->tps[eng->forced_tp];
-		return tp && tp->ops->reachable(tp, peer, req) ?
-			       eng->forced_tp :
+		if (tp && tp->ops->reachable(tp, peer, req))
+			return eng->forced_tp;
+		/* This engine's own memory: copied, as upstream's local
+		 * shortcut, whatever transport is forced (MC_FORCE_TCP puts
+		 * into a client's own segment failed with TRANSFER_FAIL). */
+		tp = eng->tps[TE_TP_LOCAL];
+		return peer == eng->self && tp &&
+				       tp->ops->reachable(tp, peer, req) ?
+			       TE_TP_LOCAL :
 			       -1;
 	}
 	/* The registry's order is the order of preference. */

@@ -1048,5 +1048,15 @@ def test_rdma_falls_back_to_tcp_only_when_allowed(master, members, stores,
         key = f"rdma-fallback-{var}"
         assert s.put(key, b"r" * 4096) == 0
         assert s.get(key) == b"r" * 4096
+        # Into this client's own segment too: with MC_FORCE_TCP that was
+        # TRANSFER_FAIL (-800) before libte copied its own memory
+        # whatever transport is forced (upstream's local shortcut).
+        own = mstore.ReplicateConfig()
+        own.preferred_segment = s.get_hostname()
+        assert s.put(key + "-own", b"o" * 4096, own) == 0
+        eps = {r.get_memory_descriptor().buffer_descriptor.transport_endpoint
+               for r in s.get_replica_desc(key + "-own")}
+        assert eps == {s.get_hostname()}, eps
+        assert s.get(key + "-own") == b"o" * 4096
         s.close()
         monkeypatch.delenv(var)
