@@ -192,10 +192,19 @@ class Shell:
         log.close()
         procs.logs.append(self.log_path)
         self.client = mctest.TeClient(self.proc, self.log_path)
-        name = name or f"127.0.0.1:{free_port()}"
-        procs.own_shm(shm_segment(name))
-        self.ok(f"setup {name} {master.metadata} {seg} {buf} tcp "
-                f"{master.addr}")
+        # A port picked here may be taken before the engine binds it (a
+        # connection of a test running beside this one): a fresh one,
+        # up to three times, for a name of our own choosing.
+        for attempt in range(1 if name else 3):
+            n = name or f"127.0.0.1:{free_port()}"
+            procs.own_shm(shm_segment(n))
+            line = (f"setup {n} {master.metadata} {seg} {buf} tcp "
+                    f"{master.addr}")
+            reply = self.cmd(line)
+            if reply.startswith("ok") or name or \
+                    "in use" not in self.log_path.read_text(errors="replace"):
+                break
+        assert reply.startswith("ok"), f"{line!r} -> {reply!r}"
 
     def cmd(self, line, timeout=60.0):
         return self.client.cmd(line, timeout)
