@@ -65,10 +65,11 @@ ATTR = (f_varint(1, 0o40755) + f_varint(2, 1000) + f_varint(3, 1000)
         + f_varint(4, 2) + f_varint(5, 1) + f_varint(6, 2) + f_varint(7, 3))
 
 
-def put_start(method, ks, sizes, rid, replicas=1):
-    cfg = f_varint(1, replicas) + f_varint(3, 1)
+def put_start(method, ks, sizes, rid, replicas=1, groups=(), pin=True):
+    cfg = f_varint(1, replicas) + (f_varint(3, 1) if pin else b"")
     return frame(method, f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
-                 + f_packed(3, sizes) + f_bytes(4, cfg), rid)
+                 + f_packed(3, sizes) + f_bytes(4, cfg)
+                 + b"".join(f_bytes(6, g) for g in groups), rid)
 
 
 seeds = {
@@ -114,6 +115,31 @@ seeds = {
     + frame(48, keys("r/q/", dir=True), 11)
     + frame(48, keys("r/", dir=True), 12)
     + frame(1, b"", 13),
+    # Group ids (one for all keys, one per key, a count that fits
+    # neither, one too long); reads that touch a group; a put that
+    # evicts from the 1 MiB segment, groups whole.
+    "groups": mount
+    + put_start(13, ["g1a", "g1b"], [300000, 300000], 2, groups=["g1"],
+                pin=False)
+    + frame(14, keys("g1a", "g1b"), 3)
+    + put_start(13, ["g2a", "g2b"], [100000, 100000], 4,
+                groups=["g2", "g2"], pin=False)
+    + frame(14, keys("g2a", "g2b"), 5)
+    + frame(20, keys("g2a"), 6) + frame(22, keys("g1b"), 7)
+    + put_start(13, ["x", "y", "z"], [8, 8, 8], 8, groups=["a", "b"])
+    + put_start(10, ["long"], [8], 9, groups=["L" * 1100])
+    + put_start(10, ["big"], [600000], 10, pin=False)
+    + frame(14, keys("big"), 11) + frame(30, keys("g2b", force=True), 12)
+    + frame(32, f_varint(1, 1), 13),
+    # remove_all and remove_by_regex scoped to a prefix, or leaving one
+    # out (tenants).
+    "tenant_remove": mount
+    + put_start(13, [".tenants/A/k", ".tenants/B/k", "k"], [8, 8, 8], 2,
+                pin=False)
+    + frame(14, keys(".tenants/A/k", ".tenants/B/k", "k"), 3)
+    + frame(33, f_bytes(2, "^k$") + f_bytes(3, ".tenants/A/"), 4)
+    + frame(32, f_varint(1, 1) + f_bytes(4, ".tenants/"), 5)
+    + frame(32, f_varint(1, 1) + f_bytes(3, ".tenants/B/"), 6),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
     # Strings holding a NUL, at the top and nested (-600 before decoding).
