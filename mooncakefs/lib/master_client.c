@@ -314,29 +314,6 @@ static Mcrpc__KeysRequest keys_req(struct mcs_master *m, const struct tkeys *tk,
 	return r;
 }
 
-/* A KeysResponse method: per-key codes into results. */
-static int keys_call(struct mcs_master *m, uint16_t method,
-		     const Mcrpc__KeysRequest *req, size_t n, int *results)
-{
-	Mcrpc__KeysResponse *resp = NULL;
-	int rc;
-
-	rc = call(m, method, req, &resp);
-	if (rc)
-		return rc;
-	if (resp->n_results != n) {
-		rc = -EPROTO;
-	} else {
-		for (size_t i = 0; i < n; i++)
-			results[i] = resp->results[i] ?
-					     mcs_err_from_store(
-						     resp->results[i]->code) :
-					     -EPROTO;
-	}
-	mcs_master_free(resp);
-	return rc;
-}
-
 /* ReplicaList codes to internal codes; -EPROTO when the count is off. */
 static int fix_lists(Mcrpc__ReplicaList **lists, size_t got, size_t want)
 {
@@ -504,10 +481,11 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	return 0;
 }
 
-/* keys_call of keys as the tenant names them; force for Remove. */
-static int tk_keys_call(struct mcs_master *m, uint16_t method,
-			const char *const *keys, size_t n, bool force,
-			int *results)
+/* A KeysRequest of keys as the tenant names them (force: Remove; hold:
+ * GetReplicaList) and its response, of the method's type. */
+static int tk_call(struct mcs_master *m, uint16_t method,
+		   const char *const *keys, size_t n, bool force, bool hold,
+		   void *resp_out)
 {
 	Mcrpc__KeysRequest req;
 	struct tkeys tk;
@@ -518,8 +496,33 @@ static int tk_keys_call(struct mcs_master *m, uint16_t method,
 		return rc;
 	req = keys_req(m, &tk, n);
 	req.force = force;
-	rc = keys_call(m, method, &req, n, results);
+	req.hold = hold;
+	rc = call(m, method, &req, resp_out);
 	free(tk.blk);
+	return rc;
+}
+
+/* A KeysResponse call of keys as the tenant names them (force: Remove):
+ * results[i] the internal code of key i. */
+static int tk_keys_call(struct mcs_master *m, uint16_t method,
+			const char *const *keys, size_t n, bool force,
+			int *results)
+{
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc = tk_call(m, method, keys, n, force, false, &resp);
+
+	if (rc)
+		return rc;
+	if (resp->n_results != n) {
+		rc = -EPROTO;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			results[i] = resp->results[i] ?
+					     mcs_err_from_store(
+						     resp->results[i]->code) :
+					     -EPROTO;
+	}
+	mcs_master_free(resp);
 	return rc;
 }
 
@@ -545,22 +548,14 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    const char *const *keys, size_t n, bool hold,
 			    Mcrpc__GetReplicaListResponse **out)
 {
-	Mcrpc__KeysRequest req;
 	Mcrpc__GetReplicaListResponse *resp = NULL;
-	struct tkeys tk;
 	int rc;
 
 	*out = NULL;
-	rc = tk_map(m, keys, n, &tk);
-	if (rc)
-		return rc;
-	req = keys_req(m, &tk, n);
-	req.hold = hold;
-	rc = call(m,
-		  batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
-			  MCRPC__METHOD__GET_REPLICA_LIST,
-		  &req, &resp);
-	free(tk.blk);
+	rc = tk_call(m,
+		     batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
+			     MCRPC__METHOD__GET_REPLICA_LIST,
+		     keys, n, false, hold, &resp);
 	if (rc)
 		return rc;
 	rc = fix_lists(resp->results, resp->n_results, n);
@@ -575,20 +570,13 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 		     size_t n, int *results)
 {
-	Mcrpc__KeysRequest req;
 	Mcrpc__ExistResponse *resp = NULL;
-	struct tkeys tk;
 	int rc;
 
-	rc = tk_map(m, keys, n, &tk);
-	if (rc)
-		return rc;
-	req = keys_req(m, &tk, n);
-	rc = call(m,
-		  batch ? MCRPC__METHOD__BATCH_EXIST_KEY :
-			  MCRPC__METHOD__EXIST_KEY,
-		  &req, &resp);
-	free(tk.blk);
+	rc = tk_call(m,
+		     batch ? MCRPC__METHOD__BATCH_EXIST_KEY :
+			     MCRPC__METHOD__EXIST_KEY,
+		     keys, n, false, false, &resp);
 	if (rc)
 		return rc;
 	if (resp->n_results != n) {
@@ -606,17 +594,10 @@ int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
 			int64_t *sizes)
 {
-	Mcrpc__KeysRequest req;
 	Mcrpc__GetSizeResponse *resp = NULL;
-	struct tkeys tk;
 	int rc;
 
-	rc = tk_map(m, keys, n, &tk);
-	if (rc)
-		return rc;
-	req = keys_req(m, &tk, n);
-	rc = call(m, MCRPC__METHOD__GET_SIZE, &req, &resp);
-	free(tk.blk);
+	rc = tk_call(m, MCRPC__METHOD__GET_SIZE, keys, n, false, false, &resp);
 	if (rc)
 		return rc;
 	if (resp->n_sizes != n) {

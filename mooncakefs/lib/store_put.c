@@ -155,8 +155,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	sizes = calloc(n, sizeof(*sizes));
 	ended = calloc(n, sizeof(*ended));
 	revoked = calloc(n, sizeof(*revoked));
-	groups = calloc(n, sizeof(*groups));
-	if (!st || !live || !names || !sizes || !ended || !revoked || !groups) {
+	if (!st || !live || !names || !sizes || !ended || !revoked) {
 		for (size_t i = 0; i < n; i++)
 			keys[i].result = -ENOMEM;
 		goto out;
@@ -169,16 +168,27 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		keys[i].result = PENDING;
 		names[n_live] = keys[i].key;
 		sizes[n_live] = st[i].size;
-		groups[n_live] = keys[i].group ? keys[i].group : "";
 		any_group |= keys[i].group && *keys[i].group;
 		live[n_live++] = i;
 	}
 	if (!n_live)
 		goto out;
+	/* Group ids (upstream's group_ids) only when a key has one: most
+	 * puts have none and pay nothing for them. */
+	if (any_group) {
+		groups = malloc(n_live * sizeof(*groups));
+		if (!groups) {
+			rc = -ENOMEM;
+			goto fail_all;
+		}
+		for (size_t j = 0; j < n_live; j++)
+			groups[j] = keys[live[j]].group ? keys[live[j]].group :
+							  "";
+	}
 
 	mcs_replicate_config(cfg, &rcfg);
 	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
-				  NULL, any_group ? groups : NULL, &resp);
+				  NULL, groups, &resp);
 	if (rc)
 		goto fail_all;
 	for (size_t j = 0; j < n_live; j++) {

@@ -1,24 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures of the filesystem tests: a master and a mount (as root; the
 tests skip with the reason where FUSE cannot be used)."""
-import os
-
 import pytest
 
-from mount import Master, Mount
-
-
-def fuse_usable():
-    if os.geteuid() != 0:
-        return "mounting needs root"
-    if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing"
-    return None
+from mount import Master, Mount, fuse_why
 
 
 @pytest.fixture
 def master(procs, tmp_path):
-    why = fuse_usable()
+    why = fuse_why(daemon=False)
     if why:
         pytest.skip(why)
     return Master(procs, tmp_path)

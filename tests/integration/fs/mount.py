@@ -12,6 +12,20 @@ import mctest  # noqa: E402
 from mctest import SCALE, binary, wait_for  # noqa: E402
 from pool import Master, Member, Shell, cleanup_segments, free_port  # noqa
 
+
+def fuse_why(daemon=True):
+    """Why the FUSE mount cannot run here (tests skip with it), or None.
+    daemon=False: the filesystem tests, for which a missing mooncakefs
+    binary is a failure, not a reason to skip."""
+    if os.geteuid() != 0:
+        return "mounting needs root"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing"
+    if daemon and not os.access(os.path.join(mctest.BUILD, "mooncakefs",
+                                             "fuse", "mooncakefs"), os.X_OK):
+        return "mooncakefs (FUSE) not built"
+    return None
+
 MCFS = ("mooncakefs", "fuse", "mooncakefs")
 HELPER = ("mount_helpers", "mount.mooncakefs")
 

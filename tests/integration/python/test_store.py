@@ -17,6 +17,8 @@ import time
 import numpy as np
 import pytest
 
+from mount import fuse_why
+
 import mctest
 from mctest import FAKE_CUDA, SCALE, binary
 
@@ -931,18 +933,6 @@ def test_host_mem_allocator(master, members, stores, mstore):
 
 
 # ---- objects are files under the mount's kv/ -------------------------------
-
-def fuse_why():
-    if os.geteuid() != 0:
-        return "mounting needs root"
-    if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing"
-    import mctest
-    if not os.access(os.path.join(mctest.BUILD, "mooncakefs", "fuse",
-                                  "mooncakefs"), os.X_OK):
-        return "mooncakefs (FUSE) not built"
-    return None
-
 
 def appears(path, timeout=5.0):
     t0 = time.monotonic()

@@ -224,7 +224,11 @@ def test_replicate_config_fields_and_enums(master, members, stores, mstore):
                             g) == [-600] * 3
     g.group_ids = "not-a-list"
     assert s.put_from("g/w", ptrs[0], 1024, g) == -600
-    assert s.batch_is_exist(["g/x", "g/w"]) == [0, 0]
+    g.group_ids = ["L" * 1025]  # the longest id is 1024 bytes
+    assert s.put_from("g/w", ptrs[0], 1024, g) == -600
+    g.group_ids = ["L" * 1024]
+    assert s.put_from("g/v", ptrs[0], 1024, g) == 0
+    assert s.batch_is_exist(["g/x", "g/w", "g/v"]) == [0, 0, 1]
 
 
 def test_refused_methods(master, members, stores, mstore):

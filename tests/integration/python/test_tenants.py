@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from mount import fuse_why
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "store"))
 
@@ -306,18 +308,6 @@ def test_cli_is_the_operators_view(master, members, stores, tmp_path,
                check=False).returncode != 0
     cli(master, "rm", ".tenants/A/seen")
     assert a.is_exist("seen") == 0
-
-
-def fuse_why():
-    if os.geteuid() != 0:
-        return "mounting needs root"
-    if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing"
-    import mctest
-    if not os.access(os.path.join(mctest.BUILD, "mooncakefs", "fuse",
-                                  "mooncakefs"), os.X_OK):
-        return "mooncakefs (FUSE) not built"
-    return None
 
 
 def test_mount_shows_tenants(procs, tmp_path, master, stores, monkeypatch):
