@@ -502,17 +502,12 @@ static int tk_call(struct mcs_master *m, uint16_t method,
 	return rc;
 }
 
-/* A KeysResponse call of keys as the tenant names them (force: Remove):
- * results[i] the internal code of key i. */
-static int tk_keys_call(struct mcs_master *m, uint16_t method,
-			const char *const *keys, size_t n, bool force,
-			int *results)
+/* A KeysResponse's per-key codes into results (internal codes), then
+ * freed; -EPROTO when the count is off. */
+static int keys_results(Mcrpc__KeysResponse *resp, size_t n, int *results)
 {
-	Mcrpc__KeysResponse *resp = NULL;
-	int rc = tk_call(m, method, keys, n, force, false, &resp);
+	int rc = 0;
 
-	if (rc)
-		return rc;
 	if (resp->n_results != n) {
 		rc = -EPROTO;
 	} else {
@@ -524,6 +519,18 @@ static int tk_keys_call(struct mcs_master *m, uint16_t method,
 	}
 	mcs_master_free(resp);
 	return rc;
+}
+
+/* A KeysResponse call of keys as the tenant names them (force: Remove):
+ * results[i] the internal code of key i. */
+static int tk_keys_call(struct mcs_master *m, uint16_t method,
+			const char *const *keys, size_t n, bool force,
+			int *results)
+{
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc = tk_call(m, method, keys, n, force, false, &resp);
+
+	return rc ? rc : keys_results(resp, n, results);
 }
 
 int mcs_master_put_end(struct mcs_master *m, bool batch,
@@ -740,19 +747,7 @@ static int lease_call(struct mcs_master *m, uint16_t method,
 	req.n_hold_ids = n;
 	req.hold_ids = (uint64_t *)ids;
 	rc = call(m, method, &req, &resp);
-	if (rc)
-		return rc;
-	if (resp->n_results != n) {
-		rc = -EPROTO;
-	} else {
-		for (size_t i = 0; i < n; i++)
-			results[i] = resp->results[i] ?
-					     mcs_err_from_store(
-						     resp->results[i]->code) :
-					     -EPROTO;
-	}
-	mcs_master_free(resp);
-	return rc;
+	return rc ? rc : keys_results(resp, n, results);
 }
 
 int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
