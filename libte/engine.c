@@ -40,8 +40,36 @@ static unsigned env_uint(const char *name, unsigned def)
 	return v > 0 ? (unsigned)v : def;
 }
 
-static int parse_transport(struct te_engine *eng, const char *t, char *err,
-			   size_t errlen)
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0");
+}
+
+/*
+ * "rdma": the rdma transport opens its NICs and serves peers on other
+ * hosts (same-host peers keep shm, this engine's own memory the local
+ * copy); MC_FORCE_HCA=1 sends every peer's requests over the NICs, as
+ * tests and benchmarks on one host need. Where rdma cannot serve, tcp
+ * does only if the user allows it (te_rdma_check).
+ */
+static int parse_rdma(struct te_engine *eng, const char *devices, char *err,
+		      size_t errlen)
+{
+	int rc = te_rdma_check(devices, err, errlen);
+
+	eng->forced_tp = TE_TP_TCP;
+	if (rc)
+		return rc == TE_RDMA_FALLBACK ? 0 : rc;
+	eng->rdma_on = true;
+	eng->forced_tp = env_on("MC_FORCE_HCA") ? te__transport_index("rdma") :
+						  -1;
+	return 0;
+}
+
+static int parse_transport(struct te_engine *eng, const char *t,
+			   const char *devices, char *err, size_t errlen)
 {
 	if (!t || !*t) {
 		const char *force = getenv("MC_FORCE_TCP");
@@ -49,15 +77,12 @@ static int parse_transport(struct te_engine *eng, const char *t, char *err,
 								    -1;
 		return 0;
 	}
-	if (!strcmp(t, "rdma")) {
-		int rc = te_rdma_check(NULL, err, errlen);
-		eng->forced_tp = TE_TP_TCP; /* the fallback, when allowed */
-		return rc;
-	}
+	if (!strcmp(t, "rdma"))
+		return parse_rdma(eng, devices, err, errlen);
 	eng->forced_tp = te__transport_index(t);
 	if (eng->forced_tp < 0) {
 		snprintf(err, errlen,
-			 "unknown transport '%s' (tcp, shm, "
+			 "unknown transport '%s' (tcp, rdma, shm, "
 			 "local)",
 			 t);
 		return -EINVAL;
@@ -151,7 +176,8 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 
 	rc = setup_names(eng, cfg, err, errlen);
 	if (!rc)
-		rc = parse_transport(eng, cfg->transport, err, errlen);
+		rc = parse_transport(eng, cfg->transport, cfg->rdma_devices,
+				     err, errlen);
 	if (!rc)
 		rc = mc_host_id(eng->host_id, sizeof(eng->host_id));
 	if (!rc)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The handshake's wire client: one request/reply exchange with a peer's
- * RPC listener per call (Probe, Metadata, Notify), framed by the codec in
+ * RPC listener per call (Probe, Metadata, Notify, Connection), framed by the codec in
  * handshake.c. It knows no engine: callers pass the address, the timeout,
  * the pool's key (each exchange authenticates first when there is one,
  * hs_auth.c) and what to send (our descriptor for a Metadata exchange),
@@ -115,6 +115,14 @@ int te__rpc_fetch_desc(const char *ip, int port, const char *mine,
 		snprintf(err, errlen, "handshake with %s:%d: %s", ip, port,
 			 mc_strerror(rc));
 	return rc;
+}
+
+int te__rpc_connect(const char *ip, int port, int timeout_ms,
+		    const struct mc_auth_key *key, const char *json,
+		    char **reply, size_t *len)
+{
+	return exchange(ip, port, timeout_ms, key, TE_HS_CONNECTION, json,
+			strlen(json), reply, len);
 }
 
 int te__rpc_notify(const char *ip, int port, int timeout_ms,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The handshake (RPC) listener: answers peers' Probe, Metadata (our
- * descriptor, desc.c) and Notify (queued by notify.c) requests, and
- * refuses Connection (RDMA) requests. Frames are read and written by the
+ * descriptor, desc.c) and Notify (queued by notify.c) requests, and hands
+ * Connection (RDMA) requests to the transport that serves them (its
+ * serve_handshake op; refused in upstream's form where none does). Frames are read and written by the
  * codec in handshake.c; with the pool's key, a connection is served only
  * after the client proved it (hs_auth.c).
  *
@@ -45,13 +46,37 @@ static int recv_frame(int fd, uint8_t **buf, uint8_t *type, const char **json,
 	return rc;
 }
 
+/* A request the core does not serve: the transport that does (rdma's
+ * Connection), or a refusal in upstream's form. */
+static void serve_transport(struct te_engine *eng, int fd, uint8_t type,
+			    const char *json, size_t jlen)
+{
+	static const char no_rdma[] = "{\"reply_msg\":\"RDMA is not enabled "
+				      "in this mooncakefs engine\"}";
+
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		struct te_transport *tp = eng->tps[i];
+		char *reply = NULL;
+		int rc;
+
+		if (!tp || !tp->ops->serve_handshake)
+			continue;
+		rc = tp->ops->serve_handshake(tp, type, json, jlen, &reply);
+		if (rc == MC_ENOTSUPPORTED)
+			continue;
+		if (!rc && reply)
+			(void)te__hs_send(fd, type, reply, strlen(reply));
+		free(reply);
+		return;
+	}
+	(void)te__hs_send(fd, type, no_rdma, sizeof(no_rdma) - 1);
+}
+
 static void serve_one(struct te_engine *eng, int fd)
 {
 	static const char probe_ok[] = "{\"status\":\"success\"}";
 	static const char notify_ok[] =
 		"{\"name\":\"\",\"notify_msg\":\"success\"}";
-	static const char no_rdma[] = "{\"reply_msg\":\"RDMA is not supported "
-				      "by this mooncakefs engine\"}";
 	const char *json;
 	size_t jlen;
 	uint8_t *buf, type;
@@ -92,8 +117,8 @@ static void serve_one(struct te_engine *eng, int fd)
 			(void)te__hs_send(fd, type, desc, strlen(desc));
 		free(desc);
 		break;
-	default: /* TE_HS_CONNECTION */
-		(void)te__hs_send(fd, type, no_rdma, sizeof(no_rdma) - 1);
+	default: /* TE_HS_CONNECTION: a transport's (rdma) */
+		serve_transport(eng, fd, type, json, jlen);
 		break;
 	}
 	free(buf);

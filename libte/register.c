@@ -10,6 +10,10 @@
  * the tcp server's staging, and it is never offered to same-host peers'
  * mappings.
  *
+ * Transports keep per-buffer state (rdma registers the buffer on its
+ * NICs) through their reg_add/reg_remove ops, before a buffer enters the
+ * table and after it left it.
+ *
  * Calls down only: memreg.c, mem.c, gpu.c, publish.c.
  */
 #include <errno.h>
@@ -46,6 +50,30 @@ static int gpu_of(void *addr, const char *location, int *gpu)
 	return 0;
 }
 
+static void tps_reg_remove(struct te_engine *eng, struct te_memreg *r)
+{
+	for (int i = TE_TP_COUNT - 1; i >= 0; i--) {
+		struct te_transport *tp = eng->tps[i];
+
+		if (tp && tp->ops->reg_remove)
+			tp->ops->reg_remove(tp, r);
+	}
+}
+
+static int tps_reg_add(struct te_engine *eng, struct te_memreg *r)
+{
+	for (int i = 0; i < TE_TP_COUNT; i++) {
+		struct te_transport *tp = eng->tps[i];
+		int rc = tp && tp->ops->reg_add ? tp->ops->reg_add(tp, r) : 0;
+
+		if (rc) {
+			tps_reg_remove(eng, r);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int te_register(struct te_engine *eng, void *addr, size_t len,
 		const char *location, bool remote_accessible)
 {
@@ -76,8 +104,14 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 	r->shm_offset = off;
 	r->shm_ino = ino;
 
+	rc = tps_reg_add(eng, r);
+	if (rc) {
+		te__reg_free(r);
+		return rc;
+	}
 	rc = te__reg_insert(eng, r);
 	if (rc) {
+		tps_reg_remove(eng, r);
 		te__reg_free(r);
 		return rc;
 	}
@@ -92,6 +126,7 @@ int te_unregister(struct te_engine *eng, void *addr)
 	if (rc)
 		return rc;
 	rc = r->remote ? te__publish(eng) : 0;
+	tps_reg_remove(eng, r);
 	te__reg_free(r);
 	return rc;
 }

@@ -50,7 +50,7 @@
 #include "transport/registry.h"
 #include "mooncake/te.h"
 
-#define TE_MAX_TRANSPORTS 4
+#define TE_MAX_TRANSPORTS 5
 #define TE_MAX_BUFFERS 4096 /* per descriptor */
 #define TE_LOCATION_LEN 64
 #define TE_NAME_MAX 256
@@ -79,6 +79,8 @@ struct te_memreg {
 	uint64_t shm_offset; /* of addr inside that file */
 	uint64_t shm_ino; /* that file's inode number */
 	_Atomic int busy; /* requests of this engine using it */
+	/* Each transport's state for it (reg_add op), e.g. rdma's MRs. */
+	void *tp_priv[TE_MAX_TRANSPORTS];
 };
 
 /* One buffer in a descriptor. */
@@ -191,6 +193,25 @@ struct te_transport_ops {
 	/** Moves GPU memory itself (the driver copies): requests from our
 	 *  device memory are not staged through host buffers (stage.c). */
 	bool gpu_direct;
+	/**
+	 * A buffer is being registered (before it enters the table) or was
+	 * unregistered (after it left it, no request of ours using it): keep
+	 * per-buffer state in r->tp_priv[index] (rdma: memory regions). A
+	 * failing reg_add fails the registration. Optional.
+	 */
+	int (*reg_add)(struct te_transport *tp, struct te_memreg *r);
+	void (*reg_remove)(struct te_transport *tp, struct te_memreg *r);
+	/**
+	 * Answer a handshake request of a type the core does not serve
+	 * (TE_HS_CONNECTION: rdma's QP exchange): *reply is the body to send
+	 * (malloc'd). MC_ENOTSUPPORTED: not this transport's. Called on the
+	 * listener thread, after authentication. Optional.
+	 */
+	int (*serve_handshake)(struct te_transport *tp, uint8_t type,
+			       const char *json, size_t len, char **reply);
+	/** Fill the resource fields of te_counters (connections,
+	 *  registrations, inflight). Optional. */
+	void (*stats)(struct te_transport *tp, struct te_counters *out);
 };
 
 struct te_transport {
@@ -216,6 +237,9 @@ struct te_engine {
 	unsigned timeout_ms;
 	int forced_tp; /* -1: automatic */
 	bool p2p;
+	/* Transport "rdma" asked for and available: the rdma transport
+	 * opens its NICs (otherwise it stays idle; engine.c decides). */
+	bool rdma_on;
 
 	/* The pool's key (auth_token_file): with it, every handshake and
 	 * data connection, both ways, proves the key before anything else
@@ -484,6 +508,11 @@ int te__rpc_probe(const char *ip, int port, int timeout_ms,
 int te__rpc_fetch_desc(const char *ip, int port, const char *mine,
 		       const struct mc_auth_key *key, char **json, size_t *len,
 		       char *err, size_t errlen);
+/** A Connection (rdma QP exchange) request: body json, the peer's reply
+ *  body in *reply (malloc'd, NUL-terminated). */
+int te__rpc_connect(const char *ip, int port, int timeout_ms,
+		    const struct mc_auth_key *key, const char *json,
+		    char **reply, size_t *len);
 int te__rpc_notify(const char *ip, int port, int timeout_ms,
 		   const struct mc_auth_key *key, const char *name,
 		   const char *msg);

@@ -5,9 +5,9 @@
  * reverse), looked up by name, and their counters (te_counters).
  * The core reaches transports through their ops only (naming one by its
  * TE_TP_ index at most: MC_FORCE_TCP, batch.c's fallbacks), and they
- * call down into task.c, memreg.c and copy.c only. Asking for RDMA, which no folder
- * provides yet, is answered by te_rdma_check() here: the registry knows
- * what rdma's folder holds so far (its NIC discovery).
+ * call down into task.c, memreg.c, copy.c, gpu.c and hs_client.c only.
+ * Whether rdma can serve (te_rdma_check) is answered here from its NIC
+ * discovery, which needs no device opened.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -80,6 +80,9 @@ int te_counters(struct te_engine *eng, const char *transport,
 	out->write_requests = atomic_load(&tp->write_requests);
 	out->failed_requests = atomic_load(&tp->failed_requests);
 	out->served_bytes = atomic_load(&tp->served_bytes);
+	out->connections = out->registrations = out->inflight = 0;
+	if (tp->ops->stats)
+		tp->ops->stats(tp, out);
 	return 0;
 }
 
@@ -141,22 +144,23 @@ int te_rdma_check(const char *devices, char *err, size_t errlen)
 	if (env_on("MC_FORCE_TCP")) {
 		mc_log_warn("te", "transport rdma asked for; MC_FORCE_TCP is "
 				  "set: tcp serves instead");
-		return 0;
+		return TE_RDMA_FALLBACK;
 	}
 	rc = rdma_topo_discover(&o, &t, why, sizeof(why));
 	if (!rc) {
-		snprintf(why, sizeof(why),
-			 "this build has no rdma transport yet (%zu RDMA "
-			 "device%s here, %s first)",
-			 t.n_nics, t.n_nics == 1 ? "" : "s", t.nics[0].name);
 		rdma_topo_free(&t);
+		if (te__transport_index("rdma") >= 0)
+			return 0;
+		snprintf(why, sizeof(why),
+			 "this build has no rdma transport (built without "
+			 "libibverbs)");
 	}
 	if (env_on("MC_RDMA_FALLBACK_TCP")) {
 		mc_log_warn("te",
 			    "transport rdma asked for: %s; tcp serves instead, "
 			    "as MC_RDMA_FALLBACK_TCP allows",
 			    why);
-		return 0;
+		return TE_RDMA_FALLBACK;
 	}
 	snprintf(err, errlen,
 		 "transport 'rdma' was asked for, but %s; use tcp, or set "

@@ -81,6 +81,11 @@ struct te_engine_cfg {
 	 * MOONCAKE_AUTH_TOKEN_FILE environment variable; "": none.
 	 */
 	const char *auth_token_file;
+	/*
+	 * With transport "rdma": upstream's device_name, a comma list of the
+	 * RDMA devices to use; NULL or "": every device found.
+	 */
+	const char *rdma_devices;
 };
 
 enum te_opcode {
@@ -115,6 +120,10 @@ struct te_counters {
 	uint64_t read_requests, write_requests;
 	uint64_t failed_requests;
 	uint64_t served_bytes; /* bytes this engine served to peers */
+	/* Resources the transport holds now (0 where it keeps none): rdma's
+	 * queue pairs, memory regions and work requests posted and not yet
+	 * completed; for leak checks. */
+	uint64_t connections, registrations, inflight;
 };
 
 /**
@@ -231,14 +240,19 @@ int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
  */
 char *te_topology_json(void);
 
+/** te_rdma_check(): tcp serves a request for rdma, as the user allows. */
+#define TE_RDMA_FALLBACK 1
+
 /**
- * A request for the rdma transport, which this build does not have yet
- * (issue 19): 0 when tcp is to serve instead because the user allows it
- * (MC_FORCE_TCP, upstream's, or MC_RDMA_FALLBACK_TCP=1; a warning says
- * so); otherwise MC_ENOTSUPPORTED with err saying what is missing (no
- * RDMA device on this host, a device named in devices that is not there,
- * or devices found but no rdma transport in this build) and how to fall
- * back. devices: upstream's device_name list, NULL or "" for any.
+ * Can the rdma transport serve here? 0 when it can: this build has it
+ * and discovery finds a device (devices: upstream's device_name list,
+ * NULL or "" for any; MC_TE_FILTERS and friends apply). Otherwise
+ * TE_RDMA_FALLBACK when tcp is to serve instead because the user allows
+ * it (MC_FORCE_TCP, upstream's, or MC_RDMA_FALLBACK_TCP=1; a warning says
+ * so), or MC_ENOTSUPPORTED with err saying what is missing (no RDMA
+ * device on this host, a device named in devices that is not there, or
+ * no rdma transport in this build) and how to fall back. MC_FORCE_TCP
+ * always means the fallback (upstream's meaning).
  */
 int te_rdma_check(const char *devices, char *err, size_t errlen);
 

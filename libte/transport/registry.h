@@ -13,10 +13,19 @@
 #ifndef TE_TRANSPORT_REGISTRY_H
 #define TE_TRANSPORT_REGISTRY_H
 
+/* rdma is built where libibverbs is (MC_HAVE_RDMA, a compile definition
+ * of te that everything including te_int.h sees). */
+#ifdef MC_HAVE_RDMA
+#define TE_TRANSPORT_RDMA(X) X(RDMA, rdma)
+#else
+#define TE_TRANSPORT_RDMA(X)
+#endif
+
 #define TE_TRANSPORTS(X)      \
 	X(LOCAL, local)       \
 	X(CUDA_IPC, cuda_ipc) \
 	X(SHM, shm)           \
+	TE_TRANSPORT_RDMA(X)  \
 	X(TCP, tcp)
 
 #endif

@@ -8,7 +8,11 @@
  *
  *   te_peer --metadata CONN [--name 127.0.0.1] [--size 64M] [--shm]
  *           [--ready FILE] [--pattern SEED] [--timeout_ms N]
+ *           [--transport rdma] [--device NAMES]
  *
+ * --transport rdma makes the engine open its RDMA NICs and register the
+ * buffer on them, so that peers can reach it with one-sided RDMA
+ * (--device: upstream's device_name list).
  * --shm allocates the buffer with te_mem_alloc() (so a same-host peer can
  * use the shm transport); otherwise it is plain aligned_alloc() memory
  * that only tcp reaches. The ready file gets one JSON line, written to a
@@ -43,6 +47,8 @@ struct opts {
 	uint64_t seed;
 	uint64_t timeout_ms;
 	bool shm;
+	const char *transport;
+	const char *device;
 };
 
 static int usage(const char *msg)
@@ -50,7 +56,8 @@ static int usage(const char *msg)
 	fprintf(stderr,
 		"te_peer: %s\n"
 		"usage: te_peer --metadata CONN [--name NAME] [--size BYTES] "
-		"[--shm] [--ready FILE] [--pattern SEED] [--timeout_ms N]\n",
+		"[--shm] [--ready FILE] [--pattern SEED] [--timeout_ms N] "
+		"[--transport rdma] [--device NAMES]\n",
 		msg);
 	return 2;
 }
@@ -83,6 +90,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->name = v;
 		else if (!strcmp(flag, "ready"))
 			o->ready = v;
+		else if (!strcmp(flag, "transport"))
+			o->transport = v;
+		else if (!strcmp(flag, "device"))
+			o->device = v;
 		else if (!strcmp(flag, "size")) {
 			if (mc_parse_size(v, &o->size) || !o->size)
 				return usage("bad --size");
@@ -179,6 +190,8 @@ int main(int argc, char **argv)
 	cfg.metadata = o.metadata;
 	cfg.local_server_name = o.name;
 	cfg.timeout_ms = (unsigned)o.timeout_ms;
+	cfg.transport = o.transport;
+	cfg.rdma_devices = o.device;
 	rc = te_engine_create(&cfg, &eng, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "te_peer: te_engine_create: rc=%d (%s): %s\n",

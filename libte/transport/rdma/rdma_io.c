@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Requests as slices: a task is cut into MC_SLICE_SIZE pieces (a tail up
+ * to slice/MC_FRAGMENT_RATIO joins the piece before it), each routed to a
+ * (local NIC, peer NIC) pair by the priority matrices of both sides
+ * (rdma_path.c) and posted as one signalled RDMA READ or WRITE on one of
+ * that pair's QPs, round robin. A slice whose path fails is routed again
+ * with its retry count raised (another NIC pair where there is one, a new
+ * endpoint otherwise), up to MC_RETRY_CNT and within the task's deadline;
+ * refusals (an address the peer does not expose, a key it rejects) end
+ * the task at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_log.h"
+#include "mc_time.h"
+#include "rdma_int.h"
+#include "mooncake/mc_err.h"
+
+static bool retriable(int rc)
+{
+	return rc == -EIO || rc == -ECONNRESET || rc == -ECONNREFUSED ||
+	       rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -EPROTO ||
+	       rc == -EAGAIN;
+}
+
+static void slice_free(struct rdma_slice *s)
+{
+	free(s);
+}
+
+void rdma_slice_end(struct rdma_transport *t, struct rdma_slice *s, int rc)
+{
+	struct te_task *task = s->task;
+
+	if (rc && retriable(rc) && s->retry < t->s.retry_cnt &&
+	    mc_mono_ns() < task->deadline_ns && !atomic_load(&t->stopping)) {
+		s->retry++;
+		s->posted = false;
+		rdma_slice_route(t, s);
+		return;
+	}
+	if (rc && mc_mono_ns() >= task->deadline_ns)
+		rc = -ETIMEDOUT;
+	if (rc == MC_ENOTREG && task->peer)
+		te__peer_invalidate(task->peer); /* its keys may have changed */
+	te__slice_done(task, rc ? 0 : s->len, rc);
+	slice_free(s);
+}
+
+/* Take a QP with room and room in the CQ; -1 when there is none. */
+static int take_qp(struct rdma_ep *ep)
+{
+	struct rdma_ctx *c = ep->ctx;
+	unsigned max = c->t->s.max_wr;
+
+	for (unsigned k = 0; k < ep->nqp; k++) {
+		unsigned q = (ep->next_qp + k) % ep->nqp;
+
+		if (ep->qp_posted[q] >= max)
+			continue;
+		if (atomic_fetch_add(&c->posted, 1) >= c->cqe) {
+			atomic_fetch_sub(&c->posted, 1);
+			atomic_store(&c->starved, true);
+			return -1;
+		}
+		ep->next_qp = q + 1;
+		return (int)q;
+	}
+	return -1;
+}
+
+static void post_link(struct rdma_ep *ep, struct rdma_slice *s)
+{
+	s->prev = ep->post_tail;
+	s->next = NULL;
+	if (ep->post_tail)
+		ep->post_tail->next = s;
+	else
+		ep->post_head = s;
+	ep->post_tail = s;
+}
+
+static void post_unlink(struct rdma_ep *ep, struct rdma_slice *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		ep->post_head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	else
+		ep->post_tail = s->prev;
+	s->next = s->prev = NULL;
+}
+
+/* Returns false when the NIC refused a post (the endpoint must break). */
+static bool post_one(struct rdma_ep *ep, struct rdma_slice *s, int q)
+{
+	struct ibv_sge sge = { .addr = s->local,
+			       .length = (uint32_t)s->len,
+			       .lkey = s->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = (uintptr_t)s,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = s->task->req.opcode == TE_READ ? IBV_WR_RDMA_READ :
+							   IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = s->remote, .rkey = s->rkey },
+	};
+	struct ibv_send_wr *bad = NULL;
+
+	s->qp = (unsigned)q;
+	s->posted = true;
+	ep->qp_posted[q]++;
+	atomic_fetch_add(&ep->refs, 1);
+	post_link(ep, s);
+	if (ibv_post_send(ep->qp[q], &wr, &bad) == 0)
+		return true;
+	mc_log_warn("te", "rdma %s: ibv_post_send toward %s failed",
+		    ep->ctx->name, ep->remote_path);
+	post_unlink(ep, s);
+	s->posted = false;
+	ep->qp_posted[q]--;
+	atomic_fetch_sub(&ep->refs, 1); /* the caller holds one more */
+	atomic_fetch_sub(&ep->ctx->posted, 1);
+	return false;
+}
+
+/* Post what waits while there is room; ep->lock held. False: a post
+ * failed (the caller breaks the endpoint once it let go of the lock). */
+static bool post_waiting(struct rdma_ep *ep)
+{
+	while (ep->wait_head && ep->state == EP_READY) {
+		struct rdma_slice *s = ep->wait_head;
+		int q = take_qp(ep);
+
+		if (q < 0)
+			return true;
+		ep->wait_head = s->next;
+		if (!ep->wait_head)
+			ep->wait_tail = NULL;
+		s->next = NULL;
+		if (!post_one(ep, s, q)) {
+			s->next = ep->wait_head; /* back to the front */
+			ep->wait_head = s;
+			if (!ep->wait_tail)
+				ep->wait_tail = s;
+			return false;
+		}
+	}
+	return true;
+}
+
+bool rdma_ep_post_waiting(struct rdma_ep *ep)
+{
+	return post_waiting(ep);
+}
+
+static struct rdma_peer *peer_table(struct rdma_transport *t, struct te_peer *p)
+{
+	void **slot = &p->tp_priv[t->base.index];
+	struct rdma_peer *rp = __atomic_load_n(slot, __ATOMIC_ACQUIRE), *none;
+
+	if (rp)
+		return rp;
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return NULL;
+	pthread_mutex_init(&rp->lock, NULL);
+	none = NULL;
+	if (!__atomic_compare_exchange_n((struct rdma_peer **)slot, &none, rp,
+					 false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		pthread_mutex_destroy(&rp->lock);
+		free(rp);
+		rp = none;
+	}
+	return rp;
+}
+
+/* The endpoint for (c, dev), made when missing; a new reference. */
+static struct rdma_ep *ep_for(struct rdma_transport *t, struct te_peer *p,
+			      struct rdma_peer *rp, struct rdma_ctx *c, int dev)
+{
+	struct rdma_ep *ep;
+
+	pthread_mutex_lock(&rp->lock);
+	ep = rp->ep[c->index][dev];
+	if (!ep) {
+		ep = rdma_ep_new_active(t, c, p, dev, rp);
+		rp->ep[c->index][dev] = ep;
+	}
+	if (ep)
+		atomic_fetch_add(&ep->refs, 1);
+	pthread_mutex_unlock(&rp->lock);
+	return ep;
+}
+
+void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
+{
+	struct te_task *task = s->task;
+	struct te_peer *p = task->peer;
+	const struct rdma_peer_desc *d = p->tp_desc[t->base.index];
+	const struct rdma_mr *mr = task->local_reg->tp_priv[t->base.index];
+	const struct rdma_rbuf *rb;
+	const char *dnames[RDMA_MAX_NICS];
+	struct rdma_peer *rp = peer_table(t, p);
+	unsigned spread = t->s.round_robin ?
+				  atomic_fetch_add(&t->rr, 1) :
+				  (unsigned)mc_mono_ns() ^
+					  (unsigned)(s->remote >> 12);
+	int ci, dev;
+
+	if (mc_mono_ns() >= task->deadline_ns) {
+		rdma_slice_end(t, s, -ETIMEDOUT);
+		return;
+	}
+	rb = d ? rdma_rbuf_find(d, s->remote, s->len) : NULL;
+	if (!rb || !mr || !rp) {
+		rdma_slice_end(t, s, !rp ? -ENOMEM : MC_ENOTREG);
+		return;
+	}
+	for (unsigned i = 0; i < d->n_devs; i++)
+		dnames[i] = d->devs[i].name;
+	ci = rdma_path_pick(t->topo.matrix, task->local_reg->location, t->names,
+			    t->n_ctx, s->retry, spread);
+	dev = rdma_path_pick(d->matrix, rb->location, dnames, d->n_devs,
+			     s->retry, spread);
+	if (ci < 0 || dev < 0 || (unsigned)dev >= rb->n_rkeys || !mr->mr[ci]) {
+		rdma_slice_end(t, s, MC_ENOTSUPPORTED);
+		return;
+	}
+	s->lkey = mr->mr[ci]->lkey;
+	s->rkey = rb->rkey[dev];
+	for (int tries = 0; tries < 4; tries++) {
+		struct rdma_ep *ep = ep_for(t, p, rp, &t->ctx[ci], dev);
+		bool ok;
+
+		if (!ep)
+			break;
+		pthread_mutex_lock(&ep->lock);
+		if (ep->state == EP_BROKEN) { /* lost a race with a break */
+			pthread_mutex_unlock(&ep->lock);
+			rdma_ep_put(ep);
+			continue;
+		}
+		s->ep = ep;
+		s->next = NULL;
+		if (ep->wait_tail)
+			ep->wait_tail->next = s;
+		else
+			ep->wait_head = s;
+		ep->wait_tail = s;
+		ok = post_waiting(ep);
+		pthread_mutex_unlock(&ep->lock);
+		if (!ok)
+			rdma_ep_break(ep, -EIO);
+		rdma_ep_put(ep);
+		return;
+	}
+	rdma_slice_end(t, s, -ENOMEM);
+}
+
+void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
+{
+	struct rdma_slice *s = (struct rdma_slice *)(uintptr_t)wc->wr_id;
+	struct rdma_ep *ep = s->ep;
+	int rc = 0;
+	bool ok;
+
+	pthread_mutex_lock(&ep->lock);
+	post_unlink(ep, s);
+	ep->qp_posted[s->qp]--;
+	atomic_fetch_sub(&c->posted, 1);
+	s->posted = false;
+	ok = post_waiting(ep);
+	if (wc->status != IBV_WC_SUCCESS)
+		rc = wc->status == IBV_WC_WR_FLUSH_ERR ?
+			     (ep->error ? ep->error : -ECONNRESET) :
+		     wc->status == IBV_WC_REM_ACCESS_ERR ||
+				     wc->status == IBV_WC_REM_INV_REQ_ERR ?
+			     MC_ENOTREG :
+		     wc->status == IBV_WC_LOC_PROT_ERR ? -EFAULT :
+							 -EIO;
+	pthread_mutex_unlock(&ep->lock);
+	if (rc && wc->status != IBV_WC_WR_FLUSH_ERR)
+		mc_log_debug("te", "rdma %s -> %s: %s (%s)", ep->local_path,
+			     ep->remote_path, ibv_wc_status_str(wc->status),
+			     mc_strerror(rc));
+	if (rc || !ok)
+		rdma_ep_break(ep, rc && rc != MC_ENOTREG ? rc : -EIO);
+	s->ep = NULL;
+	rdma_slice_end(c->t, s, rc);
+	rdma_ep_put(ep); /* the posted request's reference */
+}
+
+void rdma_sweep_deadlines(struct rdma_ctx *c)
+{
+	uint64_t now = mc_mono_ns();
+	struct rdma_ep *late[64];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&c->eps_lock);
+	for (unsigned i = 0; i < c->n_eps && n < 64; i++) {
+		struct rdma_ep *ep = c->eps[i];
+		bool is_late;
+
+		pthread_mutex_lock(&ep->lock);
+		is_late = ep->state != EP_BROKEN && ep->post_head &&
+			  ep->post_head->task->deadline_ns <= now;
+		pthread_mutex_unlock(&ep->lock);
+		if (is_late && rdma_ep_tryget(ep))
+			late[n++] = ep;
+	}
+	pthread_mutex_unlock(&c->eps_lock);
+	for (unsigned i = 0; i < n; i++) {
+		mc_log_debug("te",
+			     "rdma %s -> %s: a request is past its "
+			     "deadline; endpoint reset",
+			     late[i]->local_path, late[i]->remote_path);
+		rdma_ep_break(late[i], -ETIMEDOUT);
+		rdma_ep_put(late[i]);
+	}
+}
+
+int rdma_submit(struct rdma_transport *t, struct te_task *task)
+{
+	uint64_t len = task->req.length, size = t->s.slice_size;
+	uint64_t n = (len + size - 1) / size, tail = len % size;
+	uintptr_t local = (uintptr_t)task->req.local;
+
+	/* A short tail joins the slice before it (upstream's rule). */
+	if (n > 1 && tail && tail <= size / t->s.fragment_ratio)
+		n--;
+	if (n > 1)
+		te__task_add_slices(task, (int)(n - 1));
+	for (uint64_t i = 0; i < n; i++) {
+		struct rdma_slice *s = calloc(1, sizeof(*s));
+		uint64_t off = i * size;
+
+		if (!s) {
+			te__slice_done(task, 0, -ENOMEM);
+			continue;
+		}
+		s->task = task;
+		s->local = local + off;
+		s->remote = task->req.target_addr + off;
+		s->len = i == n - 1 ? len - off : size;
+		rdma_slice_route(t, s);
+	}
+	return 0;
+}
