@@ -33,16 +33,17 @@ extern "C" {
 #endif
 
 /** te_engine_create with cfg {metadata, local_server_name,
- *  ip_or_host_name, rpc_port, transport}; the other fields 0 (defaults:
- *  timeout and lanes from the environment, MOONCAKE_AUTH_TOKEN_FILE). */
-MOONCAKE_API int mooncake_te_engine_create(const char *metadata,
-					   const char *local_server_name,
-					   const char *ip_or_host_name,
-					   int rpc_port, const char *transport,
-					   struct te_engine **out, char *err,
-					   size_t errlen);
+ *  ip_or_host_name, rpc_port, transport, rdma_devices}; the other fields
+ *  0 (defaults: timeout and lanes from the environment,
+ *  MOONCAKE_AUTH_TOKEN_FILE). */
+MOONCAKE_API int
+mooncake_te_engine_create(const char *metadata, const char *local_server_name,
+			  const char *ip_or_host_name, int rpc_port,
+			  const char *transport, const char *rdma_devices,
+			  struct te_engine **out, char *err, size_t errlen);
 MOONCAKE_API void mooncake_te_engine_destroy(struct te_engine *eng);
-/** te_rdma_check(): 0 when tcp may serve a request for rdma. */
+/** te_rdma_check(): 0 when rdma can serve, TE_RDMA_FALLBACK (1) when tcp
+ *  serves as the user allows, else MC_ENOTSUPPORTED with err. */
 MOONCAKE_API int mooncake_te_rdma_check(const char *devices, char *err,
 					size_t errlen);
 MOONCAKE_API const char *mooncake_te_engine_name(const struct te_engine *eng);

@@ -200,8 +200,9 @@ static void teardown(struct mooncake_store *s, bool leave)
 	mcs_cfg_release(&s->cfg);
 }
 
-/* The protocol asked for; rdma serves as tcp only where the user allows
- * the fallback (te_rdma_check). *used: what the segment says it speaks. */
+/* The protocol asked for: rdma where this host has a device, tcp where
+ * the user allows the fallback (te_rdma_check). *used: what the segment
+ * says it speaks and what the engine is created for. */
 static int check_protocol(const char *p, const char *devices, const char **used)
 {
 	char err[TE_ERR_LEN] = "";
@@ -211,8 +212,10 @@ static int check_protocol(const char *p, const char *devices, const char **used)
 	if (!p || !*p || !strcmp(p, "tcp"))
 		return 0;
 	if (!strcmp(p, "rdma")) {
-		*used = "tcp";
 		rc = te_rdma_check(devices, err, sizeof(err));
+		*used = rc == TE_RDMA_FALLBACK ? "tcp" : "rdma";
+		if (rc == TE_RDMA_FALLBACK)
+			return 0;
 		if (rc)
 			mc_log_err("store",
 				   "protocol rdma: NOT_SUPPORTED "
@@ -265,6 +268,12 @@ static int create_engine(struct mooncake_store *s)
 	ec.metadata = s->cfg.metadata_server;
 	ec.local_server_name = s->cfg.local_hostname;
 	ec.timeout_ms = atomic_load(&s->transfer_ms);
+	/* rdma between hosts (shm within one, MC_FORCE_HCA for every peer);
+	 * otherwise the engine picks per request. */
+	if (s->protocol && !strcmp(s->protocol, "rdma")) {
+		ec.transport = "rdma";
+		ec.rdma_devices = s->cfg.device_name;
+	}
 	/* The store's own chain (flag, config, environment) decided it. */
 	ec.auth_token_file = s->cfg.auth_token_file ? s->cfg.auth_token_file :
 						      "";

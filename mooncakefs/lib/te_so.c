@@ -15,8 +15,8 @@
 int mooncake_te_engine_create(const char *metadata,
 			      const char *local_server_name,
 			      const char *ip_or_host_name, int rpc_port,
-			      const char *transport, struct te_engine **out,
-			      char *err, size_t errlen)
+			      const char *transport, const char *rdma_devices,
+			      struct te_engine **out, char *err, size_t errlen)
 {
 	struct te_engine_cfg cfg = {
 		.metadata = metadata,
@@ -24,6 +24,7 @@ int mooncake_te_engine_create(const char *metadata,
 		.ip_or_host_name = ip_or_host_name,
 		.rpc_port = rpc_port,
 		.transport = transport,
+		.rdma_devices = rdma_devices,
 	};
 
 	if (!out)

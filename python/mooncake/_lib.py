@@ -120,7 +120,8 @@ SEG = c_void_p               # struct te_segment *
 BATCH = c_void_p             # struct te_batch *
 TE_PROTOTYPES = {
     "mooncake_te_engine_create": (c_int, [c_char_p, c_char_p, c_char_p,
-                                          c_int, c_char_p, POINTER(ENG),
+                                          c_int, c_char_p, c_char_p,
+                                          POINTER(ENG),
                                           c_char_p, c_size_t]),
     "mooncake_te_engine_destroy": (None, [ENG]),
     "mooncake_te_rdma_check": (c_int, [c_char_p, c_char_p, c_size_t]),

@@ -65,6 +65,7 @@ P2PHANDSHAKE = "P2PHANDSHAKE"
 # include/mooncake/mc_err.h
 _MC_ENOTREG = -4014
 _MC_ENOTSUPPORTED = -4018
+_RDMA_FALLBACK = 1           # te_rdma_check(): tcp serves, as allowed
 _TE_READ, _TE_WRITE = 0, 1
 _TE_WAITING, _TE_COMPLETED, _TE_TIMEOUT, _TE_FAILED = 0, 4, 5, 6
 _ERRLEN = 512
@@ -285,24 +286,29 @@ class TransferEngine:
 
     def _init(self, local_hostname, metadata, protocol, device_name):
         proto = (protocol or "tcp").lower()
+        devices = None
         if proto == "rdma":
-            # No rdma transport in this build yet: tcp serves only where
-            # the user allows it (MC_FORCE_TCP, MC_RDMA_FALLBACK_TCP=1).
+            # rdma where this host has a device (device_name: upstream's
+            # list, "" for any); tcp only where the user allows it
+            # (MC_FORCE_TCP, MC_RDMA_FALLBACK_TCP=1).
             err = ctypes.create_string_buffer(_ERRLEN)
-            if _L.mooncake_te_rdma_check(
-                    (device_name or "").encode() or None, err, _ERRLEN):
+            devices = (device_name or "").encode() or None
+            rc = _L.mooncake_te_rdma_check(devices, err, _ERRLEN)
+            if rc < 0:
                 raise NotSupportedError(
                     f"TransferEngine.initialize(): {_err(err)} "
                     f"(NOT_SUPPORTED -1012)")
-            proto = "tcp"
-        if proto in ("tcp", ""):
+            proto = "tcp" if rc == _RDMA_FALLBACK else "rdma"
+        if proto == "rdma":
+            transport = b"rdma"
+        elif proto in ("tcp", ""):
             transport = None       # the engine picks per request
         elif proto in ("shm", "local"):
             transport = proto.encode()
         else:
             raise NotSupportedError(
                 f"TransferEngine.initialize(): protocol {protocol!r} is not "
-                f"available in this build (tcp and shm only; "
+                f"available in this build (tcp, rdma and shm only; "
                 f"NOT_SUPPORTED -1012)")
         if self._st.eng:
             log.error("initialize(): the engine is already initialized")
@@ -333,7 +339,8 @@ class TransferEngine:
         err = ctypes.create_string_buffer(_ERRLEN)
         rc = _L.mooncake_te_engine_create(
             metadata.encode(), name.encode(),
-            ip.encode() if ip else None, rpc_port, transport, byref(eng),
+            ip.encode() if ip else None, rpc_port, transport, devices,
+            byref(eng),
             err, _ERRLEN)
         if rc:
             if rc == _MC_ENOTSUPPORTED:

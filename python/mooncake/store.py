@@ -13,8 +13,10 @@ does), and a store may be used from any number of threads at once.
 
 Differences from upstream, on purpose:
 
-- ``protocol="rdma"`` (where this build has no RDMA) makes ``setup``
-  raise NotSupportedError saying what is missing (no RDMA device, or no
+- ``protocol="rdma"`` moves values with one-sided RDMA between hosts
+  (``device_name`` "" picks the devices; same-host members keep shared
+  memory unless ``MC_FORCE_HCA=1``). Where it cannot serve, ``setup``
+  raises NotSupportedError saying what is missing (no RDMA device, or no
   rdma transport in this build), instead of a crash or a bare code later;
   with ``MC_RDMA_FALLBACK_TCP=1`` (or upstream's ``MC_FORCE_TCP``) tcp
   serves instead, with a warning. CUDA
@@ -722,7 +724,7 @@ class MooncakeDistributedStore:
             why = "is not available in this build of libmooncake"
             if proto == "rdma":
                 err = ctypes.create_string_buffer(512)
-                if _L.mooncake_te_rdma_check(s(dev), err, 512):
+                if _L.mooncake_te_rdma_check(s(dev), err, 512) < 0:
                     why = err.value.decode(errors="replace")
             raise NotSupportedError(
                 f"setup(): protocol {proto or '(from the configuration)'!r}: "

@@ -2,57 +2,18 @@
 /*
  * A NIC in use: the verbs device opened, a protection domain, one shared
  * completion queue with its channel, the port's addressing (LID, the GID
- * discovery chose, the active MTU), and the poller thread that reaps the
- * CQ. Polling is adaptive: after a completion the poller keeps polling
- * for MC_RDMA_SPIN_US, then arms the CQ and sleeps on the channel (100 ms
- * at most, to sweep deadlines), so an idle engine costs no CPU.
+ * discovery chose, the active MTU), and the list of its endpoints (for
+ * its poller, rdma_threads.c).
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 
 #include "mc_log.h"
-#include "mc_time.h"
 #include "rdma_int.h"
 #include "mooncake/mc_err.h"
-
-#define POLL_BATCH 32
-#define SLEEP_MS 100
-
-void rdma_gid_str(const union ibv_gid *g, char out[48])
-{
-	for (int i = 0; i < 16; i++)
-		snprintf(out + i * 3, 4, i == 15 ? "%02x" : "%02x:", g->raw[i]);
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int rdma_gid_parse(const char *s, union ibv_gid *g)
-{
-	/* Upstream writes 16 bytes as "xx:xx:...:xx". */
-	if (!s || strlen(s) != 47)
-		return -EINVAL;
-	for (int i = 0; i < 16; i++) {
-		int hi = hexval(s[i * 3]), lo = hexval(s[i * 3 + 1]);
-
-		if (hi < 0 || lo < 0 || (i < 15 && s[i * 3 + 2] != ':'))
-			return -EINVAL;
-		g->raw[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
 
 static enum ibv_mtu mtu_of(unsigned bytes)
 {
@@ -130,101 +91,8 @@ int rdma_ctx_open(struct rdma_transport *t, const struct rdma_nic *nic,
 	return 0;
 }
 
-/* Wait for the CQ's event (armed first), SLEEP_MS at most. */
-static void sleep_on_cq(struct rdma_ctx *c)
-{
-	struct pollfd p = { .fd = c->ch->fd, .events = POLLIN };
-	struct ibv_cq *cq;
-	void *cq_ctx;
-
-	if (poll(&p, 1, SLEEP_MS) > 0 && !ibv_get_cq_event(c->ch, &cq, &cq_ctx))
-		ibv_ack_cq_events(cq, 1);
-}
-
-/* The CQ had no room for some posts: post what waits, endpoint by
- * endpoint (references taken under eps_lock, posting outside it). */
-static void post_starved(struct rdma_ctx *c)
-{
-	struct rdma_ep **eps;
-	unsigned n = 0, cap;
-
-	pthread_mutex_lock(&c->eps_lock);
-	cap = c->n_eps;
-	eps = cap ? malloc(cap * sizeof(*eps)) : NULL;
-	for (unsigned i = 0; eps && i < cap; i++)
-		if (rdma_ep_tryget(c->eps[i]))
-			eps[n++] = c->eps[i];
-	pthread_mutex_unlock(&c->eps_lock);
-	if (!eps) {
-		atomic_store(&c->starved, cap > 0); /* try again next time */
-		return;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		bool ok;
-
-		pthread_mutex_lock(&eps[i]->lock);
-		ok = rdma_ep_post_waiting(eps[i]);
-		pthread_mutex_unlock(&eps[i]->lock);
-		if (!ok)
-			rdma_ep_break(eps[i], -EIO);
-		rdma_ep_put(eps[i]);
-	}
-	free(eps);
-}
-
-static void *poller_main(void *arg)
-{
-	struct rdma_ctx *c = arg;
-	struct rdma_transport *t = c->t;
-	uint64_t spin_ns = (uint64_t)t->s.spin_us * 1000ULL;
-	uint64_t last_work = 0, last_sweep = mc_mono_ns();
-	bool armed = false;
-
-	while (!atomic_load(&t->stopping)) {
-		struct ibv_wc wc[POLL_BATCH];
-		int n = ibv_poll_cq(c->cq, POLL_BATCH, wc);
-		uint64_t now = mc_mono_ns();
-
-		for (int i = 0; i < n; i++)
-			rdma_complete(c, &wc[i]);
-		if (n > 0) {
-			last_work = now;
-			armed = false;
-		}
-		if (n > 0 && atomic_exchange(&c->starved, false))
-			post_starved(c);
-		if (now - last_sweep >= SLEEP_MS * 1000000ULL) {
-			rdma_sweep_deadlines(c);
-			last_sweep = now;
-		}
-		if (n > 0 || now - last_work < spin_ns)
-			continue;
-		if (!armed) {
-			/* Arm, then poll once more: a completion that came
-			 * before the arm raises no event. */
-			ibv_req_notify_cq(c->cq, 0);
-			armed = true;
-			continue;
-		}
-		sleep_on_cq(c);
-		armed = false;
-	}
-	return NULL;
-}
-
-int rdma_ctx_start(struct rdma_ctx *c)
-{
-	int rc = pthread_create(&c->poller, NULL, poller_main, c);
-
-	c->poller_started = rc == 0;
-	return -rc;
-}
-
 void rdma_ctx_close(struct rdma_ctx *c)
 {
-	if (c->poller_started)
-		pthread_join(c->poller, NULL);
-	c->poller_started = false;
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	if (c->ch)

@@ -212,7 +212,7 @@ struct rdma_ep *rdma_ep_new_active(struct rdma_transport *t, struct rdma_ctx *c,
 }
 
 /* The active side's exchange; 0 with the QPs in RTS. */
-static int ep_connect(struct rdma_transport *t, struct rdma_ep *ep)
+int rdma_ep_connect(struct rdma_transport *t, struct rdma_ep *ep)
 {
 	struct rdma_hs_msg m, r;
 	char *req, *reply = NULL;
@@ -237,114 +237,6 @@ static int ep_connect(struct rdma_transport *t, struct rdma_ep *ep)
 		rc = ep_bring_up(ep, &r);
 	free(reply);
 	return rc;
-}
-
-static void *connector_main(void *arg)
-{
-	struct rdma_transport *t = arg;
-
-	pthread_mutex_lock(&t->lock);
-	for (;;) {
-		struct rdma_ep *ep;
-		int rc;
-
-		while (!t->conn_head && !atomic_load(&t->stopping))
-			pthread_cond_wait(&t->conn_cond, &t->lock);
-		ep = t->conn_head;
-		if (!ep)
-			break;
-		t->conn_head = ep->conn_next;
-		if (!t->conn_head)
-			t->conn_tail = NULL;
-		pthread_mutex_unlock(&t->lock);
-
-		rc = atomic_load(&t->stopping) ? -ECANCELED : ep_connect(t, ep);
-		if (rc) {
-			mc_log_debug("te", "rdma: connect %s -> %s: %s",
-				     ep->local_path, ep->remote_path,
-				     mc_strerror(rc));
-			rdma_ep_break(ep, rc);
-		} else {
-			bool ok = true;
-
-			pthread_mutex_lock(&ep->lock);
-			if (ep->state == EP_CONNECTING) {
-				ep->state = EP_READY;
-				ok = rdma_ep_post_waiting(ep);
-			}
-			pthread_mutex_unlock(&ep->lock);
-			if (!ok)
-				rdma_ep_break(ep, -EIO);
-		}
-		rdma_ep_put(ep);
-		pthread_mutex_lock(&t->lock);
-	}
-	pthread_mutex_unlock(&t->lock);
-	return NULL;
-}
-
-int rdma_connector_start(struct rdma_transport *t)
-{
-	int rc = pthread_create(&t->connector, NULL, connector_main, t);
-
-	t->connector_started = rc == 0;
-	return -rc;
-}
-
-void rdma_connector_stop(struct rdma_transport *t)
-{
-	pthread_mutex_lock(&t->lock);
-	atomic_store(&t->stopping, true);
-	pthread_cond_broadcast(&t->conn_cond);
-	pthread_mutex_unlock(&t->lock);
-	if (t->connector_started)
-		pthread_join(t->connector, NULL);
-	t->connector_started = false;
-}
-
-void rdma_ep_break(struct rdma_ep *ep, int why)
-{
-	struct rdma_peer *owner;
-	struct rdma_slice *waiting;
-	bool was_owned = false;
-
-	/* Detach from the owner's slot first (lock order: owner, ep). */
-	pthread_mutex_lock(&ep->lock);
-	owner = ep->owner;
-	pthread_mutex_unlock(&ep->lock);
-	if (owner) {
-		pthread_mutex_lock(&owner->lock);
-		pthread_mutex_lock(&ep->lock);
-		if (ep->owner == owner) {
-			owner->ep[ep->ctx->index][ep->remote_dev] = NULL;
-			ep->owner = NULL;
-			was_owned = true;
-		}
-		pthread_mutex_unlock(&ep->lock);
-		pthread_mutex_unlock(&owner->lock);
-	}
-	pthread_mutex_lock(&ep->lock);
-	if (ep->state != EP_BROKEN) {
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-
-		ep->state = EP_BROKEN;
-		ep->error = why;
-		for (unsigned i = 0; i < ep->nqp; i++)
-			(void)ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
-	}
-	waiting = ep->wait_head;
-	ep->wait_head = ep->wait_tail = NULL;
-	pthread_mutex_unlock(&ep->lock);
-	/* Slices that never reached the NIC go elsewhere (or fail). */
-	while (waiting) {
-		struct rdma_slice *s = waiting;
-
-		waiting = s->next;
-		s->ep = NULL;
-		rdma_slice_end(ep->ctx->t, s, why);
-	}
-	if (was_owned)
-		rdma_ep_put(ep);
 }
 
 /* ------------------------------------------------ the passive side */

@@ -198,17 +198,30 @@ static inline struct rdma_transport *to_rdma(struct te_transport *tp)
 	return (struct rdma_transport *)tp;
 }
 
-/* rdma_ctx.c: devices and pollers. */
+/*
+ * Files, each calling only those below it (test_layering checks it):
+ *   rdma.c          the ops table, init/fini, registrations
+ *   rdma_threads.c  pollers (one per NIC) and the connector
+ *   rdma_io.c       slices: routing, posting, completions, retries,
+ *                   endpoint breaks, deadlines
+ *   rdma_ep.c       endpoints: QPs, bring-up, the handshake both ways
+ *   rdma_ctx.c      devices
+ *   rdma_desc.c     wire formats (descriptor fields, handshake, GIDs)
+ *   rdma_path.c     NIC choice; topo.c NIC discovery
+ */
+
+/* rdma_ctx.c: devices. */
 int rdma_ctx_open(struct rdma_transport *t, const struct rdma_nic *nic,
 		  struct rdma_ctx *c, char *err, size_t errlen);
-int rdma_ctx_start(struct rdma_ctx *c);
+/** Close the device; its poller was joined. */
 void rdma_ctx_close(struct rdma_ctx *c);
 void rdma_ctx_add_ep(struct rdma_ctx *c, struct rdma_ep *ep);
 void rdma_ctx_del_ep(struct rdma_ctx *c, struct rdma_ep *ep);
-/** "xx:xx:...": 47 characters and a NUL. */
-void rdma_gid_str(const union ibv_gid *g, char out[48]);
-/** Parse upstream's gid text: 0 or -EINVAL. */
-int rdma_gid_parse(const char *s, union ibv_gid *g);
+
+/* rdma_threads.c */
+int rdma_ctx_start(struct rdma_ctx *c);
+int rdma_connector_start(struct rdma_transport *t);
+void rdma_connector_stop(struct rdma_transport *t);
 
 /* rdma_ep.c: endpoints and the Connection handshake. */
 /** A new active endpoint toward dev of the peer (refs 1: the owner's),
@@ -228,17 +241,18 @@ static inline bool rdma_ep_tryget(struct rdma_ep *ep)
 			return true;
 	return false;
 }
-/** Mark it broken (QPs to error: posted requests flush), detach it from
- *  its owner, drop the owner's reference. Caller holds no ep lock. */
-void rdma_ep_break(struct rdma_ep *ep, int why);
-int rdma_connector_start(struct rdma_transport *t);
-void rdma_connector_stop(struct rdma_transport *t);
+/** The active side's exchange (the connector's); 0 with QPs in RTS. */
+int rdma_ep_connect(struct rdma_transport *t, struct rdma_ep *ep);
 /** Serve a peer's Connection request (our handshake listener). */
 int rdma_ep_accept(struct rdma_transport *t, const char *json, size_t len,
 		   char **reply);
 void rdma_passive_free_all(struct rdma_transport *t);
 
 /* rdma_io.c: slices. */
+/** Mark ep broken (QPs to error: posted requests flush), detach it from
+ *  its owner, drop the owner's reference, and send the slices waiting on
+ *  it elsewhere (or fail them). Caller holds no ep lock. */
+void rdma_ep_break(struct rdma_ep *ep, int why);
 /** Route and queue or post one slice (retry counts its attempts). */
 void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s);
 /** Post what waits on ep while there is room (ep->lock held). False: the
@@ -253,6 +267,10 @@ void rdma_sweep_deadlines(struct rdma_ctx *c);
 int rdma_submit(struct rdma_transport *t, struct te_task *task);
 
 /* rdma_desc.c: descriptor fields and handshake bodies. */
+/** "xx:xx:...": 47 characters and a NUL. */
+void rdma_gid_str(const union ibv_gid *g, char out[48]);
+/** Parse upstream's gid text: 0 or -EINVAL. */
+int rdma_gid_parse(const char *s, union ibv_gid *g);
 int rdma_describe(struct rdma_transport *t, json_t *desc);
 int rdma_desc_decode(json_t *desc, void **out);
 void rdma_desc_free(void *blob);

@@ -31,6 +31,51 @@ static void slice_free(struct rdma_slice *s)
 	free(s);
 }
 
+void rdma_ep_break(struct rdma_ep *ep, int why)
+{
+	struct rdma_peer *owner;
+	struct rdma_slice *waiting;
+	bool was_owned = false;
+
+	/* Detach from the owner's slot first (lock order: owner, ep). */
+	pthread_mutex_lock(&ep->lock);
+	owner = ep->owner;
+	pthread_mutex_unlock(&ep->lock);
+	if (owner) {
+		pthread_mutex_lock(&owner->lock);
+		pthread_mutex_lock(&ep->lock);
+		if (ep->owner == owner) {
+			owner->ep[ep->ctx->index][ep->remote_dev] = NULL;
+			ep->owner = NULL;
+			was_owned = true;
+		}
+		pthread_mutex_unlock(&ep->lock);
+		pthread_mutex_unlock(&owner->lock);
+	}
+	pthread_mutex_lock(&ep->lock);
+	if (ep->state != EP_BROKEN) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+		ep->state = EP_BROKEN;
+		ep->error = why;
+		for (unsigned i = 0; i < ep->nqp; i++)
+			(void)ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
+	}
+	waiting = ep->wait_head;
+	ep->wait_head = ep->wait_tail = NULL;
+	pthread_mutex_unlock(&ep->lock);
+	/* Slices that never reached the NIC go elsewhere (or fail). */
+	while (waiting) {
+		struct rdma_slice *s = waiting;
+
+		waiting = s->next;
+		s->ep = NULL;
+		rdma_slice_end(ep->ctx->t, s, why);
+	}
+	if (was_owned)
+		rdma_ep_put(ep);
+}
+
 void rdma_slice_end(struct rdma_transport *t, struct rdma_slice *s, int rc)
 {
 	struct te_task *task = s->task;
