@@ -37,7 +37,8 @@ static const struct mc_opt teb_opts[] = {
 	    "host:port the target prints)."),
 	OPT("protocol", MC_OPT_STRING, protocol, "tcp", 0, 0,
 	    "Transport: tcp or shm (same host, target memory from "
-	    "te_mem_alloc); rdma is refused by this build's engine."),
+	    "te_mem_alloc) or rdma (the NICs; set MC_FORCE_HCA=1 for a "
+	    "target on the same host)."),
 	OPT("operation", MC_OPT_STRING, operation, "read", 0, 0,
 	    "read (target -> initiator) or write (initiator -> target)."),
 	OPT("buffer_size", MC_OPT_SIZE, buffer_size, "1GiB", 4096,

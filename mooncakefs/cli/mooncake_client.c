@@ -67,10 +67,11 @@ static const struct mc_opt client_opts[] = {
 	    "Transfer-engine metadata: http://h:p/metadata, etcd://h:p or "
 	    "P2PHANDSHAKE."),
 	OPT("protocol", MC_OPT_STRING, protocol, "tcp", 0, 0,
-	    "Transport: tcp (rdma is not built yet: it is refused with the "
-	    "reason, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
+	    "Transport: tcp or rdma (one-sided RDMA between hosts, shared "
+	    "memory within one; refused with the reason where no RDMA "
+	    "device serves, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
 	OPT("device_names", MC_OPT_STRING, device_names, "", 0, 0,
-	    "RDMA devices (ignored for tcp)."),
+	    "RDMA devices to use, a comma list (rdma only; \"\": all)."),
 	OPT("threads", MC_OPT_INT, threads, "1", 1, 1024,
 	    "Accepted for upstream compatibility; the transfer engine "
 	    "sizes its own threads."),

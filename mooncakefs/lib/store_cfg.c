@@ -35,10 +35,11 @@ static const struct mc_opt mcs_opts[] = {
 	    "Staging buffer for put/get of unregistered memory (0: none)."),
 	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
 	    0,
-	    "Transport: tcp (rdma is not built yet: it is refused with the "
-	    "reason, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
+	    "Transport: tcp or rdma (one-sided RDMA between hosts, shared "
+	    "memory within one; refused with the reason where no RDMA "
+	    "device serves, or served by tcp with MC_RDMA_FALLBACK_TCP=1)."),
 	OPT("device_name", "MOONCAKE_DEVICE", MC_OPT_STRING, device_name, "", 0,
-	    0, "RDMA devices (ignored for tcp)."),
+	    0, "RDMA devices to use, a comma list (rdma only; \"\": all)."),
 	OPT("master_server_address", "MOONCAKE_MASTER", MC_OPT_STRING,
 	    master_server_address, "127.0.0.1:50051", 0, 0,
 	    "host:port of mooncake_master."),
