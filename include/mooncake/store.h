@@ -268,10 +268,14 @@ typedef struct mooncake_transfer_stats {
 	uint64_t read_requests, write_requests;
 	uint64_t failed_requests;
 	uint64_t served_bytes;
+	/* Held now (rdma: queue pairs, memory regions, work requests posted
+	 * and not completed; 0 for the others). */
+	uint64_t connections, registrations, inflight;
 } mooncake_transfer_stats_t;
 
-/** transport: "tcp", "shm" or "local". 0; -600 for another name or a NULL
- *  argument; -1010 before setup and after close. */
+/** transport: "tcp", "rdma", "shm" or "local". 0; -600 for another name
+ *  (rdma in a build without it) or a NULL argument; -1010 before setup
+ *  and after close. */
 MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t store,
 					       const char *transport,
 					       mooncake_transfer_stats_t *out);

@@ -104,6 +104,12 @@ MOONCAKE_API int mooncake_te_notify(struct te_engine *eng,
 MOONCAKE_API int mooncake_te_notifications(struct te_engine *eng, char **names,
 					   char **msgs, int max);
 MOONCAKE_API char *mooncake_te_topology_json(void);
+/** te_counters(): what the engine moved through one transport ("tcp",
+ *  "rdma", "shm", "local") and the resources it holds; -ENOENT for a
+ *  transport this build lacks. */
+MOONCAKE_API int mooncake_te_counters(struct te_engine *eng,
+				      const char *transport,
+				      struct te_counters *out);
 /** free() of a string the calls above returned. */
 MOONCAKE_API void mooncake_te_free(void *p);
 

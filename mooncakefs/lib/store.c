@@ -611,6 +611,9 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t s,
 		.write_requests = c.write_requests,
 		.failed_requests = c.failed_requests,
 		.served_bytes = c.served_bytes,
+		.connections = c.connections,
+		.registrations = c.registrations,
+		.inflight = c.inflight,
 	};
 	return 0;
 }

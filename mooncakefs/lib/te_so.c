@@ -217,3 +217,11 @@ void mooncake_te_free(void *p)
 {
 	free(p);
 }
+
+int mooncake_te_counters(struct te_engine *eng, const char *transport,
+			 struct te_counters *out)
+{
+	if (!eng || !transport || !out)
+		return -EINVAL;
+	return te_counters(eng, transport, out);
+}

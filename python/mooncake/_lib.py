@@ -32,7 +32,9 @@ class ReplicateConfigC(Structure):
 class TransferStatsC(Structure):
     _fields_ = [("read_bytes", c_uint64), ("write_bytes", c_uint64),
                 ("read_requests", c_uint64), ("write_requests", c_uint64),
-                ("failed_requests", c_uint64), ("served_bytes", c_uint64)]
+                ("failed_requests", c_uint64), ("served_bytes", c_uint64),
+                ("connections", c_uint64), ("registrations", c_uint64),
+                ("inflight", c_uint64)]
 
 
 class ReplicaDescC(Structure):
@@ -152,6 +154,8 @@ TE_PROTOTYPES = {
                                           POINTER(c_void_p), c_int]),
     "mooncake_te_topology_json": (c_void_p, []),
     "mooncake_te_free": (None, [c_void_p]),
+    "mooncake_te_counters": (c_int, [ENG, c_char_p,
+                                     POINTER(TransferStatsC)]),
 }
 
 

@@ -362,6 +362,19 @@ class TransferEngine:
                                "initialize() first)")
         return eng
 
+    def transfer_stats(self, transport):
+        """Ours: what this engine moved through one transport ("tcp",
+        "rdma", "shm", "local") as a dict (read_bytes, write_bytes,
+        read_requests, write_requests, failed_requests, served_bytes) and
+        what it holds now (connections, registrations, inflight: rdma's
+        queue pairs, memory regions and posted requests); None for a
+        transport this build lacks."""
+        st = _lib.TransferStatsC()
+        if _L.mooncake_te_counters(self._eng(), transport.encode(),
+                                   ctypes.byref(st)):
+            return None
+        return {f: getattr(st, f) for f, _ in st._fields_}
+
     def get_rpc_port(self):
         """The RPC (handshake) port peers reach this engine on."""
         self._eng()

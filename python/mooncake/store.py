@@ -793,10 +793,12 @@ class MooncakeDistributedStore:
 
     def transfer_stats(self, transport):
         """Ours: what this client moved through one transfer engine
-        transport ("tcp", "shm", "local") since setup, as a dict of
-        read_bytes, write_bytes, read_requests, write_requests,
-        failed_requests and served_bytes; None before setup, after close
-        or for another name."""
+        transport ("tcp", "rdma", "shm", "local") since setup, as a dict
+        of read_bytes, write_bytes, read_requests, write_requests,
+        failed_requests and served_bytes, and what it holds now
+        (connections, registrations, inflight: rdma's queue pairs, memory
+        regions and posted requests); None before setup, after close or
+        for another name."""
         st = _lib.TransferStatsC()
         if _L.mooncake_store_transfer_stats(self._h, transport.encode(),
                                             ctypes.byref(st)):
