@@ -93,24 +93,9 @@ static bool env_on(const char *name)
 	return v && *v && strcmp(v, "0");
 }
 
-/* Discovery as the rdma transport will run it: upstream's variables. */
-static struct rdma_topo_opts env_opts(const char *devices)
-{
-	const char *gid = getenv("MC_GID_INDEX"), *port = getenv("MC_IB_PORT");
-
-	return (struct rdma_topo_opts){
-		.devices = devices,
-		.filters = getenv("MC_TE_FILTERS"),
-		.filters_exclude = getenv("MC_TE_FILTERS_EXCLUDE"),
-		.port = port && *port ? atoi(port) : 0,
-		.gid_index = gid && *gid ? atoi(gid) : -1,
-		.custom_matrix_file = getenv("MC_CUSTOM_TOPO_JSON"),
-	};
-}
-
 json_t *te__rdma_topology(void)
 {
-	struct rdma_topo_opts o = env_opts(NULL);
+	struct rdma_topo_opts o = rdma_topo_opts_env(NULL);
 	struct rdma_topo t;
 	json_t *devs, *root;
 	char err[256];
@@ -136,7 +121,7 @@ json_t *te__rdma_topology(void)
 
 int te_rdma_check(const char *devices, char *err, size_t errlen)
 {
-	struct rdma_topo_opts o = env_opts(devices);
+	struct rdma_topo_opts o = rdma_topo_opts_env(devices);
 	struct rdma_topo t;
 	char why[256] = "";
 	int rc;

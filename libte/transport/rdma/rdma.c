@@ -64,26 +64,12 @@ static void read_settings(struct rdma_settings *s)
 	s->ib_sl = env_i("MC_IB_SL");
 }
 
-static struct rdma_topo_opts topo_opts(const char *devices)
-{
-	const char *gid = getenv("MC_GID_INDEX"), *port = getenv("MC_IB_PORT");
-
-	return (struct rdma_topo_opts){
-		.devices = devices,
-		.filters = getenv("MC_TE_FILTERS"),
-		.filters_exclude = getenv("MC_TE_FILTERS_EXCLUDE"),
-		.port = port && *port ? atoi(port) : 0,
-		.gid_index = gid && *gid ? atoi(gid) : -1,
-		.custom_matrix_file = getenv("MC_CUSTOM_TOPO_JSON"),
-	};
-}
-
 static void rdma_fini(struct te_transport *tp);
 
 static int open_nics(struct rdma_transport *t, const char *devices, char *err,
 		     size_t errlen)
 {
-	struct rdma_topo_opts o = topo_opts(devices);
+	struct rdma_topo_opts o = rdma_topo_opts_env(devices);
 	char why[TE_ERR_LEN] = "";
 	int rc = rdma_topo_discover(&o, &t->topo, err, errlen);
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_parse.h"
 #include "rdma_int.h"
 
 void rdma_gid_str(const union ibv_gid *g, char out[48])
@@ -22,24 +23,14 @@ void rdma_gid_str(const union ibv_gid *g, char out[48])
 		snprintf(out + i * 3, 4, i == 15 ? "%02x" : "%02x:", g->raw[i]);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int rdma_gid_parse(const char *s, union ibv_gid *g)
 {
 	/* Upstream writes 16 bytes as "xx:xx:...:xx". */
 	if (!s || strlen(s) != 47)
 		return -EINVAL;
 	for (int i = 0; i < 16; i++) {
-		int hi = hexval(s[i * 3]), lo = hexval(s[i * 3 + 1]);
+		int hi = mc_parse_hexdigit(s[i * 3]),
+		    lo = mc_parse_hexdigit(s[i * 3 + 1]);
 
 		if (hi < 0 || lo < 0 || (i < 15 && s[i * 3 + 2] != ':'))
 			return -EINVAL;

@@ -480,3 +480,17 @@ void rdma_topo_free(struct rdma_topo *t)
 	json_decref(t->matrix);
 	memset(t, 0, sizeof(*t));
 }
+
+struct rdma_topo_opts rdma_topo_opts_env(const char *devices)
+{
+	const char *gid = getenv("MC_GID_INDEX"), *port = getenv("MC_IB_PORT");
+
+	return (struct rdma_topo_opts){
+		.devices = devices,
+		.filters = getenv("MC_TE_FILTERS"),
+		.filters_exclude = getenv("MC_TE_FILTERS_EXCLUDE"),
+		.port = port && *port ? atoi(port) : 0,
+		.gid_index = gid && *gid ? atoi(gid) : -1,
+		.custom_matrix_file = getenv("MC_CUSTOM_TOPO_JSON"),
+	};
+}

@@ -64,6 +64,11 @@ struct rdma_topo {
 	json_t *matrix;
 };
 
+/** The options upstream's variables give (MC_TE_FILTERS,
+ *  MC_TE_FILTERS_EXCLUDE, MC_IB_PORT, MC_GID_INDEX, MC_CUSTOM_TOPO_JSON),
+ *  with devices (borrowed) as the device list; sysfs_root NULL. */
+struct rdma_topo_opts rdma_topo_opts_env(const char *devices);
+
 /**
  * Find the NICs under opts->sysfs_root and build the matrix.
  *  - Devices: /sys/class/infiniband/<dev>, kept when named by devices (a
