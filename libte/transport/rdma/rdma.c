@@ -13,6 +13,7 @@
  * GPUDirect RDMA needs a real NIC and a GPU, neither here).
  */
 #include <errno.h>
+#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,24 @@ static int rdma_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	return 0;
 }
 
+/* Where NICs are chosen from for r: its location, or for "*" (none
+ * given) the NUMA node its first page is on, now that it is pinned. */
+static void mr_location(const struct te_memreg *r, struct rdma_mr *m)
+{
+	int node = -1;
+
+	if (strcmp(r->location, "*") && r->location[0]) {
+		snprintf(m->location, sizeof(m->location), "%s", r->location);
+		return;
+	}
+	if (get_mempolicy(&node, NULL, 0, (void *)r->addr,
+			  MPOL_F_NODE | MPOL_F_ADDR) ||
+	    node < 0)
+		snprintf(m->location, sizeof(m->location), "*");
+	else
+		snprintf(m->location, sizeof(m->location), "cpu:%d", node);
+}
+
 /* Memory regions of a registration, on every NIC. */
 static int rdma_reg_add(struct te_transport *tp, struct te_memreg *r)
 {
@@ -167,6 +186,7 @@ static int rdma_reg_add(struct te_transport *tp, struct te_memreg *r)
 		}
 		atomic_fetch_add(&t->n_mrs, 1);
 	}
+	mr_location(r, m);
 	r->tp_priv[tp->index] = m;
 	return 0;
 }

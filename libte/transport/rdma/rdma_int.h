@@ -169,6 +169,9 @@ struct rdma_peer_desc {
 /* A registered buffer's MRs, per NIC (te_memreg tp_priv). */
 struct rdma_mr {
 	struct ibv_mr *mr[RDMA_MAX_NICS];
+	/* The location NICs are chosen by: the registration's, or for "*"
+	 * the NUMA node of its first page ("cpu:N"), as upstream detects. */
+	char location[TE_LOCATION_LEN];
 };
 
 struct rdma_transport {

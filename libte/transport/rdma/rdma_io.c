@@ -271,8 +271,8 @@ void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
 	}
 	for (unsigned i = 0; i < d->n_devs; i++)
 		dnames[i] = d->devs[i].name;
-	ci = rdma_path_pick(t->topo.matrix, task->local_reg->location, t->names,
-			    t->n_ctx, s->retry, spread);
+	ci = rdma_path_pick(t->topo.matrix, mr->location, t->names, t->n_ctx,
+			    s->retry, spread);
 	dev = rdma_path_pick(d->matrix, rb->location, dnames, d->n_devs,
 			     s->retry, spread);
 	if (ci < 0 || dev < 0 || (unsigned)dev >= rb->n_rkeys || !mr->mr[ci]) {
