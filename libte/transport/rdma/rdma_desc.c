@@ -202,7 +202,8 @@ int rdma_desc_decode(json_t *desc, void **out)
 			break;
 		decode_buffer(b, d);
 	}
-	qsort(d->bufs, d->n_bufs, sizeof(*d->bufs), cmp_rbuf);
+	if (d->n_bufs > 1)
+		qsort(d->bufs, d->n_bufs, sizeof(*d->bufs), cmp_rbuf);
 	if (json_is_object(m))
 		d->matrix = json_deep_copy(m);
 	if (!d->n_devs) {
