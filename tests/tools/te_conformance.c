@@ -10,7 +10,7 @@
  *
  *   te_conformance --metadata CONN [--target NAME --target_addr ADDR]
  *                  [--target_size N] [--seed S]
- *                  [--transport tcp|shm|local|auto] [--name NAME]
+ *                  [--transport tcp|shm|local|rdma|auto] [--name NAME]
  *                  [--case NAME[,NAME...]|all] [--timeout_ms N]
  *                  [--report_counters]
  *
@@ -47,12 +47,12 @@
 #include "te_pattern.h"
 
 #define MiB (1ull << 20)
-#define N_TPS 3
+#define N_TPS 4
 #define GUARD 64
 #define GUARD_BYTE 0xEE
 #define N_THREADS 4
 
-static const char *const tp_names[N_TPS] = { "tcp", "shm", "local" };
+static const char *const tp_names[N_TPS] = { "tcp", "shm", "local", "rdma" };
 
 /* Counter growth a case expects of the pinned transport. */
 struct expect {
@@ -1335,7 +1335,7 @@ static int usage(const char *msg)
 		"te_conformance: %s\n"
 		"usage: te_conformance --metadata CONN [--target NAME "
 		"--target_addr ADDR] [--target_size N] [--seed S] "
-		"[--transport tcp|shm|local|auto] [--name NAME] "
+		"[--transport tcp|shm|local|rdma|auto] [--name NAME] "
 		"[--case NAME,...|all] [--timeout_ms N] [--report_counters]\n",
 		msg);
 	return 2;
@@ -1419,7 +1419,8 @@ static int setup(struct ctx *c, const struct args *a)
 	if (!strcmp(a->transport, "auto"))
 		cfg.transport = NULL; /* the engine picks per request */
 	else if (c->tp_idx < 0)
-		return usage("--transport must be tcp, shm, local or auto");
+		return usage("--transport must be tcp, shm, local, rdma or "
+			     "auto");
 	c->self = c->tp_idx == 2;
 	c->seed = a->seed;
 	c->rng = a->seed * 0x9E3779B97F4A7C15ull + 1;

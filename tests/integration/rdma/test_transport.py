@@ -1,0 +1,737 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The transfer engine, the store, the mount and the Python package over
+RDMA (soft-RoCE, rxe0) inside the VM of scripts/rdma_vm.sh: one VM boot
+runs every case, each writes its findings into one JSON result, and the
+tests here assert on it, case by case.
+
+Cases (run inside the VM, in this order, each with its own deadline):
+  conformance  tests/tools/te_conformance against a te_peer, both named
+               10.0.0.1:PORT (RoCE needs rxe0's IP at both ends), the
+               engine pinned to the protocol: sizes, write_read, batches,
+               refusals, notify, integrity; its per-transport counters.
+  store_cli    mooncake_master + one mooncake_client pool member (protocol
+               P) + the `mooncake` CLI: put and get of 4 KiB, 1 MiB and
+               8 MiB files, compared byte for byte.
+  mount        two mooncakefs mounts (protocol=P): a file written into
+               one is read back through the other, byte for byte.
+  python       mooncake.store.MooncakeDistributedStore (protocol P) puts
+               and gets the three sizes, its transfer_stats prove the
+               path; mooncake.engine.TransferEngine (protocol P) in this
+               process reads and writes a second engine's buffer in a
+               second process.
+  kill         te_client (transport P, 30 s transfer timeout) reading from
+               a te_peer that is SIGKILLed with a batch in flight: every
+               request ends FAILED well before the timeout; a request to
+               the dead peer fails again; a new te_peer then serves.
+
+The protocol: MC_VM_PROTOCOL, "rdma" (default) or "tcp". With rdma every
+process runs with MC_FORCE_HCA=1 (one VM is one host: without it the
+store would move bytes through shm), with tcp with MC_FORCE_TCP=1 (the
+harness's own check while no rdma transport is built). Besides the
+counters of the clients that have them (te_conformance, te_client, the
+Python store), every data case reads the wire: rxe0's hw_counters (the
+packets soft-RoCE sent) and lo's tx_bytes (10.0.0.1 is a local address,
+so TCP to it crosses lo). Over rdma the rxe0 packets must cover the bytes
+moved (at most 4096 bytes a packet); over tcp rxe0 must send nothing.
+
+Where the build refuses the protocol as not built yet ("no rdma transport
+yet"), every test skips with that message; any other refusal fails."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IN_VM = len(sys.argv) >= 2 and sys.argv[1] == "--in-vm"
+if IN_VM:
+    # TCG is slow: every wait of the helpers scaled (ctest's own scale
+    # times MC_VM_SCALE, default 4).
+    os.environ["MC_TEST_TIMEOUT_SCALE"] = str(
+        float(os.environ.get("MC_TEST_TIMEOUT_SCALE", "1")) *
+        float(os.environ.get("MC_VM_SCALE", "4")))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "store"))
+from mctest import (BUILD, SCALE, SOURCE, TE_CLIENT,  # noqa: E402
+                    TE_CONFORMANCE, TE_PEER, binary, te_env)
+
+HARNESS = os.path.join(SOURCE, "scripts", "rdma_vm.sh")
+PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
+VM_TIMEOUT = int(os.environ.get("MC_VM_TIMEOUT", str(int(420 * SCALE))))
+KIB, MIB = 1 << 10, 1 << 20
+SIZES = [4 * KIB, 1 * MIB, 8 * MIB]
+CASES = ["conformance", "store_cli", "mount", "python", "kill"]
+CONFORMANCE_CASES = ["sizes", "write_read", "batches", "refusals", "notify",
+                     "integrity"]
+NOT_BUILT = "no rdma transport yet"
+IP = "10.0.0.1"
+RXE_MTU_MAX = 4096  # bytes of payload per RoCE packet, at most
+
+# ------------------------------------------------------- inside the VM
+
+
+def proto_env():
+    """What every process of a case gets for the protocol."""
+    if PROTO == "rdma":
+        return {"MC_FORCE_HCA": "1"}
+    return {"MC_FORCE_TCP": "1"}
+
+
+def device():
+    return os.environ.get("MC_RDMA_DEVICE", "rxe0") if PROTO == "rdma" else ""
+
+
+def wire():
+    """rxe0's hw_counters and lo's tx_bytes, now."""
+    w = {}
+    d = f"/sys/class/infiniband/{os.environ.get('MC_RDMA_DEVICE', 'rxe0')}" \
+        "/ports/1/hw_counters"
+    try:
+        for n in os.listdir(d):
+            with open(os.path.join(d, n)) as f:
+                w["rxe_" + n] = int(f.read().split()[0])
+    except OSError:
+        pass
+    with open("/sys/class/net/lo/statistics/tx_bytes") as f:
+        w["lo_tx_bytes"] = int(f.read())
+    return w
+
+
+def wire_delta(before):
+    after = wire()
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def run(argv, timeout, env=None, **kw):
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=timeout, env=env, **kw)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = "timeout", e.stdout or "", e.stderr or ""
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
+    return {"argv": [str(a) for a in argv], "rc": rc, "out": out[-4000:],
+            "err": err[-4000:], "s": round(time.monotonic() - t0, 2)}
+
+
+def tail(path, n=3000):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
+
+
+def case_probe(ctx):
+    """Is the protocol there at all? An engine created with it."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "python"),
+               MOONCAKE_LIB=os.path.join(BUILD, "mooncakefs", "lib",
+                                         "libmooncake.so"))
+    code = ("import sys\n"
+            "from mooncake.engine import TransferEngine as T\n"
+            "e = T()\n"
+            f"rc = e.initialize({IP!r}, 'P2PHANDSHAKE', {PROTO!r}, "
+            f"{device()!r})\n"
+            "print('rc', rc)\n")
+    r = run([sys.executable, "-c", code], 120 * SCALE, env=env)
+    r["refused"] = r["rc"] != 0 or "rc 0" not in r["out"]
+    return r
+
+
+def case_conformance(ctx):
+    from mctest import Procs
+    procs, tmp = Procs(), ctx["tmp"]
+    try:
+        metad = procs.start_metad(tmp)
+        peer = procs.start_te_peer(tmp, metad.url, name=f"{IP}:29000",
+                                   size=72 * MIB, seed=707, env=ctx["env"])
+        cmd = [binary(*TE_CONFORMANCE), "--metadata", metad.url,
+               "--transport", PROTO, "--seed", "707", "--name",
+               f"{IP}:29001", "--timeout_ms", str(int(60000 * SCALE)),
+               "--case", ",".join(CONFORMANCE_CASES), "--report_counters",
+               "--target", peer.name, "--target_addr", str(peer.addr),
+               "--target_size", str(peer.size)]
+        w = wire()
+        r = run(cmd, 300 * SCALE, env=te_env(ctx["env"]))
+        r["wire"] = wire_delta(w)
+        r["ok"] = [ln.split()[1] for ln in r["out"].splitlines()
+                   if ln.startswith("ok ")]
+        r["counters"] = {}
+        for ln in r["out"].splitlines():
+            if ln.startswith("counters "):
+                _, name, js = ln.split(" ", 2)
+                r["counters"][name] = json.loads(js)
+        want = f'notify te_conformance hello-707 "quoted" {{json}}'
+        t_end = time.monotonic() + 10 * SCALE
+        while want not in peer.log() and time.monotonic() < t_end:
+            time.sleep(0.1)
+        r["peer_notified"] = want in peer.log()
+        r["peer_stop"] = peer.stop()
+        r["peer_log"] = peer.log()[-2000:]
+        return r
+    finally:
+        procs.cleanup()
+
+
+class Pool:
+    """mooncake_master (RPC and metadata on 127.0.0.1: no data crosses
+    them) and one mooncake_client pool member named 10.0.0.1:PORT."""
+
+    def __init__(self, procs, tmp, env):
+        from pool import MEMBER, Master, free_port, read_port
+        self.master = Master(procs, tmp, "--default_kv_lease_ttl", "500")
+        self.port = free_port()
+        self.name = f"{IP}:{self.port}"
+        procs.own_shm(f"/dev/shm/mooncake.seg.*{self.port}*")
+        log = tmp / "member.log"
+        pf = tmp / "member.port"
+        with open(log, "ab") as lf:
+            self.proc = procs.popen(
+                [binary(*MEMBER), "--host", IP, "--port", str(self.port),
+                 "--global_segment_size", "64MB",
+                 "--master_server_address", self.master.addr,
+                 "--metadata_server", self.master.metadata,
+                 "--protocol", PROTO, "--device_names", device(),
+                 "--port_file", str(pf)],
+                stdout=lf, stderr=lf,
+                env=te_env(dict(env, MC_STORE_PING_MS="200")))
+        self.log = log
+        read_port(pf, self.proc, log, "mooncake_client")
+
+
+def pool(ctx):
+    """The pool of the store cases, started once."""
+    if "pool" not in ctx:
+        ctx["pool"] = Pool(ctx["procs"], ctx["tmp"], ctx["env"])
+    return ctx["pool"]
+
+
+def case_store_cli(ctx):
+    from pool import CLI
+    p = pool(ctx)
+    tmp = ctx["tmp"]
+    env = dict(os.environ, **ctx["env"])
+    base = [binary(*CLI), "--master", p.master.addr, "--metadata",
+            p.master.metadata, "--local_hostname", IP, "--protocol", PROTO]
+    r = {"objects": [], "member": p.name}
+    w = wire()
+    moved = 0
+    for size in SIZES:
+        data = os.urandom(size)
+        src, dst = tmp / f"cli.{size}.in", tmp / f"cli.{size}.out"
+        src.write_bytes(data)
+        key = f"rdma/cli/{size}"
+        put = run(base + ["put", str(src), key], 120 * SCALE, env=env)
+        get = run(base + ["get", key, str(dst)], 120 * SCALE, env=env)
+        got = dst.read_bytes() if dst.exists() else b""
+        equal = got == data
+        moved += 2 * size if equal else 0
+        info = run(base + ["info", key], 60 * SCALE, env=env)
+        r["objects"].append({"size": size, "put": put, "get": get,
+                             "info": info, "got": len(got), "equal": equal})
+    r["wire"] = wire_delta(w)
+    r["moved"] = moved
+    r["member_log"] = tail(p.log)
+    return r
+
+
+def case_mount(ctx):
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fs"))
+    from mount import Mount, fuse_why
+    fuse_ko = os.environ.get("MC_VM_FUSE_KO", "")
+    r = {}
+    if not os.path.exists("/dev/fuse") and fuse_ko:
+        r["insmod"] = run(["insmod", fuse_ko], 60 * SCALE)
+    why = fuse_why()
+    if why:
+        r["skip"] = why + (f" (insmod {fuse_ko}: {r['insmod']['err']})"
+                           if "insmod" in r else
+                           " (the host found no fuse.ko to load)")
+        return r
+    p = pool(ctx)
+    tmp, procs = ctx["tmp"], ctx["procs"]
+    opts = f"protocol={PROTO},local_hostname={IP}"
+    if device():
+        opts += f",device={device()}"
+    a = b = None
+    try:
+        a = Mount(procs, tmp, p.master, name="mnt_a", seg="0", opts=opts,
+                  env=ctx["env"])
+        b = Mount(procs, tmp, p.master, name="mnt_b", seg="0", opts=opts,
+                  env=ctx["env"])
+        r["files"] = []
+        w = wire()
+        moved = 0
+        for size in SIZES:
+            data = os.urandom(size)
+            name = f"f{size}"
+            t0 = time.monotonic()
+            with open(a.kv / name, "wb") as f:
+                f.write(data)
+            t1 = time.monotonic()
+            with open(b.kv / name, "rb") as f:
+                got = f.read()
+            t2 = time.monotonic()
+            equal = got == data
+            moved += 2 * size if equal else 0
+            r["files"].append({"size": size, "got": len(got),
+                               "equal": equal, "write_s": round(t1 - t0, 2),
+                               "read_s": round(t2 - t1, 2)})
+        r["wire"] = wire_delta(w)
+        r["moved"] = moved
+        with open(b.path / ".mooncake" / "stats") as f:
+            r["stats_b"] = f.read()
+        with open(a.path / ".mooncake" / "config") as f:
+            r["config_a"] = json.loads(f.read())
+    except Exception:
+        r["error"] = traceback.format_exc()
+    finally:
+        for m in (a, b):
+            if m is not None:
+                r.setdefault("logs", {})[m.path.name] = m.log()[-2000:]
+                m.cleanup()
+    return r
+
+
+# The second engine of the python case: registers a buffer of the pattern
+# and waits to be killed.
+ENGINE_TARGET = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from mooncake.engine import TransferEngine
+proto, dev, size = sys.argv[2], sys.argv[3], int(sys.argv[4])
+eng = TransferEngine()
+rc = eng.initialize("10.0.0.1", "P2PHANDSHAKE", proto, dev)
+buf = np.random.default_rng(42).integers(0, 256, size, dtype=np.uint8)
+rc2 = eng.register_memory(buf.ctypes.data, size)
+print(json.dumps({"rc": rc, "reg": rc2, "addr": buf.ctypes.data,
+                  "session": "10.0.0.1:%d" % eng.get_rpc_port()}),
+      flush=True)
+sys.stdin.read()
+'''
+
+
+def case_python(ctx):
+    import numpy as np
+    sys.path.insert(0, os.path.join(SOURCE, "python"))
+    os.environ["MOONCAKE_LIB"] = os.path.join(BUILD, "mooncakefs", "lib",
+                                              "libmooncake.so")
+    from mooncake.engine import TransferEngine
+    from mooncake.store import MooncakeDistributedStore
+    # This process is the client: the protocol's variables here too.
+    os.environ.update(ctx["env"])
+    p = pool(ctx)
+    r = {"store": {}, "engine": {}}
+    # --- the store
+    s = MooncakeDistributedStore()
+    st = r["store"]
+    st["setup"] = s.setup(IP, p.master.metadata, 0, 16 * MIB, PROTO,
+                          device(), p.master.addr)
+    st["objects"] = []
+    w = wire()
+    if st["setup"] == 0:
+        for size in SIZES:
+            data = os.urandom(size)
+            key = f"rdma/py/{size}"
+            rc = s.put(key, data)
+            got = s.get(key)
+            st["objects"].append({"size": size, "put": rc,
+                                  "got": len(got or b""),
+                                  "equal": got == data,
+                                  "replicas": [
+                                      d.get_memory_descriptor()
+                                      .buffer_descriptor.transport_endpoint
+                                      for d in s.get_replica_desc(key)]})
+        # What the CLI and the mount wrote, read here: the counters of a
+        # client that has them prove the path of those objects too.
+        for size in SIZES:
+            got = s.get(f"rdma/cli/{size}")
+            st.setdefault("cli_objects", []).append(len(got or b""))
+        st["stats"] = {t: s.transfer_stats(t)
+                       for t in sorted({PROTO, "tcp", "shm", "local"})}
+        st["hostname"] = s.get_hostname()
+    st["wire"] = wire_delta(w)
+    s.close()
+    # --- the engine, two processes
+    en = r["engine"]
+    size = 8 * MIB
+    script = ctx["tmp"] / "engine_target.py"
+    script.write_text(ENGINE_TARGET)
+    tgt = ctx["procs"].popen(
+        [sys.executable, str(script), os.path.join(SOURCE, "python"),
+         PROTO, device(), str(size)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=open(ctx["tmp"] / "engine_target.log", "ab"), text=True,
+        env=dict(os.environ, **ctx["env"]))
+    line = tgt.stdout.readline()
+    en["target"] = json.loads(line) if line else {
+        "exit": tgt.wait(), "log": tail(ctx["tmp"] / "engine_target.log")}
+    if not line or en["target"]["rc"] != 0 or en["target"]["reg"] != 0:
+        return r
+    eng = TransferEngine()
+    en["init"] = eng.initialize(IP, "P2PHANDSHAKE", PROTO, device())
+    local = np.zeros(size, dtype=np.uint8)
+    en["reg"] = eng.register_memory(local.ctypes.data, size)
+    want = np.random.default_rng(42).integers(0, 256, size, dtype=np.uint8)
+    sess, raddr = en["target"]["session"], en["target"]["addr"]
+    w = wire()
+    t0 = time.monotonic()
+    en["read"] = eng.transfer_sync_read(sess, local.ctypes.data, raddr, size)
+    en["read_s"] = round(time.monotonic() - t0, 2)
+    en["read_equal"] = bool(np.array_equal(local, want))
+    mine = np.random.default_rng(7).integers(0, 256, size, dtype=np.uint8)
+    local[:] = mine
+    en["write"] = eng.transfer_sync_write(sess, local.ctypes.data, raddr,
+                                          size)
+    local[:] = 0
+    en["read_back"] = eng.transfer_sync_read(sess, local.ctypes.data, raddr,
+                                             size)
+    en["read_back_equal"] = bool(np.array_equal(local, mine))
+    en["wire"] = wire_delta(w)
+    en["moved"] = 3 * size
+    eng.unregister_memory(local.ctypes.data)
+    eng.close()
+    tgt.stdin.close()
+    tgt.wait()
+    return r
+
+
+def case_kill(ctx):
+    from mctest import Procs, TeClient
+    procs, tmp = Procs(), ctx["tmp"]
+    r = {"steps": []}
+    timeout_ms = 30000
+
+    def step(c, line, t=60):
+        t0 = time.monotonic()
+        reply = c.cmd(line, timeout=t * SCALE)
+        r["steps"].append([line, reply, round(time.monotonic() - t0, 2)])
+        return dict(kv.split("=", 1) for kv in reply.split()[1:]
+                    if "=" in kv)
+
+    try:
+        metad = procs.start_metad(tmp)
+        p1 = procs.start_te_peer(tmp, metad.url, name=f"{IP}:31001",
+                                 size=64 * MIB, seed=1, env=ctx["env"])
+        log_path = tmp / "kill_client.log"
+        with open(log_path, "ab") as log:
+            cp = procs.popen(
+                [binary(*TE_CLIENT), "--metadata", metad.url, "--name",
+                 f"{IP}:31000", "--transport", PROTO, "--timeout_ms",
+                 str(timeout_ms), "--size", str(64 * MIB)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                bufsize=0, env=te_env(ctx["env"]))
+        c = TeClient(cp, log_path)
+        r["ready"] = c.readline(timeout=60)
+        if not r["ready"].startswith("ready "):
+            r["log"] = c.log()
+            return r
+        step(c, f"open {p1.name}")
+        step(c, f"submit warm {p1.name} read {p1.addr} {MIB} 4")
+        step(c, "wait warm 60000", 90)
+        r["warm"] = step(c, "status warm")
+        r["warm_check"] = step(c, f"check warm {p1.seed} {p1.addr}")
+        step(c, "destroy warm")
+        # Stopped, then killed with the batch in flight.
+        p1.pause()
+        step(c, f"submit a {p1.name} read {p1.addr} {MIB} 32")
+        r["a_before"] = step(c, "status a")
+        t0 = time.monotonic()
+        p1.kill()
+        r["a_wait"] = step(c, f"wait a {timeout_ms * 2}", timeout_ms / 500)
+        r["a_status"] = step(c, "status a")
+        r["a_s"] = round(time.monotonic() - t0, 2)
+        step(c, "destroy a")
+        # Again to the dead peer: refused or FAILED, never hanging.
+        t0 = time.monotonic()
+        step(c, f"submit b {p1.name} read {p1.addr} 4096 1")
+        r["b_wait"] = step(c, f"wait b {timeout_ms * 2}", timeout_ms / 500)
+        r["b_status"] = step(c, "status b")
+        r["b_s"] = round(time.monotonic() - t0, 2)
+        step(c, "destroy b")
+        # A new peer serves.
+        p2 = procs.start_te_peer(tmp, metad.url, name=f"{IP}:31002",
+                                 size=64 * MIB, seed=2, env=ctx["env"])
+        step(c, f"open {p2.name}")
+        step(c, f"submit n {p2.name} read {p2.addr} {MIB} 8")
+        r["n_wait"] = step(c, "wait n 60000", 90)
+        r["n_status"] = step(c, "status n")
+        r["n_check"] = step(c, f"check n {p2.seed} {p2.addr}")
+        step(c, "destroy n")
+        r["counters"] = {t: step(c, f"counters {t}")
+                         for t in sorted({PROTO, "tcp", "shm"})}
+        r["timeout_ms"] = timeout_ms
+        r["quit"] = c.cmd("quit", timeout=60 * SCALE)
+        r["log"] = c.log()[-2000:]
+    except Exception:
+        r["error"] = traceback.format_exc()
+    finally:
+        procs.cleanup()
+    return r
+
+
+def in_vm(result_path, only):
+    import pathlib
+    from mctest import Procs
+    t_all = time.monotonic()
+    r = {"protocol": PROTO, "env": proto_env(), "cases": {},
+         "scale": SCALE}
+    logs = pathlib.Path(tempfile.mkdtemp(prefix="rdma_cases."))
+    ctx = {"env": proto_env(), "procs": Procs(), "tmp": logs}
+    os.environ.pop("MC_FORCE_TCP", None)
+    os.environ.pop("MC_FORCE_HCA", None)
+
+    def save():
+        with open(result_path + ".tmp", "w") as f:
+            json.dump(r, f, indent=1)
+        os.replace(result_path + ".tmp", result_path)
+
+    t0 = time.monotonic()
+    r["probe"] = case_probe(ctx)
+    r["probe"]["s"] = round(time.monotonic() - t0, 2)
+    save()
+    if r["probe"]["refused"]:
+        r["total_s"] = round(time.monotonic() - t_all, 2)
+        save()
+        return
+    for name in CASES:
+        if only and name not in only:
+            continue
+        t0 = time.monotonic()
+        try:
+            out = globals()["case_" + name](ctx)
+        except Exception:
+            out = {"error": traceback.format_exc()}
+        out["s"] = round(time.monotonic() - t0, 2)
+        r["cases"][name] = out
+        print(f"case {name}: {out['s']}s", flush=True)
+        save()
+    if "pool" in ctx:
+        r["member_log"] = tail(ctx["pool"].log)
+        r["master_log"] = tail(ctx["pool"].master.log_path)
+    ctx["procs"].cleanup()
+    r["total_s"] = round(time.monotonic() - t_all, 2)
+    save()
+
+
+# ------------------------------------------------------- on the host
+
+def fuse_ko(dest):
+    """fuse.ko of the VM's kernel (the harness's cached kernel package;
+    its initramfs does not load FUSE), extracted into dest; "" when there
+    is none."""
+    cache = os.environ.get("MC_RDMA_VM_CACHE") or \
+        "/var/cache/mooncakefs/rdma-vm"
+    if not os.path.isdir(cache):
+        cache = os.path.expanduser("~/.cache/mooncakefs/rdma-vm")
+    debs = sorted((os.path.join(cache, d) for d in os.listdir(cache)
+                   if d.startswith("linux-image-") and d.endswith(".deb")),
+                  key=os.path.getmtime) if os.path.isdir(cache) else []
+    if not debs:
+        return ""
+    p = subprocess.run(
+        f"dpkg-deb --fsys-tarfile '{debs[-1]}' | tar -x -C '{dest}' "
+        f"--wildcards '*/kernel/fs/fuse/fuse.ko'", shell=True,
+        capture_output=True, timeout=120)
+    for root, _, files in os.walk(dest):
+        if "fuse.ko" in files and p.returncode == 0:
+            return os.path.join(root, "fuse.ko")
+    return ""
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory):
+    """One VM run of every case: (result dict, log of the run)."""
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.skip("qemu-system-x86_64 not found "
+                    "(scripts/setup.sh installs qemu-system-x86)")
+    binary(*TE_CONFORMANCE)  # the build under test must have it
+    p = subprocess.run([HARNESS, "--prepare"], capture_output=True,
+                       text=True, timeout=600)
+    if p.returncode == 77:
+        pytest.skip(p.stderr.strip().splitlines()[-1])
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = tmp_path_factory.mktemp("rdma_vm")
+    result = d / "result.json"
+    ko = fuse_ko(str(d))
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [HARNESS, "-t", str(VM_TIMEOUT), "--rw", str(d),
+         "-e", f"MC_VM_PROTOCOL={PROTO}", "-e", f"MC_VM_FUSE_KO={ko}",
+         "-e", f"MC_BUILD_DIR={os.path.abspath(BUILD)}",
+         "-e", f"MC_SOURCE_DIR={os.path.abspath(SOURCE)}", "--",
+         "/usr/bin/python3", os.path.abspath(__file__), "--in-vm",
+         str(result), os.environ.get("MC_VM_CASES", "")],
+        capture_output=True, text=True, timeout=VM_TIMEOUT + 120)
+    took = time.monotonic() - t0
+    log = (f"protocol {PROTO}: VM exit {p.returncode} after {took:.1f}s\n"
+           f"{p.stdout[-6000:]}\n{p.stderr[-6000:]}")
+    print(log)
+    r = json.loads(result.read_text()) if result.exists() else None
+    assert r is not None, "no result from the VM\n" + log
+    if r["probe"]["refused"]:
+        why = (r["probe"]["out"] + r["probe"]["err"]).strip()
+        if PROTO == "rdma" and NOT_BUILT in why:
+            pytest.skip(f"protocol rdma not built yet: {why.splitlines()[-1]}")
+        pytest.fail(f"protocol {PROTO}: an engine could not be created "
+                    f"in the VM: {why}")
+    assert p.returncode == 0, log
+    r["log"] = log
+    return r
+
+
+def case(vm, name):
+    c = vm["cases"].get(name)
+    if c is None:
+        pytest.skip(f"case {name} not run (MC_VM_CASES)")
+    assert "error" not in c, f"{name}: {c['error']}\n{vm['log']}"
+    return c
+
+
+def show(c):
+    return json.dumps(c, indent=1)[-12000:]
+
+
+def assert_wire(w, moved, what):
+    """The wire saw the bytes moved: rxe0 packets over rdma (and none
+    over tcp); over tcp at least as many bytes on lo."""
+    sent = w.get("rxe_sent_pkts")
+    assert sent is not None, f"{what}: no rxe0 hw_counters: {w}"
+    if PROTO == "rdma":
+        assert sent >= moved // RXE_MTU_MAX, (
+            f"{what}: {moved} bytes moved over rdma but rxe0 sent only "
+            f"{sent} packets: {w}")
+    else:
+        assert sent == 0, f"{what}: rxe0 sent {sent} packets over tcp: {w}"
+        assert w["lo_tx_bytes"] >= moved, (
+            f"{what}: {moved} bytes moved over tcp but lo sent only "
+            f"{w['lo_tx_bytes']}: {w}")
+
+
+def others(stats):
+    """The transports other than the protocol (the counters that must not
+    move): shm always, tcp when the protocol is rdma."""
+    return [t for t in ("tcp", "shm") if t != PROTO]
+
+
+def test_conformance(vm):
+    c = case(vm, "conformance")
+    assert c["rc"] == 0 and set(CONFORMANCE_CASES) <= set(c["ok"]), (
+        f"te_conformance --transport {PROTO}: exit {c['rc']}, ok "
+        f"{c['ok']} of {CONFORMANCE_CASES}\n{c['out']}\n{c['err']}")
+    mine = c["counters"].get(PROTO)
+    assert mine, f"no counters line for {PROTO}: {c['out']}"
+    assert mine["read_bytes"] > 64 * MIB and \
+        mine["write_bytes"] > 64 * MIB, mine
+    for t in others(c["counters"]):
+        got = c["counters"][t]
+        assert got["read_bytes"] == 0 and got["write_bytes"] == 0, (
+            f"{t} moved bytes although {PROTO} is pinned: {c['counters']}")
+    assert_wire(c["wire"], mine["read_bytes"] + mine["write_bytes"],
+                "conformance")
+    assert c["peer_notified"], c["peer_log"]
+    assert c["peer_stop"] == 0, c["peer_log"]
+
+
+def test_store_cli(vm):
+    c = case(vm, "store_cli")
+    for o in c["objects"]:
+        assert o["put"]["rc"] == 0, f"mooncake put ({o['size']}): {o}"
+        assert o["get"]["rc"] == 0, f"mooncake get ({o['size']}): {o}"
+        assert o["equal"], (f"{o['size']} bytes put, {o['got']} got back "
+                            f"or different: {o}")
+    assert [o["size"] for o in c["objects"]] == SIZES
+    assert_wire(c["wire"], c["moved"], "mooncake put/get")
+
+
+def test_mount(vm):
+    c = case(vm, "mount")
+    if "skip" in c:
+        pytest.skip(c["skip"])
+    assert "error" not in c, show(c)
+    for f in c["files"]:
+        assert f["equal"], f"{f['size']} bytes written through mnt_a, " \
+            f"{f['got']} read back through mnt_b or different: {show(c)}"
+    assert [f["size"] for f in c["files"]] == SIZES
+    assert c["config_a"]["protocol"] == PROTO, c["config_a"]
+    assert_wire(c["wire"], c["moved"], "mount")
+
+
+def test_python_store(vm):
+    c = case(vm, "python")["store"]
+    assert c["setup"] == 0, show(c)
+    for o in c["objects"]:
+        assert o["put"] == 0 and o["equal"], f"put/get {o['size']}: {o}"
+        assert o["replicas"] and o["replicas"][0] != c["hostname"], (
+            f"the object is in this client's own segment: {o}")
+    assert c["cli_objects"] == SIZES, \
+        f"the CLI's objects read back here: {c['cli_objects']}"
+    total = sum(SIZES)
+    mine = c["stats"][PROTO]
+    assert mine["write_bytes"] >= total, (
+        f"{PROTO} counters: {c['stats']}; puts of {total} bytes")
+    assert mine["read_bytes"] >= 2 * total, (
+        f"{PROTO} counters: {c['stats']}; gets of {2 * total} bytes")
+    for t in others(c["stats"]):
+        got = c["stats"][t]
+        assert got["read_bytes"] == 0 and got["write_bytes"] == 0, (
+            f"{t} moved bytes, {PROTO} should have: {c['stats']}")
+    assert_wire(c["wire"], 3 * total, "python store")
+
+
+def test_python_engine(vm):
+    c = case(vm, "python")["engine"]
+    t = c["target"]
+    assert t.get("rc") == 0 and t.get("reg") == 0, f"target: {t}"
+    assert c["init"] == 0 and c["reg"] == 0, c
+    assert c["read"] == 0 and c["read_equal"], \
+        f"transfer_sync_read of the target's pattern: {c}"
+    assert c["write"] == 0 and c["read_back"] == 0 and \
+        c["read_back_equal"], f"write, then read back: {c}"
+    assert_wire(c["wire"], c["moved"], "python engine")
+
+
+def test_kill_peer(vm):
+    c = case(vm, "kill")
+    assert c["ready"].startswith("ready "), c
+    assert c["warm"]["completed"] == "4", show(c)
+    assert c["warm_check"].get("checked") == "4", show(c)
+    # Killed with 32 requests in flight: all ended, FAILED, none by the
+    # transfer timeout, and well before it.
+    a = c["a_status"]
+    assert c["a_wait"]["rc"] == "0" and a["waiting"] == "0", show(c)
+    assert a["timeout"] == "0", show(c)
+    assert int(a["failed"]) >= 1 and \
+        int(a["failed"]) + int(a["completed"]) == 32, show(c)
+    assert c["a_s"] < c["timeout_ms"] / 1000, (
+        f"the batch to the killed peer took {c['a_s']}s (transfer timeout "
+        f"{c['timeout_ms']} ms): {show(c)}")
+    # Again to the dead peer: refused at submit, or FAILED.
+    b_submit = [s for s in c["steps"] if s[0].startswith("submit b")][0]
+    if b_submit[1].startswith("ok"):
+        assert c["b_status"]["failed"] == "1", show(c)
+    assert c["b_s"] < c["timeout_ms"] / 1000, show(c)
+    # A new peer serves, with the right data.
+    assert c["n_status"]["completed"] == "8", show(c)
+    assert c["n_check"].get("checked") == "8", show(c)
+    mine = c["counters"][PROTO]
+    assert int(mine["read_bytes"]) >= 12 * MIB, c["counters"]
+    for t in others(c["counters"]):
+        assert c["counters"][t]["read_bytes"] == "0", c["counters"]
+    assert c["quit"] == "ok bye", show(c)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4) or sys.argv[1] != "--in-vm":
+        sys.exit("usage: test_transport.py --in-vm RESULT.json [CASE,...]")
+    in_vm(sys.argv[2], [c for c in (sys.argv[3:] or [""])[0].split(",")
+                        if c])
