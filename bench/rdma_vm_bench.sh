@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The transfer engine over RDMA against perftest, in the soft-RoCE VM of
+# scripts/rdma_vm.sh (rxe0 on a veth pair, one VM run for everything). By
+# hand only (never in CI, no timing is asserted):
+#
+#   perftest   ib_write_bw and ib_read_bw, server and client on rxe0
+#              (-d rxe0 -x $MC_RDMA_GID_INDEX, the client connecting to
+#              10.0.0.1), -s 64 KiB and 1 MiB, -D seconds; "4 threads" is
+#              one process pair with -q 4 (four QPs).
+#   TE         bench/transfer_engine_bench: a target and an initiator
+#              (P2PHANDSHAKE, both 10.0.0.1), write and read, 64 KiB and
+#              1 MiB blocks, --threads 1 and 4, for each protocol:
+#                rdma  --protocol rdma, MC_FORCE_HCA=1 (every transfer to
+#                      a peer on rdma, though one VM is one host)
+#                tcp   --protocol tcp, MC_FORCE_TCP=1 (loopback TCP, for
+#                      comparison)
+#
+# Prints one table: GB/s (10^9 bytes/s) per row and each TE row's ratio to
+# perftest's row of the same operation, size and threads. A protocol the
+# build refuses (rdma before the transport lands) gets rows that say so.
+# Under TCG (no KVM) every number is the emulator's, not a NIC's: compare
+# ratios, not absolute numbers.
+#
+# Usage: bench/rdma_vm_bench.sh [--duration S] [--protocols "rdma tcp"]
+#                               [--timeout S] [--smp N] [--mem MIB]
+#   --duration S   seconds per row (default 3; ~24 rows, about 3 min
+#                  under TCG with the boot)
+#   --protocols P  the TE protocols, in order (default "rdma tcp")
+#   --timeout S    the VM's timeout (default 900)
+# Environment: MC_BUILD_DIR (the build under test, default build/).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+duration=3
+protocols="rdma tcp"
+timeout=900
+vmargs=()
+
+if [ "${1:-}" != --in-vm ]; then
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		--duration) duration=$2; shift 2 ;;
+		--protocols) protocols=$2; shift 2 ;;
+		--timeout) timeout=$2; shift 2 ;;
+		--smp | --mem) vmargs+=("$1" "$2"); shift 2 ;;
+		-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+		*) echo "rdma_vm_bench: unknown argument $1" >&2; exit 2 ;;
+		esac
+	done
+	build=$(cd "${MC_BUILD_DIR:-$root/build}" && pwd)
+	[ -x "$build/bench/transfer_engine_bench" ] || {
+		echo "rdma_vm_bench: $build/bench/transfer_engine_bench not built" \
+			"(set MC_BUILD_DIR)" >&2
+		exit 2
+	}
+	for t in ib_write_bw ib_read_bw; do
+		command -v $t >/dev/null || {
+			echo "rdma_vm_bench: $t not found (apt-get install perftest)" >&2
+			exit 2
+		}
+	done
+	exec "$root/scripts/rdma_vm.sh" -t "$timeout" "${vmargs[@]}" \
+		-e "MC_BUILD_DIR=$build" -e "BENCH_DURATION=$duration" \
+		-e "BENCH_PROTOCOLS=$protocols" -- bash "$0" --in-vm
+fi
+
+# ------------------------------------------------------- inside the VM
+
+duration=${BENCH_DURATION:-3}
+protocols=${BENCH_PROTOCOLS:-rdma tcp}
+te=$MC_BUILD_DIR/bench/transfer_engine_bench
+dev=$MC_RDMA_DEVICE
+gid=$MC_RDMA_GID_INDEX
+ip=$MC_RDMA_IP
+tmp=$(mktemp -d)
+pids=()
+rows=()
+port=18600
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# perftest OP SIZE QPS -> GB/s on stdout ("" when it failed; why on stderr)
+perftest() {
+	local op=$1 size=$2 qps=$3 out spid i
+	local args=(-d "$dev" -x "$gid" -s "$size" -q "$qps" -D "$duration" -F
+		-p $((port++)))
+	"ib_${op}_bw" "${args[@]}" >"$tmp/srv" 2>&1 &
+	spid=$!
+	pids+=("$spid")
+	for i in $(seq 1 100); do
+		if "ib_${op}_bw" "${args[@]}" "$ip" >"$tmp/cli" 2>&1; then
+			break
+		fi
+		grep -q "Couldn't connect\|Unable to open file descriptor" \
+			"$tmp/cli" || break
+		sleep 0.2
+	done
+	wait "$spid" || true
+	# "#bytes #iterations BW peak[MiB/sec] BW average[MiB/sec] MsgRate":
+	# the average of the client's result line.
+	out=$(awk -v s="$size" '$1 == s && NF >= 5 { print $4 }' "$tmp/cli" | tail -n1)
+	if [ -z "$out" ]; then
+		echo "rdma_vm_bench: ib_${op}_bw -s $size -q $qps failed:" >&2
+		sed 's/^/  | /' "$tmp/cli" "$tmp/srv" >&2
+		return 0
+	fi
+	awk -v m="$out" 'BEGIN { printf "%.3f\n", m * 1048576 / 1e9 }'
+}
+
+# te PROTO OP SIZE THREADS -> GB/s on stdout, or a reason in parentheses
+te_row() {
+	local proto=$1 op=$2 size=$3 threads=$4 batch envs seg i tpid
+	batch=$((size >= 1048576 ? 8 : 32))
+	if [ "$proto" = rdma ]; then envs=(MC_FORCE_HCA=1); else envs=(MC_FORCE_TCP=1); fi
+	rm -f "$tmp/ready"
+	env "${envs[@]}" "$te" --mode target --protocol "$proto" \
+		--buffer_size 256M --local_server_name "$ip" \
+		--ready_file "$tmp/ready" >"$tmp/target" 2>&1 &
+	tpid=$!
+	pids+=("$tpid")
+	for i in $(seq 1 300); do
+		[ -s "$tmp/ready" ] && break
+		kill -0 "$tpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ ! -s "$tmp/ready" ]; then
+		kill -9 "$tpid" 2>/dev/null || true
+		wait "$tpid" 2>/dev/null || true
+		echo "(target: $(grep -v '^$' "$tmp/target" | tail -n1 | cut -c1-120))"
+		return 0
+	fi
+	seg=$(sed -n 's/.*"segment": *"\([^"]*\)".*/\1/p' "$tmp/ready")
+	env "${envs[@]}" "$te" --mode initiator --protocol "$proto" \
+		--segment_id "$seg" --local_server_name "$ip" \
+		--operation "$op" --block_size "$size" --batch_size "$batch" \
+		--threads "$threads" --duration "$duration" --json \
+		>"$tmp/init" 2>&1 || true
+	kill -TERM "$tpid" 2>/dev/null || true
+	wait "$tpid" 2>/dev/null || true
+	i=$(sed -n 's/^{.*"gbps": *\([0-9.]*\).*/\1/p' "$tmp/init" | tail -n1)
+	if [ -n "$i" ]; then
+		echo "$i"
+	else
+		echo "(initiator: $(grep -v '^$' "$tmp/init" | tail -n1 | cut -c1-120))"
+	fi
+}
+
+echo "rdma_vm_bench: $(uname -r), $(nproc) CPUs, $dev GID $gid, ${duration}s a row" >&2
+declare -A base
+for op in write read; do
+	for size in 65536 1048576; do
+		for t in 1 4; do
+			g=$(perftest "$op" "$size" "$t")
+			base[$op.$size.$t]=$g
+			rows+=("perftest|ib_${op}_bw -q $t|$op|$size|$t|${g:-(failed)}|")
+			echo "rdma_vm_bench: perftest $op $size x$t: ${g:-failed}" >&2
+		done
+	done
+done
+for proto in $protocols; do
+	for op in write read; do
+		for size in 65536 1048576; do
+			for t in 1 4; do
+				g=$(te_row "$proto" "$op" "$size" "$t")
+				ratio=
+				b=${base[$op.$size.$t]}
+				if [[ $g != \(* ]] && [ -n "$b" ]; then
+					ratio=$(awk -v a="$g" -v b="$b" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+				fi
+				rows+=("TE $proto|--threads $t|$op|$size|$t|$g|$ratio")
+				echo "rdma_vm_bench: TE $proto $op $size x$t: $g" >&2
+			done
+		done
+	done
+done
+
+echo
+echo "| what | how | op | block | threads | GB/s | TE/perftest |"
+echo "|---|---|---|---|---|---|---|"
+for r in "${rows[@]}"; do
+	IFS='|' read -r what how op size t g ratio <<<"$r"
+	case $size in 65536) sz="64 KiB" ;; 1048576) sz="1 MiB" ;; *) sz=$size ;; esac
+	echo "| $what | $how | $op | $sz | $t | $g | ${ratio:--} |"
+done
