@@ -166,7 +166,11 @@ def case_conformance(ctx):
         peer = procs.start_te_peer(tmp, metad.url, *peer_args(),
                                    name=f"{IP}:29000", size=72 * MIB,
                                    seed=707, env=ctx["env"])
-        cmd = [binary(*TE_CONFORMANCE), "--metadata", metad.url,
+        # MC_VM_TE_CONFORMANCE: another te_conformance binary (one built
+        # from a checkout whose build directory is not at hand).
+        tool = os.environ.get("MC_VM_TE_CONFORMANCE") or \
+            binary(*TE_CONFORMANCE)
+        cmd = [tool, "--metadata", metad.url,
                "--transport", PROTO, "--seed", "707", "--name",
                f"{IP}:29001", "--timeout_ms", str(int(60000 * SCALE)),
                "--case", ",".join(CONFORMANCE_CASES), "--report_counters",
@@ -183,7 +187,7 @@ def case_conformance(ctx):
                 _, name, js = ln.split(" ", 2)
                 r["counters"][name] = json.loads(js)
         want = f'notify te_conformance hello-707 "quoted" {{json}}'
-        t_end = time.monotonic() + 10 * SCALE
+        t_end = time.monotonic() + (10 * SCALE if r["rc"] == 0 else 0)
         while want not in peer.log() and time.monotonic() < t_end:
             time.sleep(0.1)
         r["peer_notified"] = want in peer.log()
@@ -200,7 +204,8 @@ class Pool:
 
     def __init__(self, procs, tmp, env):
         from pool import MEMBER, Master, free_port, read_port
-        self.master = Master(procs, tmp, "--default_kv_lease_ttl", "500")
+        # A lease of 10 s: 8 MiB over soft-RoCE under TCG takes ~0.5 s.
+        self.master = Master(procs, tmp, "--default_kv_lease_ttl", "10000")
         self.port = free_port()
         self.name = f"{IP}:{self.port}"
         procs.own_shm(f"/dev/shm/mooncake.seg.*{self.port}*")
@@ -422,7 +427,7 @@ def case_kill(ctx):
     from mctest import Procs, TeClient
     procs, tmp = Procs(), ctx["tmp"]
     r = {"steps": []}
-    timeout_ms = 30000
+    timeout_ms = 15000
 
     def step(c, line, t=60):
         t0 = time.monotonic()
@@ -589,7 +594,9 @@ def vm(tmp_path_factory):
         [HARNESS, "-t", str(VM_TIMEOUT), "--rw", str(d),
          "-e", f"MC_VM_PROTOCOL={PROTO}", "-e", f"MC_VM_FUSE_KO={ko}",
          "-e", f"MC_BUILD_DIR={os.path.abspath(BUILD)}",
-         "-e", f"MC_SOURCE_DIR={os.path.abspath(SOURCE)}", "--",
+         "-e", f"MC_SOURCE_DIR={os.path.abspath(SOURCE)}",
+         "-e", "MC_VM_TE_CONFORMANCE="
+         f"{os.environ.get('MC_VM_TE_CONFORMANCE', '')}", "--",
          "/usr/bin/python3", os.path.abspath(__file__), "--in-vm",
          str(result), os.environ.get("MC_VM_CASES", "")],
         capture_output=True, text=True, timeout=VM_TIMEOUT + 120)
