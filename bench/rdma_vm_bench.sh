@@ -7,8 +7,10 @@
 #
 #   perftest   ib_write_bw and ib_read_bw, server and client on rxe0
 #              (-d rxe0 -x $MC_RDMA_GID_INDEX, the client connecting to
-#              10.0.0.1), -s 64 KiB and 1 MiB, -D seconds; "4 threads" is
-#              one process pair with -q 4 (four QPs).
+#              10.0.0.1), -s 64 KiB and 1 MiB, -n iterations for --bytes
+#              in all (-D misbehaves on soft-RoCE under TCG: its warm-up
+#              margin eats short runs); "4 threads" is one process pair
+#              with -q 4 (four QPs, -n per QP: the same bytes in all).
 #   TE         bench/transfer_engine_bench: a target and an initiator
 #              (P2PHANDSHAKE, both 10.0.0.1), write and read, 64 KiB and
 #              1 MiB blocks, --threads 1 and 4, for each protocol:
@@ -17,16 +19,20 @@
 #                tcp   --protocol tcp, MC_FORCE_TCP=1 (loopback TCP, for
 #                      comparison)
 #
-# Prints one table: GB/s (10^9 bytes/s) per row and each TE row's ratio to
-# perftest's row of the same operation, size and threads. A protocol the
+# Prints one table: GB/s (10^9 bytes/s) per row, each TE row's ratio to
+# perftest's row of the same operation, size and threads, and the packets
+# rxe0 sent during the row (hw_counters/sent_pkts: the rdma rows must have
+# them, the tcp rows none). A protocol the
 # build refuses (rdma before the transport lands) gets rows that say so.
 # Under TCG (no KVM) every number is the emulator's, not a NIC's: compare
 # ratios, not absolute numbers.
 #
-# Usage: bench/rdma_vm_bench.sh [--duration S] [--protocols "rdma tcp"]
-#                               [--timeout S] [--smp N] [--mem MIB]
-#   --duration S   seconds per row (default 3; ~24 rows, about 3 min
-#                  under TCG with the boot)
+# Usage: bench/rdma_vm_bench.sh [--duration S] [--bytes N]
+#                               [--protocols "rdma tcp"] [--timeout S]
+#                               [--smp N] [--mem MIB]
+#   --duration S   seconds per TE row (default 3)
+#   --bytes N      bytes per perftest row (default 64M: ~3 s at soft-RoCE's
+#                  ~20 MB/s under TCG; 24 rows in all, ~4 min with the boot)
 #   --protocols P  the TE protocols, in order (default "rdma tcp")
 #   --timeout S    the VM's timeout (default 900)
 # Environment: MC_BUILD_DIR (the build under test, default build/).
@@ -34,6 +40,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 duration=3
+bytes=64M
 protocols="rdma tcp"
 timeout=900
 vmargs=()
@@ -42,6 +49,7 @@ if [ "${1:-}" != --in-vm ]; then
 	while [[ $# -gt 0 ]]; do
 		case $1 in
 		--duration) duration=$2; shift 2 ;;
+		--bytes) bytes=$2; shift 2 ;;
 		--protocols) protocols=$2; shift 2 ;;
 		--timeout) timeout=$2; shift 2 ;;
 		--smp | --mem) vmargs+=("$1" "$2"); shift 2 ;;
@@ -63,12 +71,14 @@ if [ "${1:-}" != --in-vm ]; then
 	done
 	exec "$root/scripts/rdma_vm.sh" -t "$timeout" "${vmargs[@]}" \
 		-e "MC_BUILD_DIR=$build" -e "BENCH_DURATION=$duration" \
+		-e "BENCH_BYTES=$(numfmt --from=iec "$bytes")" \
 		-e "BENCH_PROTOCOLS=$protocols" -- bash "$0" --in-vm
 fi
 
 # ------------------------------------------------------- inside the VM
 
 duration=${BENCH_DURATION:-3}
+bytes=${BENCH_BYTES:-67108864}
 protocols=${BENCH_PROTOCOLS:-rdma tcp}
 te=$MC_BUILD_DIR/bench/transfer_engine_bench
 dev=$MC_RDMA_DEVICE
@@ -86,11 +96,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# perftest OP SIZE QPS -> GB/s on stdout ("" when it failed; why on stderr)
+# perftest OP SIZE QPS PORT -> GB/s on stdout ("" when it failed; why on
+# stderr)
 perftest() {
-	local op=$1 size=$2 qps=$3 out spid i
-	local args=(-d "$dev" -x "$gid" -s "$size" -q "$qps" -D "$duration" -F
-		-p $((port++)))
+	local op=$1 size=$2 qps=$3 out spid i n
+	n=$((bytes / size / qps))
+	[ "$n" -ge 5 ] || n=5
+	local args=(-d "$dev" -x "$gid" -s "$size" -q "$qps" -n "$n" -F
+		-p "$4")
 	"ib_${op}_bw" "${args[@]}" >"$tmp/srv" 2>&1 &
 	spid=$!
 	pids+=("$spid")
@@ -152,14 +165,18 @@ te_row() {
 	fi
 }
 
-echo "rdma_vm_bench: $(uname -r), $(nproc) CPUs, $dev GID $gid, ${duration}s a row" >&2
+pkts() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts"; }
+echo "rdma_vm_bench: $(uname -r), $(nproc) CPUs, $dev GID $gid," \
+	"$bytes bytes a perftest row, ${duration}s a TE row" >&2
 declare -A base
 for op in write read; do
 	for size in 65536 1048576; do
 		for t in 1 4; do
-			g=$(perftest "$op" "$size" "$t")
+			p0=$(pkts)
+			g=$(perftest "$op" "$size" "$t" "$port")
+			port=$((port + 1))
 			base[$op.$size.$t]=$g
-			rows+=("perftest|ib_${op}_bw -q $t|$op|$size|$t|${g:-(failed)}|")
+			rows+=("perftest|ib_${op}_bw -q $t|$op|$size|$t|${g:-(failed)}||$(($(pkts) - p0))")
 			echo "rdma_vm_bench: perftest $op $size x$t: ${g:-failed}" >&2
 		done
 	done
@@ -168,13 +185,14 @@ for proto in $protocols; do
 	for op in write read; do
 		for size in 65536 1048576; do
 			for t in 1 4; do
+				p0=$(pkts)
 				g=$(te_row "$proto" "$op" "$size" "$t")
 				ratio=
 				b=${base[$op.$size.$t]}
 				if [[ $g != \(* ]] && [ -n "$b" ]; then
 					ratio=$(awk -v a="$g" -v b="$b" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
 				fi
-				rows+=("TE $proto|--threads $t|$op|$size|$t|$g|$ratio")
+				rows+=("TE $proto|--threads $t|$op|$size|$t|$g|$ratio|$(($(pkts) - p0))")
 				echo "rdma_vm_bench: TE $proto $op $size x$t: $g" >&2
 			done
 		done
@@ -182,10 +200,10 @@ for proto in $protocols; do
 done
 
 echo
-echo "| what | how | op | block | threads | GB/s | TE/perftest |"
-echo "|---|---|---|---|---|---|---|"
+echo "| what | how | op | block | threads | GB/s | TE/perftest | rxe0 pkts |"
+echo "|---|---|---|---|---|---|---|---|"
 for r in "${rows[@]}"; do
-	IFS='|' read -r what how op size t g ratio <<<"$r"
+	IFS='|' read -r what how op size t g ratio np <<<"$r"
 	case $size in 65536) sz="64 KiB" ;; 1048576) sz="1 MiB" ;; *) sz=$size ;; esac
-	echo "| $what | $how | $op | $sz | $t | $g | ${ratio:--} |"
+	echo "| $what | $how | $op | $sz | $t | $g | ${ratio:--} | $np |"
 done
