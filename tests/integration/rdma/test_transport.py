@@ -40,7 +40,6 @@ message; any other refusal fails."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -60,7 +59,7 @@ if IN_VM:
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "store"))
 from mctest import (BUILD, SCALE, SOURCE, TE_CLIENT,  # noqa: E402
-                    TE_CONFORMANCE, TE_PEER, binary, te_env)
+                    TE_CONFORMANCE, binary, te_env)
 
 HARNESS = os.path.join(SOURCE, "scripts", "rdma_vm.sh")
 PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
@@ -645,7 +644,7 @@ def assert_wire(w, moved, what):
             f"{w['lo_tx_bytes']}: {w}")
 
 
-def others(stats):
+def others():
     """The transports other than the protocol (the counters that must not
     move): shm always, tcp when the protocol is rdma."""
     return [t for t in ("tcp", "shm") if t != PROTO]
@@ -667,7 +666,7 @@ def test_conformance(vm):
     assert mine, f"no counters line for {PROTO}: {c['out']}"
     assert mine["read_bytes"] > 64 * MIB and \
         mine["write_bytes"] > 64 * MIB, mine
-    for t in others(c["counters"]):
+    for t in others():
         got = c["counters"][t]
         assert got["read_bytes"] == 0 and got["write_bytes"] == 0, (
             f"{t} moved bytes although {PROTO} is pinned: {c['counters']}")
@@ -716,7 +715,7 @@ def test_python_store(vm):
         f"{PROTO} counters: {c['stats']}; puts of {total} bytes")
     assert mine["read_bytes"] >= 2 * total, (
         f"{PROTO} counters: {c['stats']}; gets of {2 * total} bytes")
-    for t in others(c["stats"]):
+    for t in others():
         got = c["stats"][t]
         assert got["read_bytes"] == 0 and got["write_bytes"] == 0, (
             f"{t} moved bytes, {PROTO} should have: {c['stats']}")
@@ -769,7 +768,7 @@ def test_kill_peer(vm):
     assert c["n_check"].get("checked") == "8", show(c)
     mine = c["counters"][PROTO]
     assert int(mine["read_bytes"]) >= 12 * MIB, c["counters"]
-    for t in others(c["counters"]):
+    for t in others():
         assert c["counters"][t]["read_bytes"] == "0", c["counters"]
     assert c["quit"] == "ok bye", show(c)
 

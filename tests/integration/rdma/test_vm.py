@@ -177,6 +177,7 @@ def test_rdma_vm(harness, tmp_path):
     b = r["bench_rdma"]
     assert b["rc"] != 0, b
     assert "transport 'rdma' was asked for" not in b["err"] + b["out"], b
+    assert "segment 127.0.0.1:1" in b["err"] + b["out"], b
 
 
 
