@@ -749,7 +749,10 @@ def test_kill_peer(vm):
     assert c["a_submit"].startswith("ok"), show(c)
     a = c["a_status"]
     assert c["a_wait"]["rc"] == "0" and a["waiting"] == "0", show(c)
-    assert a["timeout"] == "0", show(c)
+    assert a["timeout"] == "0", (
+        f"{a['timeout']} of 128 requests to the SIGKILLed peer ended "
+        f"TIMEOUT after {c['a_s']}s (transfer timeout {c['timeout_ms']} ms), "
+        f"not FAILED before it: {a}\n{show(c)}")
     assert int(a["failed"]) >= 1 and \
         int(a["failed"]) + int(a["completed"]) == 128, show(c)
     assert c["a_s"] < c["timeout_ms"] / 1000, (
