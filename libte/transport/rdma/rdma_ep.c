@@ -198,9 +198,16 @@ struct rdma_ep *rdma_ep_new_active(struct rdma_transport *t, struct rdma_ctx *c,
 		 t->base.eng->name, c->name);
 	snprintf(ep->remote_path, sizeof(ep->remote_path), "%s@%s", peer->name,
 		 d->devs[dev].name);
+	rdma_ep_queue(t, ep);
+	return ep;
+}
+
+void rdma_ep_queue(struct rdma_transport *t, struct rdma_ep *ep)
+{
 	/* The connector's reference, dropped when it is done. */
 	atomic_fetch_add(&ep->refs, 1);
 	pthread_mutex_lock(&t->lock);
+	ep->conn_next = NULL;
 	if (t->conn_tail)
 		t->conn_tail->conn_next = ep;
 	else
@@ -208,7 +215,6 @@ struct rdma_ep *rdma_ep_new_active(struct rdma_transport *t, struct rdma_ctx *c,
 	t->conn_tail = ep;
 	pthread_cond_signal(&t->conn_cond);
 	pthread_mutex_unlock(&t->lock);
-	return ep;
 }
 
 /* The active side's exchange; 0 with the QPs in RTS. */

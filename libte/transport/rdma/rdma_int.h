@@ -62,6 +62,7 @@ struct rdma_settings {
 	unsigned max_cqe; /* MC_MAX_CQE_PER_CTX, 4096 */
 	unsigned mtu; /* MC_MTU, 4096 (clamped to the port's active MTU) */
 	unsigned spin_us; /* MC_RDMA_SPIN_US, 50: poll this long after work */
+	unsigned probe_ms; /* MC_RDMA_PROBE_MS, 1000; 0: never probe */
 	bool round_robin; /* MC_PATH_ROUNDROBIN */
 	int ib_tc, ib_sl; /* MC_IB_TC, MC_IB_SL; -1: default */
 };
@@ -136,6 +137,11 @@ struct rdma_ep {
 	/* Posted slices, oldest first (deadline sweep). */
 	struct rdma_slice *post_head, *post_tail;
 	struct rdma_ep *conn_next; /* connector queue */
+	/* Liveness: when the oldest posted request started waiting or the
+	 * last completed; a probe of the peer's RPC port is queued to the
+	 * connector when it is older than MC_RDMA_PROBE_MS. */
+	uint64_t progress_ns;
+	bool probing;
 };
 
 /* An active peer's endpoints: [local NIC][the peer's device]. */
@@ -233,6 +239,9 @@ struct rdma_ep *rdma_ep_new_active(struct rdma_transport *t, struct rdma_ctx *c,
 				   struct te_peer *peer, int dev,
 				   struct rdma_peer *owner);
 void rdma_ep_put(struct rdma_ep *ep);
+/** Hand ep to the connector (a new reference): to connect it, or with
+ *  ep->probing set to probe its peer. */
+void rdma_ep_queue(struct rdma_transport *t, struct rdma_ep *ep);
 /** A new reference unless the last one is already gone (the endpoint is
  *  being destroyed); for walkers of a NIC's list under its eps_lock. */
 static inline bool rdma_ep_tryget(struct rdma_ep *ep)
@@ -265,7 +274,9 @@ bool rdma_ep_post_waiting(struct rdma_ep *ep);
 void rdma_slice_end(struct rdma_transport *t, struct rdma_slice *s, int rc);
 /** Reap one work completion. */
 void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc);
-/** Break endpoints of c whose oldest posted slice is past its deadline. */
+/** Break endpoints of c whose oldest posted slice is past its deadline;
+ *  queue a probe of the peer for those without progress for
+ *  MC_RDMA_PROBE_MS. */
 void rdma_sweep_deadlines(struct rdma_ctx *c);
 int rdma_submit(struct rdma_transport *t, struct te_task *task);
 

@@ -160,6 +160,8 @@ static bool post_one(struct rdma_ep *ep, struct rdma_slice *s, int q)
 
 	s->qp = (unsigned)q;
 	s->posted = true;
+	if (!ep->post_head)
+		ep->progress_ns = mc_mono_ns();
 	ep->qp_posted[q]++;
 	atomic_fetch_add(&ep->refs, 1);
 	post_link(ep, s);
@@ -319,6 +321,7 @@ void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 
 	pthread_mutex_lock(&ep->lock);
 	post_unlink(ep, s);
+	ep->progress_ns = mc_mono_ns();
 	ep->qp_posted[s->qp]--;
 	atomic_fetch_sub(&c->posted, 1);
 	s->posted = false;
@@ -346,22 +349,37 @@ void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 void rdma_sweep_deadlines(struct rdma_ctx *c)
 {
 	uint64_t now = mc_mono_ns();
-	struct rdma_ep *late[64];
-	unsigned n = 0;
+	uint64_t probe_ns = (uint64_t)c->t->s.probe_ms * 1000000ULL;
+	struct rdma_ep *late[64], *quiet[64];
+	unsigned n = 0, nq = 0;
 
 	pthread_mutex_lock(&c->eps_lock);
-	for (unsigned i = 0; i < c->n_eps && n < 64; i++) {
+	for (unsigned i = 0; i < c->n_eps && n < 64 && nq < 64; i++) {
 		struct rdma_ep *ep = c->eps[i];
-		bool is_late;
+		bool is_late, is_quiet;
 
 		pthread_mutex_lock(&ep->lock);
 		is_late = ep->state != EP_BROKEN && ep->post_head &&
 			  ep->post_head->task->deadline_ns <= now;
+		/* Posted requests and no completion for a while: is the peer
+		 * alive? (A dead process's QPs are gone: the NIC drops what
+		 * we send them and may retry long before it gives up.) */
+		is_quiet = !is_late && probe_ns && !ep->passive &&
+			   ep->state == EP_READY && ep->post_head &&
+			   !ep->probing && now - ep->progress_ns >= probe_ns;
+		if (is_quiet)
+			ep->probing = true;
 		pthread_mutex_unlock(&ep->lock);
 		if (is_late && rdma_ep_tryget(ep))
 			late[n++] = ep;
+		else if (is_quiet && rdma_ep_tryget(ep))
+			quiet[nq++] = ep;
 	}
 	pthread_mutex_unlock(&c->eps_lock);
+	for (unsigned i = 0; i < nq; i++) {
+		rdma_ep_queue(c->t, quiet[i]);
+		rdma_ep_put(quiet[i]);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		mc_log_debug("te",
 			     "rdma %s -> %s: a request is past its "

@@ -19,6 +19,7 @@
 
 #define POLL_BATCH 32
 #define SLEEP_MS 100
+#define PROBE_TIMEOUT_MS 1000
 
 /* Wait for the CQ's event (armed first), SLEEP_MS at most. */
 static void sleep_on_cq(struct rdma_ctx *c)
@@ -110,6 +111,30 @@ int rdma_ctx_start(struct rdma_ctx *c)
 	return -rc;
 }
 
+/* A connected endpoint whose requests made no progress for a while: a
+ * peer whose RPC port does not answer is gone, and the endpoint breaks
+ * (its requests go elsewhere or fail) instead of waiting for the NIC's
+ * retries or the deadline. */
+static void probe(struct rdma_transport *t, struct rdma_ep *ep)
+{
+	int rc = atomic_load(&t->stopping) ?
+			 0 :
+			 te__rpc_probe(ep->peer_ip, ep->peer_rpc_port,
+				       PROBE_TIMEOUT_MS, t->base.eng->auth);
+
+	pthread_mutex_lock(&ep->lock);
+	ep->probing = false;
+	ep->progress_ns = mc_mono_ns();
+	pthread_mutex_unlock(&ep->lock);
+	if (rc) {
+		mc_log_warn("te",
+			    "rdma %s -> %s: the peer does not answer "
+			    "(%s); its requests go elsewhere or fail",
+			    ep->local_path, ep->remote_path, mc_strerror(rc));
+		rdma_ep_break(ep, -ECONNRESET);
+	}
+}
+
 static void *connector_main(void *arg)
 {
 	struct rdma_transport *t = arg;
@@ -129,6 +154,12 @@ static void *connector_main(void *arg)
 			t->conn_tail = NULL;
 		pthread_mutex_unlock(&t->lock);
 
+		if (ep->probing) {
+			probe(t, ep);
+			rdma_ep_put(ep);
+			pthread_mutex_lock(&t->lock);
+			continue;
+		}
 		rc = atomic_load(&t->stopping) ? -ECANCELED :
 						 rdma_ep_connect(t, ep);
 		if (rc) {
