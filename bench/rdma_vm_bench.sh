@@ -27,13 +27,16 @@
 # Under TCG (no KVM) every number is the emulator's, not a NIC's: compare
 # ratios, not absolute numbers.
 #
-# Usage: bench/rdma_vm_bench.sh [--duration S] [--bytes N]
+# Usage: bench/rdma_vm_bench.sh [--duration S] [--bytes N] [--rounds R]
 #                               [--protocols "rdma tcp"] [--timeout S]
 #                               [--smp N] [--mem MIB]
 #   --duration S   seconds per TE row (default 3)
 #   --bytes N      bytes per perftest row (default 64M: ~3 s at soft-RoCE's
 #                  ~20 MB/s under TCG; 24 rows in all, ~4 min with the boot)
 #   --protocols P  the TE protocols, in order (default "rdma tcp")
+#   --rounds R     rounds of every row, interleaved (default 3): each
+#                  configuration's perftest row runs right before its TE
+#                  rows, and the table reports medians
 #   --timeout S    the VM's timeout (default 900)
 # Environment: MC_BUILD_DIR (the build under test, default build/).
 set -euo pipefail
@@ -41,6 +44,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 duration=3
 bytes=64M
+rounds=3
 protocols="rdma tcp"
 timeout=900
 vmargs=()
@@ -51,6 +55,7 @@ if [ "${1:-}" != --in-vm ]; then
 		--duration) duration=$2; shift 2 ;;
 		--bytes) bytes=$2; shift 2 ;;
 		--protocols) protocols=$2; shift 2 ;;
+		--rounds) rounds=$2; shift 2 ;;
 		--timeout) timeout=$2; shift 2 ;;
 		--smp | --mem) vmargs+=("$1" "$2"); shift 2 ;;
 		-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -72,7 +77,8 @@ if [ "${1:-}" != --in-vm ]; then
 	exec "$root/scripts/rdma_vm.sh" -t "$timeout" "${vmargs[@]}" \
 		-e "MC_BUILD_DIR=$build" -e "BENCH_DURATION=$duration" \
 		-e "BENCH_BYTES=$(numfmt --from=iec "$bytes")" \
-		-e "BENCH_PROTOCOLS=$protocols" -- bash "$0" --in-vm
+		-e "BENCH_PROTOCOLS=$protocols" -e "BENCH_ROUNDS=$rounds" \
+		-- bash "$0" --in-vm
 fi
 
 # ------------------------------------------------------- inside the VM
@@ -80,13 +86,13 @@ fi
 duration=${BENCH_DURATION:-3}
 bytes=${BENCH_BYTES:-67108864}
 protocols=${BENCH_PROTOCOLS:-rdma tcp}
+rounds=${BENCH_ROUNDS:-3}
 te=$MC_BUILD_DIR/bench/transfer_engine_bench
 dev=$MC_RDMA_DEVICE
 gid=$MC_RDMA_GID_INDEX
 ip=$MC_RDMA_IP
 tmp=$(mktemp -d)
 pids=()
-rows=()
 port=18600
 
 cleanup() {
@@ -166,44 +172,62 @@ te_row() {
 }
 
 pkts() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 echo "rdma_vm_bench: $(uname -r), $(nproc) CPUs, $dev GID $gid," \
-	"$bytes bytes a perftest row, ${duration}s a TE row" >&2
-declare -A base
+	"$bytes bytes a perftest row, ${duration}s a TE row, $rounds rounds" >&2
+# Interleaved: in every round, each configuration's perftest row is
+# followed at once by its TE rows, so a ratio compares runs seconds apart
+# (the emulator's speed drifts with the host's load); medians over rounds.
+declare -A gbps ratios npk
+configs=()
 for op in write read; do
 	for size in 65536 1048576; do
-		for t in 1 4; do
-			p0=$(pkts)
-			g=$(perftest "$op" "$size" "$t" "$port")
-			port=$((port + 1))
-			base[$op.$size.$t]=$g
-			rows+=("perftest|ib_${op}_bw -q $t|$op|$size|$t|${g:-(failed)}||$(($(pkts) - p0))")
-			echo "rdma_vm_bench: perftest $op $size x$t: ${g:-failed}" >&2
-		done
+		for t in 1 4; do configs+=("$op.$size.$t"); done
 	done
 done
-for proto in $protocols; do
-	for op in write read; do
-		for size in 65536 1048576; do
-			for t in 1 4; do
-				p0=$(pkts)
-				g=$(te_row "$proto" "$op" "$size" "$t")
-				ratio=
-				b=${base[$op.$size.$t]}
-				if [[ $g != \(* ]] && [ -n "$b" ]; then
-					ratio=$(awk -v a="$g" -v b="$b" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
-				fi
-				rows+=("TE $proto|--threads $t|$op|$size|$t|$g|$ratio|$(($(pkts) - p0))")
-				echo "rdma_vm_bench: TE $proto $op $size x$t: $g" >&2
-			done
+for r in $(seq 1 "$rounds"); do
+	for c in "${configs[@]}"; do
+		IFS=. read -r op size t <<<"$c"
+		p0=$(pkts)
+		b=$(perftest "$op" "$size" "$t" "$port")
+		port=$((port + 1))
+		gbps[perftest.$c]+="${b:-} "
+		npk[perftest.$c]=$(($(pkts) - p0))
+		echo "rdma_vm_bench: round $r perftest $op $size x$t: ${b:-failed}" >&2
+		for proto in $protocols; do
+			p0=$(pkts)
+			g=$(te_row "$proto" "$op" "$size" "$t")
+			npk[$proto.$c]=$(($(pkts) - p0))
+			if [[ $g == \(* ]]; then
+				gbps[$proto.$c]="$g"
+				echo "rdma_vm_bench: round $r TE $proto $op $size x$t: $g" >&2
+				continue
+			fi
+			gbps[$proto.$c]+="$g "
+			if [ -n "$b" ]; then
+				ratios[$proto.$c]+="$(awk -v a="$g" -v b="$b" 'BEGIN { if (b > 0) printf "%.3f", a / b }') "
+			fi
+			echo "rdma_vm_bench: round $r TE $proto $op $size x$t: $g" >&2
 		done
 	done
 done
 
 echo
-echo "| what | how | op | block | threads | GB/s | TE/perftest | rxe0 pkts |"
+echo "| what | op | block | threads | GB/s (median) | TE/perftest (median of per-round ratios) | per-round ratios | rxe0 pkts (last round) |"
 echo "|---|---|---|---|---|---|---|---|"
-for r in "${rows[@]}"; do
-	IFS='|' read -r what how op size t g ratio np <<<"$r"
-	case $size in 65536) sz="64 KiB" ;; 1048576) sz="1 MiB" ;; *) sz=$size ;; esac
-	echo "| $what | $how | $op | $sz | $t | $g | ${ratio:--} | $np |"
+for what in perftest $protocols; do
+	for c in "${configs[@]}"; do
+		IFS=. read -r op size t <<<"$c"
+		case $size in 65536) sz="64 KiB" ;; 1048576) sz="1 MiB" ;; *) sz=$size ;; esac
+		v=${gbps[$what.$c]:-}
+		if [[ $v == \(* ]]; then
+			g=$v
+		else
+			g=$(tr ' ' '\n' <<<"$v" | grep . | median)
+		fi
+		rr=$(tr ' ' '\n' <<<"${ratios[$what.$c]:-}" | grep . | median)
+		label=$what
+		[ "$what" = perftest ] || label="TE $what"
+		echo "| $label | $op | $sz | $t | ${g:-(failed)} | ${rr:--} | ${ratios[$what.$c]:--} | ${npk[$what.$c]} |"
+	done
 done

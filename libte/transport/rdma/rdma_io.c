@@ -19,6 +19,8 @@
 #include "rdma_int.h"
 #include "mooncake/mc_err.h"
 
+#define POST_BATCH 32
+
 static bool retriable(int rc)
 {
 	return rc == -EIO || rc == -ECONNRESET || rc == -ECONNREFUSED ||
@@ -95,22 +97,29 @@ void rdma_slice_end(struct rdma_transport *t, struct rdma_slice *s, int rc)
 	slice_free(s);
 }
 
-/* Take a QP with room and room in the CQ; -1 when there is none. */
+/* Room for one more request in c's CQ (counted), or false (starved: the
+ * poller posts what waits once completions free room). */
+static bool cq_room(struct rdma_ctx *c)
+{
+	if (atomic_fetch_add(&c->posted, 1) < c->cqe)
+		return true;
+	atomic_fetch_sub(&c->posted, 1);
+	atomic_store(&c->starved, true);
+	return false;
+}
+
+/* A QP with room, the next in turn, with a CQ slot taken; -1: none. */
 static int take_qp(struct rdma_ep *ep)
 {
-	struct rdma_ctx *c = ep->ctx;
-	unsigned max = c->t->s.max_wr;
+	unsigned max = ep->ctx->t->s.max_wr;
 
 	for (unsigned k = 0; k < ep->nqp; k++) {
 		unsigned q = (ep->next_qp + k) % ep->nqp;
 
 		if (ep->qp_posted[q] >= max)
 			continue;
-		if (atomic_fetch_add(&c->posted, 1) >= c->cqe) {
-			atomic_fetch_sub(&c->posted, 1);
-			atomic_store(&c->starved, true);
+		if (!cq_room(ep->ctx))
 			return -1;
-		}
 		ep->next_qp = q + 1;
 		return (int)q;
 	}
@@ -141,23 +150,28 @@ static void post_unlink(struct rdma_ep *ep, struct rdma_slice *s)
 	s->next = s->prev = NULL;
 }
 
-/* Returns false when the NIC refused a post (the endpoint must break). */
-static bool post_one(struct rdma_ep *ep, struct rdma_slice *s, int q)
+static struct rdma_slice *wait_pop(struct rdma_ep *ep)
 {
-	struct ibv_sge sge = { .addr = s->local,
-			       .length = (uint32_t)s->len,
-			       .lkey = s->lkey };
-	struct ibv_send_wr wr = {
-		.wr_id = (uintptr_t)s,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = s->task->req.opcode == TE_READ ? IBV_WR_RDMA_READ :
-							   IBV_WR_RDMA_WRITE,
-		.send_flags = IBV_SEND_SIGNALED,
-		.wr.rdma = { .remote_addr = s->remote, .rkey = s->rkey },
-	};
-	struct ibv_send_wr *bad = NULL;
+	struct rdma_slice *s = ep->wait_head;
 
+	ep->wait_head = s->next;
+	if (!ep->wait_head)
+		ep->wait_tail = NULL;
+	s->next = NULL;
+	return s;
+}
+
+static void wait_push_front(struct rdma_ep *ep, struct rdma_slice *s)
+{
+	s->next = ep->wait_head;
+	ep->wait_head = s;
+	if (!ep->wait_tail)
+		ep->wait_tail = s;
+}
+
+/* Account s as posted on QP q (its CQ slot already taken). */
+static void mark_posted(struct rdma_ep *ep, struct rdma_slice *s, int q)
+{
 	s->qp = (unsigned)q;
 	s->posted = true;
 	if (!ep->post_head)
@@ -165,39 +179,81 @@ static bool post_one(struct rdma_ep *ep, struct rdma_slice *s, int q)
 	ep->qp_posted[q]++;
 	atomic_fetch_add(&ep->refs, 1);
 	post_link(ep, s);
-	if (ibv_post_send(ep->qp[q], &wr, &bad) == 0)
-		return true;
-	mc_log_warn("te", "rdma %s: ibv_post_send toward %s failed",
-		    ep->ctx->name, ep->remote_path);
-	post_unlink(ep, s);
-	s->posted = false;
-	ep->qp_posted[q]--;
-	atomic_fetch_sub(&ep->refs, 1); /* the caller holds one more */
-	atomic_fetch_sub(&ep->ctx->posted, 1);
-	return false;
 }
 
-/* Post what waits while there is room; ep->lock held. False: a post
- * failed (the caller breaks the endpoint once it let go of the lock). */
+/* Undo mark_posted() for a request the NIC did not take. */
+static void unmark_posted(struct rdma_ep *ep, struct rdma_slice *s)
+{
+	post_unlink(ep, s);
+	s->posted = false;
+	ep->qp_posted[s->qp]--;
+	atomic_fetch_sub(&ep->refs, 1); /* the caller holds one more */
+	atomic_fetch_sub(&ep->ctx->posted, 1);
+}
+
+/*
+ * Post what waits while there is room: slices go to the endpoint's QPs in
+ * turn (so the NIC works on them in parallel), up to POST_BATCH at a time
+ * with one ibv_post_send() per QP for its share (one doorbell, one system
+ * call under soft-RoCE); ep->lock held. False: the NIC refused a post (the
+ * caller breaks the endpoint once it let go of the lock); what it did not
+ * take waits again.
+ */
 static bool post_waiting(struct rdma_ep *ep)
 {
 	while (ep->wait_head && ep->state == EP_READY) {
-		struct rdma_slice *s = ep->wait_head;
-		int q = take_qp(ep);
+		struct ibv_send_wr wr[POST_BATCH], *bad = NULL;
+		struct ibv_send_wr *head[RDMA_MAX_QP_PER_EP] = { 0 };
+		struct ibv_send_wr *tail[RDMA_MAX_QP_PER_EP] = { 0 };
+		struct ibv_sge sge[POST_BATCH];
+		struct rdma_slice *sl[POST_BATCH];
+		unsigned n = 0, q;
+		int k;
 
-		if (q < 0)
-			return true;
-		ep->wait_head = s->next;
-		if (!ep->wait_head)
-			ep->wait_tail = NULL;
-		s->next = NULL;
-		if (!post_one(ep, s, q)) {
-			s->next = ep->wait_head; /* back to the front */
-			ep->wait_head = s;
-			if (!ep->wait_tail)
-				ep->wait_tail = s;
-			return false;
+		while (n < POST_BATCH && ep->wait_head &&
+		       (k = take_qp(ep)) >= 0) {
+			struct rdma_slice *s = wait_pop(ep);
+
+			mark_posted(ep, s, k);
+			sge[n] = (struct ibv_sge){ .addr = s->local,
+						   .length = (uint32_t)s->len,
+						   .lkey = s->lkey };
+			wr[n] = (struct ibv_send_wr){
+				.wr_id = (uintptr_t)s,
+				.sg_list = &sge[n],
+				.num_sge = 1,
+				.opcode = s->task->req.opcode == TE_READ ?
+						  IBV_WR_RDMA_READ :
+						  IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED,
+				.wr.rdma = { .remote_addr = s->remote,
+					     .rkey = s->rkey },
+			};
+			if (tail[k])
+				tail[k]->next = &wr[n];
+			else
+				head[k] = &wr[n];
+			tail[k] = &wr[n];
+			sl[n++] = s;
 		}
+		if (!n)
+			return true;
+		for (q = 0; q < ep->nqp; q++)
+			if (head[q] && ibv_post_send(ep->qp[q], head[q], &bad))
+				break;
+		if (q == ep->nqp)
+			continue;
+		mc_log_warn("te", "rdma %s: ibv_post_send toward %s failed",
+			    ep->ctx->name, ep->remote_path);
+		/* Not taken: QP q's from the refused one on, later QPs' all. */
+		for (unsigned i = n; i-- > 0;) {
+			if (sl[i]->qp < q ||
+			    (sl[i]->qp == q && bad && &wr[i] < bad))
+				continue;
+			unmark_posted(ep, sl[i]);
+			wait_push_front(ep, sl[i]);
+		}
+		return false;
 	}
 	return true;
 }
