@@ -223,9 +223,9 @@ for what in perftest $protocols; do
 		if [[ $v == \(* ]]; then
 			g=$v
 		else
-			g=$(tr ' ' '\n' <<<"$v" | grep . | median)
+			g=$(tr ' ' '\n' <<<"$v" | { grep . || true; } | median)
 		fi
-		rr=$(tr ' ' '\n' <<<"${ratios[$what.$c]:-}" | grep . | median)
+		rr=$(tr ' ' '\n' <<<"${ratios[$what.$c]:-}" | { grep . || true; } | median)
 		label=$what
 		[ "$what" = perftest ] || label="TE $what"
 		echo "| $label | $op | $sz | $t | ${g:-(failed)} | ${rr:--} | ${ratios[$what.$c]:--} | ${npk[$what.$c]} |"

@@ -310,13 +310,17 @@ static void cmd_counters(const char *tp)
 	if (rc)
 		return reply("error counters %d", rc);
 	reply("ok read_bytes=%llu write_bytes=%llu read_requests=%llu "
-	      "write_requests=%llu failed=%llu served=%llu",
+	      "write_requests=%llu failed=%llu served=%llu connections=%llu "
+	      "registrations=%llu inflight=%llu",
 	      (unsigned long long)c.read_bytes,
 	      (unsigned long long)c.write_bytes,
 	      (unsigned long long)c.read_requests,
 	      (unsigned long long)c.write_requests,
 	      (unsigned long long)c.failed_requests,
-	      (unsigned long long)c.served_bytes);
+	      (unsigned long long)c.served_bytes,
+	      (unsigned long long)c.connections,
+	      (unsigned long long)c.registrations,
+	      (unsigned long long)c.inflight);
 }
 
 static void cmd_notify(char **argv, int argc)

@@ -303,7 +303,27 @@ static struct rdma_ep *ep_for(struct rdma_transport *t, struct te_peer *p,
 	return ep;
 }
 
-void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
+/* Post what waits on ep, breaking it when the NIC refuses; drops the
+ * caller's reference. */
+static void post_and_put(struct rdma_ep *ep)
+{
+	bool ok;
+
+	pthread_mutex_lock(&ep->lock);
+	ok = post_waiting(ep);
+	pthread_mutex_unlock(&ep->lock);
+	if (!ok)
+		rdma_ep_break(ep, -EIO);
+	rdma_ep_put(ep);
+}
+
+/*
+ * Queue s on the endpoint the matrices choose (made when missing). Its
+ * endpoint with a new reference, for the caller to post (post_and_put:
+ * a task's slices go out together); NULL when the slice ended instead.
+ */
+static struct rdma_ep *slice_queue(struct rdma_transport *t,
+				   struct rdma_slice *s)
 {
 	struct te_task *task = s->task;
 	struct te_peer *p = task->peer;
@@ -320,12 +340,12 @@ void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
 
 	if (mc_mono_ns() >= task->deadline_ns) {
 		rdma_slice_end(t, s, -ETIMEDOUT);
-		return;
+		return NULL;
 	}
 	rb = d ? rdma_rbuf_find(d, s->remote, s->len) : NULL;
 	if (!rb || !mr || !rp) {
 		rdma_slice_end(t, s, !rp ? -ENOMEM : MC_ENOTREG);
-		return;
+		return NULL;
 	}
 	for (unsigned i = 0; i < d->n_devs; i++)
 		dnames[i] = d->devs[i].name;
@@ -335,13 +355,12 @@ void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
 			     s->retry, spread);
 	if (ci < 0 || dev < 0 || (unsigned)dev >= rb->n_rkeys || !mr->mr[ci]) {
 		rdma_slice_end(t, s, MC_ENOTSUPPORTED);
-		return;
+		return NULL;
 	}
 	s->lkey = mr->mr[ci]->lkey;
 	s->rkey = rb->rkey[dev];
 	for (int tries = 0; tries < 4; tries++) {
 		struct rdma_ep *ep = ep_for(t, p, rp, &t->ctx[ci], dev);
-		bool ok;
 
 		if (!ep)
 			break;
@@ -358,14 +377,19 @@ void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
 		else
 			ep->wait_head = s;
 		ep->wait_tail = s;
-		ok = post_waiting(ep);
 		pthread_mutex_unlock(&ep->lock);
-		if (!ok)
-			rdma_ep_break(ep, -EIO);
-		rdma_ep_put(ep);
-		return;
+		return ep;
 	}
 	rdma_slice_end(t, s, -ENOMEM);
+	return NULL;
+}
+
+void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
+{
+	struct rdma_ep *ep = slice_queue(t, s);
+
+	if (ep)
+		post_and_put(ep);
 }
 
 void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
@@ -451,15 +475,20 @@ int rdma_submit(struct rdma_transport *t, struct te_task *task)
 	uint64_t len = task->req.length, size = t->s.slice_size;
 	uint64_t n = (len + size - 1) / size, tail = len % size;
 	uintptr_t local = (uintptr_t)task->req.local;
+	struct rdma_ep *eps[8];
+	unsigned n_eps = 0;
 
 	/* A short tail joins the slice before it (upstream's rule). */
 	if (n > 1 && tail && tail <= size / t->s.fragment_ratio)
 		n--;
 	if (n > 1)
 		te__task_add_slices(task, (int)(n - 1));
+	/* Queue every slice, then post each endpoint's share at once. */
 	for (uint64_t i = 0; i < n; i++) {
 		struct rdma_slice *s = calloc(1, sizeof(*s));
 		uint64_t off = i * size;
+		struct rdma_ep *ep;
+		unsigned k;
 
 		if (!s) {
 			te__slice_done(task, 0, -ENOMEM);
@@ -469,7 +498,19 @@ int rdma_submit(struct rdma_transport *t, struct te_task *task)
 		s->local = local + off;
 		s->remote = task->req.target_addr + off;
 		s->len = i == n - 1 ? len - off : size;
-		rdma_slice_route(t, s);
+		ep = slice_queue(t, s);
+		if (!ep)
+			continue;
+		for (k = 0; k < n_eps && eps[k] != ep; k++)
+			;
+		if (k < n_eps)
+			rdma_ep_put(ep); /* already ours */
+		else if (n_eps < 8)
+			eps[n_eps++] = ep;
+		else
+			post_and_put(ep);
 	}
+	for (unsigned k = 0; k < n_eps; k++)
+		post_and_put(eps[k]);
 	return 0;
 }

@@ -66,7 +66,7 @@ PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
 VM_TIMEOUT = int(os.environ.get("MC_VM_TIMEOUT", str(int(420 * SCALE))))
 KIB, MIB = 1 << 10, 1 << 20
 SIZES = [4 * KIB, 1 * MIB, 8 * MIB]
-CASES = ["conformance", "store_cli", "mount", "kill", "python"]
+CASES = ["conformance", "store_cli", "mount", "kill", "auth", "python"]
 CONFORMANCE_CASES = ["sizes", "write_read", "batches", "refusals", "notify",
                      "integrity"]
 NOT_BUILT = "this build has no rdma transport"
@@ -501,6 +501,97 @@ def case_kill(ctx):
     return r
 
 
+def connection_request(rpc, qps=2):
+    """A raw Connection handshake (type 0) to an engine's RPC address, as
+    any process on the network could send it: the reply's JSON, or the
+    error that ended the exchange."""
+    import socket
+    import struct
+    host, port = rpc.rsplit(":", 1)
+    body = json.dumps({
+        "local_nic_path": f"{IP}:1@{device() or 'rxe0'}",
+        "peer_nic_path": f"{rpc}@{device() or 'rxe0'}",
+        "local_lid": 0,
+        "local_gid": "00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:01",
+        "qp_num": list(range(100, 100 + qps)), "reply_msg": ""}).encode()
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as so:
+            so.sendall(struct.pack("=Q", len(body) + 1) + b"\0" + body)
+            head = b""
+            while len(head) < 9:
+                chunk = so.recv(9 - len(head))
+                if not chunk:
+                    return {"error": "closed"}
+                head += chunk
+            (n,) = struct.unpack("=Q", head[:8])
+            data = b""
+            while len(data) < n - 1:
+                chunk = so.recv(n - 1 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            return {"type": head[8], "reply": json.loads(data or b"{}")}
+    except (OSError, ValueError) as e:
+        return {"error": repr(e)}
+
+
+def case_auth(ctx):
+    """With the pool's key, queue pairs into an engine's memory open only
+    for a member: a client with the key reads over rdma; a Connection
+    request without it is refused before any QP exists (the same request
+    to an engine without a key gets QP numbers: the control)."""
+    import secrets
+    from mctest import Procs, TeClient
+    procs, tmp = Procs(), ctx["tmp"]
+    r = {"steps": []}
+    tok = tmp / "auth_token"
+    tok.write_text(secrets.token_hex(32) + "\n")
+    os.chmod(tok, 0o600)
+    keyed = dict(ctx["env"], MOONCAKE_AUTH_TOKEN_FILE=str(tok))
+
+    def step(c, line, t=60):
+        reply = c.cmd(line, timeout=t * SCALE)
+        r["steps"].append([line, reply])
+        return dict(kv.split("=", 1) for kv in reply.split()[1:]
+                    if "=" in kv)
+
+    try:
+        p = procs.start_te_peer(tmp, "P2PHANDSHAKE", *peer_args(),
+                                name=IP, size=16 * MIB, seed=7, env=keyed)
+        open_peer = procs.start_te_peer(tmp, "P2PHANDSHAKE", *peer_args(),
+                                        name=IP, size=16 * MIB, seed=8,
+                                        env=dict(ctx["env"],
+                                                 MOONCAKE_AUTH_TOKEN_FILE=""))
+        r["unkeyed_request"] = connection_request(p.rpc)
+        r["control_request"] = connection_request(open_peer.rpc)
+        log_path = tmp / "auth_client.log"
+        with open(log_path, "ab") as log:
+            cp = procs.popen(
+                [binary(*TE_CLIENT), "--metadata", "P2PHANDSHAKE", "--name",
+                 IP, "--transport", PROTO, "--size", str(16 * MIB)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                bufsize=0, env=te_env(keyed))
+        c = TeClient(cp, log_path)
+        r["ready"] = c.readline(timeout=60)
+        if not r["ready"].startswith("ready "):
+            r["log"] = c.log()
+            return r
+        step(c, f"open {p.name}")
+        step(c, f"submit a {p.name} read {p.addr} {MIB} 4")
+        step(c, "wait a 60000", 90)
+        r["status"] = step(c, "status a")
+        r["check"] = step(c, f"check a {p.seed} {p.addr}")
+        step(c, "destroy a")
+        r["counters"] = step(c, f"counters {PROTO}")
+        r["quit"] = c.cmd("quit", timeout=60 * SCALE)
+        r["peer_log"] = p.log()[-2000:]
+    except Exception:
+        r["error"] = traceback.format_exc()
+    finally:
+        procs.cleanup()
+    return r
+
+
 def in_vm(result_path, only):
     import pathlib
     from mctest import Procs
@@ -771,10 +862,36 @@ def test_kill_peer(vm):
     assert c["n_check"].get("checked") == "8", show(c)
     mine = c["counters"][PROTO]
     assert int(mine["read_bytes"]) >= 12 * MIB, c["counters"]
+    if PROTO == "rdma":
+        # Nothing leaked: no request still posted, and of the queue pairs
+        # only the live peer's endpoint (MC_NUM_QP_PER_EP, 2) is left;
+        # the dead peer's broken endpoints were destroyed.
+        assert mine["inflight"] == "0", c["counters"]
+        assert mine["connections"] == "2", c["counters"]
     for t in others():
         assert c["counters"][t]["read_bytes"] == "0", c["counters"]
     assert c["quit"] == "ok bye", show(c)
 
+
+def test_auth(vm):
+    c = case(vm, "auth")
+    assert "error" not in c, c.get("error")
+    assert c["ready"].startswith("ready "), show(c)
+    # Without the key: refused with the code, no QP numbers given.
+    u = c["unkeyed_request"]
+    rep = u.get("reply") or {}
+    assert rep.get("mc_error") and not rep.get("qp_num"), u
+    if PROTO == "rdma":
+        # The control: the same request to an engine without a key opens
+        # two QPs, so the refusal above is the key's doing.
+        ctl = c["control_request"].get("reply") or {}
+        assert len(ctl.get("qp_num", [])) == 2 and not ctl.get(
+            "reply_msg"), c["control_request"]
+    # With the key: the reads go through, over the protocol.
+    assert c["status"]["completed"] == "4", show(c)
+    assert c["check"].get("checked") == "4", show(c)
+    assert int(c["counters"]["read_bytes"]) >= 4 * MIB, show(c)
+    assert c["quit"] == "ok bye", show(c)
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4) or sys.argv[1] != "--in-vm":
