@@ -50,7 +50,7 @@ static int gpu_of(void *addr, const char *location, int *gpu)
 	return 0;
 }
 
-static void tps_reg_remove(struct te_engine *eng, struct te_memreg *r)
+void te__tps_reg_remove(struct te_engine *eng, struct te_memreg *r)
 {
 	for (int i = TE_TP_COUNT - 1; i >= 0; i--) {
 		struct te_transport *tp = eng->tps[i];
@@ -60,14 +60,14 @@ static void tps_reg_remove(struct te_engine *eng, struct te_memreg *r)
 	}
 }
 
-static int tps_reg_add(struct te_engine *eng, struct te_memreg *r)
+int te__tps_reg_add(struct te_engine *eng, struct te_memreg *r)
 {
 	for (int i = 0; i < TE_TP_COUNT; i++) {
 		struct te_transport *tp = eng->tps[i];
 		int rc = tp && tp->ops->reg_add ? tp->ops->reg_add(tp, r) : 0;
 
 		if (rc) {
-			tps_reg_remove(eng, r);
+			te__tps_reg_remove(eng, r);
 			return rc;
 		}
 	}
@@ -104,14 +104,14 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 	r->shm_offset = off;
 	r->shm_ino = ino;
 
-	rc = tps_reg_add(eng, r);
+	rc = te__tps_reg_add(eng, r);
 	if (rc) {
 		te__reg_free(r);
 		return rc;
 	}
 	rc = te__reg_insert(eng, r);
 	if (rc) {
-		tps_reg_remove(eng, r);
+		te__tps_reg_remove(eng, r);
 		te__reg_free(r);
 		return rc;
 	}
@@ -126,7 +126,7 @@ int te_unregister(struct te_engine *eng, void *addr)
 	if (rc)
 		return rc;
 	rc = r->remote ? te__publish(eng) : 0;
-	tps_reg_remove(eng, r);
+	te__tps_reg_remove(eng, r);
 	te__reg_free(r);
 	return rc;
 }

@@ -59,6 +59,11 @@ struct te_stager {
 	size_t chunk;
 	unsigned n_bufs;
 	void *bufs[STAGE_BUFS_MAX];
+	/* Each buffer as a local registration, kept out of the table, that
+	 * transports saw (reg_add: rdma's memory regions): a chunk's
+	 * sub-task carries it as its local_reg. */
+	struct te_memreg regs[STAGE_BUFS_MAX];
+	unsigned n_regs;
 	unsigned free[STAGE_BUFS_MAX], n_free;
 	struct stage_chunk *head, *tail; /* jobs, FIFO */
 	void *streams[64]; /* per device, created on first use */
@@ -214,6 +219,7 @@ static void *stager_main(void *arg)
 		pthread_mutex_unlock(&st->lock);
 		if (c->phase == CHUNK_START) {
 			c->sub.req.local = st->bufs[c->buf];
+			c->sub.local_reg = &st->regs[c->buf];
 			chunk_start(st, c);
 		} else {
 			chunk_to_device(st, c);
@@ -226,6 +232,8 @@ static void *stager_main(void *arg)
 
 static void stager_free(struct te_stager *st)
 {
+	for (unsigned i = 0; i < st->n_regs; i++)
+		te__tps_reg_remove(st->eng, &st->regs[i]);
 	for (unsigned i = 0; i < st->n_bufs; i++)
 		te__gpu_host_free(st->bufs[i]);
 	for (unsigned i = 0; i < 64; i++)
@@ -258,6 +266,16 @@ static int stager_create(struct te_engine *eng, int dev, struct te_stager **out)
 			st->free[st->n_free++] = i;
 	}
 	st->n_bufs = st->n_free;
+	for (unsigned i = 0; !rc && i < st->n_bufs; i++) {
+		struct te_memreg *r = &st->regs[i];
+
+		r->addr = (uintptr_t)st->bufs[i];
+		r->len = st->chunk;
+		snprintf(r->location, sizeof(r->location), "*");
+		rc = te__tps_reg_add(eng, r);
+		if (!rc)
+			st->n_regs++;
+	}
 	if (!rc)
 		rc = -pthread_create(&st->thread, NULL, stager_main, st);
 	if (rc) {

@@ -322,6 +322,11 @@ int te__populate_start(void *base, size_t len,
 void te__populate_wait(struct te_populate *job);
 /** Stop between chunks, join the threads and free the job. */
 void te__populate_stop(struct te_populate *job);
+/* register.c: transports' reg_add/reg_remove ops for a registration
+ * (also the stager's pinned buffers, which stay out of the table). */
+int te__tps_reg_add(struct te_engine *eng, struct te_memreg *r) MC_MUST_CHECK;
+void te__tps_reg_remove(struct te_engine *eng, struct te_memreg *r);
+
 /* stage.c: requests whose local buffer is GPU memory (local_reg->gpu),
  * cut into chunks staged through pinned host buffers; t->tp chosen. */
 int te__stage_submit(struct te_engine *eng, struct te_task *t) MC_MUST_CHECK;

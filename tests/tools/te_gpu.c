@@ -34,7 +34,9 @@
  *          carried them (its counters) and tcp did not.
  *
  * Sizes cross the staging chunk (4 MiB by default) unevenly. The engine
- * runs with P2PHANDSHAKE on 127.0.0.1.
+ * runs with P2PHANDSHAKE on 127.0.0.1, with the transport TE_GPU_TRANSPORT
+ * names (unset: chosen per request; "rdma" for the staged chunks over
+ * the NIC, in the rdma VM).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -112,7 +114,8 @@ static struct te_engine *engine(void)
 {
 	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
 				     .local_server_name = "127.0.0.1",
-				     .timeout_ms = 20000 };
+				     .timeout_ms = 20000,
+				     .transport = getenv("TE_GPU_TRANSPORT") };
 	char err[256] = "";
 	struct te_engine *e = NULL;
 

@@ -58,15 +58,16 @@ if IN_VM:
         float(os.environ.get("MC_VM_SCALE", "4")))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "store"))
-from mctest import (BUILD, SCALE, SOURCE, TE_CLIENT,  # noqa: E402
-                    TE_CONFORMANCE, binary, te_env)
+from mctest import (BUILD, FAKE_CUDA, SCALE, SOURCE, TE_CLIENT,  # noqa: E402
+                    TE_CONFORMANCE, TE_GPU, binary, te_env)
 
 HARNESS = os.path.join(SOURCE, "scripts", "rdma_vm.sh")
 PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
 VM_TIMEOUT = int(os.environ.get("MC_VM_TIMEOUT", str(int(420 * SCALE))))
 KIB, MIB = 1 << 10, 1 << 20
 SIZES = [4 * KIB, 1 * MIB, 8 * MIB]
-CASES = ["conformance", "store_cli", "mount", "kill", "auth", "python"]
+CASES = ["conformance", "store_cli", "mount", "kill", "auth", "gpu",
+         "python"]
 CONFORMANCE_CASES = ["sizes", "write_read", "batches", "refusals", "notify",
                      "integrity"]
 NOT_BUILT = "this build has no rdma transport"
@@ -592,6 +593,33 @@ def case_auth(ctx):
     return r
 
 
+def case_gpu(ctx):
+    """CUDA device memory (the tests' stand-in driver, tests/tools/
+    fake_cuda.c) staged through the engine's pinned buffers, whose chunks
+    the rdma transport carries (they are registered on the NIC like any
+    buffer): te_gpu's "out" case writes device memory to a te_peer and
+    reads it back into other device memory, bytes compared."""
+    from mctest import Procs
+    procs, tmp = Procs(), ctx["tmp"]
+    r = {}
+    try:
+        p = procs.start_te_peer(tmp, "P2PHANDSHAKE", *peer_args(),
+                                name=IP, size=64 * MIB, seed=3,
+                                env=ctx["env"])
+        env = te_env(dict(ctx["env"], TE_GPU_TRANSPORT=PROTO,
+                          MC_CUDA_LIBRARY=binary(*FAKE_CUDA)))
+        w = wire()
+        r["te_gpu"] = run([binary(*TE_GPU), "--target", p.name,
+                           "--target_addr", str(p.addr), "--target_size",
+                           str(64 * MIB)], timeout=300 * SCALE, env=env)
+        r["wire"] = wire_delta(w)
+    except Exception:
+        r["error"] = traceback.format_exc()
+    finally:
+        procs.cleanup()
+    return r
+
+
 def in_vm(result_path, only):
     import pathlib
     from mctest import Procs
@@ -892,6 +920,21 @@ def test_auth(vm):
     assert c["check"].get("checked") == "4", show(c)
     assert int(c["counters"]["read_bytes"]) >= 4 * MIB, show(c)
     assert c["quit"] == "ok bye", show(c)
+
+def test_gpu_staged(vm):
+    c = case(vm, "gpu")
+    assert "error" not in c, c.get("error")
+    out = c["te_gpu"]["out"]
+    # Four sizes across the 4 MiB staging chunk, each written from device
+    # memory and read back into device memory, compared.
+    assert out.count("ok out ") == 4, c["te_gpu"]
+    assert "FAIL out" not in out, c["te_gpu"]
+    if PROTO == "rdma":
+        # Only rdma can have carried them (MC_FORCE_HCA): rxe0's packets
+        # cover the bytes, twice the sum of the sizes.
+        moved = 2 * (1 + 4097 + 4194427 + 9437261)
+        assert c["wire"].get("rxe_sent_pkts", 0) >= moved // RXE_MTU_MAX, \
+            c["wire"]
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4) or sys.argv[1] != "--in-vm":

@@ -2,12 +2,13 @@
 """The rdma transport's own memory handling under ASan+UBSan: the C
 cases of rdma/test_transport.py (te_conformance against a te_peer, and
 a peer killed mid-batch: breaks, flushes, retries, reconnection;
-the authenticated handshake) in one
+the authenticated handshake; device memory staged over rdma) in one
 VM boot with the sanitizer build's binaries (the ASan pass runs this;
 the plain pass runs every case in test_transport.py)."""
 import os
 
-os.environ.setdefault("MC_VM_CASES", "conformance,kill,auth")
+os.environ.setdefault("MC_VM_CASES", "conformance,kill,auth,gpu")
 
 from test_transport import (test_auth, test_conformance,  # noqa: E402,F401
-                            test_kill_peer, test_runner_finished, vm)
+                            test_gpu_staged, test_kill_peer,
+                            test_runner_finished, vm)
