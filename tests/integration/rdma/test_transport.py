@@ -186,7 +186,7 @@ def case_conformance(ctx):
             if ln.startswith("counters "):
                 _, name, js = ln.split(" ", 2)
                 r["counters"][name] = json.loads(js)
-        want = f'notify te_conformance hello-707 "quoted" {{json}}'
+        want = 'notify te_conformance hello-707 "quoted" {json}'
         t_end = time.monotonic() + (10 * SCALE if r["rc"] == 0 else 0)
         while want not in peer.log() and time.monotonic() < t_end:
             time.sleep(0.1)
@@ -423,33 +423,52 @@ def case_python(ctx):
     return r
 
 
-def case_kill(ctx):
-    from mctest import Procs, TeClient
-    procs, tmp = Procs(), ctx["tmp"]
-    r = {"steps": []}
-    timeout_ms = 15000
+def te_client(procs, tmp, tag, args, env):
+    """Start tests/tools/te_client over PROTO with args; its TeClient."""
+    from mctest import TeClient
+    log_path = tmp / f"{tag}_client.log"
+    with open(log_path, "ab") as log:
+        cp = procs.popen(
+            [binary(*TE_CLIENT), "--transport", PROTO, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            bufsize=0, env=te_env(env))
+    return TeClient(cp, log_path)
+
+
+def stepper(r, with_time=False):
+    """step(client, line, t): one te_client command, recorded in
+    r["steps"]; its reply's key=value pairs."""
+    r.setdefault("steps", [])
 
     def step(c, line, t=60):
         t0 = time.monotonic()
         reply = c.cmd(line, timeout=t * SCALE)
-        r["steps"].append([line, reply, round(time.monotonic() - t0, 2)])
+        rec = [line, reply]
+        if with_time:
+            rec.append(round(time.monotonic() - t0, 2))
+        r["steps"].append(rec)
         return dict(kv.split("=", 1) for kv in reply.split()[1:]
                     if "=" in kv)
+    return step
+
+
+def case_kill(ctx):
+    from mctest import Procs
+    procs, tmp = Procs(), ctx["tmp"]
+    r = {"steps": []}
+    timeout_ms = 15000
+
+    step = stepper(r, with_time=True)
 
     try:
         metad = procs.start_metad(tmp)
         p1 = procs.start_te_peer(tmp, metad.url, *peer_args(),
                                  name=f"{IP}:31001",
                                  size=64 * MIB, seed=1, env=ctx["env"])
-        log_path = tmp / "kill_client.log"
-        with open(log_path, "ab") as log:
-            cp = procs.popen(
-                [binary(*TE_CLIENT), "--metadata", metad.url, "--name",
-                 f"{IP}:31000", "--transport", PROTO, "--timeout_ms",
-                 str(timeout_ms), "--size", str(64 * MIB)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                bufsize=0, env=te_env(ctx["env"]))
-        c = TeClient(cp, log_path)
+        c = te_client(procs, tmp, "kill",
+                      ["--metadata", metad.url, "--name", f"{IP}:31000",
+                       "--timeout_ms", str(timeout_ms), "--size",
+                       str(64 * MIB)], ctx["env"])
         r["ready"] = c.readline(timeout=60)
         if not r["ready"].startswith("ready "):
             r["log"] = c.log()
@@ -542,7 +561,7 @@ def case_auth(ctx):
     request without it is refused before any QP exists (the same request
     to an engine without a key gets QP numbers: the control)."""
     import secrets
-    from mctest import Procs, TeClient
+    from mctest import Procs
     procs, tmp = Procs(), ctx["tmp"]
     r = {"steps": []}
     tok = tmp / "auth_token"
@@ -550,11 +569,7 @@ def case_auth(ctx):
     os.chmod(tok, 0o600)
     keyed = dict(ctx["env"], MOONCAKE_AUTH_TOKEN_FILE=str(tok))
 
-    def step(c, line, t=60):
-        reply = c.cmd(line, timeout=t * SCALE)
-        r["steps"].append([line, reply])
-        return dict(kv.split("=", 1) for kv in reply.split()[1:]
-                    if "=" in kv)
+    step = stepper(r)
 
     try:
         p = procs.start_te_peer(tmp, "P2PHANDSHAKE", *peer_args(),
@@ -565,14 +580,9 @@ def case_auth(ctx):
                                                  MOONCAKE_AUTH_TOKEN_FILE=""))
         r["unkeyed_request"] = connection_request(p.rpc)
         r["control_request"] = connection_request(open_peer.rpc)
-        log_path = tmp / "auth_client.log"
-        with open(log_path, "ab") as log:
-            cp = procs.popen(
-                [binary(*TE_CLIENT), "--metadata", "P2PHANDSHAKE", "--name",
-                 IP, "--transport", PROTO, "--size", str(16 * MIB)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                bufsize=0, env=te_env(keyed))
-        c = TeClient(cp, log_path)
+        c = te_client(procs, tmp, "auth",
+                      ["--metadata", "P2PHANDSHAKE", "--name", IP, "--size",
+                       str(16 * MIB)], keyed)
         r["ready"] = c.readline(timeout=60)
         if not r["ready"].startswith("ready "):
             r["log"] = c.log()
