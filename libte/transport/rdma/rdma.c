@@ -285,11 +285,17 @@ static void rdma_peer_release(struct te_transport *tp, struct te_peer *p)
 		for (unsigned j = 0; j < RDMA_MAX_NICS; j++) {
 			struct rdma_ep *ep;
 
+			/* A reference of our own: the connector may break
+			 * and drop it the moment the lock is let go. */
 			pthread_mutex_lock(&rp->lock);
 			ep = rp->ep[i][j];
-			pthread_mutex_unlock(&rp->lock);
 			if (ep)
+				atomic_fetch_add(&ep->refs, 1);
+			pthread_mutex_unlock(&rp->lock);
+			if (ep) {
 				rdma_ep_break(ep, -ECANCELED);
+				rdma_ep_put(ep);
+			}
 		}
 	pthread_mutex_destroy(&rp->lock);
 	free(rp);
