@@ -142,6 +142,7 @@ static void *connector_main(void *arg)
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
 		struct rdma_ep *ep;
+		bool probing, broken;
 		int rc;
 
 		while (!t->conn_head && !atomic_load(&t->stopping))
@@ -154,8 +155,13 @@ static void *connector_main(void *arg)
 			t->conn_tail = NULL;
 		pthread_mutex_unlock(&t->lock);
 
-		if (ep->probing) {
-			probe(t, ep);
+		pthread_mutex_lock(&ep->lock);
+		probing = ep->probing;
+		broken = ep->state == EP_BROKEN;
+		pthread_mutex_unlock(&ep->lock);
+		if (probing || broken) { /* broken: its peer went meanwhile */
+			if (probing && !broken)
+				probe(t, ep);
 			rdma_ep_put(ep);
 			pthread_mutex_lock(&t->lock);
 			continue;
