@@ -139,11 +139,21 @@ class Member:
                  extra=()):
         self.procs, self.tmp, self.master = procs, tmp_path, master
         self.size, self.extra = size, extra
-        self.port = port or free_port()
-        self.name = f"127.0.0.1:{self.port}"
-        self.proc = None
-        procs.own_shm(shm_segment(self.name))
-        self.start()
+        # A port of our choosing can be taken between free_port() and the
+        # member's bind (an outgoing connection of a test running beside
+        # this one gets it as its local port): then another port.
+        for attempt in range(5):
+            self.port = port or free_port()
+            self.name = f"127.0.0.1:{self.port}"
+            self.proc = None
+            procs.own_shm(shm_segment(self.name))
+            try:
+                self.start()
+                return
+            except RuntimeError as e:
+                if port or attempt == 4 or \
+                        "Address already in use" not in str(e):
+                    raise
 
     def start(self):
         tag = f"member{self.port}"
