@@ -13,7 +13,8 @@
 #              with -q 4 (four QPs, -n per QP: the same bytes in all).
 #   TE         bench/transfer_engine_bench: a target and an initiator
 #              (P2PHANDSHAKE, both 10.0.0.1), write and read, 64 KiB and
-#              1 MiB blocks, --threads 1 and 4, for each protocol:
+#              1 MiB blocks, --threads 1 and 4, batches of 128 slices a
+#              thread (perftest's default depth, -t 128), for each protocol:
 #                rdma  --protocol rdma, MC_FORCE_HCA=1 (every transfer to
 #                      a peer on rdma, though one VM is one host)
 #                tcp   --protocol tcp, MC_FORCE_TCP=1 (loopback TCP, for
@@ -136,7 +137,10 @@ perftest() {
 # te PROTO OP SIZE THREADS -> GB/s on stdout, or a reason in parentheses
 te_row() {
 	local proto=$1 op=$2 size=$3 threads=$4 batch envs seg i tpid
-	batch=$((size >= 1048576 ? 8 : 32))
+	# The same depth of outstanding work as perftest (its default -t 128
+	# per QP): 128 slices of MC_SLICE_SIZE (64 KiB) a batch per thread.
+	batch=$((128 * 65536 / size))
+	[ "$batch" -ge 1 ] || batch=1
 	if [ "$proto" = rdma ]; then envs=(MC_FORCE_HCA=1); else envs=(MC_FORCE_TCP=1); fi
 	rm -f "$tmp/ready"
 	env "${envs[@]}" "$te" --mode target --protocol "$proto" \
