@@ -19,16 +19,17 @@
 #include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_log.h"
+#include "mc_rpc_server.h"
 #include "metad.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
-#include "rpc_server.h"
+#include "service.h"
 
 struct mst_daemon {
 	struct master *m;
 	struct metad *meta;
 	struct mc_http_server *meta_srv, *admin;
-	struct mst_rpc_server *rpc;
+	struct mc_rpc_server *rpc;
 	bool auth; /* key holds the pool's key */
 	struct mc_auth_key key;
 	struct mst_admin admin_ctx;
@@ -160,10 +161,30 @@ static int load_key(struct mst_daemon *d, const struct master_cfg *cfg)
 	return 0;
 }
 
+/* The RPC server's handler: the master's service. */
+static int rpc_call(void *arg, const struct mc_rpc_hdr *h, const uint8_t *body,
+		    uint8_t **frame, size_t *len)
+{
+	return mst_service_call(arg, h, body, frame, len);
+}
+
+/* The RPC server is stopping: Watch long polls wait on the feed
+ * condition, wake them. */
+static void rpc_stopping(void *arg)
+{
+	struct master *m = arg;
+
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->feed.cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
 static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 {
 	char err[MC_ERR_LEN] = "";
-	struct mst_rpc_server_cfg rc_cfg = {
+	struct mc_rpc_server_cfg rc_cfg = {
+		.name = "master",
 		.host = cfg->rpc_address,
 		.port = (int)cfg->rpc_port,
 		.max_connections = (unsigned)cfg->rpc_max_connections,
@@ -173,8 +194,10 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 		.max_inflight = (size_t)cfg->rpc_max_inflight_bytes,
 		.busy_poll_us = (unsigned)cfg->rpc_busy_poll_us,
 		.auth = d->auth ? &d->key : NULL,
+		.on_stop = rpc_stopping,
 	};
-	int rc = mst_rpc_server_start(d->m, &rc_cfg, &d->rpc, err, sizeof(err));
+	int rc = mc_rpc_server_start(&rc_cfg, rpc_call, d->m, &d->rpc, err,
+				     sizeof(err));
 
 	if (rc)
 		mc_log_err("master", "%s", err);
@@ -213,10 +236,10 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		mc_log_notice("master",
 			      "serving RPC on %s:%d, admin HTTP on %s:%d, "
 			      "database %s",
-			      cfg->rpc_address, mst_rpc_server_port(d->rpc),
+			      cfg->rpc_address, mc_rpc_server_port(d->rpc),
 			      cfg->metrics_host, mc_http_server_port(d->admin),
 			      cfg->db_path);
-		rc = write_port(cfg->port_file, mst_rpc_server_port(d->rpc),
+		rc = write_port(cfg->port_file, mc_rpc_server_port(d->rpc),
 				"RPC");
 	}
 	if (!rc)
@@ -238,7 +261,7 @@ void mst_daemon_stop(struct mst_daemon *d)
 		atomic_store(&d->stop, true);
 		pthread_join(d->ticker, NULL);
 	}
-	mst_rpc_server_stop(d->rpc);
+	mc_rpc_server_stop(d->rpc);
 	mc_http_server_stop(d->admin);
 	mc_auth_replay_destroy(d->admin_ctx.replay);
 	mc_http_server_stop(d->meta_srv);

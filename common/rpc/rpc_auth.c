@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The master RPC's AUTH frames and the client's side of the exchange
- * (mc_rpc_auth.h). The master's side is a state of its connection thread
- * (master/rpc_conn_auth.c), built on the same codec.
+ * (mc_rpc_auth.h). The server's side is a state of its connection thread
+ * (rpc_conn_auth.c), built on the same codec.
  */
 #include <errno.h>
 #include <sodium.h>

@@ -2,7 +2,7 @@
 /*
  * Fuzz target for the authentication parsers of peer bytes: the master
  * RPC's AUTH frame header (mc_rpc_hdr_decode + mc_rpc_auth_len_ok, as
- * master/rpc_conn.c applies them) and the admin HTTP's Authorization
+ * common/rpc/rpc_conn.c applies them) and the admin HTTP's Authorization
  * header (common/mc_auth_http.c).
  *
  * Input: the whole of it is tried as a frame header (when long enough)

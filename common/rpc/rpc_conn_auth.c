@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The master's side of a connection's authentication (the exchange is in
- * common/rpc/mc_rpc_auth.h): a connection of a master with a key starts in
+ * The server's side of a connection's authentication (the exchange is in
+ * mc_rpc_auth.h): a connection of a server with a key starts in
  * CONN_AUTH_HELLO and is served only once it reaches CONN_AUTHED. Called
  * by the connection's own thread (rpc_conn.c) with a complete frame, so
  * no locking. Every refusal closes the connection, after a frame that
@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,15 +99,18 @@ static int on_proof(struct conn *c)
 	return send_step(c, MC_RPC_AUTH_OK, NULL, 0);
 }
 
-int mst_rpc_conn_auth(struct conn *c, const struct mc_rpc_hdr *h)
+int mc_rpc_conn_auth(struct conn *c, const struct mc_rpc_hdr *h)
 {
 	if (h->kind == MC_RPC_REQUEST)
 		return refuse_request(c, h);
-	if (!c->srv->auth)
-		return deny(c,
-			    "authentication is off on this master (it has no "
-			    "token)",
-			    MC_EAUTHOFF);
+	if (!c->srv->auth) {
+		char why[MC_RPC_AUTH_REASON_MAX];
+
+		snprintf(why, sizeof(why),
+			 "authentication is off on this %s (it has no token)",
+			 c->srv->cfg.name);
+		return deny(c, why, MC_EAUTHOFF);
+	}
 	if (h->method == MC_RPC_AUTH_HELLO && c->auth == CONN_AUTH_HELLO)
 		return on_hello(c);
 	if (h->method == MC_RPC_AUTH_PROOF && c->auth == CONN_AUTH_PROOF)

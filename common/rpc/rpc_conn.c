@@ -13,17 +13,15 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "master.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
 #include "mc_rpc_auth.h"
 #include "rpc_conn.h"
-#include "service.h"
 
 #define RL_MS 10000u /* one line per cause per 10 s */
 
-uint64_t mst_rpc_now_ms(void)
+uint64_t mc_rpc_now_ms(void)
 {
 	struct timespec ts;
 
@@ -31,7 +29,7 @@ uint64_t mst_rpc_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static bool budget_take(struct mst_rpc_server *s, size_t n)
+static bool budget_take(struct mc_rpc_server *s, size_t n)
 {
 	size_t cur = atomic_load_explicit(&s->inflight, memory_order_relaxed);
 
@@ -42,7 +40,7 @@ static bool budget_take(struct mst_rpc_server *s, size_t n)
 	return true;
 }
 
-static void budget_give(struct mst_rpc_server *s, size_t n)
+static void budget_give(struct mc_rpc_server *s, size_t n)
 {
 	atomic_fetch_sub(&s->inflight, n);
 }
@@ -52,19 +50,19 @@ static void budget_give(struct mst_rpc_server *s, size_t n)
  * budget has no room. */
 static int body_grow(struct conn *c, size_t len)
 {
-	struct mst_rpc_server *s = c->srv;
+	struct mc_rpc_server *s = c->srv;
 	size_t cap = c->cap * 2;
 	size_t charge;
 	uint8_t *nb;
 
-	if (cap < MST_RPC_CONN_FREE_BYTES)
-		cap = MST_RPC_CONN_FREE_BYTES;
+	if (cap < MC_RPC_CONN_FREE_BYTES)
+		cap = MC_RPC_CONN_FREE_BYTES;
 	if (cap > len + 1)
 		cap = len + 1;
 	if (cap <= c->cap)
 		return 0;
-	charge = cap > MST_RPC_CONN_FREE_BYTES ? cap - MST_RPC_CONN_FREE_BYTES :
-						 0;
+	charge = cap > MC_RPC_CONN_FREE_BYTES ? cap - MC_RPC_CONN_FREE_BYTES :
+						0;
 	if (charge > c->charged && !budget_take(s, charge - c->charged))
 		return -ENOBUFS;
 	nb = realloc(c->body, cap);
@@ -83,7 +81,7 @@ static int body_grow(struct conn *c, size_t len)
 /* Give back a buffer larger than the free part (after a request). */
 static void body_trim(struct conn *c)
 {
-	if (c->cap <= MST_RPC_CONN_FREE_BYTES)
+	if (c->cap <= MC_RPC_CONN_FREE_BYTES)
 		return;
 	free(c->body);
 	c->body = NULL;
@@ -111,7 +109,7 @@ static ssize_t read_some(int fd, void *buf, size_t len, uint64_t deadline)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -errno;
-		now = mst_rpc_now_ms();
+		now = mc_rpc_now_ms();
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		rc = poll(&p, 1, (int)(deadline - now));
@@ -172,7 +170,7 @@ static void log_closed(struct conn *c, struct mc_ratelimit *rl, const char *why)
 /* One request: 0 when answered, otherwise the connection ends. */
 static int serve_one(struct conn *c)
 {
-	struct mst_rpc_server *s = c->srv;
+	struct mc_rpc_server *s = c->srv;
 	uint8_t hb[MC_RPC_HDR_LEN], *frame;
 	struct mc_rpc_hdr h;
 	uint64_t now, deadline;
@@ -190,7 +188,7 @@ static int serve_one(struct conn *c)
 				     c->peer);
 		return rc;
 	}
-	now = mst_rpc_now_ms();
+	now = mc_rpc_now_ms();
 	atomic_store_explicit(&c->since_ms, now, memory_order_relaxed);
 	deadline = now + (uint64_t)s->cfg.frame_timeout_s * 1000;
 	rc = read_by(c->fd, hb, sizeof(hb), deadline);
@@ -225,13 +223,13 @@ static int serve_one(struct conn *c)
 		return rc;
 	}
 	if (h.kind == MC_RPC_AUTH || c->auth != CONN_AUTHED) {
-		rc = mst_rpc_conn_auth(c, &h);
+		rc = mc_rpc_conn_auth(c, &h);
 		body_trim(c);
 		return rc;
 	}
 	if (!atomic_compare_exchange_strong(&c->state, &expect, CONN_SERVING))
 		return -ECONNRESET; /* shed */
-	rc = mst_service_call(s->m, &h, c->body, &frame, &len);
+	rc = s->fn(s->arg, &h, c->body, &frame, &len);
 	body_trim(c);
 	if (rc) {
 		mc_log_info("rpc", "closing the connection from %s: %s",
@@ -249,13 +247,13 @@ static int serve_one(struct conn *c)
 				   "--rpc_frame_timeout_seconds");
 		return rc;
 	}
-	atomic_store_explicit(&c->since_ms, mst_rpc_now_ms(),
+	atomic_store_explicit(&c->since_ms, mc_rpc_now_ms(),
 			      memory_order_relaxed);
 	atomic_store_explicit(&c->state, CONN_WAITING, memory_order_release);
 	return 0;
 }
 
-void *mst_rpc_conn_main(void *arg)
+void *mc_rpc_conn_main(void *arg)
 {
 	struct conn *c = arg;
 
@@ -263,6 +261,6 @@ void *mst_rpc_conn_main(void *arg)
 		;
 	free(c->body);
 	budget_give(c->srv, c->charged);
-	mst_rpc_conn_close(c);
+	mc_rpc_conn_close(c);
 	return NULL;
 }

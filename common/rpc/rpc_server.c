@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Master RPC server: an accept thread and one detached-but-counted thread
+ * The RPC server (mc_rpc_server.h): an accept thread and one detached-but-counted thread
  * per connection (rpc_conn.c). The acceptor admits a connection within
  * max_connections, shedding the longest-waiting connection when at the
  * limit (rpc_conn.h). Stopping shuts every connection down and waits for
@@ -20,7 +20,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "master.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
@@ -28,9 +27,9 @@
 
 #define RL_MS 10000u
 
-void mst_rpc_conn_close(struct conn *c)
+void mc_rpc_conn_close(struct conn *c)
 {
-	struct mst_rpc_server *s = c->srv;
+	struct mc_rpc_server *s = c->srv;
 
 	pthread_mutex_lock(&s->lock);
 	if (c->prev)
@@ -50,7 +49,7 @@ void mst_rpc_conn_close(struct conn *c)
 
 /* Shed the connection that has waited longest (s->lock held): false when
  * every connection is being served. */
-static bool shed_one(struct mst_rpc_server *s)
+static bool shed_one(struct mc_rpc_server *s)
 {
 	for (;;) {
 		struct conn *victim = NULL;
@@ -81,14 +80,14 @@ static bool shed_one(struct mst_rpc_server *s)
 				"%llu ms (%u more in the last %u s not "
 				"logged)",
 				s->cfg.max_connections, victim->peer,
-				(unsigned long long)(mst_rpc_now_ms() - oldest),
+				(unsigned long long)(mc_rpc_now_ms() - oldest),
 				dropped, RL_MS / 1000);
 		return true;
 	}
 }
 
 /* The new connection's record, linked in; NULL when refused. */
-static struct conn *admit(struct mst_rpc_server *s, int fd)
+static struct conn *admit(struct mc_rpc_server *s, int fd)
 {
 	struct conn *c;
 	unsigned dropped;
@@ -114,7 +113,7 @@ static struct conn *admit(struct mst_rpc_server *s, int fd)
 	c->fd = fd;
 	atomic_init(&c->state, CONN_WAITING);
 	c->auth = s->auth ? CONN_AUTH_HELLO : CONN_AUTHED;
-	atomic_init(&c->since_ms, mst_rpc_now_ms());
+	atomic_init(&c->since_ms, mc_rpc_now_ms());
 	mc_busy_poll_init(&c->bp, s->cfg.busy_poll_us);
 	c->next = s->conns;
 	if (s->conns)
@@ -127,7 +126,7 @@ static struct conn *admit(struct mst_rpc_server *s, int fd)
 
 /* Out of descriptors: make room by shedding, and pause for a moment
  * instead of spinning on a listener that stays readable. */
-static void accept_failed(struct mst_rpc_server *s, int err)
+static void accept_failed(struct mc_rpc_server *s, int err)
 {
 	struct pollfd p = { .fd = s->stop_pipe[0], .events = POLLIN };
 	unsigned dropped;
@@ -145,7 +144,7 @@ static void accept_failed(struct mst_rpc_server *s, int err)
 
 static void *accept_main(void *arg)
 {
-	struct mst_rpc_server *s = arg;
+	struct mc_rpc_server *s = arg;
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = s->lfd, .events = POLLIN },
@@ -182,7 +181,7 @@ static void *accept_main(void *arg)
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);
-		if (pthread_create(&t, &attr, mst_rpc_conn_main, c)) {
+		if (pthread_create(&t, &attr, mc_rpc_conn_main, c)) {
 			unsigned dropped;
 
 			if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
@@ -190,7 +189,7 @@ static void *accept_main(void *arg)
 					    "no thread for a connection (%u "
 					    "more in the last %u s)",
 					    dropped, RL_MS / 1000);
-			mst_rpc_conn_close(c);
+			mc_rpc_conn_close(c);
 		}
 		pthread_attr_destroy(&attr);
 	}
@@ -198,8 +197,8 @@ static void *accept_main(void *arg)
 }
 
 /* Raise the descriptor limit to fit max_connections (and what else the
- * master opens), or lower max_connections to what fits. */
-static void fit_fd_limit(struct mst_rpc_server *s)
+ * process opens), or lower max_connections to what fits. */
+static void fit_fd_limit(struct mc_rpc_server *s)
 {
 	const rlim_t spare = 256; /* sqlite, HTTP servers, logs */
 	rlim_t want = (rlim_t)s->cfg.max_connections + spare;
@@ -224,16 +223,20 @@ static void fit_fd_limit(struct mst_rpc_server *s)
 						    rl.rlim_cur / 2);
 }
 
-int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
-			 struct mst_rpc_server **out, char *err, size_t errlen)
+int mc_rpc_server_start(const struct mc_rpc_server_cfg *cfg,
+			mc_rpc_handler_fn fn, void *arg,
+			struct mc_rpc_server **out, char *err, size_t errlen)
 {
-	struct mst_rpc_server *s = calloc(1, sizeof(*s));
+	struct mc_rpc_server *s = calloc(1, sizeof(*s));
 	int rc;
 
 	if (!s)
 		return -ENOMEM;
-	s->m = m;
 	s->cfg = *cfg;
+	s->fn = fn;
+	s->arg = arg;
+	if (!s->cfg.name)
+		s->cfg.name = "server";
 	s->cfg.auth = NULL;
 	s->auth = cfg->auth != NULL;
 	if (cfg->auth)
@@ -246,12 +249,12 @@ int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
 		s->cfg.frame_timeout_s = 30;
 	if (!s->cfg.max_inflight)
 		s->cfg.max_inflight = s->cfg.max_body;
-	if (s->cfg.max_inflight + MST_RPC_CONN_FREE_BYTES < s->cfg.max_body)
+	if (s->cfg.max_inflight + MC_RPC_CONN_FREE_BYTES < s->cfg.max_body)
 		mc_log_warn("rpc",
 			    "requests over %zu bytes cannot be received: "
 			    "--rpc_max_inflight_bytes is below "
 			    "--max_request_size",
-			    s->cfg.max_inflight + MST_RPC_CONN_FREE_BYTES);
+			    s->cfg.max_inflight + MC_RPC_CONN_FREE_BYTES);
 	fit_fd_limit(s);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->gone, NULL);
@@ -281,12 +284,12 @@ int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
 	return 0;
 }
 
-int mst_rpc_server_port(const struct mst_rpc_server *s)
+int mc_rpc_server_port(const struct mc_rpc_server *s)
 {
 	return s->port;
 }
 
-void mst_rpc_server_stop(struct mst_rpc_server *s)
+void mc_rpc_server_stop(struct mc_rpc_server *s)
 {
 	if (!s)
 		return;
@@ -298,11 +301,9 @@ void mst_rpc_server_stop(struct mst_rpc_server *s)
 	s->stopping = true;
 	for (struct conn *c = s->conns; c; c = c->next)
 		shutdown(c->fd, SHUT_RDWR);
-	/* Long polls wait on the feed condition: wake them. */
-	pthread_mutex_lock(&s->m->lock);
-	s->m->stopping = true;
-	pthread_cond_broadcast(&s->m->feed.cond);
-	pthread_mutex_unlock(&s->m->lock);
+	/* Handlers in long polls: wake them. */
+	if (s->cfg.on_stop)
+		s->cfg.on_stop(s->arg);
 	while (s->n_conns)
 		pthread_cond_wait(&s->gone, &s->lock);
 	pthread_mutex_unlock(&s->lock);

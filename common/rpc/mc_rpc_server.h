@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
- * @file rpc_server.h
- * The master's RPC listener: one thread per connection reading frames
+ * @file mc_rpc_server.h
+ * A framed-RPC listener: one thread per connection reading frames
  * (common/rpc/mc_rpc.h), answering each in order, so clients may pipeline.
  * A frame that cannot be accepted closes its connection only.
  *
@@ -15,17 +15,22 @@
  * longest for its next request (or for the rest of one), and is refused
  * only when every connection is being served. With a key, a connection
  * is served only once it has authenticated (rpc_conn_auth.c).
+ *
+ * The master serves its RPC with it; any process may serve the same
+ * frames with its own handler. Log lines are under the subsystem "rpc".
  */
-#ifndef MASTER_RPC_SERVER_H
-#define MASTER_RPC_SERVER_H
+#ifndef MC_RPC_SERVER_H
+#define MC_RPC_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-struct master;
-struct mst_rpc_server;
+struct mc_rpc_hdr;
+struct mc_rpc_server;
 struct mc_auth_key;
 
-struct mst_rpc_server_cfg {
+struct mc_rpc_server_cfg {
+	const char *name; /* in refusals: "... off on this master" */
 	const char *host;
 	int port; /* 0: ephemeral */
 	unsigned max_connections; /* 0: 4096 */
@@ -37,12 +42,29 @@ struct mst_rpc_server_cfg {
 	/* The pool's key (copied): each connection authenticates before
 	 * its first request (common/rpc/mc_rpc_auth.h). NULL: none. */
 	const struct mc_auth_key *auth;
+	/* Called with the handler's arg by mc_rpc_server_stop once every
+	 * connection is shut down: wake handlers that wait (long polls).
+	 * NULL: none. */
+	void (*on_stop)(void *arg);
 };
 
-int mst_rpc_server_start(struct master *m, const struct mst_rpc_server_cfg *cfg,
-			 struct mst_rpc_server **out, char *err, size_t errlen);
-int mst_rpc_server_port(const struct mst_rpc_server *s);
+/**
+ * Answer the request h (its body: h->length bytes): 0 with *frame
+ * (malloc'd, *len bytes; the server frees it) the response frame to send,
+ * or a negative errno to close the connection (-EPROTO: the body does not
+ * decode). Called by each connection's thread, one request at a time per
+ * connection.
+ */
+typedef int (*mc_rpc_handler_fn)(void *arg, const struct mc_rpc_hdr *h,
+				 const uint8_t *body, uint8_t **frame,
+				 size_t *len);
+
+/** name NULL: "server". 0, or a negative errno (err says why). */
+int mc_rpc_server_start(const struct mc_rpc_server_cfg *cfg,
+			mc_rpc_handler_fn fn, void *arg,
+			struct mc_rpc_server **out, char *err, size_t errlen);
+int mc_rpc_server_port(const struct mc_rpc_server *s);
 /** Stop accepting, close every connection, join the threads. */
-void mst_rpc_server_stop(struct mst_rpc_server *s);
+void mc_rpc_server_stop(struct mc_rpc_server *s);
 
 #endif

@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * @file rpc_conn.h
- * Inside the master's RPC server (rpc_server.c accepts and admits,
- * rpc_conn.c serves one connection): the connection and server records
- * they share.
+ * Inside the RPC server (mc_rpc_server.h; rpc_server.c accepts and
+ * admits, rpc_conn.c serves one connection, rpc_conn_auth.c authenticates
+ * it): the connection and server records they share. Not installed.
  *
  * A connection is WAITING while its thread waits for a request or reads
- * one, SERVING while the request is handled and answered (a Watch long
- * poll included). Only a WAITING connection may be shed (the acceptor
+ * one, SERVING while the request is handled and answered (a long poll,
+ * such as the master's Watch, included). Only a WAITING connection may be shed (the acceptor
  * swaps WAITING for SHED and shuts the socket down; the thread, which
  * swaps WAITING for SERVING once a frame is complete, then finds SHED and
  * leaves), so a request that was handled is always answered, and one that
  * was shed was never handled: clients retry it on a new connection.
  */
-#ifndef MASTER_RPC_CONN_H
-#define MASTER_RPC_CONN_H
+#ifndef MC_RPC_CONN_H
+#define MC_RPC_CONN_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,7 +25,7 @@
 #include "mc_busy_poll.h"
 #include "mc_ratelimit.h"
 #include "mc_rpc.h"
-#include "rpc_server.h"
+#include "mc_rpc_server.h"
 
 enum conn_state { CONN_WAITING, CONN_SERVING, CONN_SHED };
 
@@ -33,7 +33,7 @@ enum conn_state { CONN_WAITING, CONN_SERVING, CONN_SHED };
 enum conn_auth { CONN_AUTHED, CONN_AUTH_HELLO, CONN_AUTH_PROOF };
 
 struct conn {
-	struct mst_rpc_server *srv;
+	struct mc_rpc_server *srv;
 	int fd;
 	_Atomic int state; /* enum conn_state */
 	/* When the connection began its current wait (for a request, or
@@ -48,9 +48,10 @@ struct conn {
 	struct conn *prev, *next;
 };
 
-struct mst_rpc_server {
-	struct master *m;
-	struct mst_rpc_server_cfg cfg;
+struct mc_rpc_server {
+	struct mc_rpc_server_cfg cfg;
+	mc_rpc_handler_fn fn; /* answers requests, with arg */
+	void *arg;
 	int lfd, port;
 	int stop_pipe[2];
 	pthread_t acceptor;
@@ -66,22 +67,22 @@ struct mst_rpc_server {
 };
 
 /* Each connection's first bytes of body buffer are outside the budget. */
-#define MST_RPC_CONN_FREE_BYTES (16u << 10)
+#define MC_RPC_CONN_FREE_BYTES (16u << 10)
 
 /** CLOCK_MONOTONIC_COARSE in ms. */
-uint64_t mst_rpc_now_ms(void);
+uint64_t mc_rpc_now_ms(void);
 
 /** The connection's thread (pthread start routine). */
-void *mst_rpc_conn_main(void *arg);
+void *mc_rpc_conn_main(void *arg);
 
 /**
  * An AUTH frame h (body in c->body), or a request on a connection that
  * has not authenticated: answer it. 0 keeps the connection; a negative
  * code closes it (logged here).
  */
-int mst_rpc_conn_auth(struct conn *c, const struct mc_rpc_hdr *h);
+int mc_rpc_conn_auth(struct conn *c, const struct mc_rpc_hdr *h);
 
 /** Unlink, close and free c (its thread, at its end). */
-void mst_rpc_conn_close(struct conn *c);
+void mc_rpc_conn_close(struct conn *c);
 
 #endif
