@@ -20,7 +20,7 @@
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 struct mst_db {
 	sqlite3 *h;
@@ -63,7 +63,14 @@ static const char *const schema =
 	/* Memory of removed objects that readers may still use: kept across
 	 * a restart until they are surely done (docs/design.md). */
 	"CREATE TABLE IF NOT EXISTS orphans(id INTEGER PRIMARY KEY,"
-	" size INTEGER, replicas BLOB);";
+	" size INTEGER, replicas BLOB);"
+	/* Checkpoints (schema 5; ckpt.c): the sealed record (a packed Ckpt
+	 * without holder_list) and who holds which shards. */
+	"CREATE TABLE IF NOT EXISTS checkpoints(id INTEGER PRIMARY KEY,"
+	" name BLOB UNIQUE, rec BLOB, created INTEGER);"
+	"CREATE TABLE IF NOT EXISTS ckpt_holders(ckpt INTEGER, client BLOB,"
+	" endpoint TEXT, publisher INTEGER, bitmap BLOB,"
+	" PRIMARY KEY(ckpt, client)) WITHOUT ROWID;";
 
 /* Schema 1 had no attributes (the schema's statements add the tables);
  * schema 2 kept objects' attributes in columns of objects, which every
@@ -197,7 +204,7 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	 * still reads its record (and serves what it holds). */
 	if (ver != SCHEMA_VERSION &&
 	    sqlite3_exec(db->h,
-			 "INSERT OR REPLACE INTO meta VALUES('schema', 4)",
+			 "INSERT OR REPLACE INTO meta VALUES('schema', 5)",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		goto sql_err;
 	if (prep(db, "BEGIN", &db->begin) || prep(db, "COMMIT", &db->commit) ||
@@ -881,5 +888,147 @@ int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	free(cur);
+	return rc;
+}
+
+/* ---- checkpoints (schema 5) --------------------------------------------- */
+
+/* Step and finalize a statement prepared for one call (checkpoint
+ * changes are rare next to puts). */
+static int run_sql(struct mst_db *db, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(db, what);
+}
+
+int mst_db_ckpt_put(struct mst_db *db, uint64_t id, const char *name,
+		    const void *rec, size_t len, int64_t created_ns)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(db->h,
+			       "INSERT OR REPLACE INTO checkpoints "
+			       "VALUES(?1,?2,?3,?4)",
+			       -1, &st, NULL))
+		return db_fail(db, "put checkpoint");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	sqlite3_bind_blob(st, 2, name, (int)strlen(name), SQLITE_STATIC);
+	sqlite3_bind_blob(st, 3, rec, (int)len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, created_ns);
+	rc = run_sql(db, st, "put checkpoint");
+	if (rc)
+		return rc;
+	if (sqlite3_prepare_v2(db->h,
+			       "INSERT OR REPLACE INTO meta "
+			       "VALUES('ckpt_id', ?1)",
+			       -1, &st, NULL))
+		return db_fail(db, "put checkpoint id");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	return run_sql(db, st, "put checkpoint id");
+}
+
+int mst_db_ckpt_del(struct mst_db *db, uint64_t id)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(db->h, "DELETE FROM checkpoints WHERE id=?1", -1,
+			       &st, NULL))
+		return db_fail(db, "delete checkpoint");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	rc = run_sql(db, st, "delete checkpoint");
+	return rc ? rc : mst_db_holder_del(db, id, NULL);
+}
+
+int mst_db_holder_put(struct mst_db *db, uint64_t ckpt, const uint8_t *client,
+		      const char *endpoint, bool publisher,
+		      const uint8_t *bitmap, size_t len)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(db->h,
+			       "INSERT OR REPLACE INTO ckpt_holders "
+			       "VALUES(?1,?2,?3,?4,?5)",
+			       -1, &st, NULL))
+		return db_fail(db, "put checkpoint holder");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ckpt);
+	sqlite3_bind_blob(st, 2, client, MST_ID_LEN, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, endpoint, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, publisher);
+	sqlite3_bind_blob(st, 5, len ? (const void *)bitmap : "", (int)len,
+			  SQLITE_STATIC);
+	return run_sql(db, st, "put checkpoint holder");
+}
+
+int mst_db_holder_del(struct mst_db *db, uint64_t ckpt, const uint8_t *client)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(db->h,
+			       client ? "DELETE FROM ckpt_holders WHERE "
+					"ckpt=?1 AND client=?2" :
+					"DELETE FROM ckpt_holders WHERE "
+					"ckpt=?1",
+			       -1, &st, NULL))
+		return db_fail(db, "delete checkpoint holder");
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)ckpt);
+	if (client)
+		sqlite3_bind_blob(st, 2, client, MST_ID_LEN, SQLITE_STATIC);
+	return run_sql(db, st, "delete checkpoint holder");
+}
+
+int mst_db_ckpt_load(struct mst_db *db, uint64_t *last_id,
+		     int (*on_ckpt)(void *arg, uint64_t id, const void *rec,
+				    size_t len),
+		     int (*on_holder)(void *arg, const struct mst_db_holder *h),
+		     void *arg)
+{
+	sqlite3_stmt *st;
+	int rc = 0, step = SQLITE_DONE;
+
+	*last_id = 0;
+	if (prep(db,
+		 "SELECT max(coalesce((SELECT v FROM meta WHERE k='ckpt_id'),"
+		 "0), coalesce((SELECT max(id) FROM checkpoints),0))",
+		 &st))
+		return db_fail(db, "load checkpoint id");
+	if (sqlite3_step(st) == SQLITE_ROW)
+		*last_id = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (prep(db, "SELECT id,rec FROM checkpoints ORDER BY id", &st))
+		return db_fail(db, "load checkpoints");
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+		rc = on_ckpt(arg, (uint64_t)sqlite3_column_int64(st, 0),
+			     sqlite3_column_blob(st, 1),
+			     (size_t)sqlite3_column_bytes(st, 1));
+	if (!rc && step != SQLITE_DONE)
+		rc = db_fail(db, "load checkpoints");
+	sqlite3_finalize(st);
+	if (rc)
+		return rc;
+	if (prep(db,
+		 "SELECT ckpt,client,endpoint,publisher,bitmap FROM "
+		 "ckpt_holders",
+		 &st))
+		return db_fail(db, "load checkpoint holders");
+	while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct mst_db_holder h = {
+			.ckpt = (uint64_t)sqlite3_column_int64(st, 0),
+			.client = sqlite3_column_blob(st, 1),
+			.endpoint = (const char *)sqlite3_column_text(st, 2),
+			.publisher = sqlite3_column_int(st, 3) != 0,
+			.bitmap = sqlite3_column_blob(st, 4),
+			.len = (size_t)sqlite3_column_bytes(st, 4),
+		};
+		if (sqlite3_column_bytes(st, 1) != MST_ID_LEN || !h.endpoint)
+			continue;
+		rc = on_holder(arg, &h);
+	}
+	if (!rc && step != SQLITE_DONE)
+		rc = db_fail(db, "load checkpoint holders");
+	sqlite3_finalize(st);
 	return rc;
 }

@@ -128,4 +128,31 @@ int mst_db_each_under(struct mst_db *db, bool dirs, const char *prefix,
 				const mst_attr_t *a),
 		      void *arg);
 
+/* Checkpoints (ckpt.c): rec is the packed Ckpt without holder_list. */
+/** Also records id as the last id given out (ids are never reused). */
+int mst_db_ckpt_put(struct mst_db *db, uint64_t id, const char *name,
+		    const void *rec, size_t len, int64_t created_ns);
+/** The checkpoint and its holder records. */
+int mst_db_ckpt_del(struct mst_db *db, uint64_t id);
+int mst_db_holder_put(struct mst_db *db, uint64_t ckpt, const uint8_t *client,
+		      const char *endpoint, bool publisher,
+		      const uint8_t *bitmap, size_t len);
+/** client NULL: every holder of ckpt. */
+int mst_db_holder_del(struct mst_db *db, uint64_t ckpt, const uint8_t *client);
+struct mst_db_holder {
+	uint64_t ckpt;
+	const uint8_t *client; /* MST_ID_LEN bytes */
+	const char *endpoint;
+	bool publisher;
+	const uint8_t *bitmap;
+	size_t len;
+};
+/** *last_id: the highest id ever given out; checkpoints in id order,
+ *  then holders. */
+int mst_db_ckpt_load(struct mst_db *db, uint64_t *last_id,
+		     int (*on_ckpt)(void *arg, uint64_t id, const void *rec,
+				    size_t len),
+		     int (*on_holder)(void *arg, const struct mst_db_holder *h),
+		     void *arg);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "ckpt.h"
 #include "db.h"
 #include "evict.h"
 #include "feed.h"
@@ -273,6 +274,8 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	rc = mst_db_load(m->db, on_segment, on_object, on_orphan, &r);
 	if (!rc)
 		reserve_all(&r);
+	if (!rc)
+		rc = mst_ckpt_restore(m);
 	if (!rc && (r.segments || r.orphans)) {
 		/* Readers of the previous run keep reading until a renewal
 		 * tells them their hold is gone, or their lease ends. */
@@ -353,6 +356,7 @@ void mst_destroy(struct master *m)
 		m->clients = c->next;
 		free(c);
 	}
+	mst_ckpt_free(m);
 	mst_objmap_free(&m->objs);
 	mc_map_destroy(m->hold_ids);
 	if (m->groups)

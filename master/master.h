@@ -36,6 +36,7 @@
 struct mst_db;
 struct mst_client;
 struct mst_group;
+struct mst_ckpts;
 
 struct mst_segment {
 	uint8_t id[MST_ID_LEN];
@@ -153,6 +154,7 @@ struct mst_config {
 	uint64_t exist_max_idle_ms;
 	uint64_t hold_ttl_ms;
 	size_t max_key_len;
+	uint32_t ckpt_holder_slots; /* CkptSource: sources per holder */
 };
 
 enum mst_strategy { MST_RANDOM = 0, MST_FREE_RATIO_FIRST, MST_LOCAL_FIRST };
@@ -205,6 +207,7 @@ struct master {
 	uint64_t evict_pass; /* numbers eviction passes (groups' verdicts) */
 	bool stopping; /* shutting down: long polls return */
 	uint64_t rng;
+	struct mst_ckpts *ckpts; /* checkpoints (ckpt.c) */
 };
 
 #endif

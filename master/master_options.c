@@ -140,6 +140,8 @@ static const struct mc_opt master_opts[] = {
 	DUR("restore_grace", restore_grace, "60", 1000,
 	    "After a restart, segments not re-mounted within this time are "
 	    "dropped with their objects (s)."),
+	OPT("ckpt_holder_slots", MC_OPT_INT, ckpt_holder_slots, "4", 1, 1024,
+	    "Checkpoint sources one holder serves at once (CkptSource)."),
 	DUR("exist_max_idle", exist_max_idle, "20000", 1,
 	    "An existence check protects an object from eviction only if "
 	    "it was read or written within this time (ms)."),
@@ -303,6 +305,7 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 		.exist_max_idle_ms = c->exist_max_idle,
 		.hold_ttl_ms = 3 * c->default_kv_lease_ttl,
 		.max_key_len = (size_t)c->max_key_length,
+		.ckpt_holder_slots = (uint32_t)c->ckpt_holder_slots,
 	};
 	if (parse_strategy(c->allocation_strategy, &out->strategy)) {
 		mc_log_err("master",

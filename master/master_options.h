@@ -54,6 +54,7 @@ struct master_cfg {
 	bool db_full_sync;
 	uint64_t restore_grace;
 	uint64_t exist_max_idle;
+	int64_t ckpt_holder_slots;
 	uint64_t max_key_length;
 	uint64_t max_request_size;
 	int64_t rpc_max_connections;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "db.h"
 #include "feed.h"
 #include "master.h"
@@ -52,6 +53,7 @@ void mst_client_leave(struct master *m, struct mst_client *c)
 	for (pp = &m->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
+			mst_ckpt_client_gone(m, c->id);
 			free(c);
 			return;
 		}
@@ -391,8 +393,10 @@ void mst_expire_clients(struct master *m, uint64_t now)
 				mst_segment_drop(m, s, "owner timed out");
 		}
 		*pp = c->next;
+		mst_ckpt_client_gone(m, c->id);
 		free(c);
 	}
+	mst_ckpt_tick(m, now);
 	for (s = m->segments; s; s = next) {
 		next = s->next;
 		if (!s->owner && now > s->restore_deadline)

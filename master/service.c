@@ -16,6 +16,7 @@
 #include <pcre2.h>
 
 #include "arena.h"
+#include "ckpt.h"
 #include "db.h"
 #include "dirs.h"
 #include "evict.h"
@@ -124,6 +125,9 @@ static int h_ping(struct call *c)
 	if (cl)
 		cl->last_seen = mst_now();
 	r->client_status = cl ? 1 : 2;
+	/* A holder of checkpoint shards from before a restart is back. */
+	if (!cl && mst_ckpt_restored_client(c->m, q->client_id.data))
+		cl = mst_client_touch(c->m, q->client_id.data);
 	if (cl && q->leaving)
 		mst_client_leave(c->m, cl);
 	return 0;
@@ -1014,6 +1018,77 @@ static int h_watch(struct call *c)
 	return 0;
 }
 
+/* ---- checkpoints (ckpt.c) ---------------------------------------------------- */
+
+#define RESP(c, r, type, init)        \
+	type *r = NEW(c, type, init); \
+	if (!r)                       \
+		return -ENOMEM;       \
+	(c)->resp = &r->base
+
+static int h_ckpt_create(struct call *c)
+{
+	const Mcrpc__CkptCreateRequest *q = (const void *)c->req;
+	RESP(c, r, Mcrpc__CkptCreateResponse,
+	     mcrpc__ckpt_create_response__init);
+
+	r->code = mst_ckpt_create(c->m, q, &r->id);
+	return 0;
+}
+
+static int h_ckpt_list(struct call *c)
+{
+	RESP(c, r, Mcrpc__CkptListResponse, mcrpc__ckpt_list_response__init);
+
+	r->code = mst_ckpt_list(c->m, &c->a, (const void *)c->req, r);
+	return 0;
+}
+
+static int h_ckpt_info(struct call *c)
+{
+	RESP(c, r, Mcrpc__CkptInfoResponse, mcrpc__ckpt_info_response__init);
+
+	r->code = mst_ckpt_info(c->m, &c->a, (const void *)c->req, r);
+	if (r->code)
+		r->ckpt = NULL;
+	return 0;
+}
+
+static int h_ckpt_remove(struct call *c)
+{
+	const Mcrpc__CkptRemoveRequest *q = (const void *)c->req;
+	RESP(c, r, Mcrpc__CkptRemoveResponse,
+	     mcrpc__ckpt_remove_response__init);
+
+	r->code = mst_ckpt_remove(c->m, q->name);
+	return 0;
+}
+
+static int h_ckpt_hold(struct call *c)
+{
+	RESP(c, r, Mcrpc__CkptHoldResponse, mcrpc__ckpt_hold_response__init);
+
+	r->code = mst_ckpt_hold(c->m, (const void *)c->req);
+	return 0;
+}
+
+static int h_ckpt_source(struct call *c)
+{
+	RESP(c, r, Mcrpc__CkptSourceResponse,
+	     mcrpc__ckpt_source_response__init);
+
+	r->code = mst_ckpt_source(c->m, (const void *)c->req, r);
+	return 0;
+}
+
+static int h_ckpt_done(struct call *c)
+{
+	RESP(c, r, Mcrpc__CkptDoneResponse, mcrpc__ckpt_done_response__init);
+
+	r->code = mst_ckpt_done(c->m, (const void *)c->req);
+	return 0;
+}
+
 /* ---- dispatch ------------------------------------------------------------- */
 
 typedef int (*handler_fn)(struct call *c);
@@ -1073,6 +1148,20 @@ static handler_fn handler_of(uint16_t id)
 		return h_mkdir;
 	case MCRPC__METHOD__RMDIR:
 		return h_rmdir;
+	case MCRPC__METHOD__CKPT_CREATE:
+		return h_ckpt_create;
+	case MCRPC__METHOD__CKPT_LIST:
+		return h_ckpt_list;
+	case MCRPC__METHOD__CKPT_INFO:
+		return h_ckpt_info;
+	case MCRPC__METHOD__CKPT_REMOVE:
+		return h_ckpt_remove;
+	case MCRPC__METHOD__CKPT_HOLD:
+		return h_ckpt_hold;
+	case MCRPC__METHOD__CKPT_SOURCE:
+		return h_ckpt_source;
+	case MCRPC__METHOD__CKPT_DONE:
+		return h_ckpt_done;
 	}
 	return NULL;
 }

@@ -102,6 +102,22 @@ static const struct mc_rpc_method methods[] = {
 	  false),
 	M(MKDIR, "Mkdir", "mkdir", mkdir_request, keys_response, false),
 	M(RMDIR, "Rmdir", "rmdir", keys_request, keys_response, false),
+	M(CKPT_CREATE, "CkptCreate", "ckpt_create", ckpt_create_request,
+	  ckpt_create_response, false),
+	M(CKPT_LIST, "CkptList", "ckpt_list", ckpt_list_request,
+	  ckpt_list_response, false),
+	M(CKPT_INFO, "CkptInfo", "ckpt_info", ckpt_info_request,
+	  ckpt_info_response, false),
+	M(CKPT_REMOVE, "CkptRemove", "ckpt_remove", ckpt_remove_request,
+	  ckpt_remove_response, false),
+	M(CKPT_HOLD, "CkptHold", "ckpt_hold", ckpt_hold_request,
+	  ckpt_hold_response, false),
+	M(CKPT_SOURCE, "CkptSource", "ckpt_source", ckpt_source_request,
+	  ckpt_source_response, false),
+	M(CKPT_DONE, "CkptDone", "ckpt_done", ckpt_done_request,
+	  ckpt_done_response, false),
+	M(CKPT_READ, "CkptRead", "ckpt_read", ckpt_read_request,
+	  ckpt_read_response, false),
 };
 
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))

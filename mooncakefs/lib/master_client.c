@@ -187,6 +187,12 @@ static int call(struct mcs_master *m, uint16_t method, const void *req,
 	return call_on(m->rpc, method, req, resp_out);
 }
 
+int mcs_master_call(struct mcs_master *m, uint16_t method, const void *req,
+		    void *resp_out)
+{
+	return call(m, method, req, resp_out);
+}
+
 /* ---- the tenant's key mapping ------------------------------------------ */
 
 /* Keys as the master stores them: v[i] is keys[i] with the tenant's

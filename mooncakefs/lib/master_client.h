@@ -84,6 +84,13 @@ const uint8_t *mcs_master_client_id(const struct mcs_master *m);
 
 /** Free a message returned by any function below (NULL is fine). */
 void mcs_master_free(void *msg);
+/** One call of method with req (its request message); *resp_out (a
+ *  pointer to the response message type's pointer) gets the answer when 0
+ *  is returned; the answer's non-zero code comes back translated
+ *  (mcs_err_from_store), with *resp_out NULL. For typed wrappers in other
+ *  files (ckpt_master.c). */
+int mcs_master_call(struct mcs_master *m, uint16_t method, const void *req,
+		    void *resp_out) MC_MUST_CHECK;
 
 /* ---- liveness and segments --------------------------------------------- */
 

@@ -20,6 +20,7 @@
  *   setattr KEY dir|obj MASK MODE UID GID MTIME_NS
  *                                 -> ok mode=M uid=U gid=G flags=F mtime=T ctime=C
  *   renamedir FROM TO             -> ok
+ *   checkpoints, other clients: see master_shell_ckpt.c
  *   quit                          -> exits
  * Usage: master_shell HOST:PORT
  */
@@ -30,14 +31,15 @@
 #include <string.h>
 
 #include "master_client.h"
+#include "master_shell.h"
 #include "mooncake/mc_err.h"
 
-static const char *arg(const char *s)
+const char *shell_arg(const char *s)
 {
 	return s && strcmp(s, "-") ? s : "";
 }
 
-static void err(int rc)
+void shell_err(int rc)
 {
 	int code = mc_err_to_store(rc);
 
@@ -53,10 +55,11 @@ static void do_list(struct mcs_master *m, char **a, int n, bool dirs)
 		puts("err -600 usage");
 		return;
 	}
-	rc = mcs_master_list(m, arg(a[1]), arg(a[2]), arg(a[3]),
-			     (unsigned)strtoul(a[4], NULL, 10), dirs, &r);
+	rc = mcs_master_list(m, shell_arg(a[1]), shell_arg(a[2]),
+			     shell_arg(a[3]), (unsigned)strtoul(a[4], NULL, 10),
+			     dirs, &r);
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	printf("ok %zu truncated=%d", r->n_entries, r->truncated ? 1 : 0);
@@ -77,7 +80,7 @@ static void do_stat(struct mcs_master *m, const char *key)
 	int rc = mcs_master_stat(m, key, false, &r);
 
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	printf("ok size=%" PRIu64 " replicas=%u holds=%u lease=%" PRIu64
@@ -92,7 +95,7 @@ static void do_statd(struct mcs_master *m, const char *key)
 	int rc = mcs_master_stat(m, key, true, &r);
 
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	printf("ok dir=%d mode=%o uid=%u gid=%u size=%" PRIu64 "\n",
@@ -111,7 +114,7 @@ static void do_mkdir(struct mcs_master *m, char **a, int n)
 	at.gid = n > 4 ? (uint32_t)strtoul(a[4], NULL, 10) : 0;
 	rc = mcs_master_mkdir(m, a[1], &at);
 	if (rc)
-		err(rc);
+		shell_err(rc);
 	else
 		puts("ok");
 }
@@ -130,7 +133,7 @@ static void do_setattr(struct mcs_master *m, char **a)
 	rc = mcs_master_setattr(m, a[1], dir, (unsigned)strtoul(a[3], NULL, 0),
 				&at, &r);
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	printf("ok mode=%o uid=%u gid=%u flags=%u mtime=%" PRId64
@@ -145,7 +148,7 @@ static void do_setattr(struct mcs_master *m, char **a)
 static void ok_or_err(int rc)
 {
 	if (rc)
-		err(rc);
+		shell_err(rc);
 	else
 		puts("ok");
 }
@@ -157,7 +160,7 @@ static void do_hold(struct mcs_master *m, const char *key)
 	int rc = mcs_master_get_replicas(m, false, keys, 1, true, &r);
 
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	if (r->n_results != 1 || r->results[0]->code)
@@ -179,7 +182,7 @@ static void do_lease(struct mcs_master *m, const char *id, bool renew)
 	if (!rc)
 		rc = res;
 	if (rc)
-		err(rc);
+		shell_err(rc);
 	else
 		puts("ok");
 }
@@ -203,6 +206,10 @@ static const char *ev_name(int t)
 		return "mkdir";
 	case MCRPC__EVENT_TYPE__EV_RMDIR:
 		return "rmdir";
+	case MCRPC__EVENT_TYPE__EV_CKPT_PUT:
+		return "ckpt_put";
+	case MCRPC__EVENT_TYPE__EV_CKPT_REMOVE:
+		return "ckpt_remove";
 	}
 	return "?";
 }
@@ -220,7 +227,7 @@ static void do_watch(struct mcs_master *m, char **a, int n)
 			      strtoull(a[2], NULL, 10),
 			      (unsigned)strtoul(a[3], NULL, 10), 0, &r);
 	if (rc) {
-		err(rc);
+		shell_err(rc);
 		return;
 	}
 	printf("ok epoch=%" PRIu64 " last=%" PRIu64 " reset=%d", r->epoch,
@@ -277,7 +284,7 @@ static void do_pwatch(struct mcs_master *m, char **a, int n)
 			rc = w[i].rc;
 	}
 	if (rc)
-		err(rc);
+		shell_err(rc);
 	else
 		printf("ok %u\n", k);
 }
@@ -285,7 +292,7 @@ static void do_pwatch(struct mcs_master *m, char **a, int n)
 int main(int argc, char **argv)
 {
 	struct mcs_master *m;
-	char line[8192];
+	static char line[1 << 16];
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: master_shell HOST:PORT\n");
@@ -297,16 +304,18 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while (fgets(line, sizeof(line), stdin)) {
-		char *a[8], *save = NULL;
+		char *a[16], *save = NULL;
 		int n = 0;
 
-		for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 8;
+		for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 16;
 		     t = strtok_r(NULL, " \t\r\n", &save))
 			a[n++] = t;
 		if (!n)
 			continue;
 		if (!strcmp(a[0], "quit"))
 			break;
+		if (shell_ckpt(&m, argv[1], a, n))
+			continue;
 		if (!strcmp(a[0], "list"))
 			do_list(m, a, n, false);
 		else if (!strcmp(a[0], "listd"))
@@ -328,7 +337,7 @@ int main(int argc, char **argv)
 			int rc =
 				mcs_master_rename(m, a[1], a[2], n == 4, false);
 			if (rc)
-				err(rc);
+				shell_err(rc);
 			else
 				puts("ok");
 		} else if (!strcmp(a[0], "hold") && n == 2)
@@ -348,7 +357,7 @@ int main(int argc, char **argv)
 			if (!rc)
 				rc = res;
 			if (rc)
-				err(rc);
+				shell_err(rc);
 			else
 				puts("ok");
 		} else

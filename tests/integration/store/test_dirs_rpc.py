@@ -210,7 +210,7 @@ def test_records_survive_kill_and_schema_1_upgrades(procs, tmp_path):
         m2.stop()
         c = sqlite3.connect(old)
         assert c.execute(
-            "SELECT v FROM meta WHERE k='schema'").fetchone()[0] == 4
+            "SELECT v FROM meta WHERE k='schema'").fetchone()[0] == 5
         assert c.execute("SELECT mode FROM attrs WHERE key=x'656d707479'"
                          ).fetchone()[0] == 0o100644
         cols = [r[1] for r in c.execute("PRAGMA table_info(objects)")]
