@@ -159,7 +159,8 @@ extern "C" {
 	X(EBUSY, OBJECT_REPLICA_BUSY)    \
 	X(EPERM, ILLEGAL_CLIENT)         \
 	X(EACCES, ILLEGAL_CLIENT)        \
-	X(ENOTEMPTY, INVALID_WRITE)
+	X(ENOTEMPTY, INVALID_WRITE)      \
+	X(ENODATA, REPLICA_NOT_FOUND)
 
 enum mc_err {
 #define MC_X_(name, value, store, msg) MC_##name = (value),

@@ -7,6 +7,7 @@
  *   mooncake put FILE KEY      store a file (zero-copy from its mapping)
  *   mooncake get KEY FILE      fetch an object into a file
  *   mooncake rm KEY            remove (--force: even while leased)
+ *   mooncake ckpt ...          checkpoints shared peer to peer (ckpt_cmd.c)
  * status/ls/info speak RPC to the master only; put/get/rm join the pool as
  * a client without a segment. Errors are printed in words with upstream's
  * code, and the exit status is 1 (2 for usage errors).
@@ -30,21 +31,8 @@
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 #include "mooncake/store.h"
+#include "cli.h"
 #include "store_int.h"
-
-struct cli_cfg {
-	char *master;
-	char *metadata;
-	char *local_hostname;
-	char *protocol;
-	int64_t replicas;
-	bool force;
-	bool hard_pin;
-	int64_t limit;
-	uint64_t rpc_timeout;
-	char *auth_token_file;
-	int v;
-};
 
 #define OPT(n, e, t, f, d, lo, hi, h)                                       \
 	{                                                                   \
@@ -85,21 +73,35 @@ static const struct mc_opt cli_opts[] = {
 	    "The pool's token when the master has one (every command; "
 	    "put, get and rm also find it in the MOONCAKE_CONFIG_PATH "
 	    "file, as every libmooncake client)."),
+	OPT("serve", NULL, MC_OPT_BOOL, serve, "false", 0, 0,
+	    "ckpt get: keep serving the fetched checkpoint to other readers "
+	    "until interrupted."),
+	{ .name = "shard_size",
+	  .type = MC_OPT_SIZE,
+	  .offset = offsetof(struct cli_cfg, shard_size),
+	  .def = "64MiB",
+	  .min = 65536,
+	  .max = 1073741824,
+	  .help = "ckpt publish: shard size (64 KiB to 1 GiB)." },
+	OPT("inflight", NULL, MC_OPT_INT, inflight, "4", 1, 64,
+	    "ckpt get: shards fetched at once."),
 	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),
 };
 
 static const struct mc_cfg_spec cli_spec = {
 	.prog = "mooncake",
 	.summary = "Inspect and manage the Mooncake pool: status, ls [PREFIX], "
-		   "info KEY, put FILE KEY, get KEY FILE, rm KEY.",
+		   "info KEY, put FILE KEY, get KEY FILE, rm KEY; checkpoints: "
+		   "ckpt publish DIR NAME | ls [PREFIX] | get NAME DIR | "
+		   "info NAME | link NAME TARGET | rm NAME.",
 	.opts = cli_opts,
 	.n_opts = sizeof(cli_opts) / sizeof(cli_opts[0]),
 	.strict = true,
-	.max_positional = 3,
+	.max_positional = 4,
 	.positional_help = "COMMAND [ARGS]",
 };
 
-static int fail_code(const char *what, int code)
+int mc_cli_fail(const char *what, int code)
 {
 	fprintf(stderr, "mooncake: %s: %s (%d %s)\n", what,
 		mc_store_strerror(code), code, mc_store_err_name(code));
@@ -182,7 +184,7 @@ static int call(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 	return 0;
 }
 
-static void human(uint64_t v, char *out, size_t n)
+void mc_cli_human(uint64_t v, char *out, size_t n)
 {
 	static const char *const u[] = {
 		"B", "KiB", "MiB", "GiB", "TiB", "PiB"
@@ -206,8 +208,8 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 	if (call(c, cfg, MCRPC__METHOD__GET_STATUS, &q.base,
 		 (ProtobufCMessage **)&r))
 		return 1;
-	human(r->capacity, cap, sizeof(cap));
-	human(r->allocated, used, sizeof(used));
+	mc_cli_human(r->capacity, cap, sizeof(cap));
+	mc_cli_human(r->allocated, used, sizeof(used));
 	printf("master %s  version %s  up %" PRIu64 " s\n", cfg->master,
 	       r->version, r->uptime_ms / 1000);
 	printf("capacity %s  used %s (%.1f%%)  keys %" PRIu64
@@ -218,7 +220,7 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 		       0.0,
 	       r->keys, r->clients, r->n_segments, r->evicted_keys);
 	if (r->holds || r->orphans) {
-		human(r->orphan_bytes, us, sizeof(us));
+		mc_cli_human(r->orphan_bytes, us, sizeof(us));
 		printf("open objects (holds) %u  removed but kept for readers "
 		       "%" PRIu64 " (%s)\n",
 		       r->holds, r->orphans, us);
@@ -232,8 +234,8 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 		       "ENDPOINT", "SIZE", "USED", "USE%", "OBJECTS", "STATE");
 	for (size_t i = 0; i < r->n_segments; i++) {
 		Mcrpc__SegmentStatus *s = r->segments[i];
-		human(s->segment->size, sz, sizeof(sz));
-		human(s->used, us, sizeof(us));
+		mc_cli_human(s->segment->size, sz, sizeof(sz));
+		mc_cli_human(s->used, us, sizeof(us));
 		printf("%-24s %-24s %10s %10s %5.1f%% %8" PRIu64 "  %s\n",
 		       s->segment->name, s->segment->endpoint, sz, us,
 		       s->segment->size ? 100.0 * (double)s->used /
@@ -266,7 +268,7 @@ static int cmd_ls(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 			break;
 		}
 		if (r->code) {
-			ret = fail_code("ls", r->code);
+			ret = mc_cli_fail("ls", r->code);
 			protobuf_c_message_free_unpacked(&r->base, NULL);
 			break;
 		}
@@ -303,7 +305,7 @@ static int cmd_info(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 	if (call(c, cfg, MCRPC__METHOD__STAT, &q.base, (ProtobufCMessage **)&r))
 		return 1;
 	if (r->code) {
-		int rc = fail_code(key, r->code);
+		int rc = mc_cli_fail(key, r->code);
 		protobuf_c_message_free_unpacked(&r->base, NULL);
 		return rc;
 	}
@@ -312,7 +314,7 @@ static int cmd_info(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 	char when[64] = "?";
 	if (localtime_r(&t, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-	human(r->size, sz, sizeof(sz));
+	mc_cli_human(r->size, sz, sizeof(sz));
 	printf("key       %s\nsize      %" PRIu64 " (%s)\nwritten   %s\n"
 	       "lease     %" PRIu64 " ms left\nholds     %u\nhard pin  %s\n"
 	       "soft pin  %" PRIu64 " ms left\nreplicas  %u\n",
@@ -327,7 +329,7 @@ static int cmd_info(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 	return 0;
 }
 
-static mooncake_store_t join(const struct cli_cfg *cfg)
+mooncake_store_t mc_cli_join(const struct cli_cfg *cfg)
 {
 	mooncake_store_t s = mooncake_store_create();
 	int rc;
@@ -354,7 +356,7 @@ static mooncake_store_t join(const struct cli_cfg *cfg)
 			   .tenant_id = "default",
 		   }));
 	if (rc) {
-		fail_code("joining the pool", rc);
+		mc_cli_fail("joining the pool", rc);
 		mooncake_store_destroy(s);
 		return NULL;
 	}
@@ -395,7 +397,7 @@ static int cmd_put(const struct cli_cfg *cfg, const char *file, const char *key)
 		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
 		return 1;
 	}
-	s = join(cfg);
+	s = mc_cli_join(cfg);
 	if (!s)
 		goto out;
 	rc = mooncake_store_register_buffer(s, p, (size_t)st.st_size);
@@ -403,7 +405,7 @@ static int cmd_put(const struct cli_cfg *cfg, const char *file, const char *key)
 		rc = mooncake_store_put_from(s, key, p, (size_t)st.st_size,
 					     &rc_cfg);
 	if (rc)
-		fail_code("put", rc);
+		mc_cli_fail("put", rc);
 	else
 		ret = 0;
 	mooncake_store_unregister_buffer(s, p);
@@ -415,7 +417,7 @@ out:
 
 static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 {
-	mooncake_store_t s = join(cfg);
+	mooncake_store_t s = mc_cli_join(cfg);
 	int64_t size, got;
 	void *p;
 	int fd, ret = 1;
@@ -424,7 +426,7 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 		return 1;
 	size = mooncake_store_get_size(s, key);
 	if (size < 0) {
-		fail_code(key, (int)size);
+		mc_cli_fail(key, (int)size);
 		mooncake_store_destroy(s);
 		return 1;
 	}
@@ -447,7 +449,7 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 	if (!got)
 		got = mooncake_store_get_into(s, key, p, (size_t)size);
 	if (got < 0)
-		fail_code("get", (int)got);
+		mc_cli_fail("get", (int)got);
 	else if (got != size)
 		fprintf(stderr,
 			"mooncake: get: %" PRId64 " of %" PRId64 " bytes\n",
@@ -464,20 +466,23 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 
 static int cmd_rm(const struct cli_cfg *cfg, const char *key)
 {
-	mooncake_store_t s = join(cfg);
+	mooncake_store_t s = mc_cli_join(cfg);
 	int rc;
 
 	if (!s)
 		return 1;
 	rc = mooncake_store_remove(s, key, cfg->force);
 	mooncake_store_destroy(s);
-	return rc ? fail_code(key, rc) : 0;
+	return rc ? mc_cli_fail(key, rc) : 0;
 }
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: mooncake [options] status | ls [PREFIX] | "
 			"info KEY | put FILE KEY | get KEY FILE | rm KEY\n"
+			"       mooncake [options] ckpt publish DIR NAME | ls "
+			"[PREFIX] | get NAME DIR | info NAME |\n"
+			"                          link NAME TARGET | rm NAME\n"
 			"       mooncake --help\n");
 	return MC_EXIT_USAGE;
 }
@@ -520,6 +525,10 @@ int main(int argc, char **argv)
 	}
 	if (!replicas_ok(cfg.replicas)) {
 		ret = MC_EXIT_USAGE;
+		goto out;
+	}
+	if (!strcmp(cmd, "ckpt")) {
+		ret = mc_cli_ckpt(&cfg, n, (const char *const *)res.positional);
 		goto out;
 	}
 	key = key_arg(cmd);

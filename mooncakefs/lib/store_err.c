@@ -45,6 +45,8 @@ int mcs_err_from_store(int code)
 		return MC_ETRANSFER;
 	case MC_STORE_CHECKSUM_MISMATCH:
 		return MC_ECHECKSUM;
+	case MC_STORE_REPLICA_NOT_FOUND: /* a checkpoint shard without holder */
+		return -ENODATA;
 	case MC_STORE_RPC_FAIL:
 		return MC_ERPC;
 	case MC_STORE_RPC_TIMEOUT:

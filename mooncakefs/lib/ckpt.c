@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The checkpoint handle, list, info, link, remove and unserve
+ * (include/mooncake/ckpt.h; publishing in ckpt_publish.c, fetching in
+ * ckpt_get.c). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_int.h"
+#include "ckpt_master.h"
+#include "mc_log.h"
+#include "mc_parse.h"
+
+#define API(rc) mc_err_to_store(rc)
+
+int mooncake_ckpt_open(mooncake_store_t store,
+		       const mooncake_ckpt_options_t *options,
+		       mooncake_ckpt_t **out)
+{
+	struct mooncake_ckpt *c;
+	struct mc_auth_key key;
+	bool have_key = false;
+	char host[256], err[256] = "";
+	struct mcs_ckpt_srv_cfg sc = { 0 };
+	int port = 0, rc;
+
+	if (!out)
+		return MC_STORE_INVALID_PARAMS;
+	*out = NULL;
+	rc = mcs_enter(store);
+	if (rc)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	c->store = store;
+	if (options)
+		c->opt = *options;
+	if (c->opt.shard_size && (c->opt.shard_size < MCS_CKPT_SHARD_MIN ||
+				  c->opt.shard_size > MCS_CKPT_SHARD_MAX)) {
+		mc_log_err(
+			"ckpt",
+			"shard_size %llu: expected 64 KiB to 1 GiB (0: 64 MiB)",
+			(unsigned long long)c->opt.shard_size);
+		rc = -EINVAL;
+		goto out;
+	}
+	if (c->opt.serve_host && *c->opt.serve_host) {
+		snprintf(host, sizeof(host), "%s", c->opt.serve_host);
+	} else if (mc_parse_hostport(store->cfg.local_hostname, host,
+				     sizeof(host), 0, &port)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = mc_auth_key_load_opt(store->cfg.auth_token_file, &have_key, &key,
+				  err, sizeof(err));
+	if (rc) {
+		mc_log_err("ckpt", "auth_token_file: %s", err);
+		goto out;
+	}
+	sc.host = host;
+	sc.port = c->opt.serve_port;
+	sc.auth = have_key ? &key : NULL;
+	sc.master = store->master;
+	rc = mcs_ckpt_srv_start(&sc, &c->srv, err, sizeof(err));
+	if (rc)
+		mc_log_err("ckpt", "holder server on %s: %s", host, err);
+	if (!rc)
+		rc = mcs_ckpt_peers_new(have_key ? &key : NULL,
+					c->opt.timeout_ms, &c->peers);
+	if (have_key)
+		mc_auth_key_clear(&key);
+out:
+	mcs_leave(store);
+	if (rc) {
+		if (c) {
+			mcs_ckpt_srv_stop(c->srv);
+			free(c);
+		}
+		return API(rc);
+	}
+	*out = c;
+	return 0;
+}
+
+static void drop_holder(void *arg, struct mcs_ckpt_served *sv)
+{
+	struct mooncake_ckpt *c = arg;
+	int rc = mcs_ckpt_hold(c->store->master, sv->lay->id,
+			       mcs_ckpt_srv_endpoint(c->srv), NULL, 0, true);
+
+	if (rc && rc != -ENOENT)
+		mc_log_warn("ckpt",
+			    "%s: telling the master we stop serving: %s",
+			    sv->lay->name, mc_strerror(rc));
+}
+
+void mooncake_ckpt_close(mooncake_ckpt_t *c)
+{
+	if (!c)
+		return;
+	if (!mcs_enter(c->store)) {
+		mcs_ckpt_srv_each(c->srv, drop_holder, c);
+		mcs_leave(c->store);
+	}
+	mcs_ckpt_srv_stop(c->srv);
+	mcs_ckpt_peers_free(c->peers);
+	free(c);
+}
+
+const char *mooncake_ckpt_endpoint(const mooncake_ckpt_t *c)
+{
+	return c ? mcs_ckpt_srv_endpoint(c->srv) : NULL;
+}
+
+static int info_layout(struct mooncake_ckpt *c, const char *name,
+		       Mcrpc__CkptInfoResponse **resp,
+		       struct mcs_ckpt_layout **out)
+{
+	int rc = mcs_ckpt_info(c->store->master, name, 0, false, resp);
+
+	if (rc)
+		return rc;
+	if (!(*resp)->ckpt)
+		return -EPROTO;
+	rc = mcs_ckpt_layout_from((*resp)->ckpt, out);
+	if (rc == -EPROTO)
+		mc_log_err("ckpt",
+			   "%s: the master's record does not check out "
+			   "(bad path, size or checksums): refused",
+			   name);
+	return rc;
+}
+
+int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
+		    struct mcs_ckpt_layout **out)
+{
+	Mcrpc__CkptInfoResponse *r = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!mcs_ckpt_name_ok(name))
+		return -EINVAL;
+	rc = info_layout(c, name, &r, out);
+	if (!rc && (*out)->link) {
+		char *target = strdup((*out)->link);
+		mcs_ckpt_layout_free(*out);
+		*out = NULL;
+		mcs_master_free(r);
+		r = NULL;
+		rc = !target ? -ENOMEM :
+		     !mcs_ckpt_name_ok(target) ?
+			       -ENOENT :
+			       info_layout(c, target, &r, out);
+		if (!rc && (*out)->link) {
+			mcs_ckpt_layout_free(*out);
+			*out = NULL;
+			rc = -ELOOP;
+		}
+		free(target);
+	}
+	mcs_master_free(r);
+	return rc;
+}
+
+int mcs_ckpt_announce(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+{
+	const char *ep = mcs_ckpt_srv_endpoint(c->srv);
+	int rc = mcs_ckpt_srv_add(c->srv, sv);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&sv->lock);
+	size_t bl = mcs_bitmap_len(sv->lay->nshards);
+	uint8_t *map = malloc(bl ? bl : 1);
+	if (map && bl)
+		memcpy(map, sv->have, bl);
+	pthread_mutex_unlock(&sv->lock);
+	if (!map)
+		return -ENOMEM;
+	rc = bl ? mcs_ckpt_hold(c->store->master, sv->lay->id, ep, map, bl,
+				false) :
+		  0;
+	free(map);
+	return rc;
+}
+
+void mcs_ckpt_fetch_cfg(struct mooncake_ckpt *c, struct mcs_ckpt_fetch_cfg *f,
+			mooncake_ckpt_progress_fn progress, void *arg)
+{
+	memset(f, 0, sizeof(*f));
+	f->master = c->store->master;
+	f->peers = c->peers;
+	f->srv = c->srv;
+	f->inflight = c->opt.inflight;
+	f->progress = progress;
+	f->arg = arg;
+}
+
+int mooncake_ckpt_link(mooncake_ckpt_t *c, const char *name, const char *target,
+		       bool replace)
+{
+	Mcrpc__Ckpt ck = MCRPC__CKPT__INIT;
+	uint64_t id;
+	int rc;
+
+	if (!c || !mcs_ckpt_name_ok(name) || !mcs_ckpt_name_ok(target))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	ck.name = (char *)name;
+	ck.link = (char *)target;
+	rc = mcs_ckpt_create(c->store->master, &ck, NULL, replace, &id);
+	mcs_leave(c->store);
+	return API(rc);
+}
+
+int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
+{
+	struct mcs_ckpt_served *sv;
+	int rc;
+
+	if (!c || !name)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	sv = mcs_ckpt_srv_find_name(c->srv, name);
+	if (!sv) {
+		rc = -ENOENT;
+	} else {
+		drop_holder(c, sv);
+		rc = mcs_ckpt_srv_remove(c->srv, sv->lay->id);
+		mcs_ckpt_served_put(sv);
+	}
+	mcs_leave(c->store);
+	return API(rc);
+}
+
+int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
+{
+	struct mcs_ckpt_served *sv;
+	int rc;
+
+	if (!c || !mcs_ckpt_name_ok(name))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	rc = mcs_ckpt_remove(c->store->master, name);
+	sv = rc ? NULL : mcs_ckpt_srv_find_name(c->srv, name);
+	if (sv) {
+		(void)mcs_ckpt_srv_remove(c->srv, sv->lay->id);
+		mcs_ckpt_served_put(sv);
+	}
+	mcs_leave(c->store);
+	return API(rc);
+}
+
+int64_t mooncake_ckpt_list(mooncake_ckpt_t *c, const char *prefix,
+			   void (*fn)(void *arg,
+				      const mooncake_ckpt_entry_t *e),
+			   void *arg)
+{
+	char *after = NULL;
+	int64_t n = 0;
+	int rc;
+
+	if (!c)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	for (;;) {
+		Mcrpc__CkptListResponse *r = NULL;
+		bool more;
+		rc = mcs_ckpt_list(c->store->master, prefix, after, 0, &r);
+		if (rc)
+			break;
+		for (size_t i = 0; i < r->n_ckpts; i++) {
+			const Mcrpc__Ckpt *k = r->ckpts[i];
+			mooncake_ckpt_entry_t e = {
+				.name = k->name,
+				.link = k->link[0] ? k->link : NULL,
+				.total_size = k->total_size,
+				.files = k->nfiles,
+				.shards = k->shards,
+				.holders = k->holders,
+				.lost_shards = k->lost_shards,
+				.created_ns = k->created_ns,
+			};
+			if (fn)
+				fn(arg, &e);
+			n++;
+		}
+		more = r->truncated && r->n_ckpts;
+		free(after);
+		after = more ? strdup(r->ckpts[r->n_ckpts - 1]->name) : NULL;
+		mcs_master_free(r);
+		if (!more)
+			break;
+		if (!after) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	free(after);
+	mcs_leave(c->store);
+	return rc ? API(rc) : n;
+}
+
+static json_t *holders_json(const Mcrpc__Ckpt *k)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < k->n_holder_list; i++) {
+		const Mcrpc__CkptHolder *h = k->holder_list[i];
+		char id[2 * MCS_CLIENT_ID_LEN + 1] = "";
+		for (size_t b = 0;
+		     b < h->client_id.len && b < MCS_CLIENT_ID_LEN; b++)
+			snprintf(id + 2 * b, 3, "%02x", h->client_id.data[b]);
+		json_array_append_new(
+			a,
+			json_pack("{s:s, s:s, s:b, s:I, s:I, s:I}", "client",
+				  id, "endpoint", h->endpoint, "publisher",
+				  h->publisher, "shards", (json_int_t)h->shards,
+				  "active", (json_int_t)h->active,
+				  "served_bytes", (json_int_t)h->served_bytes));
+	}
+	return a;
+}
+
+static json_t *files_json(const Mcrpc__Ckpt *k)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < k->n_files; i++) {
+		const Mcrpc__CkptFile *f = k->files[i];
+		json_t *o = json_pack("{s:s, s:I, s:I, s:I}", "path", f->path,
+				      "mode", (json_int_t)f->mode, "size",
+				      (json_int_t)f->size, "mtime_ns",
+				      (json_int_t)f->mtime_ns);
+		if (o && f->link[0])
+			json_object_set_new(o, "link", json_string(f->link));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+int mooncake_ckpt_info(mooncake_ckpt_t *c, const char *name, char **json)
+{
+	Mcrpc__CkptInfoResponse *r = NULL;
+	json_t *o = NULL;
+	int rc;
+
+	if (!c || !json || !mcs_ckpt_name_ok(name))
+		return MC_STORE_INVALID_PARAMS;
+	*json = NULL;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	rc = mcs_ckpt_info(c->store->master, name, 0, true, &r);
+	if (!rc && !r->ckpt)
+		rc = -EPROTO;
+	if (!rc) {
+		const Mcrpc__Ckpt *k = r->ckpt;
+		o = json_pack(
+			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+			"name", k->name, "id", (json_int_t)k->id, "shard_size",
+			(json_int_t)k->shard_size, "total_size",
+			(json_int_t)k->total_size, "shards",
+			(json_int_t)k->shards, "holders",
+			(json_int_t)k->holders, "lost_shards",
+			(json_int_t)k->lost_shards, "created_ns",
+			(json_int_t)k->created_ns, "files", files_json(k),
+			"holder_list", holders_json(k));
+		if (o && k->link[0])
+			json_object_set_new(o, "link", json_string(k->link));
+		*json = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+		if (!*json)
+			rc = -ENOMEM;
+	}
+	json_decref(o);
+	mcs_master_free(r);
+	mcs_leave(c->store);
+	return API(rc);
+}

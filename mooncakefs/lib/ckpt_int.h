@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file ckpt_int.h
+ * Inside the checkpoint API (include/mooncake/ckpt.h): the handle that
+ * ckpt.c (handle, list, info, remove), ckpt_publish.c and ckpt_get.c
+ * share. Functions here return internal codes; the public ones convert
+ * once with mc_err_to_store().
+ */
+#ifndef MCS_CKPT_INT_H
+#define MCS_CKPT_INT_H
+
+#include "ckpt_fetch.h"
+#include "ckpt_serve.h"
+#include "mooncake/ckpt.h"
+#include "store_int.h"
+
+struct mooncake_ckpt {
+	struct mooncake_store *store;
+	struct mcs_ckpt_srv *srv;
+	struct mcs_ckpt_peers *peers;
+	mooncake_ckpt_options_t opt;
+};
+
+/** The checkpoint name, a link followed one level: its CkptInfo answer's
+ *  layout (checked). */
+int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
+		    struct mcs_ckpt_layout **out);
+/** Serve sv and tell the master which shards it holds (all it has). */
+int mcs_ckpt_announce(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv);
+/** The fetch settings of c (progress: as given). */
+void mcs_ckpt_fetch_cfg(struct mooncake_ckpt *c, struct mcs_ckpt_fetch_cfg *f,
+			mooncake_ckpt_progress_fn progress, void *arg);
+
+#endif
