@@ -991,26 +991,24 @@ static void drop_holders(struct master *m,
 
 	if (!s)
 		return;
-	rc = mst_db_begin(m->db);
 	for (size_t i = 0; i < s->n; i++)
 		for (struct holder *h = s->by_id[i]->holders; h; h = h->next)
-			if (match(m, h, arg)) {
-				n++;
-				if (!rc)
-					rc = mst_db_holder_del(
-						m->db, s->by_id[i]->rec->id,
-						h->client);
-			}
-	if (!n) {
-		if (!rc)
-			mst_db_rollback(m->db);
+			n += match(m, h, arg);
+	if (!n)
 		return;
-	}
+	rc = mst_db_begin(m->db);
+	for (size_t i = 0; !rc && i < s->n; i++)
+		for (struct holder *h = s->by_id[i]->holders; !rc && h;
+		     h = h->next)
+			if (match(m, h, arg))
+				rc = mst_db_holder_del(
+					m->db, s->by_id[i]->rec->id, h->client);
 	rc = txn_end(m, rc);
 	if (rc)
 		mc_log_warn("master",
 			    "%zu checkpoint holder records (%s) could not be "
-			    "deleted; a restart drops them",
+			    "deleted: after a restart they wait for their "
+			    "client again",
 			    n, why);
 	for (size_t i = 0; i < s->n; i++) {
 		struct ckpt *ck = s->by_id[i];
