@@ -321,73 +321,107 @@ static uint32_t popcount(const uint8_t *bm, size_t len)
 	return n;
 }
 
-/*
- * client's holder record of ck becomes bm (ck->nbytes bytes), serving at
- * endpoint (NULL: where it did): written, then in memory. No shard left:
- * the record goes.
- */
-static int holder_set(struct master *m, struct ckpt *ck, const uint8_t *client,
-		      const char *endpoint, const uint8_t *bm)
-{
-	struct holder *h = holder_find(ck, client), *nh = NULL;
-	uint8_t *copy = NULL;
-	char *ep = NULL;
+/* A change of one holder record, prepared (memory allocated) before it
+ * is written, applied once it is committed. */
+struct hchange {
+	const uint8_t *client;
+	struct holder *h; /* the record now, NULL none */
+	struct holder *fresh; /* allocated for a new record */
+	uint8_t *bitmap; /* ck->nbytes; NULL: the record goes */
+	char *endpoint;
 	bool publisher;
-	int rc;
+};
 
-	if (!popcount(bm, ck->nbytes)) {
-		if (!h)
-			return 0;
-		rc = mst_db_begin(m->db);
-		if (!rc)
-			rc = txn_end(m, mst_db_holder_del(m->db, ck->rec->id,
-							  client));
-		if (rc)
-			return rc;
-		holder_unlink(ck, h);
-		holder_free(h);
+static void hc_free(struct hchange *hc)
+{
+	free(hc->fresh);
+	free(hc->bitmap);
+	free(hc->endpoint);
+}
+
+/* client's record of ck to become bm (ck->nbytes bytes), serving at
+ * endpoint (NULL: where it did); no shard left: the record goes. */
+static int hc_prepare(struct ckpt *ck, const uint8_t *client,
+		      const char *endpoint, const uint8_t *bm,
+		      struct hchange *hc)
+{
+	*hc = (struct hchange){ .client = client,
+				.h = holder_find(ck, client) };
+	if (!popcount(bm, ck->nbytes))
 		return 0;
-	}
 	if (!endpoint)
-		endpoint = h->endpoint;
-	publisher = ck->rec->publisher.len == MST_ID_LEN &&
-		    same_id(ck->rec->publisher.data, client);
-	copy = malloc(ck->nbytes);
-	ep = strdup(endpoint);
-	if (!h)
-		nh = calloc(1, sizeof(*nh));
-	if (!copy || !ep || (!h && !nh)) {
-		rc = MC_STORE_INTERNAL_ERROR;
-		goto out;
+		endpoint = hc->h ? hc->h->endpoint : "";
+	hc->publisher = ck->rec->publisher.len == MST_ID_LEN &&
+			same_id(ck->rec->publisher.data, client);
+	hc->bitmap = malloc(ck->nbytes);
+	hc->endpoint = strdup(endpoint);
+	if (!hc->h)
+		hc->fresh = calloc(1, sizeof(*hc->fresh));
+	if (!hc->bitmap || !hc->endpoint || (!hc->h && !hc->fresh)) {
+		hc_free(hc);
+		*hc = (struct hchange){ .client = client };
+		return MC_STORE_INTERNAL_ERROR;
 	}
-	memcpy(copy, bm, ck->nbytes);
-	rc = mst_db_begin(m->db);
-	if (!rc)
-		rc = txn_end(m,
-			     mst_db_holder_put(m->db, ck->rec->id, client, ep,
-					       publisher, copy, ck->nbytes));
-	if (rc)
-		goto out;
-	if (nh) {
-		h = nh;
-		nh = NULL;
-		memcpy(h->client, client, MST_ID_LEN);
+	memcpy(hc->bitmap, bm, ck->nbytes);
+	return 0;
+}
+
+/* Inside the caller's transaction. */
+static int hc_write(struct master *m, struct ckpt *ck, struct hchange *hc)
+{
+	if (!hc->bitmap)
+		return hc->h ? mst_db_holder_del(m->db, ck->rec->id,
+						 hc->client) :
+			       0;
+	return mst_db_holder_put(m->db, ck->rec->id, hc->client, hc->endpoint,
+				 hc->publisher, hc->bitmap, ck->nbytes);
+}
+
+static void hc_apply(struct ckpt *ck, struct hchange *hc)
+{
+	struct holder *h = hc->h;
+
+	if (!hc->bitmap) {
+		if (h) {
+			holder_unlink(ck, h);
+			holder_free(h);
+		}
+		return;
+	}
+	if (!h) {
+		h = hc->fresh;
+		hc->fresh = NULL;
+		memcpy(h->client, hc->client, MST_ID_LEN);
 		h->next = ck->holders;
 		ck->holders = h;
 	}
-	h->shards = apply_bitmap(ck, h->bitmap ? h : NULL, copy);
+	h->shards = apply_bitmap(ck, h->bitmap ? h : NULL, hc->bitmap);
 	free(h->bitmap);
-	h->bitmap = copy;
-	copy = NULL;
+	h->bitmap = hc->bitmap;
+	hc->bitmap = NULL;
 	free(h->endpoint);
-	h->endpoint = ep;
-	ep = NULL;
-	h->publisher = publisher;
+	h->endpoint = hc->endpoint;
+	hc->endpoint = NULL;
+	h->publisher = hc->publisher;
 	h->restored = false;
-out:
-	free(copy);
-	free(ep);
-	free(nh);
+}
+
+/* One holder record changed in its own transaction (hc_prepare). */
+static int holder_set(struct master *m, struct ckpt *ck, const uint8_t *client,
+		      const char *endpoint, const uint8_t *bm)
+{
+	struct hchange hc;
+	int rc = hc_prepare(ck, client, endpoint, bm, &hc);
+
+	if (!rc && !hc.h && !hc.bitmap)
+		return 0; /* no record, and none to make */
+	if (!rc)
+		rc = mst_db_begin(m->db);
+	if (!rc)
+		rc = txn_end(m, hc_write(m, ck, &hc));
+	if (!rc)
+		hc_apply(ck, &hc);
+	hc_free(&hc);
 	return rc;
 }
 
@@ -541,7 +575,8 @@ int mst_ckpt_create(struct master *m, const Mcrpc__CkptCreateRequest *q,
 	struct mst_ckpts *s = set_of(m);
 	const Mcrpc__Ckpt *in = q->ckpt;
 	struct ckpt *old, *ck;
-	uint8_t *buf = NULL, *all = NULL;
+	uint8_t *buf = NULL, *all;
+	struct hchange hc;
 	size_t len = 0;
 	bool hold;
 	int rc;
@@ -564,30 +599,36 @@ int mst_ckpt_create(struct master *m, const Mcrpc__CkptCreateRequest *q,
 		return MC_STORE_INTERNAL_ERROR;
 	}
 	hold = q->endpoint && *q->endpoint && ck->rec->shards;
+	hc = (struct hchange){ 0 };
 	if (hold) {
 		all = malloc(ck->nbytes);
-		if (!all) {
-			free(buf);
-			ckpt_free(ck);
-			return MC_STORE_INTERNAL_ERROR;
+		if (all) {
+			memset(all, 0xff, ck->nbytes);
+			if (ck->rec->shards % 8)
+				all[ck->nbytes - 1] =
+					(uint8_t)((1u << ck->rec->shards % 8) -
+						  1);
 		}
-		memset(all, 0xff, ck->nbytes);
-		if (ck->rec->shards % 8)
-			all[ck->nbytes - 1] =
-				(uint8_t)((1u << (ck->rec->shards % 8)) - 1);
+		rc = all ? hc_prepare(ck, q->client_id.data, q->endpoint, all,
+				      &hc) :
+			   MC_STORE_INTERNAL_ERROR;
+		free(all);
 	}
-	rc = mst_db_begin(m->db);
+	if (!rc)
+		rc = mst_db_begin(m->db);
 	if (!rc) {
 		if (old)
 			rc = mst_db_ckpt_del(m->db, old->rec->id);
 		if (!rc)
 			rc = mst_db_ckpt_put(m->db, ck->rec->id, ck->rec->name,
 					     buf, len, ck->rec->created_ns);
+		if (!rc && hold)
+			rc = hc_write(m, ck, &hc);
 		rc = txn_end(m, rc);
 	}
 	free(buf);
 	if (rc) {
-		free(all);
+		hc_free(&hc);
 		ckpt_free(ck);
 		return rc;
 	}
@@ -598,18 +639,13 @@ int mst_ckpt_create(struct master *m, const Mcrpc__CkptCreateRequest *q,
 	insert(s, ck);
 	s->last_id = ck->rec->id;
 	*id = ck->rec->id;
-	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_CKPT_PUT, ck->rec->name,
-		      strlen(ck->rec->name), NULL, 0, 0);
 	if (hold) {
-		/* Its own transaction: the checkpoint stands without it. */
-		if (holder_set(m, ck, q->client_id.data, q->endpoint, all))
-			mc_log_warn("master",
-				    "checkpoint %s: its publisher's holder "
-				    "record could not be written",
-				    ck->rec->name);
+		hc_apply(ck, &hc);
+		hc_free(&hc);
 		(void)mst_client_touch(m, q->client_id.data);
 	}
-	free(all);
+	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_CKPT_PUT, ck->rec->name,
+		      strlen(ck->rec->name), NULL, 0, 0);
 	return 0;
 }
 
@@ -991,26 +1027,24 @@ static void drop_holders(struct master *m,
 
 	if (!s)
 		return;
-	rc = mst_db_begin(m->db);
 	for (size_t i = 0; i < s->n; i++)
 		for (struct holder *h = s->by_id[i]->holders; h; h = h->next)
-			if (match(m, h, arg)) {
-				n++;
-				if (!rc)
-					rc = mst_db_holder_del(
-						m->db, s->by_id[i]->rec->id,
-						h->client);
-			}
-	if (!n) {
-		if (!rc)
-			mst_db_rollback(m->db);
+			n += match(m, h, arg);
+	if (!n)
 		return;
-	}
+	rc = mst_db_begin(m->db);
+	for (size_t i = 0; !rc && i < s->n; i++)
+		for (struct holder *h = s->by_id[i]->holders; !rc && h;
+		     h = h->next)
+			if (match(m, h, arg))
+				rc = mst_db_holder_del(
+					m->db, s->by_id[i]->rec->id, h->client);
 	rc = txn_end(m, rc);
 	if (rc)
 		mc_log_warn("master",
 			    "%zu checkpoint holder records (%s) could not be "
-			    "deleted; a restart drops them",
+			    "deleted: after a restart they wait for their "
+			    "client again",
 			    n, why);
 	for (size_t i = 0; i < s->n; i++) {
 		struct ckpt *ck = s->by_id[i];

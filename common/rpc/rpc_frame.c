@@ -49,6 +49,11 @@ int mc_rpc_hdr_decode(const uint8_t *in, uint32_t max_body,
 		.resp = &mcrpc__##resp_##__descriptor, .batch = batch_        \
 	}
 
+/* The checkpoint methods: CkptX, ckpt_x, CkptXRequest, CkptXResponse. */
+#define CK(id_, name_, snake_)                                                \
+	M(CKPT_##id_, "Ckpt" name_, "ckpt_" #snake_, ckpt_##snake_##_request, \
+	  ckpt_##snake_##_response, false)
+
 static const struct mc_rpc_method methods[] = {
 	M(SERVICE_READY, "ServiceReady", "service_ready", service_ready_request,
 	  service_ready_response, false),
@@ -102,22 +107,14 @@ static const struct mc_rpc_method methods[] = {
 	  false),
 	M(MKDIR, "Mkdir", "mkdir", mkdir_request, keys_response, false),
 	M(RMDIR, "Rmdir", "rmdir", keys_request, keys_response, false),
-	M(CKPT_CREATE, "CkptCreate", "ckpt_create", ckpt_create_request,
-	  ckpt_create_response, false),
-	M(CKPT_LIST, "CkptList", "ckpt_list", ckpt_list_request,
-	  ckpt_list_response, false),
-	M(CKPT_INFO, "CkptInfo", "ckpt_info", ckpt_info_request,
-	  ckpt_info_response, false),
-	M(CKPT_REMOVE, "CkptRemove", "ckpt_remove", ckpt_remove_request,
-	  ckpt_remove_response, false),
-	M(CKPT_HOLD, "CkptHold", "ckpt_hold", ckpt_hold_request,
-	  ckpt_hold_response, false),
-	M(CKPT_SOURCE, "CkptSource", "ckpt_source", ckpt_source_request,
-	  ckpt_source_response, false),
-	M(CKPT_DONE, "CkptDone", "ckpt_done", ckpt_done_request,
-	  ckpt_done_response, false),
-	M(CKPT_READ, "CkptRead", "ckpt_read", ckpt_read_request,
-	  ckpt_read_response, false),
+	CK(CREATE, "Create", create),
+	CK(LIST, "List", list),
+	CK(INFO, "Info", info),
+	CK(REMOVE, "Remove", remove),
+	CK(HOLD, "Hold", hold),
+	CK(SOURCE, "Source", source),
+	CK(DONE, "Done", done),
+	CK(READ, "Read", read), /* between peers: the master answers -1012 */
 };
 
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))

@@ -31,6 +31,7 @@ static const struct mst_config cfg = {
 	.exist_max_idle_ms = 20000,
 	.hold_ttl_ms = 30000,
 	.max_key_len = 4096,
+	.ckpt_holder_slots = 4,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -48,6 +48,16 @@ seg = (f_bytes(1, SID) + f_bytes(2, "127.0.0.1:1") + f_bytes(3, "127.0.0.1:1")
 mount = frame(3, f_bytes(1, CID) + f_bytes(2, seg), 1)
 remount = frame(4, f_bytes(1, CID) + f_bytes(2, seg), 2)
 
+CID2 = bytes(range(32, 48))
+REG = 0o100644
+CKPT = (f_bytes(2, "c") + f_varint(3, 65536)
+        + f_bytes(5, f_bytes(1, "w/a") + f_varint(2, REG)
+                  + f_varint(3, 150000))
+        + f_bytes(5, f_bytes(1, "w") + f_varint(2, 0o40755))
+        + f_bytes(5, f_bytes(1, "l") + f_varint(2, 0o120777)
+                  + f_bytes(5, "w/a"))
+        + f_bytes(6, struct.pack("<3I", 1, 2, 3)))
+
 
 def keys(*ks, force=False, hold=False, dir=False):
     b = f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
@@ -140,6 +150,34 @@ seeds = {
     + frame(33, f_bytes(2, "^k$") + f_bytes(3, ".tenants/A/"), 4)
     + frame(32, f_varint(1, 1) + f_bytes(4, ".tenants/"), 5)
     + frame(32, f_varint(1, 1) + f_bytes(3, ".tenants/B/"), 6),
+    # Checkpoints: a create with files (64 KiB shards, 3 of them) and
+    # the publisher as holder, a link and its replacement, list, info
+    # with holders, holders added and dropped, sources (one shard, any),
+    # done (fetched and held, unreachable, corrupt), remove; CkptRead is
+    # not the master's.
+    "checkpoints": frame(60, f_bytes(1, CID) + f_bytes(2, CKPT)
+                         + f_bytes(3, "p:1"), 1)
+    + frame(60, f_bytes(1, CID) + f_bytes(2, f_bytes(2, "latest")
+                                          + f_bytes(9, "c")), 2)
+    + frame(60, f_bytes(1, CID) + f_bytes(2, f_bytes(2, "latest")
+                                          + f_bytes(9, "d"))
+            + f_varint(4, 1), 3)
+    + frame(61, f_bytes(1, "") + f_varint(3, 1), 4)
+    + frame(62, f_bytes(1, "c") + f_varint(3, 1), 5)
+    + frame(64, f_bytes(1, SID) + f_varint(2, 1) + f_bytes(3, "a:1")
+            + f_bytes(4, b"\x05"), 6)
+    + frame(65, f_varint(2, 1) + f_varint(3, 2), 7)
+    + frame(65, f_bytes(1, CID2) + f_varint(2, 1) + f_varint(4, 1)
+            + f_bytes(5, b"\x01") + f_bytes(6, "p:1"), 8)
+    + frame(66, f_bytes(1, CID2) + f_varint(2, 1) + f_varint(3, 2)
+            + f_bytes(4, SID) + f_varint(6, 65536) + f_bytes(7, "r:1"), 9)
+    + frame(66, f_varint(2, 1) + f_bytes(4, CID) + f_varint(5, 1), 10)
+    + frame(66, f_varint(2, 1) + f_varint(3, 1) + f_bytes(4, CID)
+            + f_varint(5, 2), 11)
+    + frame(64, f_bytes(1, SID) + f_varint(2, 1) + f_varint(5, 1), 12)
+    + frame(62, f_varint(2, 1) + f_varint(3, 1), 13)
+    + frame(63, f_bytes(2, "c"), 14)
+    + frame(70, f_varint(1, 1), 15),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
     # Strings holding a NUL, at the top and nested (-600 before decoding).

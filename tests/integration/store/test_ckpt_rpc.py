@@ -23,6 +23,17 @@ def shell(procs, tmp_path, master, client):
     return ms
 
 
+def four_shards(procs, tmp_path, master, a_has, b_has):
+    """Shells of P (the publisher, holding all 4 shards of "c" at "p"),
+    A and B (holding a_has and b_has at "a" and "b") and R (a reader);
+    and the checkpoint's id."""
+    p, a, b, r = (shell(procs, tmp_path, master, c) for c in (P, A, B, R))
+    cid = int(p.ok(f"ckpt-create c {KB64} f:{4 * KB64} p"))
+    a.ok(f"ckpt-hold {cid} a {a_has}")
+    b.ok(f"ckpt-hold {cid} b {b_has}")
+    return p, a, b, r, cid
+
+
 def info(ms, what):
     r = ms.cmd(f"ckpt-info {what}")
     if not r.startswith("ok"):
@@ -134,13 +145,7 @@ def test_links_replace_links_only(procs, tmp_path, master):
 
 
 def test_sources_slots_exclude_unreachable_corrupt(procs, tmp_path, master):
-    p = shell(procs, tmp_path, master, P)
-    a = shell(procs, tmp_path, master, A)
-    b = shell(procs, tmp_path, master, B)
-    r = shell(procs, tmp_path, master, R)
-    cid = int(p.ok(f"ckpt-create c {KB64} f:{4 * KB64} p"))
-    a.ok(f"ckpt-hold {cid} a 03")
-    b.ok(f"ckpt-hold {cid} b 01")
+    p, a, b, r, cid = four_shards(procs, tmp_path, master, "03", "01")
     hs = holders(p, "c")
     assert hs[A]["bitmap"] == "03" and hs[A]["pub"] == "0"
     assert hs[B]["shards"] == "1"
@@ -197,13 +202,7 @@ def test_sources_slots_exclude_unreachable_corrupt(procs, tmp_path, master):
 
 def test_any_rarest_first_retry_and_done(procs, tmp_path):
     m = Master(procs, tmp_path, "--ckpt_holder_slots", "1")
-    p = shell(procs, tmp_path, m, P)
-    a = shell(procs, tmp_path, m, A)
-    b = shell(procs, tmp_path, m, B)
-    r = shell(procs, tmp_path, m, R)
-    cid = int(p.ok(f"ckpt-create c {KB64} f:{4 * KB64} p"))
-    a.ok(f"ckpt-hold {cid} a 07")
-    b.ok(f"ckpt-hold {cid} b 03")
+    p, a, b, r, cid = four_shards(procs, tmp_path, m, "07", "03")
     # Shard 3 has one holder: first.
     s = source(r, cid, "any")
     assert s["shard"] == "3" and s["endpoint"] == "p"
