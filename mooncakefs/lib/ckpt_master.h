@@ -5,8 +5,8 @@
  * "checkpoints"; docs/design.md, "Checkpoints"), with master_client.h's
  * conventions: 0 or an internal code (-errno, MC_E*): transport errors as
  * they are, store codes translated with mcs_err_from_store() (-704 becomes
- * -ENOENT, -705 -EEXIST, -600 -EINVAL; -710 is not in its table and
- * becomes -EIO, as an internal error does).
+ * -ENOENT, -705 -EEXIST, -600 -EINVAL, -710 REPLICA_NOT_FOUND -ENODATA:
+ * a shard no holder has).
  * Responses returned through `out` are owned by the caller: free them with
  * mcs_master_free(). Any number of threads may call at once.
  *
