@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckpt_int.h"
 #include "ckpt_master.h"
@@ -13,6 +14,78 @@
 #include "mc_parse.h"
 
 #define API(rc) mc_err_to_store(rc)
+
+static void reannounce(void *arg, struct mcs_ckpt_served *sv)
+{
+	struct mooncake_ckpt *c = arg;
+	struct mcs_ckpt_served *now;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->alock);
+	now = mcs_ckpt_srv_find(c->srv, sv->lay->id);
+	if (now == sv) /* still served */
+		rc = mcs_ckpt_announce_held(c, sv);
+	mcs_ckpt_served_put(now);
+	pthread_mutex_unlock(&c->alock);
+
+	if (rc && rc != -ENOENT)
+		mc_log_debug("ckpt", "%s: re-announcing: %s", sv->lay->name,
+			     mc_strerror(rc));
+}
+
+/* Tell the master again, now and then, what this handle holds. */
+static void *keeper_main(void *arg)
+{
+	struct mooncake_ckpt *c = arg;
+
+	pthread_mutex_lock(&c->klock);
+	while (!c->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += MCS_CKPT_REANNOUNCE_MS / 1000;
+		while (!c->stopping &&
+		       pthread_cond_timedwait(&c->kcond, &c->klock, &ts) == 0)
+			;
+		if (c->stopping)
+			break;
+		pthread_mutex_unlock(&c->klock);
+		if (!mcs_enter(c->store)) {
+			mcs_ckpt_srv_each(c->srv, reannounce, c);
+			mcs_leave(c->store);
+		}
+		pthread_mutex_lock(&c->klock);
+	}
+	pthread_mutex_unlock(&c->klock);
+	return NULL;
+}
+
+static int keeper_start(struct mooncake_ckpt *c)
+{
+	pthread_condattr_t a;
+
+	pthread_mutex_init(&c->klock, NULL);
+	pthread_mutex_init(&c->alock, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->kcond, &a);
+	pthread_condattr_destroy(&a);
+	if (pthread_create(&c->keeper, NULL, keeper_main, c))
+		return -EAGAIN;
+	c->keeper_started = true;
+	return 0;
+}
+
+static void keeper_stop(struct mooncake_ckpt *c)
+{
+	if (!c->keeper_started)
+		return;
+	pthread_mutex_lock(&c->klock);
+	c->stopping = true;
+	pthread_cond_signal(&c->kcond);
+	pthread_mutex_unlock(&c->klock);
+	pthread_join(c->keeper, NULL);
+	c->keeper_started = false;
+}
 
 int mooncake_ckpt_open(mooncake_store_t store,
 		       const mooncake_ckpt_options_t *options,
@@ -71,13 +144,17 @@ int mooncake_ckpt_open(mooncake_store_t store,
 	if (!rc)
 		rc = mcs_ckpt_peers_new(have_key ? &key : NULL,
 					c->opt.timeout_ms, &c->peers);
+	if (!rc)
+		rc = keeper_start(c);
 	if (have_key)
 		mc_auth_key_clear(&key);
 out:
 	mcs_leave(store);
 	if (rc) {
 		if (c) {
+			keeper_stop(c);
 			mcs_ckpt_srv_stop(c->srv);
+			mcs_ckpt_peers_free(c->peers);
 			free(c);
 		}
 		return API(rc);
@@ -102,12 +179,16 @@ void mooncake_ckpt_close(mooncake_ckpt_t *c)
 {
 	if (!c)
 		return;
+	keeper_stop(c);
 	if (!mcs_enter(c->store)) {
 		mcs_ckpt_srv_each(c->srv, drop_holder, c);
 		mcs_leave(c->store);
 	}
 	mcs_ckpt_srv_stop(c->srv);
 	mcs_ckpt_peers_free(c->peers);
+	pthread_mutex_destroy(&c->alock);
+	pthread_mutex_destroy(&c->klock);
+	pthread_cond_destroy(&c->kcond);
 	free(c);
 }
 
@@ -166,26 +247,34 @@ int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
 	return rc;
 }
 
-int mcs_ckpt_announce(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+int mcs_ckpt_announce_held(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
 {
-	const char *ep = mcs_ckpt_srv_endpoint(c->srv);
-	int rc = mcs_ckpt_srv_add(c->srv, sv);
-
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&sv->lock);
 	size_t bl = mcs_bitmap_len(sv->lay->nshards);
 	uint8_t *map = malloc(bl ? bl : 1);
-	if (map && bl)
-		memcpy(map, sv->have, bl);
-	pthread_mutex_unlock(&sv->lock);
+	bool any = false;
+	int rc;
+
 	if (!map)
 		return -ENOMEM;
-	rc = bl ? mcs_ckpt_hold(c->store->master, sv->lay->id, ep, map, bl,
-				false) :
-		  0;
+	pthread_mutex_lock(&sv->lock);
+	for (size_t i = 0; i < bl; i++) {
+		map[i] = sv->have[i];
+		any |= map[i] != 0;
+	}
+	pthread_mutex_unlock(&sv->lock);
+	rc = any ? mcs_ckpt_hold(c->store->master, sv->lay->id,
+				 mcs_ckpt_srv_endpoint(c->srv), map, bl,
+				 false) :
+		   0;
 	free(map);
 	return rc;
+}
+
+int mcs_ckpt_announce(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+{
+	int rc = mcs_ckpt_srv_add(c->srv, sv);
+
+	return rc ? rc : mcs_ckpt_announce_held(c, sv);
 }
 
 void mcs_ckpt_fetch_cfg(struct mooncake_ckpt *c, struct mcs_ckpt_fetch_cfg *f,
@@ -219,6 +308,14 @@ int mooncake_ckpt_link(mooncake_ckpt_t *c, const char *name, const char *target,
 	return API(rc);
 }
 
+void mcs_ckpt_unserve(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+{
+	pthread_mutex_lock(&c->alock);
+	if (!mcs_ckpt_srv_remove(c->srv, sv->lay->id))
+		drop_holder(c, sv);
+	pthread_mutex_unlock(&c->alock);
+}
+
 int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
 {
 	struct mcs_ckpt_served *sv;
@@ -233,8 +330,7 @@ int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
 	if (!sv) {
 		rc = -ENOENT;
 	} else {
-		drop_holder(c, sv);
-		rc = mcs_ckpt_srv_remove(c->srv, sv->lay->id);
+		mcs_ckpt_unserve(c, sv);
 		mcs_ckpt_served_put(sv);
 	}
 	mcs_leave(c->store);
@@ -253,8 +349,10 @@ int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
 		return rc;
 	rc = mcs_ckpt_remove(c->store->master, name);
 	sv = rc ? NULL : mcs_ckpt_srv_find_name(c->srv, name);
-	if (sv) {
+	if (sv) { /* the master dropped every holder record with it */
+		pthread_mutex_lock(&c->alock);
 		(void)mcs_ckpt_srv_remove(c->srv, sv->lay->id);
+		pthread_mutex_unlock(&c->alock);
 		mcs_ckpt_served_put(sv);
 	}
 	mcs_leave(c->store);

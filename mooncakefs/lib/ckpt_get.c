@@ -189,17 +189,8 @@ static int fetch(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv,
 		return rc;
 	mcs_ckpt_fetch_cfg(c, &f, progress, arg);
 	rc = mcs_ckpt_fetch_all(&f, sv);
-	if (rc) {
-		int drc = mcs_ckpt_hold(c->store->master, sv->lay->id,
-					mcs_ckpt_srv_endpoint(c->srv), NULL, 0,
-					true);
-		if (drc && drc != -ENOENT)
-			mc_log_info("ckpt",
-				    "%s: dropping the failed fetch "
-				    "at the master: %s",
-				    sv->lay->name, mc_strerror(drc));
-		(void)mcs_ckpt_srv_remove(c->srv, sv->lay->id);
-	}
+	if (rc)
+		mcs_ckpt_unserve(c, sv);
 	return rc;
 }
 

@@ -14,11 +14,25 @@
 #include "mooncake/ckpt.h"
 #include "store_int.h"
 
+/* How often a handle tells the master again what it holds: a master
+ * that dropped this client (silent past client_ttl, or restarted and past
+ * its restore grace) learns it back within this. */
+#define MCS_CKPT_REANNOUNCE_MS 5000
+
 struct mooncake_ckpt {
 	struct mooncake_store *store;
 	struct mcs_ckpt_srv *srv;
 	struct mcs_ckpt_peers *peers;
 	mooncake_ckpt_options_t opt;
+	pthread_t keeper; /* re-announces (MCS_CKPT_REANNOUNCE_MS) */
+	bool keeper_started;
+	pthread_mutex_t klock;
+	pthread_cond_t kcond; /* CLOCK_MONOTONIC */
+	bool stopping;
+	/* Held while announcing one checkpoint and while one stops being
+	 * served (unlisted, then dropped at the master), so a re-announce
+	 * never brings back a holder record just dropped. */
+	pthread_mutex_t alock;
 };
 
 /** The checkpoint name, a link followed one level: its CkptInfo answer's
@@ -27,6 +41,11 @@ int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
 		    struct mcs_ckpt_layout **out);
 /** Serve sv and tell the master which shards it holds (all it has). */
 int mcs_ckpt_announce(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv);
+/** Stop serving sv: unlisted here, then its holder record dropped at
+ *  the master (errors logged). */
+void mcs_ckpt_unserve(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv);
+/** Tell the master which shards sv holds (none: nothing is said). */
+int mcs_ckpt_announce_held(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv);
 /** The fetch settings of c (progress: as given). */
 void mcs_ckpt_fetch_cfg(struct mooncake_ckpt *c, struct mcs_ckpt_fetch_cfg *f,
 			mooncake_ckpt_progress_fn progress, void *arg);
