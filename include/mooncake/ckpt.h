@@ -48,6 +48,11 @@ typedef struct mooncake_ckpt_options {
 	unsigned inflight; /* shards fetched at once; 0: 4 */
 	uint64_t shard_size; /* publishing; 0: 64 MiB (64 KiB .. 1 GiB) */
 	unsigned timeout_ms; /* per read from a holder; 0: 30000 */
+	/* Where reads through mooncake_ckpt_file_*() keep what they fetched
+	 * (one directory per checkpoint, served to other readers while the
+	 * handle lives; emptied when it closes). NULL: those reads fail with
+	 * -600. */
+	const char *cache_dir;
 } mooncake_ckpt_options_t;
 
 typedef struct mooncake_ckpt_progress {
@@ -123,6 +128,7 @@ typedef struct mooncake_ckpt_entry {
 	uint64_t total_size;
 	uint32_t files, shards, holders, lost_shards;
 	int64_t created_ns;
+	uint64_t id; /* names this content (mooncake_ckpt_file_open()) */
 } mooncake_ckpt_entry_t;
 
 /** Each checkpoint whose name starts with prefix (NULL: all), in name
@@ -136,6 +142,44 @@ MOONCAKE_API int64_t mooncake_ckpt_list(
  */
 MOONCAKE_API int mooncake_ckpt_info(mooncake_ckpt_t *c, const char *name,
 				    char **json);
+
+/* ---- reads on demand (the mount's ckpt/) ---------------------------------- */
+
+typedef struct mooncake_ckpt_dirent {
+	const char *path; /* relative, '/'-separated */
+	uint32_t mode; /* S_IF* type and permission bits */
+	uint64_t size;
+	int64_t mtime_ns;
+	const char *link; /* symlinks: the target; else NULL */
+} mooncake_ckpt_dirent_t;
+
+/**
+ * Each entry of checkpoint name (not a link: -600) in the order it was
+ * published; *id (may be NULL) its id, which names this content for
+ * mooncake_ckpt_file_open() even if the name is published again. Returns
+ * how many, or a code.
+ */
+MOONCAKE_API int64_t mooncake_ckpt_files(
+	mooncake_ckpt_t *c, const char *name, uint64_t *id,
+	void (*fn)(void *arg, const mooncake_ckpt_dirent_t *e), void *arg);
+
+typedef struct mooncake_ckpt_file mooncake_ckpt_file_t;
+
+/**
+ * Open the regular file path of checkpoint id for reads: shards are
+ * fetched when first read (and the next one ahead of a sequential
+ * reader), kept in options.cache_dir and served to other readers.
+ * -704 when the checkpoint is gone (or never had that path).
+ */
+MOONCAKE_API int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id,
+					 const char *path,
+					 mooncake_ckpt_file_t **out);
+/** Up to len bytes at off: how many (0 at the end), or a code. */
+MOONCAKE_API int64_t mooncake_ckpt_file_pread(mooncake_ckpt_file_t *f,
+					      void *buf, size_t len,
+					      uint64_t off);
+MOONCAKE_API uint64_t mooncake_ckpt_file_size(const mooncake_ckpt_file_t *f);
+MOONCAKE_API void mooncake_ckpt_file_close(mooncake_ckpt_file_t *f);
 
 #ifdef __cplusplus
 }

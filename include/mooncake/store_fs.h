@@ -288,6 +288,9 @@ enum mooncake_event_type {
 		6, /* attributes changed (a directory: key ends '/') */
 	MOONCAKE_EV_MKDIR = 7, /* key: the directory's prefix */
 	MOONCAKE_EV_RMDIR = 8,
+	/* Checkpoints (ckpt.h): key is the checkpoint's name, not a key. */
+	MOONCAKE_EV_CKPT_PUT = 9,
+	MOONCAKE_EV_CKPT_REMOVE = 10,
 };
 
 typedef struct mooncake_event {

@@ -80,7 +80,8 @@ static int plus_entry(struct mcfs *fs, struct mcfs_node *dir,
 	struct mcfs_node *n = mcfs_node_child(
 		fs, dir, de->name, de->kind, de->key, de->version, de->size,
 		de->mtime_ms,
-		de->kind == MCFS_KV_FILE || de->kind == MCFS_KV_DIR ?
+		de->kind == MCFS_KV_FILE || de->kind == MCFS_KV_DIR ||
+				de->kind == MCFS_CKPT_NODE ?
 			&de->attr :
 			NULL);
 	bool gen = de->kind == MCFS_VFILE; /* generated at open */

@@ -212,7 +212,7 @@ static struct mcfs_node *find_child(struct mcfs *fs, struct mcfs_node *parent,
 
 	for (struct mcfs_node *n = fs->by_name[b]; n; n = n->name_next)
 		if (n->parent == parent && n->version == version &&
-		    !strcmp(n->name, name) && (n->kind != MCFS_KV_FILE) == dir)
+		    !strcmp(n->name, name) && !mcfs_versioned(n->kind) == dir)
 			return n;
 	return NULL;
 }
@@ -223,7 +223,7 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 				  uint64_t size, uint64_t mtime_ms,
 				  const mooncake_fs_attr_t *attr)
 {
-	bool dir = kind != MCFS_KV_FILE;
+	bool dir = !mcfs_versioned(kind);
 	struct mcfs_node *n;
 
 	if (dir)
@@ -236,8 +236,10 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 		 * and looks it up again, and across renames; a second node
 		 * of a live version (a writer's retired one is live) gets a
 		 * number of the counter's, which never reaches a version. */
-		uint64_t ino =
-			!dir && version && !find_ino(fs, version) ? version : 0;
+		uint64_t ino = kind == MCFS_KV_FILE && version &&
+					       !find_ino(fs, version) ?
+				       version :
+				       0;
 		n = node_new(fs, parent, name, kind, key, ino);
 		if (n) {
 			unlink_name(fs, n);
@@ -671,6 +673,9 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 			stored_attr(st, &a, base);
 		if (S_ISLNK(a.mode)) /* a symbolic link: its target's bytes */
 			st->st_mode = S_IFLNK | (a.mode & 07777);
+		return;
+	case MCFS_CKPT_NODE:
+		mcfs_ckpt_fill_attr(n, &a, st);
 		return;
 	case MCFS_VFILE:
 		st->st_mode = S_IFREG | (0444 & ~um);

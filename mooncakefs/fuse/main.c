@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
-	if (mcfs_itab_init(&fs))
+	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs))
 		goto out;
 	if (check_master(&fs.o, &fs.max_key))
 		goto out;
@@ -232,6 +232,7 @@ out:
 	/* Before the store: nodes may hold open objects. */
 	if (fs.by_ino)
 		mcfs_itab_free(&fs);
+	mcfs_ckpt_fini(&fs); /* stops serving checkpoints */
 	if (fs.store) {
 		mcfs_bufs_free(&fs);
 		/* Leave the pool: the segment is unmounted at the master. */

@@ -35,6 +35,7 @@
 #include <sys/uio.h>
 
 #include "stage.h"
+#include "mooncake/ckpt.h"
 #include "mooncake/store.h"
 #include "mooncake/store_fs.h"
 
@@ -66,16 +67,28 @@ struct mcfs_opts {
 	char *log_file;
 	bool syslog;
 	char *mountpoint;
+	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c) */
 };
 
 enum mcfs_kind {
 	MCFS_ROOT = 1,
 	MCFS_KV_DIR, /* kv/ or a directory inside it */
 	MCFS_KV_FILE, /* one version of an object */
-	MCFS_CKPT_DIR, /* ckpt/, reserved */
+	MCFS_CKPT_DIR, /* ckpt/ */
 	MCFS_VDIR, /* .mooncake/ */
 	MCFS_VFILE, /* .mooncake/<name> */
+	/* Inside ckpt/ (ckpt.c): a checkpoint, an entry in one (directory,
+	 * file or symlink: attr.mode's type) or a top-level link; version is
+	 * the checkpoint's id (0 for a link), key "NAME" or "NAME/PATH". */
+	MCFS_CKPT_NODE,
 };
+
+/* Nodes bound to a version: a lookup finds only the node of the version
+ * it asks for (files of kv/, everything in ckpt/). */
+static inline bool mcfs_versioned(enum mcfs_kind k)
+{
+	return k == MCFS_KV_FILE || k == MCFS_CKPT_NODE;
+}
 
 struct mcfs_node {
 	uint64_t ino;
@@ -153,7 +166,7 @@ struct mcfs_dirlist {
 #define MCFS_NO_SIZE UINT64_MAX
 
 /* An open file or directory. */
-enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR };
+enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR, FH_CKPT };
 
 struct mcfs_fh {
 	enum mcfs_fh_kind kind;
@@ -182,6 +195,8 @@ struct mcfs_fh {
 	size_t text_len;
 	/* FH_DIR */
 	struct mcfs_dirlist dir;
+	/* FH_CKPT: a file of a checkpoint (ckpt.c) */
+	struct mooncake_ckpt_file *ckf;
 };
 
 struct mcfs {
@@ -230,6 +245,7 @@ struct mcfs {
 	uint64_t start_ms;
 	uid_t uid;
 	gid_t gid;
+	struct mcfs_ckpt *ck; /* ckpt/ (ckpt.c) */
 };
 
 /* options.c */
@@ -362,7 +378,7 @@ void mcfs_dirlist_reply(fuse_req_t req, struct mcfs *fs, struct mcfs_node *dir,
 			int (*next_page)(struct mcfs *fs, struct mcfs_node *dir,
 					 struct mcfs_dirlist *d));
 
-/* root.c: "/" and the reserved ckpt/ */
+/* root.c: "/" */
 int mcfs_root_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		     struct mcfs_node **out);
 int mcfs_root_list(struct mcfs *fs, struct mcfs_node *dir,
@@ -453,6 +469,27 @@ int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
 		   size_t size, struct iovec *iov, int max_iov, size_t *total);
 void mcfs_file_read_done(struct mcfs_fh *fh);
 void mcfs_file_free(struct mcfs *fs, struct mcfs_fh *fh);
+
+/* ckpt.c: ckpt/, checkpoints shared peer to peer, read-only */
+int mcfs_ckpt_init(struct mcfs *fs);
+void mcfs_ckpt_fini(struct mcfs *fs);
+int mcfs_ckpt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     struct mcfs_node **out);
+int mcfs_ckpt_list(struct mcfs *fs, struct mcfs_node *dir,
+		   struct mcfs_dirlist *d);
+int mcfs_ckpt_open(struct mcfs *fs, struct mcfs_node *n, int flags,
+		   struct mcfs_fh **out);
+void mcfs_ckpt_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
+		    size_t size, off_t off);
+int mcfs_ckpt_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
+		       size_t size);
+/** rm -r: files and directories inside a checkpoint go one by one
+ *  without effect (it is immutable); removing ckpt/NAME (a checkpoint's
+ *  directory or a link) unpublishes it for every mount. */
+int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		     bool is_dir);
+void mcfs_ckpt_fill_attr(const struct mcfs_node *n, const mooncake_fs_attr_t *a,
+			 struct stat *st);
 
 /* virt.c: .mooncake/ */
 int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,

@@ -43,6 +43,8 @@ void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh)
 		mcfs_file_free(fs, fh);
 	if (fh->kind == FH_DIR)
 		mcfs_dirlist_free(&fh->dir);
+	if (fh->kind == FH_CKPT)
+		mooncake_ckpt_file_close(fh->ckf);
 	free(fh->text);
 	pthread_mutex_destroy(&fh->lock);
 	free(fh);
@@ -128,8 +130,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	atomic_fetch_add(&fs->n_lookups, 1);
 	switch (p->kind) {
 	case MCFS_ROOT:
-	case MCFS_CKPT_DIR:
 		rc = mcfs_root_lookup(fs, p, name, &n);
+		break;
+	case MCFS_CKPT_DIR:
+	case MCFS_CKPT_NODE:
+		rc = mcfs_ckpt_lookup(fs, p, name, &n);
 		break;
 	case MCFS_KV_DIR:
 		rc = mcfs_kv_lookup(fs, p, name, fuse_req_ctx(req)->pid, &n);
@@ -278,12 +283,25 @@ static int dir_for_change(struct mcfs *fs, fuse_ino_t ino,
 	}
 }
 
+/* ckpt/ and a checkpoint's directories: removals only (rm -r). */
+static bool in_ckpt(struct mcfs *fs, fuse_ino_t ino, struct mcfs_node **out)
+{
+	*out = mcfs_node_get(fs, ino);
+	return *out && ((*out)->kind == MCFS_CKPT_DIR ||
+			(*out)->kind == MCFS_CKPT_NODE);
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p;
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
 
+	if (in_ckpt(fs, parent, &p)) {
+		reply_rc(req, mcfs_ckpt_unlink(fs, p, name, false));
+		return;
+	}
+	rc = dir_for_change(fs, parent, &p);
 	reply_rc(req, rc ? rc : mcfs_kv_unlink(fs, p, name));
 }
 
@@ -376,7 +394,9 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	if (!n)
 		return;
-	rc = mcfs_kv_readlink(fs, n, buf, sizeof(buf));
+	rc = n->kind == MCFS_CKPT_NODE ?
+		     mcfs_ckpt_readlink(fs, n, buf, sizeof(buf)) :
+		     mcfs_kv_readlink(fs, n, buf, sizeof(buf));
 	if (rc < 0)
 		reply_rc(req, rc);
 	else
@@ -397,7 +417,13 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p;
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
+
+	if (in_ckpt(fs, parent, &p)) {
+		reply_rc(req, mcfs_ckpt_unlink(fs, p, name, true));
+		return;
+	}
+	rc = dir_for_change(fs, parent, &p);
 
 	reply_rc(req, rc ? rc : mcfs_kv_rmdir(fs, p, name));
 }
@@ -473,7 +499,8 @@ static void reply_open(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 {
 	/* A version's bytes never change: the kernel may keep its pages.
 	 * What is written, and generated files, bypass the page cache. */
-	if (fh->kind == FH_READ && !(fi->flags & O_DIRECT))
+	if ((fh->kind == FH_READ || fh->kind == FH_CKPT) &&
+	    !(fi->flags & O_DIRECT))
 		fi->keep_cache = 1;
 	else
 		fi->direct_io = 1;
@@ -502,6 +529,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	case MCFS_VFILE:
 		rc = mcfs_virt_open(fs, n, fi->flags, &fh);
+		break;
+	case MCFS_CKPT_NODE:
+		rc = mcfs_ckpt_open(fs, n, fi->flags, &fh);
 		break;
 	default:
 		rc = -EISDIR;
@@ -573,6 +603,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		mcfs_file_read_done(fh);
 		return;
 	}
+	case FH_CKPT:
+		mcfs_ckpt_read(req, fs, fh, size, off);
+		return;
 	case FH_VIRT:
 		if ((size_t)off >= fh->text_len)
 			fuse_reply_buf(req, NULL, 0);
@@ -711,7 +744,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 
 	if (!n)
 		return;
-	if (n->kind == MCFS_KV_FILE || n->kind == MCFS_VFILE)
+	if (n->kind == MCFS_KV_FILE || n->kind == MCFS_VFILE ||
+	    (n->kind == MCFS_CKPT_NODE && n->attr.mode &&
+	     !S_ISDIR(n->attr.mode)))
 		rc = -ENOTDIR;
 	else if (n->kind == MCFS_KV_DIR)
 		rc = mcfs_wait_ready(fs);
@@ -746,6 +781,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		break;
 	case MCFS_VDIR:
 		page = mcfs_virt_list;
+		break;
+	case MCFS_CKPT_DIR:
+	case MCFS_CKPT_NODE:
+		page = mcfs_ckpt_list;
 		break;
 	default:
 		page = mcfs_root_list;

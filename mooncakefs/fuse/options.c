@@ -94,6 +94,7 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	STR("segment_name", segment_name)
 	STR("auth_token_file", auth_token_file)
 	STR("log_file", log_file)
+	STR("ckpt_cache", ckpt_cache)
 #undef STR
 	if (!strcmp(kv, "segment_size") || !strcmp(kv, "global_segment_size"))
 		return v && !mc_parse_size(v, &o->segment_size) ? 0 :
@@ -221,6 +222,9 @@ void mcfs_usage(FILE *out)
 		"  rpc_timeout=MS        master RPC timeout (5000)\n"
 		"  staging_limit=SIZE    memory for writes of unknown size "
 		"(1GiB); beyond it ENOSPC\n"
+		"  ckpt_cache=DIR        where ckpt/ reads keep checkpoint shards "
+		"(under DIR/<segment>;\n"
+		"                        default /var/cache/mooncakefs/ckpt)\n"
 		"  threads=N             FUSE worker threads (8)\n"
 		"  uid=N gid=N           owner of files and directories that "
 		"carry none\n"
@@ -355,6 +359,7 @@ void mcfs_free_opts(struct mcfs_opts *o)
 	free(o->auth_token_file);
 	free(o->log_file);
 	free(o->mountpoint);
+	free(o->ckpt_cache);
 }
 
 int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * "/": kv/, ckpt/ and .mooncake/, fixed. ckpt/ is reserved for checkpoints
- * (the P2P store) and empty until they arrive.
+ * "/": kv/, ckpt/ and .mooncake/, fixed (ckpt/'s contents: ckpt.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -14,8 +13,6 @@ int mcfs_root_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	struct mcfs_node *n = NULL;
 
 	*out = NULL;
-	if (dir->kind != MCFS_ROOT)
-		return 0; /* ckpt/: nothing yet */
 	n = !strcmp(name, "kv")	       ? fs->kv :
 	    !strcmp(name, "ckpt")      ? fs->ckpt :
 	    !strcmp(name, ".mooncake") ? fs->vdir :

@@ -2,7 +2,7 @@
 /*
  * Follow the master's change feed and drop what the kernel cached about
  * keys that changed anywhere in the pool (put, remove, rename, evict,
- * lost), so names stay cached for entry_timeout yet a change shows on
+ * lost) and about checkpoints published or removed (ckpt/), so names stay cached for entry_timeout yet a change shows on
  * every mount within about one feed round trip (the feed is a long poll:
  * events arrive as they happen). A feed reset (events lost, master
  * restarted) drops every cached name.
@@ -81,6 +81,15 @@ static void on_event(void *arg, const mooncake_event_t *e)
 	case MOONCAKE_EV_MKDIR:
 	case MOONCAKE_EV_ATTR:
 		inval_path(fs, e->key, 0, true);
+		break;
+	case MOONCAKE_EV_CKPT_PUT:
+	case MOONCAKE_EV_CKPT_REMOVE:
+		/* ckpt/NAME: a new id is a new inode, found by a new lookup */
+		if (e->key && *e->key) {
+			fuse_lowlevel_notify_inval_entry(
+				fs->se, fs->ckpt->ino, e->key, strlen(e->key));
+			atomic_fetch_add(&fs->n_invalidations, 1);
+		}
 		break;
 	default:
 		inval_path(fs, e->key,

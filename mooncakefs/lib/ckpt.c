@@ -110,8 +110,16 @@ int mooncake_ckpt_open(mooncake_store_t store,
 		goto out;
 	}
 	c->store = store;
+	pthread_mutex_init(&c->cache_lock, NULL);
+	pthread_cond_init(&c->cache_cond, NULL);
 	if (options)
 		c->opt = *options;
+	if (c->opt.cache_dir && *c->opt.cache_dir &&
+	    !(c->opt.cache_dir = c->cache_dir = strdup(c->opt.cache_dir))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	c->opt.serve_host = NULL; /* used below only, not kept */
 	if (c->opt.shard_size && (c->opt.shard_size < MCS_CKPT_SHARD_MIN ||
 				  c->opt.shard_size > MCS_CKPT_SHARD_MAX)) {
 		mc_log_err(
@@ -121,8 +129,8 @@ int mooncake_ckpt_open(mooncake_store_t store,
 		rc = -EINVAL;
 		goto out;
 	}
-	if (c->opt.serve_host && *c->opt.serve_host) {
-		snprintf(host, sizeof(host), "%s", c->opt.serve_host);
+	if (options && options->serve_host && *options->serve_host) {
+		snprintf(host, sizeof(host), "%s", options->serve_host);
 	} else if (mc_parse_hostport(store->cfg.local_hostname, host,
 				     sizeof(host), 0, &port)) {
 		rc = -EINVAL;
@@ -155,6 +163,9 @@ out:
 			keeper_stop(c);
 			mcs_ckpt_srv_stop(c->srv);
 			mcs_ckpt_peers_free(c->peers);
+			pthread_mutex_destroy(&c->cache_lock);
+			pthread_cond_destroy(&c->cache_cond);
+			free(c->cache_dir);
 			free(c);
 		}
 		return API(rc);
@@ -181,6 +192,7 @@ void mooncake_ckpt_close(mooncake_ckpt_t *c)
 		return;
 	keeper_stop(c);
 	if (!mcs_enter(c->store)) {
+		mcs_ckpt_cache_free(c);
 		mcs_ckpt_srv_each(c->srv, drop_holder, c);
 		mcs_leave(c->store);
 	}
@@ -189,6 +201,9 @@ void mooncake_ckpt_close(mooncake_ckpt_t *c)
 	pthread_mutex_destroy(&c->alock);
 	pthread_mutex_destroy(&c->klock);
 	pthread_cond_destroy(&c->kcond);
+	pthread_mutex_destroy(&c->cache_lock);
+	pthread_cond_destroy(&c->cache_cond);
+	free(c->cache_dir);
 	free(c);
 }
 
@@ -390,6 +405,7 @@ int64_t mooncake_ckpt_list(mooncake_ckpt_t *c, const char *prefix,
 				.holders = k->holders,
 				.lost_shards = k->lost_shards,
 				.created_ns = k->created_ns,
+				.id = k->id,
 			};
 			if (fn)
 				fn(arg, &e);
@@ -486,4 +502,43 @@ int mooncake_ckpt_info(mooncake_ckpt_t *c, const char *name, char **json)
 	mcs_master_free(r);
 	mcs_leave(c->store);
 	return API(rc);
+}
+
+int64_t mooncake_ckpt_files(mooncake_ckpt_t *c, const char *name, uint64_t *id,
+			    void (*fn)(void *arg,
+				       const mooncake_ckpt_dirent_t *e),
+			    void *arg)
+{
+	Mcrpc__CkptInfoResponse *r = NULL;
+	struct mcs_ckpt_layout *lay = NULL;
+	int64_t n = 0;
+	int rc;
+
+	if (!c || !mcs_ckpt_name_ok(name))
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	rc = info_layout(c, name, &r, &lay);
+	mcs_master_free(r);
+	if (!rc && lay->link)
+		rc = -EINVAL;
+	if (!rc && id)
+		*id = lay->id;
+	for (size_t i = 0; !rc && i < lay->nfiles; i++) {
+		const struct mcs_ckpt_file *f = &lay->files[i];
+		mooncake_ckpt_dirent_t e = {
+			.path = f->path,
+			.mode = f->mode,
+			.size = f->size,
+			.mtime_ns = f->mtime_ns,
+			.link = f->link,
+		};
+		if (fn)
+			fn(arg, &e);
+		n++;
+	}
+	mcs_ckpt_layout_free(lay);
+	mcs_leave(c->store);
+	return rc ? mc_err_to_store(rc) : n;
 }

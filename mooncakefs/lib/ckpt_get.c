@@ -83,7 +83,7 @@ static int parent_fd(int root, const char *path, const char **base)
 
 /* Make every entry of lay under root: directories, symlinks, and
  * regular files of their final size (sparse until fetched). */
-static int lay_out(const struct mcs_ckpt_layout *lay, const char *root)
+int mcs_ckpt_lay_out(const struct mcs_ckpt_layout *lay, const char *root)
 {
 	int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
 
@@ -148,7 +148,7 @@ static void finish(const struct mcs_ckpt_layout *lay, const char *root)
 }
 
 /* Remove what lay_out made (a fetch that failed), deepest first. */
-static void undo(const struct mcs_ckpt_layout *lay, const char *root)
+void mcs_ckpt_undo(const struct mcs_ckpt_layout *lay, const char *root)
 {
 	for (size_t k = lay->nfiles; k-- > 0;) {
 		char path[PATH_MAX];
@@ -213,7 +213,7 @@ int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name, const char *dir,
 	if (!rc && !realpath(dir, root))
 		rc = -errno;
 	if (!rc)
-		rc = lay_out(lay, root);
+		rc = mcs_ckpt_lay_out(lay, root);
 	if (!rc) {
 		sv = mcs_ckpt_served_new(lay, root, true);
 		if (!sv)
@@ -226,7 +226,7 @@ int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name, const char *dir,
 	if (!rc)
 		finish(sv->lay, root);
 	else if (sv)
-		undo(sv->lay, root);
+		mcs_ckpt_undo(sv->lay, root);
 	mcs_ckpt_served_put(sv);
 	mcs_ckpt_layout_free(lay);
 	mcs_leave(c->store);

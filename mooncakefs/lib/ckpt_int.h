@@ -23,7 +23,8 @@ struct mooncake_ckpt {
 	struct mooncake_store *store;
 	struct mcs_ckpt_srv *srv;
 	struct mcs_ckpt_peers *peers;
-	mooncake_ckpt_options_t opt;
+	mooncake_ckpt_options_t opt; /* strings copied (below) */
+	char *serve_host, *cache_dir;
 	pthread_t keeper; /* re-announces (MCS_CKPT_REANNOUNCE_MS) */
 	bool keeper_started;
 	pthread_mutex_t klock;
@@ -33,7 +34,20 @@ struct mooncake_ckpt {
 	 * served (unlisted, then dropped at the master), so a re-announce
 	 * never brings back a holder record just dropped. */
 	pthread_mutex_t alock;
+	/* Checkpoints read on demand (ckpt_cache.c), under cache_lock. */
+	pthread_mutex_t cache_lock;
+	pthread_cond_t cache_cond; /* a shard fetch ended */
+	struct mcs_ckpt_cached *cached;
+	unsigned readahead; /* read-ahead fetches running */
 };
+
+/** Make every entry of lay under root (directories, symlinks, files of
+ *  their final sizes, sparse); the first error, logged. */
+int mcs_ckpt_lay_out(const struct mcs_ckpt_layout *lay, const char *root);
+/** Remove what mcs_ckpt_lay_out() made. */
+void mcs_ckpt_undo(const struct mcs_ckpt_layout *lay, const char *root);
+/** Stop every on-demand checkpoint and empty the cache (close). */
+void mcs_ckpt_cache_free(struct mooncake_ckpt *c);
 
 /** The checkpoint name, a link followed one level: its CkptInfo answer's
  *  layout (checked). */

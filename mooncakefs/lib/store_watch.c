@@ -31,6 +31,8 @@ static bool known_type(int t)
 	case MCRPC__EVENT_TYPE__EV_ATTR:
 	case MCRPC__EVENT_TYPE__EV_MKDIR:
 	case MCRPC__EVENT_TYPE__EV_RMDIR:
+	case MCRPC__EVENT_TYPE__EV_CKPT_PUT:
+	case MCRPC__EVENT_TYPE__EV_CKPT_REMOVE:
 		return true;
 	default:
 		return false;
@@ -54,6 +56,10 @@ static enum mooncake_event_type event_type(int t)
 		return MOONCAKE_EV_MKDIR;
 	case MCRPC__EVENT_TYPE__EV_RMDIR:
 		return MOONCAKE_EV_RMDIR;
+	case MCRPC__EVENT_TYPE__EV_CKPT_PUT:
+		return MOONCAKE_EV_CKPT_PUT;
+	case MCRPC__EVENT_TYPE__EV_CKPT_REMOVE:
+		return MOONCAKE_EV_CKPT_REMOVE;
 	default:
 		return MOONCAKE_EV_PUT;
 	}

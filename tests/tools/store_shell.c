@@ -1410,6 +1410,10 @@ static const char *ev_name(enum mooncake_event_type t)
 		return "mkdir";
 	case MOONCAKE_EV_RMDIR:
 		return "rmdir";
+	case MOONCAKE_EV_CKPT_PUT:
+		return "ckpt_put";
+	case MOONCAKE_EV_CKPT_REMOVE:
+		return "ckpt_remove";
 	}
 	return "?";
 }

@@ -13,8 +13,8 @@ from test_fs_rpc import MShell
 
 P, A, B, R = "01" * 16, "aa" * 16, "bb" * 16, "cc" * 16
 KB64 = 65536
-# -710 REPLICA_NOT_FOUND is not in the client's table: it reads as -1.
-NO_HOLDER = "err -1 "
+# -710 REPLICA_NOT_FOUND: no live holder has the shard.
+NO_HOLDER = "err -710 "
 
 
 def shell(procs, tmp_path, master, client):

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Checkpoints read on demand (include/mooncake/ckpt.h, "reads on demand";
+ * docs/design.md, "Checkpoints"): what the mount's ckpt/ stands on. A
+ * checkpoint's files are laid out sparse under cache_dir/<id>/; a read
+ * fetches the shards it touches that are not there yet (one fetch per
+ * shard however many readers wait for it), and starts fetching the next
+ * shard of the file ahead of a sequential reader. Everything fetched is
+ * served to other readers while the handle lives.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_int.h"
+#include "ckpt_master.h"
+#include "mc_log.h"
+
+/* Read-ahead fetches running at once per handle. */
+#define READAHEAD_MAX 2
+
+struct mcs_ckpt_cached {
+	uint64_t id;
+	char root[PATH_MAX];
+	struct mcs_ckpt_served *sv;
+	uint8_t *fetching; /* shards being fetched (bitmap) */
+	unsigned users; /* open files */
+	struct mcs_ckpt_cached *next;
+};
+
+struct mooncake_ckpt_file {
+	struct mooncake_ckpt *c;
+	struct mcs_ckpt_cached *k;
+	uint32_t file;
+	uint64_t size;
+	uint32_t last_shard; /* read-ahead: the last shard read */
+};
+
+/* A fresh directory for checkpoint lay under the cache: what a previous
+ * process left there (the same layout) is removed first. */
+static int cache_root(struct mooncake_ckpt *c,
+		      const struct mcs_ckpt_layout *lay, char *root)
+{
+	char idname[32];
+	struct stat st;
+
+	snprintf(idname, sizeof(idname), "%" PRIu64, lay->id);
+	if (mcs_ckpt_join(root, c->opt.cache_dir, idname))
+		return -ENAMETOOLONG;
+	if (mkdir(c->opt.cache_dir, 0700) && errno != EEXIST) {
+		mc_log_err("ckpt", "cache_dir %s: %s", c->opt.cache_dir,
+			   strerror(errno));
+		return -errno;
+	}
+	if (!lstat(root, &st)) {
+		mcs_ckpt_undo(lay, root);
+		if (rmdir(root)) {
+			mc_log_err("ckpt",
+				   "%s holds files of no checkpoint: remove "
+				   "them, or use another cache_dir",
+				   root);
+			return -ENOTEMPTY;
+		}
+	}
+	if (mkdir(root, 0700)) {
+		mc_log_err("ckpt", "%s: %s", root, strerror(errno));
+		return -errno;
+	}
+	return mcs_ckpt_lay_out(lay, root);
+}
+
+/* The cached checkpoint id, made on first use (under cache_lock). */
+static int cached_get(struct mooncake_ckpt *c, uint64_t id,
+		      struct mcs_ckpt_cached **out)
+{
+	Mcrpc__CkptInfoResponse *r = NULL;
+	struct mcs_ckpt_layout *lay = NULL;
+	struct mcs_ckpt_cached *k;
+	int rc;
+
+	for (k = c->cached; k; k = k->next) {
+		if (k->id == id) {
+			*out = k;
+			return 0;
+		}
+	}
+	rc = mcs_ckpt_info(c->store->master, NULL, id, false, &r);
+	if (!rc)
+		rc = r->ckpt ? mcs_ckpt_layout_from(r->ckpt, &lay) : -EPROTO;
+	mcs_master_free(r);
+	if (!rc && lay->link)
+		rc = -EINVAL;
+	k = rc ? NULL : calloc(1, sizeof(*k));
+	if (!rc && !k)
+		rc = -ENOMEM;
+	if (!rc) {
+		k->id = id;
+		k->fetching = calloc(mcs_bitmap_len(lay->nshards) + 1, 1);
+		rc = k->fetching ? cache_root(c, lay, k->root) : -ENOMEM;
+	}
+	if (!rc) {
+		k->sv = mcs_ckpt_served_new(lay, k->root, true);
+		if (k->sv)
+			lay = NULL;
+		rc = k->sv ? mcs_ckpt_announce(c, k->sv) : -ENOMEM;
+	}
+	if (rc) {
+		if (k && k->sv) {
+			mcs_ckpt_undo(k->sv->lay, k->root);
+			(void)rmdir(k->root);
+			mcs_ckpt_served_put(k->sv);
+		}
+		if (k)
+			free(k->fetching);
+		free(k);
+		mcs_ckpt_layout_free(lay);
+		return rc;
+	}
+	k->next = c->cached;
+	c->cached = k;
+	*out = k;
+	return 0;
+}
+
+/* Make sure shard is held, fetching it unless another thread is (then
+ * wait for that). Called and returns with cache_lock held. */
+static int ensure(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
+		  uint32_t shard)
+{
+	for (;;) {
+		struct mcs_ckpt_fetch_cfg f;
+		bool have;
+		int rc;
+
+		pthread_mutex_lock(&k->sv->lock);
+		have = mcs_bit(k->sv->have, shard);
+		pthread_mutex_unlock(&k->sv->lock);
+		if (have)
+			return 0;
+		if (mcs_bit(k->fetching, shard)) {
+			pthread_cond_wait(&c->cache_cond, &c->cache_lock);
+			continue;
+		}
+		mcs_bit_set(k->fetching, shard);
+		pthread_mutex_unlock(&c->cache_lock);
+		mcs_ckpt_fetch_cfg(c, &f, NULL, NULL);
+		rc = mcs_ckpt_fetch_shard(&f, k->sv, shard);
+		pthread_mutex_lock(&c->cache_lock);
+		mcs_bit_clear(k->fetching, shard);
+		pthread_cond_broadcast(&c->cache_cond);
+		return rc;
+	}
+}
+
+struct ahead {
+	struct mooncake_ckpt *c;
+	struct mcs_ckpt_cached *k;
+	uint32_t shard;
+};
+
+static void *ahead_main(void *arg)
+{
+	struct ahead *a = arg;
+	struct mooncake_ckpt *c = a->c;
+
+	pthread_mutex_lock(&c->cache_lock);
+	(void)ensure(c, a->k, a->shard);
+	a->k->users--;
+	c->readahead--;
+	pthread_cond_broadcast(&c->cache_cond);
+	pthread_mutex_unlock(&c->cache_lock);
+	free(a);
+	return NULL;
+}
+
+/* Under cache_lock: fetch shard in the background if nobody has it or
+ * fetches it, and read-ahead has room. */
+static void read_ahead(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
+		       uint32_t shard)
+{
+	struct ahead *a;
+	pthread_attr_t attr;
+	pthread_t t;
+	bool have;
+
+	if (c->readahead >= READAHEAD_MAX || mcs_bit(k->fetching, shard))
+		return;
+	pthread_mutex_lock(&k->sv->lock);
+	have = mcs_bit(k->sv->have, shard);
+	pthread_mutex_unlock(&k->sv->lock);
+	if (have || !(a = malloc(sizeof(*a))))
+		return;
+	a->c = c;
+	a->k = k;
+	a->shard = shard;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	k->users++;
+	c->readahead++;
+	if (pthread_create(&t, &attr, ahead_main, a)) {
+		k->users--;
+		c->readahead--;
+		free(a);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
+			    mooncake_ckpt_file_t **out)
+{
+	struct mcs_ckpt_cached *k = NULL;
+	mooncake_ckpt_file_t *f;
+	long i = -1;
+	int rc;
+
+	if (!c || !path || !out)
+		return MC_STORE_INVALID_PARAMS;
+	*out = NULL;
+	if (!c->opt.cache_dir || !*c->opt.cache_dir) {
+		mc_log_err("ckpt", "reads on demand need a cache_dir");
+		return MC_STORE_INVALID_PARAMS;
+	}
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->cache_lock);
+	rc = cached_get(c, id, &k);
+	if (!rc) {
+		i = mcs_ckpt_layout_find(k->sv->lay, path);
+		if (i < 0 || !S_ISREG(k->sv->lay->files[i].mode))
+			rc = i < 0 ? -ENOENT : -EINVAL;
+	}
+	f = rc ? NULL : calloc(1, sizeof(*f));
+	if (!rc && !f)
+		rc = -ENOMEM;
+	if (!rc) {
+		f->c = c;
+		f->k = k;
+		f->file = (uint32_t)i;
+		f->size = k->sv->lay->files[i].size;
+		f->last_shard = UINT32_MAX;
+		k->users++;
+		*out = f;
+	}
+	pthread_mutex_unlock(&c->cache_lock);
+	mcs_leave(c->store);
+	return mc_err_to_store(rc);
+}
+
+uint64_t mooncake_ckpt_file_size(const mooncake_ckpt_file_t *f)
+{
+	return f ? f->size : 0;
+}
+
+int64_t mooncake_ckpt_file_pread(mooncake_ckpt_file_t *f, void *buf, size_t len,
+				 uint64_t off)
+{
+	struct mooncake_ckpt *c;
+	const struct mcs_ckpt_layout *lay;
+	const struct mcs_ckpt_file *file;
+	uint64_t end, done = 0;
+	int rc;
+
+	if (!f || (!buf && len))
+		return MC_STORE_INVALID_PARAMS;
+	c = f->c;
+	lay = f->k->sv->lay;
+	file = &lay->files[f->file];
+	if (off >= f->size)
+		return 0;
+	end = off + len < f->size && off + len >= off ? off + len : f->size;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	while (!rc && off + done < end) {
+		uint64_t at = off + done;
+		uint32_t k = (uint32_t)(at / lay->shard_size);
+		uint32_t shard = file->first_shard + k;
+		uint64_t in = at - (uint64_t)k * lay->shard_size;
+		uint64_t n = lay->shards[shard].len - in;
+		if (n > end - at)
+			n = end - at;
+		pthread_mutex_lock(&c->cache_lock);
+		rc = ensure(c, f->k, shard);
+		/* Sequential: the next shard of the file on its way. */
+		if (!rc && k + 1 < file->nshards &&
+		    (f->last_shard == UINT32_MAX || shard >= f->last_shard))
+			read_ahead(c, f->k, shard + 1);
+		f->last_shard = shard;
+		pthread_mutex_unlock(&c->cache_lock);
+		if (!rc)
+			rc = mcs_ckpt_served_read(f->k->sv, shard, in,
+						  (uint32_t)n,
+						  (char *)buf + done);
+		if (!rc)
+			done += n;
+	}
+	mcs_leave(c->store);
+	return rc && !done ? mc_err_to_store(rc) : (int64_t)done;
+}
+
+void mooncake_ckpt_file_close(mooncake_ckpt_file_t *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->c->cache_lock);
+	f->k->users--;
+	pthread_mutex_unlock(&f->c->cache_lock);
+	free(f);
+}
+
+void mcs_ckpt_cache_free(struct mooncake_ckpt *c)
+{
+	pthread_mutex_lock(&c->cache_lock);
+	while (c->readahead)
+		pthread_cond_wait(&c->cache_cond, &c->cache_lock);
+	while (c->cached) {
+		struct mcs_ckpt_cached *k = c->cached;
+		c->cached = k->next;
+		if (k->users)
+			mc_log_warn("ckpt",
+				    "checkpoint %" PRIu64 ": %u files still "
+				    "open at close",
+				    k->id, k->users);
+		mcs_ckpt_unserve(c, k->sv);
+		mcs_ckpt_undo(k->sv->lay, k->root);
+		(void)rmdir(k->root);
+		mcs_ckpt_served_put(k->sv);
+		free(k->fetching);
+		free(k);
+	}
+	pthread_mutex_unlock(&c->cache_lock);
+}
