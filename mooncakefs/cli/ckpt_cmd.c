@@ -9,6 +9,9 @@
  *   info NAME          everything about NAME, as JSON
  *   link NAME TARGET   a name for another (ckpt/latest), replacing a link
  *   rm NAME            unpublish NAME for everyone
+ *   seal NAME|PATH     publish a directory copied into a mount's ckpt/
+ *                      under its final name (NAME: looked for in every
+ *                      mooncakefs mount; PATH: that directory)
  * Progress goes to stderr: one line redrawn on a terminal (bytes, rate,
  * ETA, sources in use), a plain line every 10% otherwise. A command that
  * serves prints "serving NAME at HOST:PORT" on stdout once it does.
@@ -20,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,6 +115,60 @@ static void print_entry(void *arg, const mooncake_ckpt_entry_t *e)
 	       e->lost_shards ? " (shards without holder!)" : "");
 }
 
+/* The seal of a directory staged in a mount: the mount publishes it. */
+static int seal_path(const char *path)
+{
+	if (!setxattr(path, "user.mooncake.seal", "1", 1, 0))
+		return 0;
+	fprintf(stderr, "mooncake: seal %s: %s%s\n", path, strerror(errno),
+		errno == ENOTSUP ? " (not a checkpoint copied into a "
+				   "mooncakefs mount's ckpt/)" :
+				   "");
+	return 1;
+}
+
+/* mooncake ckpt seal NAME: the mount of this host that staged NAME (a
+ * mount where NAME is published already answers ENOTSUP: skipped). */
+static int seal(const char *arg)
+{
+	char dev[256], dir[4096], type[64], path[4400];
+	FILE *m;
+
+	if (strchr(arg, '/'))
+		return seal_path(arg);
+	m = fopen("/proc/self/mounts", "r");
+	if (!m) {
+		fprintf(stderr, "mooncake: /proc/self/mounts: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	while (fscanf(m, "%255s %4095s %63s %*s %*d %*d", dev, dir, type) ==
+	       3) {
+		struct stat st;
+		if (strcmp(type, "fuse.mooncakefs"))
+			continue;
+		snprintf(path, sizeof(path), "%s/ckpt/%s", dir, arg);
+		if (lstat(path, &st) || !S_ISDIR(st.st_mode))
+			continue;
+		if (!setxattr(path, "user.mooncake.seal", "1", 1, 0)) {
+			fclose(m);
+			return 0;
+		}
+		if (errno != ENOTSUP) {
+			fclose(m);
+			fprintf(stderr, "mooncake: seal %s: %s\n", path,
+				strerror(errno));
+			return 1;
+		}
+	}
+	fclose(m);
+	fprintf(stderr,
+		"mooncake: seal %s: no mooncakefs mount here has "
+		"ckpt/%s waiting to be sealed\n",
+		arg, arg);
+	return 1;
+}
+
 static int run(const struct cli_cfg *cfg, mooncake_ckpt_t *c, int n,
 	       const char *const *pos)
 {
@@ -182,9 +241,11 @@ int mc_cli_ckpt(const struct cli_cfg *cfg, int n, const char *const *pos)
 	if (n < 2) {
 		fprintf(stderr, "usage: mooncake ckpt publish DIR NAME | ls "
 				"[PREFIX] | get NAME DIR | info NAME | link "
-				"NAME TARGET | rm NAME\n");
+				"NAME TARGET | rm NAME | seal NAME\n");
 		return 2;
 	}
+	if (!strcmp(pos[1], "seal"))
+		return n == 3 ? seal(pos[2]) : 2;
 	block_signals();
 	s = mc_cli_join(cfg);
 	if (!s)

@@ -45,7 +45,8 @@ struct tree {
 struct mcfs_ckpt {
 	pthread_mutex_t lock;
 	mooncake_ckpt_t *h; /* opened on first use (after the pool joined) */
-	char *cache;
+	char *cache; /* what reads fetched (the library's cache_dir) */
+	char *pub; /* staged checkpoints (ckpt_stage.c) */
 	struct tree *trees;
 };
 
@@ -72,6 +73,16 @@ int mcfs_ckpt_init(struct mcfs *fs)
 	for (char *c = ck->cache + strlen(base) + 1; *c; c++)
 		if (*c == '/')
 			*c = '_';
+	ck->pub = malloc(n + 4);
+	if (!ck->pub) {
+		free(ck->cache);
+		free(ck);
+		return -ENOMEM;
+	}
+	snprintf(ck->pub, n + 4, "%s.pub", ck->cache);
+	/* What a mount that died fetched or staged: not anyone's now. */
+	mcfs_cstage_rm_tree(ck->cache);
+	mcfs_cstage_rm_tree(ck->pub);
 	pthread_mutex_init(&ck->lock, NULL);
 	fs->ck = ck;
 	return 0;
@@ -93,8 +104,11 @@ void mcfs_ckpt_fini(struct mcfs *fs)
 
 	if (!ck)
 		return;
-	/* Stops serving; what was fetched is removed with the cache. */
+	/* Stops serving; what was fetched is removed with the cache, what
+	 * this mount staged or sealed with its pub/ directory. */
 	mooncake_ckpt_close(ck->h);
+	mcfs_cstage_rm_tree(ck->pub);
+	free(ck->pub);
 	while (ck->trees) {
 		struct tree *t = ck->trees;
 		ck->trees = t->next;
@@ -125,8 +139,22 @@ static int mkdirs(const char *path)
 	return 0;
 }
 
+const char *mcfs_ckpt_pub(struct mcfs *fs)
+{
+	return fs->ck->pub;
+}
+
+int mcfs_ckpt_pub_make(struct mcfs *fs)
+{
+	int rc = mkdirs(fs->ck->pub);
+
+	if (!rc && mkdir(fs->ck->pub, 0700) && errno != EEXIST)
+		rc = -errno;
+	return rc;
+}
+
 /* The handle, opened on first use: 0 or -errno. */
-static int handle(struct mcfs *fs, mooncake_ckpt_t **out)
+int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out)
 {
 	struct mcfs_ckpt *ck = fs->ck;
 	int rc = mcfs_wait_ready(fs);
@@ -202,7 +230,7 @@ static struct tree *tree_of(struct mcfs *fs, const char *name, uint64_t want,
 		if (t)
 			return t;
 	}
-	*rc = handle(fs, &h);
+	*rc = mcfs_ckpt_handle(fs, &h);
 	if (*rc)
 		return NULL;
 	t = calloc(1, sizeof(*t));
@@ -354,7 +382,7 @@ static int top_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	mooncake_ckpt_t *h;
 	mooncake_fs_attr_t a;
 	int64_t n;
-	int rc = handle(fs, &h);
+	int rc = mcfs_ckpt_handle(fs, &h);
 
 	if (rc)
 		return rc;
@@ -385,8 +413,12 @@ int mcfs_ckpt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	int rc = 0;
 
 	*out = NULL;
-	if (dir->kind == MCFS_CKPT_DIR)
-		return top_lookup(fs, dir, name, out);
+	if (dir->kind == MCFS_CKPT_DIR) {
+		/* This mount's staged checkpoints hide nothing published:
+		 * a name is staged only while it is not published. */
+		rc = mcfs_cstage_lookup(fs, dir, name, out);
+		return rc || *out ? rc : top_lookup(fs, dir, name, out);
+	}
 	if (!dir->version ||
 	    !S_ISDIR(dir->attr.mode ? dir->attr.mode : S_IFDIR))
 		return -ENOTDIR;
@@ -425,11 +457,13 @@ int mcfs_ckpt_list(struct mcfs *fs, struct mcfs_node *dir,
 		struct top top = { .d = d };
 		mooncake_ckpt_t *h;
 		int64_t n;
-		rc = handle(fs, &h);
+		rc = mcfs_ckpt_handle(fs, &h);
 		if (rc)
 			return rc;
 		n = mooncake_ckpt_list(h, NULL, top_ent, &top);
-		return n < 0 ? mcfs_errno((int)n) : top.rc;
+		if (n < 0)
+			return mcfs_errno((int)n);
+		return top.rc ? top.rc : mcfs_cstage_list(fs, dir, d);
 	}
 	split_key(dir->key, cname, sizeof(cname), &dpath);
 	t = tree_of(fs, cname, dir->version, &rc);
@@ -489,7 +523,7 @@ int mcfs_ckpt_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
 		struct top top = { .want = cname };
 		mooncake_ckpt_t *h;
 		int64_t k;
-		rc = handle(fs, &h);
+		rc = mcfs_ckpt_handle(fs, &h);
 		if (rc)
 			return rc;
 		k = mooncake_ckpt_list(h, cname, top_ent, &top);
@@ -524,7 +558,7 @@ int mcfs_ckpt_open(struct mcfs *fs, struct mcfs_node *n, int flags,
 								-EINVAL;
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 		return -EACCES; /* published files are read-only */
-	rc = handle(fs, &h);
+	rc = mcfs_ckpt_handle(fs, &h);
 	if (rc)
 		return rc;
 	split_key(n->key, cname, sizeof(cname), &path);
@@ -570,7 +604,7 @@ int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 
 	if (dir->kind == MCFS_CKPT_NODE)
 		return 0; /* inside: immutable; rm -r goes on to NAME */
-	rc = handle(fs, &h);
+	rc = mcfs_ckpt_handle(fs, &h);
 	if (rc)
 		return rc;
 	/* rmdir of a link is ENOTDIR, unlink of a checkpoint EISDIR */
@@ -585,5 +619,71 @@ int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	rc = mooncake_ckpt_remove(h, name);
 	if (!rc)
 		mc_log_notice("mcfs", "checkpoint %s unpublished", name);
+	return rc ? mcfs_errno(rc) : 0;
+}
+
+int mcfs_ckpt_published(struct mcfs *fs, const char *name)
+{
+	struct top t = { .want = name };
+	mooncake_ckpt_t *h;
+	int64_t k;
+	int rc = mcfs_ckpt_handle(fs, &h);
+
+	if (rc)
+		return rc;
+	k = mooncake_ckpt_list(h, name, top_ent, &t);
+	if (k < 0)
+		return mcfs_errno((int)k);
+	return t.hit ? -EEXIST : 0;
+}
+
+int mcfs_ckpt_symlink(struct mcfs *fs, struct mcfs_node *dir,
+		      const char *target, const char *name,
+		      struct mcfs_node **out)
+{
+	mooncake_ckpt_t *h;
+	int rc = mcfs_ckpt_handle(fs, &h);
+
+	if (rc)
+		return rc;
+	rc = mcfs_cstage_lookup(fs, dir, name, out);
+	if (*out) {
+		mcfs_node_forget(fs, (*out)->ino, 1);
+		*out = NULL;
+		return -EEXIST;
+	}
+	/* A link names a checkpoint: one path component. */
+	if (strchr(target, '/'))
+		return -EINVAL;
+	rc = mooncake_ckpt_link(h, name, target, false);
+	if (rc)
+		return mcfs_errno(rc);
+	rc = top_lookup(fs, dir, name, out);
+	return rc ? rc : *out ? 0 : -ENOENT;
+}
+
+int mcfs_ckpt_rename_link(struct mcfs *fs, const char *name,
+			  const char *newname, unsigned flags)
+{
+	struct top t = { .want = name };
+	mooncake_ckpt_t *h;
+	int64_t k;
+	int rc = mcfs_ckpt_handle(fs, &h);
+
+	if (rc)
+		return rc;
+	k = mooncake_ckpt_list(h, name, top_ent, &t);
+	if (k < 0)
+		return mcfs_errno((int)k);
+	if (!t.hit)
+		return -ENOENT;
+	if (!t.is_link || (flags & RENAME_EXCHANGE))
+		return -EPERM; /* a published checkpoint keeps its name */
+	/* ln -sfn: a new link under a temporary name moved over the old
+	 * one. The new name first, then the old one goes. */
+	rc = mooncake_ckpt_link(h, newname, t.link,
+				!(flags & RENAME_NOREPLACE));
+	if (!rc)
+		rc = mooncake_ckpt_remove(h, name);
 	return rc ? mcfs_errno(rc) : 0;
 }

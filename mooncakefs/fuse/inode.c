@@ -677,6 +677,9 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	case MCFS_CKPT_NODE:
 		mcfs_ckpt_fill_attr(n, &a, st);
 		return;
+	case MCFS_CKPT_STAGE:
+		mcfs_cstage_fill_attr(fs, n, st);
+		return;
 	case MCFS_VFILE:
 		st->st_mode = S_IFREG | (0444 & ~um);
 		st->st_nlink = 1;
@@ -769,8 +772,10 @@ void mcfs_node_renamed(struct mcfs *fs, struct mcfs_node *parent,
 			bool hashed = n->hashed;
 			char *n1, *k1;
 
-			if (n->kind != MCFS_KV_FILE || n->parent != parent ||
-			    strcmp(n->name, name))
+			if ((n->kind != MCFS_KV_FILE &&
+			     n->kind != MCFS_CKPT_NODE &&
+			     n->kind != MCFS_CKPT_STAGE) ||
+			    n->parent != parent || strcmp(n->name, name))
 				continue;
 			n1 = strdup(nn);
 			k1 = strdup(nk);

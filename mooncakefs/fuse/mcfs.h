@@ -81,6 +81,9 @@ enum mcfs_kind {
 	 * file or symlink: attr.mode's type) or a top-level link; version is
 	 * the checkpoint's id (0 for a link), key "NAME" or "NAME/PATH". */
 	MCFS_CKPT_NODE,
+	/* In ckpt/, this mount's own until sealed (ckpt_stage.c): key is the
+	 * path under the mount's pub/ directory. */
+	MCFS_CKPT_STAGE,
 };
 
 /* Nodes bound to a version: a lookup finds only the node of the version
@@ -166,7 +169,7 @@ struct mcfs_dirlist {
 #define MCFS_NO_SIZE UINT64_MAX
 
 /* An open file or directory. */
-enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR, FH_CKPT };
+enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR, FH_CKPT, FH_STAGE };
 
 struct mcfs_fh {
 	enum mcfs_fh_kind kind;
@@ -197,6 +200,8 @@ struct mcfs_fh {
 	struct mcfs_dirlist dir;
 	/* FH_CKPT: a file of a checkpoint (ckpt.c) */
 	struct mooncake_ckpt_file *ckf;
+	/* FH_STAGE: a staged file (ckpt_stage.c) */
+	int fd;
 };
 
 struct mcfs {
@@ -490,6 +495,58 @@ int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		     bool is_dir);
 void mcfs_ckpt_fill_attr(const struct mcfs_node *n, const mooncake_fs_attr_t *a,
 			 struct stat *st);
+/** ln -s TARGET ckpt/NAME: a top-level link. */
+int mcfs_ckpt_symlink(struct mcfs *fs, struct mcfs_node *dir,
+		      const char *target, const char *name,
+		      struct mcfs_node **out);
+/** A top-level link moved to another name (ln -sfn's last step). */
+int mcfs_ckpt_rename_link(struct mcfs *fs, const char *name,
+			  const char *newname, unsigned flags);
+/** The checkpoint handle (opened on first use): 0 or -errno. */
+int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out);
+/** This mount's directory of staged checkpoints (pub/), and making it. */
+const char *mcfs_ckpt_pub(struct mcfs *fs);
+int mcfs_ckpt_pub_make(struct mcfs *fs);
+/** 0 when name is not published (neither checkpoint nor link),
+ *  -EEXIST when it is, or an error. */
+int mcfs_ckpt_published(struct mcfs *fs, const char *name);
+
+/* ckpt_stage.c: checkpoints staged in this mount until sealed */
+bool mcfs_cstage_is(const struct mcfs_node *n);
+int mcfs_cstage_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		       struct mcfs_node **out);
+int mcfs_cstage_list(struct mcfs *fs, struct mcfs_node *dir,
+		     struct mcfs_dirlist *d);
+void mcfs_cstage_fill_attr(struct mcfs *fs, const struct mcfs_node *n,
+			   struct stat *st);
+int mcfs_cstage_mkdir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		      mode_t mode, struct mcfs_node **out);
+int mcfs_cstage_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		       mode_t mode, int flags, struct mcfs_node **node,
+		       struct mcfs_fh **out);
+int mcfs_cstage_open(struct mcfs *fs, struct mcfs_node *n, int flags,
+		     struct mcfs_fh **out);
+int mcfs_cstage_symlink(struct mcfs *fs, struct mcfs_node *dir,
+			const char *target, const char *name,
+			struct mcfs_node **out);
+int mcfs_cstage_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
+			 size_t size);
+int mcfs_cstage_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		       bool is_dir);
+/** A staged root renamed in ckpt/ to a name without a leading dot is
+ *  sealed: published under that name for every mount. */
+int mcfs_cstage_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		       struct mcfs_node *newdir, const char *newname,
+		       unsigned flags);
+/** user.mooncake.seal on a staged root: publish it under its name. */
+int mcfs_cstage_seal_attr(struct mcfs *fs, struct mcfs_node *n);
+int mcfs_cstage_setattr(struct mcfs *fs, struct mcfs_node *n,
+			const struct stat *st, int to_set, struct mcfs_fh *fh);
+void mcfs_cstage_read(fuse_req_t req, struct mcfs_fh *fh, size_t size,
+		      off_t off);
+int mcfs_cstage_write(struct mcfs_fh *fh, const char *buf, size_t size,
+		      off_t off);
+void mcfs_cstage_rm_tree(const char *path);
 
 /* virt.c: .mooncake/ */
 int mcfs_virt_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,

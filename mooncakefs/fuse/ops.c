@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "mc_log.h"
 #include "mcfs.h"
@@ -45,6 +46,8 @@ void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh)
 		mcfs_dirlist_free(&fh->dir);
 	if (fh->kind == FH_CKPT)
 		mooncake_ckpt_file_close(fh->ckf);
+	if (fh->kind == FH_STAGE && fh->fd >= 0)
+		close(fh->fd);
 	free(fh->text);
 	pthread_mutex_destroy(&fh->lock);
 	free(fh);
@@ -74,7 +77,9 @@ static void reply_rc(fuse_req_t req, int rc)
 /* Generated files change at every open: never cached. */
 static double attr_timeout(struct mcfs *fs, const struct mcfs_node *n)
 {
-	return n->kind == MCFS_VFILE ? 0 : fs->o.attr_timeout;
+	return n->kind == MCFS_VFILE || n->kind == MCFS_CKPT_STAGE ?
+		       0 :
+		       fs->o.attr_timeout;
 }
 
 static void reply_entry(fuse_req_t req, struct mcfs *fs, struct mcfs_node *n)
@@ -83,7 +88,9 @@ static void reply_entry(fuse_req_t req, struct mcfs *fs, struct mcfs_node *n)
 
 	mcfs_fill_attr(fs, n, &e.attr);
 	e.attr_timeout = attr_timeout(fs, n);
-	e.entry_timeout = n->kind == MCFS_VFILE ? 0 : fs->o.entry_timeout;
+	e.entry_timeout = n->kind == MCFS_VFILE || n->kind == MCFS_CKPT_STAGE ?
+				  0 :
+				  fs->o.entry_timeout;
 	if (fuse_reply_entry(req, &e) == -ENOENT)
 		mcfs_node_forget(fs, n->ino, 1); /* the caller went away */
 }
@@ -136,6 +143,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case MCFS_CKPT_NODE:
 		rc = mcfs_ckpt_lookup(fs, p, name, &n);
 		break;
+	case MCFS_CKPT_STAGE:
+		rc = mcfs_cstage_lookup(fs, p, name, &n);
+		break;
 	case MCFS_KV_DIR:
 		rc = mcfs_kv_lookup(fs, p, name, fuse_req_ctx(req)->pid, &n);
 		break;
@@ -154,7 +164,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		/* Absent: kv/ names may appear any time, so the kernel
 		 * remembers the absence for negative_timeout only. */
 		struct fuse_entry_param e = { .ino = 0 };
-		e.entry_timeout = p->kind == MCFS_KV_DIR ?
+		e.entry_timeout = p->kind == MCFS_KV_DIR ||
+						  p->kind == MCFS_CKPT_DIR ||
+						  p->kind == MCFS_CKPT_STAGE ?
 					  fs->o.negative_timeout :
 					  fs->o.entry_timeout;
 		fuse_reply_entry(req, &e);
@@ -213,6 +225,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 	if (!n)
 		return;
+	if (n->kind == MCFS_CKPT_STAGE) {
+		rc = mcfs_cstage_setattr(fs, n, attr, to_set, fh);
+		if (rc)
+			reply_rc(req, rc);
+		else
+			reply_attr(req, fs, n, fh);
+		return;
+	}
 	if (n->kind != MCFS_KV_FILE && n->kind != MCFS_KV_DIR)
 		rc = -EPERM; /* "/", ckpt/ and .mooncake/ are fixed */
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < 0)
@@ -283,12 +303,35 @@ static int dir_for_change(struct mcfs *fs, fuse_ino_t ino,
 	}
 }
 
-/* ckpt/ and a checkpoint's directories: removals only (rm -r). */
+/* ckpt/, a checkpoint's directories, and staged ones (ckpt_stage.c). */
 static bool in_ckpt(struct mcfs *fs, fuse_ino_t ino, struct mcfs_node **out)
 {
 	*out = mcfs_node_get(fs, ino);
 	return *out && ((*out)->kind == MCFS_CKPT_DIR ||
-			(*out)->kind == MCFS_CKPT_NODE);
+			(*out)->kind == MCFS_CKPT_NODE ||
+			(*out)->kind == MCFS_CKPT_STAGE);
+}
+
+/* A staged name under p (ckpt/ or a staged directory), with a lookup
+ * reference dropped at once: is it there? */
+static bool staged(struct mcfs *fs, struct mcfs_node *p, const char *name)
+{
+	struct mcfs_node *n = NULL;
+
+	if (p->kind != MCFS_CKPT_DIR && p->kind != MCFS_CKPT_STAGE)
+		return false;
+	if (mcfs_cstage_lookup(fs, p, name, &n) || !n)
+		return false;
+	mcfs_node_forget(fs, n->ino, 1);
+	return true;
+}
+
+static int ckpt_remove(struct mcfs *fs, struct mcfs_node *p, const char *name,
+		       bool is_dir)
+{
+	if (p->kind == MCFS_CKPT_STAGE || staged(fs, p, name))
+		return mcfs_cstage_unlink(fs, p, name, is_dir);
+	return mcfs_ckpt_unlink(fs, p, name, is_dir);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -298,7 +341,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc;
 
 	if (in_ckpt(fs, parent, &p)) {
-		reply_rc(req, mcfs_ckpt_unlink(fs, p, name, false));
+		reply_rc(req, ckpt_remove(fs, p, name, false));
 		return;
 	}
 	rc = dir_for_change(fs, parent, &p);
@@ -311,8 +354,28 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p, *np = mcfs_node_get(fs, newparent);
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
 
+	if (in_ckpt(fs, parent, &p)) {
+		/* Staged names move (a staged root renamed to its final name
+		 * is sealed); published ones are immutable, links move. */
+		if (!np ||
+		    (np->kind != MCFS_CKPT_DIR && np->kind != MCFS_CKPT_STAGE))
+			rc = np ? -EXDEV : -ENOENT;
+		else if (p->kind == MCFS_CKPT_STAGE || staged(fs, p, name))
+			rc = mcfs_cstage_rename(fs, p, name, np, newname,
+						flags);
+		else if (p->kind == MCFS_CKPT_DIR && np->kind == MCFS_CKPT_DIR)
+			rc = mcfs_ckpt_rename_link(fs, name, newname, flags);
+		else
+			rc = -EPERM;
+		/* The kernel now calls the moved inode by its new name. */
+		if (!rc && np->kind == MCFS_CKPT_DIR)
+			mcfs_node_renamed(fs, p, name, np, newname, newname);
+		reply_rc(req, rc);
+		return;
+	}
+	rc = dir_for_change(fs, parent, &p);
 	if (!rc && !np)
 		rc = -ENOENT;
 	if (!rc)
@@ -326,8 +389,19 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p, *n = NULL;
 	mooncake_fs_attr_t a;
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
 
+	if (in_ckpt(fs, parent, &p)) {
+		rc = p->kind == MCFS_CKPT_NODE ?
+			     -EPERM :
+			     mcfs_cstage_mkdir(fs, p, name, mode, &n);
+		if (rc)
+			reply_rc(req, rc);
+		else
+			reply_entry(req, fs, n);
+		return;
+	}
+	rc = dir_for_change(fs, parent, &p);
 	if (!rc) {
 		a = mcfs_new_attr(fs, req, p, S_IFDIR | (mode & 07777));
 		rc = mcfs_kv_mkdir(fs, p, name, &a, &n);
@@ -373,8 +447,21 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_node *p, *n = NULL;
 	mooncake_fs_attr_t a;
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
 
+	if (in_ckpt(fs, parent, &p)) {
+		rc = p->kind == MCFS_CKPT_STAGE ?
+			     mcfs_cstage_symlink(fs, p, link, name, &n) :
+		     p->kind == MCFS_CKPT_DIR ?
+			     mcfs_ckpt_symlink(fs, p, link, name, &n) :
+			     -EPERM;
+		if (rc)
+			reply_rc(req, rc);
+		else
+			reply_entry(req, fs, n);
+		return;
+	}
+	rc = dir_for_change(fs, parent, &p);
 	if (!rc) {
 		a = mcfs_new_attr(fs, req, p, S_IFLNK | 0777);
 		rc = mcfs_kv_symlink(fs, p, name, link, &a, &n);
@@ -396,6 +483,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		return;
 	rc = n->kind == MCFS_CKPT_NODE ?
 		     mcfs_ckpt_readlink(fs, n, buf, sizeof(buf)) :
+	     n->kind == MCFS_CKPT_STAGE ?
+		     mcfs_cstage_readlink(fs, n, buf, sizeof(buf)) :
 		     mcfs_kv_readlink(fs, n, buf, sizeof(buf));
 	if (rc < 0)
 		reply_rc(req, rc);
@@ -420,7 +509,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc;
 
 	if (in_ckpt(fs, parent, &p)) {
-		reply_rc(req, mcfs_ckpt_unlink(fs, p, name, true));
+		reply_rc(req, ckpt_remove(fs, p, name, true));
 		return;
 	}
 	rc = dir_for_change(fs, parent, &p);
@@ -474,14 +563,22 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		reply_xattr(req, buf, (size_t)rc, size);
 }
 
+/* user.mooncake.seal on a staged checkpoint (mooncake ckpt seal NAME):
+ * publish it. Nothing else is settable. */
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	(void)ino;
-	(void)name;
+	struct mcfs *fs = fuse_req_userdata(req);
+	struct mcfs_node *n = mcfs_node_get(fs, ino);
+
 	(void)value;
 	(void)size;
 	(void)flags;
+	if (n && n->kind == MCFS_CKPT_STAGE &&
+	    !strcmp(name, "user.mooncake.seal")) {
+		reply_rc(req, mcfs_cstage_seal_attr(fs, n));
+		return;
+	}
 	fuse_reply_err(req, ENOTSUP);
 }
 
@@ -533,6 +630,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	case MCFS_CKPT_NODE:
 		rc = mcfs_ckpt_open(fs, n, fi->flags, &fh);
 		break;
+	case MCFS_CKPT_STAGE:
+		rc = mcfs_cstage_open(fs, n, fi->flags, &fh);
+		break;
 	default:
 		rc = -EISDIR;
 		break;
@@ -551,11 +651,20 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fuse_entry_param e = { 0 };
 	struct mcfs_fh *fh = NULL;
 	mooncake_fs_attr_t a;
-	int rc = dir_for_change(fs, parent, &p);
+	int rc;
 
-	if (!rc) {
-		a = mcfs_new_attr(fs, req, p, S_IFREG | (mode & 07777));
-		rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+	if (in_ckpt(fs, parent, &p)) {
+		/* Files belong in a (staged) checkpoint's directory. */
+		rc = p->kind == MCFS_CKPT_STAGE ?
+			     mcfs_cstage_create(fs, p, name, mode, fi->flags,
+						&n, &fh) :
+			     -EPERM;
+	} else {
+		rc = dir_for_change(fs, parent, &p);
+		if (!rc) {
+			a = mcfs_new_attr(fs, req, p, S_IFREG | (mode & 07777));
+			rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+		}
 	}
 	if (rc) {
 		reply_rc(req, rc);
@@ -606,6 +715,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case FH_CKPT:
 		mcfs_ckpt_read(req, fs, fh, size, off);
 		return;
+	case FH_STAGE:
+		mcfs_cstage_read(req, fh, size, off);
+		return;
 	case FH_VIRT:
 		if ((size_t)off >= fh->text_len)
 			fuse_reply_buf(req, NULL, 0);
@@ -628,6 +740,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	int rc;
 
 	(void)ino;
+	if (fh->kind == FH_STAGE && off >= 0) {
+		rc = mcfs_cstage_write(fh, buf, size, off);
+		if (rc)
+			reply_rc(req, rc);
+		else
+			fuse_reply_write(req, size);
+		return;
+	}
 	if (fh->kind != FH_WRITE || off < 0) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -785,6 +905,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case MCFS_CKPT_DIR:
 	case MCFS_CKPT_NODE:
 		page = mcfs_ckpt_list;
+		break;
+	case MCFS_CKPT_STAGE:
+		page = mcfs_cstage_list;
 		break;
 	default:
 		page = mcfs_root_list;

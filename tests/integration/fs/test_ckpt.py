@@ -166,3 +166,99 @@ def test_cache_emptied_at_unmount(procs, tmp_path, master, mounts):
     wait_for(lambda: not list(cache.rglob("weights.bin")),
              timeout=20 * SCALE, what="the cache emptied")
     pub.stop()
+
+
+def tree_bytes(root):
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, root)
+            out[rel] = (os.readlink(p) if os.path.islink(p) else
+                        open(p, "rb").read())
+    return out
+
+
+def test_publish_through_the_mount(procs, tmp_path, master, mounts):
+    """cp -r into a hidden name, then mv to the final name: the other
+    mount sees nothing until the mv, then the whole checkpoint."""
+    src = tmp_path / "model"
+    make_model(src)
+    a = mounts(name="a")
+    b = mounts(name="b")
+    ck_a, ck_b = a.path / "ckpt", b.path / "ckpt"
+    stage = ck_a / ".llama.tmp"
+    # A half-copied checkpoint: some files in, others not yet.
+    stage.mkdir()
+    (stage / "config.json").write_text('{"layers": 32}\n')
+    assert ".llama.tmp" in os.listdir(ck_a)
+    assert os.listdir(ck_b) == []
+    assert not os.path.exists(ck_b / ".llama.tmp")
+    assert cli(master, "ckpt", "ls").stdout == ""
+    subprocess.run(["cp", "-a", f"{src}/.", str(stage)], check=True)
+    assert tree_bytes(stage) == tree_bytes(src)
+    assert os.listdir(ck_b) == []
+    # The seal.
+    os.rename(stage, ck_a / "llama")
+    assert ".llama.tmp" not in os.listdir(ck_a)
+    wait_for(lambda: "llama" in os.listdir(ck_b), timeout=10 * SCALE,
+             what="the sealed checkpoint in the other mount")
+    assert tree_bytes(ck_b / "llama") == tree_bytes(src)
+    assert stat.S_IMODE(os.stat(ck_b / "llama" / "config.json").st_mode) \
+        == 0o440
+    inf = info(master, "llama")
+    assert inf["shards"] >= 3 and inf["holders"] >= 1
+    # A name that is taken cannot be sealed again.
+    stage2 = ck_a / ".again"
+    stage2.mkdir()
+    (stage2 / "x").write_bytes(b"x")
+    with pytest.raises(FileExistsError):
+        os.rename(stage2, ck_a / "llama")
+    # ln -s / ln -sfn at the top of ckpt/: links for every mount.
+    os.symlink("llama", ck_a / "latest")
+    wait_for(lambda: os.path.islink(ck_b / "latest"), timeout=10 * SCALE,
+             what="the link in the other mount")
+    assert (ck_b / "latest" / "config.json").read_text() == \
+        '{"layers": 32}\n'
+    os.rename(stage2, ck_a / "llama2")
+    subprocess.run(["ln", "-sfn", "llama2", str(ck_a / "latest")],
+                   check=True)
+    assert os.readlink(ck_a / "latest") == "llama2"
+    names = sorted(ln.split()[0] for ln in
+                   cli(master, "ckpt", "ls").stdout.splitlines())
+    assert names == ["latest", "llama", "llama2"]
+
+
+def test_copy_to_final_name_then_seal(procs, tmp_path, master, mounts):
+    src = tmp_path / "model"
+    make_model(src)
+    a = mounts(name="a")
+    b = mounts(name="b")
+    subprocess.run(["cp", "-r", str(src), str(a.path / "ckpt" / "direct")],
+                   check=True)
+    assert "direct" in os.listdir(a.path / "ckpt")
+    assert not os.path.exists(b.path / "ckpt" / "direct")
+    cli(master, "ckpt", "seal", "direct")
+    wait_for(lambda: os.path.isdir(b.path / "ckpt" / "direct"),
+             timeout=10 * SCALE, what="sealed")
+    assert tree_bytes(b.path / "ckpt" / "direct") == tree_bytes(src)
+    # Sealed: read-only now, also in the mount that staged it.
+    with pytest.raises(OSError):
+        (a.path / "ckpt" / "direct" / "new").write_text("x")
+    p = cli(master, "ckpt", "seal", "nothing-here", check=False)
+    assert p.returncode == 1
+
+
+def test_reader_mount_killed_and_remounted(procs, tmp_path, master, mounts):
+    src = tmp_path / "model"
+    make_model(src)
+    pub = Publisher(procs, tmp_path, master, src, "k1", "--shard_size",
+                    "1MiB")
+    b = mounts(name="b")
+    assert (b.path / "ckpt" / "k1" / "sub" / "tok.bin").read_bytes()
+    subprocess.run(["pkill", "-9", "-f", f"mooncakefs .* {b.path} "])
+    wait_for(lambda: b.pid() is None, what="the mount's daemon gone")
+    b.cleanup()
+    b.mount()
+    assert tree_bytes(b.path / "ckpt" / "k1") == tree_bytes(src)
+    pub.stop()
