@@ -19,7 +19,8 @@ Upstream has no Python P2P API, so every method raises MooncakeError
 (.code the upstream store code: -704 no such checkpoint, -705 the name is
 taken, -600 bad arguments or sizes, -710 a shard no live holder has,
 -801 checksum mismatch, -800 transfer failure, -1010 closed) instead of
-returning a code. A P2PStore is thread-safe; close() waits for the calls
+returning a code. Names are 1 to 255 bytes without "/" (nor "." or
+".."). A P2PStore is thread-safe; close() waits for the calls
 in progress. Closing the store closes its P2PStores first.
 """
 import collections
@@ -200,24 +201,35 @@ def _finalize(handle):
 
 
 class _Progress:
-    """A Python progress callable as a mooncake_ckpt_progress_fn; the
-    first exception it raises is re-raised when the call returns (the
-    transfer itself goes on)."""
+    """A Python progress callable as a mooncake_ckpt_progress_fn.
+
+    libmooncake's fetching threads may report at the same time, and a
+    report snapshot taken before another's can arrive after it; here the
+    calls are made one at a time and a stale report (fewer shards done
+    and retried than one already passed on) is dropped, so the callable
+    sees bytes and shards that never go down. The first exception it
+    raises is re-raised when the call returns (the transfer itself goes
+    on; later reports are dropped)."""
 
     def __init__(self, fn):
         self.fn = fn
         self.error = None
-        self.c = _lib.CKPT_PROGRESS_FN(self._call) if fn else None
+        self.lock = threading.Lock()
+        self.seen = -1
+        # no callable: a NULL function pointer
+        self.c = _lib.CKPT_PROGRESS_FN(self._call if fn else 0)
 
     def _call(self, _arg, p):
-        if self.error is not None:
-            return
         p = p.contents
-        try:
-            self.fn(Progress(p.bytes, p.total, p.shards, p.nshards,
-                             p.sources, p.retries))
-        except BaseException as e:  # noqa: B902 - re-raised by check()
-            self.error = e
+        with self.lock:
+            if self.error is not None or p.shards + p.retries < self.seen:
+                return
+            self.seen = p.shards + p.retries
+            try:
+                self.fn(Progress(p.bytes, p.total, p.shards, p.nshards,
+                                 p.sources, p.retries))
+            except BaseException as e:  # noqa: B902 - re-raised by check()
+                self.error = e
 
     def check(self):
         if self.error is not None:
@@ -390,7 +402,8 @@ class P2PStore:
                             progress, _name(name), os.fsencode(path))
 
     def link(self, name, target, replace=True):
-        """A top-level link name -> target (e.g. "ckpt/latest");
+        """A link name -> target (e.g. "llama-latest", seen as
+        ckpt/llama-latest through a mount);
         replace: over a link of that name (never over a checkpoint)."""
         self._call(f"link({name!r})", _L.mooncake_ckpt_link, _name(name),
                    _name(target), bool(replace))
