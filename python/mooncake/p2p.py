@@ -310,6 +310,18 @@ class P2PStore:
             raise MooncakeError(rc, f"{what}: {strerror(rc)}")
         return rc
 
+    def _serve(self, what, fn, name, buffers=None):
+        """fn(ck, name, *C arrays of buffers) for what; then the buffer
+        objects served from are kept (buffers) or let go (None)."""
+        key = _name(name)
+        if buffers is None:
+            self._call(f"{what}({name!r})", fn, key)
+            self._hd.keep(key, None)
+            return
+        bufs, sizes, n, keep = buffers
+        self._call(f"{what}({name!r})", fn, key, bufs, sizes, n)
+        self._hd.keep(key, keep)
+
     def _with_progress(self, what, fn, progress, *args):
         cb = _Progress(progress)
         self._call(what, fn, *args, cb.c, None)
@@ -324,36 +336,25 @@ class P2PStore:
         close(). addr_list: addresses (ints, with size_list) or buffer
         objects (bytearray, numpy arrays, memoryview, bytes), whose sizes
         default to their nbytes."""
-        bufs, sizes, n, keep = _buffers(addr_list, size_list, False)
-        key = _name(name)
-        self._call(f"register({name!r})", _L.mooncake_ckpt_publish_buffers,
-                   key, bufs, sizes, n)
-        self._hd.keep(key, keep)
+        self._serve("register", _L.mooncake_ckpt_publish_buffers, name,
+                    _buffers(addr_list, size_list, False))
 
     def unregister(self, name):
         """Stop serving name here (upstream's Unregister): the master
         forgets this holder of it; other holders keep serving it."""
-        key = _name(name)
-        self._call(f"unregister({name!r})", _L.mooncake_ckpt_unserve, key)
-        self._hd.keep(key, None)
+        self._serve("unregister", _L.mooncake_ckpt_unserve, name)
 
     def get_replica(self, name, addr_list, size_list=None):
         """Fetch checkpoint name (as register makes, one buffer per file)
         into buffers of exactly the files' sizes (else -600), and serve
         it from them until delete_replica(name) or close()."""
-        bufs, sizes, n, keep = _buffers(addr_list, size_list, True)
-        key = _name(name)
-        self._call(f"get_replica({name!r})", _L.mooncake_ckpt_get_buffers,
-                   key, bufs, sizes, n)
-        self._hd.keep(key, keep)
+        self._serve("get_replica", _L.mooncake_ckpt_get_buffers, name,
+                    _buffers(addr_list, size_list, True))
 
     def delete_replica(self, name):
         """Stop serving the replica of name fetched here (upstream's
         DeleteReplica); the buffers are the caller's again."""
-        key = _name(name)
-        self._call(f"delete_replica({name!r})", _L.mooncake_ckpt_unserve,
-                   key)
-        self._hd.keep(key, None)
+        self._serve("delete_replica", _L.mooncake_ckpt_unserve, name)
 
     def list(self, prefix="", sizes=False):
         """The checkpoints (and links) whose names start with prefix, in
@@ -410,9 +411,7 @@ class P2PStore:
 
     def remove(self, name):
         """Unpublish name for everyone (its holders stop serving it)."""
-        key = _name(name)
-        self._call(f"remove({name!r})", _L.mooncake_ckpt_remove, key)
-        self._hd.keep(key, None)
+        self._serve("remove", _L.mooncake_ckpt_remove, name)
 
     def info(self, name):
         """Everything about name as a dict: name, id, shard_size,

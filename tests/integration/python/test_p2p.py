@@ -6,6 +6,8 @@ serves them on, and a third reader still gets every byte after the
 publisher unregistered; list and info as they change; publish_dir and
 get_dir of a tree with progress reports; links and removal; the errors a
 caller meets (-704, -600, -705) and a closed P2PStore."""
+import gc
+import hashlib
 import json
 import os
 import subprocess
@@ -84,7 +86,6 @@ def pattern(seed, n):
 
 
 def digests(sizes, seed):
-    import hashlib
     return [hashlib.sha256(pattern(seed + i, n).tobytes()).hexdigest()
             for i, n in enumerate(sizes)]
 
@@ -213,11 +214,10 @@ def test_register_get_replica_serve_on(procs, tmp_path, master, python_env,
     rd.exit()
 
 
-def test_get_replica_addresses_and_sizes(p2ps):
+def test_get_replica_addresses_and_sizes(p2ps, p2p_mod):
     """Addresses as ints with size_list; sizes or counts that do not
     match the files are -600; a name fetched here already is refused
     until delete_replica."""
-    import mooncake.store as ms
     pub, rd = p2ps(), p2ps()
     src = [pattern(1, 100_000), pattern(2, 3000)]
     pub.register("a", [s.ctypes.data for s in src], [s.nbytes for s in src])
@@ -225,25 +225,25 @@ def test_get_replica_addresses_and_sizes(p2ps):
     for sizes in ([100_000, 2999], [100_000], [100_000, 3000, 1]):
         n = len(sizes)
         addrs = [d.ctypes.data for d in dst] + [dst[0].ctypes.data] * 2
-        with pytest.raises(ms.MooncakeError) as ei:
+        with pytest.raises(p2p_mod.MooncakeError) as ei:
             rd.get_replica("a", addrs[:n], sizes)
         assert ei.value.code == -600, sizes
-    with pytest.raises(ms.MooncakeError) as ei:
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
         rd.get_replica("a", dst, [100_000])   # counts differ
     assert ei.value.code == -600
-    with pytest.raises(ms.MooncakeError) as ei:
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
         rd.get_replica("a", [bytearray(10)], [11])  # past the buffer
     assert ei.value.code == -600
     rd.get_replica("a", [d.ctypes.data for d in dst], [100_000, 3000])
     assert all(np.array_equal(d, s) for d, s in zip(dst, src))
-    with pytest.raises(ms.MooncakeError) as ei:
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
         rd.get_replica("a", dst)   # served from dst already
     assert ei.value.code == -705
     rd.delete_replica("a")
     rd.get_replica("a", dst)
     with pytest.raises(TypeError):
         rd.get_replica("b", [b"read-only"])
-    with pytest.raises(ms.MooncakeError) as ei:
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
         pub.register("a", [bytearray(10)])
     assert ei.value.code == -705
     pub.register("c", [b"bytes are fine to publish"])
@@ -337,9 +337,9 @@ def test_publish_dir_get_dir_progress(tmp_path, p2ps, p2p_mod):
     assert [e.name for e in rd.list("ckpt-")] == ["ckpt-latest"]
 
 
-# ---- lifecycle ---------------------------------------------------------------
+# ---- lifecycle -------------------------------------------------------------
 
-def test_close_and_store_close(stores, master, p2p_mod, mstore):
+def test_close_and_store_close(stores, master, p2p_mod):
     # a store not set up: no P2PStore
     with pytest.raises(p2p_mod.MooncakeError) as ei:
         p2p_mod.P2PStore(stores())
@@ -381,7 +381,6 @@ def test_close_and_store_close(stores, master, p2p_mod, mstore):
     r = p2p_mod.P2PStore(store)
     fin = r._finalizer
     del r
-    import gc
     gc.collect()
     assert not fin.alive
     assert store.health_check() == 0
