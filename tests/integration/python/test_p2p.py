@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -384,3 +386,34 @@ def test_close_and_store_close(stores, master, p2p_mod):
     gc.collect()
     assert not fin.alive
     assert store.health_check() == 0
+
+
+def test_close_waits_for_a_call(tmp_path, p2ps):
+    """close() from another thread while get_dir runs: the fetch ends
+    whole, then the handle closes."""
+    pub, rd = p2ps(), p2ps(inflight=1)
+    src = tmp_path / "src"
+    src.mkdir()
+    data = pattern(9, 32 * SHARD).tobytes()
+    (src / "big").write_bytes(data)
+    pub.publish_dir(src, "slow")
+    started, res = threading.Event(), {}
+
+    def slow(p):
+        started.set()
+        time.sleep(0.01)
+
+    def fetch():
+        try:
+            rd.get_dir("slow", tmp_path / "dst", progress=slow)
+            res["ok"] = True
+        except Exception as e:  # noqa: BLE001 - reported below
+            res["error"] = e
+    t = threading.Thread(target=fetch)
+    t.start()
+    assert started.wait(30)
+    rd.close()
+    assert rd.closed
+    t.join()
+    assert res == {"ok": True}
+    assert (tmp_path / "dst" / "big").read_bytes() == data
