@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """mooncake: a ctypes drop-in for upstream's ``mooncake.store`` over
-libmooncake.so (mooncakefs). See python/README.md.
+libmooncake.so (mooncakefs), with ``mooncake.engine`` (the transfer
+engine) and ``mooncake.p2p`` (upstream's P2P Store: checkpoints shared
+peer to peer). See python/README.md.
 
 The library is found through MOONCAKE_LIB, next to this package, in a
 build directory of the checkout this package lives in, or under the

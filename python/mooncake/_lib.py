@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finding and loading libmooncake.so, and the ctypes prototypes of the
-store API (include/mooncake/store.h). Nothing here holds state besides the
-loaded library; mooncake.store builds on it."""
+store API (include/mooncake/store.h, store_fs.h, ckpt.h). Nothing here
+holds state besides the loaded library; mooncake.store and mooncake.p2p
+build on it."""
 import ctypes
 import ctypes.util
 import glob
 import os
 import sys
-from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_int,
-                    c_int64, c_size_t, c_uint, c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p,
+                    c_int, c_int64, c_size_t, c_uint, c_uint32, c_uint64,
+                    c_void_p)
 
 LIBNAME = "libmooncake.so"
 # Sanitizer runtimes abort the process when an instrumented library is
@@ -46,7 +48,40 @@ class ReplicaDescC(Structure):
                 ("same_host", c_bool)]
 
 
+class CkptOptionsC(Structure):
+    """mooncake_ckpt_options_t (include/mooncake/ckpt.h)."""
+    _fields_ = [("serve_host", c_char_p),
+                ("serve_port", c_int),
+                ("inflight", c_uint),
+                ("shard_size", c_uint64),
+                ("timeout_ms", c_uint)]
+
+
+class CkptProgressC(Structure):
+    """mooncake_ckpt_progress_t."""
+    _fields_ = [("bytes", c_uint64), ("total", c_uint64),
+                ("shards", c_uint32), ("nshards", c_uint32),
+                ("sources", c_uint32), ("retries", c_uint32)]
+
+
+class CkptEntryC(Structure):
+    """mooncake_ckpt_entry_t."""
+    _fields_ = [("name", c_char_p),
+                ("link", c_char_p),
+                ("total_size", c_uint64),
+                ("files", c_uint32), ("shards", c_uint32),
+                ("holders", c_uint32), ("lost_shards", c_uint32),
+                ("created_ns", c_int64)]
+
+
+# mooncake_ckpt_progress_fn and mooncake_ckpt_list's callback; the Python
+# function wrapped in one must stay referenced for as long as C may call
+# it (mooncake.p2p keeps it for the call).
+CKPT_PROGRESS_FN = CFUNCTYPE(None, c_void_p, POINTER(CkptProgressC))
+CKPT_ENTRY_FN = CFUNCTYPE(None, c_void_p, POINTER(CkptEntryC))
+
 H = c_void_p                 # mooncake_store_t
+CK = c_void_p                # mooncake_ckpt_t *
 KEYS = POINTER(c_char_p)     # const char **
 BUFS = POINTER(c_void_p)     # void **
 SIZES = POINTER(c_size_t)    # const size_t *
@@ -111,6 +146,25 @@ PROTOTYPES = {
                                             c_size_t]),
     "mooncake_store_writer_close": (c_int, [c_void_p, c_bool]),
     "mooncake_store_rename": (c_int, [H, c_char_p, c_char_p, c_bool]),
+    # include/mooncake/ckpt.h: checkpoints shared peer to peer
+    "mooncake_ckpt_open": (c_int, [H, POINTER(CkptOptionsC),
+                                   POINTER(c_void_p)]),
+    "mooncake_ckpt_close": (None, [CK]),
+    "mooncake_ckpt_endpoint": (c_char_p, [CK]),
+    "mooncake_ckpt_publish_dir": (c_int, [CK, c_char_p, c_char_p,
+                                          CKPT_PROGRESS_FN, c_void_p]),
+    "mooncake_ckpt_publish_buffers": (c_int, [CK, c_char_p, BUFS, SIZES,
+                                              c_size_t]),
+    "mooncake_ckpt_link": (c_int, [CK, c_char_p, c_char_p, c_bool]),
+    "mooncake_ckpt_get_dir": (c_int, [CK, c_char_p, c_char_p,
+                                      CKPT_PROGRESS_FN, c_void_p]),
+    "mooncake_ckpt_get_buffers": (c_int, [CK, c_char_p, BUFS, SIZES,
+                                          c_size_t]),
+    "mooncake_ckpt_unserve": (c_int, [CK, c_char_p]),
+    "mooncake_ckpt_remove": (c_int, [CK, c_char_p]),
+    "mooncake_ckpt_list": (c_int64, [CK, c_char_p, CKPT_ENTRY_FN,
+                                     c_void_p]),
+    "mooncake_ckpt_info": (c_int, [CK, c_char_p, POINTER(c_void_p)]),
 }
 
 

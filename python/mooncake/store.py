@@ -588,9 +588,11 @@ def _release(handles):
 @atexit.register
 def _close_all():
     """At exit, every store still alive leaves the pool cleanly (its
-    segment unmounted). Handles are not freed: daemon threads may still be
-    inside a call; close() waits for them."""
+    P2PStores closed first, its segment unmounted). Handles are not freed:
+    daemon threads may still be inside a call; close() waits for them."""
     for store in list(_live):
+        for dep in list(store._dependents):
+            dep.close(wait=False)
         for h in store._handles:
             _L.mooncake_store_close(h)
 
@@ -614,6 +616,9 @@ class MooncakeDistributedStore:
         self._get_sessions = {}      # key bytes -> mooncake_object_t
         self._put_sessions = {}      # key bytes -> mooncake_writer_t
         self._regs = {}              # register_buffer: address -> size
+        # What must close before this store does (mooncake.p2p's
+        # P2PStore handles): closed first by close().
+        self._dependents = weakref.WeakSet()
         self._finalizer = weakref.finalize(self, _release, self._handles)
         self._finalizer.atexit = False
         _live.add(self)
@@ -775,7 +780,10 @@ class MooncakeDistributedStore:
     def close(self):
         """Leave the pool (waits for calls in progress). Idempotent; 0.
         Later calls return UNAVAILABLE_IN_CURRENT_STATUS (-1010); setup()
-        may be called again."""
+        may be called again. A P2PStore (mooncake.p2p) still open on it
+        is closed first."""
+        for dep in list(self._dependents):
+            dep.close()
         with self._setup_lock:
             self._end_sessions()
             self._closed = True
