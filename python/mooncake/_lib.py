@@ -54,7 +54,8 @@ class CkptOptionsC(Structure):
                 ("serve_port", c_int),
                 ("inflight", c_uint),
                 ("shard_size", c_uint64),
-                ("timeout_ms", c_uint)]
+                ("timeout_ms", c_uint),
+                ("cache_dir", c_char_p)]
 
 
 class CkptProgressC(Structure):
@@ -71,7 +72,8 @@ class CkptEntryC(Structure):
                 ("total_size", c_uint64),
                 ("files", c_uint32), ("shards", c_uint32),
                 ("holders", c_uint32), ("lost_shards", c_uint32),
-                ("created_ns", c_int64)]
+                ("created_ns", c_int64),
+                ("id", c_uint64)]
 
 
 # mooncake_ckpt_progress_fn and mooncake_ckpt_list's callback; the Python
