@@ -269,6 +269,7 @@ struct run {
 	const struct mcs_ckpt_fetch_cfg *cfg;
 	struct mcs_ckpt_served *dst;
 	pthread_mutex_t lock;
+	pthread_mutex_t report_lock; /* progress calls, one at a time */
 	pthread_cond_t cond;
 	uint8_t *claimed; /* held or in flight here */
 	uint8_t *fails; /* per shard: failed sources */
@@ -285,6 +286,9 @@ static void report(struct run *r)
 
 	if (!r->cfg->progress)
 		return;
+	/* One call at a time, each with a newer figure than the last: the
+	 * snapshot is taken under the same lock as the call. */
+	pthread_mutex_lock(&r->report_lock);
 	pthread_mutex_lock(&r->lock);
 	p = r->prog;
 	p.sources = 0;
@@ -299,6 +303,7 @@ static void report(struct run *r)
 	}
 	pthread_mutex_unlock(&r->lock);
 	r->cfg->progress(r->cfg->arg, &p);
+	pthread_mutex_unlock(&r->report_lock);
 }
 
 struct worker {
@@ -423,6 +428,7 @@ int mcs_ckpt_fetch_all(const struct mcs_ckpt_fetch_cfg *cfg,
 		goto out;
 	}
 	pthread_mutex_init(&r.lock, NULL);
+	pthread_mutex_init(&r.report_lock, NULL);
 	pthread_cond_init(&r.cond, NULL);
 	pthread_mutex_lock(&dst->lock);
 	memcpy(r.claimed, dst->have, bl);
@@ -448,6 +454,7 @@ int mcs_ckpt_fetch_all(const struct mcs_ckpt_fetch_cfg *cfg,
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	pthread_cond_destroy(&r.cond);
+	pthread_mutex_destroy(&r.report_lock);
 	pthread_mutex_destroy(&r.lock);
 out:
 	free(t);
