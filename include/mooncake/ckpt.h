@@ -53,6 +53,10 @@ typedef struct mooncake_ckpt_options {
 	 * handle lives; emptied when it closes). NULL: those reads fail with
 	 * -600. */
 	const char *cache_dir;
+	/* The most cache_dir holds (0: no cap). Past it, whole checkpoints
+	 * that no file is open on go, least recently read first (they stop
+	 * being served here); a checkpoint being read is never cut. */
+	uint64_t cache_max_bytes;
 } mooncake_ckpt_options_t;
 
 typedef struct mooncake_ckpt_progress {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "mc_log.h"
 #include "mcfs.h"
@@ -47,6 +48,7 @@ struct mcfs_ckpt {
 	mooncake_ckpt_t *h; /* opened on first use (after the pool joined) */
 	char *cache; /* what reads fetched (the library's cache_dir) */
 	char *pub; /* staged checkpoints (ckpt_stage.c) */
+	char *cache_parent; /* the directory the cache is made in */
 	struct tree *trees;
 };
 
@@ -73,8 +75,11 @@ int mcfs_ckpt_init(struct mcfs *fs)
 	for (char *c = ck->cache + strlen(base) + 1; *c; c++)
 		if (*c == '/')
 			*c = '_';
+	ck->cache_parent = strdup(base);
 	ck->pub = malloc(n + 4);
-	if (!ck->pub) {
+	if (!ck->pub || !ck->cache_parent) {
+		free(ck->pub);
+		free(ck->cache_parent);
 		free(ck->cache);
 		free(ck);
 		return -ENOMEM;
@@ -163,8 +168,16 @@ int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out)
 		return rc;
 	pthread_mutex_lock(&ck->lock);
 	if (!ck->h) {
-		mooncake_ckpt_options_t o = { .cache_dir = ck->cache };
+		mooncake_ckpt_options_t o = {
+			.cache_dir = ck->cache,
+			.cache_max_bytes = fs->o.ckpt_cache_size,
+		};
+		struct statvfs sv;
 		rc = mkdirs(ck->cache) ? MC_STORE_FILE_OPEN_FAIL : 0;
+		if (!rc && !o.cache_max_bytes &&
+		    !statvfs(ck->cache_parent, &sv))
+			o.cache_max_bytes =
+				(uint64_t)sv.f_blocks * sv.f_frsize / 2;
 		if (!rc)
 			rc = mooncake_ckpt_open(fs->store, &o, &ck->h);
 		if (rc)

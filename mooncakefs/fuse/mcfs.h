@@ -68,6 +68,7 @@ struct mcfs_opts {
 	bool syslog;
 	char *mountpoint;
 	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c) */
+	uint64_t ckpt_cache_size; /* their cap (0: half its filesystem) */
 };
 
 enum mcfs_kind {

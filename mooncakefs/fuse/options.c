@@ -101,6 +101,9 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 								  bad(kv, v);
 	if (!strcmp(kv, "buffer_size") || !strcmp(kv, "local_buffer_size"))
 		return v && !mc_parse_size(v, &o->buffer_size) ? 0 : bad(kv, v);
+	if (!strcmp(kv, "ckpt_cache_size"))
+		return v && !mc_parse_size(v, &o->ckpt_cache_size) ? 0 :
+								     bad(kv, v);
 	if (!strcmp(kv, "staging_limit"))
 		return v && !mc_parse_size(v, &o->staging_limit) ? 0 :
 								   bad(kv, v);
@@ -225,6 +228,10 @@ void mcfs_usage(FILE *out)
 		"  ckpt_cache=DIR        where ckpt/ reads keep checkpoint shards "
 		"(under DIR/<segment>;\n"
 		"                        default /var/cache/mooncakefs/ckpt)\n"
+		"  ckpt_cache_size=SIZE  their cap: past it, checkpoints not "
+		"being read go,\n"
+		"                        least recently read first (default: "
+		"half that filesystem)\n"
 		"  threads=N             FUSE worker threads (8)\n"
 		"  uid=N gid=N           owner of files and directories that "
 		"carry none\n"

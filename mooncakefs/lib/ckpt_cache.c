@@ -20,6 +20,7 @@
 #include "ckpt_int.h"
 #include "ckpt_master.h"
 #include "mc_log.h"
+#include "mc_time.h"
 
 /* Read-ahead fetches running at once per handle. */
 #define READAHEAD_MAX 2
@@ -29,7 +30,9 @@ struct mcs_ckpt_cached {
 	char root[PATH_MAX];
 	struct mcs_ckpt_served *sv;
 	uint8_t *fetching; /* shards being fetched (bitmap) */
-	unsigned users; /* open files */
+	unsigned users; /* open files and read-ahead fetches */
+	uint64_t held; /* bytes of the shards fetched */
+	uint64_t used_ms; /* last open or read (LRU) */
 	struct mcs_ckpt_cached *next;
 };
 
@@ -127,6 +130,59 @@ static int cached_get(struct mooncake_ckpt *c, uint64_t id,
 	return 0;
 }
 
+/* Under cache_lock: forget cached checkpoint k (no user left). */
+static void drop_cached(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k)
+{
+	struct mcs_ckpt_cached **pp;
+
+	for (pp = &c->cached; *pp && *pp != k; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = k->next;
+	mcs_ckpt_unserve(c, k->sv);
+	mcs_ckpt_undo(k->sv->lay, k->root);
+	(void)rmdir(k->root);
+	mcs_ckpt_served_put(k->sv);
+	free(k->fetching);
+	free(k);
+}
+
+/* Under cache_lock: room for need more bytes within cache_max_bytes,
+ * made by dropping whole checkpoints nobody reads (least recently read
+ * first, never keep). Over the cap when nothing can go (logged). */
+static void make_room(struct mooncake_ckpt *c, struct mcs_ckpt_cached *keep,
+		      uint64_t need)
+{
+	uint64_t max = c->opt.cache_max_bytes, total;
+
+	if (!max)
+		return;
+	for (;;) {
+		struct mcs_ckpt_cached *lru = NULL;
+		total = 0;
+		for (struct mcs_ckpt_cached *k = c->cached; k; k = k->next) {
+			total += k->held;
+			if (k != keep && !k->users && k->held &&
+			    (!lru || k->used_ms < lru->used_ms))
+				lru = k;
+		}
+		if (total + need <= max)
+			return;
+		if (!lru)
+			break;
+		mc_log_info("ckpt",
+			    "cache: dropping checkpoint %" PRIu64 " (%" PRIu64
+			    " bytes, not read for %" PRIu64 " ms) for room",
+			    lru->id, lru->held, mc_mono_ms() - lru->used_ms);
+		drop_cached(c, lru);
+	}
+	mc_log_warn("ckpt",
+		    "cache: %" PRIu64
+		    " bytes held, over cache_max_bytes %" PRIu64
+		    ": every checkpoint in it is being read",
+		    total + need, max);
+}
+
 /* Make sure shard is held, fetching it unless another thread is (then
  * wait for that). Called and returns with cache_lock held. */
 static int ensure(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
@@ -147,11 +203,14 @@ static int ensure(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
 			continue;
 		}
 		mcs_bit_set(k->fetching, shard);
+		make_room(c, k, k->sv->lay->shards[shard].len);
 		pthread_mutex_unlock(&c->cache_lock);
 		mcs_ckpt_fetch_cfg(c, &f, NULL, NULL);
 		rc = mcs_ckpt_fetch_shard(&f, k->sv, shard);
 		pthread_mutex_lock(&c->cache_lock);
 		mcs_bit_clear(k->fetching, shard);
+		if (!rc)
+			k->held += k->sv->lay->shards[shard].len;
 		pthread_cond_broadcast(&c->cache_cond);
 		return rc;
 	}
@@ -245,6 +304,7 @@ int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
 		f->size = k->sv->lay->files[i].size;
 		f->last_shard = UINT32_MAX;
 		k->users++;
+		k->used_ms = mc_mono_ms();
 		*out = f;
 	}
 	pthread_mutex_unlock(&c->cache_lock);
@@ -286,6 +346,7 @@ int64_t mooncake_ckpt_file_pread(mooncake_ckpt_file_t *f, void *buf, size_t len,
 		if (n > end - at)
 			n = end - at;
 		pthread_mutex_lock(&c->cache_lock);
+		f->k->used_ms = mc_mono_ms();
 		rc = ensure(c, f->k, shard);
 		/* Sequential: the next shard of the file on its way. */
 		if (!rc && k + 1 < file->nshards &&
@@ -320,19 +381,12 @@ void mcs_ckpt_cache_free(struct mooncake_ckpt *c)
 	while (c->readahead)
 		pthread_cond_wait(&c->cache_cond, &c->cache_lock);
 	while (c->cached) {
-		struct mcs_ckpt_cached *k = c->cached;
-		c->cached = k->next;
-		if (k->users)
+		if (c->cached->users)
 			mc_log_warn("ckpt",
 				    "checkpoint %" PRIu64 ": %u files still "
 				    "open at close",
-				    k->id, k->users);
-		mcs_ckpt_unserve(c, k->sv);
-		mcs_ckpt_undo(k->sv->lay, k->root);
-		(void)rmdir(k->root);
-		mcs_ckpt_served_put(k->sv);
-		free(k->fetching);
-		free(k);
+				    c->cached->id, c->cached->users);
+		drop_cached(c, c->cached);
 	}
 	pthread_mutex_unlock(&c->cache_lock);
 }

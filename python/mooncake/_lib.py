@@ -55,7 +55,8 @@ class CkptOptionsC(Structure):
                 ("inflight", c_uint),
                 ("shard_size", c_uint64),
                 ("timeout_ms", c_uint),
-                ("cache_dir", c_char_p)]
+                ("cache_dir", c_char_p),
+                ("cache_max_bytes", c_uint64)]
 
 
 class CkptProgressC(Structure):

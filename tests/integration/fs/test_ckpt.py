@@ -262,3 +262,39 @@ def test_reader_mount_killed_and_remounted(procs, tmp_path, master, mounts):
     b.mount()
     assert tree_bytes(b.path / "ckpt" / "k1") == tree_bytes(src)
     pub.stop()
+
+
+def test_cache_cap_drops_least_recent(procs, tmp_path, master, mounts):
+    src = tmp_path / "model"
+    make_model(src)  # 4 MiB + 70 bytes of files
+    p1 = Publisher(procs, tmp_path, master, src, "old", "--shard_size",
+                   "1MiB")
+    p2 = Publisher(procs, tmp_path, master, src, "new", "--shard_size",
+                   "1MiB")
+    cache = tmp_path / "cache"
+    a = mounts(name="a", opts=f"ckpt_cache={cache},ckpt_cache_size=6MiB")
+    ep = None
+
+    def mine(name):
+        return [h for h in info(master, name)["holder_list"]
+                if not h["publisher"] and h["shards"]]
+
+    assert tree_bytes(a.path / "ckpt" / "old") == tree_bytes(src)
+    held = mine("old")
+    assert held and held[0]["shards"] == 6
+    ep = held[0]["endpoint"]
+    # Reading the second one passes the cap: the first (no file open on
+    # it) goes, here and at the master.
+    assert tree_bytes(a.path / "ckpt" / "new") == tree_bytes(src)
+    assert mine("new")[0]["endpoint"] == ep
+    wait_for(lambda: not mine("old"), timeout=10 * SCALE,
+             what="the least recent checkpoint dropped")
+    sizes = {str(f.relative_to(cache)): f.stat().st_blocks * 512
+             for f in cache.rglob("*")
+             if f.is_file() and not f.is_symlink()}
+    assert sum(sizes.values()) <= 6 * MiB + 64 * 1024, sizes
+    # Still readable: fetched again.
+    assert (a.path / "ckpt" / "old" / "sub" / "tok.bin").read_bytes() == \
+        (src / "sub" / "tok.bin").read_bytes()
+    p1.stop()
+    p2.stop()
