@@ -399,8 +399,8 @@ out:
 	return rc;
 }
 
-static int handle(void *arg, const struct mc_rpc_hdr *h, const uint8_t *body,
-		  uint8_t **frame, size_t *len)
+int mcs_ckpt_srv_handle(void *arg, const struct mc_rpc_hdr *h,
+			const uint8_t *body, uint8_t **frame, size_t *len)
 {
 	struct mcs_ckpt_srv *s = arg;
 	Mcrpc__CkptReadRequest *q;
@@ -437,7 +437,8 @@ int mcs_ckpt_srv_start(const struct mcs_ckpt_srv_cfg *cfg,
 		return -ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
 	s->master = cfg->master;
-	rc = mc_rpc_server_start(&rc_cfg, handle, s, &s->rpc, err, errlen);
+	rc = mc_rpc_server_start(&rc_cfg, mcs_ckpt_srv_handle, s, &s->rpc, err,
+				 errlen);
 	if (rc) {
 		pthread_mutex_destroy(&s->lock);
 		free(s);

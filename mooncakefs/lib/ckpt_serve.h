@@ -104,6 +104,11 @@ int mcs_ckpt_srv_remove(struct mcs_ckpt_srv *s, uint64_t id);
 void mcs_ckpt_srv_each(struct mcs_ckpt_srv *s,
 		       void (*fn)(void *arg, struct mcs_ckpt_served *sv),
 		       void *arg);
+/** The server's answer to one frame (the mc_rpc_handler_fn its
+ *  connections call; arg is the server): for tests and fuzzing. */
+struct mc_rpc_hdr;
+int mcs_ckpt_srv_handle(void *arg, const struct mc_rpc_hdr *h,
+			const uint8_t *body, uint8_t **frame, size_t *len);
 /** Bytes this server has sent (CkptRead answers). */
 uint64_t mcs_ckpt_srv_sent(const struct mcs_ckpt_srv *s);
 
