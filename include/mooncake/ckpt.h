@@ -57,6 +57,10 @@ typedef struct mooncake_ckpt_options {
 	 * that no file is open on go, least recently read first (they stop
 	 * being served here); a checkpoint being read is never cut. */
 	uint64_t cache_max_bytes;
+	/* publish_dir: serve from a copy of the tree made in cache_dir
+	 * (removed when no longer served) instead of the files themselves,
+	 * so the trainer may overwrite them at once. */
+	bool publish_copy;
 } mooncake_ckpt_options_t;
 
 typedef struct mooncake_ckpt_progress {
@@ -83,7 +87,8 @@ MOONCAKE_API const char *mooncake_ckpt_endpoint(const mooncake_ckpt_t *c);
  * Publish the tree under dir (regular files, directories, symlinks; any
  * other file type is -600) as name, sealed at the end: readers see it
  * whole or not at all. The files are read once for their checksums
- * (progress reports that pass) and then served from where they are.
+ * (progress reports that pass) and then served from where they are, or
+ * from a copy (options.publish_copy).
  */
 MOONCAKE_API int mooncake_ckpt_publish_dir(mooncake_ckpt_t *c, const char *dir,
 					   const char *name,

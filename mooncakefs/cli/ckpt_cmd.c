@@ -233,6 +233,9 @@ int mc_cli_ckpt(const struct cli_cfg *cfg, int n, const char *const *pos)
 	mooncake_ckpt_options_t o = {
 		.shard_size = cfg->shard_size,
 		.inflight = (unsigned)cfg->inflight,
+		.publish_copy = cfg->copy,
+		.cache_dir = cfg->copy ? "/var/cache/mooncakefs/ckpt-publish" :
+					 NULL,
 	};
 	mooncake_ckpt_t *c = NULL;
 	mooncake_store_t s;

@@ -27,6 +27,7 @@ struct cli_cfg {
 	char *auth_token_file;
 	/* ckpt */
 	bool serve;
+	bool copy;
 	uint64_t shard_size;
 	int64_t inflight;
 	int v;

@@ -83,6 +83,10 @@ static const struct mc_opt cli_opts[] = {
 	  .min = 65536,
 	  .max = 1073741824,
 	  .help = "ckpt publish: shard size (64 KiB to 1 GiB)." },
+	OPT("copy", NULL, MC_OPT_BOOL, copy, "false", 0, 0,
+	    "ckpt publish: serve a copy of DIR (kept under /var/cache/"
+	    "mooncakefs/ckpt-publish while serving) instead of DIR's files, "
+	    "so they may change at once."),
 	OPT("inflight", NULL, MC_OPT_INT, inflight, "4", 1, 64,
 	    "ckpt get: shards fetched at once."),
 	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),

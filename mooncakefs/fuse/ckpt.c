@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "ckpt_layout.h"
 #include "mc_log.h"
 #include "mcfs.h"
 #include "mooncake/ckpt.h"
@@ -125,25 +126,6 @@ void mcfs_ckpt_fini(struct mcfs *fs)
 	fs->ck = NULL;
 }
 
-static int mkdirs(const char *path)
-{
-	char p[4096];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(p))
-		return -ENAMETOOLONG;
-	memcpy(p, path, n + 1);
-	for (char *c = p + 1; *c; c++) {
-		if (*c != '/')
-			continue;
-		*c = 0;
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return -errno;
-		*c = '/';
-	}
-	return 0;
-}
-
 const char *mcfs_ckpt_pub(struct mcfs *fs)
 {
 	return fs->ck->pub;
@@ -151,11 +133,7 @@ const char *mcfs_ckpt_pub(struct mcfs *fs)
 
 int mcfs_ckpt_pub_make(struct mcfs *fs)
 {
-	int rc = mkdirs(fs->ck->pub);
-
-	if (!rc && mkdir(fs->ck->pub, 0700) && errno != EEXIST)
-		rc = -errno;
-	return rc;
+	return mcs_ckpt_mkdirs(fs->ck->pub);
 }
 
 /* The handle, opened on first use: 0 or -errno. */
@@ -173,7 +151,7 @@ int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out)
 			.cache_max_bytes = fs->o.ckpt_cache_size,
 		};
 		struct statvfs sv;
-		rc = mkdirs(ck->cache) ? MC_STORE_FILE_OPEN_FAIL : 0;
+		rc = mcs_ckpt_mkdirs(ck->cache) ? MC_STORE_FILE_OPEN_FAIL : 0;
 		if (!rc && !o.cache_max_bytes &&
 		    !statvfs(ck->cache_parent, &sv))
 			o.cache_max_bytes =

@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_layout.h"
 #include "mc_log.h"
 #include "mcfs.h"
 #include "mooncake/ckpt.h"
@@ -250,18 +250,10 @@ int mcfs_cstage_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
 	return (int)k;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
 /* Remove a local tree (a staged or sealed directory). */
 void mcfs_cstage_rm_tree(const char *path)
 {
-	(void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	mcs_ckpt_rm_tree(path);
 }
 
 int mcfs_cstage_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,

@@ -51,14 +51,16 @@ static int cache_root(struct mooncake_ckpt *c,
 {
 	char idname[32];
 	struct stat st;
+	int rc;
 
 	snprintf(idname, sizeof(idname), "%" PRIu64, lay->id);
 	if (mcs_ckpt_join(root, c->opt.cache_dir, idname))
 		return -ENAMETOOLONG;
-	if (mkdir(c->opt.cache_dir, 0700) && errno != EEXIST) {
+	rc = mcs_ckpt_mkdirs(c->opt.cache_dir);
+	if (rc) {
 		mc_log_err("ckpt", "cache_dir %s: %s", c->opt.cache_dir,
-			   strerror(errno));
-		return -errno;
+			   strerror(-rc));
+		return rc;
 	}
 	if (!lstat(root, &st)) {
 		mcs_ckpt_undo(lay, root);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A checkpoint's files and shards (see ckpt_layout.h). */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt_layout.h"
 
@@ -34,6 +36,38 @@ bool mcs_ckpt_path_ok(const char *path)
 			return true;
 		p = e + 1;
 	}
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+int mcs_ckpt_mkdirs(const char *path)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, path, n + 1);
+	for (char *c = p + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = 0;
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -errno;
+		*c = '/';
+	}
+	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
+}
+
+void mcs_ckpt_rm_tree(const char *path)
+{
+	(void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int mcs_ckpt_join(char *out, const char *root, const char *rel)

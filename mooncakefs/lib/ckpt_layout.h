@@ -58,6 +58,11 @@ bool mcs_ckpt_name_ok(const char *name);
 /** A relative path: '/'-separated components, none empty, "." or "..",
  *  at most MCS_CKPT_PATH_MAX bytes. */
 bool mcs_ckpt_path_ok(const char *path);
+/** Make directory path and its missing parents (mode 0755, the last
+ *  0700): 0 or -errno. */
+int mcs_ckpt_mkdirs(const char *path);
+/** Remove a directory tree (not following symlinks); best effort. */
+void mcs_ckpt_rm_tree(const char *path);
 /** out = root/rel (out holds PATH_MAX): 0 or -ENAMETOOLONG. */
 int mcs_ckpt_join(char *out, const char *root, const char *rel);
 /** The number of shards of size bytes (0 for 0). */

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,7 +233,7 @@ static int tree_msg(const struct tree *t, uint64_t shard_size, Mcrpc__Ckpt *ck,
  */
 static int seal_and_serve(struct mooncake_ckpt *c, Mcrpc__Ckpt *ck,
 			  const char *root, uint8_t *const *mem,
-			  const struct stat *st)
+			  const struct stat *st, bool owns_root)
 {
 	struct mcs_ckpt_layout *lay;
 	struct mcs_ckpt_served *sv;
@@ -258,6 +259,8 @@ static int seal_and_serve(struct mooncake_ckpt *c, Mcrpc__Ckpt *ck,
 		mcs_bit_set(sv->have, i);
 		mcs_bit_set(sv->verified, i);
 	}
+	/* A copy goes with the last reference, also when sealing fails. */
+	sv->owns_root = owns_root;
 	rc = mcs_ckpt_create(c->store->master, ck,
 			     mcs_ckpt_srv_endpoint(c->srv), false, &id);
 	if (!rc) {
@@ -271,10 +274,14 @@ static int seal_and_serve(struct mooncake_ckpt *c, Mcrpc__Ckpt *ck,
 	return rc;
 }
 
+static int copy_tree(const struct tree *t, const char *dest);
+
 static int publish_tree(struct mooncake_ckpt *c, const char *root,
 			const char *name, mooncake_ckpt_progress_fn progress,
 			void *arg)
 {
+	char copy[PATH_MAX];
+	bool owns_root = false;
 	Mcrpc__Ckpt ck = MCRPC__CKPT__INIT;
 	struct tree t = { .root = root };
 	struct sums s = { .progress = progress, .arg = arg };
@@ -306,6 +313,40 @@ static int publish_tree(struct mooncake_ckpt *c, const char *root,
 	if (rc)
 		goto out;
 	qsort(t.v, t.n, sizeof(*t.v), by_path);
+	if (c->opt.publish_copy) {
+		/* Serve a copy: the trainer may overwrite its files now. */
+		static _Atomic unsigned seq;
+		char leaf[300];
+		if (!c->opt.cache_dir) {
+			mc_log_err("ckpt", "publish_copy needs a cache_dir");
+			rc = -EINVAL;
+			goto out;
+		}
+		snprintf(leaf, sizeof(leaf), "pub-%d-%u-%s", (int)getpid(),
+			 atomic_fetch_add(&seq, 1), name);
+		rc = mcs_ckpt_join(copy, c->opt.cache_dir, leaf);
+		if (!rc)
+			rc = mcs_ckpt_mkdirs(c->opt.cache_dir);
+		if (!rc)
+			rc = copy_tree(&t, copy);
+		if (rc) {
+			mcs_ckpt_rm_tree(copy);
+			goto out;
+		}
+		owns_root = true;
+		root = copy;
+		/* Its own stats: the sums below are of the copy. */
+		for (size_t i = 0; i < t.n; i++) {
+			char p[PATH_MAX];
+			if (mcs_ckpt_join(p, root, t.v[i].path) ||
+			    lstat(p, &t.v[i].st)) {
+				rc = -EIO;
+				break;
+			}
+		}
+		if (rc)
+			goto out;
+	}
 	rc = tree_msg(&t, shard_size, &ck, &nshards);
 	if (rc)
 		goto out;
@@ -344,13 +385,114 @@ static int publish_tree(struct mooncake_ckpt *c, const char *root,
 	ck.name = (char *)name;
 	ck.crcs = s.crcs;
 	ck.n_crcs = s.n;
-	rc = seal_and_serve(c, &ck, root, NULL, st);
+	rc = seal_and_serve(c, &ck, root, NULL, st, owns_root);
+	owns_root = false; /* the served checkpoint's now, served or not */
 out:
+	if (owns_root)
+		mcs_ckpt_rm_tree(copy);
 	file_msgs_free(ck.files, ck.n_files);
 	free(s.crcs);
 	free(st);
 	free(buf);
 	tree_free(&t);
+	return rc;
+}
+
+static int copy_file(const char *from, const char *to, mode_t mode)
+{
+	int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), out = -1,
+	    rc = 0;
+	char *buf = NULL;
+
+	if (in >= 0)
+		out = open(to,
+			   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			   mode & 0700 ? mode & 0777 : 0600);
+	if (in < 0 || out < 0)
+		rc = -errno;
+	while (!rc) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (n > 0)
+			continue;
+		if (!n)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL &&
+		    errno != EOPNOTSUPP) {
+			rc = -errno;
+			break;
+		}
+		/* Across filesystems on old kernels: by hand. */
+		buf = buf ? buf : malloc(READ_CHUNK);
+		if (!buf) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (;;) {
+			ssize_t r = read(in, buf, READ_CHUNK);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				rc = r < 0 ? -errno : 0;
+				break;
+			}
+			for (ssize_t w = 0; w < r && !rc;) {
+				ssize_t k =
+					write(out, buf + w, (size_t)(r - w));
+				if (k < 0 && errno != EINTR)
+					rc = -errno;
+				else if (k > 0)
+					w += k;
+			}
+			if (rc)
+				break;
+		}
+		break;
+	}
+	free(buf);
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+/* dest: a copy of the walked tree (files, directories, symlinks, modes
+ * and times), made new. */
+static int copy_tree(const struct tree *t, const char *dest)
+{
+	int rc = mkdir(dest, 0700) ? -errno : 0;
+
+	for (size_t i = 0; !rc && i < t->n; i++) {
+		const struct entry *e = &t->v[i];
+		char from[PATH_MAX], to[PATH_MAX];
+		if (mcs_ckpt_join(from, t->root, e->path) ||
+		    mcs_ckpt_join(to, dest, e->path)) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		if (S_ISDIR(e->st.st_mode))
+			rc = mkdir(to, 0700) ? -errno : 0;
+		else if (S_ISLNK(e->st.st_mode))
+			rc = symlink(e->link, to) ? -errno : 0;
+		else
+			rc = copy_file(from, to, e->st.st_mode);
+		if (rc)
+			mc_log_err("ckpt", "copying %s to %s: %s", from, to,
+				   strerror(-rc));
+	}
+	/* Modes and times last, deepest first (a directory's time stays). */
+	for (size_t i = t->n; !rc && i-- > 0;) {
+		const struct entry *e = &t->v[i];
+		struct timespec ts[2] = { e->st.st_atim, e->st.st_mtim };
+		char to[PATH_MAX];
+		if (mcs_ckpt_join(to, dest, e->path))
+			continue;
+		if (!S_ISLNK(e->st.st_mode))
+			(void)chmod(to, e->st.st_mode & 07777);
+		(void)utimensat(AT_FDCWD, to, ts, AT_SYMLINK_NOFOLLOW);
+	}
 	return rc;
 }
 
@@ -434,7 +576,7 @@ int mooncake_ckpt_publish_buffers(mooncake_ckpt_t *c, const char *name,
 		free(crcs);
 		return rc;
 	}
-	rc = seal_and_serve(c, &ck, NULL, (uint8_t *const *)bufs, NULL);
+	rc = seal_and_serve(c, &ck, NULL, (uint8_t *const *)bufs, NULL, false);
 	mcs_leave(c->store);
 out:
 	free(f);

@@ -69,6 +69,8 @@ void mcs_ckpt_served_put(struct mcs_ckpt_served *sv)
 	for (size_t i = 0; i < sv->lay->nfiles; i++)
 		if (sv->fds[i] >= 0)
 			close(sv->fds[i]);
+	if (sv->owns_root && sv->root)
+		mcs_ckpt_rm_tree(sv->root);
 	pthread_mutex_destroy(&sv->lock);
 	free(sv->fds);
 	free(sv->mem);

@@ -39,6 +39,8 @@ struct mcs_ckpt_served {
 	struct mcs_ckpt_layout *lay;
 	char *root; /* the directory its files are in; NULL: memory */
 	bool writable; /* a fetch's destination: files opened for writing */
+	bool owns_root; /* root is a copy of ours: removed with the last
+			 * reference */
 	uint8_t **mem; /* per file: its bytes in memory, or NULL */
 	pthread_mutex_t lock; /* what follows */
 	int *fds; /* per file: open, or -1 */

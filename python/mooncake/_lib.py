@@ -56,7 +56,8 @@ class CkptOptionsC(Structure):
                 ("shard_size", c_uint64),
                 ("timeout_ms", c_uint),
                 ("cache_dir", c_char_p),
-                ("cache_max_bytes", c_uint64)]
+                ("cache_max_bytes", c_uint64),
+                ("publish_copy", c_bool)]
 
 
 class CkptProgressC(Structure):

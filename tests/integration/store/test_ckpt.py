@@ -233,3 +233,24 @@ def test_durable_across_master_restart(procs, tmp_path, master):
     cli(master, "ckpt", "get", "d", str(tmp_path / "after"))
     same_tree(src, tmp_path / "after")
     pub.stop()
+
+
+def test_publish_copy_lets_the_trainer_overwrite(procs, tmp_path, master):
+    src = tmp_path / "model"
+    src.mkdir()
+    files = make_tree(src)
+    pub = Serving(procs, tmp_path, master, "ckpt", "publish", str(src),
+                  "cp", "--copy", "--shard_size", "1MiB", tag="pub")
+    copies = [p for p in os.listdir("/var/cache/mooncakefs/ckpt-publish")
+              if p.endswith("-cp")]
+    assert copies
+    # The trainer writes its next step over the same files at once.
+    (src / "model-00001.safetensors").write_bytes(b"step 2" * 1000)
+    cli(master, "ckpt", "get", "cp", str(tmp_path / "r"))
+    got = (tmp_path / "r" / "model-00001.safetensors").read_bytes()
+    assert got == files["model-00001.safetensors"]
+    pub.stop()
+    # The copy goes with the publisher.
+    left = [p for p in os.listdir("/var/cache/mooncakefs/ckpt-publish")
+            if p in copies]
+    assert not left, left
