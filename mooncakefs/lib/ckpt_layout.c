@@ -142,7 +142,9 @@ int mcs_ckpt_layout_from(const Mcrpc__Ckpt *ck, struct mcs_ckpt_layout **out)
 		return -ENOMEM;
 	l->id = ck->id;
 	l->shard_size = ck->shard_size;
+	/* A link has no files; a checkpoint a shard size in range. */
 	if (!mcs_ckpt_name_ok(ck->name) ||
+	    (ck->link[0] && (ck->n_files || ck->n_crcs)) ||
 	    (!ck->link[0] && (l->shard_size < MCS_CKPT_SHARD_MIN ||
 			      l->shard_size > MCS_CKPT_SHARD_MAX))) {
 		rc = -EPROTO;

@@ -129,3 +129,25 @@ Test(ckpt_layout, shards_of_every_byte)
 	cr_assert_eq(mcs_ckpt_layout_from(&ck, &l), 0);
 	mcs_ckpt_layout_free(l);
 }
+
+Test(ckpt_layout, a_link_has_no_files)
+{
+	Mcrpc__CkptFile f = file("x", S_IFREG | 0644, 10);
+	Mcrpc__CkptFile *fp[1] = { &f };
+	uint32_t crcs[1] = { 1 };
+	Mcrpc__Ckpt ck = MCRPC__CKPT__INIT;
+	struct mcs_ckpt_layout *l;
+
+	/* Found by fuzz_ckpt: a link record with files divided by its
+	 * shard size of 0. */
+	ck.name = "latest";
+	ck.link = "v1";
+	cr_assert_eq(mcs_ckpt_layout_from(&ck, &l), 0);
+	cr_assert_str_eq(l->link, "v1");
+	mcs_ckpt_layout_free(l);
+	ck.files = fp;
+	ck.n_files = 1;
+	ck.crcs = crcs;
+	ck.n_crcs = 1;
+	cr_assert_eq(mcs_ckpt_layout_from(&ck, &l), -EPROTO);
+}
