@@ -216,11 +216,10 @@ static void sleep_ms(unsigned ms)
  */
 static bool master_retry(int rc, unsigned *tries)
 {
-	if (rc == -ENOENT || rc == -EINVAL || rc == -EPERM || ++*tries > 28)
-		return false;
-	sleep_ms(250);
-	return true;
+	return rc != -ENOENT && rc != -EINVAL && rc != -EPERM && ++*tries <= 28;
 }
+
+#define RETRY_MS 250
 
 int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			 struct mcs_ckpt_served *dst, uint32_t shard)
@@ -244,9 +243,10 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 					     0, exclude, nex, &src);
 		if (src_rc) {
 			rc = src_rc;
-			if (master_retry(src_rc, &mtries))
-				continue;
-			break;
+			if (!master_retry(src_rc, &mtries))
+				break;
+			sleep_ms(RETRY_MS);
+			continue;
 		}
 		rc = fetch_from(cfg, dst, shard, src, buf);
 		if (rc && nex < MCS_CKPT_TRIES &&
@@ -337,10 +337,15 @@ static void *work(void *arg)
 				     NULL, 0, &src);
 		pthread_mutex_lock(&r->lock);
 		if (rc) {
-			if (master_retry(rc, &mtries))
-				continue;
-			r->err = r->err ? r->err : rc;
-			break;
+			if (!master_retry(rc, &mtries)) {
+				r->err = r->err ? r->err : rc;
+				break;
+			}
+			/* Not under the lock: the other workers go on. */
+			pthread_mutex_unlock(&r->lock);
+			sleep_ms(RETRY_MS);
+			pthread_mutex_lock(&r->lock);
+			continue;
 		}
 		mtries = 0;
 		if (src->done || src->retry_ms) {
