@@ -23,6 +23,8 @@ PACKAGES=(
 	libcriterion-dev python3 python3-pytest python3-numpy python3-venv curl iproute2
 	procps etcd-server etcd-client redis-server redis-tools libhiredis-dev
 	fio iperf3 strace autoconf automake openssl rsync valgrind
+	# benchmarks (bench/ckpt_p2p_bench.sh: nginx is the HTTP baseline)
+	nginx
 	# RDMA in a VM (scripts/rdma_vm.sh: soft-RoCE under QEMU; the kernel
 	# is fetched by the script on first use, not here)
 	qemu-system-x86 busybox-static kmod cpio ibverbs-utils
