@@ -5,8 +5,12 @@
  * checkpoint's files are laid out sparse under cache_dir/<id>/; a read
  * fetches the shards it touches that are not there yet (one fetch per
  * shard however many readers wait for it), and starts fetching the next
- * shard of the file ahead of a sequential reader. Everything fetched is
- * served to other readers while the handle lives.
+ * shard of the file ahead of a sequential reader. Opening a file also
+ * starts fetching the whole file in the background, shards in the
+ * master's order (rarest first), so readers that open the same file at
+ * once fetch different shards and soon from each other instead of all
+ * from the publisher. Everything fetched is served to other readers
+ * while the handle lives.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt_int.h"
@@ -33,6 +38,7 @@ struct mcs_ckpt_cached {
 	unsigned users; /* open files and read-ahead fetches */
 	uint64_t held; /* bytes of the shards fetched */
 	uint64_t used_ms; /* last open or read (LRU) */
+	uint8_t *prefetching; /* files being fetched whole (bitmap) */
 	struct mcs_ckpt_cached *next;
 };
 
@@ -106,7 +112,11 @@ static int cached_get(struct mooncake_ckpt *c, uint64_t id,
 	if (!rc) {
 		k->id = id;
 		k->fetching = calloc(mcs_bitmap_len(lay->nshards) + 1, 1);
-		rc = k->fetching ? cache_root(c, lay, k->root) : -ENOMEM;
+		k->prefetching =
+			calloc(mcs_bitmap_len((uint32_t)lay->nfiles) + 1, 1);
+		rc = k->fetching && k->prefetching ?
+			     cache_root(c, lay, k->root) :
+			     -ENOMEM;
 	}
 	if (!rc) {
 		k->sv = mcs_ckpt_served_new(lay, k->root, true);
@@ -120,8 +130,10 @@ static int cached_get(struct mooncake_ckpt *c, uint64_t id,
 			(void)rmdir(k->root);
 			mcs_ckpt_served_put(k->sv);
 		}
-		if (k)
+		if (k) {
 			free(k->fetching);
+			free(k->prefetching);
+		}
 		free(k);
 		mcs_ckpt_layout_free(lay);
 		return rc;
@@ -146,6 +158,7 @@ static void drop_cached(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k)
 	(void)rmdir(k->root);
 	mcs_ckpt_served_put(k->sv);
 	free(k->fetching);
+	free(k->prefetching);
 	free(k);
 }
 
@@ -271,6 +284,141 @@ static void read_ahead(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
 	pthread_attr_destroy(&attr);
 }
 
+struct prefetch {
+	struct mooncake_ckpt *c;
+	struct mcs_ckpt_cached *k;
+	uint32_t file;
+};
+
+/* Under cache_lock: have = shards held or being fetched, and every
+ * shard outside the file (so the master offers only the file's). */
+static void prefetch_have(struct mcs_ckpt_cached *k, uint32_t file,
+			  uint8_t *have, size_t bl)
+{
+	const struct mcs_ckpt_file *f = &k->sv->lay->files[file];
+
+	memset(have, 0xff, bl);
+	pthread_mutex_lock(&k->sv->lock);
+	for (uint32_t i = f->first_shard; i < f->first_shard + f->nshards; i++)
+		if (!mcs_bit(k->sv->have, i) && !mcs_bit(k->fetching, i))
+			mcs_bit_clear(have, i);
+	pthread_mutex_unlock(&k->sv->lock);
+}
+
+/* One worker fetching a file whole, a shard at a time, the master
+ * choosing which (rarest first, least busy holder). */
+static void *prefetch_main(void *arg)
+{
+	struct prefetch *p = arg;
+	struct mooncake_ckpt *c = p->c;
+	struct mcs_ckpt_cached *k = p->k;
+	const struct mcs_ckpt_layout *lay = k->sv->lay;
+	size_t bl = mcs_bitmap_len(lay->nshards);
+	uint8_t *have = malloc(bl ? bl : 1);
+	uint8_t *buf = malloc(lay->shard_size);
+	struct mcs_ckpt_fetch_cfg f;
+	unsigned fails = 0;
+
+	mcs_ckpt_fetch_cfg(c, &f, NULL, NULL);
+	pthread_mutex_lock(&c->cache_lock);
+	while (have && buf && !c->cache_closing && fails < MCS_CKPT_TRIES) {
+		Mcrpc__CkptSourceResponse *src = NULL;
+		uint32_t shard;
+		int rc;
+
+		prefetch_have(k, p->file, have, bl);
+		pthread_mutex_unlock(&c->cache_lock);
+		/* The handle's close waits for this thread: the store
+		 * (closed after it) is still there. */
+		rc = mcs_ckpt_source(c->store->master, lay->id, -1, have, bl,
+				     NULL, 0, &src);
+		pthread_mutex_lock(&c->cache_lock);
+		if (rc || src->done || src->retry_ms) {
+			/* Done, or nothing to do now: reads fetch on demand
+			 * what is left; a busy pool is asked again. */
+			unsigned wait = !rc && !src->done ? src->retry_ms : 0;
+			mcs_master_free(src);
+			if (!wait)
+				break;
+			pthread_mutex_unlock(&c->cache_lock);
+			usleep((wait > 2000 ? 2000 : wait) * 1000u);
+			pthread_mutex_lock(&c->cache_lock);
+			continue;
+		}
+		shard = src->shard;
+		if (shard >= lay->nshards || mcs_bit(k->fetching, shard) ||
+		    mcs_bit(k->sv->have, shard)) {
+			pthread_mutex_unlock(&c->cache_lock);
+			if (shard < lay->nshards &&
+			    src->holder.len == MCS_CLIENT_ID_LEN &&
+			    mcs_ckpt_done(c->store->master, lay->id, shard,
+					  src->holder.data, MCS_CKPT_FETCHED, 0,
+					  NULL))
+				mc_log_debug("ckpt", "handing a source back");
+			mcs_master_free(src);
+			pthread_mutex_lock(&c->cache_lock);
+			continue;
+		}
+		mcs_bit_set(k->fetching, shard);
+		make_room(c, k, lay->shards[shard].len);
+		pthread_mutex_unlock(&c->cache_lock);
+		rc = mcs_ckpt_fetch_from(&f, k->sv, shard, src, buf);
+		mcs_master_free(src);
+		pthread_mutex_lock(&c->cache_lock);
+		mcs_bit_clear(k->fetching, shard);
+		if (!rc)
+			k->held += lay->shards[shard].len;
+		else
+			fails++;
+		pthread_cond_broadcast(&c->cache_cond);
+	}
+	mcs_bit_clear(k->prefetching, p->file);
+	k->users--;
+	c->readahead--;
+	pthread_cond_broadcast(&c->cache_cond);
+	pthread_mutex_unlock(&c->cache_lock);
+	free(have);
+	free(buf);
+	free(p);
+	return NULL;
+}
+
+/* Under cache_lock: fetch file whole in the background, unless that runs
+ * already (inflight workers, at most one per shard). */
+static void prefetch(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
+		     uint32_t file)
+{
+	const struct mcs_ckpt_file *fl = &k->sv->lay->files[file];
+	unsigned n = c->opt.inflight ? c->opt.inflight : 4;
+	pthread_attr_t attr;
+
+	if (!fl->nshards || mcs_bit(k->prefetching, file) || c->cache_closing)
+		return;
+	if (n > fl->nshards)
+		n = fl->nshards;
+	mcs_bit_set(k->prefetching, file);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (unsigned i = 0; i < n; i++) {
+		struct prefetch *p = malloc(sizeof(*p));
+		pthread_t t;
+		if (!p)
+			break;
+		p->c = c;
+		p->k = k;
+		p->file = file;
+		k->users++;
+		c->readahead++;
+		if (pthread_create(&t, &attr, prefetch_main, p)) {
+			k->users--;
+			c->readahead--;
+			free(p);
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+}
+
 int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
 			    mooncake_ckpt_file_t **out)
 {
@@ -307,6 +455,7 @@ int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
 		f->last_shard = UINT32_MAX;
 		k->users++;
 		k->used_ms = mc_mono_ms();
+		prefetch(c, k, f->file);
 		*out = f;
 	}
 	pthread_mutex_unlock(&c->cache_lock);
@@ -380,6 +529,7 @@ void mooncake_ckpt_file_close(mooncake_ckpt_file_t *f)
 void mcs_ckpt_cache_free(struct mooncake_ckpt *c)
 {
 	pthread_mutex_lock(&c->cache_lock);
+	c->cache_closing = true;
 	while (c->readahead)
 		pthread_cond_wait(&c->cache_cond, &c->cache_lock);
 	while (c->cached) {

@@ -164,9 +164,9 @@ static int result_of(int rc)
  * Fetch shard from the source the master named (src), into dst, and tell
  * the master how it went. buf: room for a shard (unused for memory).
  */
-static int fetch_from(const struct mcs_ckpt_fetch_cfg *cfg,
-		      struct mcs_ckpt_served *dst, uint32_t shard,
-		      const Mcrpc__CkptSourceResponse *src, uint8_t *buf)
+int mcs_ckpt_fetch_from(const struct mcs_ckpt_fetch_cfg *cfg,
+			struct mcs_ckpt_served *dst, uint32_t shard,
+			const Mcrpc__CkptSourceResponse *src, uint8_t *buf)
 {
 	const struct mcs_ckpt_layout *lay = dst->lay;
 	const struct mcs_ckpt_shard *sh = &lay->shards[shard];
@@ -248,7 +248,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			sleep_ms(RETRY_MS);
 			continue;
 		}
-		rc = fetch_from(cfg, dst, shard, src, buf);
+		rc = mcs_ckpt_fetch_from(cfg, dst, shard, src, buf);
 		if (rc && nex < MCS_CKPT_TRIES &&
 		    (owned[nex] = strdup(src->endpoint)))
 			exclude[nex] = owned[nex], nex++;
@@ -387,7 +387,7 @@ static void *work(void *arg)
 		r->sources[w->idx] = strdup(src->endpoint);
 		pthread_mutex_unlock(&r->lock);
 		report(r);
-		rc = fetch_from(r->cfg, r->dst, shard, src, buf);
+		rc = mcs_ckpt_fetch_from(r->cfg, r->dst, shard, src, buf);
 		mcs_master_free(src);
 		pthread_mutex_lock(&r->lock);
 		free(r->sources[w->idx]);

@@ -43,6 +43,14 @@ struct mcs_ckpt_fetch_cfg {
  *  source's error for a shard that failed MCS_CKPT_TRIES times). */
 int mcs_ckpt_fetch_all(const struct mcs_ckpt_fetch_cfg *cfg,
 		       struct mcs_ckpt_served *dst);
+/**
+ * Fetch shard from the source the master named (a CkptSource answer),
+ * into dst, and report the outcome (CkptDone). buf: room for the shard
+ * when dst keeps it in files. 0, or the fetch's error.
+ */
+int mcs_ckpt_fetch_from(const struct mcs_ckpt_fetch_cfg *cfg,
+			struct mcs_ckpt_served *dst, uint32_t shard,
+			const Mcrpc__CkptSourceResponse *src, uint8_t *buf);
 /** Fetch one shard (on demand): 0, or an error. */
 int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			 struct mcs_ckpt_served *dst, uint32_t shard);

@@ -38,7 +38,8 @@ struct mooncake_ckpt {
 	pthread_mutex_t cache_lock;
 	pthread_cond_t cache_cond; /* a shard fetch ended */
 	struct mcs_ckpt_cached *cached;
-	unsigned readahead; /* read-ahead fetches running */
+	unsigned readahead; /* read-ahead and prefetch threads running */
+	bool cache_closing; /* close: prefetch threads stop */
 };
 
 /** Make every entry of lay under root (directories, symlinks, files of
