@@ -15,10 +15,13 @@
 # and, on the same host and link, nginx serves the same directory.
 #
 # For each reader count N of --readers, two rounds:
-#   p2p    N x `mooncake ckpt get ck DIR --serve`, all started at once; a
-#          reader is done when it prints "serving" (it holds everything),
-#          and keeps serving until the last one is done. Time: start to
-#          the last one done.
+#   p2p    --via mount (default): N hosts each with its own mooncakefs
+#          mount (made for the round: an empty cache), all running
+#          `cp -r MOUNT/ckpt/ck DIR` at once; a reader is done when its
+#          cp is, and its mount keeps serving what it read until the
+#          round ends. --via cli: N x `mooncake ckpt get ck DIR --serve`
+#          instead, done when it prints "serving". Time: start to the
+#          last one done.
 #   nginx  N x `curl --parallel` of the same files from the publisher's
 #          host, all started at once. Time: start to the last one done.
 # Every reader's files are compared with the source (cmp) and removed
@@ -42,7 +45,9 @@
 #   --files N          files the checkpoint is cut into (default 4)
 #   --shard_size SIZE  the checkpoint's shards (default: the library's,
 #                      64 MiB)
-#   --inflight N       shards each reader fetches at once (default 4)
+#   --inflight N       shards each reader fetches at once (default 4;
+#                      --via cli only: a mount fetches 4)
+#   --via mount|cli    how readers fetch (default mount)
 # The readers' files and the source go to TMPDIR (default /tmp): room for
 # (max readers + 1) x SIZE is needed. About 5 minutes with the defaults on
 # 2 cores.
@@ -58,6 +63,7 @@ rate=1gbit
 nfiles=4
 shard=
 inflight=4
+via=mount
 
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -67,6 +73,7 @@ while [[ $# -gt 0 ]]; do
 	--files) nfiles=$2; shift 2 ;;
 	--shard_size) shard=$2; shift 2 ;;
 	--inflight) inflight=$2; shift 2 ;;
+	--via) via=$2; shift 2 ;;
 	-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "ckpt_p2p_bench: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -78,6 +85,7 @@ die() {
 }
 
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces, tc)"
+[[ $via == mount || $via == cli ]] || die "--via: mount or cli"
 for c in ip tc nginx curl cmp numfmt python3; do
 	command -v "$c" >/dev/null || die "$c not found (scripts/setup.sh)"
 done
@@ -108,12 +116,13 @@ if ! { { [[ -f $build/CMakeCache.txt ]] ||
 	CC=gcc cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 		-DMC_WERROR=OFF -DBUILD_TESTING=OFF; } &&
 	cmake --build "$build" -j"$(nproc)" --target mooncake_master \
-		mooncake_cli; } >"$log" 2>&1; then
+		mooncake_cli mooncakefs; } >"$log" 2>&1; then
 	tail -n 30 "$log" >&2
 	die "build failed (full log: $log)"
 fi
 master_bin=$build/master/mooncake_master
 cli_bin=$build/mooncakefs/cli/mooncake
+mcfs_bin=$build/mooncakefs/fuse/mooncakefs
 unset MOONCAKE_AUTH_TOKEN_FILE MOONCAKE_CONFIG_PATH
 
 tag=mcb$((RANDOM % 1000))
@@ -123,7 +132,14 @@ nss=()
 jobs_=()
 
 cleanup() {
-	local ns pid
+	local ns pid m
+	if [[ -n $tmp ]]; then
+		for m in "$tmp"/mnt*; do
+			if [[ -d $m ]]; then
+				umount -l "$m" 2>/dev/null || true
+			fi
+		done
+	fi
 	for ns in "${nss[@]}"; do
 		for pid in $(ip netns pids "$ns" 2>/dev/null); do
 			kill -TERM "$pid" 2>/dev/null || true
@@ -299,8 +315,68 @@ stop_readers() {
 	done
 }
 
+# mount_reader I: mount mooncakefs on host rI at $tmp/mntI (its cache
+# empty), and wait until its ckpt/ lists the checkpoint.
+mount_reader() {
+	local i=$1 m=$tmp/mnt$1 k
+	mkdir -p "$m"
+	rm -rf "$tmp/cache$i"
+	nsenter --net="/run/netns/$tag-r$i" "$mcfs_bin" "$MOONCAKE_MASTER" "$m" \
+		-o "metadata=$MOONCAKE_TE_META_DATA_SERVER,segment_size=16MiB" \
+		-o "local_hostname=$net.$((10 + i)),segment_name=$tag-r$i" \
+		-o "ckpt_cache=$tmp/cache$i,log_file=$tmp/mnt$i.log" ||
+		die "mount $i: $(tail -n 5 "$tmp/mnt$i.log")"
+	for ((k = 0; k < 300; k++)); do
+		[[ -d $m/ckpt/ck ]] && return 0
+		sleep 0.1
+	done
+	die "mount $i: no ckpt/ck after 30 s: $(tail -n 5 "$tmp/mnt$i.log")"
+}
+
+umount_readers() {
+	local i k
+	for ((i = 1; i <= $1; i++)); do
+		umount "$tmp/mnt$i" 2>/dev/null || umount -l "$tmp/mnt$i"
+	done
+	# The daemons leave the pool after the unmount: wait for them.
+	for ((k = 0; k < 300; k++)); do
+		pgrep -f "$mcfs_bin .*$tmp/mnt" >/dev/null || return 0
+		sleep 0.1
+	done
+}
+
+mount_round() {
+	local n=$1 i t0 pids=() served0 tx0
+	for ((i = 1; i <= n; i++)); do
+		mount_reader "$i"
+	done
+	served0=$(pub_served)
+	tx0=$(pub_tx)
+	t0=$(now)
+	for ((i = 1; i <= n; i++)); do
+		cp -r "$tmp/mnt$i/ckpt/ck" "$tmp/r$i" 2>"$tmp/r$i.log" &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[i]}" ||
+			die "p2p reader $((i + 1)): $(cat "$tmp/r$((i + 1)).log")"
+	done
+	p2p_time=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+	p2p_served=$(($(pub_served) - served0))
+	p2p_tx=$(($(pub_tx) - tx0))
+	umount_readers "$n"
+	for ((i = 1; i <= n; i++)); do
+		check "$tmp/r$i"
+		rm -rf "$tmp/r$i" "$tmp/cache$i"
+	done
+}
+
 p2p_round() {
 	local n=$1 i t0 pids=() left served0 tx0 last=0 t
+	if [[ $via == mount ]]; then
+		mount_round "$n"
+		return
+	fi
 	served0=$(pub_served)
 	tx0=$(pub_tx)
 	t0=$(now)
@@ -386,7 +462,8 @@ done
 
 echo
 echo "Checkpoint of $(numfmt --to=iec-i --suffix=B "$bytes") in $nfiles files," \
-	"links $rate each way, shard size ${shard:-64MiB}, inflight $inflight."
+	"links $rate each way, shard size ${shard:-64MiB}, readers:" \
+	"$([[ $via == mount ]] && echo "mounts, cp -r" || echo "CLI, inflight $inflight")."
 echo
 echo "| readers | p2p s | nginx s | p2p / nginx | publisher served / size | publisher tx / size (p2p) | publisher tx / size (nginx) |"
 echo "|---:|---:|---:|---:|---:|---:|---:|"

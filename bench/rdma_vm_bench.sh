@@ -39,6 +39,9 @@
 #                  configuration's perftest row runs right before its TE
 #                  rows, and the table reports medians
 #   --timeout S    the VM's timeout (default 900)
+#   --only C       only these configurations, OP.BLOCK.THREADS separated by
+#                  spaces (e.g. "write.65536.1 read.65536.1")
+#   -e K=V         set K=V for every TE process (e.g. MC_RDMA_SPIN_US=2000)
 # Environment: MC_BUILD_DIR (the build under test, default build/).
 set -euo pipefail
 
@@ -48,7 +51,9 @@ bytes=64M
 rounds=3
 protocols="rdma tcp"
 timeout=900
+only=""
 vmargs=()
+teenv=()
 
 if [ "${1:-}" != --in-vm ]; then
 	while [[ $# -gt 0 ]]; do
@@ -58,6 +63,8 @@ if [ "${1:-}" != --in-vm ]; then
 		--protocols) protocols=$2; shift 2 ;;
 		--rounds) rounds=$2; shift 2 ;;
 		--timeout) timeout=$2; shift 2 ;;
+		--only) only=$2; shift 2 ;;
+		-e) teenv+=("$2"); shift 2 ;;
 		--smp | --mem) vmargs+=("$1" "$2"); shift 2 ;;
 		-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 		*) echo "rdma_vm_bench: unknown argument $1" >&2; exit 2 ;;
@@ -79,6 +86,7 @@ if [ "${1:-}" != --in-vm ]; then
 		-e "MC_BUILD_DIR=$build" -e "BENCH_DURATION=$duration" \
 		-e "BENCH_BYTES=$(numfmt --from=iec "$bytes")" \
 		-e "BENCH_PROTOCOLS=$protocols" -e "BENCH_ROUNDS=$rounds" \
+		-e "BENCH_ONLY=$only" -e "BENCH_TE_ENV=${teenv[*]}" \
 		-- bash "$0" --in-vm
 fi
 
@@ -88,6 +96,8 @@ duration=${BENCH_DURATION:-3}
 bytes=${BENCH_BYTES:-67108864}
 protocols=${BENCH_PROTOCOLS:-rdma tcp}
 rounds=${BENCH_ROUNDS:-3}
+only=${BENCH_ONLY:-}
+read -r -a teenv <<<"${BENCH_TE_ENV:-}"
 te=$MC_BUILD_DIR/bench/transfer_engine_bench
 dev=$MC_RDMA_DEVICE
 gid=$MC_RDMA_GID_INDEX
@@ -142,6 +152,7 @@ te_row() {
 	batch=$((128 * 65536 / size))
 	[ "$batch" -ge 1 ] || batch=1
 	if [ "$proto" = rdma ]; then envs=(MC_FORCE_HCA=1); else envs=(MC_FORCE_TCP=1); fi
+	envs+=("${teenv[@]}")
 	rm -f "$tmp/ready"
 	env "${envs[@]}" "$te" --mode target --protocol "$proto" \
 		--buffer_size 256M --local_server_name "$ip" \
@@ -178,7 +189,8 @@ te_row() {
 pkts() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 echo "rdma_vm_bench: $(uname -r), $(nproc) CPUs, $dev GID $gid," \
-	"$bytes bytes a perftest row, ${duration}s a TE row, $rounds rounds" >&2
+	"$bytes bytes a perftest row, ${duration}s a TE row, $rounds rounds," \
+	"TE env: ${teenv[*]:-(none)}" >&2
 # Interleaved: in every round, each configuration's perftest row is
 # followed at once by its TE rows, so a ratio compares runs seconds apart
 # (the emulator's speed drifts with the host's load); medians over rounds.
@@ -186,7 +198,10 @@ declare -A gbps ratios npk
 configs=()
 for op in write read; do
 	for size in 65536 1048576; do
-		for t in 1 4; do configs+=("$op.$size.$t"); done
+		for t in 1 4; do
+			[ -z "$only" ] || [[ " $only " == *" $op.$size.$t "* ]] || continue
+			configs+=("$op.$size.$t")
+		done
 	done
 done
 for r in $(seq 1 "$rounds"); do

@@ -366,22 +366,32 @@ static void top_ent(void *arg, const mooncake_ckpt_entry_t *e)
 				(uint64_t)(e->created_ns / 1000000), &a);
 }
 
+/* What the master has under name at ckpt/ (t->hit: something; *h: the
+ * handle): 0 or -errno. */
+static int top_find(struct mcfs *fs, const char *name, struct top *t,
+		    mooncake_ckpt_t **h)
+{
+	int64_t n;
+	int rc = mcfs_ckpt_handle(fs, h);
+
+	memset(t, 0, sizeof(*t));
+	t->want = name;
+	if (rc)
+		return rc;
+	n = mooncake_ckpt_list(*h, name, top_ent, t);
+	return n < 0 ? mcfs_errno((int)n) : 0;
+}
+
 static int top_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		      struct mcfs_node **out)
 {
-	struct top t = { .want = name };
+	struct top t;
 	mooncake_ckpt_t *h;
 	mooncake_fs_attr_t a;
-	int64_t n;
-	int rc = mcfs_ckpt_handle(fs, &h);
+	int rc = top_find(fs, name, &t, &h);
 
-	if (rc)
+	if (rc || !t.hit)
 		return rc;
-	n = mooncake_ckpt_list(h, name, top_ent, &t);
-	if (n < 0)
-		return mcfs_errno((int)n);
-	if (!t.hit)
-		return 0;
 	a = attr_of(t.is_link ? S_IFLNK | 0777 : S_IFDIR | 0555, t.created_ns);
 	*out = mcfs_node_child(fs, dir, name, MCFS_CKPT_NODE, name,
 			       t.is_link ? 0 : t.id,
@@ -511,15 +521,11 @@ int mcfs_ckpt_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
 		return -EINVAL;
 	split_key(n->key, cname, sizeof(cname), &path);
 	if (!*path) { /* a top-level link */
-		struct top top = { .want = cname };
+		struct top top;
 		mooncake_ckpt_t *h;
-		int64_t k;
-		rc = mcfs_ckpt_handle(fs, &h);
+		rc = top_find(fs, cname, &top, &h);
 		if (rc)
 			return rc;
-		k = mooncake_ckpt_list(h, cname, top_ent, &top);
-		if (k < 0)
-			return mcfs_errno((int)k);
 		if (!top.hit || !top.is_link)
 			return -ENOENT;
 		snprintf(buf, size, "%s", top.link);
@@ -591,20 +597,17 @@ int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		     bool is_dir)
 {
 	mooncake_ckpt_t *h;
+	struct top t;
 	int rc;
 
 	if (dir->kind == MCFS_CKPT_NODE)
 		return 0; /* inside: immutable; rm -r goes on to NAME */
-	rc = mcfs_ckpt_handle(fs, &h);
+	rc = top_find(fs, name, &t, &h);
 	if (rc)
 		return rc;
-	/* rmdir of a link is ENOTDIR, unlink of a checkpoint EISDIR */
-	struct top t = { .want = name };
-	int64_t k = mooncake_ckpt_list(h, name, top_ent, &t);
-	if (k < 0)
-		return mcfs_errno((int)k);
 	if (!t.hit)
 		return -ENOENT;
+	/* rmdir of a link is ENOTDIR, unlink of a checkpoint EISDIR */
 	if (t.is_link == is_dir)
 		return is_dir ? -ENOTDIR : -EISDIR;
 	rc = mooncake_ckpt_remove(h, name);
@@ -615,17 +618,11 @@ int mcfs_ckpt_unlink(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 
 int mcfs_ckpt_published(struct mcfs *fs, const char *name)
 {
-	struct top t = { .want = name };
+	struct top t;
 	mooncake_ckpt_t *h;
-	int64_t k;
-	int rc = mcfs_ckpt_handle(fs, &h);
+	int rc = top_find(fs, name, &t, &h);
 
-	if (rc)
-		return rc;
-	k = mooncake_ckpt_list(h, name, top_ent, &t);
-	if (k < 0)
-		return mcfs_errno((int)k);
-	return t.hit ? -EEXIST : 0;
+	return rc ? rc : t.hit ? -EEXIST : 0;
 }
 
 int mcfs_ckpt_symlink(struct mcfs *fs, struct mcfs_node *dir,
@@ -656,16 +653,12 @@ int mcfs_ckpt_symlink(struct mcfs *fs, struct mcfs_node *dir,
 int mcfs_ckpt_rename_link(struct mcfs *fs, const char *name,
 			  const char *newname, unsigned flags)
 {
-	struct top t = { .want = name };
+	struct top t;
 	mooncake_ckpt_t *h;
-	int64_t k;
-	int rc = mcfs_ckpt_handle(fs, &h);
+	int rc = top_find(fs, name, &t, &h);
 
 	if (rc)
 		return rc;
-	k = mooncake_ckpt_list(h, name, top_ent, &t);
-	if (k < 0)
-		return mcfs_errno((int)k);
 	if (!t.hit)
 		return -ENOENT;
 	if (!t.is_link || (flags & RENAME_EXCHANGE))

@@ -6,11 +6,13 @@
  * fetches the shards it touches that are not there yet (one fetch per
  * shard however many readers wait for it), and starts fetching the next
  * shard of the file ahead of a sequential reader. Opening a file also
- * starts fetching the whole file in the background, shards in the
- * master's order (rarest first), so readers that open the same file at
- * once fetch different shards and soon from each other instead of all
- * from the publisher. Everything fetched is served to other readers
- * while the handle lives.
+ * starts fetching in the background, shards in the master's order
+ * (rarest first), so readers that open the same files at once fetch
+ * different shards and soon from each other instead of all from the
+ * publisher: the whole checkpoint when it takes at most half the cache
+ * (programs load every file of a model, one after the other), else the
+ * file. Everything fetched is served to other readers while the handle
+ * lives.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,6 +41,7 @@ struct mcs_ckpt_cached {
 	uint64_t held; /* bytes of the shards fetched */
 	uint64_t used_ms; /* last open or read (LRU) */
 	uint8_t *prefetching; /* files being fetched whole (bitmap) */
+	bool prefetching_all; /* the whole checkpoint is being fetched */
 	struct mcs_ckpt_cached *next;
 };
 
@@ -284,10 +287,12 @@ static void read_ahead(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
 	pthread_attr_destroy(&attr);
 }
 
+#define ALL_FILES UINT32_MAX
+
 struct prefetch {
 	struct mooncake_ckpt *c;
 	struct mcs_ckpt_cached *k;
-	uint32_t file;
+	uint32_t file; /* ALL_FILES: the whole checkpoint */
 };
 
 /* Under cache_lock: have = shards held or being fetched, and every
@@ -295,11 +300,16 @@ struct prefetch {
 static void prefetch_have(struct mcs_ckpt_cached *k, uint32_t file,
 			  uint8_t *have, size_t bl)
 {
-	const struct mcs_ckpt_file *f = &k->sv->lay->files[file];
+	const struct mcs_ckpt_layout *lay = k->sv->lay;
+	uint32_t first = 0, end = lay->nshards;
 
+	if (file != ALL_FILES) {
+		first = lay->files[file].first_shard;
+		end = first + lay->files[file].nshards;
+	}
 	memset(have, 0xff, bl);
 	pthread_mutex_lock(&k->sv->lock);
-	for (uint32_t i = f->first_shard; i < f->first_shard + f->nshards; i++)
+	for (uint32_t i = first; i < end; i++)
 		if (!mcs_bit(k->sv->have, i) && !mcs_bit(k->fetching, i))
 			mcs_bit_clear(have, i);
 	pthread_mutex_unlock(&k->sv->lock);
@@ -372,7 +382,10 @@ static void *prefetch_main(void *arg)
 			fails++;
 		pthread_cond_broadcast(&c->cache_cond);
 	}
-	mcs_bit_clear(k->prefetching, p->file);
+	if (p->file == ALL_FILES)
+		k->prefetching_all = false;
+	else
+		mcs_bit_clear(k->prefetching, p->file);
 	k->users--;
 	c->readahead--;
 	pthread_cond_broadcast(&c->cache_cond);
@@ -383,20 +396,31 @@ static void *prefetch_main(void *arg)
 	return NULL;
 }
 
-/* Under cache_lock: fetch file whole in the background, unless that runs
- * already (inflight workers, at most one per shard). */
+/* Under cache_lock: fetch file (or, when it fits half the cache, the
+ * whole checkpoint) in the background, unless that runs already
+ * (inflight workers, at most one per shard). */
 static void prefetch(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k,
 		     uint32_t file)
 {
-	const struct mcs_ckpt_file *fl = &k->sv->lay->files[file];
+	const struct mcs_ckpt_layout *lay = k->sv->lay;
 	unsigned n = c->opt.inflight ? c->opt.inflight : 4;
+	uint32_t shards = lay->files[file].nshards;
 	pthread_attr_t attr;
 
-	if (!fl->nshards || mcs_bit(k->prefetching, file) || c->cache_closing)
+	if (!c->opt.cache_max_bytes || lay->total <= c->opt.cache_max_bytes / 2)
+		file = ALL_FILES;
+	if (file == ALL_FILES)
+		shards = lay->nshards;
+	if (!shards || c->cache_closing ||
+	    (file == ALL_FILES ? k->prefetching_all :
+				 mcs_bit(k->prefetching, file)))
 		return;
-	if (n > fl->nshards)
-		n = fl->nshards;
-	mcs_bit_set(k->prefetching, file);
+	if (n > shards)
+		n = shards;
+	if (file == ALL_FILES)
+		k->prefetching_all = true;
+	else
+		mcs_bit_set(k->prefetching, file);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (unsigned i = 0; i < n; i++) {

@@ -27,6 +27,17 @@ struct mcs_ckpt_srv {
 	_Atomic uint64_t sent;
 };
 
+static void free_parts(struct mcs_ckpt_served *sv)
+{
+	free(sv->fds);
+	free(sv->mem);
+	free(sv->st);
+	free(sv->have);
+	free(sv->verified);
+	free(sv->root);
+	free(sv);
+}
+
 struct mcs_ckpt_served *mcs_ckpt_served_new(struct mcs_ckpt_layout *lay,
 					    const char *root, bool writable)
 {
@@ -44,13 +55,7 @@ struct mcs_ckpt_served *mcs_ckpt_served_new(struct mcs_ckpt_layout *lay,
 	sv->root = root ? strdup(root) : NULL;
 	if (!sv->fds || !sv->mem || !sv->st || !sv->have || !sv->verified ||
 	    (root && !sv->root)) {
-		free(sv->fds);
-		free(sv->mem);
-		free(sv->st);
-		free(sv->have);
-		free(sv->verified);
-		free(sv->root);
-		free(sv);
+		free_parts(sv);
 		return NULL;
 	}
 	for (size_t i = 0; i < nf; i++)
@@ -72,14 +77,8 @@ void mcs_ckpt_served_put(struct mcs_ckpt_served *sv)
 	if (sv->owns_root && sv->root)
 		mcs_ckpt_rm_tree(sv->root);
 	pthread_mutex_destroy(&sv->lock);
-	free(sv->fds);
-	free(sv->mem);
-	free(sv->st);
-	free(sv->have);
-	free(sv->verified);
-	free(sv->root);
 	mcs_ckpt_layout_free(sv->lay);
-	free(sv);
+	free_parts(sv);
 }
 
 /*
