@@ -866,6 +866,22 @@ static struct holder *pick(struct master *m, struct ckpt *ck,
 	return best[0] ? best[0] : best[1] ? best[1] : full ? best[2] : NULL;
 }
 
+/* Is shard on its way to a reader other than the caller (a holder of
+ * it soon)? */
+static bool coming(const struct ckpt *ck, uint32_t shard,
+		   const ProtobufCBinaryData *caller)
+{
+	if (!ck->inflight[shard])
+		return false;
+	for (const struct holder *h = ck->holders; h; h = h->next)
+		for (size_t i = 0; i < h->n_src; i++)
+			if (h->src[i].shard == shard &&
+			    (caller->len != MST_ID_LEN ||
+			     !same_id(h->src[i].reader, caller->data)))
+				return true;
+	return false;
+}
+
 int mst_ckpt_source(struct master *m, const Mcrpc__CkptSourceRequest *q,
 		    Mcrpc__CkptSourceResponse *r)
 {
@@ -884,9 +900,18 @@ int mst_ckpt_source(struct master *m, const Mcrpc__CkptSourceRequest *q,
 		if (q->shard >= ck->rec->shards)
 			return MC_STORE_INVALID_PARAMS;
 		shard = q->shard;
-		h = pick(m, ck, q, shard, true, now, &eligible);
-		if (!h)
+		h = pick(m, ck, q, shard, false, now, &eligible);
+		if (!h && !eligible)
 			return MC_STORE_REPLICA_NOT_FOUND;
+		if (!h && coming(ck, shard, &q->client_id)) {
+			/* Every holder is full, and the shard is on its way
+			 * to another reader: a holder with free slots soon,
+			 * rather than one more share of a saturated link. */
+			r->retry_ms = RETRY_MS;
+			return 0;
+		}
+		if (!h)
+			h = pick(m, ck, q, shard, true, now, &eligible);
 	} else {
 		for (uint32_t i = 0; i < ck->rec->shards; i++) {
 			struct holder *b;

@@ -229,7 +229,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 	char *owned[MCS_CKPT_TRIES];
 	size_t nex = 0;
 	uint8_t *buf = NULL;
-	unsigned mtries = 0;
+	unsigned mtries = 0, waits = 0;
 	int rc = -EIO;
 
 	if (shard >= lay->nshards)
@@ -246,6 +246,19 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			if (!master_retry(src_rc, &mtries))
 				break;
 			sleep_ms(RETRY_MS);
+			continue;
+		}
+		if (src->retry_ms) {
+			/* Every holder busy, the shard on its way to another
+			 * reader: it will be a holder with room soon. */
+			unsigned ms = src->retry_ms > 2000 ? 2000 :
+							     src->retry_ms;
+			mcs_master_free(src);
+			if (++waits > 300) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			sleep_ms(ms);
 			continue;
 		}
 		rc = mcs_ckpt_fetch_from(cfg, dst, shard, src, buf);
