@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # What a test run must not leave behind: /dev/shm/mooncake.* files, FUSE
-# mounts, and processes of this checkout's builds (or the etcd,
+# mounts, checkpoint caches and copies under /var/cache/mooncakefs (a
+# mount's ckpt/ cache, `mooncake ckpt publish --copy`), and processes of this checkout's builds (or the etcd,
 # redis-server and qemu the tests start). scripts/test.sh takes a snapshot
 # before the tests and checks after each ctest pass.
 #
@@ -20,6 +21,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 shm_files() {
 	find /dev/shm -maxdepth 1 -name 'mooncake.*' -printf '%p\n' 2>/dev/null |
 		sort
+}
+
+ckpt_dirs() {
+	find /var/cache/mooncakefs/ckpt /var/cache/mooncakefs/ckpt-publish \
+		-mindepth 1 -maxdepth 1 -printf '%p\n' 2>/dev/null | sort
 }
 
 fuse_mounts() {
@@ -48,6 +54,7 @@ snapshot)
 	dir=$2
 	mkdir -p "$dir"
 	shm_files >"$dir/shm"
+	ckpt_dirs >"$dir/ckpt"
 	fuse_mounts >"$dir/mounts"
 	our_procs >"$dir/procs"
 	;;
@@ -61,6 +68,7 @@ check)
 		sleep 0.1
 	done
 	shm=$(shm_files | new_lines "$dir/shm")
+	ckpt=$(ckpt_dirs | new_lines "$dir/ckpt")
 	mounts=$(fuse_mounts | new_lines "$dir/mounts")
 	bad=0
 	if [ -n "$mounts" ]; then
@@ -83,7 +91,15 @@ check)
 		done <<<"$shm"
 		bad=1
 	fi
-	[ $bad = 0 ] && echo "leftovers: $what left no shm files, mounts or processes"
+	if [ -n "$ckpt" ]; then
+		echo "leftovers: $what left checkpoint caches or copies:" >&2
+		while read -r f; do
+			echo "  $f ($(du -sh "$f" 2>/dev/null | cut -f1))" >&2
+			rm -rf "$f"
+		done <<<"$ckpt"
+		bad=1
+	fi
+	[ $bad = 0 ] && echo "leftovers: $what left no shm files, checkpoint caches, mounts or processes"
 	exit $bad
 	;;
 *)

@@ -113,6 +113,7 @@ void mcfs_ckpt_fini(struct mcfs *fs)
 	/* Stops serving; what was fetched is removed with the cache, what
 	 * this mount staged or sealed with its pub/ directory. */
 	mooncake_ckpt_close(ck->h);
+	mcfs_cstage_rm_tree(ck->cache);
 	mcfs_cstage_rm_tree(ck->pub);
 	free(ck->pub);
 	while (ck->trees) {

@@ -62,9 +62,11 @@ class Mount:
         self.mount()
 
     def options(self):
+        # Checkpoint caches in the test's directory: a mount killed by
+        # the cleanup leaves nothing in /var/cache.
         o = (f"metadata={self.master.metadata},segment_size={self.seg},"
              f"log_file={self.log_path},segment_name={self.segment_name},"
-             f"rpc_timeout=2000")
+             f"rpc_timeout=2000,ckpt_cache={self.tmp}/ckpt-cache")
         return o + ("," + self.opts if self.opts else "")
 
     def mount(self):
