@@ -23,9 +23,11 @@ shm_files() {
 		sort
 }
 
+# (The directories need not exist: find's failure is no failure here.)
 ckpt_dirs() {
-	find /var/cache/mooncakefs/ckpt /var/cache/mooncakefs/ckpt-publish \
-		-mindepth 1 -maxdepth 1 -printf '%p\n' 2>/dev/null | sort
+	{ find /var/cache/mooncakefs/ckpt /var/cache/mooncakefs/ckpt-publish \
+		-mindepth 1 -maxdepth 1 -printf '%p\n' 2>/dev/null || true; } |
+		sort
 }
 
 fuse_mounts() {
