@@ -15,6 +15,7 @@
 #include "ckpt.h"
 #include "db.h"
 #include "feed.h"
+#include "mc_ckpt_name.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
@@ -25,8 +26,6 @@
 #define RETRY_MS 200u
 #define MAX_FILES 1000000u
 #define MAX_SHARDS 16777216u
-#define MAX_PATH 4096u
-#define MAX_NAME 255u
 #define DEFAULT_SHARD (64ull << 20)
 #define MIN_SHARD (64ull << 10)
 #define MAX_SHARD (1ull << 30)
@@ -427,32 +426,6 @@ static int holder_set(struct master *m, struct ckpt *ck, const uint8_t *client,
 
 /* ---- validation ------------------------------------------------------------ */
 
-static bool name_ok(const char *name)
-{
-	size_t len = name ? strlen(name) : 0;
-
-	return len && len <= MAX_NAME && !strchr(name, '/') &&
-	       strcmp(name, ".") && strcmp(name, "..");
-}
-
-static bool path_ok(const char *p)
-{
-	size_t len = p ? strlen(p) : 0;
-
-	if (!len || len > MAX_PATH)
-		return false;
-	for (const char *c = p;;) {
-		const char *e = strchr(c, '/');
-		size_t n = e ? (size_t)(e - c) : strlen(c);
-		if (!n || (n == 1 && c[0] == '.') ||
-		    (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		if (!e)
-			return true;
-		c = e + 1;
-	}
-}
-
 static int cmp_path(const void *a, const void *b)
 {
 	return strcmp((*(Mcrpc__CkptFile *const *)a)->path,
@@ -473,7 +446,7 @@ static int files_of(const Mcrpc__Ckpt *in, uint64_t ss, Mcrpc__CkptFile *out,
 		const Mcrpc__CkptFile *f = in->files[i];
 		Mcrpc__CkptFile *o = &out[i];
 		mcrpc__ckpt_file__init(o);
-		if (!path_ok(f->path))
+		if (!mc_ckpt_path_ok(f->path))
 			return MC_STORE_INVALID_PARAMS;
 		o->path = f->path;
 		o->mode = f->mode;
@@ -482,13 +455,14 @@ static int files_of(const Mcrpc__Ckpt *in, uint64_t ss, Mcrpc__CkptFile *out,
 		case S_IFREG:
 			o->size = f->size;
 			o->first_shard = (uint32_t)*shards;
-			*shards += f->size / ss + (f->size % ss != 0);
+			*shards += mc_ckpt_nshards(f->size, ss);
 			if (*total + f->size < *total || *shards > MAX_SHARDS)
 				return MC_STORE_INVALID_PARAMS;
 			*total += f->size;
 			break;
 		case S_IFLNK:
-			if (!f->link || !*f->link || strlen(f->link) > MAX_PATH)
+			if (!f->link || !*f->link ||
+			    strlen(f->link) > MC_CKPT_PATH_MAX)
 				return MC_STORE_INVALID_PARAMS;
 			o->link = f->link;
 			break;
@@ -526,7 +500,7 @@ static int pack_record(struct master *m, const Mcrpc__CkptCreateRequest *q,
 	int rc = 0;
 
 	if (is_link ?
-		    in->n_files || strlen(in->link) > MAX_PATH :
+		    in->n_files || strlen(in->link) > MC_CKPT_PATH_MAX :
 		    ss < MIN_SHARD || ss > MAX_SHARD || in->n_files > MAX_FILES)
 		return MC_STORE_INVALID_PARAMS;
 	if (in->n_files) {
@@ -583,7 +557,7 @@ int mst_ckpt_create(struct master *m, const Mcrpc__CkptCreateRequest *q,
 
 	if (!s || reserve(s))
 		return MC_STORE_INTERNAL_ERROR;
-	if (!in || q->client_id.len != MST_ID_LEN || !name_ok(in->name))
+	if (!in || q->client_id.len != MST_ID_LEN || !mc_ckpt_name_ok(in->name))
 		return MC_STORE_INVALID_PARAMS;
 	rc = pack_record(m, q, &buf, &len);
 	if (rc)

@@ -187,7 +187,6 @@ MOONCAKE_API int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id,
 MOONCAKE_API int64_t mooncake_ckpt_file_pread(mooncake_ckpt_file_t *f,
 					      void *buf, size_t len,
 					      uint64_t off);
-MOONCAKE_API uint64_t mooncake_ckpt_file_size(const mooncake_ckpt_file_t *f);
 MOONCAKE_API void mooncake_ckpt_file_close(mooncake_ckpt_file_t *f);
 
 #ifdef __cplusplus

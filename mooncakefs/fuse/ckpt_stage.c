@@ -50,11 +50,6 @@ static int child_key(const struct mcfs_node *dir, const char *name, char *out)
 	return 0;
 }
 
-bool mcfs_cstage_is(const struct mcfs_node *n)
-{
-	return n && n->kind == MCFS_CKPT_STAGE;
-}
-
 /* The node of key (that exists locally), with a lookup reference. */
 static int node_of(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   const char *key, struct mcfs_node **out)

@@ -513,7 +513,6 @@ int mcfs_ckpt_pub_make(struct mcfs *fs);
 int mcfs_ckpt_published(struct mcfs *fs, const char *name);
 
 /* ckpt_stage.c: checkpoints staged in this mount until sealed */
-bool mcfs_cstage_is(const struct mcfs_node *n);
 int mcfs_cstage_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		       struct mcfs_node **out);
 int mcfs_cstage_list(struct mcfs *fs, struct mcfs_node *dir,

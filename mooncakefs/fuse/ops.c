@@ -395,14 +395,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = p->kind == MCFS_CKPT_NODE ?
 			     -EPERM :
 			     mcfs_cstage_mkdir(fs, p, name, mode, &n);
-		if (rc)
-			reply_rc(req, rc);
-		else
-			reply_entry(req, fs, n);
-		return;
-	}
-	rc = dir_for_change(fs, parent, &p);
-	if (!rc) {
+	} else if (!(rc = dir_for_change(fs, parent, &p))) {
 		a = mcfs_new_attr(fs, req, p, S_IFDIR | (mode & 07777));
 		rc = mcfs_kv_mkdir(fs, p, name, &a, &n);
 	}
@@ -455,14 +448,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		     p->kind == MCFS_CKPT_DIR ?
 			     mcfs_ckpt_symlink(fs, p, link, name, &n) :
 			     -EPERM;
-		if (rc)
-			reply_rc(req, rc);
-		else
-			reply_entry(req, fs, n);
-		return;
-	}
-	rc = dir_for_change(fs, parent, &p);
-	if (!rc) {
+	} else if (!(rc = dir_for_change(fs, parent, &p))) {
 		a = mcfs_new_attr(fs, req, p, S_IFLNK | 0777);
 		rc = mcfs_kv_symlink(fs, p, name, link, &a, &n);
 	}

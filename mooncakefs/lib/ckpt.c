@@ -238,7 +238,7 @@ int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
 	int rc;
 
 	*out = NULL;
-	if (!mcs_ckpt_name_ok(name))
+	if (!mc_ckpt_name_ok(name))
 		return -EINVAL;
 	rc = info_layout(c, name, &r, out);
 	if (!rc && (*out)->link) {
@@ -247,10 +247,9 @@ int mcs_ckpt_lookup(struct mooncake_ckpt *c, const char *name,
 		*out = NULL;
 		mcs_master_free(r);
 		r = NULL;
-		rc = !target ? -ENOMEM :
-		     !mcs_ckpt_name_ok(target) ?
-			       -ENOENT :
-			       info_layout(c, target, &r, out);
+		rc = !target		      ? -ENOMEM :
+		     !mc_ckpt_name_ok(target) ? -ENOENT :
+						info_layout(c, target, &r, out);
 		if (!rc && (*out)->link) {
 			mcs_ckpt_layout_free(*out);
 			*out = NULL;
@@ -311,7 +310,7 @@ int mooncake_ckpt_link(mooncake_ckpt_t *c, const char *name, const char *target,
 	uint64_t id;
 	int rc;
 
-	if (!c || !mcs_ckpt_name_ok(name) || !mcs_ckpt_name_ok(target))
+	if (!c || !mc_ckpt_name_ok(name) || !mc_ckpt_name_ok(target))
 		return MC_STORE_INVALID_PARAMS;
 	rc = mcs_enter(c->store);
 	if (rc)
@@ -357,7 +356,7 @@ int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
 	struct mcs_ckpt_served *sv;
 	int rc;
 
-	if (!c || !mcs_ckpt_name_ok(name))
+	if (!c || !mc_ckpt_name_ok(name))
 		return MC_STORE_INVALID_PARAMS;
 	rc = mcs_enter(c->store);
 	if (rc)
@@ -471,7 +470,7 @@ int mooncake_ckpt_info(mooncake_ckpt_t *c, const char *name, char **json)
 	json_t *o = NULL;
 	int rc;
 
-	if (!c || !json || !mcs_ckpt_name_ok(name))
+	if (!c || !json || !mc_ckpt_name_ok(name))
 		return MC_STORE_INVALID_PARAMS;
 	*json = NULL;
 	rc = mcs_enter(c->store);
@@ -514,7 +513,7 @@ int64_t mooncake_ckpt_files(mooncake_ckpt_t *c, const char *name, uint64_t *id,
 	int64_t n = 0;
 	int rc;
 
-	if (!c || !mcs_ckpt_name_ok(name))
+	if (!c || !mc_ckpt_name_ok(name))
 		return MC_STORE_INVALID_PARAMS;
 	rc = mcs_enter(c->store);
 	if (rc)

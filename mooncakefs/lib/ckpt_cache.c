@@ -487,11 +487,6 @@ int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
 	return mc_err_to_store(rc);
 }
 
-uint64_t mooncake_ckpt_file_size(const mooncake_ckpt_file_t *f)
-{
-	return f ? f->size : 0;
-}
-
 int64_t mooncake_ckpt_file_pread(mooncake_ckpt_file_t *f, void *buf, size_t len,
 				 uint64_t off)
 {

@@ -11,33 +11,6 @@
 
 #include "ckpt_layout.h"
 
-bool mcs_ckpt_name_ok(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-
-	return n && n <= MCS_CKPT_NAME_MAX && !strchr(name, '/') &&
-	       strcmp(name, ".") && strcmp(name, "..");
-}
-
-bool mcs_ckpt_path_ok(const char *path)
-{
-	size_t n = path ? strlen(path) : 0;
-	const char *p = path;
-
-	if (!n || n > MCS_CKPT_PATH_MAX)
-		return false;
-	for (;;) {
-		const char *e = strchr(p, '/');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		if (!len || (len == 1 && p[0] == '.') ||
-		    (len == 2 && p[0] == '.' && p[1] == '.'))
-			return false;
-		if (!e)
-			return true;
-		p = e + 1;
-	}
-}
-
 static int rm_one(const char *p, const struct stat *st, int flag,
 		  struct FTW *ftw)
 {
@@ -82,11 +55,6 @@ int mcs_ckpt_join(char *out, const char *root, const char *rel)
 	return 0;
 }
 
-uint64_t mcs_ckpt_nshards(uint64_t size, uint64_t shard_size)
-{
-	return size ? (size - 1) / shard_size + 1 : 0;
-}
-
 void mcs_ckpt_layout_free(struct mcs_ckpt_layout *l)
 {
 	if (!l)
@@ -109,7 +77,7 @@ static int add_file(struct mcs_ckpt_layout *l, const Mcrpc__CkptFile *f,
 	struct mcs_ckpt_file *x = &l->files[l->nfiles];
 	uint32_t type = f->mode & S_IFMT;
 
-	if (!mcs_ckpt_path_ok(f->path) ||
+	if (!mc_ckpt_path_ok(f->path) ||
 	    (type != S_IFREG && type != S_IFDIR && type != S_IFLNK) ||
 	    (type == S_IFLNK && (!f->link || !*f->link)))
 		return -EPROTO;
@@ -124,7 +92,7 @@ static int add_file(struct mcs_ckpt_layout *l, const Mcrpc__CkptFile *f,
 	x->mtime_ns = f->mtime_ns;
 	x->size = type == S_IFREG ? f->size : 0;
 	x->first_shard = (uint32_t)*shard;
-	x->nshards = (uint32_t)mcs_ckpt_nshards(x->size, l->shard_size);
+	x->nshards = (uint32_t)mc_ckpt_nshards(x->size, l->shard_size);
 	l->total += x->size;
 	*shard += x->nshards;
 	l->nfiles++;
@@ -143,7 +111,7 @@ int mcs_ckpt_layout_from(const Mcrpc__Ckpt *ck, struct mcs_ckpt_layout **out)
 	l->id = ck->id;
 	l->shard_size = ck->shard_size;
 	/* A link has no files; a checkpoint a shard size in range. */
-	if (!mcs_ckpt_name_ok(ck->name) ||
+	if (!mc_ckpt_name_ok(ck->name) ||
 	    (ck->link[0] && (ck->n_files || ck->n_crcs)) ||
 	    (!ck->link[0] && (l->shard_size < MCS_CKPT_SHARD_MIN ||
 			      l->shard_size > MCS_CKPT_SHARD_MAX))) {

@@ -18,9 +18,8 @@
 #include <stdint.h>
 
 #include "master.pb-c.h"
+#include "mc_ckpt_name.h"
 
-#define MCS_CKPT_NAME_MAX 255
-#define MCS_CKPT_PATH_MAX 4096
 #define MCS_CKPT_SHARD_DEFAULT (64ull << 20)
 #define MCS_CKPT_SHARD_MIN (64ull << 10)
 #define MCS_CKPT_SHARD_MAX (1ull << 30)
@@ -53,11 +52,8 @@ struct mcs_ckpt_layout {
 	uint32_t *crcs;
 };
 
-/** A checkpoint name: 1-255 bytes, no '/', not "." or "..". */
-bool mcs_ckpt_name_ok(const char *name);
-/** A relative path: '/'-separated components, none empty, "." or "..",
- *  at most MCS_CKPT_PATH_MAX bytes. */
-bool mcs_ckpt_path_ok(const char *path);
+/* Names, paths and shard counts: mc_ckpt_name.h. */
+
 /** Make directory path and its missing parents (mode 0755, the last
  *  0700): 0 or -errno. */
 int mcs_ckpt_mkdirs(const char *path);
@@ -65,8 +61,6 @@ int mcs_ckpt_mkdirs(const char *path);
 void mcs_ckpt_rm_tree(const char *path);
 /** out = root/rel (out holds PATH_MAX): 0 or -ENAMETOOLONG. */
 int mcs_ckpt_join(char *out, const char *root, const char *rel);
-/** The number of shards of size bytes (0 for 0). */
-uint64_t mcs_ckpt_nshards(uint64_t size, uint64_t shard_size);
 
 /**
  * The layout of ck (a CkptInfo answer): -EPROTO when anything in it is

@@ -73,13 +73,13 @@ static int walk(struct tree *t, int dirfd, const char *rel)
 		return -errno;
 	}
 	while (!rc && (errno = 0, e = readdir(d))) {
-		char path[MCS_CKPT_PATH_MAX + 2];
+		char path[MC_CKPT_PATH_MAX + 2];
 		struct stat st;
 		char *link = NULL;
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		if (snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "",
-			     e->d_name) > MCS_CKPT_PATH_MAX) {
+			     e->d_name) > MC_CKPT_PATH_MAX) {
 			mc_log_err("ckpt", "%s/%s...: path too long", t->root,
 				   rel);
 			rc = -ENAMETOOLONG;
@@ -214,7 +214,7 @@ static int tree_msg(const struct tree *t, uint64_t shard_size, Mcrpc__Ckpt *ck,
 		if (S_ISREG(e->st.st_mode)) {
 			f[i]->size = (uint64_t)e->st.st_size;
 			f[i]->first_shard = (uint32_t)*nshards;
-			*nshards += mcs_ckpt_nshards(f[i]->size, shard_size);
+			*nshards += mc_ckpt_nshards(f[i]->size, shard_size);
 		}
 		if (e->link)
 			f[i]->link = e->link;
@@ -503,7 +503,7 @@ int mooncake_ckpt_publish_dir(mooncake_ckpt_t *c, const char *dir,
 	char root[PATH_MAX];
 	int rc;
 
-	if (!c || !dir || !mcs_ckpt_name_ok(name))
+	if (!c || !dir || !mc_ckpt_name_ok(name))
 		return MC_STORE_INVALID_PARAMS;
 	if (!realpath(dir, root)) {
 		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
@@ -529,14 +529,14 @@ int mooncake_ckpt_publish_buffers(mooncake_ckpt_t *c, const char *name,
 	struct timespec now;
 	int rc;
 
-	if (!c || !mcs_ckpt_name_ok(name) || !n || !bufs || !sizes)
+	if (!c || !mc_ckpt_name_ok(name) || !n || !bufs || !sizes)
 		return MC_STORE_INVALID_PARAMS;
 	shard_size = c->opt.shard_size ? c->opt.shard_size :
 					 MCS_CKPT_SHARD_DEFAULT;
 	for (size_t i = 0; i < n; i++) {
 		if (!bufs[i] && sizes[i])
 			return MC_STORE_INVALID_PARAMS;
-		nshards += mcs_ckpt_nshards(sizes[i], shard_size);
+		nshards += mc_ckpt_nshards(sizes[i], shard_size);
 	}
 	f = calloc(n, sizeof(*f));
 	fp = calloc(n, sizeof(*fp));

@@ -24,7 +24,6 @@ struct mcs_ckpt_srv {
 	char endpoint[300];
 	pthread_mutex_t lock;
 	struct mcs_ckpt_served *list;
-	_Atomic uint64_t sent;
 };
 
 static void free_parts(struct mcs_ckpt_served *sv)
@@ -132,17 +131,6 @@ void mcs_ckpt_served_mark(struct mcs_ckpt_served *sv, uint32_t shard,
 		}
 	}
 	pthread_mutex_unlock(&sv->lock);
-}
-
-uint32_t mcs_ckpt_served_count(struct mcs_ckpt_served *sv)
-{
-	uint32_t n = 0;
-
-	pthread_mutex_lock(&sv->lock);
-	for (uint32_t i = 0; i < sv->lay->nshards; i++)
-		n += mcs_bit(sv->have, i);
-	pthread_mutex_unlock(&sv->lock);
-	return n;
 }
 
 uint8_t *mcs_ckpt_served_mem(struct mcs_ckpt_served *sv, uint32_t shard)
@@ -391,7 +379,6 @@ static int serve_read(struct mcs_ckpt_srv *s, const struct mc_rpc_hdr *h,
 		r.data.data = buf;
 		r.data.len = q->length;
 		r.crc = sv->lay->crcs[q->shard];
-		atomic_fetch_add(&s->sent, q->length);
 	}
 out:
 	rc = answer(h, &r, frame, len);
@@ -469,11 +456,6 @@ void mcs_ckpt_srv_stop(struct mcs_ckpt_srv *s)
 const char *mcs_ckpt_srv_endpoint(const struct mcs_ckpt_srv *s)
 {
 	return s->endpoint;
-}
-
-uint64_t mcs_ckpt_srv_sent(const struct mcs_ckpt_srv *s)
-{
-	return atomic_load(&s->sent);
 }
 
 int mcs_ckpt_srv_add(struct mcs_ckpt_srv *s, struct mcs_ckpt_served *sv)

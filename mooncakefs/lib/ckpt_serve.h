@@ -62,8 +62,6 @@ void mcs_ckpt_served_put(struct mcs_ckpt_served *sv);
 /** Mark shard held; verified: its bytes were just checked (a fetch). */
 void mcs_ckpt_served_mark(struct mcs_ckpt_served *sv, uint32_t shard,
 			  bool verified);
-/** How many shards it holds. */
-uint32_t mcs_ckpt_served_count(struct mcs_ckpt_served *sv);
 /**
  * Read len bytes at off of shard from the backing (for serving, and for
  * local reads of what is held). 0, -ENODATA when the shard is not held,
@@ -111,7 +109,5 @@ void mcs_ckpt_srv_each(struct mcs_ckpt_srv *s,
 struct mc_rpc_hdr;
 int mcs_ckpt_srv_handle(void *arg, const struct mc_rpc_hdr *h,
 			const uint8_t *body, uint8_t **frame, size_t *len);
-/** Bytes this server has sent (CkptRead answers). */
-uint64_t mcs_ckpt_srv_sent(const struct mcs_ckpt_srv *s);
 
 #endif

@@ -146,11 +146,11 @@ static void info_answer(const uint8_t *data, size_t size)
 	if (!r)
 		return;
 	if (r->ckpt && !mcs_ckpt_layout_from(r->ckpt, &l)) {
-		FUZZ_CHECK(mcs_ckpt_name_ok(l->name));
+		FUZZ_CHECK(mc_ckpt_name_ok(l->name));
 		for (size_t i = 0; i < l->nfiles; i++) {
 			const struct mcs_ckpt_file *f = &l->files[i];
 			uint64_t got = 0;
-			FUZZ_CHECK(mcs_ckpt_path_ok(f->path));
+			FUZZ_CHECK(mc_ckpt_path_ok(f->path));
 			for (uint32_t k = 0; k < f->nshards; k++) {
 				const struct mcs_ckpt_shard *s =
 					&l->shards[f->first_shard + k];

@@ -192,6 +192,16 @@ def test_links_remove_and_errors(procs, tmp_path, master):
     assert "latest -> v1" in cli(master, "ckpt", "ls").stdout
     cli(master, "ckpt", "get", "latest", str(tmp_path / "via-link"))
     same_tree(src, tmp_path / "via-link")
+    # A tree holding what a checkpoint cannot (a FIFO) is refused,
+    # naming it, and nothing is published.
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "w.bin").write_bytes(b"w")
+    os.mkfifo(odd / "pipe")
+    p = cli(master, "ckpt", "publish", str(odd), "odd", check=False)
+    assert p.returncode == 1 and "-600" in p.stderr, p.stderr
+    assert "pipe" in p.stderr
+    assert "odd" not in cli(master, "ckpt", "ls").stdout
     # A target directory that is not empty is refused.
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("keep me")

@@ -51,21 +51,21 @@ Test(ckpt_crc, any_split_and_alignment)
 
 Test(ckpt_layout, names_and_paths)
 {
-	cr_assert(mcs_ckpt_name_ok("llama-8b"));
-	cr_assert(mcs_ckpt_name_ok(".staging"));
-	cr_assert_not(mcs_ckpt_name_ok(""));
-	cr_assert_not(mcs_ckpt_name_ok("."));
-	cr_assert_not(mcs_ckpt_name_ok(".."));
-	cr_assert_not(mcs_ckpt_name_ok("a/b"));
-	cr_assert(mcs_ckpt_path_ok("a/b/c.bin"));
-	cr_assert(mcs_ckpt_path_ok("..a/b.."));
-	cr_assert_not(mcs_ckpt_path_ok("../etc/passwd"));
-	cr_assert_not(mcs_ckpt_path_ok("a/../../x"));
-	cr_assert_not(mcs_ckpt_path_ok("/abs"));
-	cr_assert_not(mcs_ckpt_path_ok("a//b"));
-	cr_assert_not(mcs_ckpt_path_ok("a/"));
-	cr_assert_not(mcs_ckpt_path_ok("./a"));
-	cr_assert_not(mcs_ckpt_path_ok(""));
+	cr_assert(mc_ckpt_name_ok("llama-8b"));
+	cr_assert(mc_ckpt_name_ok(".staging"));
+	cr_assert_not(mc_ckpt_name_ok(""));
+	cr_assert_not(mc_ckpt_name_ok("."));
+	cr_assert_not(mc_ckpt_name_ok(".."));
+	cr_assert_not(mc_ckpt_name_ok("a/b"));
+	cr_assert(mc_ckpt_path_ok("a/b/c.bin"));
+	cr_assert(mc_ckpt_path_ok("..a/b.."));
+	cr_assert_not(mc_ckpt_path_ok("../etc/passwd"));
+	cr_assert_not(mc_ckpt_path_ok("a/../../x"));
+	cr_assert_not(mc_ckpt_path_ok("/abs"));
+	cr_assert_not(mc_ckpt_path_ok("a//b"));
+	cr_assert_not(mc_ckpt_path_ok("a/"));
+	cr_assert_not(mc_ckpt_path_ok("./a"));
+	cr_assert_not(mc_ckpt_path_ok(""));
 }
 
 static Mcrpc__CkptFile file(const char *path, uint32_t mode, uint64_t size)
