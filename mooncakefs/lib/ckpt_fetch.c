@@ -397,14 +397,15 @@ static void *work(void *arg)
 		}
 		mcs_bit_set(r->claimed, shard);
 		r->inflight++;
+		free(r->sources[w->idx]);
 		r->sources[w->idx] = strdup(src->endpoint);
 		pthread_mutex_unlock(&r->lock);
 		report(r);
 		rc = mcs_ckpt_fetch_from(r->cfg, r->dst, shard, src, buf);
 		mcs_master_free(src);
 		pthread_mutex_lock(&r->lock);
-		free(r->sources[w->idx]);
-		r->sources[w->idx] = NULL;
+		/* Its source stays counted until the next claim: the report
+		 * below is the one a progress line is most often made of. */
 		r->inflight--;
 		if (rc) {
 			mcs_bit_clear(r->claimed, shard);
@@ -420,6 +421,8 @@ static void *work(void *arg)
 		report(r);
 		pthread_mutex_lock(&r->lock);
 	}
+	free(r->sources[w->idx]);
+	r->sources[w->idx] = NULL;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	free(have);

@@ -10,6 +10,7 @@ import filecmp
 import hashlib
 import json
 import os
+import pathlib
 import signal
 import stat
 import subprocess
@@ -298,3 +299,35 @@ def test_cache_cap_drops_least_recent(procs, tmp_path, master, mounts):
         (src / "sub" / "tok.bin").read_bytes()
     p1.stop()
     p2.stop()
+
+
+def test_another_local_user(procs, tmp_path, master, mounts):
+    """allow_other: another user reads what the published modes allow
+    (write bits off), and can neither stage, seal nor unpublish."""
+    import shutil
+    import tempfile
+    from test_users import as_other
+    src = tmp_path / "model"
+    make_model(src)  # config.json 0640, the rest 0644
+    pub = Publisher(procs, tmp_path, master, src, "u1")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="mcfs-ckpt-users-"))
+    os.chmod(base, 0o755)
+    m = mounts(path=base / "mnt", opts="allow_other")
+    ck = m.path / "ckpt"
+    try:
+        r = as_other(f"sha256sum {ck}/u1/weights.bin && ls {ck}/u1")
+        assert r.returncode == 0, r.stderr
+        assert hashlib.sha256((src / "weights.bin").read_bytes()) \
+            .hexdigest() in r.stdout
+        r = as_other(f"cat {ck}/u1/config.json")
+        assert r.returncode != 0 and "Permission denied" in r.stderr
+        for cmd in (f"mkdir {ck}/.mine", f"rm -rf {ck}/u1",
+                    f"ln -s u1 {ck}/mylink"):
+            r = as_other(cmd)
+            assert r.returncode != 0, cmd
+        assert "u1" in cli(master, "ckpt", "ls").stdout
+        assert os.listdir(ck) == ["u1"]
+    finally:
+        m.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+        pub.stop()

@@ -218,3 +218,22 @@ def test_five_readers_at_once(procs, tmp_path, master, source):
           "to 5 readers")
     assert SIZE <= served <= 3 * SIZE, served / SIZE
     pub.stop()
+
+
+def test_master_killed_mid_fetch(procs, tmp_path, master, source):
+    """kill -9 of the master while a reader fetches: the reader asks again
+    until it is back (its record and the publisher's holder survive)
+    and ends with every byte."""
+    src, files = source
+    pub = publish(procs, tmp_path, master, src)
+    g = popen_get(procs, tmp_path, master, "m", tmp_path / "r",
+                  "--inflight", "1", tag="r")
+    # Once the fetch is under way (its first progress line).
+    assert g.stderr.readline()
+    master.kill()
+    master.start()
+    err = g.stderr.read()
+    assert g.wait(timeout=120 * SCALE) == 0, err
+    same_bytes(files, tmp_path / "r")
+    assert holder(info(master, "m"), pub.endpoint)["publisher"]
+    pub.stop()
