@@ -57,7 +57,7 @@ static struct etcd_meta *to_etcd(struct te_meta *m)
 
 static json_t *b64_string(const void *p, size_t n)
 {
-	size_t len = te_b64_encoded_len(n), out_n = 0;
+	size_t len = mc_b64_encoded_len(n), out_n = 0;
 	char *s;
 	json_t *j;
 
@@ -66,7 +66,7 @@ static json_t *b64_string(const void *p, size_t n)
 	s = malloc(len + 1);
 	if (!s)
 		return NULL;
-	if (te_b64_encode(p, n, s, len + 1, &out_n)) {
+	if (mc_b64_encode(p, n, s, len + 1, &out_n)) {
 		free(s);
 		return NULL;
 	}
@@ -147,11 +147,11 @@ static int kv_value(json_t *kv, char **val, size_t *len)
 		s = json_string_value(v);
 		slen = json_string_length(v);
 	}
-	max = te_b64_decoded_max(slen) + 1;
+	max = mc_b64_decoded_max(slen) + 1;
 	buf = malloc(max);
 	if (!buf)
 		return -ENOMEM;
-	rc = te_b64_decode(s, slen, buf, max, len);
+	rc = mc_b64_decode(s, slen, buf, max, len);
 	if (rc) {
 		free(buf);
 		return rc == -EINVAL ? -EBADMSG : rc;
@@ -184,7 +184,7 @@ static int etcd_get(struct te_meta *tm, const char *key, char **val,
 	if (rc)
 		return rc;
 	req = kv_req(key, NULL, 0, false);
-	rc = te_etcd_call(&m->cli, "/v3/kv/range", req, &resp, &ep, err,
+	rc = mc_etcd_call(&m->cli, "/v3/kv/range", req, &resp, &ep, err,
 			  errlen);
 	json_decref(req);
 	if (rc)
@@ -214,7 +214,7 @@ static int etcd_put(struct te_meta *tm, const char *key, const void *val,
 	if (rc)
 		return rc;
 	req = kv_req(key, val, len, true);
-	rc = te_etcd_call(&m->cli, "/v3/kv/put", req, &resp, &ep, err, errlen);
+	rc = mc_etcd_call(&m->cli, "/v3/kv/put", req, &resp, &ep, err, errlen);
 	json_decref(req);
 	json_decref(resp);
 	return rc;
@@ -249,7 +249,7 @@ static int etcd_put_new(struct te_meta *tm, const char *key, const void *val,
 	json_decref(kb);
 	json_decref(put);
 	json_decref(get);
-	rc = te_etcd_call(&m->cli, "/v3/kv/txn", req, &resp, &ep, err, errlen);
+	rc = mc_etcd_call(&m->cli, "/v3/kv/txn", req, &resp, &ep, err, errlen);
 	json_decref(req);
 	if (rc)
 		return rc;
@@ -295,7 +295,7 @@ static int etcd_del(struct te_meta *tm, const char *key, char *err,
 	if (rc)
 		return rc;
 	req = kv_req(key, NULL, 0, false);
-	rc = te_etcd_call(&m->cli, "/v3/kv/deleterange", req, &resp, &ep, err,
+	rc = mc_etcd_call(&m->cli, "/v3/kv/deleterange", req, &resp, &ep, err,
 			  errlen);
 	json_decref(req);
 	if (rc)
@@ -316,7 +316,7 @@ static void etcd_destroy(struct te_meta *tm)
 {
 	struct etcd_meta *m = to_etcd(tm);
 
-	te_etcd_client_fini(&m->cli);
+	mc_etcd_client_fini(&m->cli);
 	free(m);
 }
 
@@ -348,7 +348,7 @@ int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,
 	if (!m)
 		return -ENOMEM;
 	m->base.ops = &etcd_ops;
-	rc = te_etcd_client_init(&m->cli, endpoints, err, errlen);
+	rc = mc_etcd_client_init(&m->cli, endpoints, err, errlen);
 	if (rc) {
 		etcd_destroy(&m->base);
 		return rc;

@@ -176,7 +176,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, te_curl_on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mc_curl_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, body ? body : &sink);
 	if (!strcmp(method, "PUT")) {
 		hdrs = curl_slist_append(hdrs,
@@ -197,7 +197,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		rc = (int)status;
 	} else {
-		rc = te_curl_err(cc, body ? body : &sink);
+		rc = mc_curl_err(cc, body ? body : &sink);
 		if (err)
 			snprintf(err, errlen, "%s %s: %s", method, url_out,
 				 errbuf[0] ? errbuf : curl_easy_strerror(cc));

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target for the strict base64 codec (libte/meta/base64.c), which
+ * Fuzz target for the strict base64 codec (common/etcd/base64.c), which
  * decodes keys and values out of etcd's JSON responses.
  *
- * The input is used twice. As text: te_b64_decode() must agree with an
+ * The input is used twice. As text: mc_b64_decode() must agree with an
  * independent bit-at-a-time reference decoder on acceptance and bytes,
- * return only 0 or -EINVAL with a buffer of te_b64_decoded_max() + 1, and
+ * return only 0 or -EINVAL with a buffer of mc_b64_decoded_max() + 1, and
  * anything it accepts must re-encode to the identical text (the decoder
- * is canonical). As bytes: te_b64_encode() must write exactly
- * te_b64_encoded_len() alphabet characters that decode back to the input.
+ * is canonical). As bytes: mc_b64_encode() must write exactly
+ * mc_b64_encoded_len() alphabet characters that decode back to the input.
  * Smaller output buffers give -E2BIG, never an overrun. Buffers are
  * allocated to their exact size for ASan.
  */
@@ -61,13 +61,13 @@ static int ref_decode(const uint8_t *in, size_t len, uint8_t *out, size_t *n)
 
 static void fuzz_decode(const uint8_t *data, size_t size)
 {
-	size_t max = te_b64_decoded_max(size), n = 0, n_ref = 0, n_enc = 0;
+	size_t max = mc_b64_decoded_max(size), n = 0, n_ref = 0, n_enc = 0;
 	uint8_t *out = malloc(max + 1), *ref = malloc(max + 1);
 	char *enc;
 	int rc, rc_ref;
 
 	FUZZ_CHECK(out && ref);
-	rc = te_b64_decode((const char *)data, size, out, max + 1, &n);
+	rc = mc_b64_decode((const char *)data, size, out, max + 1, &n);
 	rc_ref = ref_decode(data, size, ref, &n_ref);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL);
 	FUZZ_CHECK(rc == rc_ref);
@@ -78,11 +78,11 @@ static void fuzz_decode(const uint8_t *data, size_t size)
 		/* Canonical: the text is exactly what encoding gives. */
 		enc = malloc(size + 1);
 		FUZZ_CHECK(enc);
-		FUZZ_CHECK(te_b64_encode(out, n, enc, size + 1, &n_enc) == 0);
+		FUZZ_CHECK(mc_b64_encode(out, n, enc, size + 1, &n_enc) == 0);
 		FUZZ_CHECK(n_enc == size && !memcmp(enc, data, size));
 		free(enc);
 		/* One byte short (no room for the NUL) is -E2BIG. */
-		FUZZ_CHECK(te_b64_decode((const char *)data, size, out, n,
+		FUZZ_CHECK(mc_b64_decode((const char *)data, size, out, n,
 					 NULL) == -E2BIG);
 	}
 	free(out);
@@ -91,25 +91,25 @@ static void fuzz_decode(const uint8_t *data, size_t size)
 
 static void fuzz_encode(const uint8_t *data, size_t size)
 {
-	size_t len = te_b64_encoded_len(size), n = 0, n_dec = 0;
+	size_t len = mc_b64_encoded_len(size), n = 0, n_dec = 0;
 	char *enc;
 	uint8_t *dec;
 
 	FUZZ_CHECK(len != SIZE_MAX && len % 4 == 0 && len / 4 * 3 >= size);
 	enc = malloc(len + 1);
-	dec = malloc(te_b64_decoded_max(len) + 1);
+	dec = malloc(mc_b64_decoded_max(len) + 1);
 	FUZZ_CHECK(enc && dec);
-	FUZZ_CHECK(te_b64_encode(size ? data : NULL, size, enc, len + 1, &n) ==
+	FUZZ_CHECK(mc_b64_encode(size ? data : NULL, size, enc, len + 1, &n) ==
 		   0);
 	FUZZ_CHECK(n == len && enc[len] == '\0');
 	for (size_t i = 0; i < len; i++)
 		FUZZ_CHECK(ref_sym((uint8_t)enc[i]) >= 0 ||
 			   (enc[i] == '=' && i + 2 >= len));
-	FUZZ_CHECK(te_b64_decode(enc, len, dec, te_b64_decoded_max(len) + 1,
+	FUZZ_CHECK(mc_b64_decode(enc, len, dec, mc_b64_decoded_max(len) + 1,
 				 &n_dec) == 0);
 	FUZZ_CHECK(n_dec == size && !memcmp(dec, data, size));
 	/* No room for the NUL. */
-	FUZZ_CHECK(te_b64_encode(data, size, enc, len, NULL) == -E2BIG);
+	FUZZ_CHECK(mc_b64_encode(data, size, enc, len, NULL) == -E2BIG);
 	free(enc);
 	free(dec);
 }

@@ -3,7 +3,7 @@
  * Fuzz target for the etcd pieces that read outside bytes: connection
  * strings (common/mc_etcd_conn.c, from flags, config files and the
  * environment) and etcd's answers to authentication
- * (libte/meta/etcd_auth.c, from the network).
+ * (common/etcd/etcd_auth.c, from the network).
  *
  * The input is used twice. As a connection string (NUL-terminated copy):
  * mc_etcd_conn_parse() returns 0, -EINVAL or -ENOMEM; on 0 every endpoint
@@ -71,15 +71,15 @@ static void check_answer(const uint8_t *data, size_t size)
 
 	if (!j)
 		return;
-	rc = te_etcd_token_of(j, &tok);
+	rc = mc_etcd_token_of(j, &tok);
 	FUZZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -ENOMEM);
 	if (!rc) {
 		FUZZ_CHECK(tok && *tok);
 		for (const char *p = tok; *p; p++)
 			FUZZ_CHECK(*p > 0x20 && *p < 0x7f);
 	}
-	te_etcd_secret_free(tok);
-	(void)te_etcd_auth_err_of(
+	mc_etcd_secret_free(tok);
+	(void)mc_etcd_auth_err_of(
 		json_string_value(json_object_get(j, "message")));
 	json_decref(j);
 }

@@ -5,8 +5,8 @@
  * need around a request: a bounded response buffer and one mapping of
  * libcurl's errors onto ours.
  */
-#ifndef TE_CURL_BODY_H
-#define TE_CURL_BODY_H
+#ifndef MC_CURL_BODY_H
+#define MC_CURL_BODY_H
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -20,11 +20,11 @@ struct body_buf {
 };
 
 /** CURLOPT_WRITEFUNCTION with CURLOPT_WRITEDATA = struct body_buf *. */
-size_t te_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg);
+size_t mc_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg);
 
 /** A failed transfer as a negative errno: -ETIMEDOUT, -ECONNREFUSED,
  *  -EHOSTUNREACH, -EMSGSIZE (body over its limit), -ENOMEM,
  *  -ECONNRESET for the rest. */
-int te_curl_err(CURLcode cc, const struct body_buf *b);
+int mc_curl_err(CURLcode cc, const struct body_buf *b);
 
 #endif

@@ -28,7 +28,7 @@ static int sym(unsigned char c)
 	return -1;
 }
 
-size_t te_b64_encoded_len(size_t n)
+size_t mc_b64_encoded_len(size_t n)
 {
 	size_t groups = n / 3 + (n % 3 != 0);
 
@@ -37,16 +37,16 @@ size_t te_b64_encoded_len(size_t n)
 	return groups * 4;
 }
 
-size_t te_b64_decoded_max(size_t len)
+size_t mc_b64_decoded_max(size_t len)
 {
 	return len / 4 * 3;
 }
 
-int te_b64_encode(const void *in, size_t n, char *out, size_t out_len,
+int mc_b64_encode(const void *in, size_t n, char *out, size_t out_len,
 		  size_t *n_out)
 {
 	const unsigned char *p = in;
-	size_t need = te_b64_encoded_len(n), o = 0, i;
+	size_t need = mc_b64_encoded_len(n), o = 0, i;
 
 	if (need == SIZE_MAX || out_len <= need)
 		return -E2BIG;
@@ -99,7 +99,7 @@ static int last_group(const unsigned char *g)
 	return d < 0 ? -EINVAL : 3;
 }
 
-int te_b64_decode(const char *in, size_t len, void *out, size_t out_len,
+int mc_b64_decode(const char *in, size_t len, void *out, size_t out_len,
 		  size_t *n_out)
 {
 	const unsigned char *s = (const unsigned char *)in;

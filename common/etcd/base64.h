@@ -14,38 +14,38 @@
  * Both functions NUL-terminate their output; decoded bytes may contain
  * NULs themselves. Pure functions, safe from any thread.
  */
-#ifndef TE_BASE64_H
-#define TE_BASE64_H
+#ifndef MC_BASE64_H
+#define MC_BASE64_H
 
 #include <stddef.h>
 
 #include "mc_compiler.h"
 
-/** Characters te_b64_encode() writes for n bytes (without the NUL), or
+/** Characters mc_b64_encode() writes for n bytes (without the NUL), or
  *  SIZE_MAX when that does not fit in a size_t. */
-size_t te_b64_encoded_len(size_t n);
+size_t mc_b64_encoded_len(size_t n);
 
-/** Upper bound on the bytes te_b64_decode() yields from len characters. */
-size_t te_b64_decoded_max(size_t len);
+/** Upper bound on the bytes mc_b64_decode() yields from len characters. */
+size_t mc_b64_decoded_max(size_t len);
 
 /**
  * Encode n bytes of in (in may be NULL when n is 0) into out.
- * @param out_len  size of out; needs te_b64_encoded_len(n) + 1
+ * @param out_len  size of out; needs mc_b64_encoded_len(n) + 1
  * @param n_out    characters written, without the NUL (may be NULL)
  * @return 0, or -E2BIG when out is too small (out is then unspecified).
  */
-int te_b64_encode(const void *in, size_t n, char *out, size_t out_len,
+int mc_b64_encode(const void *in, size_t n, char *out, size_t out_len,
 		  size_t *n_out) MC_MUST_CHECK;
 
 /**
  * Decode len characters of in (not necessarily NUL-terminated) into out.
  * @param out_len  size of out; the decoded bytes plus a NUL must fit, and
- *                 te_b64_decoded_max(len) + 1 always does
+ *                 mc_b64_decoded_max(len) + 1 always does
  * @param n_out    bytes decoded, without the NUL (may be NULL)
  * @return 0; -EINVAL for malformed input; -E2BIG when out is too small
  *         (out is then unspecified).
  */
-int te_b64_decode(const char *in, size_t len, void *out, size_t out_len,
+int mc_b64_decode(const char *in, size_t len, void *out, size_t out_len,
 		  size_t *n_out) MC_MUST_CHECK;
 
 #endif

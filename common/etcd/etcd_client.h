@@ -24,8 +24,8 @@
  * others wait for its token. cur (the endpoint that last answered) is an
  * atomic hint; conn never changes after init.
  */
-#ifndef TE_ETCD_CLIENT_H
-#define TE_ETCD_CLIENT_H
+#ifndef MC_ETCD_CLIENT_H
+#define MC_ETCD_CLIENT_H
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -36,7 +36,7 @@
 #include "mc_compiler.h"
 #include "mc_etcd_conn.h"
 
-#define TE_ETCD_MAX_IDLE 16
+#define MC_ETCD_MAX_IDLE 16
 
 struct etcd_client {
 	struct mc_etcd_conn conn; /* endpoints, user, TLS files */
@@ -44,7 +44,7 @@ struct etcd_client {
 	atomic_uint cur;
 	struct curl_slist *hdrs; /* without a token; read-only after init */
 	pthread_mutex_t pool_lock;
-	CURL *idle[TE_ETCD_MAX_IDLE];
+	CURL *idle[MC_ETCD_MAX_IDLE];
 	unsigned n_idle;
 	pthread_mutex_t auth_lock;
 	char *token; /* NULL: not authenticated (yet, or any more) */
@@ -56,12 +56,12 @@ struct etcd_client {
  * Parse spec (with MC_ETCD_* filling what it leaves unset), check that
  * the TLS files can be read and read the password file. Nothing is
  * contacted. 0 or a negative code with err saying why; call
- * te_etcd_client_fini() either way.
+ * mc_etcd_client_fini() either way.
  */
-int te_etcd_client_init(struct etcd_client *c, const char *spec, char *err,
+int mc_etcd_client_init(struct etcd_client *c, const char *spec, char *err,
 			size_t errlen) MC_MUST_CHECK;
 
-void te_etcd_client_fini(struct etcd_client *c);
+void mc_etcd_client_fini(struct etcd_client *c);
 
 /**
  * POST req to path. On success (HTTP 200 with a JSON object) 0 with the
@@ -69,7 +69,7 @@ void te_etcd_client_fini(struct etcd_client *c);
  * negative code (-EACCES for etcd's authentication refusals, MC_EHTTP,
  * the mapped curl errors) with err naming the URL and what to set.
  */
-int te_etcd_call(struct etcd_client *c, const char *path, json_t *req,
+int mc_etcd_call(struct etcd_client *c, const char *path, json_t *req,
 		 json_t **resp, const char **ep, char *err,
 		 size_t errlen) MC_MUST_CHECK;
 

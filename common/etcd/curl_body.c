@@ -6,7 +6,7 @@
 
 #include "curl_body.h"
 
-size_t te_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg)
+size_t mc_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg)
 {
 	struct body_buf *b = arg;
 	size_t n = size * nmemb;
@@ -33,7 +33,7 @@ size_t te_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-int te_curl_err(CURLcode cc, const struct body_buf *b)
+int mc_curl_err(CURLcode cc, const struct body_buf *b)
 {
 	switch (cc) {
 	case CURLE_OPERATION_TIMEDOUT:

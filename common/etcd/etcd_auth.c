@@ -16,7 +16,7 @@
 #include "etcd_auth.h"
 #include "mc_auth.h"
 
-void te_etcd_secret_free(char *s)
+void mc_etcd_secret_free(char *s)
 {
 	if (!s)
 		return;
@@ -25,10 +25,10 @@ void te_etcd_secret_free(char *s)
 	free(s);
 }
 
-int te_etcd_password_read(const char *path, char **out, char *err,
+int mc_etcd_password_read(const char *path, char **out, char *err,
 			  size_t errlen)
 {
-	char buf[TE_ETCD_PASSWORD_MAX + 2];
+	char buf[MC_ETCD_PASSWORD_MAX + 2];
 	size_t len = 0;
 	int rc;
 
@@ -41,12 +41,12 @@ int te_etcd_password_read(const char *path, char **out, char *err,
 		len--;
 	if (len && buf[len - 1] == '\r')
 		len--;
-	if (!len || len > TE_ETCD_PASSWORD_MAX || memchr(buf, '\0', len) ||
+	if (!len || len > MC_ETCD_PASSWORD_MAX || memchr(buf, '\0', len) ||
 	    memchr(buf, '\n', len)) {
 		snprintf(err, errlen,
 			 "etcd password file %s must hold one line of 1 to %d "
 			 "bytes",
-			 path, TE_ETCD_PASSWORD_MAX);
+			 path, MC_ETCD_PASSWORD_MAX);
 		rc = -EINVAL;
 		goto out;
 	}
@@ -59,7 +59,7 @@ out:
 	return rc;
 }
 
-int te_etcd_token_of(json_t *resp, char **token)
+int mc_etcd_token_of(json_t *resp, char **token)
 {
 	const char *t = json_string_value(json_object_get(resp, "token"));
 
@@ -74,25 +74,25 @@ int te_etcd_token_of(json_t *resp, char **token)
 	return *token ? 0 : -ENOMEM;
 }
 
-enum te_etcd_auth_err te_etcd_auth_err_of(const char *message)
+enum mc_etcd_auth_err mc_etcd_auth_err_of(const char *message)
 {
 	static const struct {
 		const char *text;
-		enum te_etcd_auth_err kind;
+		enum mc_etcd_auth_err kind;
 	} known[] = {
-		{ "invalid auth token", TE_ETCD_AUTH_TOKEN_INVALID },
-		{ "revision of auth store is old", TE_ETCD_AUTH_TOKEN_INVALID },
-		{ "user name is empty", TE_ETCD_AUTH_REQUIRED },
-		{ "user name not found", TE_ETCD_AUTH_REQUIRED },
-		{ "permission denied", TE_ETCD_AUTH_DENIED },
-		{ "authentication failed", TE_ETCD_AUTH_FAILED },
-		{ "authentication is not enabled", TE_ETCD_AUTH_NOT_ENABLED },
+		{ "invalid auth token", MC_ETCD_AUTH_TOKEN_INVALID },
+		{ "revision of auth store is old", MC_ETCD_AUTH_TOKEN_INVALID },
+		{ "user name is empty", MC_ETCD_AUTH_REQUIRED },
+		{ "user name not found", MC_ETCD_AUTH_REQUIRED },
+		{ "permission denied", MC_ETCD_AUTH_DENIED },
+		{ "authentication failed", MC_ETCD_AUTH_FAILED },
+		{ "authentication is not enabled", MC_ETCD_AUTH_NOT_ENABLED },
 	};
 
 	if (!message)
-		return TE_ETCD_AUTH_OTHER;
+		return MC_ETCD_AUTH_OTHER;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strstr(message, known[i].text))
 			return known[i].kind;
-	return TE_ETCD_AUTH_OTHER;
+	return MC_ETCD_AUTH_OTHER;
 }

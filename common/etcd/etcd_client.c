@@ -62,7 +62,7 @@ static CURL *take_handle(struct etcd_client *m)
 static void give_handle(struct etcd_client *m, CURL *h)
 {
 	pthread_mutex_lock(&m->pool_lock);
-	if (m->n_idle < TE_ETCD_MAX_IDLE) {
+	if (m->n_idle < MC_ETCD_MAX_IDLE) {
 		m->idle[m->n_idle++] = h;
 		h = NULL;
 	}
@@ -133,7 +133,7 @@ static int post_once(struct etcd_client *m, CURL *h, const char *url,
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, te_curl_on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mc_curl_on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -158,7 +158,7 @@ static int post_once(struct etcd_client *m, CURL *h, const char *url,
 		       "etcd POST %s: response larger than %zu bytes", url,
 		       b->max);
 	} else {
-		rc = te_curl_err(cc, b);
+		rc = mc_curl_err(cc, b);
 		seterr(err, errlen, "etcd POST %s: %s", url,
 		       errbuf[0] ? errbuf : curl_easy_strerror(cc));
 		tls_hint(m, url, cc, err, errlen);
@@ -195,7 +195,7 @@ static struct curl_slist *request_headers(struct etcd_client *m,
 	l = curl_slist_append(NULL, "Content-Type: application/json");
 	n = l ? curl_slist_append(l, "Expect:") : NULL;
 	n = n ? curl_slist_append(l, line) : NULL;
-	te_etcd_secret_free(line);
+	mc_etcd_secret_free(line);
 	if (!n) {
 		curl_slist_free_all(l);
 		return NULL;
@@ -214,14 +214,14 @@ static int http_error(struct etcd_client *m, const char *url, int rc, json_t *j,
 	const char *text = error_text(j, raw);
 	const char *user = m->conn.user;
 
-	switch (te_etcd_auth_err_of(text)) {
-	case TE_ETCD_AUTH_TOKEN_INVALID:
+	switch (mc_etcd_auth_err_of(text)) {
+	case MC_ETCD_AUTH_TOKEN_INVALID:
 		seterr(err, errlen,
 		       "etcd POST %s: etcd refused the token of user "
 		       "'%.64s' (%.200s)",
 		       url, user ? user : "", text);
 		return user ? ETCD_REAUTH : -EACCES;
-	case TE_ETCD_AUTH_REQUIRED:
+	case MC_ETCD_AUTH_REQUIRED:
 		if (user) {
 			/* etcd turned authentication on after we asked. */
 			seterr(err, errlen,
@@ -235,14 +235,14 @@ static int http_error(struct etcd_client *m, const char *url, int rc, json_t *j,
 		       "%s",
 		       url, text, cred_hint);
 		return -EACCES;
-	case TE_ETCD_AUTH_DENIED:
+	case MC_ETCD_AUTH_DENIED:
 		seterr(err, errlen,
 		       "etcd POST %s: etcd user '%.64s' is not allowed this "
 		       "(%.200s): grant its role read and write on the keys "
 		       "(etcdctl role grant-permission)",
 		       url, user ? user : "", text);
 		return -EACCES;
-	case TE_ETCD_AUTH_FAILED:
+	case MC_ETCD_AUTH_FAILED:
 		seterr(err, errlen,
 		       "etcd POST %s: etcd authentication failed for user "
 		       "'%.64s' (%.200s): check the user and its password "
@@ -250,11 +250,11 @@ static int http_error(struct etcd_client *m, const char *url, int rc, json_t *j,
 		       ", " MC_ETCD_ENV_PASSWORD_FILE ")",
 		       url, user ? user : "", text);
 		return -EACCES;
-	case TE_ETCD_AUTH_NOT_ENABLED:
+	case MC_ETCD_AUTH_NOT_ENABLED:
 		if (strstr(url, ETCD_AUTH_PATH))
 			return ETCD_AUTH_OFF;
 		break;
-	case TE_ETCD_AUTH_OTHER:
+	case MC_ETCD_AUTH_OTHER:
 		break;
 	}
 	if (rc == 404)
@@ -377,10 +377,10 @@ static int authenticate(struct etcd_client *m, char **tok, char *err,
 		return -ENOMEM;
 	rc = exchange(m, ETCD_AUTH_PATH, json, strlen(json), NULL, &resp, &ep,
 		      err, errlen);
-	te_etcd_secret_free(json);
+	mc_etcd_secret_free(json);
 	if (rc)
 		return rc;
-	rc = te_etcd_token_of(resp, tok);
+	rc = mc_etcd_token_of(resp, tok);
 	json_decref(resp);
 	if (rc == -EBADMSG)
 		seterr(err, errlen, "etcd %s%s: no usable token in the answer",
@@ -423,7 +423,7 @@ static void drop_token(struct etcd_client *m, unsigned long gen)
 {
 	pthread_mutex_lock(&m->auth_lock);
 	if (m->token_gen == gen) {
-		te_etcd_secret_free(m->token);
+		mc_etcd_secret_free(m->token);
 		m->token = NULL;
 		m->auth_off = false;
 	}
@@ -434,7 +434,7 @@ static void drop_token(struct etcd_client *m, unsigned long gen)
  * POST req to path (see exchange()), authenticated when there is a user:
  * a refused token is replaced and the request sent again, once.
  */
-int te_etcd_call(struct etcd_client *m, const char *path, json_t *req,
+int mc_etcd_call(struct etcd_client *m, const char *path, json_t *req,
 		 json_t **resp, const char **ep, char *err, size_t errlen)
 {
 	unsigned long gen = 0;
@@ -457,7 +457,7 @@ int te_etcd_call(struct etcd_client *m, const char *path, json_t *req,
 		}
 		rc = exchange(m, path, json, strlen(json), tok, resp, ep, err,
 			      errlen);
-		te_etcd_secret_free(tok);
+		mc_etcd_secret_free(tok);
 		tok = NULL;
 		if (rc != ETCD_REAUTH)
 			break;
@@ -508,11 +508,11 @@ static int load_credentials(struct etcd_client *m, char *err, size_t errlen)
 		m->password = strdup(m->conn.password);
 		return m->password ? 0 : -ENOMEM;
 	}
-	return te_etcd_password_read(m->conn.password_file, &m->password, err,
+	return mc_etcd_password_read(m->conn.password_file, &m->password, err,
 				     errlen);
 }
 
-int te_etcd_client_init(struct etcd_client *m, const char *spec, char *err,
+int mc_etcd_client_init(struct etcd_client *m, const char *spec, char *err,
 			size_t errlen)
 {
 	int rc;
@@ -533,14 +533,14 @@ int te_etcd_client_init(struct etcd_client *m, const char *spec, char *err,
 	return 0;
 }
 
-void te_etcd_client_fini(struct etcd_client *m)
+void mc_etcd_client_fini(struct etcd_client *m)
 {
 	for (unsigned i = 0; i < m->n_idle; i++)
 		curl_easy_cleanup(m->idle[i]);
 	m->n_idle = 0;
 	mc_etcd_conn_free(&m->conn);
-	te_etcd_secret_free(m->password);
-	te_etcd_secret_free(m->token);
+	mc_etcd_secret_free(m->password);
+	mc_etcd_secret_free(m->token);
 	m->password = m->token = NULL;
 	curl_slist_free_all(m->hdrs);
 	m->hdrs = NULL;
