@@ -20,6 +20,7 @@
 #include "mc_http.h"
 #include "mc_log.h"
 #include "mc_rpc_server.h"
+#include "ha.h"
 #include "metad.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
@@ -30,6 +31,7 @@ struct mst_daemon {
 	struct metad *meta;
 	struct mc_http_server *meta_srv, *admin;
 	struct mc_rpc_server *rpc;
+	struct mst_ha *ha; /* NULL without --enable_ha */
 	bool auth; /* key holds the pool's key */
 	struct mc_auth_key key;
 	struct mst_admin admin_ctx;
@@ -204,7 +206,34 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 	return rc;
 }
 
+/* --enable_ha: follow the leader's op log until elected (ha.h). */
+static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
+		     const sigset_t *sigs, char *const *argv)
+{
+	char err[MC_ERR_LEN] = "", addr[300];
+	struct mst_ha_cfg hc = {
+		.etcd = mst_ha_etcd(cfg),
+		.cluster_id = cfg->cluster_id,
+		.advertise = addr,
+		.lease_ttl_s = (unsigned)cfg->ha_lease_ttl_sec,
+		.argv = argv,
+	};
+	int rc;
+
+	snprintf(addr, sizeof(addr),
+		 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" : "%s:%lld",
+		 cfg->rpc_address, (long long)cfg->rpc_port);
+	rc = mst_ha_open(&hc, &d->ha, err, sizeof(err));
+	if (!rc)
+		rc = mst_ha_follow(d->ha, cfg->db_path, cfg->db_full_sync, sigs,
+				   err, sizeof(err));
+	if (rc && rc != -EINTR)
+		mc_log_err("master", "%s", err);
+	return rc;
+}
+
 int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
+		     const sigset_t *sigs, char *const *argv,
 		     struct mst_daemon **out)
 {
 	struct mst_daemon *d = calloc(1, sizeof(*d));
@@ -215,12 +244,16 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!d)
 		return -ENOMEM;
 	rc = load_key(d, cfg);
+	if (!rc && cfg->enable_ha)
+		rc = ha_follow(d, cfg, sigs, argv);
 	if (!rc) {
 		rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
 				sizeof(err));
 		if (rc)
 			mc_log_err("master", "%s", err);
 	}
+	if (!rc && d->ha)
+		rc = mst_ha_lead(d->ha, d->m->db);
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc)
@@ -262,6 +295,7 @@ void mst_daemon_stop(struct mst_daemon *d)
 		pthread_join(d->ticker, NULL);
 	}
 	mc_rpc_server_stop(d->rpc);
+	mst_ha_close(d->ha); /* after the last change: steps down */
 	mc_http_server_stop(d->admin);
 	mc_auth_replay_destroy(d->admin_ctx.replay);
 	mc_http_server_stop(d->meta_srv);

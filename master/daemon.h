@@ -10,6 +10,8 @@
 #ifndef MST_DAEMON_H
 #define MST_DAEMON_H
 
+#include <signal.h>
+
 #include "master.h"
 #include "master_options.h"
 
@@ -17,10 +19,13 @@ struct mst_daemon;
 
 /**
  * Start everything cfg asks for, with the master's rules mc (see
- * master_cfg_core()). 0 with *out; or a code, every part started so far
+ * master_cfg_core()). With --enable_ha it first waits, a standby, until
+ * elected (-EINTR when one of sigs, blocked, arrives meanwhile); argv is
+ * what a deposed leader restarts with. 0 with *out; or a code, every part started so far
  * stopped again, the reason logged.
  */
 int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
+		     const sigset_t *sigs, char *const *argv,
 		     struct mst_daemon **out);
 /** Stop every part (the RPC server first) and free d. NULL is fine. */
 void mst_daemon_stop(struct mst_daemon *d);

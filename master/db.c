@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "db_int.h"
 #include "groups.h"
 #include "master.h"
 #include "mc_le.h"
@@ -21,20 +21,6 @@
 #include "mst_util.h"
 
 #define SCHEMA_VERSION 5
-
-struct mst_db {
-	sqlite3 *h;
-	int lock_fd;
-	sqlite3_stmt *begin, *commit, *rollback;
-	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
-	sqlite3_stmt *put_attr, *del_attr;
-	sqlite3_stmt *put_orphan, *del_orphan;
-	sqlite3_stmt *dir_get, *dir_put, *dir_del, *dir_seek, *dir_touch;
-	/* Failures are logged once a second at most (a full disk fails
-	 * every change): when the last line went, how many since. */
-	uint64_t err_at;
-	uint64_t err_quiet;
-};
 
 /* The attribute columns (schema 2), in objects after replicas and in dirs
  * after path: NULL mode means none stored. */
@@ -244,7 +230,8 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		 "BY path",
 		 &db->dir_seek) ||
 	    prep(db, "UPDATE dirs SET amtime=?2, actime=?2 WHERE path=?1",
-		 &db->dir_touch))
+		 &db->dir_touch) ||
+	    mst_db_log_load(db))
 		goto sql_err;
 	*out = db;
 	return 0;
@@ -277,6 +264,7 @@ void mst_db_close(struct mst_db *db)
 	sqlite3_finalize(db->dir_del);
 	sqlite3_finalize(db->dir_seek);
 	sqlite3_finalize(db->dir_touch);
+	mst_db_log_close(db);
 	sqlite3_close(db->h);
 	if (db->lock_fd >= 0)
 		close(db->lock_fd);
@@ -285,7 +273,14 @@ void mst_db_close(struct mst_db *db)
 
 int mst_db_begin(struct mst_db *db)
 {
-	return step_done(db, db->begin, "begin");
+	int rc = step_done(db, db->begin, "begin");
+
+	if (!rc && db->log_fn) {
+		rc = mst_db_log_begin(db);
+		if (rc)
+			mst_db_rollback(db);
+	}
+	return rc;
 }
 
 /*
@@ -313,7 +308,14 @@ static void fence(struct mst_db *db)
 
 int mst_db_commit(struct mst_db *db)
 {
-	int rc = step_done(db, db->commit, "commit");
+	int rc = db->sess ? mst_db_log_ship(db) : 0;
+
+	if (rc) {
+		mst_db_rollback(db);
+		return rc;
+	}
+	rc = step_done(db, db->commit, "commit");
+	mst_db_log_committed(db, rc == 0);
 
 	if (rc) {
 		mst_db_rollback(db);
@@ -324,6 +326,7 @@ int mst_db_commit(struct mst_db *db)
 
 void mst_db_rollback(struct mst_db *db)
 {
+	mst_db_log_end(db);
 	if (!sqlite3_get_autocommit(db->h))
 		(void)step_done(db, db->rollback, "rollback");
 }

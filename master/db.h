@@ -33,6 +33,28 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		char *err, size_t errlen);
 void mst_db_close(struct mst_db *db);
 
+/*
+ * The op log (HA, master/ha.c; docs/design.md "High availability"): with
+ * a log function set, every transaction that changes something gets the
+ * next sequence number (stored in the record, meta 'ha_seq', inside the
+ * same transaction) and its changes as an sqlite changeset go to fn
+ * before COMMIT: fn's 0 lets the commit go on, a code rolls it back and
+ * mst_db_commit() returns that code. A change fn accepted that then
+ * failed to commit here is reported once more with cs NULL (the record
+ * and the log now differ: the caller must stop leading).
+ */
+typedef int (*mst_db_log_fn)(void *arg, uint64_t seq, const void *cs,
+			     size_t len);
+void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg);
+/** The last sequence number in the record (0: none yet). */
+uint64_t mst_db_log_seq(const struct mst_db *db);
+/**
+ * A standby: apply entry seq (the next one: mst_db_log_seq() + 1, else
+ * -ESPIPE) of a leader's log in one transaction. 0 or a code.
+ */
+int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
+		     size_t len);
+
 int mst_db_begin(struct mst_db *db);
 int mst_db_commit(struct mst_db *db);
 void mst_db_rollback(struct mst_db *db);

@@ -5,6 +5,7 @@
  * service until SIGINT/SIGTERM, run housekeeping in the background
  * (daemon.h).
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include "daemon.h"
@@ -39,12 +40,14 @@ int main(int argc, char **argv)
 		return code;
 	}
 	mc_daemon_block_signals(&sigs);
-	rc = mst_daemon_start(&cfg, &mc, &d);
+	rc = mst_daemon_start(&cfg, &mc, &sigs, argv, &d);
 	if (!rc) {
 		rc = mc_daemon_wait_signal(&sigs);
 		mc_log_notice("master", "signal %d: stopping", rc);
 		rc = 0;
 	}
+	if (rc == -EINTR)
+		rc = 0; /* a standby stopped by a signal */
 	mst_daemon_stop(d);
 	mc_cfg_release(&master_cfg_spec, &cfg);
 	return mc_daemon_exit_code(rc);

@@ -104,18 +104,23 @@ static const struct mc_opt master_opts[] = {
 	    "Legacy shared-filesystem replicas: not supported (must be "
 	    "empty)."),
 	OPT("enable_ha", MC_OPT_BOOL, enable_ha, "false", 0, 0,
-	    "High availability: not supported yet (sqlite keeps state)."),
+	    "High availability: one leader among the masters of cluster_id, "
+	    "elected on etcd, its record replicated through an op log in etcd "
+	    "(docs/operations.md, \"High availability\")."),
 	OPT("ha_backend_type", MC_OPT_STRING, ha_backend_type, "etcd", 0, 0,
-	    "Accepted with --enable_ha."),
+	    "etcd (the only backend)."),
 	OPT("ha_backend_connstring", MC_OPT_STRING, ha_backend_connstring, "",
 	    0, 0,
-	    "Accepted with --enable_ha; with ha_backend_type etcd, checked as "
-	    "an etcd connection string (docs/config.md, \"etcd metadata\")."),
+	    "etcd connection string for HA (docs/config.md, \"etcd "
+	    "metadata\")."),
 	OPT("etcd_endpoints", MC_OPT_STRING, etcd_endpoints, "", 0, 0,
-	    "Accepted with --enable_ha; checked as an etcd connection string "
-	    "(docs/config.md, \"etcd metadata\")."),
+	    "etcd for HA when --ha_backend_connstring is empty (upstream's "
+	    "older flag)."),
+	OPT("ha_lease_ttl_sec", MC_OPT_INT, ha_lease_ttl_sec, "5", 1, 600,
+	    "TTL of the leader's etcd lease: a dead leader is replaced within "
+	    "about this (upstream's fixed 5 s)."),
 	OPT("enable_oplog", MC_OPT_BOOL, enable_oplog, "false", 0, 0,
-	    "Not supported (sqlite is the record)."),
+	    "Accepted: with --enable_ha the op log is always on."),
 	OPT("enable_snapshot", MC_OPT_BOOL, enable_snapshot, "false", 0, 0,
 	    "Not supported (sqlite is the record)."),
 	OPT("enable_offload", MC_OPT_BOOL, enable_offload, "false", 0, 0,
@@ -200,14 +205,21 @@ const struct mc_cfg_spec master_cfg_spec = {
 
 /* ---- from flags to the master's rules ------------------------------------ */
 
+const char *mst_ha_etcd(const struct master_cfg *c)
+{
+	if (c->ha_backend_connstring && *c->ha_backend_connstring)
+		return c->ha_backend_connstring;
+	if (c->etcd_endpoints && *c->etcd_endpoints)
+		return c->etcd_endpoints;
+	return NULL;
+}
+
 static int refuse_unsupported(const struct master_cfg *c)
 {
 	static const struct {
 		size_t off;
 		const char *name;
 	} flags[] = {
-		{ offsetof(struct master_cfg, enable_ha), "enable_ha" },
-		{ offsetof(struct master_cfg, enable_oplog), "enable_oplog" },
 		{ offsetof(struct master_cfg, enable_snapshot),
 		  "enable_snapshot" },
 		{ offsetof(struct master_cfg, enable_offload),
@@ -223,6 +235,30 @@ static int refuse_unsupported(const struct master_cfg *c)
 				   "--%s is not supported by this master yet "
 				   "(see docs/config.md)",
 				   flags[i].name);
+			return MC_EXIT_USAGE;
+		}
+	}
+	if (c->enable_ha) {
+		const char *why = NULL;
+
+		if (!c->ha_backend_type || strcmp(c->ha_backend_type, "etcd"))
+			why = "--ha_backend_type must be etcd";
+		else if (!mst_ha_etcd(c))
+			why = "--ha_backend_connstring (or --etcd_endpoints) "
+			      "must name etcd";
+		else if (!c->db_path || !*c->db_path ||
+			 !strcmp(c->db_path, "memory"))
+			why = "--db_path must be a file (the record standbys "
+			      "keep)";
+		else if (!c->rpc_port)
+			why = "--rpc_port must be given (it is advertised)";
+		else if (!c->rpc_address ||
+			 !strcmp(c->rpc_address, "0.0.0.0") ||
+			 !strcmp(c->rpc_address, "::") || !*c->rpc_address)
+			why = "--rpc_address must be an address clients reach "
+			      "(it is advertised in master_view)";
+		if (why) {
+			mc_log_err("master", "--enable_ha: %s", why);
 			return MC_EXIT_USAGE;
 		}
 	}

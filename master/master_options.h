@@ -41,6 +41,7 @@ struct master_cfg {
 	char *ha_backend_type;
 	char *ha_backend_connstring;
 	char *etcd_endpoints;
+	int64_t ha_lease_ttl_sec;
 	bool enable_oplog;
 	bool enable_snapshot;
 	bool enable_offload;
@@ -75,6 +76,8 @@ extern const struct mc_cfg_spec master_cfg_spec;
  * The master's rules from the flags: 0, or MC_EXIT_USAGE (the reason
  * logged) for a flag this master does not support or a bad value.
  */
+/** The etcd connection string HA uses (NULL: none given). */
+const char *mst_ha_etcd(const struct master_cfg *c);
 int master_cfg_core(const struct master_cfg *c, struct mst_config *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mc_busy_poll.h"
@@ -17,13 +18,15 @@
 #include "mc_parse.h"
 #include "mc_rpc_auth.h"
 #include "mc_rpc_client.h"
+#include "rpc_leader.h"
 #include "mooncake/mc_err.h"
 
 #define MAX_IDLE 16
 
 struct mc_rpc_client {
-	char host[256];
+	char host[256]; /* under lock when leader is set */
 	int port;
+	struct mc_rpc_leader *leader; /* etcd:// address: HA masters */
 	_Atomic unsigned timeout_ms;
 	atomic_uint_fast64_t next_id;
 	pthread_mutex_t lock;
@@ -43,8 +46,10 @@ int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 
 	if (!c)
 		return -ENOMEM;
-	rc = mc_parse_hostport(hostport, c->host, sizeof(c->host), 50051,
-			       &c->port);
+	rc = mc_rpc_leader_is(hostport) ?
+		     mc_rpc_leader_create(hostport, &c->leader) :
+		     mc_parse_hostport(hostport, c->host, sizeof(c->host),
+				       50051, &c->port);
 	if (rc) {
 		free(c);
 		return rc;
@@ -70,6 +75,7 @@ void mc_rpc_client_destroy(struct mc_rpc_client *c)
 	if (!c)
 		return;
 	mc_rpc_client_reset(c);
+	mc_rpc_leader_destroy(c->leader);
 	pthread_mutex_destroy(&c->lock);
 	mc_auth_key_clear(&c->key);
 	free(c);
@@ -116,7 +122,8 @@ static int authenticate(struct mc_rpc_client *c, int fd, unsigned *tmo)
 static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 		bool *pooled)
 {
-	int rc;
+	char host[sizeof(c->host)];
+	int rc, port;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->n_idle && !fresh) {
@@ -127,10 +134,14 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 		*pooled = true;
 		return 0;
 	}
+	memcpy(host, c->host, sizeof(host));
+	port = c->port;
 	pthread_mutex_unlock(&c->lock);
 	*pooled = false;
 	*tmo = 0;
-	rc = mc_net_connect(c->host, c->port, (int)c->timeout_ms, fd);
+	if (!port)
+		return -EAGAIN; /* HA: no leader known */
+	rc = mc_net_connect(host, port, (int)c->timeout_ms, fd);
 	if (rc)
 		return rc;
 	(void)mc_net_set_nodelay(*fd);
@@ -211,24 +222,14 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 	return *resp ? 0 : -EPROTO;
 }
 
-int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
-		const ProtobufCMessage *req, ProtobufCMessage **resp)
+/* One call on the current master: the request on a pooled connection,
+ * or on a new one when the pooled one turns out stale. */
+static int call_once(struct mc_rpc_client *c, const struct mc_rpc_method *m,
+		     uint16_t method, uint64_t id, const uint8_t *frame,
+		     size_t len, ProtobufCMessage **resp)
 {
-	const struct mc_rpc_method *m = mc_rpc_method(method);
-	struct mc_rpc_hdr h = { .version = MC_RPC_VERSION,
-				.kind = MC_RPC_REQUEST,
-				.method = method };
-	uint8_t *frame;
-	size_t len;
-	int rc;
+	int rc = 0;
 
-	*resp = NULL;
-	if (!m || req->descriptor != m->req)
-		return -EINVAL;
-	h.req_id = atomic_fetch_add(&c->next_id, 1);
-	rc = mc_rpc_pack_frame(&h, req, &frame, &len);
-	if (rc)
-		return rc;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		bool pooled, got_any;
 		unsigned tmo;
@@ -237,8 +238,8 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		rc = take(c, attempt > 0, &fd, &tmo, &pooled);
 		if (rc)
 			break;
-		rc = exchange(c, fd, &tmo, frame, len, method, h.req_id,
-			      m->resp, resp, &got_any);
+		rc = exchange(c, fd, &tmo, frame, len, method, id, m->resp,
+			      resp, &got_any);
 		if (!rc) {
 			give(c, fd, tmo);
 			break;
@@ -250,6 +251,110 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		if (!(pooled && !got_any &&
 		      (rc == -ECONNRESET || rc == -EPIPE)))
 			break;
+	}
+	return rc;
+}
+
+/* HA: what sends a call to look for the leader again. A master that
+ * stopped leading answers UNAVAILABLE_IN_CURRENT_MODE; one that could not
+ * write its op log, ETCD_OPERATION_ERROR (the change was not made). */
+static bool leader_gone(int rc, ProtobufCMessage *resp)
+{
+	if (!rc) {
+		int32_t code = mc_rpc_resp_code(resp);
+
+		return code == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE ||
+		       code == MC_STORE_ETCD_OPERATION_ERROR;
+	}
+	switch (rc) {
+	case -EAGAIN:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -EPIPE:
+	case -ETIMEDOUT:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -EHOSTDOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Point c at the leader etcd names now (closing connections to another). */
+static int follow_leader(struct mc_rpc_client *c, bool refresh)
+{
+	char host[sizeof(c->host)];
+	int port = 0, rc;
+
+	rc = mc_rpc_leader_get(c->leader, refresh, host, sizeof(host), &port);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	if (port != c->port || strcmp(host, c->host)) {
+		memcpy(c->host, host, sizeof(c->host));
+		c->port = port;
+		while (c->n_idle)
+			close(c->idle[--c->n_idle]);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static void nap_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
+		const ProtobufCMessage *req, ProtobufCMessage **resp)
+{
+	const struct mc_rpc_method *m = mc_rpc_method(method);
+	struct mc_rpc_hdr h = { .version = MC_RPC_VERSION,
+				.kind = MC_RPC_REQUEST,
+				.method = method };
+	uint64_t until = 0;
+	uint8_t *frame;
+	size_t len;
+	int rc;
+
+	*resp = NULL;
+	if (!m || req->descriptor != m->req)
+		return -EINVAL;
+	h.req_id = atomic_fetch_add(&c->next_id, 1);
+	rc = mc_rpc_pack_frame(&h, req, &frame, &len);
+	if (rc)
+		return rc;
+	if (c->leader)
+		(void)follow_leader(c, false);
+	for (;;) {
+		rc = call_once(c, m, method, h.req_id, frame, len, resp);
+		if (!c->leader || !leader_gone(rc, *resp))
+			break;
+		/* The same request again, on whoever leads now, until the
+		 * failover window closes. */
+		if (!until)
+			until = mono_ms() + mc_rpc_leader_wait_ms(c->leader);
+		if (mono_ms() >= until)
+			break;
+		if (*resp) {
+			protobuf_c_message_free_unpacked(*resp, NULL);
+			*resp = NULL;
+		}
+		nap_ms(100);
+		(void)follow_leader(c, true);
 	}
 	free(frame);
 	return rc;

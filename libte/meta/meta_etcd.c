@@ -20,6 +20,7 @@
 
 #include "base64.h"
 #include "etcd_client.h"
+#include "etcd_json.h"
 #include "meta.h"
 #include "mooncake/mc_err.h"
 
@@ -53,113 +54,6 @@ static struct etcd_meta *to_etcd(struct te_meta *m)
 	return mc_container_of(m, struct etcd_meta, base);
 }
 
-/* ---- JSON helpers ---- */
-
-static json_t *b64_string(const void *p, size_t n)
-{
-	size_t len = mc_b64_encoded_len(n), out_n = 0;
-	char *s;
-	json_t *j;
-
-	if (len == SIZE_MAX)
-		return NULL;
-	s = malloc(len + 1);
-	if (!s)
-		return NULL;
-	if (mc_b64_encode(p, n, s, len + 1, &out_n)) {
-		free(s);
-		return NULL;
-	}
-	j = json_stringn_nocheck(s, out_n);
-	free(s);
-	return j;
-}
-
-/* {"key": b64(key)} plus "value": b64(val) when val is given. */
-static json_t *kv_req(const char *key, const void *val, size_t len,
-		      bool with_val)
-{
-	json_t *o = json_object();
-
-	if (!o)
-		return NULL;
-	if (json_object_set_new(o, "key", b64_string(key, strlen(key))) ||
-	    (with_val &&
-	     json_object_set_new(o, "value", b64_string(val, len)))) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* An int64 field: the gateway sends them as strings; absent means 0. */
-static int int_field(json_t *o, const char *name, long long *out)
-{
-	json_t *v = json_object_get(o, name);
-	const char *s;
-	char *end;
-
-	*out = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (json_is_integer(v)) {
-		*out = json_integer_value(v);
-		return 0;
-	}
-	s = json_string_value(v);
-	if (!s || !*s)
-		return -EBADMSG;
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	return (errno || *end) ? -EBADMSG : 0;
-}
-
-/*
- * The first kv of a range response: 0 with it in *kv, -ENOENT when the
- * response holds none, -EBADMSG when "kvs" is not an array.
- */
-static int first_kv(json_t *range, json_t **kv)
-{
-	json_t *kvs = json_object_get(range, "kvs");
-
-	if (!kvs || json_is_null(kvs))
-		return -ENOENT;
-	if (!json_is_array(kvs))
-		return -EBADMSG;
-	if (!json_array_size(kvs))
-		return -ENOENT;
-	*kv = json_array_get(kvs, 0);
-	return json_is_object(*kv) ? 0 : -EBADMSG;
-}
-
-/* Decode a kv's value (absent means empty) into a malloc'd buffer. */
-static int kv_value(json_t *kv, char **val, size_t *len)
-{
-	json_t *v = json_object_get(kv, "value");
-	const char *s = "";
-	size_t slen = 0, max;
-	char *buf;
-	int rc;
-
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v))
-			return -EBADMSG;
-		s = json_string_value(v);
-		slen = json_string_length(v);
-	}
-	max = mc_b64_decoded_max(slen) + 1;
-	buf = malloc(max);
-	if (!buf)
-		return -ENOMEM;
-	rc = mc_b64_decode(s, slen, buf, max, len);
-	if (rc) {
-		free(buf);
-		return rc == -EINVAL ? -EBADMSG : rc;
-	}
-	*val = buf;
-	return 0;
-}
-
 static int check_args(const char *key, const void *val, size_t len, char *err,
 		      size_t errlen)
 {
@@ -183,15 +77,15 @@ static int etcd_get(struct te_meta *tm, const char *key, char **val,
 
 	if (rc)
 		return rc;
-	req = kv_req(key, NULL, 0, false);
+	req = mc_etcd_json_kv(key, NULL, 0, false);
 	rc = mc_etcd_call(&m->cli, "/v3/kv/range", req, &resp, &ep, err,
 			  errlen);
 	json_decref(req);
 	if (rc)
 		return rc;
-	rc = first_kv(resp, &kv);
+	rc = mc_etcd_json_first_kv(resp, &kv);
 	if (!rc)
-		rc = kv_value(kv, val, len);
+		rc = mc_etcd_json_value(kv, val, len);
 	if (rc == -ENOENT)
 		seterr(err, errlen, "etcd %s: no key '%.200s'", ep, key);
 	else if (rc == -EBADMSG)
@@ -213,7 +107,7 @@ static int etcd_put(struct te_meta *tm, const char *key, const void *val,
 
 	if (rc)
 		return rc;
-	req = kv_req(key, val, len, true);
+	req = mc_etcd_json_kv(key, val, len, true);
 	rc = mc_etcd_call(&m->cli, "/v3/kv/put", req, &resp, &ep, err, errlen);
 	json_decref(req);
 	json_decref(resp);
@@ -236,9 +130,9 @@ static int etcd_put_new(struct te_meta *tm, const char *key, const void *val,
 
 	if (rc)
 		return rc;
-	kb = b64_string(key, strlen(key));
-	put = kv_req(key, val, len, true);
-	get = kv_req(key, NULL, 0, false);
+	kb = mc_etcd_json_b64(key, strlen(key));
+	put = mc_etcd_json_kv(key, val, len, true);
+	get = mc_etcd_json_kv(key, NULL, 0, false);
 	req = NULL;
 	if (kb && put && get)
 		req = json_pack("{s:[{s:O,s:s,s:s,s:s}],s:[{s:O}],s:[{s:O}]}",
@@ -260,9 +154,9 @@ static int etcd_put_new(struct te_meta *tm, const char *key, const void *val,
 	range = json_object_get(
 		json_array_get(json_object_get(resp, "responses"), 0),
 		"response_range");
-	rc = first_kv(range, &kv);
+	rc = mc_etcd_json_first_kv(range, &kv);
 	if (!rc)
-		rc = kv_value(kv, &cur, &cur_len);
+		rc = mc_etcd_json_value(kv, &cur, &cur_len);
 	json_decref(resp);
 	if (rc) {
 		/* The compare failed, so the range must have found the key. */
@@ -294,13 +188,13 @@ static int etcd_del(struct te_meta *tm, const char *key, char *err,
 
 	if (rc)
 		return rc;
-	req = kv_req(key, NULL, 0, false);
+	req = mc_etcd_json_kv(key, NULL, 0, false);
 	rc = mc_etcd_call(&m->cli, "/v3/kv/deleterange", req, &resp, &ep, err,
 			  errlen);
 	json_decref(req);
 	if (rc)
 		return rc;
-	rc = int_field(resp, "deleted", &deleted);
+	rc = mc_etcd_json_int(resp, "deleted", &deleted);
 	json_decref(resp);
 	if (rc)
 		seterr(err, errlen, "etcd %s: malformed deleterange response",

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file db_int.h
+ * The inside of struct mst_db, shared by db.c (the record) and db_log.c
+ * (the HA op log over it). Nothing else includes this.
+ */
+#ifndef MASTER_DB_INT_H
+#define MASTER_DB_INT_H
+
+#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+
+struct mst_db {
+	sqlite3 *h;
+	int lock_fd;
+	sqlite3_stmt *begin, *commit, *rollback;
+	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
+	sqlite3_stmt *put_attr, *del_attr;
+	sqlite3_stmt *put_orphan, *del_orphan;
+	sqlite3_stmt *dir_get, *dir_put, *dir_del, *dir_seek, *dir_touch;
+	/* Failures are logged once a second at most (a full disk fails
+	 * every change): when the last line went, how many since. */
+	uint64_t err_at;
+	uint64_t err_quiet;
+	/* The op log (db_log.c): with log_fn set, every transaction's
+	 * changes are captured by sess and shipped before COMMIT. */
+	mst_db_log_fn log_fn;
+	void *log_arg;
+	sqlite3_session *sess; /* the open transaction's, or NULL */
+	uint64_t log_seq, log_pending; /* last committed / being shipped */
+	sqlite3_stmt *log_set_seq;
+};
+
+/* db_log.c, called by db.c's begin, commit and rollback. */
+int mst_db_log_begin(struct mst_db *db);
+/** Capture the changes and hand them to log_fn: 0 (commit may go on)
+ *  or a code (roll back). */
+int mst_db_log_ship(struct mst_db *db);
+/** After COMMIT (ok: it succeeded; a shipped change that did not commit
+ *  here is reported to log_fn as diverged). */
+void mst_db_log_committed(struct mst_db *db, bool ok);
+/** Drop the open transaction's capture (rollback, or after commit). */
+void mst_db_log_end(struct mst_db *db);
+/** The sequence number stored in the record (0: none): at open. */
+int mst_db_log_load(struct mst_db *db);
+void mst_db_log_close(struct mst_db *db);
+
+#endif

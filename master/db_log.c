@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The op log over the master's record (db.h, "The op log"): each
+ * transaction's changes captured with sqlite's session extension and
+ * handed to the HA layer before COMMIT; a standby applies them as they
+ * come, in order.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "db_int.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+
+int mst_db_log_load(struct mst_db *db)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	rc = sqlite3_prepare_v3(db->h, "SELECT v FROM meta WHERE k='ha_seq'",
+				-1, 0, &st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		db->log_seq = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return sqlite3_prepare_v3(db->h,
+				  "INSERT OR REPLACE INTO meta VALUES('ha_seq',"
+				  " ?1)",
+				  -1, SQLITE_PREPARE_PERSISTENT,
+				  &db->log_set_seq, NULL);
+}
+
+void mst_db_log_close(struct mst_db *db)
+{
+	mst_db_log_end(db);
+	sqlite3_finalize(db->log_set_seq);
+	db->log_set_seq = NULL;
+}
+
+void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg)
+{
+	db->log_fn = fn;
+	db->log_arg = arg;
+}
+
+uint64_t mst_db_log_seq(const struct mst_db *db)
+{
+	return db->log_seq;
+}
+
+int mst_db_log_begin(struct mst_db *db)
+{
+	mst_db_log_end(db);
+	if (sqlite3session_create(db->h, "main", &db->sess) != SQLITE_OK) {
+		db->sess = NULL;
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	if (sqlite3session_attach(db->sess, NULL) != SQLITE_OK) {
+		mst_db_log_end(db);
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	return 0;
+}
+
+void mst_db_log_end(struct mst_db *db)
+{
+	if (db->sess)
+		sqlite3session_delete(db->sess);
+	db->sess = NULL;
+	db->log_pending = 0;
+}
+
+static int set_seq(struct mst_db *db, uint64_t seq)
+{
+	int rc;
+
+	sqlite3_bind_int64(db->log_set_seq, 1, (sqlite3_int64)seq);
+	rc = sqlite3_step(db->log_set_seq);
+	sqlite3_reset(db->log_set_seq);
+	return rc == SQLITE_DONE ? 0 : MC_STORE_INTERNAL_ERROR;
+}
+
+int mst_db_log_ship(struct mst_db *db)
+{
+	uint64_t seq = db->log_seq + 1;
+	void *cs = NULL;
+	int n = 0, rc;
+
+	if (sqlite3session_isempty(db->sess)) {
+		mst_db_log_end(db);
+		return 0;
+	}
+	rc = set_seq(db, seq);
+	if (!rc && sqlite3session_changeset(db->sess, &n, &cs) != SQLITE_OK)
+		rc = MC_STORE_INTERNAL_ERROR;
+	if (rc) {
+		mc_log_err("master", "op log: capturing change %llu failed: %s",
+			   (unsigned long long)seq, sqlite3_errmsg(db->h));
+		sqlite3_free(cs);
+		return rc;
+	}
+	rc = db->log_fn(db->log_arg, seq, cs, (size_t)n);
+	sqlite3_free(cs);
+	if (!rc)
+		db->log_pending = seq;
+	return rc;
+}
+
+void mst_db_log_committed(struct mst_db *db, bool ok)
+{
+	uint64_t seq = db->log_pending;
+
+	if (seq && ok)
+		db->log_seq = seq;
+	else if (seq && db->log_fn)
+		(void)db->log_fn(db->log_arg, seq, NULL, 0);
+	mst_db_log_end(db);
+}
+
+/* A standby's copy follows the leader's: what differs is the leader's. */
+static int on_conflict(void *arg, int type, sqlite3_changeset_iter *it)
+{
+	(void)arg;
+	(void)it;
+	if (type == SQLITE_CHANGESET_DATA || type == SQLITE_CHANGESET_CONFLICT)
+		return SQLITE_CHANGESET_REPLACE;
+	return SQLITE_CHANGESET_OMIT;
+}
+
+int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
+		     size_t len)
+{
+	int rc;
+
+	if (seq != db->log_seq + 1)
+		return -ESPIPE;
+	if (len > INT32_MAX)
+		return -EMSGSIZE;
+	rc = mst_db_begin(db);
+	if (rc)
+		return rc;
+	rc = sqlite3changeset_apply(db->h, (int)len, (void *)cs, NULL,
+				    on_conflict, NULL);
+	if (rc != SQLITE_OK) {
+		mc_log_err("master", "op log: applying change %llu: %s",
+			   (unsigned long long)seq, sqlite3_errmsg(db->h));
+		mst_db_rollback(db);
+		return MC_EDB;
+	}
+	/* The change carries ha_seq; set it in case it did not. */
+	rc = set_seq(db, seq);
+	if (rc) {
+		mst_db_rollback(db);
+		return rc;
+	}
+	rc = mst_db_commit(db);
+	if (!rc)
+		db->log_seq = seq;
+	return rc;
+}

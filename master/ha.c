@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * High availability on etcd (ha.h): election, fencing, the op log and
+ * the standby that follows it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd_kv.h"
+#include "ha.h"
+#include "mc_cfg.h"
+#include "mc_log.h"
+#include "mooncake/mc_err.h"
+#include "mst_util.h"
+
+#define PART_MAX (1u << 20) /* bytes of a changeset per etcd key */
+#define TAIL_BATCH 256u
+#define TRIM_EVERY_MS 5000u
+#define KEY_MAX 512
+#define SUB_MAX 256
+#define CLUSTER_MAX 200
+
+struct mst_ha {
+	struct etcd_client cli;
+	bool cli_ok;
+	unsigned ttl_s, poll_ms;
+	char *const *argv;
+	char prefix[240]; /* "mooncake-store/<cluster_id>/" */
+	char view[SUB_MAX], oplog[SUB_MAX], oplog_end[SUB_MAX];
+	char base_key[SUB_MAX], standby[SUB_MAX], standby_end[SUB_MAX];
+	char me[KEY_MAX]; /* this master's standby key */
+	char advertise[200];
+	long long lease;
+	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
+	atomic_llong epoch;
+	atomic_ullong deadline; /* mono ms: lead until then at most */
+	atomic_bool lost, stop;
+	struct mst_db *db; /* leading */
+	pthread_t thr;
+	bool running;
+};
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
+		size_t errlen)
+{
+	struct mst_ha *ha;
+	int rc;
+
+	*out = NULL;
+	if (!cfg->advertise || !*cfg->advertise || !cfg->lease_ttl_s) {
+		snprintf(err, errlen, "HA: no RPC address to advertise");
+		return -EINVAL;
+	}
+	if (cfg->cluster_id && strlen(cfg->cluster_id) > CLUSTER_MAX) {
+		snprintf(err, errlen, "HA: cluster_id longer than %d bytes",
+			 CLUSTER_MAX);
+		return -EINVAL;
+	}
+	if (strlen(cfg->advertise) >= 200) {
+		snprintf(err, errlen, "HA: RPC address too long");
+		return -EINVAL;
+	}
+	ha = calloc(1, sizeof(*ha));
+	if (!ha)
+		return -ENOMEM;
+	rc = mc_etcd_client_init(&ha->cli, cfg->etcd, err, errlen);
+	ha->cli_ok = true;
+	if (rc) {
+		mst_ha_close(ha);
+		return rc;
+	}
+	ha->ttl_s = cfg->lease_ttl_s;
+	ha->poll_ms = ha->ttl_s * 1000 / 10;
+	if (ha->poll_ms < 50)
+		ha->poll_ms = 50;
+	if (ha->poll_ms > 250)
+		ha->poll_ms = 250;
+	ha->argv = cfg->argv;
+	snprintf(ha->advertise, sizeof(ha->advertise), "%s", cfg->advertise);
+	snprintf(ha->prefix, sizeof(ha->prefix), "mooncake-store/%s/",
+		 cfg->cluster_id && *cfg->cluster_id ? cfg->cluster_id :
+						       "mooncake_cluster");
+	snprintf(ha->view, SUB_MAX, "%smaster_view", ha->prefix);
+	snprintf(ha->oplog, SUB_MAX, "%soplog/", ha->prefix);
+	snprintf(ha->base_key, SUB_MAX, "%soplog_base", ha->prefix);
+	snprintf(ha->standby, SUB_MAX, "%sstandby/", ha->prefix);
+	snprintf(ha->me, KEY_MAX, "%s%s", ha->standby, ha->advertise);
+	if (mc_etcd_prefix_end(ha->oplog, ha->oplog_end, SUB_MAX) ||
+	    mc_etcd_prefix_end(ha->standby, ha->standby_end, SUB_MAX)) {
+		snprintf(err, errlen, "HA: cluster id too long");
+		mst_ha_close(ha);
+		return -EINVAL;
+	}
+	*out = ha;
+	return 0;
+}
+
+void mst_ha_close(struct mst_ha *ha)
+{
+	char err[256];
+
+	if (!ha)
+		return;
+	if (ha->running) {
+		atomic_store(&ha->stop, true);
+		pthread_join(ha->thr, NULL);
+	}
+	/* Stepping down: the lease's keys go now, a standby need not wait
+	 * for the TTL. */
+	if (ha->lease &&
+	    mc_etcd_lease_revoke(&ha->cli, ha->lease, err, sizeof(err)))
+		mc_log_warn("master", "HA: revoking the lease: %s", err);
+	if (ha->cli_ok)
+		mc_etcd_client_fini(&ha->cli);
+	free(ha);
+}
+
+long long mst_ha_epoch(const struct mst_ha *ha)
+{
+	return ha ? atomic_load(&ha->epoch) : 0;
+}
+
+static void entry_key(const struct mst_ha *ha, uint64_t seq, unsigned part,
+		      char *out)
+{
+	snprintf(out, KEY_MAX, "%s%020" PRIu64 "/%04u", ha->oplog, seq, part);
+}
+
+/* seq and part of an op log key; -EBADMSG for anything else. */
+static int parse_key(const struct mst_ha *ha, const char *key, uint64_t *seq,
+		     unsigned *part)
+{
+	size_t pl = strlen(ha->oplog);
+	char *end;
+
+	if (strncmp(key, ha->oplog, pl) || strlen(key + pl) != 25 ||
+	    key[pl + 20] != '/')
+		return -EBADMSG;
+	*seq = strtoull(key + pl, &end, 10);
+	if (end != key + pl + 20)
+		return -EBADMSG;
+	*part = (unsigned)strtoul(key + pl + 21, &end, 10);
+	return *end ? -EBADMSG : 0;
+}
+
+/* ---- the lease ---------------------------------------------------------- */
+
+/* Keep the lease (granting one when there is none or it expired); the
+ * deadline moves to the send time plus the TTL, less a margin. */
+static int keepalive(struct mst_ha *ha, char *err, size_t errlen)
+{
+	uint64_t t0 = mst_now();
+	long long ttl = 0;
+	int rc;
+
+	if (ha->lease) {
+		rc = mc_etcd_lease_keepalive(&ha->cli, ha->lease, &ttl, err,
+					     errlen);
+		if (rc)
+			return rc;
+		if (ttl <= 0) {
+			snprintf(err, errlen, "lease %llx expired",
+				 (unsigned long long)ha->lease);
+			ha->lease = 0;
+			return -ETIMEDOUT;
+		}
+	} else {
+		rc = mc_etcd_lease_grant(&ha->cli, ha->ttl_s, &ha->lease, err,
+					 errlen);
+		if (rc)
+			return rc;
+		ttl = ha->ttl_s;
+	}
+	if ((unsigned long long)ttl > ha->ttl_s)
+		ttl = ha->ttl_s;
+	ha->ka_at = t0;
+	{
+		uint64_t ms = (uint64_t)ttl * 1000, margin = ms / 10;
+
+		if (margin > 500)
+			margin = 500;
+		atomic_store(&ha->deadline, t0 + ms - margin);
+	}
+	return 0;
+}
+
+/* ---- following the log -------------------------------------------------- */
+
+struct tail {
+	uint64_t seq; /* being gathered */
+	unsigned parts;
+	char *buf;
+	size_t len, cap;
+};
+
+static int gather(struct tail *t, const struct mc_etcd_kv *kv, bool *last)
+{
+	size_t n;
+
+	if (!kv->len)
+		return -EBADMSG;
+	n = kv->len - 1;
+	if (t->len + n > t->cap) {
+		size_t cap = (t->len + n) * 2;
+		char *p = realloc(t->buf, cap);
+
+		if (!p)
+			return -ENOMEM;
+		t->buf = p;
+		t->cap = cap;
+	}
+	memcpy(t->buf + t->len, kv->val + 1, n);
+	t->len += n;
+	t->parts++;
+	*last = kv->val[0] == 1;
+	return 0;
+}
+
+/* The first entry the log still holds (entries below were trimmed). */
+static int log_base(struct mst_ha *ha, uint64_t *base, char *err, size_t errlen)
+{
+	struct mc_etcd_kv kv;
+	int rc = mc_etcd_get(&ha->cli, ha->base_key, &kv, err, errlen);
+
+	*base = 1;
+	if (rc == 1) {
+		*base = strtoull(kv.val, NULL, 10);
+		mc_etcd_kv_clear(&kv);
+		rc = 0;
+	}
+	return rc;
+}
+
+/* Apply every complete entry after the record's; *more: a batch was
+ * full. 0, -ESPIPE (the log was trimmed past the record), or a code. */
+static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
+		     char *err, size_t errlen)
+{
+	struct tail t = { 0 };
+	struct mc_etcd_kv *kvs = NULL;
+	char from[KEY_MAX];
+	size_t n = 0;
+	uint64_t next = mst_db_log_seq(db) + 1, base;
+	int rc;
+
+	*more = false;
+	entry_key(ha, next, 0, from);
+	rc = mc_etcd_range(&ha->cli, from, ha->oplog_end, TAIL_BATCH, &kvs, &n,
+			   more, NULL, err, errlen);
+	if (rc)
+		return rc;
+	if (n == 0 || strcmp(kvs[0].key, from)) {
+		/* Nothing at the next entry: was it trimmed? */
+		rc = log_base(ha, &base, err, errlen);
+		if (!rc && base > next) {
+			snprintf(err, errlen,
+				 "the op log starts at entry %" PRIu64
+				 " but this record is at %" PRIu64,
+				 base, next - 1);
+			rc = -ESPIPE;
+		}
+		if (rc || n == 0)
+			goto out;
+	}
+	t.seq = next;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t seq;
+		unsigned part;
+		bool last = false;
+
+		rc = parse_key(ha, kvs[i].key, &seq, &part);
+		if (rc || seq != t.seq || part != t.parts) {
+			/* A gap or a stray key: stop before it (an unfinished
+			 * entry of a leader that died is replaced by the next
+			 * leader's). */
+			rc = 0;
+			*more = false;
+			break;
+		}
+		rc = gather(&t, &kvs[i], &last);
+		if (rc)
+			break;
+		if (!last)
+			continue;
+		rc = mst_db_log_apply(db, seq, t.buf, t.len);
+		if (rc) {
+			snprintf(err, errlen,
+				 "applying op log entry %" PRIu64 ": %s", seq,
+				 mc_strerror(rc));
+			break;
+		}
+		t.seq = seq + 1;
+		t.len = 0;
+		t.parts = 0;
+	}
+out:
+	free(t.buf);
+	mc_etcd_kvs_free(kvs, n);
+	return rc;
+}
+
+static int tail_all(struct mst_ha *ha, struct mst_db *db, char *err,
+		    size_t errlen)
+{
+	bool more = true;
+	int rc = 0;
+
+	while (!rc && more)
+		rc = tail_once(ha, db, &more, err, errlen);
+	return rc;
+}
+
+static bool signalled(const sigset_t *sigs)
+{
+	struct timespec zero = { 0, 0 };
+
+	return sigs && sigtimedwait(sigs, NULL, &zero) > 0;
+}
+
+/* Campaign once: 1 elected, 0 someone else leads, or a code. */
+static int campaign(struct mst_ha *ha, char *err, size_t errlen)
+{
+	struct mc_etcd_cmp cmp = { .key = ha->view, .create_rev = 0 };
+	struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT,
+				  .key = ha->view,
+				  .val = ha->advertise,
+				  .len = strlen(ha->advertise),
+				  .lease = ha->lease };
+	long long rev = 0;
+	int rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, &rev, err, errlen);
+
+	if (rc == 1)
+		atomic_store(&ha->epoch, rev);
+	return rc;
+}
+
+static int put_standby(struct mst_ha *ha, uint64_t seq, char *err,
+		       size_t errlen)
+{
+	char v[32];
+	struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT,
+				  .key = ha->me,
+				  .val = v,
+				  .lease = ha->lease };
+	int rc;
+
+	put.len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, seq);
+	rc = mc_etcd_txn(&ha->cli, NULL, 0, &put, 1, NULL, err, errlen);
+	return rc < 0 ? rc : 0;
+}
+
+/* Elected: the record takes the whole log, the unfinished entry of the
+ * last leader (if any) goes, and this master's standby key too. */
+static int take_over(struct mst_ha *ha, struct mst_db *db, char *err,
+		     size_t errlen)
+{
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = atomic_load(&ha->epoch) };
+	struct mc_etcd_op ops[2] = {
+		{ .kind = MC_ETCD_OP_DEL, .end = ha->oplog_end },
+		{ .kind = MC_ETCD_OP_DEL, .key = ha->me },
+	};
+	char from[KEY_MAX];
+	int rc = tail_all(ha, db, err, errlen);
+
+	if (rc)
+		return rc;
+	entry_key(ha, mst_db_log_seq(db) + 1, 0, from);
+	ops[0].key = from;
+	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, 2, NULL, err, errlen);
+	if (rc == 0) {
+		snprintf(err, errlen, "lost the election while taking over");
+		return -EAGAIN;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
+		  const sigset_t *sigs, char *err, size_t errlen)
+{
+	struct mst_db *db = NULL;
+	struct mc_etcd_kv view = { 0 };
+	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0;
+	char e2[MC_ERR_LEN] = "";
+	int rc;
+
+	rc = mst_db_open(db_path, full_sync, &db, err, errlen);
+	if (rc)
+		return rc;
+	mc_log_notice("master",
+		      "HA: standby %s (cluster key %s, lease %u s), record "
+		      "at op log entry %" PRIu64,
+		      ha->advertise, ha->view, ha->ttl_s, mst_db_log_seq(db));
+	for (;;) {
+		uint64_t now = mst_now();
+
+		if (signalled(sigs)) {
+			rc = -EINTR;
+			break;
+		}
+		rc = 0;
+		if (now >= next_ka) {
+			rc = keepalive(ha, e2, sizeof(e2));
+			next_ka =
+				now + (rc ? ha->poll_ms : ha->ttl_s * 1000 / 3);
+		}
+		if (!rc)
+			rc = tail_all(ha, db, e2, sizeof(e2));
+		if (rc == -ESPIPE || rc == MC_EDB) {
+			snprintf(err, errlen, "HA: %s", e2);
+			break;
+		}
+		if (!rc && shown != mst_db_log_seq(db)) {
+			rc = put_standby(ha, mst_db_log_seq(db), e2,
+					 sizeof(e2));
+			if (!rc)
+				shown = mst_db_log_seq(db);
+		}
+		if (!rc) {
+			mc_etcd_kv_clear(&view);
+			rc = mc_etcd_get(&ha->cli, ha->view, &view, e2,
+					 sizeof(e2));
+			rc = rc == 0 ? campaign(ha, e2, sizeof(e2)) :
+				       (rc > 0 ? 0 : rc);
+			if (rc == 1) {
+				rc = take_over(ha, db, e2, sizeof(e2));
+				if (!rc)
+					break;
+				if (rc == -ESPIPE || rc == MC_EDB) {
+					snprintf(err, errlen, "HA: %s", e2);
+					break;
+				}
+			}
+		}
+		if (rc && now - logged >= 5000) {
+			mc_log_warn("master", "HA: etcd: %s", e2);
+			logged = now;
+		}
+		sleep_ms(ha->poll_ms);
+	}
+	mc_etcd_kv_clear(&view);
+	if (!rc)
+		mc_log_notice("master",
+			      "HA: elected leader (epoch %lld) at op log "
+			      "entry %" PRIu64,
+			      atomic_load(&ha->epoch), mst_db_log_seq(db));
+	mst_db_close(db);
+	return rc;
+}
+
+/* ---- leading ------------------------------------------------------------ */
+
+/* Stop leading now: start again as a standby. */
+static void restart(struct mst_ha *ha, const char *why)
+{
+	mc_log_err("master",
+		   "HA: no longer the leader (%s): restarting as a "
+		   "standby",
+		   why);
+	if (ha->argv) {
+		execv("/proc/self/exe", ha->argv);
+		mc_log_err("master", "HA: execv: %s", strerror(errno));
+	}
+	_exit(75);
+}
+
+static int ship(void *arg, uint64_t seq, const void *cs, size_t len)
+{
+	struct mst_ha *ha = arg;
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = atomic_load(&ha->epoch) };
+	char key[KEY_MAX], err[MC_ERR_LEN] = "";
+	unsigned part = 0;
+	char *buf;
+	size_t off = 0;
+	int rc = 0;
+
+	if (!cs) {
+		/* In the log, not in the record: this record is behind. */
+		atomic_store(&ha->lost, true);
+		return 0;
+	}
+	if (atomic_load(&ha->lost) || mst_now() >= atomic_load(&ha->deadline))
+		return MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+	buf = malloc((len < PART_MAX ? len : PART_MAX) + 1);
+	if (!buf)
+		return MC_STORE_INTERNAL_ERROR;
+	do {
+		size_t n = len - off < PART_MAX ? len - off : PART_MAX;
+		struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT, .key = key };
+
+		buf[0] = off + n == len ? 1 : 0;
+		memcpy(buf + 1, (const char *)cs + off, n);
+		entry_key(ha, seq, part++, key);
+		put.val = buf;
+		put.len = n + 1;
+		rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, NULL, err,
+				 sizeof(err));
+		off += n;
+	} while (rc == 1 && off < len);
+	free(buf);
+	if (rc == 1)
+		return 0;
+	if (rc == 0) {
+		atomic_store(&ha->lost, true);
+		mc_log_err("master",
+			   "HA: op log entry %" PRIu64
+			   " refused: master_view is no longer ours",
+			   seq);
+		return MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+	}
+	mc_log_err("master", "HA: op log entry %" PRIu64 ": %s", seq, err);
+	return MC_STORE_ETCD_OPERATION_ERROR;
+}
+
+/* Trim the log below the lowest entry a live standby still needs. */
+static void trim(struct mst_ha *ha)
+{
+	struct mc_etcd_kv *kvs = NULL;
+	size_t n = 0;
+	bool more;
+	char err[MC_ERR_LEN] = "", to[KEY_MAX], v[32];
+	uint64_t low = UINT64_MAX, base = 1;
+	int rc = mc_etcd_range(&ha->cli, ha->standby, ha->standby_end, 0, &kvs,
+			       &n, &more, NULL, err, sizeof(err));
+
+	if (rc)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s = strtoull(kvs[i].val, NULL, 10);
+
+		if (s < low)
+			low = s;
+	}
+	mc_etcd_kvs_free(kvs, n);
+	/* With no standby the log keeps everything: one may come later
+	 * with an empty record and needs it all (until snapshots). */
+	if (low == UINT64_MAX || log_base(ha, &base, err, sizeof(err)) ||
+	    low + 1 <= base)
+		return;
+	{
+		struct mc_etcd_cmp cmp = {
+			.key = ha->view, .create_rev = atomic_load(&ha->epoch)
+		};
+		struct mc_etcd_op ops[2] = {
+			{ .kind = MC_ETCD_OP_DEL, .key = ha->oplog, .end = to },
+			{ .kind = MC_ETCD_OP_PUT,
+			  .key = ha->base_key,
+			  .val = v },
+		};
+
+		entry_key(ha, low + 1, 0, to);
+		ops[1].len =
+			(size_t)snprintf(v, sizeof(v), "%" PRIu64, low + 1);
+		if (mc_etcd_txn(&ha->cli, &cmp, 1, ops, 2, NULL, err,
+				sizeof(err)) == 1)
+			mc_log_debug("master",
+				     "HA: op log trimmed below %" PRIu64,
+				     low + 1);
+	}
+}
+
+static void *lead_main(void *arg)
+{
+	struct mst_ha *ha = arg;
+	uint64_t next_ka = mst_now() + ha->ttl_s * 1000 / 3, next_trim = 0;
+	char err[MC_ERR_LEN] = "";
+
+	while (!atomic_load(&ha->stop)) {
+		uint64_t now = mst_now();
+
+		if (atomic_load(&ha->lost))
+			restart(ha, "the op log refused a change or the record "
+				    "fell behind it");
+		if (now >= next_ka) {
+			int rc = keepalive(ha, err, sizeof(err));
+
+			if (rc == -ETIMEDOUT)
+				restart(ha, err);
+			next_ka = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
+			if (rc)
+				mc_log_warn("master",
+					    "HA: renewing the lease: %s", err);
+		}
+		if (mst_now() >= atomic_load(&ha->deadline))
+			restart(ha, "the lease could not be renewed within its "
+				    "TTL");
+		if (now >= next_trim) {
+			trim(ha);
+			next_trim = now + TRIM_EVERY_MS;
+		}
+		sleep_ms(50);
+	}
+	return NULL;
+}
+
+int mst_ha_lead(struct mst_ha *ha, struct mst_db *db)
+{
+	int rc;
+
+	ha->db = db;
+	mst_db_set_log(db, ship, ha);
+	rc = -pthread_create(&ha->thr, NULL, lead_main, ha);
+	ha->running = !rc;
+	return rc;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * @file ha.h
+ * High availability on etcd (docs/design.md, "High availability"): one
+ * leader among the masters of a cluster, elected on an etcd lease, and
+ * its record replicated to the standbys through an op log in etcd.
+ *
+ * Keys, under P = "mooncake-store/<cluster_id>/" (upstream's layout):
+ *   P master_view          "host:port" of the leader's RPC, on its lease;
+ *                          the key's create revision is the leader's epoch
+ *   P oplog/<seq>/<part>   one transaction's changes (an sqlite changeset,
+ *                          split in parts of at most 1 MiB; byte 0 of a
+ *                          part: 1 on the last one), written by the leader
+ *                          only while its master_view stands (fencing: a
+ *                          transaction that compares its create revision)
+ *   P standby/<host:port>  the last entry a standby applied, on its lease;
+ *                          the leader trims the log below the lowest
+ *
+ * A standby applies the log to its own sqlite record as it grows and
+ * campaigns when master_view is gone; once elected it reads the log to
+ * its end and starts serving from its record like any restarted master.
+ * A leader that cannot renew its lease within the TTL (or finds its
+ * master_view gone, or its record behind the log) stops at once and
+ * starts again as a standby (execv of itself).
+ */
+#ifndef MST_HA_H
+#define MST_HA_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "db.h"
+
+struct mst_ha_cfg {
+	const char *etcd; /* connection string (mc_etcd_conn.h) */
+	const char *cluster_id;
+	const char *advertise; /* "host:port" clients reach the RPC on */
+	unsigned lease_ttl_s; /* >= 1 */
+	char *const *argv; /* this process's, for the restart as standby */
+};
+
+struct mst_ha;
+
+/** Check the configuration (nothing is contacted). 0 or a code with err. */
+int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
+		size_t errlen);
+void mst_ha_close(struct mst_ha *ha);
+
+/**
+ * Follow the leader's log into the record at db_path until this master
+ * is elected (0: the record is then complete and the caller serves from
+ * it), or a signal of sigs arrives (-EINTR), or the log cannot be
+ * followed (a code; err says why).
+ */
+int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
+		  const sigset_t *sigs, char *err, size_t errlen);
+
+/**
+ * Lead: every change to db goes to the log first; the lease is renewed in
+ * the background. On losing leadership the process restarts as a
+ * standby. 0 or a code.
+ */
+int mst_ha_lead(struct mst_ha *ha, struct mst_db *db);
+
+/** The epoch (master_view's create revision) while leading, else 0. */
+long long mst_ha_epoch(const struct mst_ha *ha);
+
+#endif
