@@ -56,7 +56,10 @@ static const char *const schema =
 	" name BLOB UNIQUE, rec BLOB, created INTEGER);"
 	"CREATE TABLE IF NOT EXISTS ckpt_holders(ckpt INTEGER, client BLOB,"
 	" endpoint TEXT, publisher INTEGER, bitmap BLOB,"
-	" PRIMARY KEY(ckpt, client)) WITHOUT ROWID;";
+	" PRIMARY KEY(ckpt, client)) WITHOUT ROWID;"
+	/* HA: request ids applied (db_log.c), kept a few minutes so a
+	 * request retried on the next leader is not applied twice. */
+	"CREATE TABLE IF NOT EXISTS ops(id INTEGER PRIMARY KEY, t INTEGER);";
 
 /* Schema 1 had no attributes (the schema's statements add the tables);
  * schema 2 kept objects' attributes in columns of objects, which every

@@ -55,6 +55,19 @@ uint64_t mst_db_log_seq(const struct mst_db *db);
 int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 		     size_t len);
 
+/*
+ * Request ids (HA): the id of the request being served goes into the
+ * record with the first change it makes (when a log function is set), so
+ * any master can tell later that it was applied.
+ */
+void mst_db_set_op(struct mst_db *db, uint64_t id);
+/** 1 when request id was applied, 0 when not, or a code. */
+int mst_db_op_applied(struct mst_db *db, uint64_t id);
+/** Forget the ids noted before wall clock ms `before` (one transaction). */
+int mst_db_ops_prune(struct mst_db *db, int64_t before);
+/** true while changes go to an op log (this master leads an HA group). */
+bool mst_db_logged(const struct mst_db *db);
+
 int mst_db_begin(struct mst_db *db);
 int mst_db_commit(struct mst_db *db);
 void mst_db_rollback(struct mst_db *db);

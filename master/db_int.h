@@ -34,6 +34,8 @@ struct mst_db {
 	sqlite3_session *sess; /* the open transaction's, or NULL */
 	uint64_t log_seq, log_pending; /* last committed / being shipped */
 	sqlite3_stmt *log_set_seq;
+	uint64_t op_id; /* the request being served (HA), 0 none */
+	sqlite3_stmt *op_put, *op_get, *op_prune;
 };
 
 /* db_log.c, called by db.c's begin, commit and rollback. */

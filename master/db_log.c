@@ -12,6 +12,7 @@
 #include "db_int.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
+#include "mst_util.h"
 
 int mst_db_log_load(struct mst_db *db)
 {
@@ -25,18 +26,74 @@ int mst_db_log_load(struct mst_db *db)
 	if (sqlite3_step(st) == SQLITE_ROW)
 		db->log_seq = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
-	return sqlite3_prepare_v3(db->h,
-				  "INSERT OR REPLACE INTO meta VALUES('ha_seq',"
-				  " ?1)",
-				  -1, SQLITE_PREPARE_PERSISTENT,
-				  &db->log_set_seq, NULL);
+	if (sqlite3_prepare_v3(
+		    db->h, "INSERT OR REPLACE INTO meta VALUES('ha_seq', ?1)",
+		    -1, SQLITE_PREPARE_PERSISTENT, &db->log_set_seq,
+		    NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(db->h, "INSERT OR IGNORE INTO ops VALUES(?1,?2)",
+			       -1, SQLITE_PREPARE_PERSISTENT, &db->op_put,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(db->h, "SELECT 1 FROM ops WHERE id=?1", -1,
+			       SQLITE_PREPARE_PERSISTENT, &db->op_get,
+			       NULL) != SQLITE_OK)
+		return SQLITE_ERROR;
+	return sqlite3_prepare_v3(db->h, "DELETE FROM ops WHERE t<?1", -1,
+				  SQLITE_PREPARE_PERSISTENT, &db->op_prune,
+				  NULL);
+}
+
+bool mst_db_logged(const struct mst_db *db)
+{
+	return db && db->log_fn;
+}
+
+void mst_db_set_op(struct mst_db *db, uint64_t id)
+{
+	db->op_id = db->log_fn ? id : 0;
+}
+
+static int step1(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+int mst_db_op_applied(struct mst_db *db, uint64_t id)
+{
+	int rc;
+
+	sqlite3_bind_int64(db->op_get, 1, (sqlite3_int64)id);
+	rc = step1(db->op_get);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : MC_STORE_INTERNAL_ERROR;
+}
+
+int mst_db_ops_prune(struct mst_db *db, int64_t before)
+{
+	int rc = mst_db_begin(db);
+
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(db->op_prune, 1, before);
+	if (step1(db->op_prune) != SQLITE_DONE) {
+		mst_db_rollback(db);
+		return MC_STORE_INTERNAL_ERROR;
+	}
+	return mst_db_commit(db);
 }
 
 void mst_db_log_close(struct mst_db *db)
 {
 	mst_db_log_end(db);
 	sqlite3_finalize(db->log_set_seq);
-	db->log_set_seq = NULL;
+	sqlite3_finalize(db->op_put);
+	sqlite3_finalize(db->op_get);
+	sqlite3_finalize(db->op_prune);
+	db->log_set_seq = db->op_put = db->op_get = db->op_prune = NULL;
 }
 
 void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg)
@@ -93,6 +150,14 @@ int mst_db_log_ship(struct mst_db *db)
 		return 0;
 	}
 	rc = set_seq(db, seq);
+	if (!rc && db->op_id) {
+		/* The request's id goes with its first change. */
+		sqlite3_bind_int64(db->op_put, 1, (sqlite3_int64)db->op_id);
+		sqlite3_bind_int64(db->op_put, 2, (sqlite3_int64)mst_wall());
+		if (step1(db->op_put) != SQLITE_DONE)
+			rc = MC_STORE_INTERNAL_ERROR;
+		db->op_id = 0;
+	}
 	if (!rc && sqlite3session_changeset(db->sess, &n, &cs) != SQLITE_OK)
 		rc = MC_STORE_INTERNAL_ERROR;
 	if (rc) {

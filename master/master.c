@@ -491,5 +491,10 @@ void mst_tick(struct master *m)
 		m->last_sweep = now;
 		sweep_abandoned(m, now);
 	}
+	/* HA: request ids are kept 10 minutes (clients retry for 20 s). */
+	if (mst_db_logged(m->db) && now - m->last_ops_prune >= 60000) {
+		m->last_ops_prune = now;
+		(void)mst_db_ops_prune(m->db, (int64_t)mst_wall() - 600000);
+	}
 	mst_evict_tick(m);
 }

@@ -184,7 +184,8 @@ struct master {
 	struct mst_client *clients;
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
 	struct mst_object *orphans; /* freed once unleased and unheld */
-	uint64_t last_slow_tick, last_sweep; /* mst_tick(), mono ms */
+	uint64_t last_slow_tick, last_sweep,
+		last_ops_prune; /* mst_tick(), mono ms */
 	uint64_t next_orphan_id;
 	uint64_t last_version; /* the highest mst_object.version given out */
 	/* After a restart, until this time (mono ms), readers from before

@@ -1166,6 +1166,44 @@ static handler_fn handler_of(uint16_t id)
 	return NULL;
 }
 
+/*
+ * HA: the answer to a retried request that some leader already applied
+ * (its id is in the record): done, as the first answer said unless the
+ * leader died before sending it: code 0 and, for per-key answers, 0 for
+ * each key of the request.
+ */
+static int applied_answer(struct call *c, const struct mc_rpc_method *md)
+{
+	ProtobufCMessage *r = arena_alloc(&c->a, md->resp->sizeof_message);
+
+	if (!r)
+		return -ENOMEM;
+	md->resp->message_init(r);
+	if (md->resp == &mcrpc__keys_response__descriptor &&
+	    md->req == &mcrpc__keys_request__descriptor) {
+		const Mcrpc__KeysRequest *q =
+			(const Mcrpc__KeysRequest *)c->req;
+		Mcrpc__KeysResponse *kr = (Mcrpc__KeysResponse *)r;
+		size_t n = q->n_keys;
+
+		kr->results =
+			arena_alloc(&c->a, (n ? n : 1) * sizeof(*kr->results));
+		if (!kr->results)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++) {
+			Mcrpc__KeyResult *k = arena_alloc(&c->a, sizeof(*k));
+
+			if (!k)
+				return -ENOMEM;
+			mcrpc__key_result__init(k);
+			kr->results[i] = k;
+		}
+		kr->n_results = n;
+	}
+	c->resp = r;
+	return 0;
+}
+
 int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		     const uint8_t *body, uint8_t **frame, size_t *len)
 {
@@ -1186,8 +1224,23 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	c.req = mc_rpc_unpack(md->req, body, h->length);
 	if (!c.req)
 		return -EPROTO;
+	rh.flags = 0;
 	pthread_mutex_lock(&m->lock);
-	rc = fn(&c);
+	rc = (h->flags & MC_RPC_FLAG_RETRY) && mst_db_logged(m->db) ?
+		     mst_db_op_applied(m->db, h->req_id) :
+		     0;
+	if (rc == 1) {
+		rc = applied_answer(&c, md);
+	} else if (!rc) {
+		if (h->flags & MC_RPC_FLAG_OPID)
+			mst_db_set_op(m->db, h->req_id);
+		rc = fn(&c);
+		mst_db_set_op(m->db, 0);
+	} else {
+		rc = mc_rpc_pack_code(h, rc, 0, frame, len);
+		pthread_mutex_unlock(&m->lock);
+		goto out;
+	}
 	if (!rc && c.resp) {
 		int32_t code = mc_rpc_resp_code(c.resp);
 		m->stats.requests[c.method_row]++;
@@ -1201,6 +1254,7 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		rc = -ENOMEM;
 	}
 	pthread_mutex_unlock(&m->lock);
+out:
 	protobuf_c_message_free_unpacked((ProtobufCMessage *)c.req, NULL);
 	arena_free(&c.a);
 	return rc;

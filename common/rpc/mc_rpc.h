@@ -41,6 +41,14 @@ enum mc_rpc_kind { MC_RPC_REQUEST = 0, MC_RPC_RESPONSE = 1, MC_RPC_AUTH = 2 };
  * and the master closes the connection after it). */
 #define MC_RPC_FLAG_AUTH_REQUIRED 0x1u
 
+/* Request flags (HA, docs/wire-protocol.md "Request ids"). OPID: the
+ * request id is unique across clients (random-based), and a master that
+ * replicates its record notes it with the change it makes, so that
+ * RETRY (the same request sent again, to whoever leads now) is answered
+ * "done" instead of being applied twice. */
+#define MC_RPC_FLAG_OPID 0x2u
+#define MC_RPC_FLAG_RETRY 0x4u
+
 struct mc_rpc_hdr {
 	uint8_t version;
 	uint8_t kind;

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,8 @@
 #include "mooncake/mc_err.h"
 
 #define MAX_IDLE 16
+
+static uint64_t mono_ms(void);
 
 struct mc_rpc_client {
 	char host[256]; /* under lock when leader is set */
@@ -56,6 +59,16 @@ int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 	}
 	c->timeout_ms = timeout_ms ? timeout_ms : 5000;
 	atomic_init(&c->next_id, 1);
+	if (c->leader) {
+		/* Ids unique across clients: a retried request is known by
+		 * its id on another master. */
+		uint64_t seed = 0;
+
+		if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+			seed = (uint64_t)mono_ms() * 2654435761u ^
+			       (uint64_t)getpid() << 32;
+		atomic_init(&c->next_id, seed | 1);
+	}
 	mc_busy_poll_init(&c->bp, MC_RPC_BUSY_POLL_US);
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
@@ -334,6 +347,8 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 	if (!m || req->descriptor != m->req)
 		return -EINVAL;
 	h.req_id = atomic_fetch_add(&c->next_id, 1);
+	if (c->leader)
+		h.flags = MC_RPC_FLAG_OPID;
 	rc = mc_rpc_pack_frame(&h, req, &frame, &len);
 	if (rc)
 		return rc;
@@ -355,6 +370,11 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		}
 		nap_ms(100);
 		(void)follow_leader(c, true);
+		if (!(h.flags & MC_RPC_FLAG_RETRY)) {
+			h.flags |= MC_RPC_FLAG_RETRY;
+			h.length = (uint32_t)(len - MC_RPC_HDR_LEN);
+			mc_rpc_hdr_encode(&h, frame);
+		}
 	}
 	free(frame);
 	return rc;

@@ -1,0 +1,234 @@
+"""HA masters on one etcd, on loopback (master/ha.c, common/rpc/rpc_leader.c,
+docs/design.md "High availability"):
+
+- the leader's record reaches a standby through the op log, and the standby
+  takes over when the leader is killed: every acknowledged object is still
+  there, with its bytes, for clients given the etcd:// address;
+- request ids: a request sent again with the RETRY flag (as the RPC client
+  does on a new leader) is answered "done" by a master that has it in its
+  record, on the leader that applied it and on the next one, and is applied
+  normally when no master ever applied it.
+
+The multi-host cases (network namespaces, partitions, etcd members lost)
+are tests/integration/ha/.
+"""
+import os
+import socket
+import struct
+import subprocess
+
+import pytest
+
+import mctest
+from mctest import SCALE, binary, request, wait_for
+from pool import MASTER, Member, cli, free_port
+
+ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
+CLUSTER = "hareq"
+REMOVE = 30  # Method.REMOVE (common/rpc/master.proto)
+FLAG_OPID, FLAG_RETRY = 0x2, 0x4
+NOT_FOUND = -704  # OBJECT_NOT_FOUND
+
+
+class Etcd:
+    def __init__(self, procs, tmp_path):
+        self.port, peer = free_port(), free_port()
+        log = open(tmp_path / "etcd.log", "ab")
+        procs.popen([ETCD, "--name", "e0", "--data-dir",
+                     str(tmp_path / "etcd"),
+                     "--listen-client-urls", f"http://127.0.0.1:{self.port}",
+                     "--advertise-client-urls",
+                     f"http://127.0.0.1:{self.port}",
+                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-advertise-peer-urls",
+                     f"http://127.0.0.1:{peer}",
+                     "--initial-cluster", f"e0=http://127.0.0.1:{peer}"],
+                    stdout=log, stderr=log)
+        log.close()
+        procs.logs.append(tmp_path / "etcd.log")
+
+        def healthy():
+            try:
+                return request(self.port, "GET", "/health")[0] == 200
+            except OSError:
+                return False
+        wait_for(healthy, timeout=30, what="etcd /health")
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+    def get(self, key):
+        p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "get", key,
+                            "--print-value-only"], capture_output=True,
+                           text=True, timeout=30,
+                           env=dict(os.environ, ETCDCTL_API="3"))
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+
+class HaMaster:
+    def __init__(self, procs, tmp_path, etcd, name, ttl=2):
+        self.procs, self.tmp, self.name = procs, tmp_path, name
+        self.port = free_port()
+        self.pf = tmp_path / f"{name}.port"
+        self.log_path = tmp_path / f"{name}.log"
+        log = open(self.log_path, "ab")
+        self.proc = procs.popen(
+            [binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
+             "--cluster_id", CLUSTER, "--ha_lease_ttl_sec", str(ttl),
+             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
+             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
+             "--db_path", str(tmp_path / f"{name}.db"),
+             "--port_file", str(self.pf)], stdout=log, stderr=log)
+        log.close()
+        procs.logs.append(self.log_path)
+
+    def leading(self):
+        """True once elected (the port file is written when it serves)."""
+        assert self.proc.poll() is None, self.log()
+        return self.pf.exists() and self.pf.read_text().strip() != ""
+
+    def log(self):
+        return open(self.log_path, errors="replace").read()
+
+
+class Pool:
+    """What pool.Member and pool.cli take as a master: the etcd address."""
+
+    def __init__(self, etcd):
+        self.addr = f"etcd://{etcd.addr}"
+        self.metadata = "P2PHANDSHAKE"
+
+
+def varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def read_varint(b, i):
+    n = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return n, i
+
+
+def signed32(n):
+    n &= (1 << 64) - 1
+    return n - (1 << 64) if n >> 63 else n
+
+
+def remove_once(port, key, req_id, flags):
+    """Remove(key, force) with req_id and flags; (code, [key codes])."""
+    kb = key.encode()
+    body = b"\x12" + varint(len(kb)) + kb + b"\x18\x01"
+    hdr = struct.pack("<4sBBHIIQ", b"MCR1", 1, 0, REMOVE, len(body), flags,
+                      req_id)
+    with socket.create_connection(("127.0.0.1", port),
+                                  timeout=10 * SCALE) as s:
+        s.sendall(hdr + body)
+        got = b""
+        while len(got) < 24:
+            chunk = s.recv(24 - len(got))
+            assert chunk, "the master closed the connection"
+            got += chunk
+        length = struct.unpack("<I", got[8:12])[0]
+        data = b""
+        while len(data) < length:
+            chunk = s.recv(length - len(data))
+            assert chunk
+            data += chunk
+    code, results, i = 0, [], 0
+    while i < len(data):
+        tag, i = read_varint(data, i)
+        if tag == 0x08:
+            v, i = read_varint(data, i)
+            code = signed32(v)
+        elif tag == 0x12:
+            n, i = read_varint(data, i)
+            sub, rc, j = data[i:i + n], 0, 0
+            while j < len(sub):
+                t, j = read_varint(sub, j)
+                v, j = read_varint(sub, j)
+                if t == 0x08:
+                    rc = signed32(v)
+            results.append(rc)
+            i += n
+        else:
+            raise AssertionError(f"unexpected field {tag:#x}")
+    return code, results
+
+
+@pytest.fixture
+def bed(procs, tmp_path, monkeypatch):
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", CLUSTER)
+    etcd = Etcd(procs, tmp_path)
+    m1 = HaMaster(procs, tmp_path, etcd, "m1")
+    wait_for(m1.leading, timeout=30, what="m1 elected")
+    m2 = HaMaster(procs, tmp_path, etcd, "m2")
+    wait_for(lambda: "HA: standby" in m2.log(), timeout=30,
+             what="m2 a standby")
+    pool = Pool(etcd)
+    member = Member(procs, tmp_path, pool, size="32MB")
+    return etcd, m1, m2, pool, member
+
+
+def test_standby_takes_over_with_every_object(bed, tmp_path):
+    etcd, m1, m2, pool, _ = bed
+    assert etcd.get(f"mooncake-store/{CLUSTER}/master_view") == \
+        f"127.0.0.1:{m1.port}"
+    files = {}
+    for i in range(5):
+        f = tmp_path / f"obj{i}"
+        f.write_bytes(os.urandom(4096 * (i + 1)))
+        cli(pool, "put", str(f), f"k{i}")
+        files[f"k{i}"] = f
+    m1.procs.kill(m1.proc)
+    wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
+    assert "HA: elected leader" in m2.log()
+    assert etcd.get(f"mooncake-store/{CLUSTER}/master_view") == \
+        f"127.0.0.1:{m2.port}"
+    for k, f in files.items():
+        out = tmp_path / f"{k}.out"
+        cli(pool, "get", k, str(out), timeout=60)
+        assert out.read_bytes() == f.read_bytes(), k
+    # The new leader takes new objects too.
+    cli(pool, "put", str(files["k0"]), "after")
+    assert "after" in cli(pool, "ls").stdout
+
+
+def test_retried_request_is_applied_once(bed, tmp_path):
+    etcd, m1, m2, pool, _ = bed
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    for k in ("a", "b"):
+        cli(pool, "put", str(f), k)
+    rid = int.from_bytes(os.urandom(8), "little") | 1
+    assert remove_once(m1.port, "a", rid, FLAG_OPID) == (0, [0])
+    # The same request again: done, not "not found".
+    assert remove_once(m1.port, "a", rid, FLAG_OPID | FLAG_RETRY) == (0, [0])
+    # Another id that was never applied runs: the object is gone.
+    code, res = remove_once(m1.port, "a", rid + 2, FLAG_OPID | FLAG_RETRY)
+    assert NOT_FOUND in (code, *res), (code, res)
+    # Without the flags a request is never looked up.
+    code, res = remove_once(m1.port, "a", rid, 0)
+    assert NOT_FOUND in (code, *res), (code, res)
+    # On the next leader the applied id is known from the op log.
+    m1.procs.kill(m1.proc)
+    wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
+    assert remove_once(m2.port, "a", rid, FLAG_OPID | FLAG_RETRY) == (0, [0])
+    code, res = remove_once(m2.port, "a", rid + 4, FLAG_OPID | FLAG_RETRY)
+    assert NOT_FOUND in (code, *res), (code, res)
+    # And "b", never removed, is still there.
+    assert "b" in cli(pool, "ls").stdout
