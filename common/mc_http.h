@@ -44,6 +44,11 @@ struct mc_http_response {
 	char *body; /* heap, freed by the server */
 	size_t body_len;
 	bool close; /* send "Connection: close" (always for 413) */
+	/* Instead of body: fd_len bytes of the open file fd (closed by the
+	 * server), for bodies too big to hold in memory. */
+	bool has_fd;
+	int fd;
+	size_t fd_len;
 };
 
 /** Set a copied text body; returns -ENOMEM on failure (status kept). */

@@ -119,9 +119,20 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
-	resp = MHD_create_response_from_buffer(
-		r->body_len, r->body ? r->body : (char *)"",
-		r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (r->has_fd) {
+		free(r->body);
+		r->body = NULL;
+		resp = MHD_create_response_from_fd64(r->fd_len, r->fd);
+		if (!resp) {
+			close(r->fd);
+			return MHD_NO;
+		}
+	} else {
+		resp = MHD_create_response_from_buffer(
+			r->body_len, r->body ? r->body : (char *)"",
+			r->body ? MHD_RESPMEM_MUST_FREE :
+				  MHD_RESPMEM_PERSISTENT);
+	}
 	if (!resp) {
 		free(r->body);
 		return MHD_NO;

@@ -2,15 +2,22 @@
 /*
  * Admin and Prometheus HTTP of the master (see admin.h).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "master.h"
 #include "mc_auth_http.h"
+#include "mc_log.h"
 #include "mc_rpc.h"
 #include "mc_sbuf.h"
 #include "mooncake/mc_err.h"
@@ -255,6 +262,46 @@ static void batch_query(struct master *m, const char *query,
 		   json_pack("{s:b,s:o}", "success", 1, "data", data));
 }
 
+/* GET /ha/snapshot: the record as an sqlite file, copied aside then sent
+ * from the open (already unlinked) copy. */
+static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
+{
+	static atomic_uint n;
+	char path[PATH_MAX], err[512] = "";
+	uint64_t seq = 0;
+	struct stat st;
+	int fd, rc;
+
+	if (snprintf(path, sizeof(path), "%s.snapshot.%d.%u", a->db_path,
+		     (int)getpid(),
+		     atomic_fetch_add(&n, 1)) >= (int)sizeof(path)) {
+		(void)mc_http_replyf(resp, 500, "path too long\n");
+		return;
+	}
+	rc = mst_db_snapshot(a->m->db, &a->m->lock, path, &seq, err,
+			     sizeof(err));
+	fd = rc ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+	(void)unlink(path);
+	if (fd < 0 || fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		mc_log_err("master", "HA snapshot: %s",
+			   rc ? err : strerror(errno));
+		(void)mc_http_replyf(resp, 500, "%s\n",
+				     rc ? err : strerror(errno));
+		return;
+	}
+	mc_log_notice("master",
+		      "HA: record copied for a standby (%lld bytes, "
+		      "op log entry %llu)",
+		      (long long)st.st_size, (unsigned long long)seq);
+	resp->status = 200;
+	resp->content_type = "application/vnd.sqlite3";
+	resp->has_fd = true;
+	resp->fd = fd;
+	resp->fd_len = (size_t)st.st_size;
+}
+
 /* Whether req may be served; answers 401 when not. */
 static bool authorized(const struct mst_admin *a,
 		       const struct mc_http_request *req,
@@ -322,6 +369,8 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		}
 		pthread_mutex_unlock(&m->lock);
 		reply_sb(resp, &b, "text/plain");
+	} else if (!strcmp(req->path, "/ha/snapshot") && a->db_path) {
+		snapshot(a, resp);
 	} else if (!strcmp(req->path, "/query_key")) {
 		query_key(m, req->query, resp);
 	} else if (!strcmp(req->path, "/batch_query_keys")) {

@@ -4,7 +4,9 @@
  * The master's admin HTTP on --metrics_port, as upstream's: /metrics
  * (Prometheus text, master_* names), /metrics/summary, /health,
  * /get_all_segments, /query_key?key=, /batch_query_keys?keys=a,b,
- * /get_all_keys. Read-only; none of them grants a lease. With the pool's
+ * /get_all_keys; with HA, /ha/snapshot (a copy of the record, the sqlite
+ * file, for a standby the op log no longer reaches). Read-only; none of
+ * them grants a lease. With the pool's
  * token, all but /health and /metrics require signed requests.
  */
 #ifndef MASTER_ADMIN_H
@@ -25,6 +27,8 @@ struct mst_admin {
 	 * otherwise. NULL: open, as upstream. */
 	const struct mc_auth_key *key;
 	struct mc_auth_replay *replay;
+	/* HA: the record's file, for GET /ha/snapshot (NULL: not served). */
+	const char *db_path;
 };
 
 /** An mc_http_handler_fn with arg = struct mst_admin *. */

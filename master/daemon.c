@@ -217,6 +217,7 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		.advertise = addr,
 		.lease_ttl_s = (unsigned)cfg->ha_lease_ttl_sec,
 		.argv = argv,
+		.key = d->auth ? &d->key : NULL,
 	};
 	int rc;
 
@@ -256,8 +257,18 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		rc = mst_ha_lead(d->ha, d->m->db);
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
-	if (!rc)
+	if (!rc) {
+		d->admin_ctx.db_path = d->ha ? cfg->db_path : NULL;
 		rc = start_admin(d, cfg);
+	}
+	if (!rc && d->ha) {
+		char a[300];
+
+		snprintf(a, sizeof(a),
+			 strchr(cfg->rpc_address, ':') ? "[%s]:%d" : "%s:%d",
+			 cfg->rpc_address, mc_http_server_port(d->admin));
+		(void)mst_ha_publish_admin(d->ha, a);
+	}
 	if (!rc)
 		rc = start_rpc(d, cfg);
 	if (!rc) {

@@ -15,6 +15,7 @@
 #ifndef MASTER_DB_H
 #define MASTER_DB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,17 @@ void mst_db_set_op(struct mst_db *db, uint64_t id);
 int mst_db_op_applied(struct mst_db *db, uint64_t id);
 /** Forget the ids noted before wall clock ms `before` (one transaction). */
 int mst_db_ops_prune(struct mst_db *db, int64_t before);
+/**
+ * A consistent copy of the record into a new sqlite file at path (HA: a
+ * standby the op log no longer reaches starts from it), copied a few
+ * pages at a time with lock (the master's) held, so the master keeps
+ * serving; changes made meanwhile go into the copy too. *seq: the op log
+ * entry the copy holds. 0 or a code, err saying why.
+ */
+int mst_db_snapshot(struct mst_db *db, pthread_mutex_t *lock, const char *path,
+		    uint64_t *seq, char *err, size_t errlen);
+/** The op log entry the record in file path holds (0 none). */
+int mst_db_file_seq(const char *path, uint64_t *seq);
 /** true while changes go to an op log (this master leads an HA group). */
 bool mst_db_logged(const struct mst_db *db);
 

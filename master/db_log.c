@@ -225,3 +225,70 @@ int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 		db->log_seq = seq;
 	return rc;
 }
+
+int mst_db_file_seq(const char *path, uint64_t *seq)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*seq = 0;
+	rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(h,
+					"SELECT v FROM meta WHERE k='ha_seq'",
+					-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW)
+			*seq = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	return rc == SQLITE_OK ? 0 : MC_EDB;
+}
+
+int mst_db_snapshot(struct mst_db *db, pthread_mutex_t *lock, const char *path,
+		    uint64_t *seq, char *err, size_t errlen)
+{
+	sqlite3 *dst = NULL;
+	sqlite3_backup *b;
+	int rc;
+
+	rc = sqlite3_open_v2(path, &dst,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				     SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "snapshot %s: %s", path,
+			 dst ? sqlite3_errmsg(dst) : "out of memory");
+		sqlite3_close(dst);
+		return MC_EDB;
+	}
+	pthread_mutex_lock(lock);
+	b = sqlite3_backup_init(dst, "main", db->h, "main");
+	pthread_mutex_unlock(lock);
+	if (!b) {
+		snprintf(err, errlen, "snapshot %s: %s", path,
+			 sqlite3_errmsg(dst));
+		sqlite3_close(dst);
+		return MC_EDB;
+	}
+	do {
+		pthread_mutex_lock(lock);
+		rc = sqlite3_backup_step(b, 256);
+		pthread_mutex_unlock(lock);
+	} while (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+	pthread_mutex_lock(lock);
+	sqlite3_backup_finish(b);
+	pthread_mutex_unlock(lock);
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "snapshot %s: %s", path,
+			 sqlite3_errstr(rc));
+		sqlite3_close(dst);
+		return MC_EDB;
+	}
+	sqlite3_close(dst);
+	return mst_db_file_seq(path, seq);
+}

@@ -3,7 +3,9 @@
  * High availability on etcd (ha.h): election, fencing, the op log and
  * the standby that follows it.
  */
+#include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,6 +17,7 @@
 
 #include "etcd_kv.h"
 #include "ha.h"
+#include "mc_auth_http.h"
 #include "mc_cfg.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
@@ -36,6 +39,8 @@ struct mst_ha {
 	char view[SUB_MAX], oplog[SUB_MAX], oplog_end[SUB_MAX];
 	char base_key[SUB_MAX], standby[SUB_MAX], standby_end[SUB_MAX];
 	char me[KEY_MAX]; /* this master's standby key */
+	char admin_key[SUB_MAX];
+	const struct mc_auth_key *key;
 	char advertise[200];
 	long long lease;
 	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
@@ -98,6 +103,8 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	snprintf(ha->view, SUB_MAX, "%smaster_view", ha->prefix);
 	snprintf(ha->oplog, SUB_MAX, "%soplog/", ha->prefix);
 	snprintf(ha->base_key, SUB_MAX, "%soplog_base", ha->prefix);
+	snprintf(ha->admin_key, SUB_MAX, "%smaster_admin", ha->prefix);
+	ha->key = cfg->key;
 	snprintf(ha->standby, SUB_MAX, "%sstandby/", ha->prefix);
 	snprintf(ha->me, KEY_MAX, "%s%s", ha->standby, ha->advertise);
 	if (mc_etcd_prefix_end(ha->oplog, ha->oplog_end, SUB_MAX) ||
@@ -390,6 +397,122 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, char *err,
 	return rc < 0 ? rc : 0;
 }
 
+static size_t write_file(char *p, size_t size, size_t n, void *arg)
+{
+	return fwrite(p, size, n, arg);
+}
+
+/* GET url into path; 0 or a code with err. */
+static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
+			 char *err, size_t errlen)
+{
+	char auth[MC_AUTH_HTTP_HDR_LEN + 32];
+	struct curl_slist *hdrs = NULL;
+	FILE *f = fopen(path, "we");
+	CURL *cu = curl_easy_init();
+	long status = 0;
+	CURLcode cc = CURLE_FAILED_INIT;
+
+	if (f && cu) {
+		if (ha->key) {
+			char v[MC_AUTH_HTTP_HDR_LEN];
+
+			mc_auth_http_sign(ha->key, "GET", "/ha/snapshot", NULL,
+					  NULL, 0, (uint64_t)time(NULL), v);
+			snprintf(auth, sizeof(auth), "Authorization: %s", v);
+			hdrs = curl_slist_append(NULL, auth);
+		}
+		curl_easy_setopt(cu, CURLOPT_URL, url);
+		curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, write_file);
+		curl_easy_setopt(cu, CURLOPT_WRITEDATA, f);
+		curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+		if (hdrs)
+			curl_easy_setopt(cu, CURLOPT_HTTPHEADER, hdrs);
+		cc = curl_easy_perform(cu);
+		curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &status);
+	}
+	if (cu)
+		curl_easy_cleanup(cu);
+	curl_slist_free_all(hdrs);
+	if (!f || fclose(f)) {
+		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (cc != CURLE_OK || status != 200) {
+		snprintf(err, errlen, "GET %.300s: %s", url,
+			 cc != CURLE_OK ? curl_easy_strerror(cc) : "not 200");
+		return MC_EHTTP;
+	}
+	return 0;
+}
+
+/* The log no longer reaches this record: replace it with a copy of the
+ * leader's, then follow the log from there. */
+static int copy_record(struct mst_ha *ha, struct mst_db **db,
+		       const char *db_path, bool full_sync, char *err,
+		       size_t errlen)
+{
+	struct mc_etcd_kv kv;
+	char url[300], tmp[PATH_MAX], side[PATH_MAX + 8];
+	uint64_t seq = 0;
+	int rc = mc_etcd_get(&ha->cli, ha->admin_key, &kv, err, errlen);
+
+	if (rc <= 0) {
+		if (!rc)
+			snprintf(err, errlen,
+				 "no leader to copy the record "
+				 "from yet");
+		return rc ? rc : -EAGAIN;
+	}
+	snprintf(url, sizeof(url), "http://%s/ha/snapshot", kv.val);
+	mc_etcd_kv_clear(&kv);
+	if (snprintf(tmp, sizeof(tmp), "%s.incoming", db_path) >=
+	    (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	rc = http_get_file(ha, url, tmp, err, errlen);
+	if (!rc)
+		rc = mst_db_file_seq(tmp, &seq);
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	mst_db_close(*db);
+	*db = NULL;
+	snprintf(side, sizeof(side), "%s-wal", db_path);
+	unlink(side);
+	snprintf(side, sizeof(side), "%s-shm", db_path);
+	unlink(side);
+	if (rename(tmp, db_path)) {
+		snprintf(err, errlen, "%.300s: %s", db_path, strerror(errno));
+		return -errno;
+	}
+	mc_log_notice("master",
+		      "HA: record replaced by the leader's copy (%s) at op "
+		      "log entry %" PRIu64,
+		      url, seq);
+	return mst_db_open(db_path, full_sync, db, err, errlen);
+}
+
+int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport)
+{
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = atomic_load(&ha->epoch) };
+	struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT,
+				  .key = ha->admin_key,
+				  .val = hostport,
+				  .len = strlen(hostport),
+				  .lease = ha->lease };
+	char err[MC_ERR_LEN] = "";
+	int rc =
+		mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, NULL, err, sizeof(err));
+
+	if (rc < 0)
+		mc_log_warn("master", "HA: publishing %s: %s", ha->admin_key,
+			    err);
+	return rc < 0 ? rc : 0;
+}
+
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
@@ -421,6 +544,18 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 		}
 		if (!rc)
 			rc = tail_all(ha, db, e2, sizeof(e2));
+		if (rc == -ESPIPE) {
+			mc_log_notice("master",
+				      "HA: %s: copying the leader's "
+				      "record",
+				      e2);
+			rc = copy_record(ha, &db, db_path, full_sync, e2,
+					 sizeof(e2));
+			if (!db) {
+				snprintf(err, errlen, "HA: %s", e2);
+				return rc ? rc : MC_EDB;
+			}
+		}
 		if (rc == -ESPIPE || rc == MC_EDB) {
 			snprintf(err, errlen, "HA: %s", e2);
 			break;

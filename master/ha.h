@@ -15,6 +15,10 @@
  *                          transaction that compares its create revision)
  *   P standby/<host:port>  the last entry a standby applied, on its lease;
  *                          the leader trims the log below the lowest
+ *   P oplog_base           the first entry the log still holds
+ *   P master_admin         the leader's admin HTTP "host:port": a standby
+ *                          the log no longer reaches (new, or away too
+ *                          long) copies the record from its /ha/snapshot
  *
  * A standby applies the log to its own sqlite record as it grows and
  * campaigns when master_view is gone; once elected it reads the log to
@@ -32,12 +36,15 @@
 
 #include "db.h"
 
+struct mc_auth_key;
+
 struct mst_ha_cfg {
 	const char *etcd; /* connection string (mc_etcd_conn.h) */
 	const char *cluster_id;
 	const char *advertise; /* "host:port" clients reach the RPC on */
 	unsigned lease_ttl_s; /* >= 1 */
 	char *const *argv; /* this process's, for the restart as standby */
+	const struct mc_auth_key *key; /* the pool's (signs /ha/snapshot) */
 };
 
 struct mst_ha;
@@ -62,6 +69,10 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
  * standby. 0 or a code.
  */
 int mst_ha_lead(struct mst_ha *ha, struct mst_db *db);
+
+/** Leading: publish the admin HTTP "host:port" (P master_admin, on the
+ *  lease), where standbys fetch a copy of the record. */
+int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport);
 
 /** The epoch (master_view's create revision) while leading, else 0. */
 long long mst_ha_epoch(const struct mst_ha *ha);

@@ -232,3 +232,30 @@ def test_retried_request_is_applied_once(bed, tmp_path):
     assert NOT_FOUND in (code, *res), (code, res)
     # And "b", never removed, is still there.
     assert "b" in cli(pool, "ls").stdout
+
+
+def test_new_standby_copies_the_record_the_log_no_longer_reaches(
+        bed, procs, tmp_path):
+    etcd, m1, m2, pool, _ = bed
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(16384))
+    for i in range(4):
+        cli(pool, "put", str(f), f"old{i}")
+    base = f"mooncake-store/{CLUSTER}/oplog_base"
+    # The leader trims what its standby (m2) has applied.
+    wait_for(lambda: int(etcd.get(base) or "1") > 2, timeout=30 * SCALE,
+             what="the op log trimmed")
+    m3 = HaMaster(procs, tmp_path, etcd, "m3")
+    wait_for(lambda: "record replaced by the leader's copy" in m3.log(),
+             timeout=30 * SCALE, what="m3 copies the record")
+    cli(pool, "put", str(f), "new")
+    # m3 alone is left: it has everything, old and new.
+    procs.kill(m1.proc)
+    procs.kill(m2.proc)
+    wait_for(m3.leading, timeout=30 * SCALE, what="m3 elected")
+    listing = cli(pool, "ls").stdout
+    for k in ("old0", "old1", "old2", "old3", "new"):
+        assert k in listing, (k, listing)
+    out = tmp_path / "new.out"
+    cli(pool, "get", "old2", str(out), timeout=60)
+    assert out.read_bytes() == f.read_bytes()
