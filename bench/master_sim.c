@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -82,6 +83,16 @@ static uint64_t rss_bytes(void)
 		fclose(f);
 	}
 	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* CPU time of this (single-threaded) process: the rates per core, apart
+ * from other jobs on the machine. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t file_bytes(const char *path)
@@ -362,6 +373,7 @@ static void parse(int argc, char **argv, struct opts *o)
 }
 
 struct result {
+	double put_cpu, get_cpu, evict_cpu, full_cpu, restore_cpu;
 	double put_s, get_s, evict_s, full_s, restore_s, create_s, destroy_s;
 	uint64_t rss0, rss_put, rss_end, rss_restore;
 	uint64_t put_ok, put_fail, gets_ok, gets_miss, evict_puts,
@@ -379,7 +391,7 @@ int main(int argc, char **argv)
 	struct mst_config cfg = default_cfg();
 	bool file_db;
 	char err[256] = "";
-	uint64_t t0, sink = 0;
+	uint64_t t0, c0, sink = 0;
 
 	parse(argc, argv, &s.o);
 	file_db = strcmp(s.o.db, "memory") != 0;
@@ -433,6 +445,7 @@ int main(int argc, char **argv)
 	r.rss_put = rss_bytes();
 	s.tick_ns_total = 0;
 	t0 = bench_now_ns();
+	c0 = cpu_ns();
 	for (uint64_t i = 0; i < s.o.keys; i++) {
 		if (put_one(&s, i, true))
 			r.put_fail++;
@@ -440,6 +453,7 @@ int main(int argc, char **argv)
 			housekeeping(&s, false);
 	}
 	r.put_s = (double)(bench_now_ns() - t0) / 1e9;
+	r.put_cpu = (double)(cpu_ns() - c0) / 1e9;
 	r.put_tick_s = (double)s.tick_ns_total / 1e9;
 	s.next_key = s.o.keys;
 	r.put_ok = s.o.keys - r.put_fail;
@@ -449,6 +463,7 @@ int main(int argc, char **argv)
 
 	/* get: random keys among those put, with a read lease */
 	t0 = bench_now_ns();
+	c0 = cpu_ns();
 	for (uint64_t i = 0; i < s.o.gets; i++) {
 		if (get_one(&s, rnd() % s.o.keys, &sink))
 			r.gets_miss++;
@@ -458,11 +473,13 @@ int main(int argc, char **argv)
 			housekeeping(&s, false);
 	}
 	r.get_s = (double)(bench_now_ns() - t0) / 1e9;
+	r.get_cpu = (double)(cpu_ns() - c0) / 1e9;
 
 	/* evict: more puts, the watermark evicting in the tick */
 	uint64_t ev0 = s.m->stats.evicted_keys;
 	s.tick_ns_total = s.tick_ns_max = s.ticks = 0;
 	t0 = bench_now_ns();
+	c0 = cpu_ns();
 	for (uint64_t i = 0; i < s.o.evict_keys; i++) {
 		if (put_one(&s, s.next_key++, true))
 			r.put_fail++;
@@ -471,6 +488,7 @@ int main(int argc, char **argv)
 			housekeeping(&s, false);
 	}
 	r.evict_s = (double)(bench_now_ns() - t0) / 1e9;
+	r.evict_cpu = (double)(cpu_ns() - c0) / 1e9;
 	r.evict_tick_s = (double)s.tick_ns_total / 1e9;
 	r.evict_tick_max_ms = (double)s.tick_ns_max / 1e6;
 	r.evict_ticks = s.ticks;
@@ -489,6 +507,7 @@ int main(int argc, char **argv)
 	}
 	ev0 = s.m->stats.evicted_keys;
 	t0 = bench_now_ns();
+	c0 = cpu_ns();
 	for (uint64_t i = 0; i < s.o.full_ops; i++) {
 		uint64_t a = bench_now_ns();
 		if (put_one(&s, s.next_key++, true))
@@ -506,6 +525,7 @@ int main(int argc, char **argv)
 		}
 	}
 	r.full_s = (double)(bench_now_ns() - t0) / 1e9;
+	r.full_cpu = (double)(cpu_ns() - c0) / 1e9;
 	r.full_evicted = s.m->stats.evicted_keys - ev0;
 	r.full_max_ms = (double)r.full_hist.max_ns / 1e6;
 	r.complete_end = s.m->n_complete;
@@ -522,9 +542,11 @@ int main(int argc, char **argv)
 		r.db_closed = db_bytes(s.o.db);
 		before = rss_bytes();
 		t0 = bench_now_ns();
+		c0 = cpu_ns();
 		if (mst_create(&cfg, s.o.db, false, &s.m, err, sizeof(err)))
 			die(err);
 		r.restore_s = (double)(bench_now_ns() - t0) / 1e9;
+		r.restore_cpu = (double)(cpu_ns() - c0) / 1e9;
 		r.rss_restore = rss_bytes() - before;
 		r.restored = s.m->n_complete;
 		mst_destroy(s.m);
@@ -577,6 +599,14 @@ int main(int argc, char **argv)
 			       r.restore_s, r.restored,
 			       r.restore_s * 1e6 / (double)r.restored,
 			       (double)r.rss_restore / (double)r.restored);
+		printf(",\"put_per_cpu_s\":%.0f,\"get_per_cpu_s\":%.0f,"
+		       "\"evict_put_per_cpu_s\":%.0f,\"full_put_per_cpu_s\":%.1f,"
+		       "\"restore_cpu_s\":%.3f,\"wall_over_cpu\":%.2f",
+		       (double)s.o.keys / r.put_cpu,
+		       (double)s.o.gets / r.get_cpu,
+		       (double)r.evict_puts / r.evict_cpu,
+		       r.full_cpu > 0 ? (double)r.full_ops / r.full_cpu : 0,
+		       r.restore_cpu, r.put_s / r.put_cpu);
 		printf(",\"sink\":%" PRIu64 "}\n", sink & 1);
 		return 0;
 	}
@@ -591,6 +621,10 @@ int main(int argc, char **argv)
 	printf("put:     %.0f/s (%.2f s, of which tick %.2f s; %" PRIu64
 	       " failed)\n",
 	       put_rate, r.put_s, r.put_tick_s, r.put_fail);
+	printf("per CPU second (apart from other jobs): put %.0f/s, get "
+	       "%.0f/s, put with watermark eviction %.0f/s\n",
+	       (double)s.o.keys / r.put_cpu, (double)s.o.gets / r.get_cpu,
+	       (double)r.evict_puts / r.evict_cpu);
 	printf("get:     %.0f/s (%" PRIu64 " lookups, %" PRIu64 " missed)\n",
 	       get_rate, s.o.gets, r.gets_miss);
 	printf("evict:   %.0f puts/s with the watermark evicting (%" PRIu64
