@@ -254,7 +254,7 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 			mc_log_err("master", "%s", err);
 	}
 	if (!rc && d->ha)
-		rc = mst_ha_lead(d->ha, d->m->db);
+		rc = mst_ha_lead(d->ha, d->m->db, &d->m->ha_until);
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc) {

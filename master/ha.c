@@ -48,6 +48,7 @@ struct mst_ha {
 	atomic_ullong deadline; /* mono ms: lead until then at most */
 	atomic_bool lost, stop;
 	struct mst_db *db; /* leading */
+	_Atomic uint64_t *until; /* the master's ha_until */
 	pthread_t thr;
 	bool running;
 };
@@ -202,6 +203,8 @@ static int keepalive(struct mst_ha *ha, char *err, size_t errlen)
 		if (margin > 500)
 			margin = 500;
 		atomic_store(&ha->deadline, t0 + ms - margin);
+		if (ha->until)
+			atomic_store(ha->until, t0 + ms - margin);
 	}
 	return 0;
 }
@@ -744,11 +747,13 @@ static void *lead_main(void *arg)
 	return NULL;
 }
 
-int mst_ha_lead(struct mst_ha *ha, struct mst_db *db)
+int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until)
 {
 	int rc;
 
 	ha->db = db;
+	ha->until = until;
+	atomic_store(until, atomic_load(&ha->deadline));
 	mst_db_set_log(db, ship, ha);
 	rc = -pthread_create(&ha->thr, NULL, lead_main, ha);
 	ha->running = !rc;

@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "db.h"
 
@@ -65,10 +66,11 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 
 /**
  * Lead: every change to db goes to the log first; the lease is renewed in
- * the background. On losing leadership the process restarts as a
- * standby. 0 or a code.
+ * the background and *until kept at the mono ms up to which this master
+ * may serve (the lease's end as last renewed, less a margin). On losing
+ * leadership the process restarts as a standby. 0 or a code.
  */
-int mst_ha_lead(struct mst_ha *ha, struct mst_db *db);
+int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until);
 
 /** Leading: publish the admin HTTP "host:port" (P master_admin, on the
  *  lease), where standbys fetch a copy of the record. */

@@ -23,6 +23,7 @@
 #define MASTER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -186,6 +187,9 @@ struct master {
 	struct mst_object *orphans; /* freed once unleased and unheld */
 	uint64_t last_slow_tick, last_sweep,
 		last_ops_prune; /* mst_tick(), mono ms */
+	/* HA (ha.c): serve only until this mono ms (the leader's lease, as
+	 * last renewed); 0: no HA. Read without the lock. */
+	_Atomic uint64_t ha_until;
 	uint64_t next_orphan_id;
 	uint64_t last_version; /* the highest mst_object.version given out */
 	/* After a restart, until this time (mono ms), readers from before

@@ -1225,6 +1225,18 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	if (!c.req)
 		return -EPROTO;
 	rh.flags = 0;
+	/* HA: past the lease this master may no longer lead: nothing is
+	 * served (a standby may be taking over), clients look again. */
+	{
+		uint64_t until = atomic_load(&m->ha_until);
+
+		if (until && mst_now() >= until) {
+			rc = mc_rpc_pack_code(
+				h, MC_STORE_UNAVAILABLE_IN_CURRENT_MODE, 0,
+				frame, len);
+			goto out;
+		}
+	}
 	pthread_mutex_lock(&m->lock);
 	rc = (h->flags & MC_RPC_FLAG_RETRY) && mst_db_logged(m->db) ?
 		     mst_db_op_applied(m->db, h->req_id) :
