@@ -49,7 +49,10 @@ import glob, json, os, statistics, sys
 out = sys.argv[1]
 groups = {}
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
-    d = json.load(open(f))
+    try:
+        d = json.load(open(f))
+    except ValueError:
+        continue  # a run still going, or one that failed
     groups.setdefault((d["db"], d["keys"]), []).append(d)
 def med(v, k):
     x = [d[k] for d in v if k in d]
