@@ -225,11 +225,14 @@ def test_member_link_cut(bed, tmp_path):
     assert r.returncode == 0 and got == landed[1], r.stderr
 
 
-def direct_put(bed, host, tmp, master, key):
+def direct_put(bed, host, tmp, master, key, why=None):
     """A put sent to one master (host:port), not through etcd."""
     r = bed.cli(host, "--rpc_timeout", "1000", "put",
                 str(blob(tmp, key, 20000)[0]), key, master=master,
                 timeout=60, env={"MC_RPC_FAILOVER_MS": "1000"})
+    if why is not None:
+        why.append(r.stderr.strip().splitlines()[-1] if r.stderr.strip()
+                   else "")
     return r.returncode == 0
 
 
@@ -247,29 +250,37 @@ def test_leader_partitioned_from_etcd(bed, tmp_path):
     t0 = now()
     rounds = []
     new = None
+    took = stepped = None
     while now() - t0 < 40:
         i = len(rounds)
-        res = {}
+        res, why = {}, {m.host.name: [] for m in bed.masters}
         ts = [threading.Thread(target=lambda m=m: res.__setitem__(
             m.addr, direct_put(bed, cl, tmp_path, m.addr,
-                               f"d/{i}/{m.host.name}")))
+                               f"d/{i}/{m.host.name}",
+                               why[m.host.name])))
               for m in bed.masters]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
         acc = [a for a, ok in res.items() if ok]
-        rounds.append((now() - t0, acc))
-        assert len(acc) <= 1, f"split brain: {acc} accept puts"
+        rounds.append((round(now() - t0, 1), acc,
+                       {n: w[0][-45:] for n, w in why.items() if w[0]}))
+        assert len(acc) <= 1, f"split brain: {acc} accept puts: {rounds}"
+        if acc and acc != [old.addr] and took is None:
+            took = now() - t0
+        if stepped is None and "no longer the leader" in old.log():
+            stepped = now() - t0
         v = bed.master_view()
-        if v and v != old.addr and "no longer the leader" in old.log() \
-                and acc == [v]:
+        if v and v != old.addr and stepped and acc == [v]:
             new = next(m for m in others if m.addr == v)
             break
         time.sleep(0.2)
     assert new, f"no standby took over: {rounds}\n{old.log()[-3000:]}"
-    print(f"\ntakeover {rounds[-1][0]:.1f} s after the partition "
-          f"(lease {ttl} s); rounds: {rounds}")
+    print(f"\nanother master accepted puts {took:.1f} s after the "
+          f"partition, the old leader stepped down after {stepped:.1f} s "
+          f"(lease {ttl} s); rounds (s, accepted by, refusals): "
+          + "\n".join(map(str, rounds)))
     # The old leader answers no one, directly or through etcd.
     r = bed.cli(cl, "status", master=old.addr,
                 env={"MC_RPC_FAILOVER_MS": "1000"})
