@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* CRC-32C (see ckpt_crc.h): slicing-by-8 tables, or SSE4.2's crc32. */
+/* CRC-32C (see mc_crc32c.h): slicing-by-8 tables, or SSE4.2's crc32. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 
 #define POLY 0x82F63B78u /* 0x1EDC6F41 reflected */
 
@@ -72,10 +72,10 @@ crc_hw(uint32_t crc, const uint8_t *p, size_t len)
 #endif
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "ckpt_crc.c's slicing-by-8 assumes a little-endian host"
+#error "mc_crc32c.c's slicing-by-8 assumes a little-endian host"
 #endif
 
-uint32_t mcs_crc32c(uint32_t crc, const void *p, size_t len)
+uint32_t mc_crc32c(uint32_t crc, const void *p, size_t len)
 {
 	crc = ~crc;
 #if defined(__x86_64__)
@@ -85,7 +85,7 @@ uint32_t mcs_crc32c(uint32_t crc, const void *p, size_t len)
 	return ~crc_sw(crc, p, len);
 }
 
-uint32_t mcs_crc32c_table(uint32_t crc, const void *p, size_t len)
+uint32_t mc_crc32c_table(uint32_t crc, const void *p, size_t len)
 {
 	return ~crc_sw(~crc, p, len);
 }

@@ -253,8 +253,10 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		if (rc)
 			mc_log_err("master", "%s", err);
 	}
-	if (!rc && d->ha)
+	if (!rc && d->ha) {
 		rc = mst_ha_lead(d->ha, d->m->db, &d->m->ha_until);
+		d->m->ha_settle_until = mst_now() + 3000;
+	}
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc) {

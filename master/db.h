@@ -38,8 +38,8 @@ void mst_db_close(struct mst_db *db);
  * The op log (HA, master/ha.c; docs/design.md "High availability"): with
  * a log function set, every transaction that changes something gets the
  * next sequence number (stored in the record, meta 'ha_seq', inside the
- * same transaction) and its changes as an sqlite changeset go to fn
- * before COMMIT: fn's 0 lets the commit go on, a code rolls it back and
+ * same transaction) and its changes, an entry (an sqlite changeset and
+ * its CRC-32C, little-endian), go to fn before COMMIT: fn's 0 lets the commit go on, a code rolls it back and
  * mst_db_commit() returns that code. A change fn accepted that then
  * failed to commit here is reported once more with cs NULL (the record
  * and the log now differ: the caller must stop leading).
@@ -51,7 +51,9 @@ void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg);
 uint64_t mst_db_log_seq(const struct mst_db *db);
 /**
  * A standby: apply entry seq (the next one: mst_db_log_seq() + 1, else
- * -ESPIPE) of a leader's log in one transaction. 0 or a code.
+ * -ESPIPE) of a leader's log in one transaction. 0 or a code: -EBADMSG
+ * for an entry whose checksum fails or that changes what is not this
+ * record's (a table or columns it lacks).
  */
 int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 		     size_t len);

@@ -36,7 +36,12 @@ struct mst_db {
 	sqlite3_stmt *log_set_seq;
 	uint64_t op_id; /* the request being served (HA), 0 none */
 	sqlite3_stmt *op_put, *op_get, *op_prune;
+	int ncols[9]; /* columns of mst_db_tables[i] */
 };
+
+/* The record's tables: the only ones an op log entry may change. */
+#define MST_DB_TABLES 9
+extern const char *const mst_db_tables[MST_DB_TABLES];
 
 /* db_log.c, called by db.c's begin, commit and rollback. */
 int mst_db_log_begin(struct mst_db *db);

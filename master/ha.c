@@ -61,6 +61,18 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
+/* While leading, no etcd call may outlast the lease: a leader cut off
+ * from etcd must not sit on the master's lock past it. */
+static long time_left(void *arg)
+{
+	struct mst_ha *ha = arg;
+	uint64_t d = atomic_load(&ha->deadline), now = mst_now();
+
+	if (!atomic_load(&ha->epoch))
+		return 5000;
+	return d > now ? (long)(d - now) : 0;
+}
+
 int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		size_t errlen)
 {
@@ -90,6 +102,8 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		mst_ha_close(ha);
 		return rc;
 	}
+	ha->cli.time_left = time_left;
+	ha->cli.time_arg = ha;
 	ha->ttl_s = cfg->lease_ttl_s;
 	ha->poll_ms = ha->ttl_s * 1000 / 10;
 	if (ha->poll_ms < 50)

@@ -190,6 +190,10 @@ struct master {
 	/* HA (ha.c): serve only until this mono ms (the leader's lease, as
 	 * last renewed); 0: no HA. Read without the lock. */
 	_Atomic uint64_t ha_until;
+	/* HA: until this mono ms after taking over, a get of an object whose
+	 * segments wait for their owners to re-mount (they do within a ping)
+	 * answers UNAVAILABLE_IN_CURRENT_MODE, which clients retry. */
+	uint64_t ha_settle_until;
 	uint64_t next_orphan_id;
 	uint64_t last_version; /* the highest mst_object.version given out */
 	/* After a restart, until this time (mono ms), readers from before

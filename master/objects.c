@@ -269,6 +269,18 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 	return 0;
 }
 
+/* HA, just after taking over: a replica's segment waits for its owner,
+ * who re-mounts within a ping. */
+static bool owner_due(const struct master *m, const struct mst_object *o)
+{
+	if (!m->ha_settle_until || mst_now() >= m->ha_settle_until)
+		return false;
+	for (unsigned i = 0; i < o->n_repl; i++)
+		if (o->repl[i].seg && !o->repl[i].seg->owner)
+			return true;
+	return false;
+}
+
 static int readable(struct master *m, const char *key, size_t key_len,
 		    struct mst_object **out)
 {
@@ -278,8 +290,11 @@ static int readable(struct master *m, const char *key, size_t key_len,
 		return MC_STORE_INVALID_PARAMS;
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
-	if (o->state != MST_COMPLETE || !live_replicas(o))
+	if (o->state != MST_COMPLETE)
 		return MC_STORE_REPLICA_IS_NOT_READY;
+	if (!live_replicas(o))
+		return owner_due(m, o) ? MC_STORE_UNAVAILABLE_IN_CURRENT_MODE :
+					 MC_STORE_REPLICA_IS_NOT_READY;
 	*out = o;
 	return 0;
 }

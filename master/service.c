@@ -547,6 +547,12 @@ static int h_get_replica_list(struct call *c)
 					    q->n_keys - i);
 		rc = mst_get(c->m, q->keys[i], strlen(q->keys[i]), q->hold, &o,
 			     &hold);
+		if (rc == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE) {
+			/* HA takeover: ask again shortly (the whole call). */
+			r->code = rc;
+			r->n_results = 0;
+			return 0;
+		}
 		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, true);
 		if (!l)
 			return -ENOMEM;

@@ -127,7 +127,16 @@ static int post_once(struct etcd_client *m, CURL *h, const char *url,
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ETCD_TIMEOUT_MS);
+	{
+		long t = m->time_left ? m->time_left(m->time_arg) :
+					ETCD_TIMEOUT_MS;
+
+		if (t > ETCD_TIMEOUT_MS)
+			t = ETCD_TIMEOUT_MS;
+		if (t < 50)
+			t = 50;
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, t);
+	}
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ETCD_CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);

@@ -50,6 +50,11 @@ struct etcd_client {
 	char *token; /* NULL: not authenticated (yet, or any more) */
 	unsigned long token_gen; /* bumped by each new token */
 	bool auth_off; /* etcd said it does not authenticate */
+	/* Optional: the ms an attempt may take now (at most the 5 s
+	 * default, at least 50 ms); set before the first call. The master's
+	 * HA bounds its calls by its lease this way. */
+	long (*time_left)(void *arg);
+	void *time_arg;
 };
 
 /**

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "etcd_json.h"
+#include "mc_compiler.h"
 #include "etcd_kv.h"
 
+MC_PRINTF(3, 4)
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -105,13 +107,51 @@ static int set_end(json_t *o, const char *end)
 					  mc_etcd_json_b64(&zero, 1));
 }
 
+int mc_etcd_range_parse(json_t *resp, struct mc_etcd_kv **kvs, size_t *n,
+			bool *more, long long *rev)
+{
+	json_t *arr;
+	long long r = 0;
+	size_t cnt;
+	int rc;
+
+	*kvs = NULL;
+	*n = 0;
+	*more = false;
+	if (!json_is_object(resp) ||
+	    mc_etcd_json_int(json_object_get(resp, "header"), "revision", &r))
+		return -EBADMSG;
+	if (rev)
+		*rev = r;
+	*more = json_is_true(json_object_get(resp, "more"));
+	arr = json_object_get(resp, "kvs");
+	if (!arr || json_is_null(arr))
+		return 0;
+	if (!json_is_array(arr))
+		return -EBADMSG;
+	cnt = json_array_size(arr);
+	if (!cnt)
+		return 0;
+	*kvs = calloc(cnt, sizeof(**kvs));
+	if (!*kvs)
+		return -ENOMEM;
+	for (size_t i = 0; i < cnt; i++) {
+		rc = kv_of(json_array_get(arr, i), &(*kvs)[i]);
+		if (rc) {
+			mc_etcd_kvs_free(*kvs, i);
+			*kvs = NULL;
+			return rc == -ENOMEM ? rc : -EBADMSG;
+		}
+	}
+	*n = cnt;
+	return 0;
+}
+
 int mc_etcd_range(struct etcd_client *c, const char *key, const char *end,
 		  unsigned limit, struct mc_etcd_kv **kvs, size_t *n,
 		  bool *more, long long *rev, char *err, size_t errlen)
 {
-	json_t *req = json_object(), *resp = NULL, *arr;
-	long long r = 0;
-	size_t cnt;
+	json_t *req = json_object(), *resp = NULL;
 	int rc;
 
 	*kvs = NULL;
@@ -126,41 +166,9 @@ int mc_etcd_range(struct etcd_client *c, const char *key, const char *end,
 	rc = call(c, "/v3/kv/range", req, &resp, err, errlen);
 	if (rc)
 		return rc;
-	if (mc_etcd_json_int(json_object_get(resp, "header"), "revision", &r))
-		goto malformed;
-	if (rev)
-		*rev = r;
-	*more = json_is_true(json_object_get(resp, "more"));
-	arr = json_object_get(resp, "kvs");
-	if (!arr || json_is_null(arr)) {
-		json_decref(resp);
-		return 0;
-	}
-	if (!json_is_array(arr))
-		goto malformed;
-	cnt = json_array_size(arr);
-	if (cnt) {
-		*kvs = calloc(cnt, sizeof(**kvs));
-		if (!*kvs) {
-			json_decref(resp);
-			return -ENOMEM;
-		}
-	}
-	for (size_t i = 0; i < cnt; i++) {
-		rc = kv_of(json_array_get(arr, i), &(*kvs)[i]);
-		if (rc) {
-			mc_etcd_kvs_free(*kvs, i);
-			*kvs = NULL;
-			json_decref(resp);
-			return rc == -ENOMEM ? rc : bad("range", err, errlen);
-		}
-	}
-	*n = cnt;
+	rc = mc_etcd_range_parse(resp, kvs, n, more, rev);
 	json_decref(resp);
-	return 0;
-malformed:
-	json_decref(resp);
-	return bad("range", err, errlen);
+	return rc == -EBADMSG ? bad("range", err, errlen) : rc;
 }
 
 int mc_etcd_get(struct etcd_client *c, const char *key, struct mc_etcd_kv *kv,

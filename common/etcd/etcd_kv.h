@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "etcd_client.h"
 #include "mc_compiler.h"
 
@@ -38,6 +40,11 @@ int mc_etcd_range(struct etcd_client *c, const char *key, const char *end,
 		  unsigned limit, struct mc_etcd_kv **kvs, size_t *n,
 		  bool *more, long long *rev, char *err,
 		  size_t errlen) MC_MUST_CHECK;
+
+/** The kvs of a range answer (what mc_etcd_range() returns, from the
+ *  decoded JSON): 0, -EBADMSG, -ENOMEM. */
+int mc_etcd_range_parse(json_t *resp, struct mc_etcd_kv **kvs, size_t *n,
+			bool *more, long long *rev) MC_MUST_CHECK;
 
 /** One key: 1 with *kv filled (free what it holds with
  *  mc_etcd_kv_clear()), 0 when absent (*kv zeroed). */

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 #include "ckpt_fetch.h"
 #include "ckpt_master.h"
 #include "mc_log.h"
@@ -140,7 +140,7 @@ static int read_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			rc = -EPROTO;
 		if (!rc) {
 			memcpy(buf + off, r->data.data, n);
-			crc = mcs_crc32c(crc, buf + off, n);
+			crc = mc_crc32c(crc, buf + off, n);
 			off += n;
 		}
 		protobuf_c_message_free_unpacked(&r->base, NULL);

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 #include "ckpt_int.h"
 #include "ckpt_master.h"
 #include "mc_log.h"
@@ -165,7 +165,7 @@ static int sum_file(struct sums *s, int fd, const struct entry *e,
 				continue;
 			if (n <= 0)
 				goto changed;
-			crc = mcs_crc32c(crc, buf, (size_t)n);
+			crc = mc_crc32c(crc, buf, (size_t)n);
 			off += (uint64_t)n;
 			s->prog.bytes += (uint64_t)n;
 		}
@@ -556,7 +556,7 @@ int mooncake_ckpt_publish_buffers(mooncake_ckpt_t *c, const char *name,
 		f[i].size = sizes[i];
 		f[i].mtime_ns = ns_of(&now);
 		for (uint64_t off = 0; off < sizes[i]; off += shard_size)
-			crcs[nshards++] = mcs_crc32c(
+			crcs[nshards++] = mc_crc32c(
 				0, (const uint8_t *)bufs[i] + off,
 				sizes[i] - off < shard_size ? sizes[i] - off :
 							      shard_size);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 #include "ckpt_master.h"
 #include "ckpt_serve.h"
 #include "mc_log.h"
@@ -242,7 +242,7 @@ static int shard_crc(struct mcs_ckpt_served *sv, uint32_t shard, uint32_t *crc)
 	int rc = 0;
 
 	if (sv->mem[sh->file]) {
-		*crc = mcs_crc32c(0, sv->mem[sh->file] + sh->off, sh->len);
+		*crc = mc_crc32c(0, sv->mem[sh->file] + sh->off, sh->len);
 		return 0;
 	}
 	buf = malloc(CHECK_CHUNK);
@@ -253,7 +253,7 @@ static int shard_crc(struct mcs_ckpt_served *sv, uint32_t shard, uint32_t *crc)
 							   CHECK_CHUNK;
 		rc = raw_io(sv, sh, false, off, n, buf);
 		if (!rc)
-			c = mcs_crc32c(c, buf, n);
+			c = mc_crc32c(c, buf, n);
 	}
 	free(buf);
 	*crc = c;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 #include "ckpt_layout.h"
 #include "ckpt_serve.h"
 #include "fuzz_common.h"
@@ -52,15 +52,15 @@ static void serve_memory(void)
 	fb.mode = S_IFREG | 0644;
 	fb.size = sizeof(file_b);
 	for (size_t off = 0; off < sizeof(file_a); off += SHARD)
-		crcs[n++] = mcs_crc32c(0, file_a + off,
-				       sizeof(file_a) - off < SHARD ?
-					       sizeof(file_a) - off :
-					       SHARD);
+		crcs[n++] = mc_crc32c(0, file_a + off,
+				      sizeof(file_a) - off < SHARD ?
+					      sizeof(file_a) - off :
+					      SHARD);
 	for (size_t off = 0; off < sizeof(file_b); off += SHARD)
-		crcs[n++] = mcs_crc32c(0, file_b + off,
-				       sizeof(file_b) - off < SHARD ?
-					       sizeof(file_b) - off :
-					       SHARD);
+		crcs[n++] = mc_crc32c(0, file_b + off,
+				      sizeof(file_b) - off < SHARD ?
+					      sizeof(file_b) - off :
+					      SHARD);
 	ck.id = 7;
 	ck.name = "m";
 	ck.shard_size = SHARD;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Checkpoint layouts and checksums on the client (ckpt_layout.c,
- * ckpt_crc.c): the shard of every byte, names and paths a client refuses
+ * mc_crc32c.c): the shard of every byte, names and paths a client refuses
  * to write under, and CRC-32C's known values on both implementations. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt_crc.h"
+#include "mc_crc32c.h"
 #include "ckpt_layout.h"
 
 Test(ckpt_crc, known_values)
@@ -18,10 +18,10 @@ Test(ckpt_crc, known_values)
 
 	memset(ones, 0xff, sizeof(ones));
 	/* RFC 3720 B.4 and the usual check value. */
-	cr_assert_eq(mcs_crc32c(0, "123456789", 9), 0xE3069283u);
-	cr_assert_eq(mcs_crc32c(0, zeros, 32), 0x8A9136AAu);
-	cr_assert_eq(mcs_crc32c(0, ones, 32), 0x62A8AB43u);
-	cr_assert_eq(mcs_crc32c(0, "", 0), 0u);
+	cr_assert_eq(mc_crc32c(0, "123456789", 9), 0xE3069283u);
+	cr_assert_eq(mc_crc32c(0, zeros, 32), 0x8A9136AAu);
+	cr_assert_eq(mc_crc32c(0, ones, 32), 0x62A8AB43u);
+	cr_assert_eq(mc_crc32c(0, "", 0), 0u);
 }
 
 Test(ckpt_crc, any_split_and_alignment)
@@ -31,19 +31,19 @@ Test(ckpt_crc, any_split_and_alignment)
 
 	for (size_t i = 0; i < 70008; i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
-	whole = mcs_crc32c(0, buf, 70000);
-	cr_assert_eq(mcs_crc32c_table(0, buf, 70000), whole);
-	cr_assert_eq(mcs_crc32c_table(0, "123456789", 9), 0xE3069283u);
+	whole = mc_crc32c(0, buf, 70000);
+	cr_assert_eq(mc_crc32c_table(0, buf, 70000), whole);
+	cr_assert_eq(mc_crc32c_table(0, "123456789", 9), 0xE3069283u);
 	for (size_t cut = 0; cut < 70000; cut += 4099)
-		cr_assert_eq(mcs_crc32c(mcs_crc32c(0, buf, cut), buf + cut,
-					70000 - cut),
+		cr_assert_eq(mc_crc32c(mc_crc32c(0, buf, cut), buf + cut,
+				       70000 - cut),
 			     whole);
 	/* Unaligned starts agree with a copy at an aligned one. */
 	for (size_t a = 1; a < 8; a++) {
 		uint8_t *copy = malloc(1000);
 		memcpy(copy, buf + a, 1000);
-		cr_assert_eq(mcs_crc32c(0, buf + a, 1000),
-			     mcs_crc32c(0, copy, 1000));
+		cr_assert_eq(mc_crc32c(0, buf + a, 1000),
+			     mc_crc32c(0, copy, 1000));
 		free(copy);
 	}
 	free(buf);
