@@ -1,0 +1,231 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# HA masters (issue 21; docs/benchmarks.md "Master high availability"),
+# on loopback, everything started here and stopped at the end:
+#
+#   rates     store_bench (same host, 1 process) against one master without
+#             HA and against an HA pair (leader + standby on a 3-member etcd
+#             cluster, clients given the etcd:// address), interleaved
+#             ROUNDS times; the median of the per-round ratios HA/no-HA per
+#             case. Targets: batch puts within 30%, gets within 5%.
+#   failover  a client loop (the mooncake CLI: one put and one get of a
+#             fresh key per iteration) while the leader is killed with
+#             kill -9: the time from the kill to the end of the first put
+#             and the first get started after it that succeed, FAILOVERS
+#             times per lease TTL.
+#             Target: within TTL + 3 s. The CLI's start (joining the pool)
+#             is in the figure, so it is an upper bound.
+#
+# Usage: bench/ha_bench.sh [--build DIR] [--rounds N] [--failovers N]
+#                          [--only rates|failover] [--ttls "5 2"]
+# etcd's data lives under a temporary directory on the disk of /tmp (each
+# write an fsync, as etcd does in production).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build-release
+ROUNDS=3
+FAILOVERS=3
+ONLY=
+TTLS="5 2"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--build) BUILD=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
+	--failovers) FAILOVERS=$2; shift 2 ;;
+	--only) ONLY=$2; shift 2 ;;
+	--ttls) TTLS=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST]" >&2; exit 2 ;;
+	esac
+done
+MASTER=$BUILD/master/mooncake_master
+MEMBER=$BUILD/mooncakefs/cli/mooncake_client
+CLI=$BUILD/mooncakefs/cli/mooncake
+SB=$BUILD/bench/store_bench
+for b in "$MASTER" "$MEMBER" "$CLI" "$SB"; do
+	[ -x "$b" ] || { echo "missing $b: scripts/build.sh release" >&2; exit 1; }
+done
+command -v etcd >/dev/null || { echo "etcd missing: scripts/setup.sh" >&2; exit 1; }
+
+W=$(mktemp -d /tmp/ha_bench.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	pkill -9 -f "$W" 2>/dev/null || true
+	rm -rf "$W"
+	rm -f /dev/shm/mooncake.seg.127.0.0.1_* 2>/dev/null || true
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+now() { date +%s.%N; }
+start() { # name cmd...: in the background, logs in $W/name.log
+	local name=$1; shift
+	setsid "$@" >"$W/$name.log" 2>&1 &
+	PIDS+=($!)
+}
+
+# ---- a 3-member etcd cluster ---------------------------------------------
+declare -a EC EP
+for i in 0 1 2; do EC[i]=$(port); EP[i]=$(port); done
+CLUSTER=""
+for i in 0 1 2; do CLUSTER+="e$i=http://127.0.0.1:${EP[$i]},"; done
+for i in 0 1 2; do
+	start "etcd$i" etcd --name "e$i" --data-dir "$W/etcd$i" \
+		--listen-client-urls "http://127.0.0.1:${EC[$i]}" \
+		--advertise-client-urls "http://127.0.0.1:${EC[$i]}" \
+		--listen-peer-urls "http://127.0.0.1:${EP[$i]}" \
+		--initial-advertise-peer-urls "http://127.0.0.1:${EP[$i]}" \
+		--initial-cluster "${CLUSTER%,}" --initial-cluster-state new
+done
+ETCD="127.0.0.1:${EC[0]};127.0.0.1:${EC[1]};127.0.0.1:${EC[2]}"
+for _ in $(seq 100); do
+	curl -sf "http://127.0.0.1:${EC[0]}/health" | grep -q true && break
+	sleep 0.2
+done
+export MOONCAKE_CLUSTER_ID=habench
+
+wait_file() { for _ in $(seq 300); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timeout: $1" >&2; exit 1; }
+leader() { ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${EC[0]}" get "mooncake-store/$1/master_view" --print-value-only; }
+
+# An HA master: name cluster ttl
+ha_master() {
+	local p; p=$(port)
+	start "$1" "$MASTER" --enable_ha --etcd_endpoints "$ETCD" \
+		--cluster_id "$2" --ha_lease_ttl_sec "$3" \
+		--rpc_address 127.0.0.1 --rpc_port "$p" \
+		--metrics_host 127.0.0.1 --metrics_port 0 \
+		--default_kv_lease_ttl 200 --db_path "$W/$1.db" \
+		--port_file "$W/$1.port"
+	echo "${PIDS[-1]} $p"
+}
+member() { # name master_address
+	start "$1" "$MEMBER" --host 127.0.0.1 --port 0 \
+		--global_segment_size 256MiB --master_server_address "$2" \
+		--metadata_server P2PHANDSHAKE --port_file "$W/$1.port"
+	wait_file "$W/$1.port"
+	echo "${PIDS[-1]}"
+}
+stop() { kill -TERM "$1" 2>/dev/null || true; for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null || true; }
+
+# store_bench rows "op form size ... ops/s" -> "op/form/size ops"
+sb() { # master_address
+	"$SB" --master_server_address "$1" --metadata_server P2PHANDSHAKE \
+		--procs 1 --sizes 4KiB,64KiB,1MiB --ops put,get \
+		--forms single,batch --seconds 2 --same_host --pool_size 256MiB |
+		awk -F'|' '/^\| (put|get) /{gsub(/ /,"",$2);gsub(/ /,"",$3);gsub(/ /,"",$4);gsub(/ /,"",$7); print $2"/"$3"/"$4, $7}'
+}
+
+rates() {
+	local r
+	for r in $(seq "$ROUNDS"); do
+		# without HA
+		local p; p=$(port)
+		start "plain$r" "$MASTER" --rpc_address 127.0.0.1 --rpc_port "$p" \
+			--metrics_host 127.0.0.1 --metrics_port 0 \
+			--default_kv_lease_ttl 200 --db_path "$W/plain$r.db" \
+			--port_file "$W/plain$r.port"
+		local mp=${PIDS[-1]}
+		wait_file "$W/plain$r.port"
+		local c; c=$(member "mp$r" "127.0.0.1:$p")
+		sb "127.0.0.1:$p" >"$W/off.$r"
+		stop "$c"; stop "$mp"
+		# with HA: a leader and a standby
+		read -r l1 _ < <(ha_master "hl$r" "rates$r" 5)
+		wait_file "$W/hl$r.port"
+		read -r l2 _ < <(ha_master "hs$r" "rates$r" 5)
+		c=$(MOONCAKE_CLUSTER_ID="rates$r" member "mh$r" "etcd://$ETCD")
+		MOONCAKE_CLUSTER_ID="rates$r" sb "etcd://$ETCD" >"$W/on.$r"
+		stop "$c"; stop "$l2"; stop "$l1"
+		echo "round $r done" >&2
+	done
+	echo
+	echo "| case | no HA ops/s (median) | HA ops/s (median) | HA/no HA (median of $ROUNDS rounds) |"
+	echo "|---|---|---|---|"
+	python3 - "$W" "$ROUNDS" <<'EOF'
+import statistics, sys
+w, n = sys.argv[1], int(sys.argv[2])
+def load(p):
+    d = {}
+    for line in open(p):
+        k, v = line.split()
+        d[k] = float(v)
+    return d
+off = [load(f"{w}/off.{r}") for r in range(1, n + 1)]
+on = [load(f"{w}/on.{r}") for r in range(1, n + 1)]
+for k in off[0]:
+    a = [o[k] for o in off if k in o]
+    b = [o[k] for o in on if k in o]
+    ratios = [y / x for x, y in zip(a, b) if x > 0]
+    print(f"| {k.replace('/', ' ')} | {statistics.median(a):.0f} | "
+          f"{statistics.median(b):.0f} | {statistics.median(ratios):.2f}x |")
+EOF
+}
+
+failover() {
+	local ttl=$1 i
+	for i in $(seq "$FAILOVERS"); do
+		local cl="fo${ttl}_$i"
+		read -r a _ < <(ha_master "${cl}a" "$cl" "$ttl")
+		wait_file "$W/${cl}a.port"
+		read -r b _ < <(ha_master "${cl}b" "$cl" "$ttl")
+		sleep 1
+		local c; c=$(MOONCAKE_CLUSTER_ID=$cl member "${cl}m" "etcd://$ETCD")
+		head -c 65536 /dev/urandom >"$W/val"
+		# the client loop: put then get of a fresh key, stamps of each
+		(
+			export MOONCAKE_CLUSTER_ID=$cl
+			k=0
+			while [ ! -e "$W/${cl}.stop" ]; do
+				k=$((k + 1))
+				s=$(now)
+				if timeout 30 "$CLI" --master "etcd://$ETCD" --metadata P2PHANDSHAKE \
+					put "$W/val" "k$k" >/dev/null 2>&1; then
+					echo "put $s $(now)"
+					s=$(now)
+					timeout 30 "$CLI" --master "etcd://$ETCD" --metadata P2PHANDSHAKE \
+						get "k$k" "$W/${cl}.out" >/dev/null 2>&1 &&
+						echo "get $s $(now)"
+				fi
+			done
+		) >"$W/${cl}.stamps" &
+		local loop=$!
+		sleep 2
+		local who; who=$(leader "$cl")
+		local victim=$a
+		[ "$who" = "127.0.0.1:$(cat "$W/${cl}b.port" 2>/dev/null)" ] && victim=$b
+		local t0; t0=$(now)
+		kill -9 "$victim"
+		sleep $((ttl + 6))
+		touch "$W/${cl}.stop"
+		wait "$loop" || true
+		python3 - "$W/${cl}.stamps" "$t0" "$ttl" <<'EOF'
+import sys
+stamps, t0, ttl = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+first = {}
+# the first operation that started after the kill and succeeded
+for line in open(stamps):
+    op, start, end = line.split()
+    if float(start) > t0 and op not in first:
+        first[op] = float(end) - t0
+print(f"| {ttl} s | put {first.get('put', float('nan')):.2f} s | "
+      f"get {first.get('get', float('nan')):.2f} s | target {ttl + 3} s |")
+EOF
+		stop "$c"; stop "$a"; stop "$b"
+	done
+}
+
+echo "# HA bench: $(nproc) CPUs, $(date -u +%F), etcd $(etcd --version | head -1 | awk '{print $3}')"
+if [ "$ONLY" != failover ]; then
+	echo "## put/get rates, store_bench same host, 1 process"
+	rates
+fi
+if [ "$ONLY" != rates ]; then
+	echo
+	echo "## failover: kill -9 of the leader under a put+get loop"
+	echo "| lease TTL | first put after | first get after | target |"
+	echo "|---|---|---|---|"
+	for t in $TTLS; do failover "$t"; done
+fi
