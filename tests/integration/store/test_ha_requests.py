@@ -15,91 +15,17 @@ are tests/integration/ha/.
 import os
 import socket
 import struct
-import subprocess
 
 import pytest
 
-import mctest
-from mctest import SCALE, binary, request, wait_for
-from pool import MASTER, Member, cli, free_port
+from ha_pool import Etcd, HaMaster, Pool
+from mctest import SCALE, wait_for
+from pool import Member, cli
 
-ETCD = "/usr/bin/etcd"
-ETCDCTL = "/usr/bin/etcdctl"
 CLUSTER = "hareq"
 REMOVE = 30  # Method.REMOVE (common/rpc/master.proto)
 FLAG_OPID, FLAG_RETRY = 0x2, 0x4
 NOT_FOUND = -704  # OBJECT_NOT_FOUND
-
-
-class Etcd:
-    def __init__(self, procs, tmp_path):
-        self.port, peer = free_port(), free_port()
-        log = open(tmp_path / "etcd.log", "ab")
-        procs.popen([ETCD, "--name", "e0", "--data-dir",
-                     str(tmp_path / "etcd"),
-                     "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-                     "--advertise-client-urls",
-                     f"http://127.0.0.1:{self.port}",
-                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                     "--initial-advertise-peer-urls",
-                     f"http://127.0.0.1:{peer}",
-                     "--initial-cluster", f"e0=http://127.0.0.1:{peer}"],
-                    stdout=log, stderr=log)
-        log.close()
-        procs.logs.append(tmp_path / "etcd.log")
-
-        def healthy():
-            try:
-                return request(self.port, "GET", "/health")[0] == 200
-            except OSError:
-                return False
-        wait_for(healthy, timeout=30, what="etcd /health")
-
-    @property
-    def addr(self):
-        return f"127.0.0.1:{self.port}"
-
-    def get(self, key):
-        p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "get", key,
-                            "--print-value-only"], capture_output=True,
-                           text=True, timeout=30,
-                           env=dict(os.environ, ETCDCTL_API="3"))
-        assert p.returncode == 0, p.stderr
-        return p.stdout.strip()
-
-
-class HaMaster:
-    def __init__(self, procs, tmp_path, etcd, name, ttl=2):
-        self.procs, self.tmp, self.name = procs, tmp_path, name
-        self.port = free_port()
-        self.pf = tmp_path / f"{name}.port"
-        self.log_path = tmp_path / f"{name}.log"
-        log = open(self.log_path, "ab")
-        self.proc = procs.popen(
-            [binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
-             "--cluster_id", CLUSTER, "--ha_lease_ttl_sec", str(ttl),
-             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
-             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
-             "--db_path", str(tmp_path / f"{name}.db"),
-             "--port_file", str(self.pf)], stdout=log, stderr=log)
-        log.close()
-        procs.logs.append(self.log_path)
-
-    def leading(self):
-        """True once elected (the port file is written when it serves)."""
-        assert self.proc.poll() is None, self.log()
-        return self.pf.exists() and self.pf.read_text().strip() != ""
-
-    def log(self):
-        return open(self.log_path, errors="replace").read()
-
-
-class Pool:
-    """What pool.Member and pool.cli take as a master: the etcd address."""
-
-    def __init__(self, etcd):
-        self.addr = f"etcd://{etcd.addr}"
-        self.metadata = "P2PHANDSHAKE"
 
 
 def varint(n):

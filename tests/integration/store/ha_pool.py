@@ -1,0 +1,83 @@
+"""HA masters on one etcd on loopback, for tests: an etcd of one member,
+HA masters (standbys until elected), and the "master" object pool.Member
+and pool.cli take, whose address is the etcd one (docs/design.md, "Master
+high availability"). The multi-host bed is tests/integration/ha/bed.py."""
+import os
+import subprocess
+
+from mctest import binary, request, wait_for
+from pool import MASTER, free_port
+
+ETCD = "/usr/bin/etcd"
+ETCDCTL = "/usr/bin/etcdctl"
+
+
+class Etcd:
+    def __init__(self, procs, tmp_path):
+        self.port, peer = free_port(), free_port()
+        log = open(tmp_path / "etcd.log", "ab")
+        procs.popen([ETCD, "--name", "e0", "--data-dir",
+                     str(tmp_path / "etcd"),
+                     "--listen-client-urls", f"http://127.0.0.1:{self.port}",
+                     "--advertise-client-urls",
+                     f"http://127.0.0.1:{self.port}",
+                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-advertise-peer-urls",
+                     f"http://127.0.0.1:{peer}",
+                     "--initial-cluster", f"e0=http://127.0.0.1:{peer}"],
+                    stdout=log, stderr=log)
+        log.close()
+        procs.logs.append(tmp_path / "etcd.log")
+
+        def healthy():
+            try:
+                return request(self.port, "GET", "/health")[0] == 200
+            except OSError:
+                return False
+        wait_for(healthy, timeout=30, what="etcd /health")
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+    def get(self, key):
+        p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "get", key,
+                            "--print-value-only"], capture_output=True,
+                           text=True, timeout=30,
+                           env=dict(os.environ, ETCDCTL_API="3"))
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+
+class HaMaster:
+    def __init__(self, procs, tmp_path, etcd, name, ttl=2, cluster="hareq"):
+        self.procs, self.tmp, self.name = procs, tmp_path, name
+        self.port = free_port()
+        self.pf = tmp_path / f"{name}.port"
+        self.log_path = tmp_path / f"{name}.log"
+        log = open(self.log_path, "ab")
+        self.proc = procs.popen(
+            [binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
+             "--cluster_id", cluster, "--ha_lease_ttl_sec", str(ttl),
+             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
+             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
+             "--db_path", str(tmp_path / f"{name}.db"),
+             "--port_file", str(self.pf)], stdout=log, stderr=log)
+        log.close()
+        procs.logs.append(self.log_path)
+
+    def leading(self):
+        """True once elected (the port file is written when it serves)."""
+        assert self.proc.poll() is None, self.log()
+        return self.pf.exists() and self.pf.read_text().strip() != ""
+
+    def log(self):
+        return open(self.log_path, errors="replace").read()
+
+
+class Pool:
+    """What pool.Member and pool.cli take as a master: the etcd address."""
+
+    def __init__(self, etcd):
+        self.addr = f"etcd://{etcd.addr}"
+        self.metadata = "P2PHANDSHAKE"
