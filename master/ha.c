@@ -366,8 +366,11 @@ static int campaign(struct mst_ha *ha, char *err, size_t errlen)
 				  .len = strlen(ha->advertise),
 				  .lease = ha->lease };
 	long long rev = 0;
-	int rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, &rev, err, errlen);
+	int rc;
 
+	if (!ha->lease) /* never a master_view without a lease */
+		return 0;
+	rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, &rev, err, errlen);
 	if (rc == 1)
 		atomic_store(&ha->epoch, rev);
 	return rc;

@@ -20,6 +20,7 @@ struct mc_rpc_leader {
 	char host[256];
 	int port; /* 0: not known */
 	unsigned long long asked_at; /* mono ms */
+	unsigned long long warned_at; /* mono ms of the last warning */
 };
 
 static unsigned long long now_ms(void)
@@ -98,7 +99,13 @@ static int ask(struct mc_rpc_leader *l)
 
 	l->asked_at = now_ms();
 	if (rc < 0) {
-		mc_log_debug("rpc", "etcd: %s", err);
+		/* Say why no master can be found (etcd down, a refused
+		 * password...), once in a while: calls only retry. */
+		if (!l->warned_at || l->asked_at - l->warned_at >= 5000) {
+			mc_log_warn("rpc", "finding the master in etcd: %s",
+				    err);
+			l->warned_at = l->asked_at;
+		}
 		return rc;
 	}
 	if (rc == 0) {
