@@ -34,8 +34,7 @@
 static const char cred_hint[] = "set user= and password_file= in the etcd "
 				"connection string, or " CRED_VARS;
 
-MC_PRINTF(3, 4)
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void mc_etcd_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -159,17 +158,18 @@ static int post_once(struct etcd_client *m, CURL *h, const char *url,
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 		rc = (int)status;
 		if (rc == 503)
-			seterr(err, errlen, "etcd POST %s: HTTP 503 (%.200s)",
-			       url, b->data ? b->data : "");
+			mc_etcd_errf(err, errlen,
+				     "etcd POST %s: HTTP 503 (%.200s)", url,
+				     b->data ? b->data : "");
 	} else if (b->overflow) {
 		rc = -EMSGSIZE;
-		seterr(err, errlen,
-		       "etcd POST %s: response larger than %zu bytes", url,
-		       b->max);
+		mc_etcd_errf(err, errlen,
+			     "etcd POST %s: response larger than %zu bytes",
+			     url, b->max);
 	} else {
 		rc = mc_curl_err(cc, b);
-		seterr(err, errlen, "etcd POST %s: %s", url,
-		       errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		mc_etcd_errf(err, errlen, "etcd POST %s: %s", url,
+			     errbuf[0] ? errbuf : curl_easy_strerror(cc));
 		tls_hint(m, url, cc, err, errlen);
 	}
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
@@ -225,39 +225,43 @@ static int http_error(struct etcd_client *m, const char *url, int rc, json_t *j,
 
 	switch (mc_etcd_auth_err_of(text)) {
 	case MC_ETCD_AUTH_TOKEN_INVALID:
-		seterr(err, errlen,
-		       "etcd POST %s: etcd refused the token of user "
-		       "'%.64s' (%.200s)",
-		       url, user ? user : "", text);
+		mc_etcd_errf(err, errlen,
+			     "etcd POST %s: etcd refused the token of user "
+			     "'%.64s' (%.200s)",
+			     url, user ? user : "", text);
 		return user ? ETCD_REAUTH : -EACCES;
 	case MC_ETCD_AUTH_REQUIRED:
 		if (user) {
 			/* etcd turned authentication on after we asked. */
-			seterr(err, errlen,
-			       "etcd POST %s: etcd requires authentication "
-			       "(%.200s)",
-			       url, text);
+			mc_etcd_errf(
+				err, errlen,
+				"etcd POST %s: etcd requires authentication "
+				"(%.200s)",
+				url, text);
 			return ETCD_REAUTH;
 		}
-		seterr(err, errlen,
-		       "etcd POST %s: etcd requires authentication (%.200s): "
-		       "%s",
-		       url, text, cred_hint);
+		mc_etcd_errf(
+			err, errlen,
+			"etcd POST %s: etcd requires authentication (%.200s): "
+			"%s",
+			url, text, cred_hint);
 		return -EACCES;
 	case MC_ETCD_AUTH_DENIED:
-		seterr(err, errlen,
-		       "etcd POST %s: etcd user '%.64s' is not allowed this "
-		       "(%.200s): grant its role read and write on the keys "
-		       "(etcdctl role grant-permission)",
-		       url, user ? user : "", text);
+		mc_etcd_errf(
+			err, errlen,
+			"etcd POST %s: etcd user '%.64s' is not allowed this "
+			"(%.200s): grant its role read and write on the keys "
+			"(etcdctl role grant-permission)",
+			url, user ? user : "", text);
 		return -EACCES;
 	case MC_ETCD_AUTH_FAILED:
-		seterr(err, errlen,
-		       "etcd POST %s: etcd authentication failed for user "
-		       "'%.64s' (%.200s): check the user and its password "
-		       "file (user=, password_file=, or " MC_ETCD_ENV_USER
-		       ", " MC_ETCD_ENV_PASSWORD_FILE ")",
-		       url, user ? user : "", text);
+		mc_etcd_errf(
+			err, errlen,
+			"etcd POST %s: etcd authentication failed for user "
+			"'%.64s' (%.200s): check the user and its password "
+			"file (user=, password_file=, or " MC_ETCD_ENV_USER
+			", " MC_ETCD_ENV_PASSWORD_FILE ")",
+			url, user ? user : "", text);
 		return -EACCES;
 	case MC_ETCD_AUTH_NOT_ENABLED:
 		if (strstr(url, ETCD_AUTH_PATH))
@@ -267,13 +271,13 @@ static int http_error(struct etcd_client *m, const char *url, int rc, json_t *j,
 		break;
 	}
 	if (rc == 404)
-		seterr(err, errlen,
-		       "etcd POST %s: HTTP 404: no v3 JSON gateway "
-		       "there (etcd >= 3.4 is needed)",
-		       url);
+		mc_etcd_errf(err, errlen,
+			     "etcd POST %s: HTTP 404: no v3 JSON gateway "
+			     "there (etcd >= 3.4 is needed)",
+			     url);
 	else
-		seterr(err, errlen, "etcd POST %s: HTTP %d (%.300s)", url, rc,
-		       text);
+		mc_etcd_errf(err, errlen, "etcd POST %s: HTTP %d (%.300s)", url,
+			     rc, text);
 	return MC_EHTTP;
 }
 
@@ -307,7 +311,7 @@ static int exchange(struct etcd_client *m, const char *path, const char *json,
 			give_handle(m, h);
 		if (hdrs && hdrs != m->hdrs)
 			curl_slist_free_all(hdrs);
-		seterr(err, errlen, "etcd: out of memory for %s", path);
+		mc_etcd_errf(err, errlen, "etcd: out of memory for %s", path);
 		return -ENOMEM;
 	}
 
@@ -350,8 +354,8 @@ static int exchange(struct etcd_client *m, const char *path, const char *json,
 		goto out;
 	}
 	if (!json_is_object(j)) {
-		seterr(err, errlen, "etcd POST %s: bad JSON response: %s", url,
-		       j ? "not an object" : jerr.text);
+		mc_etcd_errf(err, errlen, "etcd POST %s: bad JSON response: %s",
+			     url, j ? "not an object" : jerr.text);
 		json_decref(j);
 		rc = -EBADMSG;
 		goto out;
@@ -376,8 +380,8 @@ static int authenticate(struct etcd_client *m, char **tok, char *err,
 	req = json_pack("{s:s,s:s}", "name", m->conn.user, "password",
 			m->password);
 	if (!req) {
-		seterr(err, errlen,
-		       "etcd: user name or password is not valid UTF-8");
+		mc_etcd_errf(err, errlen,
+			     "etcd: user name or password is not valid UTF-8");
 		return -EINVAL;
 	}
 	json = json_dumps(req, JSON_COMPACT);
@@ -392,8 +396,9 @@ static int authenticate(struct etcd_client *m, char **tok, char *err,
 	rc = mc_etcd_token_of(resp, tok);
 	json_decref(resp);
 	if (rc == -EBADMSG)
-		seterr(err, errlen, "etcd %s%s: no usable token in the answer",
-		       ep, ETCD_AUTH_PATH);
+		mc_etcd_errf(err, errlen,
+			     "etcd %s%s: no usable token in the answer", ep,
+			     ETCD_AUTH_PATH);
 	return rc;
 }
 
@@ -452,7 +457,8 @@ int mc_etcd_call(struct etcd_client *m, const char *path, json_t *req,
 
 	*resp = NULL;
 	if (!req) {
-		seterr(err, errlen, "etcd: out of memory building %s", path);
+		mc_etcd_errf(err, errlen, "etcd: out of memory building %s",
+			     path);
 		return -ENOMEM;
 	}
 	json = json_dumps(req, JSON_COMPACT);
@@ -499,8 +505,9 @@ static int check_tls_files(const struct mc_etcd_conn *c, char *err,
 		if (files[i].path && access(files[i].path, R_OK)) {
 			int rc = -errno;
 
-			seterr(err, errlen, "etcd %s %s: %s", files[i].what,
-			       files[i].path, strerror(-rc));
+			mc_etcd_errf(err, errlen, "etcd %s %s: %s",
+				     files[i].what, files[i].path,
+				     strerror(-rc));
 			return rc;
 		}
 	}

@@ -68,6 +68,11 @@ int mc_etcd_client_init(struct etcd_client *c, const char *spec, char *err,
 
 void mc_etcd_client_fini(struct etcd_client *c);
 
+/** printf into err[errlen] (nothing when err is NULL or errlen 0): the
+ *  error texts of this folder and its users. */
+void mc_etcd_errf(char *err, size_t errlen, const char *fmt, ...)
+	MC_PRINTF(3, 4);
+
 /**
  * POST req to path. On success (HTTP 200 with a JSON object) 0 with the
  * object in *resp and the endpoint that answered in *ep; otherwise a

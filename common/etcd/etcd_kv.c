@@ -11,18 +11,6 @@
 #include "mc_compiler.h"
 #include "etcd_kv.h"
 
-MC_PRINTF(3, 4)
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Send req (a new reference, consumed; NULL: out of memory). */
 static int call(struct etcd_client *c, const char *path, json_t *req,
 		json_t **resp, char *err, size_t errlen)
@@ -39,7 +27,7 @@ static int call(struct etcd_client *c, const char *path, json_t *req,
 
 static int bad(const char *what, char *err, size_t errlen)
 {
-	seterr(err, errlen, "etcd: malformed %s answer", what);
+	mc_etcd_errf(err, errlen, "etcd: malformed %s answer", what);
 	return -EBADMSG;
 }
 
@@ -252,7 +240,7 @@ int mc_etcd_lease_revoke(struct etcd_client *c, long long id, char *err,
 	if (rc && strstr(e2, "lease not found"))
 		return 0;
 	if (rc)
-		seterr(err, errlen, "%s", e2);
+		mc_etcd_errf(err, errlen, "%s", e2);
 	json_decref(resp);
 	return rc;
 }

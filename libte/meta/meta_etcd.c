@@ -37,18 +37,6 @@ static void curl_init(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-MC_PRINTF(3, 4)
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static struct etcd_meta *to_etcd(struct te_meta *m)
 {
 	return mc_container_of(m, struct etcd_meta, base);
@@ -58,8 +46,8 @@ static int check_args(const char *key, const void *val, size_t len, char *err,
 		      size_t errlen)
 {
 	if (!key || !*key || (!val && len)) {
-		seterr(err, errlen, "etcd: %s",
-		       !key || !*key ? "empty key" : "NULL value");
+		mc_etcd_errf(err, errlen, "etcd: %s",
+			     !key || !*key ? "empty key" : "NULL value");
 		return -EINVAL;
 	}
 	return 0;
@@ -87,12 +75,12 @@ static int etcd_get(struct te_meta *tm, const char *key, char **val,
 	if (!rc)
 		rc = mc_etcd_json_value(kv, val, len);
 	if (rc == -ENOENT)
-		seterr(err, errlen, "etcd %s: no key '%.200s'", ep, key);
+		mc_etcd_errf(err, errlen, "etcd %s: no key '%.200s'", ep, key);
 	else if (rc == -EBADMSG)
-		seterr(err, errlen,
-		       "etcd %s: malformed range response for "
-		       "'%.200s'",
-		       ep, key);
+		mc_etcd_errf(err, errlen,
+			     "etcd %s: malformed range response for "
+			     "'%.200s'",
+			     ep, key);
 	json_decref(resp);
 	return rc;
 }
@@ -160,17 +148,17 @@ static int etcd_put_new(struct te_meta *tm, const char *key, const void *val,
 	json_decref(resp);
 	if (rc) {
 		/* The compare failed, so the range must have found the key. */
-		seterr(err, errlen,
-		       "etcd %s: malformed txn response for "
-		       "'%.200s'",
-		       ep, key);
+		mc_etcd_errf(err, errlen,
+			     "etcd %s: malformed txn response for "
+			     "'%.200s'",
+			     ep, key);
 		return rc == -ENOMEM ? rc : -EBADMSG;
 	}
 	if (cur_len != len || (len && memcmp(cur, val, len))) {
-		seterr(err, errlen,
-		       "etcd %s: key '%.200s' already holds other bytes "
-		       "(%zu bytes there, %zu offered)",
-		       ep, key, cur_len, len);
+		mc_etcd_errf(err, errlen,
+			     "etcd %s: key '%.200s' already holds other bytes "
+			     "(%zu bytes there, %zu offered)",
+			     ep, key, cur_len, len);
 		rc = MC_EMETACONFLICT;
 	}
 	free(cur);
@@ -197,12 +185,12 @@ static int etcd_del(struct te_meta *tm, const char *key, char *err,
 	rc = mc_etcd_json_int(resp, "deleted", &deleted);
 	json_decref(resp);
 	if (rc)
-		seterr(err, errlen, "etcd %s: malformed deleterange response",
-		       ep);
+		mc_etcd_errf(err, errlen,
+			     "etcd %s: malformed deleterange response", ep);
 	else if (deleted <= 0)
 		rc = -ENOENT;
 	if (rc == -ENOENT)
-		seterr(err, errlen, "etcd %s: no key '%.200s'", ep, key);
+		mc_etcd_errf(err, errlen, "etcd %s: no key '%.200s'", ep, key);
 	return rc;
 }
 
@@ -230,12 +218,12 @@ int te_meta_etcd_open(const char *endpoints, struct te_meta **out, char *err,
 	int rc;
 
 	if (!endpoints || !out) {
-		seterr(err, errlen, "etcd: no endpoints given");
+		mc_etcd_errf(err, errlen, "etcd: no endpoints given");
 		return -EINVAL;
 	}
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK) {
-		seterr(err, errlen, "etcd: curl_global_init failed");
+		mc_etcd_errf(err, errlen, "etcd: curl_global_init failed");
 		return -ENOMEM;
 	}
 	m = calloc(1, sizeof(*m));
