@@ -291,10 +291,15 @@ static json_t *txn_json(const struct mc_etcd_cmp *cmp, size_t ncmp,
 	for (size_t i = 0; i < nops; i++)
 		if (json_array_append_new(sa, op_json(&ops[i])))
 			goto fail;
-	if (json_object_set_new(req, "compare", ca) ||
-	    json_object_set_new(req, "success", sa)) {
-		ca = sa = NULL;
-		goto fail;
+	/* json_object_set_new() takes the value even when it fails. */
+	if (json_object_set_new(req, "compare", ca)) {
+		json_decref(sa);
+		json_decref(req);
+		return NULL;
+	}
+	if (json_object_set_new(req, "success", sa)) {
+		json_decref(req);
+		return NULL;
 	}
 	return req;
 fail:

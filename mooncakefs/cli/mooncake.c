@@ -43,7 +43,9 @@
 
 static const struct mc_opt cli_opts[] = {
 	OPT("master", "MOONCAKE_MASTER", MC_OPT_STRING, master,
-	    "127.0.0.1:50051", 0, 0, "Master RPC address host:port."),
+	    "127.0.0.1:50051", 0, 0,
+	    "Master RPC address host:port, or etcd://h1:2379;h2:2379 for HA "
+	    "masters (the leader is read from etcd)."),
 	OPT("metadata", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING, metadata,
 	    "http://127.0.0.1:8080/metadata", 0, 0,
 	    "Transfer engine metadata service (put/get)."),

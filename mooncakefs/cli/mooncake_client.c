@@ -61,7 +61,9 @@ static const struct mc_opt client_opts[] = {
 	    1048576.0, 1125899906842624.0,
 	    "Bytes contributed to the pool (\"4GB\" syntax)."),
 	OPT("master_server_address", MC_OPT_STRING, master_server_address,
-	    "127.0.0.1:50051", 0, 0, "host:port of mooncake_master."),
+	    "127.0.0.1:50051", 0, 0,
+	    "host:port of mooncake_master, or etcd://h1:2379;h2:2379 for HA "
+	    "masters."),
 	OPT("metadata_server", MC_OPT_STRING, metadata_server,
 	    "http://127.0.0.1:8080/metadata", 0, 0,
 	    "Transfer-engine metadata: http://h:p/metadata, etcd://h:p or "

@@ -42,7 +42,8 @@ static const struct mc_opt mcs_opts[] = {
 	    0, "RDMA devices to use, a comma list (rdma only; \"\": all)."),
 	OPT("master_server_address", "MOONCAKE_MASTER", MC_OPT_STRING,
 	    master_server_address, "127.0.0.1:50051", 0, 0,
-	    "host:port of mooncake_master."),
+	    "host:port of mooncake_master, or etcd://h1:2379;h2:2379 for HA "
+	    "masters (cluster: MOONCAKE_CLUSTER_ID)."),
 	OPT("rpc_timeout_ms", "MC_RPC_TIMEOUT_MS", MC_OPT_DURATION,
 	    rpc_timeout_ms, "5000", 1, 3600000,
 	    "Timeout of one master RPC (bare numbers are ms)."),
