@@ -377,5 +377,6 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		}
 	}
 	free(frame);
-	return rc;
+	/* HA: no leader was found in the window. */
+	return c->leader && rc == -EAGAIN ? MC_ENOLEADER : rc;
 }

@@ -62,7 +62,11 @@ extern "C" {
 	  "authentication failed: this token is not the peer's")               \
 	X(EAUTHOFF, -4021, ILLEGAL_CLIENT,                                     \
 	  "the peer does not authenticate (it has no token): remove "          \
-	  "auth_token_file here or give the peer the token")
+	  "auth_token_file here or give the peer the token")                   \
+	X(ENOLEADER, -4022, UNAVAILABLE_IN_CURRENT_MODE,                       \
+	  "no master leads (HA): none named in etcd, or it stopped leading")   \
+	X(EETCD, -4023, ETCD_OPERATION_ERROR,                                  \
+	  "the master could not write its change to etcd (HA)")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

@@ -57,6 +57,10 @@ int mcs_err_from_store(int code)
 		return MC_ENOTSUPPORTED;
 	case MC_STORE_INTERNAL_ERROR:
 		return -EIO;
+	case MC_STORE_UNAVAILABLE_IN_CURRENT_MODE:
+		return MC_ENOLEADER;
+	case MC_STORE_ETCD_OPERATION_ERROR:
+		return MC_EETCD;
 	}
 	mc_log_debug("store",
 		     "master answered store code %d (%s): reported "
