@@ -290,10 +290,16 @@ static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
 		return rc;
 	if (n == 0 || strcmp(kvs[0].key, from)) {
 		/* Nothing at the next entry: was it trimmed? */
+		uint64_t first = 0;
+		unsigned part;
+
 		rc = log_base(ha, &base, err, errlen);
+		if (!rc && n && !parse_key(ha, kvs[0].key, &first, &part) &&
+		    first > next)
+			base = first > base ? first : base; /* a hole */
 		if (!rc && base > next) {
 			snprintf(err, errlen,
-				 "the op log starts at entry %" PRIu64
+				 "the op log goes on at entry %" PRIu64
 				 " but this record is at %" PRIu64,
 				 base, next - 1);
 			rc = -ESPIPE;
@@ -326,6 +332,9 @@ static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
 			snprintf(err, errlen,
 				 "applying op log entry %" PRIu64 ": %s", seq,
 				 mc_strerror(rc));
+			/* An entry this record cannot take: copy the
+			 * leader's (the caller does). */
+			rc = rc == -ENOMEM ? rc : -EBADMSG;
 			break;
 		}
 		t.seq = seq + 1;
