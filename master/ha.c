@@ -42,7 +42,7 @@ struct mst_ha {
 	char admin_key[SUB_MAX];
 	const struct mc_auth_key *key;
 	char advertise[200];
-	long long lease;
+	atomic_llong lease; /* renewed by one thread, read by others */
 	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
 	atomic_llong epoch;
 	atomic_ullong deadline; /* mono ms: lead until then at most */
@@ -144,8 +144,9 @@ void mst_ha_close(struct mst_ha *ha)
 	}
 	/* Stepping down: the lease's keys go now, a standby need not wait
 	 * for the TTL. */
-	if (ha->lease &&
-	    mc_etcd_lease_revoke(&ha->cli, ha->lease, err, sizeof(err)))
+	if (atomic_load(&ha->lease) &&
+	    mc_etcd_lease_revoke(&ha->cli, atomic_load(&ha->lease), err,
+				 sizeof(err)))
 		mc_log_warn("master", "HA: revoking the lease: %s", err);
 	if (ha->cli_ok)
 		mc_etcd_client_fini(&ha->cli);
@@ -187,25 +188,24 @@ static int parse_key(const struct mst_ha *ha, const char *key, uint64_t *seq,
 static int keepalive(struct mst_ha *ha, char *err, size_t errlen)
 {
 	uint64_t t0 = mst_now();
-	long long ttl = 0;
+	long long ttl = 0, id = atomic_load(&ha->lease);
 	int rc;
 
-	if (ha->lease) {
-		rc = mc_etcd_lease_keepalive(&ha->cli, ha->lease, &ttl, err,
-					     errlen);
+	if (id) {
+		rc = mc_etcd_lease_keepalive(&ha->cli, id, &ttl, err, errlen);
 		if (rc)
 			return rc;
 		if (ttl <= 0) {
 			snprintf(err, errlen, "lease %llx expired",
-				 (unsigned long long)ha->lease);
-			ha->lease = 0;
+				 (unsigned long long)id);
+			atomic_store(&ha->lease, 0);
 			return -ETIMEDOUT;
 		}
 	} else {
-		rc = mc_etcd_lease_grant(&ha->cli, ha->ttl_s, &ha->lease, err,
-					 errlen);
+		rc = mc_etcd_lease_grant(&ha->cli, ha->ttl_s, &id, err, errlen);
 		if (rc)
 			return rc;
+		atomic_store(&ha->lease, id);
 		ttl = ha->ttl_s;
 	}
 	if ((unsigned long long)ttl > ha->ttl_s)
@@ -373,11 +373,11 @@ static int campaign(struct mst_ha *ha, char *err, size_t errlen)
 				  .key = ha->view,
 				  .val = ha->advertise,
 				  .len = strlen(ha->advertise),
-				  .lease = ha->lease };
+				  .lease = atomic_load(&ha->lease) };
 	long long rev = 0;
 	int rc;
 
-	if (!ha->lease) /* never a master_view without a lease */
+	if (!put.lease) /* never a master_view without a lease */
 		return 0;
 	rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, &rev, err, errlen);
 	if (rc == 1)
@@ -392,7 +392,7 @@ static int put_standby(struct mst_ha *ha, uint64_t seq, char *err,
 	struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT,
 				  .key = ha->me,
 				  .val = v,
-				  .lease = ha->lease };
+				  .lease = atomic_load(&ha->lease) };
 	int rc;
 
 	put.len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, seq);
@@ -531,7 +531,7 @@ int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport)
 				  .key = ha->admin_key,
 				  .val = hostport,
 				  .len = strlen(hostport),
-				  .lease = ha->lease };
+				  .lease = atomic_load(&ha->lease) };
 	char err[MC_ERR_LEN] = "";
 	int rc =
 		mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, NULL, err, sizeof(err));
