@@ -55,7 +55,7 @@ cleanup() {
 	wait 2>/dev/null || true
 	pkill -9 -f "$W" 2>/dev/null || true
 	rm -rf "$W"
-	rm -f /dev/shm/mooncake.seg.127.0.0.1_* 2>/dev/null || true
+	rm -f "/dev/shm/mooncake.seg.habench$$"_* 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -104,7 +104,8 @@ ha_master() {
 member() { # name master_address
 	start "$1" "$MEMBER" --host 127.0.0.1 --port 0 \
 		--global_segment_size 256MiB --master_server_address "$2" \
-		--metadata_server P2PHANDSHAKE --port_file "$W/$1.port"
+		--metadata_server P2PHANDSHAKE --port_file "$W/$1.port" \
+		--segment_name "habench$$_$1"
 	wait_file "$W/$1.port"
 	echo "${PIDS[-1]}"
 }
