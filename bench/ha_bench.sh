@@ -4,7 +4,7 @@
 # HA masters (issue 21; docs/benchmarks.md "Master high availability"),
 # on loopback, everything started here and stopped at the end:
 #
-#   rates     store_bench (same host, 1 process) against one master without
+#   rates     store_bench (same host, 1 and 4 processes) against one master without
 #             HA and against an HA pair (leader + standby on a 3-member etcd
 #             cluster, clients given the etcd:// address), interleaved
 #             ROUNDS times; the median of the per-round ratios HA/no-HA per
@@ -19,6 +19,7 @@
 #
 # Usage: bench/ha_bench.sh [--build DIR] [--rounds N] [--failovers N]
 #                          [--only rates|failover] [--ttls "5 2"]
+#                          [--procs 1,4]   (client processes, rates)
 # etcd's data lives under a temporary directory on the disk of /tmp (each
 # write an fsync, as etcd does in production).
 set -euo pipefail
@@ -27,6 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build-release
 ROUNDS=3
 FAILOVERS=3
+PROCS=1,4
 ONLY=
 TTLS="5 2"
 while [ $# -gt 0 ]; do
@@ -36,7 +38,8 @@ while [ $# -gt 0 ]; do
 	--failovers) FAILOVERS=$2; shift 2 ;;
 	--only) ONLY=$2; shift 2 ;;
 	--ttls) TTLS=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST]" >&2; exit 2 ;;
+	--procs) PROCS=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST]" >&2; exit 2 ;;
 	esac
 done
 MASTER=$BUILD/master/mooncake_master
@@ -114,9 +117,9 @@ stop() { kill -TERM "$1" 2>/dev/null || true; for _ in $(seq 100); do kill -0 "$
 # store_bench rows "op form size ... ops/s" -> "op/form/size ops"
 sb() { # master_address
 	"$SB" --master_server_address "$1" --metadata_server P2PHANDSHAKE \
-		--procs 1 --sizes 4KiB,64KiB,1MiB --ops put,get \
+		--procs "$PROCS" --sizes 4KiB,64KiB,1MiB --ops put,get \
 		--forms single,batch --seconds 2 --same_host --pool_size 256MiB |
-		awk -F'|' '/^\| (put|get) /{gsub(/ /,"",$2);gsub(/ /,"",$3);gsub(/ /,"",$4);gsub(/ /,"",$7); print $2"/"$3"/"$4, $7}'
+		awk -F'|' '/^\| (put|get) /{gsub(/ /,"",$2);gsub(/ /,"",$3);gsub(/ /,"",$4);gsub(/ /,"",$5);gsub(/ /,"",$7); print $2"/"$3"/"$4"/"$5"procs", $7}'
 }
 
 rates() {

@@ -280,6 +280,14 @@ static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
 	}
 	rc = mst_db_snapshot(a->m->db, &a->m->lock, path, &seq, err,
 			     sizeof(err));
+	/* Group commit: the copy may hold changes not yet in the log; it
+	 * goes out only once they are (a standby must never hold a change
+	 * the log may lose). */
+	if (!rc && mst_db_log_wait(a->m->db, seq)) {
+		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+		snprintf(err, sizeof(err),
+			 "this master stopped leading while copying");
+	}
 	fd = rc ? -1 : open(path, O_RDONLY | O_CLOEXEC);
 	(void)unlink(path);
 	if (fd < 0 || fstat(fd, &st)) {

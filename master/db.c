@@ -278,7 +278,7 @@ int mst_db_begin(struct mst_db *db)
 {
 	int rc = step_done(db, db->begin, "begin");
 
-	if (!rc && db->log_fn) {
+	if (!rc && db->log_ops) {
 		rc = mst_db_log_begin(db);
 		if (rc)
 			mst_db_rollback(db);
@@ -311,7 +311,7 @@ static void fence(struct mst_db *db)
 
 int mst_db_commit(struct mst_db *db)
 {
-	int rc = db->sess ? mst_db_log_ship(db) : 0;
+	int rc = db->sess ? mst_db_log_capture(db) : 0;
 
 	if (rc) {
 		mst_db_rollback(db);

@@ -36,17 +36,36 @@ void mst_db_close(struct mst_db *db);
 
 /*
  * The op log (HA, master/ha.c; docs/design.md "High availability"): with
- * a log function set, every transaction that changes something gets the
- * next sequence number (stored in the record, meta 'ha_seq', inside the
- * same transaction) and its changes, an entry (an sqlite changeset and
- * its CRC-32C, little-endian), go to fn before COMMIT: fn's 0 lets the commit go on, a code rolls it back and
- * mst_db_commit() returns that code. A change fn accepted that then
- * failed to commit here is reported once more with cs NULL (the record
- * and the log now differ: the caller must stop leading).
+ * log ops set, every transaction that changes something gets the next
+ * sequence number (stored in the record, meta 'ha_seq', inside the same
+ * transaction) and its changes are captured as an entry (an sqlite
+ * changeset and its CRC-32C, little-endian). Group commit: before COMMIT
+ * ops->may_commit says whether this master may still change its record
+ * (a code rolls the transaction back and mst_db_commit() returns it);
+ * after the COMMIT the entry goes to ops->append, in sequence order, which
+ * takes it (malloc'd) and ships it later. Whoever answers for a change
+ * waits for it with mst_db_log_wait() first: a change is acknowledged
+ * only once it is in the log.
  */
-typedef int (*mst_db_log_fn)(void *arg, uint64_t seq, const void *cs,
-			     size_t len);
-void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg);
+struct mst_db_log_ops {
+	int (*may_commit)(void *arg);
+	void (*append)(void *arg, uint64_t seq, void *entry, size_t len);
+	/** 0 once entries up to seq are shipped, else a code (never). */
+	int (*wait)(void *arg, uint64_t seq);
+};
+void mst_db_set_log(struct mst_db *db, const struct mst_db_log_ops *ops,
+		    void *arg);
+/** Wait until the entries up to seq are shipped (0 at once without a
+ *  log); called without any lock. 0 or a code. */
+int mst_db_log_wait(struct mst_db *db, uint64_t seq);
+/**
+ * HA: the epoch under which this record last led (meta 'ha_led', 0
+ * never). Such a record may hold changes committed here but never shipped
+ * (group commit): it follows a log only once ha.c has shown it has none.
+ * Not a change of the log: set while no log ops are set.
+ */
+uint64_t mst_db_ha_led(struct mst_db *db);
+int mst_db_set_ha_led(struct mst_db *db, uint64_t epoch);
 /** The last sequence number in the record (0: none yet). */
 uint64_t mst_db_log_seq(const struct mst_db *db);
 /**

@@ -27,12 +27,14 @@ struct mst_db {
 	 * every change): when the last line went, how many since. */
 	uint64_t err_at;
 	uint64_t err_quiet;
-	/* The op log (db_log.c): with log_fn set, every transaction's
-	 * changes are captured by sess and shipped before COMMIT. */
-	mst_db_log_fn log_fn;
+	/* The op log (db_log.c): with log_ops set, every transaction's
+	 * changes are captured by sess and appended after COMMIT. */
+	const struct mst_db_log_ops *log_ops;
 	void *log_arg;
 	sqlite3_session *sess; /* the open transaction's, or NULL */
-	uint64_t log_seq, log_pending; /* last committed / being shipped */
+	uint64_t log_seq, log_pending; /* last committed / being committed */
+	void *log_entry; /* log_pending's entry (malloc'd) */
+	size_t log_entry_len;
 	sqlite3_stmt *log_set_seq;
 	uint64_t op_id; /* the request being served (HA), 0 none */
 	sqlite3_stmt *op_put, *op_get, *op_prune;
@@ -45,11 +47,11 @@ extern const char *const mst_db_tables[MST_DB_TABLES];
 
 /* db_log.c, called by db.c's begin, commit and rollback. */
 int mst_db_log_begin(struct mst_db *db);
-/** Capture the changes and hand them to log_fn: 0 (commit may go on)
- *  or a code (roll back). */
-int mst_db_log_ship(struct mst_db *db);
-/** After COMMIT (ok: it succeeded; a shipped change that did not commit
- *  here is reported to log_fn as diverged). */
+/** Capture the changes as the next entry: 0 (commit may go on) or a code
+ *  (roll back). */
+int mst_db_log_capture(struct mst_db *db);
+/** After COMMIT (ok: it succeeded): the entry goes to the log, or is
+ *  dropped. */
 void mst_db_log_committed(struct mst_db *db, bool ok);
 /** Drop the open transaction's capture (rollback, or after commit). */
 void mst_db_log_end(struct mst_db *db);

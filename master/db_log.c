@@ -66,12 +66,12 @@ int mst_db_log_load(struct mst_db *db)
 
 bool mst_db_logged(const struct mst_db *db)
 {
-	return db && db->log_fn;
+	return db && db->log_ops;
 }
 
 void mst_db_set_op(struct mst_db *db, uint64_t id)
 {
-	db->op_id = db->log_fn ? id : 0;
+	db->op_id = db->log_ops ? id : 0;
 }
 
 static int step1(sqlite3_stmt *st)
@@ -118,10 +118,51 @@ void mst_db_log_close(struct mst_db *db)
 	db->log_set_seq = db->op_put = db->op_get = db->op_prune = NULL;
 }
 
-void mst_db_set_log(struct mst_db *db, mst_db_log_fn fn, void *arg)
+void mst_db_set_log(struct mst_db *db, const struct mst_db_log_ops *ops,
+		    void *arg)
 {
-	db->log_fn = fn;
+	db->log_ops = ops;
 	db->log_arg = arg;
+}
+
+int mst_db_log_wait(struct mst_db *db, uint64_t seq)
+{
+	return db->log_ops && seq ? db->log_ops->wait(db->log_arg, seq) : 0;
+}
+
+uint64_t mst_db_ha_led(struct mst_db *db)
+{
+	sqlite3_stmt *st;
+	uint64_t e = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT v FROM meta WHERE k='ha_led'", -1,
+			       &st, NULL) != SQLITE_OK)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		e = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return e;
+}
+
+int mst_db_set_ha_led(struct mst_db *db, uint64_t epoch)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (db->log_ops)
+		return -EBUSY; /* it would go into the log */
+	rc = sqlite3_prepare_v2(
+		db->h,
+		epoch ? "INSERT OR REPLACE INTO meta VALUES('ha_led', ?1)" :
+			"DELETE FROM meta WHERE k='ha_led'",
+		-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return MC_EDB;
+	if (epoch)
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)epoch);
+	rc = step1(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : MC_EDB;
 }
 
 uint64_t mst_db_log_seq(const struct mst_db *db)
@@ -149,6 +190,9 @@ void mst_db_log_end(struct mst_db *db)
 		sqlite3session_delete(db->sess);
 	db->sess = NULL;
 	db->log_pending = 0;
+	free(db->log_entry);
+	db->log_entry = NULL;
+	db->log_entry_len = 0;
 }
 
 static int set_seq(struct mst_db *db, uint64_t seq)
@@ -161,16 +205,20 @@ static int set_seq(struct mst_db *db, uint64_t seq)
 	return rc == SQLITE_DONE ? 0 : MC_STORE_INTERNAL_ERROR;
 }
 
-int mst_db_log_ship(struct mst_db *db)
+int mst_db_log_capture(struct mst_db *db)
 {
 	uint64_t seq = db->log_seq + 1;
 	void *cs = NULL;
+	uint8_t *e;
 	int n = 0, rc;
 
 	if (sqlite3session_isempty(db->sess)) {
 		mst_db_log_end(db);
 		return 0;
 	}
+	rc = db->log_ops->may_commit(db->log_arg);
+	if (rc)
+		return rc;
 	rc = set_seq(db, seq);
 	if (!rc && db->op_id) {
 		/* The request's id goes with its first change. */
@@ -188,34 +236,32 @@ int mst_db_log_ship(struct mst_db *db)
 		sqlite3_free(cs);
 		return rc;
 	}
-	{
-		/* The entry: the changeset and its CRC-32C (LE). */
-		uint8_t *e = malloc((size_t)n + 4);
-		uint32_t crc = mc_crc32c(0, cs, (size_t)n);
-
-		if (!e) {
-			sqlite3_free(cs);
-			return MC_STORE_INTERNAL_ERROR;
-		}
-		memcpy(e, cs, (size_t)n);
-		mc_put_le32(e + n, crc);
-		rc = db->log_fn(db->log_arg, seq, e, (size_t)n + 4);
-		free(e);
+	/* The entry: the changeset and its CRC-32C (LE). */
+	e = malloc((size_t)n + 4);
+	if (!e) {
+		sqlite3_free(cs);
+		return MC_STORE_INTERNAL_ERROR;
 	}
+	memcpy(e, cs, (size_t)n);
+	mc_put_le32(e + n, mc_crc32c(0, cs, (size_t)n));
 	sqlite3_free(cs);
-	if (!rc)
-		db->log_pending = seq;
-	return rc;
+	free(db->log_entry);
+	db->log_entry = e;
+	db->log_entry_len = (size_t)n + 4;
+	db->log_pending = seq;
+	return 0;
 }
 
 void mst_db_log_committed(struct mst_db *db, bool ok)
 {
 	uint64_t seq = db->log_pending;
 
-	if (seq && ok)
+	if (seq && ok) {
 		db->log_seq = seq;
-	else if (seq && db->log_fn)
-		(void)db->log_fn(db->log_arg, seq, NULL, 0);
+		db->log_ops->append(db->log_arg, seq, db->log_entry,
+				    db->log_entry_len);
+		db->log_entry = NULL;
+	}
 	mst_db_log_end(db);
 }
 

@@ -29,6 +29,15 @@
 #define KEY_MAX 512
 #define SUB_MAX 256
 #define CLUSTER_MAX 200
+#define TXN_OPS 120 /* etcd's default --max-txn-ops is 128 */
+#define QUEUE_MAX (64u << 20) /* bytes committed, not shipped: then wait */
+
+struct ship_ent {
+	struct ship_ent *next;
+	uint64_t seq;
+	size_t len;
+	void *data; /* an entry: changeset and CRC-32C */
+};
 
 struct mst_ha {
 	struct etcd_client cli;
@@ -51,6 +60,20 @@ struct mst_ha {
 	_Atomic uint64_t *until; /* the master's ha_until */
 	pthread_t thr;
 	bool running;
+	char leaders[SUB_MAX], leaders_end[SUB_MAX];
+	/* Group commit (leading): entries committed here wait in q for the
+	 * shipper thread, which writes as many as fit in one fenced etcd
+	 * transaction; shipped is the last entry in etcd. */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv; /* the shipper: entries, or stop */
+	pthread_cond_t done_cv; /* waiters: shipped moved, room, or lost */
+	struct ship_ent *q_head, *q_tail;
+	size_t q_bytes; /* queued and being shipped */
+	uint64_t shipped;
+	bool ship_stop;
+	pthread_t ship_thr;
+	bool shipping;
+	char *stage; /* one transaction's values */
 };
 
 static void sleep_ms(unsigned ms)
@@ -96,6 +119,16 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	ha = calloc(1, sizeof(*ha));
 	if (!ha)
 		return -ENOMEM;
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_mutex_init(&ha->q_mu, NULL);
+		pthread_cond_init(&ha->q_cv, &ca);
+		pthread_cond_init(&ha->done_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	rc = mc_etcd_client_init(&ha->cli, cfg->etcd, err, errlen);
 	ha->cli_ok = true;
 	if (rc) {
@@ -120,9 +153,11 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	snprintf(ha->base_key, SUB_MAX, "%soplog_base", ha->prefix);
 	snprintf(ha->admin_key, SUB_MAX, "%smaster_admin", ha->prefix);
 	ha->key = cfg->key;
+	snprintf(ha->leaders, SUB_MAX, "%sleaders/", ha->prefix);
 	snprintf(ha->standby, SUB_MAX, "%sstandby/", ha->prefix);
 	snprintf(ha->me, KEY_MAX, "%s%s", ha->standby, ha->advertise);
 	if (mc_etcd_prefix_end(ha->oplog, ha->oplog_end, SUB_MAX) ||
+	    mc_etcd_prefix_end(ha->leaders, ha->leaders_end, SUB_MAX) ||
 	    mc_etcd_prefix_end(ha->standby, ha->standby_end, SUB_MAX)) {
 		snprintf(err, errlen, "HA: cluster id too long");
 		mst_ha_close(ha);
@@ -138,6 +173,14 @@ void mst_ha_close(struct mst_ha *ha)
 
 	if (!ha)
 		return;
+	if (ha->shipping) {
+		/* What was committed goes to the log before stepping down. */
+		pthread_mutex_lock(&ha->q_mu);
+		ha->ship_stop = true;
+		pthread_cond_signal(&ha->q_cv);
+		pthread_mutex_unlock(&ha->q_mu);
+		pthread_join(ha->ship_thr, NULL);
+	}
 	if (ha->running) {
 		atomic_store(&ha->stop, true);
 		pthread_join(ha->thr, NULL);
@@ -150,6 +193,17 @@ void mst_ha_close(struct mst_ha *ha)
 		mc_log_warn("master", "HA: revoking the lease: %s", err);
 	if (ha->cli_ok)
 		mc_etcd_client_fini(&ha->cli);
+	while (ha->q_head) {
+		struct ship_ent *e = ha->q_head;
+
+		ha->q_head = e->next;
+		free(e->data);
+		free(e);
+	}
+	free(ha->stage);
+	pthread_cond_destroy(&ha->q_cv);
+	pthread_cond_destroy(&ha->done_cv);
+	pthread_mutex_destroy(&ha->q_mu);
 	free(ha);
 }
 
@@ -400,30 +454,158 @@ static int put_standby(struct mst_ha *ha, uint64_t seq, char *err,
 	return rc < 0 ? rc : 0;
 }
 
-/* Elected: the record takes the whole log, the unfinished entry of the
- * last leader (if any) goes, and this master's standby key too. */
-static int take_over(struct mst_ha *ha, struct mst_db *db, char *err,
-		     size_t errlen)
+static void leader_key(const struct mst_ha *ha, uint64_t epoch, char *out)
 {
-	struct mc_etcd_cmp cmp = { .key = ha->view,
-				   .create_rev = atomic_load(&ha->epoch) };
-	struct mc_etcd_op ops[2] = {
-		{ .kind = MC_ETCD_OP_DEL, .end = ha->oplog_end },
-		{ .kind = MC_ETCD_OP_DEL, .key = ha->me },
-	};
-	char from[KEY_MAX];
-	int rc = tail_all(ha, db, err, errlen);
+	snprintf(out, KEY_MAX, "%s%020" PRIu64, ha->leaders, epoch);
+}
 
+/* 1 when entry seq is whole in the log or below its base (so it was
+ * shipped), 0 when not, or a code. */
+static int in_log(struct mst_ha *ha, uint64_t seq, char *err, size_t errlen)
+{
+	struct mc_etcd_kv *kvs = NULL;
+	char from[KEY_MAX], to[KEY_MAX];
+	size_t n = 0;
+	bool more, whole = false;
+	uint64_t base;
+	int rc = log_base(ha, &base, err, errlen);
+
+	if (rc || seq < base)
+		return rc ? rc : 1;
+	entry_key(ha, seq, 0, from);
+	entry_key(ha, seq + 1, 0, to);
+	rc = mc_etcd_range(&ha->cli, from, to, 0, &kvs, &n, &more, NULL, err,
+			   errlen);
 	if (rc)
 		return rc;
-	entry_key(ha, mst_db_log_seq(db) + 1, 0, from);
-	ops[0].key = from;
-	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, 2, NULL, err, errlen);
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i].len && kvs[i].val[0] == 1)
+			whole = true;
+	mc_etcd_kvs_free(kvs, n);
+	return whole;
+}
+
+/*
+ * A record that led at epoch `led` (group commit: it may hold changes
+ * committed there that never reached the log). 0: it holds none (the
+ * mark is cleared; follow the log as usual); 1: not known yet, no later
+ * leader has started (do not follow; campaigning is safe: take_over()
+ * makes every standby copy this record); -ESPIPE: it holds changes a
+ * later leader's log contradicts (copy the leader's record); or a code.
+ */
+static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
+		       char *err, size_t errlen)
+{
+	struct mc_etcd_kv *kvs = NULL;
+	char from[KEY_MAX];
+	size_t n = 0;
+	bool more;
+	uint64_t seq = mst_db_log_seq(db);
+	int rc;
+
+	leader_key(ha, led + 1, from);
+	rc = mc_etcd_range(&ha->cli, from, ha->leaders_end, 1, &kvs, &n, &more,
+			   NULL, err, errlen);
+	if (rc)
+		return rc;
+	if (n) {
+		/* The next leader wrote from entry `first` on: everything
+		 * this record holds below it is the log's. */
+		uint64_t first = strtoull(kvs[0].val, NULL, 10);
+
+		mc_etcd_kvs_free(kvs, n);
+		if (seq >= first) {
+			snprintf(err, errlen,
+				 "this record led (epoch %" PRIu64
+				 ") up to entry %" PRIu64
+				 ", but the next leader's log goes on from "
+				 "%" PRIu64,
+				 led, seq, first);
+			return -ESPIPE;
+		}
+	} else {
+		rc = in_log(ha, seq, err, errlen);
+		if (rc <= 0)
+			return rc < 0 ? rc : 1;
+	}
+	rc = mst_db_set_ha_led(db, 0);
+	if (!rc)
+		mc_log_notice("master",
+			      "HA: this record led (epoch %" PRIu64
+			      "); all its changes are in the log (entry "
+			      "%" PRIu64 ")",
+			      led, seq);
+	return rc;
+}
+
+/* Elected: the record takes the whole log, the unfinished entry of the
+ * last leader (if any) goes, and this master's standby key too; this
+ * leader's first entry is noted under leaders/. A record that led before
+ * with changes the log may lack (led) replaces the log: it is emptied
+ * and its base set past the record, so every standby copies the record. */
+static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
+		     char *err, size_t errlen)
+{
+	uint64_t epoch = (uint64_t)atomic_load(&ha->epoch), next;
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = (long long)epoch };
+	char from[KEY_MAX], lkey[KEY_MAX], v[32], b[32];
+	struct mc_etcd_op ops[4] = {
+		{ .kind = MC_ETCD_OP_DEL, .end = ha->oplog_end },
+		{ .kind = MC_ETCD_OP_DEL, .key = ha->me },
+		{ .kind = MC_ETCD_OP_PUT, .key = lkey, .val = v },
+		{ .kind = MC_ETCD_OP_PUT, .key = ha->base_key, .val = b },
+	};
+	bool led = *led_p != 0;
+	int rc;
+
+	if (led) {
+		/* Once more now that no one else can be elected: a leader
+		 * may have come and gone since the last look. */
+		rc = resolve_led(ha, db, *led_p, err, errlen);
+		if (rc == 0)
+			*led_p = 0;
+		led = rc == 1;
+		if (rc < 0) {
+			struct mc_etcd_op del = { .kind = MC_ETCD_OP_DEL,
+						  .key = ha->view };
+			char e2[MC_ERR_LEN];
+
+			if (mc_etcd_txn(&ha->cli, &cmp, 1, &del, 1, NULL, e2,
+					sizeof(e2)) < 0)
+				mc_log_warn("master", "HA: stepping down: %s",
+					    e2);
+			atomic_store(&ha->epoch, 0);
+			return rc == -ESPIPE ? -EAGAIN : rc;
+		}
+	}
+	rc = tail_all(ha, db, err, errlen);
+	if (rc)
+		return rc;
+	next = mst_db_log_seq(db) + 1;
+	entry_key(ha, next, 0, from);
+	ops[0].key = led ? ha->oplog : from;
+	leader_key(ha, epoch, lkey);
+	ops[2].len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, next);
+	ops[3].len = (size_t)snprintf(b, sizeof(b), "%" PRIu64, next);
+	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, led ? 4 : 3, NULL, err,
+			 errlen);
 	if (rc == 0) {
 		snprintf(err, errlen, "lost the election while taking over");
 		return -EAGAIN;
 	}
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	if (led)
+		mc_log_notice("master",
+			      "HA: this record led before and may hold changes "
+			      "the log lacks: the log now starts after it "
+			      "(entry %" PRIu64 "); standbys copy the record",
+			      next);
+	rc = mst_db_set_ha_led(db, epoch);
+	if (rc)
+		snprintf(err, errlen, "marking the record as leading failed");
+	return rc;
 }
 
 static size_t write_file(char *p, size_t size, size_t n, void *arg)
@@ -520,7 +702,14 @@ static int copy_record(struct mst_ha *ha, struct mst_db **db,
 		      "HA: record replaced by the leader's copy (%s) at op "
 		      "log entry %" PRIu64,
 		      url, seq);
-	return mst_db_open(db_path, full_sync, db, err, errlen);
+	rc = mst_db_open(db_path, full_sync, db, err, errlen);
+	/* The copy carries the leader's mark: this record never led. */
+	if (!rc && mst_db_set_ha_led(*db, 0)) {
+		snprintf(err, errlen, "%.300s: clearing the copy's mark",
+			 db_path);
+		return MC_EDB;
+	}
+	return rc;
 }
 
 int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport)
@@ -547,13 +736,14 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 {
 	struct mst_db *db = NULL;
 	struct mc_etcd_kv view = { 0 };
-	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0;
+	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0, led;
 	char e2[MC_ERR_LEN] = "";
 	int rc;
 
 	rc = mst_db_open(db_path, full_sync, &db, err, errlen);
 	if (rc)
 		return rc;
+	led = mst_db_ha_led(db);
 	mc_log_notice("master",
 		      "HA: standby %s (cluster key %s, lease %u s), record "
 		      "at op log entry %" PRIu64,
@@ -571,7 +761,12 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			next_ka =
 				now + (rc ? ha->poll_ms : ha->ttl_s * 1000 / 3);
 		}
-		if (!rc)
+		if (!rc && led) {
+			rc = resolve_led(ha, db, led, e2, sizeof(e2));
+			if (!rc)
+				led = 0;
+		}
+		if (!rc && !led)
 			rc = tail_all(ha, db, e2, sizeof(e2));
 		if (rc == -ESPIPE) {
 			mc_log_notice("master",
@@ -584,12 +779,16 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 				snprintf(err, errlen, "HA: %s", e2);
 				return rc ? rc : MC_EDB;
 			}
+			if (!rc)
+				led = 0;
 		}
 		if (rc == -ESPIPE || rc == MC_EDB) {
 			snprintf(err, errlen, "HA: %s", e2);
 			break;
 		}
-		if (!rc && shown != mst_db_log_seq(db)) {
+		if (rc == 1) /* led, not resolved: campaign, do not follow */
+			rc = 0;
+		else if (!rc && shown != mst_db_log_seq(db)) {
 			rc = put_standby(ha, mst_db_log_seq(db), e2,
 					 sizeof(e2));
 			if (!rc)
@@ -602,7 +801,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			rc = rc == 0 ? campaign(ha, e2, sizeof(e2)) :
 				       (rc > 0 ? 0 : rc);
 			if (rc == 1) {
-				rc = take_over(ha, db, e2, sizeof(e2));
+				rc = take_over(ha, db, &led, e2, sizeof(e2));
 				if (!rc)
 					break;
 				if (rc == -ESPIPE || rc == MC_EDB) {
@@ -643,53 +842,228 @@ static void restart(struct mst_ha *ha, const char *why)
 	_exit(75);
 }
 
-static int ship(void *arg, uint64_t seq, const void *cs, size_t len)
+/* Leading no more: nothing more is committed or served, waiters are
+ * answered, and lead_main restarts the process as a standby. */
+static void set_lost(struct mst_ha *ha)
+{
+	atomic_store(&ha->lost, true);
+	if (ha->until)
+		atomic_store(ha->until, 1);
+	pthread_mutex_lock(&ha->q_mu);
+	pthread_cond_broadcast(&ha->done_cv);
+	pthread_mutex_unlock(&ha->q_mu);
+}
+
+static int may_commit(void *arg)
 {
 	struct mst_ha *ha = arg;
-	struct mc_etcd_cmp cmp = { .key = ha->view,
-				   .create_rev = atomic_load(&ha->epoch) };
-	char key[KEY_MAX], err[MC_ERR_LEN] = "";
-	unsigned part = 0;
-	char *buf;
-	size_t off = 0;
-	int rc = 0;
 
-	if (!cs) {
-		/* In the log, not in the record: this record is behind. */
-		atomic_store(&ha->lost, true);
-		return 0;
-	}
 	if (atomic_load(&ha->lost) || mst_now() >= atomic_load(&ha->deadline))
 		return MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
-	buf = malloc((len < PART_MAX ? len : PART_MAX) + 1);
-	if (!buf)
-		return MC_STORE_INTERNAL_ERROR;
-	do {
-		size_t n = len - off < PART_MAX ? len - off : PART_MAX;
-		struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT, .key = key };
+	return 0;
+}
 
-		buf[0] = off + n == len ? 1 : 0;
-		memcpy(buf + 1, (const char *)cs + off, n);
-		entry_key(ha, seq, part++, key);
-		put.val = buf;
-		put.len = n + 1;
-		rc = mc_etcd_txn(&ha->cli, &cmp, 1, &put, 1, NULL, err,
-				 sizeof(err));
-		off += n;
-	} while (rc == 1 && off < len);
-	free(buf);
-	if (rc == 1)
-		return 0;
-	if (rc == 0) {
-		atomic_store(&ha->lost, true);
-		mc_log_err("master",
-			   "HA: op log entry %" PRIu64
-			   " refused: master_view is no longer ours",
-			   seq);
-		return MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+/* After the local COMMIT of entry seq (under the master's lock, so in
+ * sequence order): queue it for the shipper. Past QUEUE_MAX bytes not yet
+ * shipped this waits, and so does the master: etcd sets the pace. */
+static void append(void *arg, uint64_t seq, void *entry, size_t len)
+{
+	struct mst_ha *ha = arg;
+	struct ship_ent *e = malloc(sizeof(*e));
+
+	pthread_mutex_lock(&ha->q_mu);
+	while (ha->q_bytes > QUEUE_MAX && !atomic_load(&ha->lost))
+		pthread_cond_wait(&ha->done_cv, &ha->q_mu);
+	if (!e || atomic_load(&ha->lost)) {
+		/* Committed here, never in the log: this record now has a
+		 * change the log lacks, and the restart reconciles it. */
+		pthread_mutex_unlock(&ha->q_mu);
+		if (!e)
+			set_lost(ha);
+		free(entry);
+		free(e);
+		return;
 	}
-	mc_log_err("master", "HA: op log entry %" PRIu64 ": %s", seq, err);
-	return MC_STORE_ETCD_OPERATION_ERROR;
+	*e = (struct ship_ent){ .seq = seq, .len = len, .data = entry };
+	if (ha->q_tail)
+		ha->q_tail->next = e;
+	else
+		ha->q_head = e;
+	ha->q_tail = e;
+	ha->q_bytes += len;
+	pthread_cond_signal(&ha->q_cv);
+	pthread_mutex_unlock(&ha->q_mu);
+}
+
+static int wait_shipped(void *arg, uint64_t seq)
+{
+	struct mst_ha *ha = arg;
+	int rc;
+
+	pthread_mutex_lock(&ha->q_mu);
+	while (ha->shipped < seq && !atomic_load(&ha->lost)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&ha->done_cv, &ha->q_mu, &ts);
+	}
+	rc = ha->shipped >= seq ? 0 : MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+	pthread_mutex_unlock(&ha->q_mu);
+	return rc;
+}
+
+static const struct mst_db_log_ops log_ops = {
+	.may_commit = may_commit,
+	.append = append,
+	.wait = wait_shipped,
+};
+
+/* One transaction of the shipper: parts of entries, each an etcd put. */
+struct txn {
+	struct mc_etcd_op ops[TXN_OPS];
+	char keys[TXN_OPS][KEY_MAX];
+	size_t n, bytes;
+	uint64_t done; /* the last entry whose last part is in it, 0 none */
+};
+
+/* Write t, fenced by master_view's create revision, retrying etcd errors
+ * until the lease's deadline. 0, or -1 with the leadership lost. */
+static int send_txn(struct mst_ha *ha, struct txn *t)
+{
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = atomic_load(&ha->epoch) };
+	char err[MC_ERR_LEN] = "";
+	uint64_t logged = 0;
+
+	for (;;) {
+		int rc;
+
+		if (atomic_load(&ha->lost))
+			return -1;
+		rc = mc_etcd_txn(&ha->cli, &cmp, 1, t->ops, t->n, NULL, err,
+				 sizeof(err));
+		if (rc == 1)
+			break;
+		if (rc == 0) {
+			mc_log_err("master",
+				   "HA: op log write refused: master_view is "
+				   "no longer ours");
+			set_lost(ha);
+			return -1;
+		}
+		if (mst_now() >= atomic_load(&ha->deadline)) {
+			mc_log_err("master", "HA: op log write: %s", err);
+			set_lost(ha);
+			return -1;
+		}
+		if (mst_now() - logged >= 1000) {
+			mc_log_warn("master", "HA: op log write (retrying): %s",
+				    err);
+			logged = mst_now();
+		}
+		sleep_ms(20);
+	}
+	if (t->done) {
+		pthread_mutex_lock(&ha->q_mu);
+		ha->shipped = t->done;
+		pthread_cond_broadcast(&ha->done_cv);
+		pthread_mutex_unlock(&ha->q_mu);
+	}
+	t->n = t->bytes = 0;
+	t->done = 0;
+	return 0;
+}
+
+/* Ship a list of entries in as few transactions as fit: at most TXN_OPS
+ * parts and PART_MAX bytes of values each. 0 or -1 (lost). */
+static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e)
+{
+	for (; e; e = e->next) {
+		size_t off = 0;
+		unsigned part = 0;
+
+		do {
+			size_t n = e->len - off < PART_MAX ? e->len - off :
+							     PART_MAX;
+			struct mc_etcd_op *op;
+			char *v;
+
+			if (t->n == TXN_OPS ||
+			    (t->n && t->bytes + n + 1 > PART_MAX + TXN_OPS))
+				if (send_txn(ha, t))
+					return -1;
+			op = &t->ops[t->n];
+			v = ha->stage + t->bytes;
+			v[0] = off + n == e->len ? 1 : 0;
+			memcpy(v + 1, (const char *)e->data + off, n);
+			entry_key(ha, e->seq, part++, t->keys[t->n]);
+			*op = (struct mc_etcd_op){ .kind = MC_ETCD_OP_PUT,
+						   .key = t->keys[t->n],
+						   .val = v,
+						   .len = n + 1 };
+			t->n++;
+			t->bytes += n + 1;
+			off += n;
+			if (off == e->len)
+				t->done = e->seq;
+		} while (off < e->len);
+	}
+	return t->n ? send_txn(ha, t) : 0;
+}
+
+static void free_list(struct ship_ent *e)
+{
+	while (e) {
+		struct ship_ent *next = e->next;
+
+		free(e->data);
+		free(e);
+		e = next;
+	}
+}
+
+/* The shipper: whatever is queued goes out together; commits made while
+ * one transaction is in flight go in the next. */
+static void *ship_main(void *arg)
+{
+	struct mst_ha *ha = arg;
+	struct txn *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		set_lost(ha);
+		return NULL;
+	}
+	pthread_mutex_lock(&ha->q_mu);
+	for (;;) {
+		struct ship_ent *list;
+		size_t bytes = 0;
+		int rc;
+
+		while (!ha->q_head && !ha->ship_stop && !atomic_load(&ha->lost))
+			pthread_cond_wait(&ha->q_cv, &ha->q_mu);
+		if (atomic_load(&ha->lost) || !ha->q_head)
+			break; /* lost, or stopping with nothing left */
+		list = ha->q_head;
+		ha->q_head = ha->q_tail = NULL;
+		pthread_mutex_unlock(&ha->q_mu);
+		for (struct ship_ent *e = list; e; e = e->next)
+			bytes += e->len;
+		rc = ship_list(ha, t, list);
+		free_list(list);
+		pthread_mutex_lock(&ha->q_mu);
+		ha->q_bytes -= bytes;
+		pthread_cond_broadcast(&ha->done_cv);
+		if (rc)
+			break;
+	}
+	pthread_mutex_unlock(&ha->q_mu);
+	free(t);
+	return NULL;
 }
 
 /* Trim the log below the lowest entry a live standby still needs. */
@@ -779,9 +1153,17 @@ int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until)
 
 	ha->db = db;
 	ha->until = until;
+	ha->shipped = mst_db_log_seq(db);
+	ha->stage = malloc(PART_MAX + TXN_OPS);
+	if (!ha->stage)
+		return -ENOMEM;
 	atomic_store(until, atomic_load(&ha->deadline));
-	mst_db_set_log(db, ship, ha);
-	rc = -pthread_create(&ha->thr, NULL, lead_main, ha);
+	rc = -pthread_create(&ha->ship_thr, NULL, ship_main, ha);
+	ha->shipping = !rc;
+	if (!rc)
+		rc = -pthread_create(&ha->thr, NULL, lead_main, ha);
 	ha->running = !rc;
+	if (!rc)
+		mst_db_set_log(db, &log_ops, ha);
 	return rc;
 }

@@ -206,6 +206,12 @@ struct master {
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */
 	uint64_t next_hold;
 	uint64_t capacity, allocated;
+	/* Blocks handed out so far (place.c). HA: a call that placed one
+	 * answers only once every change committed before it is in the op
+	 * log, so memory freed by a change the log may still lose (a remove,
+	 * an eviction) is never written by a new put before that change is
+	 * safe (service.c). */
+	uint64_t placed;
 	uint64_t n_complete;
 	struct mst_feed feed;
 	struct mst_stats stats;

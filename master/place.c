@@ -35,6 +35,7 @@ static bool try_seg(struct master *m, struct mst_segment *s, uint64_t size,
 	out[*n].blk = b;
 	s->n_replicas++;
 	m->allocated += mc_alloc_block_size(b);
+	m->placed++;
 	(*n)++;
 	return true;
 }

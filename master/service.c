@@ -1217,6 +1217,8 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	handler_fn fn = md ? handler_of(h->method) : NULL;
 	struct call c = { .m = m };
 	struct mc_rpc_hdr rh = *h;
+	uint64_t seq0, seq1, placed0;
+	bool placed;
 	int rc;
 
 	if (!fn)
@@ -1244,6 +1246,8 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		}
 	}
 	pthread_mutex_lock(&m->lock);
+	seq0 = mst_db_log_seq(m->db);
+	placed0 = m->placed;
 	rc = (h->flags & MC_RPC_FLAG_RETRY) && mst_db_logged(m->db) ?
 		     mst_db_op_applied(m->db, h->req_id) :
 		     0;
@@ -1271,7 +1275,23 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	} else if (!rc) {
 		rc = -ENOMEM;
 	}
+	seq1 = mst_db_log_seq(m->db);
+	placed = m->placed != placed0;
 	pthread_mutex_unlock(&m->lock);
+	/* HA group commit: what this call changed is acknowledged only once
+	 * it is in the op log (other calls meanwhile commit and ship with
+	 * it), and memory it handed out only once the changes that freed
+	 * memory before it are (master.h, placed); a leader that cannot ship
+	 * any more answers as no leader. */
+	if (!rc && (seq1 != seq0 || placed)) {
+		int w = mst_db_log_wait(m->db, seq1);
+
+		if (w) {
+			free(*frame);
+			*frame = NULL;
+			rc = mc_rpc_pack_code(h, w, 0, frame, len);
+		}
+	}
 out:
 	protobuf_c_message_free_unpacked((ProtobufCMessage *)c.req, NULL);
 	arena_free(&c.a);

@@ -16,7 +16,7 @@ class Etcd:
     def __init__(self, procs, tmp_path):
         self.port, peer = free_port(), free_port()
         log = open(tmp_path / "etcd.log", "ab")
-        procs.popen([ETCD, "--name", "e0", "--data-dir",
+        self.proc = procs.popen([ETCD, "--name", "e0", "--data-dir",
                      str(tmp_path / "etcd"),
                      "--listen-client-urls", f"http://127.0.0.1:{self.port}",
                      "--advertise-client-urls",
@@ -40,6 +40,12 @@ class Etcd:
     def addr(self):
         return f"127.0.0.1:{self.port}"
 
+    def delete(self, key):
+        p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "del", key],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, ETCDCTL_API="3"))
+        assert p.returncode == 0, p.stderr
+
     def get(self, key):
         p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "get", key,
                             "--print-value-only"], capture_output=True,
@@ -55,16 +61,23 @@ class HaMaster:
         self.port = free_port()
         self.pf = tmp_path / f"{name}.port"
         self.log_path = tmp_path / f"{name}.log"
-        log = open(self.log_path, "ab")
-        self.proc = procs.popen(
-            [binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
-             "--cluster_id", cluster, "--ha_lease_ttl_sec", str(ttl),
-             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
-             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
-             "--db_path", str(tmp_path / f"{name}.db"),
-             "--port_file", str(self.pf)], stdout=log, stderr=log)
-        log.close()
+        self.argv = [
+            binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
+            "--cluster_id", cluster, "--ha_lease_ttl_sec", str(ttl),
+            "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
+            "--metrics_host", "127.0.0.1", "--metrics_port", "0",
+            "--db_path", str(tmp_path / f"{name}.db"),
+            "--port_file", str(self.pf)]
+        self.start()
         procs.logs.append(self.log_path)
+
+    def start(self):
+        """Start (again, on the same record, after a kill)."""
+        if self.pf.exists():
+            self.pf.unlink()
+        log = open(self.log_path, "ab")
+        self.proc = self.procs.popen(self.argv, stdout=log, stderr=log)
+        log.close()
 
     def leading(self):
         """True once elected (the port file is written when it serves)."""
