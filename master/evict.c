@@ -3,7 +3,8 @@
  * Eviction: the policy the service applies when memory runs short. It runs
  * for real pressure only:
  *  - the watermark (mst_evict_tick): above --eviction_high_watermark_ratio
- *    of the pool, objects go until usage is eviction_ratio below it;
+ *    of the pool, objects go until usage is eviction_ratio below it, a
+ *    bounded run per tick (10 ms) so the lock is never held for long;
  *  - a put that finds no room (mst_evict_for_put): objects go from the one
  *    segment that can hold the new object once its evictable objects are
  *    gone, and only as many as that takes. A put that no segment could
@@ -36,6 +37,7 @@
 #include "objects.h"
 
 #define LOG_EVERY_MS 1000
+#define EVICT_RUN_MAX 4096 /* objects one watermark run takes */
 
 static bool evictable(struct master *m, const struct mst_object *o,
 		      uint64_t now, uint64_t wall, bool soft_ok)
@@ -211,45 +213,62 @@ static uint64_t evict(struct master *m, const struct mst_segment *seg,
 	return p.freed;
 }
 
-/* Free bytes of s plus what its evictable objects hold there; tallied in
- * s->evictable by one pass over the candidates. */
-static void tally_evictable(struct master *m)
+/* Room on s for a put of size: free bytes plus evictable ones tallied so
+ * far (s->evictable), 0 when s cannot take it at all. */
+static uint64_t room(const struct mst_segment *s, uint64_t size)
+{
+	if (!s->owner || mc_alloc_capacity(s->alloc) < size)
+		return 0;
+	return mc_alloc_capacity(s->alloc) - mc_alloc_used(s->alloc) +
+	       s->evictable;
+}
+
+/*
+ * The segment a put of size evicts on: the first whose free bytes plus
+ * what its evictable objects hold reach size, tallying candidates from the
+ * least recent on, so only the coldest part of the recency list is read
+ * (the whole of it only when no segment can hold the put). A segment
+ * that has the bytes free already (fragmented) is taken first, the one
+ * with the most room.
+ */
+static struct mst_segment *pick_segment(struct master *m, uint64_t size)
 {
 	uint64_t now = mst_now(), wall = mst_wall(), pid = ++m->evict_pass;
 	bool soft = m->cfg.allow_evict_soft_pinned;
+	struct mst_segment *best = NULL;
+	uint64_t best_room = 0;
 
-	for (struct mst_segment *s = m->segments; s; s = s->next)
+	for (struct mst_segment *s = m->segments; s; s = s->next) {
 		s->evictable = 0;
-	for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
+		if (room(s, size) >= size && room(s, size) > best_room) {
+			best = s;
+			best_room = room(s, size);
+		}
+	}
+	for (struct mst_object *o = m->lru_head; o && !best; o = o->lru_next) {
 		if (!may_go(m, o, now, wall, soft, pid))
 			continue;
-		for (unsigned i = 0; i < o->n_repl; i++)
-			if (o->repl[i].seg && o->repl[i].blk)
-				o->repl[i].seg->evictable +=
-					mc_alloc_block_size(o->repl[i].blk);
+		for (unsigned i = 0; i < o->n_repl; i++) {
+			struct mst_segment *s = o->repl[i].seg;
+
+			if (!s || !o->repl[i].blk)
+				continue;
+			s->evictable += mc_alloc_block_size(o->repl[i].blk);
+			if (!best && room(s, size) >= size)
+				best = s;
+		}
 	}
+	return best;
 }
 
 bool mst_evict_for_put(struct master *m, uint64_t size)
 {
-	struct mst_segment *best = NULL;
-	uint64_t best_room = 0;
+	struct mst_segment *best;
 	char why[160];
 
 	if (!size || mst_now() < m->quarantine_until)
 		return false;
-	tally_evictable(m);
-	for (struct mst_segment *s = m->segments; s; s = s->next) {
-		uint64_t room;
-		if (!s->owner || mc_alloc_capacity(s->alloc) < size)
-			continue;
-		room = mc_alloc_capacity(s->alloc) - mc_alloc_used(s->alloc) +
-		       s->evictable;
-		if (room >= size && room > best_room) {
-			best = s;
-			best_room = room;
-		}
-	}
+	best = pick_segment(m, size);
 	if (!best)
 		return false; /* no segment could hold it: evict nothing */
 	snprintf(why, sizeof(why), "for a put of %" PRIu64 " bytes on %s", size,
@@ -280,8 +299,10 @@ void mst_evict_tick(struct master *m)
 			 "because the pool was %.1f%% full, above the "
 			 "high watermark %.1f%%",
 			 100.0 * (double)m->allocated / cap, 100.0 * hw);
-		evict(m, NULL, (uint64_t)((double)m->allocated - target), 0,
-		      why);
+		/* At most EVICT_RUN_MAX objects per tick (the lock is held
+		 * throughout): the next tick goes on. */
+		evict(m, NULL, (uint64_t)((double)m->allocated - target),
+		      EVICT_RUN_MAX, why);
 	}
 	note(m, 0, 0, NULL); /* what waited for its second */
 }

@@ -638,6 +638,9 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 		curl_easy_setopt(cu, CURLOPT_WRITEDATA, f);
 		curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+		/* A leader that stalls (stopped, cut off) is given up. */
+		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_TIME, 10L);
 		if (hdrs)
 			curl_easy_setopt(cu, CURLOPT_HTTPHEADER, hdrs);
 		cc = curl_easy_perform(cu);
@@ -737,6 +740,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 	struct mst_db *db = NULL;
 	struct mc_etcd_kv view = { 0 };
 	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0, led;
+	uint64_t absent_since = 0; /* mono ms master_view was first seen gone */
 	char e2[MC_ERR_LEN] = "";
 	int rc;
 
@@ -798,8 +802,19 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			mc_etcd_kv_clear(&view);
 			rc = mc_etcd_get(&ha->cli, ha->view, &view, e2,
 					 sizeof(e2));
-			rc = rc == 0 ? campaign(ha, e2, sizeof(e2)) :
-				       (rc > 0 ? 0 : rc);
+			if (rc != 0)
+				absent_since = 0;
+			else if (!absent_since)
+				absent_since = now;
+			/* A record that led (unresolved) gives standbys that
+			 * follow the log a lease's time to win first: if it
+			 * wins, each of them must copy its record. */
+			if (rc == 0 && led &&
+			    now - absent_since < ha->ttl_s * 1000ull)
+				rc = 0;
+			else
+				rc = rc == 0 ? campaign(ha, e2, sizeof(e2)) :
+					       (rc > 0 ? 0 : rc);
 			if (rc == 1) {
 				rc = take_over(ha, db, &led, e2, sizeof(e2));
 				if (!rc)

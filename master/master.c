@@ -23,6 +23,7 @@
 #include "objects.h"
 #include "groups.h"
 #include "objmap.h"
+#include "place.h"
 #include "segments.h"
 
 /* A replica read from sqlite, reserved in its allocator once all are
@@ -39,7 +40,51 @@ struct restore {
 	struct pending *p;
 	size_t n, cap;
 	uint64_t objects, dropped_replicas, segments, orphans;
+	/* The restored segments by id, for the replicas' lookups (built
+	 * once they are all read: a list walk per replica is 1,000 steps
+	 * with 1,000 segments). */
+	struct mst_segment **by_id;
+	size_t n_by_id;
 };
+
+static int cmp_seg_id(const void *a, const void *b)
+{
+	return memcmp((*(struct mst_segment *const *)a)->id,
+		      (*(struct mst_segment *const *)b)->id, MST_ID_LEN);
+}
+
+static struct mst_segment *find_seg(struct restore *r, const uint8_t *id)
+{
+	size_t lo = 0, hi;
+
+	if (r->n_by_id != r->segments) {
+		struct mst_segment **a = realloc(
+			r->by_id, (r->segments ? r->segments : 1) * sizeof(*a));
+		size_t k = 0;
+
+		if (!a)
+			return mst_segment_find(r->m, id);
+		for (struct mst_segment *s = r->m->segments;
+		     s && k < r->segments; s = s->next)
+			a[k++] = s;
+		qsort(a, k, sizeof(*a), cmp_seg_id);
+		r->by_id = a;
+		r->n_by_id = k;
+	}
+	hi = r->n_by_id;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = memcmp(r->by_id[mid]->id, id, MST_ID_LEN);
+
+		if (!c)
+			return r->by_id[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
 
 static int on_segment(void *arg, const struct mst_db_segment *d)
 {
@@ -84,8 +129,7 @@ static int add_replicas(struct restore *r, struct mst_object *o,
 {
 	for (unsigned i = 0; i < d->n_repl && o->n_repl < MST_MAX_REPLICAS;
 	     i++) {
-		struct mst_segment *s =
-			mst_segment_find(r->m, d->repl[i].seg_id);
+		struct mst_segment *s = find_seg(r, d->repl[i].seg_id);
 		if (!s) {
 			r->dropped_replicas++;
 			continue;
@@ -284,6 +328,7 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 			o->read_lease_until = m->quarantine_until;
 	}
 	free(r.p);
+	free(r.by_id);
 	if (rc) {
 		snprintf(err, errlen, "restoring from %s failed", db_path);
 		mst_destroy(m);
@@ -357,6 +402,7 @@ void mst_destroy(struct master *m)
 		free(c);
 	}
 	mst_ckpt_free(m);
+	mst_place_cache_free(m);
 	mst_objmap_free(&m->objs);
 	mc_map_destroy(m->hold_ids);
 	if (m->groups)
@@ -457,28 +503,25 @@ static void reclaim(struct master *m, struct mst_object **list, uint64_t now,
 }
 
 /* PutStarts nobody finished or pre-empted: freed after the release
- * timeout once their writer is gone. A full scan, so run rarely. */
+ * timeout once their writer is gone. The unfinished puts only, oldest
+ * first, up to the first one younger than the timeout. */
 static void sweep_abandoned(struct master *m, uint64_t now)
 {
-	struct mst_object **all;
-	size_t n_all;
+	struct mst_object *o = m->pend_head, *next;
 
-	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
-		return;
-	for (size_t k = 0; k < n_all; k++) {
-		struct mst_object *o = all[k];
+	for (; o && now - o->put_start >= m->cfg.release_timeout_ms; o = next) {
+		next = o->lru_next;
 		if (o->state == MST_PROCESSING && put_reclaimable(m, o, now)) {
 			mst_objmap_del(&m->objs, o);
 			m->stats.released++;
 			mst_object_free(m, o);
 		}
 	}
-	free(all);
 }
 
 void mst_tick(struct master *m)
 {
-	uint64_t now = mst_now();
+	uint64_t now = mst_now(), frees0 = m->frees;
 
 	if (now - m->last_slow_tick >= 100) {
 		m->last_slow_tick = now;
@@ -497,4 +540,6 @@ void mst_tick(struct master *m)
 		(void)mst_db_ops_prune(m->db, (int64_t)mst_wall() - 600000);
 	}
 	mst_evict_tick(m);
+	if (m->frees != frees0)
+		m->freed_seq = mst_db_log_seq(m->db);
 }

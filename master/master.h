@@ -95,7 +95,9 @@ struct mst_object {
 	 * object's mtime is version / 1e6 ms. Rename keeps it. */
 	uint64_t version;
 	uint8_t writer[MST_ID_LEN];
-	struct mst_object *lru_prev, *lru_next; /* COMPLETE objects only */
+	/* COMPLETE objects: the recency list; unfinished puts in the map:
+	 * master.pend_head's list (objmap.h). */
+	struct mst_object *lru_prev, *lru_next;
 	struct mst_object *onext; /* orphan / release list */
 	/* The object's group (ReplicateConfig.group_ids; groups.c), NULL
 	 * none; members are linked through grp_prev/grp_next. */
@@ -177,6 +179,14 @@ struct mst_evict_log {
 	char why[160]; /* the last run's reason */
 };
 
+/* place.c: the segments with an owner, as of view_version. */
+struct mst_place_cache {
+	struct mst_segment **arr;
+	size_t n, cap;
+	uint64_t version;
+	bool valid;
+};
+
 struct master {
 	pthread_mutex_t lock;
 	struct mst_config cfg;
@@ -184,6 +194,7 @@ struct master {
 	struct mst_segment *segments;
 	struct mst_client *clients;
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
+	struct mst_object *pend_head, *pend_tail; /* head = oldest PutStart */
 	struct mst_object *orphans; /* freed once unleased and unheld */
 	uint64_t last_slow_tick, last_sweep,
 		last_ops_prune; /* mst_tick(), mono ms */
@@ -206,12 +217,13 @@ struct master {
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */
 	uint64_t next_hold;
 	uint64_t capacity, allocated;
-	/* Blocks handed out so far (place.c). HA: a call that placed one
-	 * answers only once every change committed before it is in the op
-	 * log, so memory freed by a change the log may still lose (a remove,
-	 * an eviction) is never written by a new put before that change is
-	 * safe (service.c). */
-	uint64_t placed;
+	/* Blocks handed out and freed so far (place.c), and the op log entry
+	 * of the last call or tick that freed one. HA: a call that placed a
+	 * block answers only once freed_seq is in the op log, so memory freed
+	 * by a change the log may still lose (a remove, an eviction) is never
+	 * written by a new put before that change is safe (service.c). */
+	uint64_t placed, frees, freed_seq;
+	struct mst_place_cache place;
 	uint64_t n_complete;
 	struct mst_feed feed;
 	struct mst_stats stats;

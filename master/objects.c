@@ -85,6 +85,8 @@ static void drop_holds_of(struct master *m, struct mst_object *o)
 
 void mst_object_free(struct master *m, struct mst_object *o)
 {
+	if (o->state == MST_PROCESSING || o->state == MST_ENDING)
+		mst_pend_del(m, o);
 	for (unsigned i = 0; i < o->n_repl; i++)
 		mst_replica_free(m, &o->repl[i]);
 	if (o->holds)
@@ -127,6 +129,7 @@ struct mst_object *mst_object_new(const char *key, size_t key_len,
 static void discard(struct master *m, struct mst_object *o)
 {
 	mst_objmap_del(&m->objs, o);
+	mst_pend_del(m, o);
 	o->onext = m->releasing;
 	m->releasing = o;
 	m->stats.discarded++;
@@ -197,6 +200,7 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		return MC_STORE_INTERNAL_ERROR;
 	}
 	mst_objmap_add(&m->objs, o);
+	mst_pend_add(m, o);
 	*out = o;
 	return 0;
 }
@@ -245,6 +249,7 @@ void mst_put_end_fail(struct master *m, struct mst_object *o)
 
 void mst_put_end_apply(struct master *m, struct mst_object *o)
 {
+	mst_pend_del(m, o);
 	o->state = MST_COMPLETE;
 	o->last_access = mst_now();
 	mst_lru_add(m, o);

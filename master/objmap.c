@@ -185,28 +185,51 @@ int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
 
 /* ---- recency ------------------------------------------------------------ */
 
-void mst_lru_add(struct master *m, struct mst_object *o)
+static void list_add(struct mst_object **head, struct mst_object **tail,
+		     struct mst_object *o)
 {
 	o->lru_next = NULL;
-	o->lru_prev = m->lru_tail;
-	if (m->lru_tail)
-		m->lru_tail->lru_next = o;
+	o->lru_prev = *tail;
+	if (*tail)
+		(*tail)->lru_next = o;
 	else
-		m->lru_head = o;
-	m->lru_tail = o;
+		*head = o;
+	*tail = o;
+}
+
+/* A no-op for an object on no list (links NULL, not the head). */
+static void list_del(struct mst_object **head, struct mst_object **tail,
+		     struct mst_object *o)
+{
+	if (o->lru_prev)
+		o->lru_prev->lru_next = o->lru_next;
+	else if (*head == o)
+		*head = o->lru_next;
+	if (o->lru_next)
+		o->lru_next->lru_prev = o->lru_prev;
+	else if (*tail == o)
+		*tail = o->lru_prev;
+	o->lru_prev = o->lru_next = NULL;
+}
+
+void mst_lru_add(struct master *m, struct mst_object *o)
+{
+	list_add(&m->lru_head, &m->lru_tail, o);
 }
 
 void mst_lru_del(struct master *m, struct mst_object *o)
 {
-	if (o->lru_prev)
-		o->lru_prev->lru_next = o->lru_next;
-	else if (m->lru_head == o)
-		m->lru_head = o->lru_next;
-	if (o->lru_next)
-		o->lru_next->lru_prev = o->lru_prev;
-	else if (m->lru_tail == o)
-		m->lru_tail = o->lru_prev;
-	o->lru_prev = o->lru_next = NULL;
+	list_del(&m->lru_head, &m->lru_tail, o);
+}
+
+void mst_pend_add(struct master *m, struct mst_object *o)
+{
+	list_add(&m->pend_head, &m->pend_tail, o);
+}
+
+void mst_pend_del(struct master *m, struct mst_object *o)
+{
+	list_del(&m->pend_head, &m->pend_tail, o);
 }
 
 void mst_lru_touch(struct master *m, struct mst_object *o)

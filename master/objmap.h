@@ -35,5 +35,10 @@ int mst_objmap_snapshot(const struct mst_objmap *om, struct mst_object ***out,
 void mst_lru_add(struct master *m, struct mst_object *o);
 void mst_lru_del(struct master *m, struct mst_object *o);
 void mst_lru_touch(struct master *m, struct mst_object *o);
+/* The unfinished puts (PROCESSING and ENDING objects in the map), oldest
+ * first, through the same links: the abandoned-put sweep reads only them.
+ * mst_pend_del() of an object on no list does nothing. */
+void mst_pend_add(struct master *m, struct mst_object *o);
+void mst_pend_del(struct master *m, struct mst_object *o);
 
 #endif

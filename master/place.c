@@ -45,6 +45,7 @@ void mst_replica_free(struct master *m, struct mst_replica *r)
 	if (!r->seg || !r->blk)
 		return;
 	m->allocated -= mc_alloc_block_size(r->blk);
+	m->frees++;
 	mc_alloc_free(r->seg->alloc, r->blk);
 	r->seg->n_replicas--;
 	r->seg = NULL;
@@ -78,6 +79,45 @@ static int locality(struct master *m, const struct mst_segment *s,
 	return 2;
 }
 
+/* The segments that have an owner, as an array: rebuilt only when the
+ * segments or their owners changed (m->view_version moves with every such
+ * change: segments.c), so a put does not walk every segment. NULL when
+ * out of memory. */
+static struct mst_segment **owned(struct master *m, size_t *n)
+{
+	struct mst_place_cache *c = &m->place;
+	size_t k = 0;
+
+	if (c->valid && c->version == m->view_version) {
+		*n = c->n;
+		return c->arr;
+	}
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		k++;
+	if (k > c->cap) {
+		struct mst_segment **a = realloc(c->arr, k * sizeof(*a));
+
+		if (!a)
+			return NULL;
+		c->arr = a;
+		c->cap = k;
+	}
+	c->n = 0;
+	for (struct mst_segment *s = m->segments; s; s = s->next)
+		if (s->owner)
+			c->arr[c->n++] = s;
+	c->version = m->view_version;
+	c->valid = true;
+	*n = c->n;
+	return c->arr;
+}
+
+void mst_place_cache_free(struct master *m)
+{
+	free(m->place.arr);
+	m->place = (struct mst_place_cache){ 0 };
+}
+
 unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 		   unsigned want, const struct mst_put_cfg *pc,
 		   struct mst_replica *out)
@@ -95,27 +135,19 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 				try_seg(m, s, size, out, &n);
 	if (n >= want)
 		return n;
-	for (s = m->segments; s; s = s->next) {
-		if (s->owner)
-			nseg++;
-		if (s->owner && !memcmp(s->owner->id, client, MST_ID_LEN))
-			host = s->host_id;
-	}
-	if (!nseg)
+	arr = owned(m, &nseg);
+	if (!arr || !nseg)
 		return n;
-	arr = malloc(nseg * sizeof(*arr));
-	if (!arr)
-		return n;
-	nseg = 0;
-	for (s = m->segments; s; s = s->next)
-		if (s->owner)
-			arr[nseg++] = s;
 	start = (size_t)(mst_rand(m) % nseg);
 	if (m->cfg.strategy == MST_FREE_RATIO_FIRST) {
+		/* The cache's order does not matter to the others. */
 		qsort(arr, nseg, sizeof(*arr), by_free_ratio);
 		start = 0;
 	}
 	if (m->cfg.strategy == MST_LOCAL_FIRST) {
+		for (size_t i = 0; i < nseg; i++)
+			if (!memcmp(arr[i]->owner->id, client, MST_ID_LEN))
+				host = arr[i]->host_id;
 		for (int rank = 0; rank < 2 && n < want; rank++)
 			for (size_t i = 0; i < nseg && n < want; i++) {
 				s = arr[(start + i) % nseg];
@@ -125,6 +157,5 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 	}
 	for (size_t i = 0; i < nseg && n < want; i++)
 		try_seg(m, arr[(start + i) % nseg], size, out, &n);
-	free(arr);
 	return n;
 }

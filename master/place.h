@@ -16,5 +16,7 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 		   unsigned n, const struct mst_put_cfg *pc,
 		   struct mst_replica *out);
 void mst_replica_free(struct master *m, struct mst_replica *r);
+/** Free placement's cache of segments (mst_destroy). */
+void mst_place_cache_free(struct master *m);
 
 #endif

@@ -315,6 +315,18 @@ static Mcrpc__Attr *attr_msg(struct call *c, const mst_attr_t *a)
 			return -ENOMEM;                               \
 	} while (0)
 
+/* HA, just after taking over: some segment still waits for its owner,
+ * who re-mounts within a ping. */
+static bool owners_due(const struct master *m)
+{
+	if (!m->ha_settle_until || mst_now() >= m->ha_settle_until)
+		return false;
+	for (const struct mst_segment *s = m->segments; s; s = s->next)
+		if (!s->owner)
+			return true;
+	return false;
+}
+
 /* A put that finds no room evicts for it (the policy, evict.c) and
  * tries once more. */
 static int put_start(struct call *c, const uint8_t *client, const char *key,
@@ -379,6 +391,13 @@ static int h_put_start(struct call *c)
 	}
 	if (!groups_ok(q)) {
 		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	/* Just after a takeover the segments' owners re-mount (within a
+	 * ping): placing now would find the pool empty, or crowd the
+	 * segments already back. The whole call is asked again. */
+	if (owners_due(c->m)) {
+		r->code = MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
 		return 0;
 	}
 	r->results = ARRAY(c, Mcrpc__ReplicaList *, q->n_keys);
@@ -1217,8 +1236,7 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	handler_fn fn = md ? handler_of(h->method) : NULL;
 	struct call c = { .m = m };
 	struct mc_rpc_hdr rh = *h;
-	uint64_t seq0, seq1, placed0;
-	bool placed;
+	uint64_t seq0, seq1, placed0, frees0, wait;
 	int rc;
 
 	if (!fn)
@@ -1248,6 +1266,7 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	pthread_mutex_lock(&m->lock);
 	seq0 = mst_db_log_seq(m->db);
 	placed0 = m->placed;
+	frees0 = m->frees;
 	rc = (h->flags & MC_RPC_FLAG_RETRY) && mst_db_logged(m->db) ?
 		     mst_db_op_applied(m->db, h->req_id) :
 		     0;
@@ -1276,15 +1295,19 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		rc = -ENOMEM;
 	}
 	seq1 = mst_db_log_seq(m->db);
-	placed = m->placed != placed0;
-	pthread_mutex_unlock(&m->lock);
+	if (m->frees != frees0)
+		m->freed_seq = seq1;
 	/* HA group commit: what this call changed is acknowledged only once
 	 * it is in the op log (other calls meanwhile commit and ship with
 	 * it), and memory it handed out only once the changes that freed
 	 * memory before it are (master.h, placed); a leader that cannot ship
 	 * any more answers as no leader. */
-	if (!rc && (seq1 != seq0 || placed)) {
-		int w = mst_db_log_wait(m->db, seq1);
+	wait = seq1 != seq0 ? seq1 : 0;
+	if (m->placed != placed0 && m->freed_seq > wait)
+		wait = m->freed_seq;
+	pthread_mutex_unlock(&m->lock);
+	if (!rc && wait) {
+		int w = mst_db_log_wait(m->db, wait);
 
 		if (w) {
 			free(*frame);
