@@ -223,7 +223,7 @@ EOF
 
 echo "# HA bench: $(nproc) CPUs, $(date -u +%F), etcd $(etcd --version | head -1 | awk '{print $3}')"
 if [ "$ONLY" != failover ]; then
-	echo "## put/get rates, store_bench same host, 1 process"
+	echo "## put/get rates, store_bench same host, $PROCS client processes"
 	rates
 fi
 if [ "$ONLY" != rates ]; then

@@ -195,12 +195,19 @@ def test_new_standby_copies_the_record_the_log_no_longer_reaches(
     assert out.read_bytes() == f.read_bytes()
 
 
-def remove_unshipped(etcd, leader, standby, key):
-    """With the standby held back (SIGSTOP), take master_view from the
-    leader behind its back and remove key there: the leader commits the
-    remove in its record, its op log write is refused (fenced), so the
-    client is never told it is done and the leader restarts as a standby
-    whose record holds a change the log lacks."""
+def remove_unshipped(bed, tmp_path):
+    """Put gc_x and gc_y; then, with the standby m2 held back (SIGSTOP),
+    take master_view from the leader m1 behind its back and remove gc_x
+    there: m1 commits the remove in its record, its op log write is
+    refused (fenced), so the client is never told it is done and m1
+    restarts as a standby whose record holds a change the log lacks.
+    Returns the file put."""
+    etcd, leader, standby, pool, _ = bed
+    key = "gc_x"
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    for k in ("gc_x", "gc_y"):
+        cli(pool, "put", str(f), k)
     standby.proc.send_signal(signal.SIGSTOP)
     etcd.delete(f"mooncake-store/{CLUSTER}/master_view")
     code, res = remove_once(leader.port, key,
@@ -213,16 +220,13 @@ def remove_unshipped(etcd, leader, standby, key):
              timeout=30 * SCALE, what="the old leader steps down")
     assert "op log write refused" in leader.log()
     leader.pf.unlink()  # written again once it serves again
+    return f
 
 
 def test_deposed_leader_with_unshipped_change_copies_next_leaders_record(
         bed, tmp_path):
-    etcd, m1, m2, pool, _ = bed
-    f = tmp_path / "obj"
-    f.write_bytes(os.urandom(8192))
-    for k in ("gc_x", "gc_y"):
-        cli(pool, "put", str(f), k)
-    remove_unshipped(etcd, m1, m2, "gc_x")
+    _, m1, m2, pool, _ = bed
+    f = remove_unshipped(bed, tmp_path)
     # m1 dies (it may have been elected again already); m2 wins; m1
     # starts again on its record.
     m1.procs.kill(m1.proc)
@@ -245,12 +249,8 @@ def test_deposed_leader_with_unshipped_change_copies_next_leaders_record(
 
 def test_reelected_leader_with_unshipped_change_makes_standbys_copy(
         bed, tmp_path):
-    etcd, m1, m2, pool, _ = bed
-    f = tmp_path / "obj"
-    f.write_bytes(os.urandom(8192))
-    for k in ("gc_x", "gc_y"):
-        cli(pool, "put", str(f), k)
-    remove_unshipped(etcd, m1, m2, "gc_x")
+    _, m1, m2, pool, _ = bed
+    f = remove_unshipped(bed, tmp_path)
     # m1 wins again while m2 is held back: its record (without "gc_x") is
     # now the truth, and the log starts after it.
     wait_for(m1.leading, timeout=30 * SCALE, what="m1 elected again")
