@@ -221,7 +221,36 @@ EOF
 	done
 }
 
+# The floor under an HA put: one etcd transaction of the kind the leader
+# writes (a compare and a put of an entry-sized value) through the same
+# JSON gateway, sequential, on one kept-alive connection: the median and
+# p90 of 200, and the single-client put rate they allow (1 / median).
+etcd_latency() {
+	python3 - "${EC[0]}" <<'EOF'
+import base64, http.client, json, statistics, sys, time
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+k = base64.b64encode(b"habench/latency").decode()
+v = base64.b64encode(b"x" * 1024).decode()
+body = json.dumps({"compare": [{"key": k, "target": "CREATE",
+                                "result": "EQUAL", "create_revision": "0"}],
+                   "success": [{"request_put": {"key": k, "value": v}}],
+                   "failure": [{"request_put": {"key": k, "value": v}}]})
+t = []
+for _ in range(200):
+    t0 = time.perf_counter()
+    c.request("POST", "/v3/kv/txn", body, {"Content-Type": "application/json"})
+    c.getresponse().read()
+    t.append((time.perf_counter() - t0) * 1000)
+t.sort()
+med = statistics.median(t)
+print(f"etcd transaction (compare + 1 KiB put, sequential): median {med:.2f} ms, "
+      f"p90 {t[179]:.2f} ms: at most {1000 / med:.0f} acknowledged changes/s "
+      f"for one client")
+EOF
+}
+
 echo "# HA bench: $(nproc) CPUs, $(date -u +%F), etcd $(etcd --version | head -1 | awk '{print $3}')"
+etcd_latency
 if [ "$ONLY" != failover ]; then
 	echo "## put/get rates, store_bench same host, $PROCS client processes"
 	rates
