@@ -303,6 +303,7 @@ void mst_daemon_stop(struct mst_daemon *d)
 {
 	if (!d)
 		return;
+	mst_ha_stopping(d->ha);
 	if (d->ticking) {
 		atomic_store(&d->stop, true);
 		pthread_join(d->ticker, NULL);

@@ -56,6 +56,7 @@ struct mst_ha {
 	atomic_llong epoch;
 	atomic_ullong deadline; /* mono ms: lead until then at most */
 	atomic_bool lost, stop;
+	atomic_bool stopping; /* the master is shutting down (mst_ha_stopping) */
 	struct mst_db *db; /* leading */
 	_Atomic uint64_t *until; /* the master's ha_until */
 	pthread_t thr;
@@ -205,6 +206,12 @@ void mst_ha_close(struct mst_ha *ha)
 	pthread_cond_destroy(&ha->done_cv);
 	pthread_mutex_destroy(&ha->q_mu);
 	free(ha);
+}
+
+void mst_ha_stopping(struct mst_ha *ha)
+{
+	if (ha)
+		atomic_store(&ha->stopping, true);
 }
 
 long long mst_ha_epoch(const struct mst_ha *ha)
@@ -844,8 +851,19 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 /* ---- leading ------------------------------------------------------------ */
 
 /* Stop leading now: start again as a standby. */
+static void set_lost(struct mst_ha *ha);
+
 static void restart(struct mst_ha *ha, const char *why)
 {
+	if (atomic_load(&ha->stopping)) {
+		/* Shutting down: stop leading, let the shutdown finish (an
+		 * execv now would swallow the SIGTERM). */
+		if (!atomic_exchange(&ha->lost, true))
+			mc_log_err("master", "HA: no longer the leader (%s)",
+				   why);
+		set_lost(ha);
+		return;
+	}
 	mc_log_err("master",
 		   "HA: no longer the leader (%s): restarting as a "
 		   "standby",

@@ -76,6 +76,11 @@ int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until);
  *  lease), where standbys fetch a copy of the record. */
 int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport);
 
+/** The master is shutting down: losing the lead from now on stops
+ *  leading (calls are answered -1011) instead of restarting the process
+ *  as a standby, so the shutdown completes. */
+void mst_ha_stopping(struct mst_ha *ha);
+
 /** The epoch (master_view's create revision) while leading, else 0. */
 long long mst_ha_epoch(const struct mst_ha *ha);
 

@@ -9,6 +9,9 @@ docs/design.md "High availability"):
   that holds it is reconciled before it follows or leads again: it copies
   the next leader's record, or, when it wins again, every standby copies
   its record;
+- SIGTERM while etcd is frozen and a change waits for its op log write:
+  the master exits (the call is answered at the lease's end) instead of
+  restarting itself as a standby;
 - request ids: a request sent again with the RETRY flag (as the RPC client
   does on a new leader) is answered "done" by a master that has it in its
   record, on the leader that applied it and on the next one, and is applied
@@ -21,6 +24,8 @@ import os
 import signal
 import socket
 import struct
+import threading
+import time
 
 import pytest
 
@@ -265,3 +270,29 @@ def test_reelected_leader_with_unshipped_change_makes_standbys_copy(
     assert "gc_x" not in listing, listing
     for k in ("gc_y", "gc_z"):
         assert k in listing, (k, listing)
+
+
+def test_sigterm_with_etcd_frozen_exits_instead_of_restarting(bed, tmp_path):
+    etcd, m1, _, pool, _ = bed
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    cli(pool, "put", str(f), "gc_t")
+    # etcd frozen: a remove is committed on m1 and waits for its op log
+    # write, which cannot happen before the lease ends.
+    etcd.proc.send_signal(signal.SIGSTOP)
+    try:
+        waiter = threading.Thread(
+            target=remove_once,
+            args=(m1.port, "gc_t",
+                  int.from_bytes(os.urandom(8), "little") | 1, FLAG_OPID))
+        waiter.start()
+        time.sleep(0.3)
+        m1.proc.send_signal(signal.SIGTERM)
+        # The shutdown completes (the waiting call is answered at the
+        # lease's end): the process exits rather than restarting itself
+        # as a standby, which would swallow the SIGTERM.
+        m1.proc.wait(timeout=30 * SCALE)
+        waiter.join(timeout=30 * SCALE)
+        assert "restarting as a standby" not in m1.log()
+    finally:
+        etcd.proc.send_signal(signal.SIGCONT)
