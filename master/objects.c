@@ -276,9 +276,14 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 
 /* HA, just after taking over: a replica's segment waits for its owner,
  * who re-mounts within a ping. */
+bool mst_ha_settling(const struct master *m)
+{
+	return m->ha_settle_until && mst_now() < m->ha_settle_until;
+}
+
 static bool owner_due(const struct master *m, const struct mst_object *o)
 {
-	if (!m->ha_settle_until || mst_now() >= m->ha_settle_until)
+	if (!mst_ha_settling(m))
 		return false;
 	for (unsigned i = 0; i < o->n_repl; i++)
 		if (o->repl[i].seg && !o->repl[i].seg->owner)

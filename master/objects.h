@@ -38,6 +38,9 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 		   size_t key_len);
 /** COMPLETE object or code (-704 missing, -703 processing or no readable
  *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
+/** HA: within the settle window after a takeover (segments' owners are
+ *  re-mounting; master.h ha_settle_until). */
+bool mst_ha_settling(const struct master *m);
 int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
 	    struct mst_object **out, uint64_t *hold_id);
 /** 1, 0 or a code; grants an existence lease. */

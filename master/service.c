@@ -319,7 +319,7 @@ static Mcrpc__Attr *attr_msg(struct call *c, const mst_attr_t *a)
  * who re-mounts within a ping. */
 static bool owners_due(const struct master *m)
 {
-	if (!m->ha_settle_until || mst_now() >= m->ha_settle_until)
+	if (!mst_ha_settling(m))
 		return false;
 	for (const struct mst_segment *s = m->segments; s; s = s->next)
 		if (!s->owner)
