@@ -283,7 +283,7 @@ static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
 	/* Group commit: the copy may hold changes not yet in the log; it
 	 * goes out only once they are (a standby must never hold a change
 	 * the log may lose). */
-	if (!rc && mst_db_log_wait(a->m->db, seq)) {
+	if (!rc && mst_db_log_wait_logged(a->m->db, seq)) {
 		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
 		snprintf(err, sizeof(err),
 			 "this master stopped leading while copying");

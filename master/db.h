@@ -50,14 +50,20 @@ void mst_db_close(struct mst_db *db);
 struct mst_db_log_ops {
 	int (*may_commit)(void *arg);
 	void (*append)(void *arg, uint64_t seq, void *entry, size_t len);
-	/** 0 once entries up to seq are shipped, else a code (never). */
+	/** 0 once entries up to seq are shipped (every master that may
+	 *  lead next has them), else a code (never). */
 	int (*wait)(void *arg, uint64_t seq);
+	/** 0 once entries up to seq are in the log itself, else a code. */
+	int (*wait_logged)(void *arg, uint64_t seq);
 };
 void mst_db_set_log(struct mst_db *db, const struct mst_db_log_ops *ops,
 		    void *arg);
 /** Wait until the entries up to seq are shipped (0 at once without a
  *  log); called without any lock. 0 or a code. */
 int mst_db_log_wait(struct mst_db *db, uint64_t seq);
+/** Wait until the entries up to seq are in the log itself (a copy of the
+ *  record given to a standby); 0 or a code. */
+int mst_db_log_wait_logged(struct mst_db *db, uint64_t seq);
 /**
  * HA: the epoch under which this record last led (meta 'ha_led', 0
  * never). Such a record may hold changes committed here but never shipped

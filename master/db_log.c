@@ -130,6 +130,12 @@ int mst_db_log_wait(struct mst_db *db, uint64_t seq)
 	return db->log_ops && seq ? db->log_ops->wait(db->log_arg, seq) : 0;
 }
 
+int mst_db_log_wait_logged(struct mst_db *db, uint64_t seq)
+{
+	return db->log_ops && seq ? db->log_ops->wait_logged(db->log_arg, seq) :
+				    0;
+}
+
 uint64_t mst_db_ha_led(struct mst_db *db)
 {
 	sqlite3_stmt *st;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "etcd_kv.h"
-#include "ha.h"
+#include "ha_int.h"
 #include "mc_auth_http.h"
 #include "mc_cfg.h"
 #include "mc_log.h"
@@ -26,58 +26,20 @@
 #define PART_MAX (1u << 20) /* bytes of a changeset per etcd key */
 #define TAIL_BATCH 256u
 #define TRIM_EVERY_MS 5000u
-#define KEY_MAX 512
-#define SUB_MAX 256
+#define DISCOVER_EVERY_MS 1000u
 #define CLUSTER_MAX 200
 #define TXN_OPS 120 /* etcd's default --max-txn-ops is 128 */
 #define QUEUE_MAX (64u << 20) /* bytes committed, not shipped: then wait */
 
-struct ship_ent {
-	struct ship_ent *next;
-	uint64_t seq;
-	size_t len;
-	void *data; /* an entry: changeset and CRC-32C */
+/* One transaction of the shipper: parts of entries, each an etcd put. */
+struct txn {
+	struct mc_etcd_op ops[TXN_OPS];
+	char keys[TXN_OPS][KEY_MAX];
+	size_t n, bytes;
+	uint64_t done; /* the last entry whose last part is in it, 0 none */
 };
 
-struct mst_ha {
-	struct etcd_client cli;
-	bool cli_ok;
-	unsigned ttl_s, poll_ms;
-	char *const *argv;
-	char prefix[240]; /* "mooncake-store/<cluster_id>/" */
-	char view[SUB_MAX], oplog[SUB_MAX], oplog_end[SUB_MAX];
-	char base_key[SUB_MAX], standby[SUB_MAX], standby_end[SUB_MAX];
-	char me[KEY_MAX]; /* this master's standby key */
-	char admin_key[SUB_MAX];
-	const struct mc_auth_key *key;
-	char advertise[200];
-	atomic_llong lease; /* renewed by one thread, read by others */
-	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
-	atomic_llong epoch;
-	atomic_ullong deadline; /* mono ms: lead until then at most */
-	atomic_bool lost, stop;
-	atomic_bool stopping; /* the master is shutting down (mst_ha_stopping) */
-	struct mst_db *db; /* leading */
-	_Atomic uint64_t *until; /* the master's ha_until */
-	pthread_t thr;
-	bool running;
-	char leaders[SUB_MAX], leaders_end[SUB_MAX];
-	/* Group commit (leading): entries committed here wait in q for the
-	 * shipper thread, which writes as many as fit in one fenced etcd
-	 * transaction; shipped is the last entry in etcd. */
-	pthread_mutex_t q_mu;
-	pthread_cond_t q_cv; /* the shipper: entries, or stop */
-	pthread_cond_t done_cv; /* waiters: shipped moved, room, or lost */
-	struct ship_ent *q_head, *q_tail;
-	size_t q_bytes; /* queued and being shipped */
-	uint64_t shipped;
-	bool ship_stop;
-	pthread_t ship_thr;
-	bool shipping;
-	char *stage; /* one transaction's values */
-};
-
-static void sleep_ms(unsigned ms)
+void ha_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
@@ -126,6 +88,8 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		pthread_condattr_init(&ca);
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 		pthread_mutex_init(&ha->q_mu, NULL);
+		pthread_mutex_init(&ha->isr_mu, NULL);
+		ha_sbuf_init(&ha->sb);
 		pthread_cond_init(&ha->q_cv, &ca);
 		pthread_cond_init(&ha->done_cv, &ca);
 		pthread_condattr_destroy(&ca);
@@ -146,6 +110,14 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		ha->poll_ms = 250;
 	ha->argv = cfg->argv;
 	snprintf(ha->advertise, sizeof(ha->advertise), "%s", cfg->advertise);
+	snprintf(ha->listen_host, sizeof(ha->listen_host), "%s",
+		 cfg->listen_host ? cfg->listen_host : "");
+	ha->listen_port = cfg->listen_port;
+	ha->stage = malloc(PART_MAX + TXN_OPS);
+	if (!ha->stage) {
+		mst_ha_close(ha);
+		return -ENOMEM;
+	}
 	snprintf(ha->prefix, sizeof(ha->prefix), "mooncake-store/%s/",
 		 cfg->cluster_id && *cfg->cluster_id ? cfg->cluster_id :
 						       "mooncake_cluster");
@@ -153,6 +125,7 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	snprintf(ha->oplog, SUB_MAX, "%soplog/", ha->prefix);
 	snprintf(ha->base_key, SUB_MAX, "%soplog_base", ha->prefix);
 	snprintf(ha->admin_key, SUB_MAX, "%smaster_admin", ha->prefix);
+	snprintf(ha->insync, SUB_MAX, "%sinsync", ha->prefix);
 	ha->key = cfg->key;
 	snprintf(ha->leaders, SUB_MAX, "%sleaders/", ha->prefix);
 	snprintf(ha->standby, SUB_MAX, "%sstandby/", ha->prefix);
@@ -178,10 +151,12 @@ void mst_ha_close(struct mst_ha *ha)
 		/* What was committed goes to the log before stepping down. */
 		pthread_mutex_lock(&ha->q_mu);
 		ha->ship_stop = true;
-		pthread_cond_signal(&ha->q_cv);
+		pthread_cond_broadcast(&ha->q_cv);
 		pthread_mutex_unlock(&ha->q_mu);
 		pthread_join(ha->ship_thr, NULL);
 	}
+	ha_stream_stop(ha);
+	ha_sbuf_stop(ha);
 	if (ha->running) {
 		atomic_store(&ha->stop, true);
 		pthread_join(ha->thr, NULL);
@@ -194,14 +169,16 @@ void mst_ha_close(struct mst_ha *ha)
 		mc_log_warn("master", "HA: revoking the lease: %s", err);
 	if (ha->cli_ok)
 		mc_etcd_client_fini(&ha->cli);
-	while (ha->q_head) {
-		struct ship_ent *e = ha->q_head;
+	while (ha->win_head) {
+		struct ship_ent *e = ha->win_head;
 
-		ha->q_head = e->next;
+		ha->win_head = e->next;
 		free(e->data);
 		free(e);
 	}
 	free(ha->stage);
+	ha_sbuf_fini(&ha->sb);
+	pthread_mutex_destroy(&ha->isr_mu);
 	pthread_cond_destroy(&ha->q_cv);
 	pthread_cond_destroy(&ha->done_cv);
 	pthread_mutex_destroy(&ha->q_mu);
@@ -545,6 +522,78 @@ static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
 	return rc;
 }
 
+static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e,
+		     const struct ship_ent *last);
+static void free_list(struct ship_ent *e);
+
+/*
+ * Elected, holding entries of the last leader's stream that the log
+ * lacks (some may have been acknowledged: the in-sync standbys held
+ * them): they go into the log, fenced by this epoch, then into the record
+ * (read back from the log like any entry), before anything else.
+ */
+static int adopt_stream(struct mst_ha *ha, struct mst_db *db, char *err,
+			size_t errlen)
+{
+	uint64_t seq = mst_db_log_seq(db), epoch = 0, n = 0;
+	struct ship_ent *list = ha_sbuf_take(&ha->sb, seq, &epoch), *last;
+	struct mc_etcd_cmp cmp = { .key = ha->view,
+				   .create_rev = atomic_load(&ha->epoch) };
+	struct mc_etcd_op del = { .kind = MC_ETCD_OP_DEL,
+				  .end = ha->oplog_end };
+	char from[KEY_MAX];
+	struct txn *t;
+	int rc;
+
+	if (!list)
+		return 0;
+	if (epoch != ha->isr_epoch || list->seq != seq + 1) {
+		mc_log_warn("master",
+			    "HA: not taking the stream's entries from "
+			    "%" PRIu64 " (epoch %" PRIu64
+			    "; the in-sync set's is %" PRIu64
+			    ", the record is at %" PRIu64 ")",
+			    list->seq, epoch, ha->isr_epoch, seq);
+		free_list(list);
+		return 0;
+	}
+	for (last = list, n = 1; last->next; last = last->next)
+		n++;
+	/* An unfinished entry of the last leader goes first. */
+	entry_key(ha, seq + 1, 0, from);
+	del.key = from;
+	rc = mc_etcd_txn(&ha->cli, &cmp, 1, &del, 1, NULL, err, errlen);
+	t = rc == 1 ? calloc(1, sizeof(*t)) : NULL;
+	if (rc == 1 && (!t || ship_list(ha, t, list, last))) {
+		atomic_store(&ha->lost, false);
+		snprintf(err, errlen,
+			 "writing the stream's entries into the log failed");
+		rc = -EAGAIN;
+	} else if (rc == 0) {
+		snprintf(err, errlen, "lost the election while taking over");
+		rc = -EAGAIN;
+	}
+	free(t);
+	free_list(list);
+	if (rc < 0)
+		return rc;
+	rc = tail_all(ha, db, err, errlen);
+	if (!rc && mst_db_log_seq(db) < seq + n) {
+		snprintf(err, errlen,
+			 "the stream's entries did not apply (record at "
+			 "%" PRIu64 ")",
+			 mst_db_log_seq(db));
+		rc = -EAGAIN;
+	}
+	if (!rc)
+		mc_log_notice("master",
+			      "HA: wrote %" PRIu64 " entries of the last "
+			      "leader's stream into the log (%" PRIu64
+			      "..%" PRIu64 ")",
+			      n, seq + 1, seq + n);
+	return rc;
+}
+
 /* Elected: the record takes the whole log, the unfinished entry of the
  * last leader (if any) goes, and this master's standby key too; this
  * leader's first entry is noted under leaders/. A record that led before
@@ -557,10 +606,12 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 	struct mc_etcd_cmp cmp = { .key = ha->view,
 				   .create_rev = (long long)epoch };
 	char from[KEY_MAX], lkey[KEY_MAX], v[32], b[32];
-	struct mc_etcd_op ops[4] = {
+	char isr[32];
+	struct mc_etcd_op ops[5] = {
 		{ .kind = MC_ETCD_OP_DEL, .end = ha->oplog_end },
 		{ .kind = MC_ETCD_OP_DEL, .key = ha->me },
 		{ .kind = MC_ETCD_OP_PUT, .key = lkey, .val = v },
+		{ .kind = MC_ETCD_OP_PUT, .key = ha->insync, .val = isr },
 		{ .kind = MC_ETCD_OP_PUT, .key = ha->base_key, .val = b },
 	};
 	bool led = *led_p != 0;
@@ -587,6 +638,8 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 		}
 	}
 	rc = tail_all(ha, db, err, errlen);
+	if (!rc)
+		rc = adopt_stream(ha, db, err, errlen);
 	if (rc)
 		return rc;
 	next = mst_db_log_seq(db) + 1;
@@ -594,8 +647,9 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 	ops[0].key = led ? ha->oplog : from;
 	leader_key(ha, epoch, lkey);
 	ops[2].len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, next);
-	ops[3].len = (size_t)snprintf(b, sizeof(b), "%" PRIu64, next);
-	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, led ? 4 : 3, NULL, err,
+	ops[3].len = (size_t)snprintf(isr, sizeof(isr), "%" PRIu64 "\n", epoch);
+	ops[4].len = (size_t)snprintf(b, sizeof(b), "%" PRIu64, next);
+	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, led ? 5 : 4, NULL, err,
 			 errlen);
 	if (rc == 0) {
 		snprintf(err, errlen, "lost the election while taking over");
@@ -755,6 +809,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 	if (rc)
 		return rc;
 	led = mst_db_ha_led(db);
+	ha_sbuf_start(ha);
+	ha_sbuf_set_open(&ha->sb, !led);
 	mc_log_notice("master",
 		      "HA: standby %s (cluster key %s, lease %u s), record "
 		      "at op log entry %" PRIu64,
@@ -774,11 +830,15 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 		}
 		if (!rc && led) {
 			rc = resolve_led(ha, db, led, e2, sizeof(e2));
-			if (!rc)
+			if (!rc) {
 				led = 0;
+				ha_sbuf_set_open(&ha->sb, true);
+			}
 		}
-		if (!rc && !led)
+		if (!rc && !led) {
 			rc = tail_all(ha, db, e2, sizeof(e2));
+			ha_sbuf_trim(&ha->sb, mst_db_log_seq(db));
+		}
 		if (rc == -ESPIPE) {
 			mc_log_notice("master",
 				      "HA: %s: copying the leader's "
@@ -788,10 +848,13 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 					 sizeof(e2));
 			if (!db) {
 				snprintf(err, errlen, "HA: %s", e2);
+				ha_sbuf_stop(ha);
 				return rc ? rc : MC_EDB;
 			}
-			if (!rc)
+			if (!rc) {
 				led = 0;
+				ha_sbuf_set_open(&ha->sb, true);
+			}
 		}
 		if (rc == -ESPIPE || rc == MC_EDB) {
 			snprintf(err, errlen, "HA: %s", e2);
@@ -819,9 +882,14 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			if (rc == 0 && led &&
 			    now - absent_since < ha->ttl_s * 1000ull)
 				rc = 0;
+			else if (rc == 0)
+				/* Only a master that holds every change
+				 * acknowledged through the stream may win. */
+				rc = ha_isr_may_campaign(ha, e2, sizeof(e2));
 			else
-				rc = rc == 0 ? campaign(ha, e2, sizeof(e2)) :
-					       (rc > 0 ? 0 : rc);
+				rc = rc > 0 ? 0 : rc;
+			if (rc == 1)
+				rc = campaign(ha, e2, sizeof(e2));
 			if (rc == 1) {
 				rc = take_over(ha, db, &led, e2, sizeof(e2));
 				if (!rc)
@@ -836,9 +904,10 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			mc_log_warn("master", "HA: etcd: %s", e2);
 			logged = now;
 		}
-		sleep_ms(ha->poll_ms);
+		ha_sleep_ms(ha->poll_ms);
 	}
 	mc_etcd_kv_clear(&view);
+	ha_sbuf_stop(ha);
 	if (!rc)
 		mc_log_notice("master",
 			      "HA: elected leader (epoch %lld) at op log "
@@ -918,14 +987,35 @@ static void append(void *arg, uint64_t seq, void *entry, size_t len)
 		return;
 	}
 	*e = (struct ship_ent){ .seq = seq, .len = len, .data = entry };
-	if (ha->q_tail)
-		ha->q_tail->next = e;
+	if (ha->win_tail)
+		ha->win_tail->next = e;
 	else
-		ha->q_head = e;
-	ha->q_tail = e;
+		ha->win_head = e;
+	ha->win_tail = e;
+	if (!ha->ship_next)
+		ha->ship_next = e;
 	ha->q_bytes += len;
-	pthread_cond_signal(&ha->q_cv);
+	pthread_cond_broadcast(&ha->q_cv);
 	pthread_mutex_unlock(&ha->q_mu);
+}
+
+/* Under q_mu: entries in etcd that no stream call uses leave the window. */
+static void prune(struct mst_ha *ha)
+{
+	uint64_t pin = ha_stream_pinned(ha);
+
+	while (ha->win_head && ha->win_head->seq <= ha->shipped &&
+	       ha->win_head->seq < pin) {
+		struct ship_ent *e = ha->win_head;
+
+		ha->win_head = e->next;
+		if (!ha->win_head)
+			ha->win_tail = NULL;
+		ha->q_bytes -= e->len;
+		free(e->data);
+		free(e);
+	}
+	pthread_cond_broadcast(&ha->done_cv);
 }
 
 static int wait_shipped(void *arg, uint64_t seq)
@@ -934,7 +1024,8 @@ static int wait_shipped(void *arg, uint64_t seq)
 	int rc;
 
 	pthread_mutex_lock(&ha->q_mu);
-	while (ha->shipped < seq && !atomic_load(&ha->lost)) {
+	while (ha->shipped < seq && !ha_stream_acked(ha, seq) &&
+	       !atomic_load(&ha->lost)) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -945,6 +1036,23 @@ static int wait_shipped(void *arg, uint64_t seq)
 		}
 		(void)pthread_cond_timedwait(&ha->done_cv, &ha->q_mu, &ts);
 	}
+	rc = ha->shipped >= seq || ha_stream_acked(ha, seq) ?
+		     0 :
+		     MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
+	pthread_mutex_unlock(&ha->q_mu);
+	return rc;
+}
+
+/* The entries up to seq are in the etcd log itself (a copy of the record
+ * for a standby must never hold a change the log may still lose). */
+static int wait_logged(void *arg, uint64_t seq)
+{
+	struct mst_ha *ha = arg;
+	int rc;
+
+	pthread_mutex_lock(&ha->q_mu);
+	while (ha->shipped < seq && !atomic_load(&ha->lost))
+		pthread_cond_wait(&ha->done_cv, &ha->q_mu);
 	rc = ha->shipped >= seq ? 0 : MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
 	pthread_mutex_unlock(&ha->q_mu);
 	return rc;
@@ -954,14 +1062,7 @@ static const struct mst_db_log_ops log_ops = {
 	.may_commit = may_commit,
 	.append = append,
 	.wait = wait_shipped,
-};
-
-/* One transaction of the shipper: parts of entries, each an etcd put. */
-struct txn {
-	struct mc_etcd_op ops[TXN_OPS];
-	char keys[TXN_OPS][KEY_MAX];
-	size_t n, bytes;
-	uint64_t done; /* the last entry whose last part is in it, 0 none */
+	.wait_logged = wait_logged,
 };
 
 /* Write t, fenced by master_view's create revision, retrying etcd errors
@@ -999,7 +1100,7 @@ static int send_txn(struct mst_ha *ha, struct txn *t)
 				    err);
 			logged = mst_now();
 		}
-		sleep_ms(20);
+		ha_sleep_ms(20);
 	}
 	if (t->done) {
 		pthread_mutex_lock(&ha->q_mu);
@@ -1014,9 +1115,10 @@ static int send_txn(struct mst_ha *ha, struct txn *t)
 
 /* Ship a list of entries in as few transactions as fit: at most TXN_OPS
  * parts and PART_MAX bytes of values each. 0 or -1 (lost). */
-static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e)
+static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e,
+		     const struct ship_ent *last)
 {
-	for (; e; e = e->next) {
+	for (; e; e = e == last ? NULL : e->next) {
 		size_t off = 0;
 		unsigned part = 0;
 
@@ -1060,8 +1162,8 @@ static void free_list(struct ship_ent *e)
 	}
 }
 
-/* The shipper: whatever is queued goes out together; commits made while
- * one transaction is in flight go in the next. */
+/* The shipper: whatever is committed goes out together; commits made
+ * while one transaction is in flight go in the next. */
 static void *ship_main(void *arg)
 {
 	struct mst_ha *ha = arg;
@@ -1073,26 +1175,25 @@ static void *ship_main(void *arg)
 	}
 	pthread_mutex_lock(&ha->q_mu);
 	for (;;) {
-		struct ship_ent *list;
-		size_t bytes = 0;
+		struct ship_ent *first, *last;
 		int rc;
 
-		while (!ha->q_head && !ha->ship_stop && !atomic_load(&ha->lost))
+		while (!ha->ship_next && !ha->ship_stop &&
+		       !atomic_load(&ha->lost))
 			pthread_cond_wait(&ha->q_cv, &ha->q_mu);
-		if (atomic_load(&ha->lost) || !ha->q_head)
+		if (atomic_load(&ha->lost) || !ha->ship_next)
 			break; /* lost, or stopping with nothing left */
-		list = ha->q_head;
-		ha->q_head = ha->q_tail = NULL;
+		/* Entries from ship_next on stay in the window (and are not
+		 * changed) until shipped is past them. */
+		first = ha->ship_next;
+		last = ha->win_tail;
 		pthread_mutex_unlock(&ha->q_mu);
-		for (struct ship_ent *e = list; e; e = e->next)
-			bytes += e->len;
-		rc = ship_list(ha, t, list);
-		free_list(list);
+		rc = ship_list(ha, t, first, last);
 		pthread_mutex_lock(&ha->q_mu);
-		ha->q_bytes -= bytes;
-		pthread_cond_broadcast(&ha->done_cv);
 		if (rc)
 			break;
+		ha->ship_next = last->next;
+		prune(ha);
 	}
 	pthread_mutex_unlock(&ha->q_mu);
 	free(t);
@@ -1150,6 +1251,7 @@ static void *lead_main(void *arg)
 {
 	struct mst_ha *ha = arg;
 	uint64_t next_ka = mst_now() + ha->ttl_s * 1000 / 3, next_trim = 0;
+	uint64_t next_discover = 0;
 	char err[MC_ERR_LEN] = "";
 
 	while (!atomic_load(&ha->stop)) {
@@ -1175,7 +1277,11 @@ static void *lead_main(void *arg)
 			trim(ha);
 			next_trim = now + TRIM_EVERY_MS;
 		}
-		sleep_ms(50);
+		if (now >= next_discover) {
+			ha_stream_discover(ha);
+			next_discover = now + DISCOVER_EVERY_MS;
+		}
+		ha_sleep_ms(50);
 	}
 	return NULL;
 }
@@ -1187,9 +1293,6 @@ int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until)
 	ha->db = db;
 	ha->until = until;
 	ha->shipped = mst_db_log_seq(db);
-	ha->stage = malloc(PART_MAX + TXN_OPS);
-	if (!ha->stage)
-		return -ENOMEM;
 	atomic_store(until, atomic_load(&ha->deadline));
 	rc = -pthread_create(&ha->ship_thr, NULL, ship_main, ha);
 	ha->shipping = !rc;

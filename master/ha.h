@@ -43,6 +43,10 @@ struct mst_ha_cfg {
 	const char *etcd; /* connection string (mc_etcd_conn.h) */
 	const char *cluster_id;
 	const char *advertise; /* "host:port" clients reach the RPC on */
+	/* Following, the leader's stream of entries is taken on the RPC
+	 * address (listen_port 0: not taken, the etcd log only). */
+	const char *listen_host;
+	int listen_port;
 	unsigned lease_ttl_s; /* >= 1 */
 	char *const *argv; /* this process's, for the restart as standby */
 	const struct mc_auth_key *key; /* the pool's (signs /ha/snapshot) */

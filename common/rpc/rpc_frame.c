@@ -115,6 +115,9 @@ static const struct mc_rpc_method methods[] = {
 	CK(SOURCE, "Source", source),
 	CK(DONE, "Done", done),
 	CK(READ, "Read", read), /* between peers: the master answers -1012 */
+	/* between masters: a leader answers -1012 */
+	M(HA_APPEND, "HaAppend", "ha_append", ha_append_request,
+	  ha_append_response, false),
 };
 
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))

@@ -59,6 +59,11 @@ static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 	rc = mc_rpc_call(c, MCRPC__METHOD__GET_STATUS, &q.base,
 			 (ProtobufCMessage **)out);
 	mc_rpc_client_destroy(c);
+	if (!rc && (*out)->code) {
+		protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+		*out = NULL;
+		rc = -EIO;
+	}
 	return rc ? -EIO : 0;
 }
 

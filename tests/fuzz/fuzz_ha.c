@@ -14,7 +14,12 @@
  * 0, and the record still answers a listing afterwards. sqlite's own
  * changeset reader is not fuzzed past the checksum: 3.40 loops forever on
  * some malformed changesets (a lone table header "T"), which is why
- * entries carry one.
+ * entries carry one. 2: the leader's stream as a standby takes it
+ * (master/ha_sbuf.c): the rest is a run of HaAppend request bodies, each
+ * a u16 little-endian length and that many bytes; each that decodes is
+ * applied to one buffer: 0, -600 or -1011, and on 0 the buffer holds a
+ * contiguous run ending at the answered entry; taking the buffer hands
+ * over a list in order.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -22,6 +27,9 @@
 
 #include "db.h"
 #include "etcd_kv.h"
+#include "ha_int.h"
+#include "mc_rpc.h"
+#include "mooncake/mc_err.h"
 #include "fuzz_common.h"
 #include "mc_log.h"
 
@@ -74,6 +82,57 @@ static void changeset(const uint8_t *data, size_t size)
 	mst_db_close(db);
 }
 
+static void stream(const uint8_t *data, size_t size)
+{
+	struct ha_sbuf sb;
+	struct ship_ent *list;
+	uint64_t epoch = 0;
+
+	ha_sbuf_init(&sb);
+	ha_sbuf_set_open(&sb, true);
+	while (size >= 2) {
+		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
+		Mcrpc__HaAppendRequest *q;
+
+		data += 2;
+		size -= 2;
+		if (len > size)
+			len = size;
+		q = (Mcrpc__HaAppendRequest *)mc_rpc_unpack(
+			&mcrpc__ha_append_request__descriptor, data, len);
+		data += len;
+		size -= len;
+		if (q) {
+			struct ha_sbuf_ent ents[64];
+			size_t n = q->n_entries < 64 ? q->n_entries : 64;
+			uint64_t held = 0;
+			int rc;
+
+			for (size_t i = 0; i < n; i++) {
+				ents[i].data = q->entries[i].data;
+				ents[i].len = q->entries[i].len;
+			}
+			rc = ha_sbuf_append(&sb, q->epoch, q->first, q->logged,
+					    q->reset, ents, n, &held);
+			FUZZ_CHECK(rc == 0 || rc == MC_STORE_INVALID_PARAMS ||
+				   rc == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE);
+			if (!rc)
+				FUZZ_CHECK(held == sb.first + sb.n - 1);
+			protobuf_c_message_free_unpacked(&q->base, NULL);
+		}
+	}
+	list = ha_sbuf_take(&sb, 0, &epoch);
+	for (uint64_t want = list ? list->seq : 0; list; want++) {
+		struct ship_ent *next = list->next;
+
+		FUZZ_CHECK(list->seq == want);
+		free(list->data);
+		free(list);
+		list = next;
+	}
+	ha_sbuf_fini(&sb);
+}
+
 static void drop(int level, const char *line, void *arg)
 {
 	(void)level;
@@ -94,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (data[0] == 0)
 		range(data + 1, size - 1);
+	else if (data[0] == 2)
+		stream(data + 1, size - 1);
 	else
 		changeset(data + 1, size - 1);
 	return 0;

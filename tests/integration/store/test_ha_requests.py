@@ -9,6 +9,9 @@ docs/design.md "High availability"):
   that holds it is reconciled before it follows or leads again: it copies
   the next leader's record, or, when it wins again, every standby copies
   its record;
+- entries straight to standbys: with etcd frozen, a change the in-sync
+  standby holds is acknowledged before its op log write, and when the
+  leader then dies the standby writes it into the log as it takes over;
 - SIGTERM while etcd is frozen and a change waits for its op log write:
   the master exits (the call is answered at the lease's end) instead of
   restarting itself as a standby;
@@ -296,3 +299,29 @@ def test_sigterm_with_etcd_frozen_exits_instead_of_restarting(bed, tmp_path):
         assert "restarting as a standby" not in m1.log()
     finally:
         etcd.proc.send_signal(signal.SIGCONT)
+
+
+def test_acknowledged_through_the_stream_survives_the_leader(bed, tmp_path):
+    etcd, m1, m2, pool, _ = bed
+    isr = f"mooncake-store/{CLUSTER}/insync"
+    wait_for(lambda: f"127.0.0.1:{m2.port} " in etcd.get(isr),
+             timeout=30 * SCALE, what="m2 in the in-sync set")
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    for k in ("st_x", "st_y"):
+        cli(pool, "put", str(f), k)
+    # etcd frozen: the remove cannot reach the op log, only m2's buffer;
+    # it is acknowledged (within m1's lease) because m2 holds it.
+    etcd.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert remove_once(m1.port, "st_x",
+                           int.from_bytes(os.urandom(8), "little") | 1,
+                           FLAG_OPID) == (0, [0])
+        m1.procs.kill(m1.proc)
+    finally:
+        etcd.proc.send_signal(signal.SIGCONT)
+    wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
+    assert "entries of the last leader's stream into the log" in m2.log()
+    listing = cli(pool, "ls").stdout
+    assert "st_x" not in listing, listing
+    assert "st_y" in listing, listing

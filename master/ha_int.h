@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HA internals shared by ha.c (election, op log, following),
+ * ha_stream.c (the leader's stream of entries to its standbys, and the
+ * in-sync set in etcd) and ha_sbuf.c (a standby's side of the stream).
+ * docs/design.md, "Entries straight to standbys".
+ */
+#ifndef MST_HA_INT_H
+#define MST_HA_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcd_client.h"
+#include "ha.h"
+
+#define KEY_MAX 512
+#define SUB_MAX 256
+#define MEMBERS_MAX 8 /* standbys a leader streams to */
+
+struct mc_rpc_client;
+struct mc_rpc_server;
+
+/* An op log entry: its changeset and CRC-32C (db_log.c). */
+struct ship_ent {
+	struct ship_ent *next;
+	uint64_t seq;
+	size_t len;
+	void *data;
+};
+
+/* Leading: one standby the entries stream to. Fields below `mu:` are
+ * under the leader's q_mu. */
+struct ha_member {
+	struct mst_ha *ha;
+	char addr[200]; /* its RPC "host:port" (its standby key) */
+	struct mc_rpc_client *cli;
+	pthread_t thr;
+	bool running;
+	/* mu: */
+	uint64_t next; /* the next entry to send; 0: start over (reset) */
+	uint64_t held; /* the last entry it holds, as it answered */
+	uint64_t pin; /* the first entry of the call in flight, 0: none */
+	long long lease; /* its etcd lease as it answered (0: not yet) */
+	bool want; /* answers: it belongs in the in-sync set */
+	bool req; /* acknowledgements wait for it (it may be listed) */
+	bool sure; /* listed in the in-sync key, with this lease */
+	uint64_t fail_ms; /* mono ms of the first failed call in a row */
+};
+
+/* Following: what the leader streamed that the record lacks yet. */
+struct ha_sbuf {
+	pthread_mutex_t mu;
+	struct mc_rpc_server *srv;
+	bool open; /* taking entries */
+	uint64_t epoch; /* the stream's leader */
+	uint64_t first; /* seq of ent[0] */
+	struct ha_sbuf_ent {
+		void *data;
+		size_t len;
+	} * ent;
+	size_t n, cap, bytes;
+	long long (*lease)(void *arg); /* this standby's lease now */
+	void *lease_arg;
+};
+
+struct mst_ha {
+	struct etcd_client cli;
+	bool cli_ok;
+	unsigned ttl_s, poll_ms;
+	char *const *argv;
+	char prefix[240]; /* "mooncake-store/<cluster_id>/" */
+	char view[SUB_MAX], oplog[SUB_MAX], oplog_end[SUB_MAX];
+	char base_key[SUB_MAX], standby[SUB_MAX], standby_end[SUB_MAX];
+	char insync[SUB_MAX];
+	char me[KEY_MAX]; /* this master's standby key */
+	char admin_key[SUB_MAX];
+	const struct mc_auth_key *key;
+	char advertise[200];
+	char listen_host[200];
+	int listen_port;
+	atomic_llong lease; /* renewed by one thread, read by others */
+	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
+	atomic_llong epoch;
+	atomic_ullong deadline; /* mono ms: lead until then at most */
+	atomic_bool lost, stop;
+	atomic_bool stopping; /* the master is shutting down (mst_ha_stopping) */
+	struct mst_db *db; /* leading */
+	_Atomic uint64_t *until; /* the master's ha_until */
+	pthread_t thr;
+	bool running;
+	char leaders[SUB_MAX], leaders_end[SUB_MAX];
+	/* Group commit (leading): entries committed here stay in the window
+	 * (win_head..win_tail, in seq order) until they are in etcd and no
+	 * stream call uses them. The shipper writes those from ship_next on
+	 * in fenced etcd transactions; shipped is the last entry in etcd.
+	 * The members stream them to the standbys. */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv; /* shipper, members: entries, or stop */
+	pthread_cond_t done_cv; /* waiters: shipped or held moved, room, lost */
+	struct ship_ent *win_head, *win_tail, *ship_next;
+	size_t q_bytes; /* in the window */
+	uint64_t shipped;
+	bool ship_stop;
+	pthread_t ship_thr;
+	bool shipping;
+	char *stage; /* one transaction's values */
+	struct ha_member *members[MEMBERS_MAX];
+	size_t n_members;
+	pthread_mutex_t isr_mu; /* one in-sync key write at a time */
+	struct ha_sbuf sb; /* following */
+	uint64_t isr_epoch; /* following: the in-sync key's leader */
+};
+
+/* ha.c */
+void ha_sleep_ms(unsigned ms);
+
+/* ha_stream.c: leading. */
+/** Start streaming to standbys that appeared under standby/ (lead_main
+ *  calls it now and then). */
+void ha_stream_discover(struct mst_ha *ha);
+/** Stop every member (q_mu not held). */
+void ha_stream_stop(struct mst_ha *ha);
+/** Under q_mu: entry seq is held by every standby the in-sync key may
+ *  name, and the key names at least one, within the lease. */
+bool ha_stream_acked(struct mst_ha *ha, uint64_t seq);
+/** Under q_mu: the lowest entry a stream call in flight uses (UINT64_MAX
+ *  none). */
+uint64_t ha_stream_pinned(const struct mst_ha *ha);
+
+/* The in-sync key: "<epoch>\n" then "<host:port> <lease>\n" a member. */
+struct ha_isr {
+	uint64_t epoch;
+	size_t n;
+	struct {
+		char addr[200];
+		long long lease;
+	} m[MEMBERS_MAX];
+};
+/** Parse the key's value: 0 or -EBADMSG. */
+int ha_isr_parse(const char *val, size_t len, struct ha_isr *out);
+/**
+ * Following, master_view gone: whether this master may campaign. 1: the
+ * in-sync key is absent or empty, or names this master (with its lease),
+ * or names only masters whose standby key is gone (their entries may be
+ * lost: logged loudly); 0: an in-sync standby is alive and should win; or
+ * a code. ha->isr_epoch: the key's leader (0 none).
+ */
+int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen);
+
+/* ha_sbuf.c: following. */
+/** Listen on the RPC address for the leader's stream (a failure to
+ *  listen is logged: the standby then follows the etcd log only). */
+void ha_sbuf_start(struct mst_ha *ha);
+void ha_sbuf_stop(struct mst_ha *ha);
+/** Take entries or not (a record that led takes none until reconciled). */
+void ha_sbuf_set_open(struct ha_sbuf *sb, bool open);
+/** The record reached seq: entries up to it go. */
+void ha_sbuf_trim(struct ha_sbuf *sb, uint64_t seq);
+/** Close the stream and hand over what it holds beyond seq (a list, in
+ *  order, NULL none) and its epoch. */
+struct ship_ent *ha_sbuf_take(struct ha_sbuf *sb, uint64_t seq,
+			      uint64_t *epoch);
+/**
+ * One HaAppend (the codec's decoded fields): 0 (*held set), -1011 (not
+ * taking entries: closed, an older epoch, or full) or -600 (a gap, an
+ * entry that fails its CRC: start over with reset). Fuzzed.
+ */
+int ha_sbuf_append(struct ha_sbuf *sb, uint64_t epoch, uint64_t first,
+		   uint64_t logged, bool reset, const struct ha_sbuf_ent *ents,
+		   size_t n, uint64_t *held);
+void ha_sbuf_init(struct ha_sbuf *sb);
+void ha_sbuf_fini(struct ha_sbuf *sb);
+
+#endif
