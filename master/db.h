@@ -82,6 +82,20 @@ uint64_t mst_db_log_seq(const struct mst_db *db);
  */
 int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 		     size_t len);
+/** One entry of mst_db_log_apply_many(). */
+struct mst_db_log_ref {
+	const void *cs; /* changeset and CRC-32C, as mst_db_log_apply */
+	size_t len;
+};
+/**
+ * Apply entries first..first+n-1 (first: the next one) as one: their
+ * changesets combined (sqlite's changegroup), in one transaction, so a
+ * standby pays sqlite's per-apply statement preparation once per batch.
+ * Should the combination fail, each is applied alone. 0 or a code as
+ * mst_db_log_apply (then mst_db_log_seq() says how far it got).
+ */
+int mst_db_log_apply_many(struct mst_db *db, uint64_t first,
+			  const struct mst_db_log_ref *e, size_t n);
 
 /*
  * Request ids (HA): the id of the request being served goes into the

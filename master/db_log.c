@@ -311,13 +311,10 @@ static int check_changeset(const struct mst_db *db, const void *cs, int len)
 	return rc == SQLITE_DONE ? 0 : -EBADMSG;
 }
 
-int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
-		     size_t len)
+/* An entry's changeset, checked: its length, or -EBADMSG / -EMSGSIZE. */
+static int entry_check(struct mst_db *db, uint64_t seq, const void *cs,
+		       size_t len)
 {
-	int rc;
-
-	if (seq != db->log_seq + 1)
-		return -ESPIPE;
 	if (len > INT32_MAX)
 		return -EMSGSIZE;
 	/* sqlite's changeset reader is no parser of hostile bytes (3.40
@@ -329,16 +326,80 @@ int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 			   (unsigned long long)seq);
 		return -EBADMSG;
 	}
-	len -= 4;
-	rc = check_changeset(db, cs, (int)len);
-	if (rc) {
+	if (check_changeset(db, cs, (int)(len - 4))) {
 		mc_log_err("master",
 			   "op log: entry %llu is no change to this "
 			   "record (a table or column this master does not "
 			   "have)",
 			   (unsigned long long)seq);
-		return rc;
+		return -EBADMSG;
 	}
+	return (int)(len - 4);
+}
+
+int mst_db_log_apply_many(struct mst_db *db, uint64_t first,
+			  const struct mst_db_log_ref *e, size_t n)
+{
+	sqlite3_changegroup *g = NULL;
+	void *cs = NULL;
+	int len = 0, rc;
+	uint64_t last = first + n - 1;
+
+	if (!n)
+		return 0;
+	if (first != db->log_seq + 1)
+		return -ESPIPE;
+	if (n == 1)
+		return mst_db_log_apply(db, first, e[0].cs, e[0].len);
+	rc = sqlite3changegroup_new(&g) == SQLITE_OK ? 0 : -ENOMEM;
+	for (size_t i = 0; !rc && i < n; i++) {
+		int l = entry_check(db, first + i, e[i].cs, e[i].len);
+
+		if (l < 0)
+			rc = l;
+		else if (sqlite3changegroup_add(g, l, (void *)e[i].cs) !=
+			 SQLITE_OK)
+			rc = -EBADMSG;
+	}
+	if (!rc && sqlite3changegroup_output(g, &len, &cs) != SQLITE_OK)
+		rc = -EBADMSG;
+	sqlite3changegroup_delete(g);
+	if (!rc)
+		rc = mst_db_begin(db);
+	if (!rc && sqlite3changeset_apply(db->h, len, cs, NULL, on_conflict,
+					  NULL) != SQLITE_OK) {
+		mst_db_rollback(db);
+		rc = -EBADMSG;
+	} else if (!rc) {
+		rc = set_seq(db, last);
+		if (rc)
+			mst_db_rollback(db);
+		else
+			rc = mst_db_commit(db);
+		if (!rc)
+			db->log_seq = last;
+	}
+	sqlite3_free(cs);
+	if (rc == -EBADMSG || rc == -ENOMEM) {
+		/* One at a time says which entry, and applies those before. */
+		rc = 0;
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = mst_db_log_apply(db, first + i, e[i].cs, e[i].len);
+	}
+	return rc;
+}
+
+int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
+		     size_t len)
+{
+	int rc;
+
+	if (seq != db->log_seq + 1)
+		return -ESPIPE;
+	rc = entry_check(db, seq, cs, len);
+	if (rc < 0)
+		return rc;
+	len = (size_t)rc;
 	rc = mst_db_begin(db);
 	if (rc)
 		return rc;

@@ -30,6 +30,7 @@
 #define CLUSTER_MAX 200
 #define TXN_OPS 120 /* etcd's default --max-txn-ops is 128 */
 #define QUEUE_MAX (64u << 20) /* bytes committed, not shipped: then wait */
+#define SHIP_LAZY_MS 100u /* gather entries this long when in sync */
 
 /* One transaction of the shipper: parts of entries, each an etcd put. */
 struct txn {
@@ -315,8 +316,9 @@ static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
 {
 	struct tail t = { 0 };
 	struct mc_etcd_kv *kvs = NULL;
-	char from[KEY_MAX];
-	size_t n = 0;
+	struct mst_db_log_ref *refs = NULL;
+	char from[KEY_MAX], **owned = NULL;
+	size_t n = 0, nref = 0, nown = 0;
 	uint64_t next = mst_db_log_seq(db) + 1, base;
 	int rc;
 
@@ -346,6 +348,12 @@ static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
 			goto out;
 	}
 	t.seq = next;
+	refs = calloc(n, sizeof(*refs));
+	owned = calloc(n, sizeof(*owned));
+	if (!refs || !owned) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint64_t seq;
 		unsigned part;
@@ -360,26 +368,41 @@ static int tail_once(struct mst_ha *ha, struct mst_db *db, bool *more,
 			*more = false;
 			break;
 		}
+		if (!part && kvs[i].len && kvs[i].val[0] == 1) {
+			/* A whole entry in one part: used where it is. */
+			refs[nref].cs = kvs[i].val + 1;
+			refs[nref++].len = kvs[i].len - 1;
+			t.seq = seq + 1;
+			continue;
+		}
 		rc = gather(&t, &kvs[i], &last);
 		if (rc)
 			break;
 		if (!last)
 			continue;
-		rc = mst_db_log_apply(db, seq, t.buf, t.len);
+		owned[nown++] = t.buf;
+		refs[nref].cs = t.buf;
+		refs[nref++].len = t.len;
+		t = (struct tail){ .seq = seq + 1 };
+	}
+	if (!rc && nref) {
+		/* The batch as one sqlite transaction (and one statement
+		 * preparation): a standby keeps up with a busy leader. */
+		rc = mst_db_log_apply_many(db, next, refs, nref);
 		if (rc) {
 			snprintf(err, errlen,
-				 "applying op log entry %" PRIu64 ": %s", seq,
-				 mc_strerror(rc));
+				 "applying op log entry %" PRIu64 ": %s",
+				 mst_db_log_seq(db) + 1, mc_strerror(rc));
 			/* An entry this record cannot take: copy the
 			 * leader's (the caller does). */
 			rc = rc == -ENOMEM ? rc : -EBADMSG;
-			break;
 		}
-		t.seq = seq + 1;
-		t.len = 0;
-		t.parts = 0;
 	}
 out:
+	for (size_t i = 0; owned && i < nown; i++)
+		free(owned[i]);
+	free(owned);
+	free(refs);
 	free(t.buf);
 	mc_etcd_kvs_free(kvs, n);
 	return rc;
@@ -574,9 +597,12 @@ static int adopt_stream(struct mst_ha *ha, struct mst_db *db, char *err,
 		rc = -EAGAIN;
 	}
 	free(t);
-	free_list(list);
-	if (rc < 0)
+	if (rc < 0) {
+		/* Kept for the next try (or for whoever wins instead). */
+		ha_sbuf_restore(&ha->sb, epoch, list);
 		return rc;
+	}
+	free_list(list);
 	rc = tail_all(ha, db, err, errlen);
 	if (!rc && mst_db_log_seq(db) < seq + n) {
 		snprintf(err, errlen,
@@ -801,6 +827,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 	struct mst_db *db = NULL;
 	struct mc_etcd_kv view = { 0 };
 	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0, led;
+	long long shown_lease = 0;
 	uint64_t absent_since = 0; /* mono ms master_view was first seen gone */
 	char e2[MC_ERR_LEN] = "";
 	int rc;
@@ -862,11 +889,16 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 		}
 		if (rc == 1) /* led, not resolved: campaign, do not follow */
 			rc = 0;
-		else if (!rc && shown != mst_db_log_seq(db)) {
+		else if (!rc && (shown != mst_db_log_seq(db) ||
+				 shown_lease != atomic_load(&ha->lease))) {
+			/* Again under a new lease too: the key is what tells
+			 * others this standby (its buffer) is alive. */
 			rc = put_standby(ha, mst_db_log_seq(db), e2,
 					 sizeof(e2));
-			if (!rc)
+			if (!rc) {
 				shown = mst_db_log_seq(db);
+				shown_lease = atomic_load(&ha->lease);
+			}
 		}
 		if (!rc) {
 			mc_etcd_kv_clear(&view);
@@ -886,11 +918,14 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 				/* Only a master that holds every change
 				 * acknowledged through the stream may win. */
 				rc = ha_isr_may_campaign(ha, e2, sizeof(e2));
+			else if (rc == 1 && atomic_load(&ha->epoch) &&
+				 view.create_rev == atomic_load(&ha->epoch))
+				rc = 2; /* ours: a takeover that failed */
 			else
 				rc = rc > 0 ? 0 : rc;
 			if (rc == 1)
 				rc = campaign(ha, e2, sizeof(e2));
-			if (rc == 1) {
+			if (rc == 1 || rc == 2) {
 				rc = take_over(ha, db, &led, e2, sizeof(e2));
 				if (!rc)
 					break;
@@ -1183,6 +1218,13 @@ static void *ship_main(void *arg)
 			pthread_cond_wait(&ha->q_cv, &ha->q_mu);
 		if (atomic_load(&ha->lost) || !ha->ship_next)
 			break; /* lost, or stopping with nothing left */
+		if (!ha->ship_stop && ha_stream_healthy(ha)) {
+			/* Changes are acknowledged through the stream: no
+			 * hurry, so fewer and bigger etcd writes. */
+			pthread_mutex_unlock(&ha->q_mu);
+			ha_sleep_ms(SHIP_LAZY_MS);
+			pthread_mutex_lock(&ha->q_mu);
+		}
 		/* Entries from ship_next on stay in the window (and are not
 		 * changed) until shipped is past them. */
 		first = ha->ship_next;

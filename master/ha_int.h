@@ -49,6 +49,8 @@ struct ha_member {
 	bool req; /* acknowledgements wait for it (it may be listed) */
 	bool sure; /* listed in the in-sync key, with this lease */
 	uint64_t fail_ms; /* mono ms of the first failed call in a row */
+	bool gone; /* its standby key is gone: end once out of the set */
+	bool done; /* its thread ended */
 };
 
 /* Following: what the leader streamed that the record lacks yet. */
@@ -119,14 +121,18 @@ struct mst_ha {
 void ha_sleep_ms(unsigned ms);
 
 /* ha_stream.c: leading. */
-/** Start streaming to standbys that appeared under standby/ (lead_main
- *  calls it now and then). */
+/** Start streaming to standbys that appeared under standby/, and end it
+ *  for those gone and out of the in-sync set (lead_main calls it now and
+ *  then). */
 void ha_stream_discover(struct mst_ha *ha);
 /** Stop every member (q_mu not held). */
 void ha_stream_stop(struct mst_ha *ha);
 /** Under q_mu: entry seq is held by every standby the in-sync key may
  *  name, and the key names at least one, within the lease. */
 bool ha_stream_acked(struct mst_ha *ha, uint64_t seq);
+/** Under q_mu: every standby acknowledgements wait for answers, and the
+ *  in-sync key names one (changes are acknowledged through the stream). */
+bool ha_stream_healthy(const struct mst_ha *ha);
 /** Under q_mu: the lowest entry a stream call in flight uses (UINT64_MAX
  *  none). */
 uint64_t ha_stream_pinned(const struct mst_ha *ha);
@@ -169,6 +175,9 @@ struct ship_ent *ha_sbuf_take(struct ha_sbuf *sb, uint64_t seq,
  * taking entries: closed, an older epoch, or full) or -600 (a gap, an
  * entry that fails its CRC: start over with reset). Fuzzed.
  */
+/** Taking over failed: the list goes back (taken) and entries are taken
+ *  again. */
+void ha_sbuf_restore(struct ha_sbuf *sb, uint64_t epoch, struct ship_ent *list);
 int ha_sbuf_append(struct ha_sbuf *sb, uint64_t epoch, uint64_t first,
 		   uint64_t logged, bool reset, const struct ha_sbuf_ent *ents,
 		   size_t n, uint64_t *held);

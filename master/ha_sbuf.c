@@ -173,6 +173,45 @@ struct ship_ent *ha_sbuf_take(struct ha_sbuf *sb, uint64_t seq, uint64_t *epoch)
 	return head;
 }
 
+void ha_sbuf_restore(struct ha_sbuf *sb, uint64_t epoch, struct ship_ent *list)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&sb->mu);
+	for (struct ship_ent *e = list; e; e = e->next)
+		n++;
+	if (!sb->n && n > sb->cap) {
+		void *p = realloc(sb->ent, n * sizeof(*sb->ent));
+
+		if (p) {
+			sb->ent = p;
+			sb->cap = n;
+		}
+	}
+	if (!sb->n && n && n <= sb->cap) {
+		/* As it was before ha_sbuf_take (nothing came meanwhile: it
+		 * was closed). */
+		sb->epoch = epoch;
+		sb->first = list->seq;
+		for (struct ship_ent *e = list; e; e = e->next) {
+			sb->ent[sb->n].data = e->data;
+			sb->ent[sb->n].len = e->len;
+			sb->bytes += e->len;
+			sb->n++;
+			e->data = NULL;
+		}
+	}
+	sb->open = true;
+	pthread_mutex_unlock(&sb->mu);
+	while (list) {
+		struct ship_ent *next = list->next;
+
+		free(list->data);
+		free(list);
+		list = next;
+	}
+}
+
 static int handle(void *arg, const struct mc_rpc_hdr *h, const uint8_t *body,
 		  uint8_t **frame, size_t *len)
 {

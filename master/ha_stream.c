@@ -137,6 +137,20 @@ bool ha_stream_acked(struct mst_ha *ha, uint64_t seq)
 	return any && mst_now() < atomic_load(&ha->deadline);
 }
 
+bool ha_stream_healthy(const struct mst_ha *ha)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < ha->n_members; i++) {
+		const struct ha_member *m = ha->members[i];
+
+		if (m->req && (m->fail_ms || !m->sure))
+			return false;
+		any |= m->sure;
+	}
+	return any;
+}
+
 uint64_t ha_stream_pinned(const struct mst_ha *ha)
 {
 	uint64_t low = UINT64_MAX;
@@ -269,7 +283,7 @@ static void *member_main(void *arg)
 	if (!bins)
 		return NULL;
 	pthread_mutex_lock(&ha->q_mu);
-	while (!quitting(ha)) {
+	while (!quitting(ha) && !(m->gone && !m->req && !m->want)) {
 		Mcrpc__HaAppendRequest q = MCRPC__HA_APPEND_REQUEST__INIT;
 		Mcrpc__HaAppendResponse *r = NULL;
 		uint64_t sent_to;
@@ -299,6 +313,7 @@ static void *member_main(void *arg)
 			 * a connect every 200 ms). */
 			timed_wait(&ha->done_cv, &ha->q_mu, 200);
 	}
+	m->done = true;
 	pthread_mutex_unlock(&ha->q_mu);
 	free(bins);
 	return NULL;
@@ -321,6 +336,8 @@ static void add_member(struct mst_ha *ha, const char *addr)
 	}
 	if (ha->key)
 		mc_rpc_client_set_auth(m->cli, ha->key);
+	/* No spinning for answers: the standby may need this very CPU. */
+	mc_rpc_client_set_busy_poll(m->cli, 0);
 	m->ha = ha;
 	snprintf(m->addr, sizeof(m->addr), "%s", addr);
 	pthread_mutex_lock(&ha->q_mu);
@@ -330,10 +347,18 @@ static void add_member(struct mst_ha *ha, const char *addr)
 	mc_log_info("master", "HA: streaming entries to standby %s", addr);
 }
 
+static void free_member(struct ha_member *m)
+{
+	if (m->running)
+		pthread_join(m->thr, NULL);
+	mc_rpc_client_destroy(m->cli);
+	free(m);
+}
+
 void ha_stream_discover(struct mst_ha *ha)
 {
 	struct mc_etcd_kv *kvs = NULL;
-	size_t n = 0, pl = strlen(ha->standby);
+	size_t n = 0, pl = strlen(ha->standby), k = 0;
 	bool more;
 	char err[MC_ERR_LEN] = "";
 
@@ -343,6 +368,29 @@ void ha_stream_discover(struct mst_ha *ha)
 	for (size_t i = 0; i < n; i++)
 		if (strlen(kvs[i].key) > pl)
 			add_member(ha, kvs[i].key + pl);
+	/* Standbys gone for good (their key expired) leave once out of the
+	 * set; one that comes back is added again. */
+	pthread_mutex_lock(&ha->isr_mu);
+	pthread_mutex_lock(&ha->q_mu);
+	for (size_t i = 0; i < ha->n_members; i++) {
+		struct ha_member *m = ha->members[i];
+		bool seen = false;
+
+		for (size_t j = 0; j < n && !seen; j++)
+			seen = strlen(kvs[j].key) > pl &&
+			       !strcmp(kvs[j].key + pl, m->addr);
+		m->gone = !seen && !more;
+		if (m->done) {
+			mc_log_info("master", "HA: no longer streaming to %s",
+				    m->addr);
+			free_member(m); /* its thread has ended */
+			continue;
+		}
+		ha->members[k++] = m;
+	}
+	ha->n_members = k;
+	pthread_mutex_unlock(&ha->q_mu);
+	pthread_mutex_unlock(&ha->isr_mu);
 	mc_etcd_kvs_free(kvs, n);
 }
 
@@ -353,14 +401,8 @@ void ha_stream_stop(struct mst_ha *ha)
 	pthread_cond_broadcast(&ha->q_cv);
 	pthread_cond_broadcast(&ha->done_cv);
 	pthread_mutex_unlock(&ha->q_mu);
-	for (size_t i = 0; i < ha->n_members; i++) {
-		struct ha_member *m = ha->members[i];
-
-		if (m->running)
-			pthread_join(m->thr, NULL);
-		mc_rpc_client_destroy(m->cli);
-		free(m);
-	}
+	for (size_t i = 0; i < ha->n_members; i++)
+		free_member(ha->members[i]);
 	ha->n_members = 0;
 }
 
