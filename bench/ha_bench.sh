@@ -6,7 +6,8 @@
 #
 #   rates     store_bench (same host, 1 and 4 processes) against one master without
 #             HA and against an HA pair (leader + standby on a 3-member etcd
-#             cluster, clients given the etcd:// address), interleaved
+#             cluster, clients given the etcd:// address; measured once the
+#             standby is in the in-sync set), interleaved
 #             ROUNDS times; the median of the per-round ratios HA/no-HA per
 #             case. Targets: batch puts within 30%, gets within 5%.
 #   failover  a client loop (the mooncake CLI: one put and one get of a
@@ -141,6 +142,14 @@ rates() {
 		wait_file "$W/hl$r.port"
 		read -r l2 _ < <(ha_master "hs$r" "rates$r" 5)
 		c=$(MOONCAKE_CLUSTER_ID="rates$r" member "mh$r" "etcd://$ETCD")
+		# Measure with the standby in sync (it takes the leader's
+		# stream; docs/design.md "Entries straight to standbys").
+		for _ in $(seq 100); do
+			ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${EC[0]}" \
+				get "mooncake-store/rates$r/insync" --print-value-only |
+				grep -q ' ' && break
+			sleep 0.1
+		done
 		MOONCAKE_CLUSTER_ID="rates$r" sb "etcd://$ETCD" >"$W/on.$r"
 		stop "$c"; stop "$l2"; stop "$l1"
 		echo "round $r done" >&2

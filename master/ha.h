@@ -19,6 +19,13 @@
  *   P master_admin         the leader's admin HTTP "host:port": a standby
  *                          the log no longer reaches (new, or away too
  *                          long) copies the record from its /ha/snapshot
+ *   P insync               the standbys that hold every entry the leader
+ *                          acknowledged without etcd (ha_stream.c)
+ *
+ * The leader also streams each entry to its standbys (HaAppend on their
+ * RPC address, ha_stream.c / ha_sbuf.c) and acknowledges a change once
+ * it is in etcd or every in-sync standby holds it; only an in-sync
+ * standby may win next, and it writes what it holds into the log first.
  *
  * A standby applies the log to its own sqlite record as it grows and
  * campaigns when master_view is gone; once elected it reads the log to
