@@ -34,7 +34,8 @@ static void drop_front(struct ha_sbuf *sb, size_t k)
 		sb->bytes -= sb->ent[i].len;
 		free(sb->ent[i].data);
 	}
-	memmove(sb->ent, sb->ent + k, (sb->n - k) * sizeof(sb->ent[0]));
+	if (sb->n > k)
+		memmove(sb->ent, sb->ent + k, (sb->n - k) * sizeof(sb->ent[0]));
 	sb->n -= k;
 	sb->first += k;
 }

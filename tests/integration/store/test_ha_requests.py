@@ -5,8 +5,8 @@ docs/design.md "High availability"):
   takes over when the leader is killed: every acknowledged object is still
   there, with its bytes, for clients given the etcd:// address;
 - group commit: a change the leader committed but could not get into the op
-  log (its master_view taken away) is never acknowledged, and the deposed leader's record
-  that holds it is reconciled before it follows or leads again: it copies
+  log (its master_view taken away, the standby dead) is never acknowledged,
+  and the deposed leader's record that holds it is reconciled before it follows or leads again: it copies
   the next leader's record, or, when it wins again, every standby copies
   its record;
 - entries straight to standbys: with etcd frozen, a change the in-sync
@@ -27,12 +27,13 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 
 import pytest
 
-from ha_pool import Etcd, HaMaster, Pool
+from ha_pool import ETCDCTL, Etcd, HaMaster, Pool
 from mctest import SCALE, wait_for
 from pool import Member, cli
 
@@ -203,20 +204,38 @@ def test_new_standby_copies_the_record_the_log_no_longer_reaches(
     assert out.read_bytes() == f.read_bytes()
 
 
+def wait_logged(etcd, standby):
+    """Until the standby has applied every entry of the etcd op log, and
+    the log has the leader's entries (written every 100 ms while a standby
+    acknowledges through the stream)."""
+    time.sleep(1)
+    keys = subprocess.run(
+        [ETCDCTL, "--endpoints", etcd.addr, "get", "--prefix", "--keys-only",
+         f"mooncake-store/{CLUSTER}/oplog/"], capture_output=True, text=True,
+        timeout=30, env=dict(os.environ, ETCDCTL_API="3")).stdout.split()
+    last = max(int(k.rsplit("/", 2)[-2]) for k in keys)
+    key = f"mooncake-store/{CLUSTER}/standby/127.0.0.1:{standby.port}"
+    wait_for(lambda: int(etcd.get(key) or "0") >= last, timeout=30 * SCALE,
+             what=f"the standby at op log entry {last}")
+
+
 def remove_unshipped(bed, tmp_path):
-    """Put gc_x and gc_y; then, with the standby m2 held back (SIGSTOP),
-    take master_view from the leader m1 behind its back and remove gc_x
-    there: m1 commits the remove in its record, its op log write is
-    refused (fenced), so the client is never told it is done and m1
-    restarts as a standby whose record holds a change the log lacks.
-    Returns the file put."""
+    """Put gc_x and gc_y; then, with the standby m2 killed (once it holds
+    everything), take master_view from the leader m1 behind its back and
+    remove gc_x there: m1 commits the remove in its record, its op log
+    write is refused (fenced) and no standby holds it, so the client is
+    never told it is done and m1 restarts as a standby whose record holds
+    a change the log lacks. Returns the file put."""
     etcd, leader, standby, pool, _ = bed
     key = "gc_x"
     f = tmp_path / "obj"
     f.write_bytes(os.urandom(8192))
     for k in ("gc_x", "gc_y"):
         cli(pool, "put", str(f), k)
-    standby.proc.send_signal(signal.SIGSTOP)
+    wait_logged(etcd, standby)
+    # Killed, not stopped: a stopped standby's socket would still take
+    # the leader's stream, and the remove could live on in it.
+    standby.procs.kill(standby.proc)
     etcd.delete(f"mooncake-store/{CLUSTER}/master_view")
     code, res = remove_once(leader.port, key,
                             int.from_bytes(os.urandom(8), "little") | 1,
@@ -235,10 +254,10 @@ def test_deposed_leader_with_unshipped_change_copies_next_leaders_record(
         bed, tmp_path):
     _, m1, m2, pool, _ = bed
     f = remove_unshipped(bed, tmp_path)
-    # m1 dies (it may have been elected again already); m2 wins; m1
-    # starts again on its record.
+    # m1 dies (it may have been elected again already); m2 comes back and
+    # wins; m1 starts again on its record.
     m1.procs.kill(m1.proc)
-    m2.proc.send_signal(signal.SIGCONT)
+    m2.start()
     wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
     m1.start()
     # m1's record removed "gc_x", m2's log never did: m1 copies m2's.
@@ -259,14 +278,15 @@ def test_reelected_leader_with_unshipped_change_makes_standbys_copy(
         bed, tmp_path):
     _, m1, m2, pool, _ = bed
     f = remove_unshipped(bed, tmp_path)
-    # m1 wins again while m2 is held back: its record (without "gc_x") is
-    # now the truth, and the log starts after it.
+    # m1 wins again while m2 is away: its record (without "gc_x") is now
+    # the truth, and the log starts after it.
     wait_for(m1.leading, timeout=30 * SCALE, what="m1 elected again")
     assert "may hold changes the log lacks" in m1.log()
-    m2.proc.send_signal(signal.SIGCONT)
+    m2.start()
     wait_for(lambda: "record replaced by the leader's copy" in m2.log(),
              timeout=30 * SCALE, what="m2 copies m1's record")
     cli(pool, "put", str(f), "gc_z")
+    wait_logged(bed[0], m2)
     m1.procs.kill(m1.proc)
     wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
     listing = cli(pool, "ls").stdout
