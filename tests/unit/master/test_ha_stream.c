@@ -56,15 +56,13 @@ Test(ha_sbuf, reset_then_runs_and_gaps)
 	/* The same entries again (a retried call), then the next ones. */
 	cr_assert_eq(ha_sbuf_append(&sb, 7, 10, 9, false, e, 2, &held), 0);
 	cr_assert_eq(held, 11);
-	cr_assert_eq(ha_sbuf_append(&sb, 7, 12, 9, false, e + 2, 1, &held),
-		     0);
+	cr_assert_eq(ha_sbuf_append(&sb, 7, 12, 9, false, e + 2, 1, &held), 0);
 	cr_assert_eq(held, 12);
 	/* A gap is refused (start over). */
 	cr_assert_eq(ha_sbuf_append(&sb, 7, 14, 9, false, e + 3, 1, &held),
 		     INVAL);
 	/* ... unless the log holds what is missing. */
-	cr_assert_eq(ha_sbuf_append(&sb, 7, 14, 13, false, e + 3, 1, &held),
-		     0);
+	cr_assert_eq(ha_sbuf_append(&sb, 7, 14, 13, false, e + 3, 1, &held), 0);
 	cr_assert_eq(held, 14);
 	cr_assert_eq(sb.first, 14);
 	cr_assert_eq(sb.n, 1);
@@ -79,8 +77,7 @@ Test(ha_sbuf, epochs_closed_and_damage)
 
 	cr_assert_eq(ha_sbuf_append(&sb, 7, 1, 0, true, e, 1, &held), 0);
 	/* An older leader is refused; a newer one must start over. */
-	cr_assert_eq(ha_sbuf_append(&sb, 6, 1, 0, true, e, 1, &held),
-		     UNAVAIL);
+	cr_assert_eq(ha_sbuf_append(&sb, 6, 1, 0, true, e, 1, &held), UNAVAIL);
 	cr_assert_eq(ha_sbuf_append(&sb, 8, 2, 0, false, e + 1, 1, &held),
 		     INVAL);
 	cr_assert_eq(ha_sbuf_append(&sb, 8, 1, 0, true, e, 2, &held), 0);
@@ -92,8 +89,7 @@ Test(ha_sbuf, epochs_closed_and_damage)
 	cr_assert_eq(sb.n, 2);
 	/* Closed (taking over): nothing is taken. */
 	ha_sbuf_set_open(&sb, false);
-	cr_assert_eq(ha_sbuf_append(&sb, 8, 3, 0, false, e, 1, &held),
-		     UNAVAIL);
+	cr_assert_eq(ha_sbuf_append(&sb, 8, 3, 0, false, e, 1, &held), UNAVAIL);
 }
 
 Test(ha_sbuf, take_trims_and_restore_gives_back)
@@ -111,8 +107,8 @@ Test(ha_sbuf, take_trims_and_restore_gives_back)
 		cr_assert_eq(memcmp(x->data, blobs[want - 5], 8), 0);
 	}
 	cr_assert_eq(want, 8);
-	cr_assert_eq(ha_sbuf_append(&sb, 9, 8, 4, false, e, 1, &held),
-		     UNAVAIL, "closed by take");
+	cr_assert_eq(ha_sbuf_append(&sb, 9, 8, 4, false, e, 1, &held), UNAVAIL,
+		     "closed by take");
 	/* Taking over failed: the entries come back, and it takes more. */
 	ha_sbuf_restore(&sb, epoch, list);
 	cr_assert_eq(sb.first, 6);
