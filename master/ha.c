@@ -821,6 +821,26 @@ int mst_ha_publish_admin(struct mst_ha *ha, const char *hostport)
 	return rc < 0 ? rc : 0;
 }
 
+/*
+ * Every in-sync standby is gone with the leader. The record that led
+ * (led) holds every change acknowledged through them, and campaigns a
+ * lease's time after master_view went; any other master waits twice that,
+ * so a former leader that comes back in time wins, and otherwise some
+ * master leads, without what only the stream held. 1: campaign now.
+ */
+static int unclean(struct mst_ha *ha, uint64_t led, uint64_t absent_ms)
+{
+	if (!led && absent_ms < 2000ull * ha->ttl_s)
+		return 0;
+	mc_log_warn("master",
+		    "HA: every in-sync standby of epoch %" PRIu64
+		    " is gone%s: changes acknowledged through them but not "
+		    "yet in the etcd log may be lost",
+		    ha->isr_epoch,
+		    led ? "" : " and the last leader did not come back");
+	return 1;
+}
+
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
@@ -914,12 +934,15 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 			if (rc == 0 && led &&
 			    now - absent_since < ha->ttl_s * 1000ull)
 				rc = 0;
-			else if (rc == 0)
+			else if (rc == 0) {
 				/* Only a master that holds every change
 				 * acknowledged through the stream may win. */
 				rc = ha_isr_may_campaign(ha, e2, sizeof(e2));
-			else if (rc == 1 && atomic_load(&ha->epoch) &&
-				 view.create_rev == atomic_load(&ha->epoch))
+				if (rc == 2)
+					rc = unclean(ha, led,
+						     now - absent_since);
+			} else if (rc == 1 && atomic_load(&ha->epoch) &&
+				   view.create_rev == atomic_load(&ha->epoch))
 				rc = 2; /* ours: a takeover that failed */
 			else
 				rc = rc > 0 ? 0 : rc;

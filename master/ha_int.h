@@ -150,10 +150,12 @@ struct ha_isr {
 int ha_isr_parse(const char *val, size_t len, struct ha_isr *out);
 /**
  * Following, master_view gone: whether this master may campaign. 1: the
- * in-sync key is absent or empty, or names this master (with its lease),
- * or names only masters whose standby key is gone (their entries may be
- * lost: logged loudly); 0: an in-sync standby is alive and should win; or
- * a code. ha->isr_epoch: the key's leader (0 none).
+ * in-sync key is absent or empty, or names this master (with its lease);
+ * 2: it names only masters whose standby key is gone (entries
+ * acknowledged through them only are lost unless the record that led
+ * comes back: the caller gives that record a head start); 0: an in-sync
+ * standby is alive and should win; or a code. ha->isr_epoch: the key's
+ * leader (0 none).
  */
 int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen);
 

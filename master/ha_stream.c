@@ -444,10 +444,5 @@ int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen)
 		}
 		mc_etcd_kv_clear(&kv);
 	}
-	mc_log_warn("master",
-		    "HA: every in-sync standby of epoch %" PRIu64
-		    " is gone: changes acknowledged through them but not "
-		    "yet in the etcd log may be lost",
-		    isr.epoch);
-	return 1;
+	return 2; /* every in-sync standby is gone */
 }

@@ -107,6 +107,13 @@ def test_xattrs(mnt, tmp_path):
     assert os.getxattr(mnt.kv / "xa", "user.mooncake.pins") == b"none"
     with open(mnt.kv / "xa", "rb") as f:
         f.read(1)
+        # The writer's RELEASE reaches the mount after its close()
+        # returns (FUSE sends it asynchronously): its hold may still
+        # count for a moment.
+        deadline = time.monotonic() + 10
+        while (os.getxattr(mnt.kv / "xa", "user.mooncake.holds") != b"1"
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         assert os.getxattr(mnt.kv / "xa", "user.mooncake.holds") == b"1"
 
 
