@@ -20,6 +20,7 @@
 #include "mc_auth_http.h"
 #include "mc_cfg.h"
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 
@@ -39,6 +40,17 @@ struct txn {
 	size_t n, bytes;
 	uint64_t done; /* the last entry whose last part is in it, 0 none */
 };
+
+void ha_free_list(struct ship_ent *e)
+{
+	while (e) {
+		struct ship_ent *next = e->next;
+
+		free(e->data);
+		free(e);
+		e = next;
+	}
+}
 
 void ha_sleep_ms(unsigned ms)
 {
@@ -547,7 +559,6 @@ static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
 
 static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e,
 		     const struct ship_ent *last);
-static void free_list(struct ship_ent *e);
 
 /*
  * Elected, holding entries of the last leader's stream that the log
@@ -577,7 +588,7 @@ static int adopt_stream(struct mst_ha *ha, struct mst_db *db, char *err,
 			    "; the in-sync set's is %" PRIu64
 			    ", the record is at %" PRIu64 ")",
 			    list->seq, epoch, ha->isr_epoch, seq);
-		free_list(list);
+		ha_free_list(list);
 		return 0;
 	}
 	for (last = list, n = 1; last->next; last = last->next)
@@ -602,7 +613,7 @@ static int adopt_stream(struct mst_ha *ha, struct mst_db *db, char *err,
 		ha_sbuf_restore(&ha->sb, epoch, list);
 		return rc;
 	}
-	free_list(list);
+	ha_free_list(list);
 	rc = tail_all(ha, db, err, errlen);
 	if (!rc && mst_db_log_seq(db) < seq + n) {
 		snprintf(err, errlen,
@@ -1084,14 +1095,8 @@ static int wait_shipped(void *arg, uint64_t seq)
 	pthread_mutex_lock(&ha->q_mu);
 	while (ha->shipped < seq && !ha_stream_acked(ha, seq) &&
 	       !atomic_load(&ha->lost)) {
-		struct timespec ts;
+		struct timespec ts = mc_mono_deadline(100);
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		(void)pthread_cond_timedwait(&ha->done_cv, &ha->q_mu, &ts);
 	}
 	rc = ha->shipped >= seq || ha_stream_acked(ha, seq) ?
@@ -1207,17 +1212,6 @@ static int ship_list(struct mst_ha *ha, struct txn *t, struct ship_ent *e,
 		} while (off < e->len);
 	}
 	return t->n ? send_txn(ha, t) : 0;
-}
-
-static void free_list(struct ship_ent *e)
-{
-	while (e) {
-		struct ship_ent *next = e->next;
-
-		free(e->data);
-		free(e);
-		e = next;
-	}
 }
 
 /* The shipper: whatever is committed goes out together; commits made

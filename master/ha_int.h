@@ -119,6 +119,8 @@ struct mst_ha {
 
 /* ha.c */
 void ha_sleep_ms(unsigned ms);
+/** Free a list of entries and their data. */
+void ha_free_list(struct ship_ent *e);
 
 /* ha_stream.c: leading. */
 /** Start streaming to standbys that appeared under standby/, and end it

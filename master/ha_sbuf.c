@@ -204,13 +204,7 @@ void ha_sbuf_restore(struct ha_sbuf *sb, uint64_t epoch, struct ship_ent *list)
 	}
 	sb->open = true;
 	pthread_mutex_unlock(&sb->mu);
-	while (list) {
-		struct ship_ent *next = list->next;
-
-		free(list->data);
-		free(list);
-		list = next;
-	}
+	ha_free_list(list); /* what was taken above has data NULL */
 }
 
 static int handle(void *arg, const struct mc_rpc_hdr *h, const uint8_t *body,

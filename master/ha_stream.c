@@ -24,6 +24,7 @@
 #include "mc_log.h"
 #include "mc_rpc.h"
 #include "mc_rpc_client.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 
@@ -176,20 +177,6 @@ static bool quitting(struct mst_ha *ha)
 	return ha->ship_stop || atomic_load(&ha->lost);
 }
 
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	(void)pthread_cond_timedwait(cv, mu, &ts);
-}
-
 /*
  * Under q_mu: the call to make now into q (entries pointing into the
  * window, pinned), or false to wait. A member starting over (next 0)
@@ -291,7 +278,9 @@ static void *member_main(void *arg)
 		int rc;
 
 		if (!next_call(m, &q, bins, beat_due)) {
-			timed_wait(&ha->q_cv, &ha->q_mu, BEAT_MS / 4);
+			struct timespec ts = mc_mono_deadline(BEAT_MS / 4);
+
+			(void)pthread_cond_timedwait(&ha->q_cv, &ha->q_mu, &ts);
 			continue;
 		}
 		sent_to = q.first + q.n_entries;
@@ -308,10 +297,14 @@ static void *member_main(void *arg)
 			isr_publish(ha);
 			pthread_mutex_lock(&ha->q_mu);
 		}
-		if (m->next == 0 && !quitting(ha))
+		if (m->next == 0 && !quitting(ha)) {
 			/* Failed: try again in a while (a dead standby costs
 			 * a connect every 200 ms). */
-			timed_wait(&ha->done_cv, &ha->q_mu, 200);
+			struct timespec ts = mc_mono_deadline(200);
+
+			(void)pthread_cond_timedwait(&ha->done_cv, &ha->q_mu,
+						     &ts);
+		}
 	}
 	m->done = true;
 	pthread_mutex_unlock(&ha->q_mu);

@@ -217,11 +217,10 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 	if (r->code) {
 		/* A standby (or a master that stopped leading) answers
 		 * -1011: it has no status of the pool to give. */
-		fprintf(stderr, "mooncake: master %s: %s (%d %s)\n",
-			cfg->master, mc_store_strerror(r->code), r->code,
-			mc_store_err_name(r->code));
+		int ret = mc_cli_fail(cfg->master, r->code);
+
 		protobuf_c_message_free_unpacked(&r->base, NULL);
-		return 1;
+		return ret;
 	}
 	mc_cli_human(r->capacity, cap, sizeof(cap));
 	mc_cli_human(r->allocated, used, sizeof(used));

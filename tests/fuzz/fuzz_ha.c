@@ -19,7 +19,9 @@
  * a u16 little-endian length and that many bytes; each that decodes is
  * applied to one buffer: 0, -600 or -1011, and on 0 the buffer holds a
  * contiguous run ending at the answered entry; taking the buffer hands
- * over a list in order.
+ * over a list in order. 3: the value of the in-sync key (read from
+ * etcd): ha_isr_parse() returns 0 or -EBADMSG, and on 0 every member has
+ * a non-empty address.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -133,6 +135,19 @@ static void stream(const uint8_t *data, size_t size)
 	ha_sbuf_fini(&sb);
 }
 
+static void isr(const uint8_t *data, size_t size)
+{
+	struct ha_isr r;
+	int rc = ha_isr_parse((const char *)data, size, &r);
+
+	FUZZ_CHECK(rc == 0 || rc == -EBADMSG);
+	if (!rc) {
+		FUZZ_CHECK(r.n <= MEMBERS_MAX);
+		for (size_t i = 0; i < r.n; i++)
+			FUZZ_CHECK(r.m[i].addr[0] != '\0');
+	}
+}
+
 static void drop(int level, const char *line, void *arg)
 {
 	(void)level;
@@ -155,6 +170,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		range(data + 1, size - 1);
 	else if (data[0] == 2)
 		stream(data + 1, size - 1);
+	else if (data[0] == 3)
+		isr(data + 1, size - 1);
 	else
 		changeset(data + 1, size - 1);
 	return 0;
