@@ -19,6 +19,7 @@
 #include "mcfs.h"
 
 #define ROOT_BUCKETS 4096
+#define KEPT_INOS 16384 /* fs->kept_inos: 256 KiB */
 
 static uint64_t name_hash(uint64_t parent, const char *name, uint64_t version)
 {
@@ -150,7 +151,8 @@ int mcfs_itab_init(struct mcfs *fs)
 	fs->n_buckets = ROOT_BUCKETS;
 	fs->by_ino = calloc(fs->n_buckets, sizeof(*fs->by_ino));
 	fs->by_name = calloc(fs->n_buckets, sizeof(*fs->by_name));
-	if (!fs->by_ino || !fs->by_name)
+	fs->kept_inos = calloc(KEPT_INOS, sizeof(*fs->kept_inos));
+	if (!fs->by_ino || !fs->by_name || !fs->kept_inos)
 		return -ENOMEM;
 	fs->next_ino = FUSE_ROOT_ID + 1;
 	fs->root = node_new(fs, NULL, "", MCFS_ROOT, "", FUSE_ROOT_ID);
@@ -178,7 +180,9 @@ void mcfs_itab_free(struct mcfs *fs)
 	}
 	free(fs->by_ino);
 	free(fs->by_name);
+	free(fs->kept_inos);
 	fs->by_ino = fs->by_name = NULL;
+	fs->kept_inos = NULL;
 	pthread_mutex_destroy(&fs->itab_lock);
 }
 
@@ -201,6 +205,31 @@ struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino)
 	n = find_ino(fs, ino);
 	pthread_mutex_unlock(&fs->itab_lock);
 	return n;
+}
+
+/* Caller holds itab_lock: n's number, if the kernel forgets n, for the
+ * next node of its version. */
+static void keep_ino(struct mcfs *fs, const struct mcfs_node *n)
+{
+	if (n->kind == MCFS_KV_FILE && n->version && n->ino != n->version)
+		fs->kept_inos[n->version % KEPT_INOS] =
+			(struct mcfs_kept_ino){ n->version, n->ino };
+}
+
+/* Caller holds itab_lock: the number for a new node of version (0: the
+ * version itself, or the counter's if a node of it lives). */
+static uint64_t kept_ino(struct mcfs *fs, uint64_t version)
+{
+	struct mcfs_kept_ino *k = &fs->kept_inos[version % KEPT_INOS];
+	uint64_t ino = 0;
+
+	if (k->version == version) {
+		ino = k->ino;
+		*k = (struct mcfs_kept_ino){ 0, 0 };
+	}
+	if (ino && !find_ino(fs, ino))
+		return ino;
+	return find_ino(fs, version) ? 0 : version;
 }
 
 /* Caller holds itab_lock. */
@@ -235,10 +264,10 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 		 * pool), so a file keeps its number when the kernel forgets
 		 * and looks it up again, and across renames; a second node
 		 * of a live version (a writer's retired one is live) gets a
-		 * number of the counter's, which never reaches a version. */
-		uint64_t ino = kind == MCFS_KV_FILE && version &&
-					       !find_ino(fs, version) ?
-				       version :
+		 * number of the counter's, which never reaches a version. A
+		 * file created here keeps the counter's number it had. */
+		uint64_t ino = kind == MCFS_KV_FILE && version ?
+				       kept_ino(fs, version) :
 				       0;
 		n = node_new(fs, parent, name, kind, key, ino);
 		if (n) {
@@ -575,6 +604,8 @@ void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t count)
 	if (n) {
 		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
 		if (!n->nlookup && n->kind == MCFS_KV_FILE) {
+			if (n->hashed)
+				keep_ino(fs, n);
 			open_del(n); /* none: the kernel released it */
 			unlink_node(fs, n);
 			pre_drop(fs, n);

@@ -222,6 +222,14 @@ struct mcfs {
 	struct mcfs_node **by_ino, **by_name;
 	size_t n_buckets, n_nodes;
 	uint64_t next_ino;
+	/* Numbers of created files whose inode the kernel forgot (a created
+	 * file's number is the counter's, not its version): a later lookup
+	 * of the version gets the same number. Direct-mapped by version; a
+	 * collision forgets the older (that file then shows its version as
+	 * its number after the next lookup). */
+	struct mcfs_kept_ino {
+		uint64_t version, ino;
+	} * kept_inos;
 	struct mcfs_node *root, *kv, *ckpt, *vdir;
 	/* names whose open found the inode stale just now (inode.c) */
 	struct mcfs_stale {

@@ -14,7 +14,8 @@ keeping the reasons of cases already listed (refined by hand) and giving
 new ones a reason from what the suite tried; MC_PJDFSTEST_WRITE=fresh
 recomputes every reason. Review the diff.
 MC_PJDFSTEST_DIRS=open,chmod runs some directories only (the list is
-then checked for those only)."""
+then checked for those only); MC_PJDFSTEST_FILES=rename/10.t some files
+only (to chase one failure; not with MC_PJDFSTEST_WRITE)."""
 import os
 import re
 import shutil
@@ -286,6 +287,9 @@ def test_pjdfstest(master, mounts, tmp_path):
     # a staging limit that hold one.
     m = mounts(seg="3GiB", opts="allow_other,staging_limit=3GiB")
     write = os.environ.get("MC_PJDFSTEST_WRITE", "")
+    only = set(filter(None, os.environ.get("MC_PJDFSTEST_FILES",
+                                           "").split(",")))
+    assert not (only and write), "MC_PJDFSTEST_WRITE needs whole directories"
     expected = parse_expected(EXPECTED) if os.path.exists(EXPECTED) else {}
     failures, unexpected, fixed, traces = {}, [], [], []
     counts = {d: [0, 0] for d in dirs}  # passed, total
@@ -294,6 +298,8 @@ def test_pjdfstest(master, mounts, tmp_path):
             if not t.endswith(".t"):
                 continue
             name = f"{d}/{t}"
+            if only and name not in only:
+                continue
             work = m.kv / "pjd" / d / t
             work.mkdir(parents=True)
             cases, _ = run_file(os.path.join(suite, "tests", d, t),
