@@ -131,6 +131,7 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 	if (!db)
 		return -ENOMEM;
 	db->lock_fd = -1;
+	db->rec_del_tab = -1;
 	if (!mem) {
 		db->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (db->lock_fd < 0) {
@@ -311,7 +312,7 @@ static void fence(struct mst_db *db)
 
 int mst_db_commit(struct mst_db *db)
 {
-	int rc = db->sess ? mst_db_log_capture(db) : 0;
+	int rc = db->rec_on ? mst_db_log_capture(db) : 0;
 
 	if (rc) {
 		mst_db_rollback(db);

@@ -7,13 +7,23 @@
 #ifndef MASTER_DB_INT_H
 #define MASTER_DB_INT_H
 
-#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_SESSION 1 /* the changeset reader and changegroup */
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "db.h"
+
+/* The record's tables: the only ones an op log entry may change. */
+#define MST_DB_TABLES 9
+#define MST_DB_MAX_COLS 16
+
+/* A growing byte buffer of db_rec.c. */
+struct mst_db_rbuf {
+	uint8_t *p;
+	size_t len, cap;
+};
 
 struct mst_db {
 	sqlite3 *h;
@@ -28,21 +38,25 @@ struct mst_db {
 	uint64_t err_at;
 	uint64_t err_quiet;
 	/* The op log (db_log.c): with log_ops set, every transaction's
-	 * changes are captured by sess and appended after COMMIT. */
+	 * changes are captured (db_rec.c) and appended after COMMIT. */
 	const struct mst_db_log_ops *log_ops;
 	void *log_arg;
-	sqlite3_session *sess; /* the open transaction's, or NULL */
+	bool rec_on; /* a logged transaction is open: capturing */
+	int rec_err; /* 0, or why the capture failed (the change rolls back) */
+	struct mst_db_rbuf rec[MST_DB_TABLES]; /* its patchset, per table */
+	struct mst_db_rbuf rec_del, rec_key; /* a held DELETE's key; scratch */
+	int rec_del_tab; /* the held DELETE's table, -1 none */
 	uint64_t log_seq, log_pending; /* last committed / being committed */
 	void *log_entry; /* log_pending's entry (malloc'd) */
 	size_t log_entry_len;
 	sqlite3_stmt *log_set_seq;
 	uint64_t op_id; /* the request being served (HA), 0 none */
 	sqlite3_stmt *op_put, *op_get, *op_prune;
-	int ncols[9]; /* columns of mst_db_tables[i] */
+	int ncols[MST_DB_TABLES]; /* columns of mst_db_tables[i] */
+	/* per column: its place in the primary key (1...), 0 none */
+	uint8_t pk[MST_DB_TABLES][MST_DB_MAX_COLS];
 };
 
-/* The record's tables: the only ones an op log entry may change. */
-#define MST_DB_TABLES 9
 extern const char *const mst_db_tables[MST_DB_TABLES];
 
 /* db_log.c, called by db.c's begin, commit and rollback. */
@@ -58,5 +72,19 @@ void mst_db_log_end(struct mst_db *db);
 /** The sequence number stored in the record (0: none): at open. */
 int mst_db_log_load(struct mst_db *db);
 void mst_db_log_close(struct mst_db *db);
+
+/* db_rec.c: the capture of a logged transaction's changes. */
+/** Start capturing (the transaction has begun). */
+void mst_db_rec_begin(struct mst_db *db);
+/** Stop capturing (what was captured stays until the next begin). */
+void mst_db_rec_end(struct mst_db *db);
+/** 1 when nothing was captured, 0 when something was, or why the capture
+ *  failed (a negative errno). */
+int mst_db_rec_empty(struct mst_db *db);
+/** The captured changes as one patchset (malloc'd, with 4 bytes spare at
+ *  its end): 0, or a negative errno. */
+int mst_db_rec_take(struct mst_db *db, uint8_t **out, size_t *len);
+/** Free the capture's buffers (at close). */
+void mst_db_rec_free(struct mst_db *db);
 
 #endif

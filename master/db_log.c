@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The op log over the master's record (db.h, "The op log"): each
- * transaction's changes captured with sqlite's session extension and
- * handed to the HA layer before COMMIT; a standby applies them as they
- * come, in order.
+ * transaction's changes captured as a patchset (db_rec.c) and handed to
+ * the HA layer before COMMIT; a standby applies them as they come, in
+ * order.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,16 +27,25 @@ int mst_db_log_load(struct mst_db *db)
 	sqlite3_stmt *st;
 	int rc;
 
-	/* The tables' columns, which op log entries must match. */
+	/* The tables' columns, which op log entries must match, and their
+	 * keys (what a captured DELETE names). */
 	rc = sqlite3_prepare_v2(db->h,
-				"SELECT count(*) FROM pragma_table_info(?1)",
-				-1, &st, NULL);
+				"SELECT cid,pk FROM pragma_table_info(?1)", -1,
+				&st, NULL);
 	if (rc != SQLITE_OK)
 		return rc;
 	for (size_t i = 0; i < MST_DB_TABLES; i++) {
 		sqlite3_bind_text(st, 1, mst_db_tables[i], -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			db->ncols[i] = sqlite3_column_int(st, 0);
+		db->ncols[i] = 0;
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			int cid = sqlite3_column_int(st, 0);
+			if (cid < 0 || cid >= MST_DB_MAX_COLS) {
+				sqlite3_finalize(st);
+				return SQLITE_ERROR;
+			}
+			db->pk[i][cid] = (uint8_t)sqlite3_column_int(st, 1);
+			db->ncols[i]++;
+		}
 		sqlite3_reset(st);
 	}
 	sqlite3_finalize(st);
@@ -111,6 +120,7 @@ int mst_db_ops_prune(struct mst_db *db, int64_t before)
 void mst_db_log_close(struct mst_db *db)
 {
 	mst_db_log_end(db);
+	mst_db_rec_free(db);
 	sqlite3_finalize(db->log_set_seq);
 	sqlite3_finalize(db->op_put);
 	sqlite3_finalize(db->op_get);
@@ -179,22 +189,13 @@ uint64_t mst_db_log_seq(const struct mst_db *db)
 int mst_db_log_begin(struct mst_db *db)
 {
 	mst_db_log_end(db);
-	if (sqlite3session_create(db->h, "main", &db->sess) != SQLITE_OK) {
-		db->sess = NULL;
-		return MC_STORE_INTERNAL_ERROR;
-	}
-	if (sqlite3session_attach(db->sess, NULL) != SQLITE_OK) {
-		mst_db_log_end(db);
-		return MC_STORE_INTERNAL_ERROR;
-	}
+	mst_db_rec_begin(db);
 	return 0;
 }
 
 void mst_db_log_end(struct mst_db *db)
 {
-	if (db->sess)
-		sqlite3session_delete(db->sess);
-	db->sess = NULL;
+	mst_db_rec_end(db);
 	db->log_pending = 0;
 	free(db->log_entry);
 	db->log_entry = NULL;
@@ -214,13 +215,18 @@ static int set_seq(struct mst_db *db, uint64_t seq)
 int mst_db_log_capture(struct mst_db *db)
 {
 	uint64_t seq = db->log_seq + 1;
-	void *cs = NULL;
-	uint8_t *e;
-	int n = 0, rc;
+	uint8_t *e = NULL;
+	size_t n = 0;
+	int rc, empty = mst_db_rec_empty(db);
 
-	if (sqlite3session_isempty(db->sess)) {
+	if (empty == 1) {
 		mst_db_log_end(db);
 		return 0;
+	}
+	if (empty < 0) {
+		mc_log_err("master", "op log: capturing change %llu failed: %s",
+			   (unsigned long long)seq, strerror(-empty));
+		return MC_STORE_INTERNAL_ERROR;
 	}
 	rc = db->log_ops->may_commit(db->log_arg);
 	if (rc)
@@ -234,26 +240,20 @@ int mst_db_log_capture(struct mst_db *db)
 			rc = MC_STORE_INTERNAL_ERROR;
 		db->op_id = 0;
 	}
-	if (!rc && sqlite3session_changeset(db->sess, &n, &cs) != SQLITE_OK)
+	/* Nothing more to capture: the ops row and ha_seq are in. */
+	mst_db_rec_end(db);
+	if (!rc && (mst_db_rec_empty(db) < 0 || mst_db_rec_take(db, &e, &n)))
 		rc = MC_STORE_INTERNAL_ERROR;
 	if (rc) {
 		mc_log_err("master", "op log: capturing change %llu failed: %s",
 			   (unsigned long long)seq, sqlite3_errmsg(db->h));
-		sqlite3_free(cs);
 		return rc;
 	}
-	/* The entry: the changeset and its CRC-32C (LE). */
-	e = malloc((size_t)n + 4);
-	if (!e) {
-		sqlite3_free(cs);
-		return MC_STORE_INTERNAL_ERROR;
-	}
-	memcpy(e, cs, (size_t)n);
-	mc_put_le32(e + n, mc_crc32c(0, cs, (size_t)n));
-	sqlite3_free(cs);
+	/* The entry: the patchset and its CRC-32C (LE). */
+	mc_put_le32(e + n, mc_crc32c(0, e, n));
 	free(db->log_entry);
 	db->log_entry = e;
-	db->log_entry_len = (size_t)n + 4;
+	db->log_entry_len = n + 4;
 	db->log_pending = seq;
 	return 0;
 }
