@@ -39,7 +39,7 @@ void mst_db_close(struct mst_db *db);
  * log ops set, every transaction that changes something gets the next
  * sequence number (stored in the record, meta 'ha_seq', inside the same
  * transaction) and its changes are captured as an entry (an sqlite
- * changeset and its CRC-32C, little-endian). Group commit: before COMMIT
+ * patchset (db_rec.c) and its CRC-32C, little-endian). Group commit: before COMMIT
  * ops->may_commit says whether this master may still change its record
  * (a code rolls the transaction back and mst_db_commit() returns it);
  * after the COMMIT the entry goes to ops->append, in sequence order, which
@@ -84,12 +84,12 @@ int mst_db_log_apply(struct mst_db *db, uint64_t seq, const void *cs,
 		     size_t len);
 /** One entry of mst_db_log_apply_many(). */
 struct mst_db_log_ref {
-	const void *cs; /* changeset and CRC-32C, as mst_db_log_apply */
+	const void *cs; /* patchset and CRC-32C, as mst_db_log_apply */
 	size_t len;
 };
 /**
  * Apply entries first..first+n-1 (first: the next one) as one: their
- * changesets combined (sqlite's changegroup), in one transaction, so a
+ * patchsets combined (sqlite's changegroup), in one transaction, so a
  * standby pays sqlite's per-apply statement preparation once per batch.
  * Should the combination fail, each is applied alone. 0 or a code as
  * mst_db_log_apply (then mst_db_log_seq() says how far it got).

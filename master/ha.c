@@ -24,7 +24,7 @@
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 
-#define PART_MAX (1u << 20) /* bytes of a changeset per etcd key */
+#define PART_MAX (1u << 20) /* bytes of an entry per etcd key */
 #define TAIL_BATCH 256u
 #define TRIM_EVERY_MS 5000u
 #define DISCOVER_EVERY_MS 1000u

@@ -8,7 +8,7 @@
  * Keys, under P = "mooncake-store/<cluster_id>/" (upstream's layout):
  *   P master_view          "host:port" of the leader's RPC, on its lease;
  *                          the key's create revision is the leader's epoch
- *   P oplog/<seq>/<part>   one transaction's changes (an sqlite changeset,
+ *   P oplog/<seq>/<part>   one transaction's changes (an sqlite patchset,
  *                          split in parts of at most 1 MiB; byte 0 of a
  *                          part: 1 on the last one), written by the leader
  *                          only while its master_view stands (fencing: a

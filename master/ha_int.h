@@ -24,7 +24,7 @@
 struct mc_rpc_client;
 struct mc_rpc_server;
 
-/* An op log entry: its changeset and CRC-32C (db_log.c). */
+/* An op log entry: its patchset and CRC-32C (db_rec.c, db_log.c). */
 struct ship_ent {
 	struct ship_ent *next;
 	uint64_t seq;
