@@ -192,6 +192,26 @@ int mc_net_read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
+int mc_net_read_some(int fd, void *buf, size_t min, size_t cap, size_t *got)
+{
+	char *p = buf;
+	size_t have = 0;
+
+	while (have < min) {
+		ssize_t n = read(fd, p + have, cap - have);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		have += (size_t)n;
+	}
+	*got = have;
+	return 0;
+}
+
 int mc_net_set_nodelay(int fd)
 {
 	int one = 1;

@@ -33,6 +33,11 @@ int mc_net_write_all(int fd, const void *buf, size_t len) MC_MUST_CHECK;
 
 /** Read exactly len bytes; -ECONNRESET when the peer closes early. */
 int mc_net_read_all(int fd, void *buf, size_t len) MC_MUST_CHECK;
+/** Read at least min and at most cap bytes (cap >= min): as many as the
+ *  socket holds once min arrived, in as few reads as it takes (one, when
+ *  they came together). *got: how many. 0 or -errno, -ECONNRESET at EOF. */
+int mc_net_read_some(int fd, void *buf, size_t min, size_t cap,
+		     size_t *got) MC_MUST_CHECK;
 
 /** Best effort: failing only costs latency. */
 int mc_net_set_nodelay(int fd);

@@ -49,7 +49,7 @@ struct mst_db {
 	uint64_t log_seq, log_pending; /* last committed / being committed */
 	void *log_entry; /* log_pending's entry (malloc'd) */
 	size_t log_entry_len;
-	sqlite3_stmt *log_set_seq;
+	sqlite3_stmt *log_set_seq, *log_ins_seq;
 	uint64_t op_id; /* the request being served (HA), 0 none */
 	sqlite3_stmt *op_put, *op_get, *op_prune;
 	int ncols[MST_DB_TABLES]; /* columns of mst_db_tables[i] */

@@ -57,9 +57,14 @@ int mst_db_log_load(struct mst_db *db)
 	if (sqlite3_step(st) == SQLITE_ROW)
 		db->log_seq = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
-	if (sqlite3_prepare_v3(
+	/* An UPDATE of v changes one page; INSERT OR REPLACE would move the
+	 * row and change meta's index too (two WAL frames a transaction). */
+	if (sqlite3_prepare_v3(db->h, "UPDATE meta SET v=?1 WHERE k='ha_seq'",
+			       -1, SQLITE_PREPARE_PERSISTENT, &db->log_set_seq,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(
 		    db->h, "INSERT OR REPLACE INTO meta VALUES('ha_seq', ?1)",
-		    -1, SQLITE_PREPARE_PERSISTENT, &db->log_set_seq,
+		    -1, SQLITE_PREPARE_PERSISTENT, &db->log_ins_seq,
 		    NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v3(db->h, "INSERT OR IGNORE INTO ops VALUES(?1,?2)",
 			       -1, SQLITE_PREPARE_PERSISTENT, &db->op_put,
@@ -122,10 +127,12 @@ void mst_db_log_close(struct mst_db *db)
 	mst_db_log_end(db);
 	mst_db_rec_free(db);
 	sqlite3_finalize(db->log_set_seq);
+	sqlite3_finalize(db->log_ins_seq);
 	sqlite3_finalize(db->op_put);
 	sqlite3_finalize(db->op_get);
 	sqlite3_finalize(db->op_prune);
-	db->log_set_seq = db->op_put = db->op_get = db->op_prune = NULL;
+	db->log_set_seq = db->log_ins_seq = NULL;
+	db->op_put = db->op_get = db->op_prune = NULL;
 }
 
 void mst_db_set_log(struct mst_db *db, const struct mst_db_log_ops *ops,
@@ -209,6 +216,12 @@ static int set_seq(struct mst_db *db, uint64_t seq)
 	sqlite3_bind_int64(db->log_set_seq, 1, (sqlite3_int64)seq);
 	rc = sqlite3_step(db->log_set_seq);
 	sqlite3_reset(db->log_set_seq);
+	if (rc == SQLITE_DONE && !sqlite3_changes(db->h)) {
+		/* The record's first entry: no row yet. */
+		sqlite3_bind_int64(db->log_ins_seq, 1, (sqlite3_int64)seq);
+		rc = sqlite3_step(db->log_ins_seq);
+		sqlite3_reset(db->log_ins_seq);
+	}
 	return rc == SQLITE_DONE ? 0 : MC_STORE_INTERNAL_ERROR;
 }
 

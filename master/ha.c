@@ -105,6 +105,7 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		ha_sbuf_init(&ha->sb);
 		pthread_cond_init(&ha->q_cv, &ca);
 		pthread_cond_init(&ha->done_cv, &ca);
+		pthread_cond_init(&ha->mem_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
 	rc = mc_etcd_client_init(&ha->cli, cfg->etcd, err, errlen);
@@ -194,6 +195,7 @@ void mst_ha_close(struct mst_ha *ha)
 	pthread_mutex_destroy(&ha->isr_mu);
 	pthread_cond_destroy(&ha->q_cv);
 	pthread_cond_destroy(&ha->done_cv);
+	pthread_cond_destroy(&ha->mem_cv);
 	pthread_mutex_destroy(&ha->q_mu);
 	free(ha);
 }
@@ -1065,6 +1067,10 @@ static void append(void *arg, uint64_t seq, void *entry, size_t len)
 		ha->ship_next = e;
 	ha->q_bytes += len;
 	pthread_cond_broadcast(&ha->q_cv);
+	/* The committer that waits for it sends it itself when it can; the
+	 * members' threads send the rest within BEAT_MS / 4. */
+	if (!ha_stream_inline(ha))
+		pthread_cond_broadcast(&ha->mem_cv);
 	pthread_mutex_unlock(&ha->q_mu);
 }
 
@@ -1097,6 +1103,10 @@ static int wait_shipped(void *arg, uint64_t seq)
 	       !atomic_load(&ha->lost)) {
 		struct timespec ts = mc_mono_deadline(100);
 
+		/* No hand-off to a member's thread and back when this
+		 * thread can make the call (q_mu released meanwhile). */
+		if (ha_stream_send(ha, seq))
+			continue;
 		(void)pthread_cond_timedwait(&ha->done_cv, &ha->q_mu, &ts);
 	}
 	rc = ha->shipped >= seq || ha_stream_acked(ha, seq) ?

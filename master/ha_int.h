@@ -44,6 +44,7 @@ struct ha_member {
 	uint64_t next; /* the next entry to send; 0: start over (reset) */
 	uint64_t held; /* the last entry it holds, as it answered */
 	uint64_t pin; /* the first entry of the call in flight, 0: none */
+	bool busy; /* a call is in flight (its thread's, or a waiter's) */
 	long long lease; /* its etcd lease as it answered (0: not yet) */
 	bool want; /* answers: it belongs in the in-sync set */
 	bool req; /* acknowledgements wait for it (it may be listed) */
@@ -101,7 +102,10 @@ struct mst_ha {
 	 * in fenced etcd transactions; shipped is the last entry in etcd.
 	 * The members stream them to the standbys. */
 	pthread_mutex_t q_mu;
-	pthread_cond_t q_cv; /* shipper, members: entries, or stop */
+	pthread_cond_t q_cv; /* shipper: entries, or stop */
+	/* members: entries no waiter sends itself (ha_stream_inline), or
+	 * stop */
+	pthread_cond_t mem_cv;
 	pthread_cond_t done_cv; /* waiters: shipped or held moved, room, lost */
 	struct ship_ent *win_head, *win_tail, *ship_next;
 	size_t q_bytes; /* in the window */
@@ -138,6 +142,16 @@ bool ha_stream_healthy(const struct mst_ha *ha);
 /** Under q_mu: the lowest entry a stream call in flight uses (UINT64_MAX
  *  none). */
 uint64_t ha_stream_pinned(const struct mst_ha *ha);
+/** Under q_mu: acknowledgements wait for one standby only, in sync: the
+ *  thread that waits for an entry sends it itself (ha_stream_send), so
+ *  append() need not wake the member's thread. */
+bool ha_stream_inline(struct mst_ha *ha);
+/** Under q_mu (released during the call): a thread waiting for entry seq
+ *  sends the window, from the standby's next entry on, to that one
+ *  standby itself when no call to it is in flight; true when it made a
+ *  call (whatever its outcome), false when it should wait instead. Saves
+ *  two thread hand-offs per change (to the member's thread and back). */
+bool ha_stream_send(struct mst_ha *ha, uint64_t seq);
 
 /* The in-sync key: "<epoch>\n" then "<host:port> <lease>\n" a member. */
 struct ha_isr {

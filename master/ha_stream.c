@@ -33,6 +33,7 @@
 #define CALL_BYTES (16u << 20) /* entries per call (one may be bigger) */
 #define ENTRY_MAX (56u << 20) /* bigger entries reach standbys by etcd */
 #define CALL_ENTRIES 1024u
+#define INLINE_ENTRIES 64u /* entries per call a waiter makes */
 #define OUT_MS 2000u /* failing this long: out of the in-sync set */
 
 /* ---- the in-sync key ---------------------------------------------------- */
@@ -183,7 +184,7 @@ static bool quitting(struct mst_ha *ha)
  * gets every entry not yet in etcd.
  */
 static bool next_call(struct ha_member *m, Mcrpc__HaAppendRequest *q,
-		      ProtobufCBinaryData *bins, uint64_t beat_due)
+		      ProtobufCBinaryData *bins, size_t max, uint64_t beat_due)
 {
 	struct mst_ha *ha = m->ha;
 	/* Entries in etcd need not be sent (they may have left the window). */
@@ -202,7 +203,7 @@ static bool next_call(struct ha_member *m, Mcrpc__HaAppendRequest *q,
 		m->next = 0;
 		return false;
 	}
-	for (; e && q->n_entries < CALL_ENTRIES; e = e->next) {
+	for (; e && q->n_entries < max; e = e->next) {
 		if (q->n_entries && bytes + e->len > CALL_BYTES)
 			break;
 		if (e->len > ENTRY_MAX)
@@ -260,6 +261,72 @@ static bool after_call(struct ha_member *m, int rc,
 	return m->req && !m->want;
 }
 
+/* Under q_mu (released meanwhile): make the call q that next_call()
+ * prepared and note its answer. */
+static void call(struct ha_member *m, Mcrpc__HaAppendRequest *q)
+{
+	struct mst_ha *ha = m->ha;
+	Mcrpc__HaAppendResponse *r = NULL;
+	uint64_t sent_to = q->first + q->n_entries;
+	bool publish;
+	int rc;
+
+	m->busy = true;
+	pthread_mutex_unlock(&ha->q_mu);
+	rc = mc_rpc_call(m->cli, MCRPC__METHOD__HA_APPEND, &q->base,
+			 (ProtobufCMessage **)&r);
+	pthread_mutex_lock(&ha->q_mu);
+	publish = after_call(m, rc, r, sent_to);
+	if (r)
+		protobuf_c_message_free_unpacked(&r->base, NULL);
+	m->busy = false;
+	/* Waiters may send next (the member's thread, had it waited for
+	 * this call, looks again within BEAT_MS / 4: no wake-up per call). */
+	pthread_cond_broadcast(&ha->done_cv);
+	if (publish) {
+		pthread_mutex_unlock(&ha->q_mu);
+		isr_publish(ha);
+		pthread_mutex_lock(&ha->q_mu);
+	}
+}
+
+/* Under q_mu: the one member acknowledgements wait for, when it is in
+ * sync and the stream is its usual self; NULL otherwise (several: their
+ * threads send to them at once). */
+static struct ha_member *inline_member(struct mst_ha *ha)
+{
+	struct ha_member *one = NULL;
+
+	for (size_t i = 0; i < ha->n_members; i++) {
+		struct ha_member *m = ha->members[i];
+
+		if (!m->req && !m->want)
+			continue;
+		if (one)
+			return NULL;
+		one = m;
+	}
+	return one && one->want && one->next && !one->fail_ms ? one : NULL;
+}
+
+bool ha_stream_inline(struct mst_ha *ha)
+{
+	return inline_member(ha) != NULL;
+}
+
+bool ha_stream_send(struct mst_ha *ha, uint64_t seq)
+{
+	Mcrpc__HaAppendRequest q = MCRPC__HA_APPEND_REQUEST__INIT;
+	ProtobufCBinaryData bins[INLINE_ENTRIES];
+	struct ha_member *m = inline_member(ha);
+
+	if (!m || m->busy || m->held >= seq || quitting(ha) ||
+	    !next_call(m, &q, bins, INLINE_ENTRIES, UINT64_MAX))
+		return false;
+	call(m, &q);
+	return true;
+}
+
 static void *member_main(void *arg)
 {
 	struct ha_member *m = arg;
@@ -272,31 +339,17 @@ static void *member_main(void *arg)
 	pthread_mutex_lock(&ha->q_mu);
 	while (!quitting(ha) && !(m->gone && !m->req && !m->want)) {
 		Mcrpc__HaAppendRequest q = MCRPC__HA_APPEND_REQUEST__INIT;
-		Mcrpc__HaAppendResponse *r = NULL;
-		uint64_t sent_to;
-		bool publish;
-		int rc;
 
-		if (!next_call(m, &q, bins, beat_due)) {
+		if (m->busy ||
+		    !next_call(m, &q, bins, CALL_ENTRIES, beat_due)) {
 			struct timespec ts = mc_mono_deadline(BEAT_MS / 4);
 
-			(void)pthread_cond_timedwait(&ha->q_cv, &ha->q_mu, &ts);
+			(void)pthread_cond_timedwait(&ha->mem_cv, &ha->q_mu,
+						     &ts);
 			continue;
 		}
-		sent_to = q.first + q.n_entries;
-		pthread_mutex_unlock(&ha->q_mu);
-		rc = mc_rpc_call(m->cli, MCRPC__METHOD__HA_APPEND, &q.base,
-				 (ProtobufCMessage **)&r);
-		pthread_mutex_lock(&ha->q_mu);
-		publish = after_call(m, rc, r, sent_to);
-		if (r)
-			protobuf_c_message_free_unpacked(&r->base, NULL);
+		call(m, &q);
 		beat_due = mst_now() + BEAT_MS;
-		if (publish) {
-			pthread_mutex_unlock(&ha->q_mu);
-			isr_publish(ha);
-			pthread_mutex_lock(&ha->q_mu);
-		}
 		if (m->next == 0 && !quitting(ha)) {
 			/* Failed: try again in a while (a dead standby costs
 			 * a connect every 200 ms). */
@@ -392,6 +445,7 @@ void ha_stream_stop(struct mst_ha *ha)
 	pthread_mutex_lock(&ha->q_mu);
 	ha->ship_stop = true;
 	pthread_cond_broadcast(&ha->q_cv);
+	pthread_cond_broadcast(&ha->mem_cv);
 	pthread_cond_broadcast(&ha->done_cv);
 	pthread_mutex_unlock(&ha->q_mu);
 	for (size_t i = 0; i < ha->n_members; i++)

@@ -192,10 +192,12 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 		    uint64_t id, const ProtobufCMessageDescriptor *rd,
 		    ProtobufCMessage **resp, bool *got_any)
 {
-	uint8_t hb[MC_RPC_HDR_LEN];
+	/* The header and, for most answers, the whole body in one read. */
+	uint8_t in[MC_RPC_HDR_LEN + 1024];
 	struct mc_rpc_hdr h;
 	uint8_t *body;
 	unsigned want = c->timeout_ms;
+	size_t got, early;
 	int rc;
 
 	*got_any = false;
@@ -208,24 +210,34 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 	rc = mc_net_write_all(fd, frame, len);
 	if (rc)
 		return timeout_errno(rc);
-	rc = mc_busy_poll_wait(&c->bp, fd, (int)want);
-	if (rc)
-		return rc;
-	rc = mc_net_read_all(fd, hb, sizeof(hb));
+	/* Without spinning the socket's receive timeout bounds the read
+	 * itself: no poll(2) first. */
+	if (c->bp.max_us) {
+		rc = mc_busy_poll_wait(&c->bp, fd, (int)want);
+		if (rc)
+			return rc;
+	}
+	rc = mc_net_read_some(fd, in, MC_RPC_HDR_LEN, sizeof(in), &got);
 	if (rc)
 		return timeout_errno(rc);
 	*got_any = true;
-	rc = mc_rpc_hdr_decode(hb, MC_RPC_MAX_BODY, &h);
+	rc = mc_rpc_hdr_decode(in, MC_RPC_MAX_BODY, &h);
 	if (rc)
 		return -EPROTO;
 	if (h.kind != MC_RPC_RESPONSE || h.req_id != id || h.method != method)
 		return -EPROTO;
 	if (h.flags & MC_RPC_FLAG_AUTH_REQUIRED)
 		return c->has_key ? MC_EAUTHFAILED : MC_EAUTHREQUIRED;
+	/* One call at a time on a connection: nothing follows the answer. */
+	early = got - MC_RPC_HDR_LEN;
+	if (early > h.length)
+		return -EPROTO;
 	body = malloc(h.length ? h.length : 1);
 	if (!body)
 		return -ENOMEM;
-	rc = mc_net_read_all(fd, body, h.length);
+	if (early)
+		memcpy(body, in + MC_RPC_HDR_LEN, early);
+	rc = mc_net_read_all(fd, body + early, h.length - early);
 	if (rc) {
 		free(body);
 		return timeout_errno(rc);
