@@ -173,25 +173,6 @@ int mc_net_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int mc_net_read_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int mc_net_read_some(int fd, void *buf, size_t min, size_t cap, size_t *got)
 {
 	char *p = buf;
@@ -210,6 +191,13 @@ int mc_net_read_some(int fd, void *buf, size_t min, size_t cap, size_t *got)
 	}
 	*got = have;
 	return 0;
+}
+
+int mc_net_read_all(int fd, void *buf, size_t len)
+{
+	size_t got;
+
+	return mc_net_read_some(fd, buf, len, len, &got);
 }
 
 int mc_net_set_nodelay(int fd)
