@@ -143,6 +143,12 @@ int mc_log_use_file(const char *path)
 	return 0;
 }
 
+void mc_log_capture_stderr(void)
+{
+	if (!sink_fn && sink_fd != STDERR_FILENO)
+		(void)dup2(sink_fd, STDERR_FILENO);
+}
+
 void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 {
 	char line[2048];

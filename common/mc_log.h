@@ -58,6 +58,11 @@ int mc_log_use_syslog(const char *ident);
 /** Append lines to a file (O_APPEND|O_CLOEXEC); 0 or -errno. */
 int mc_log_use_file(const char *path) MC_MUST_CHECK;
 
+/** Point stderr at the log file, when lines go to one (after daemonizing
+ * sent stderr to /dev/null): what the process or a runtime writes there
+ * (a sanitizer's report, abort()'s message) lands in the log too. */
+void mc_log_capture_stderr(void);
+
 void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 	MC_PRINTF(3, 4);
 

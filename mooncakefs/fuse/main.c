@@ -202,6 +202,8 @@ int main(int argc, char **argv)
 			strerror(-rc));
 	if (fuse_daemonize(fs.o.foreground))
 		goto out_unmount;
+	if (!fs.o.foreground)
+		mc_log_capture_stderr();
 	if (pthread_create(&setup, NULL, setup_main, &fs) == 0)
 		setup_started = true;
 	else

@@ -705,6 +705,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		mcfs_cstage_read(req, fh, size, off);
 		return;
 	case FH_VIRT:
+		/* Reply under the lock: the reader woken by the reply may
+		 * close at once, and the release (mcfs_fh_free) frees the
+		 * text only after this thread is done with it. */
+		pthread_mutex_lock(&fh->lock);
 		if ((size_t)off >= fh->text_len)
 			fuse_reply_buf(req, NULL, 0);
 		else
@@ -712,6 +716,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				       fh->text_len - (size_t)off < size ?
 					       fh->text_len - (size_t)off :
 					       size);
+		pthread_mutex_unlock(&fh->lock);
 		return;
 	default:
 		fuse_reply_err(req, EBADF);

@@ -145,3 +145,34 @@ def test_virtual_files(mnt, master):
     segs = open(mnt.path / ".mooncake" / "segments").read()
     assert "mounted" in segs
     assert sorted(os.listdir(mnt.path)) == [".mooncake", "ckpt", "kv"]
+
+
+def test_virtual_files_closed_as_soon_as_read(mnt):
+    """A reader that closes the moment its read returns: the release runs
+    on another daemon thread while the one that replied may still be in
+    its writev. The text must outlive that reply (an ASan build of the
+    mount reported a use after free here, and the mount died: ENOTCONN);
+    every read sees the whole text."""
+    path = mnt.path / ".mooncake" / "config"
+    want = open(path, "rb").read()
+    errors = []
+
+    def reader():
+        try:
+            for _ in range(300):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    got = os.read(fd, 1 << 16)
+                finally:
+                    os.close(fd)
+                if got != want:
+                    errors.append(got)
+        except OSError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
