@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from mount import Shell, random_bytes, write_random
+from mount import Shell, write_random
 
 
 def run(*args, **kw):
