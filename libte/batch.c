@@ -89,8 +89,94 @@ static int pick_transport(struct te_engine *eng, struct te_peer *peer,
 	return -1;
 }
 
-int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
-		    unsigned n)
+/*
+ * Resolve task t's peer and transport. true: ready to hand over; false:
+ * it ended here (no peer, nothing to move, no transport reaches it).
+ */
+static bool resolve(struct te_engine *eng, struct te_task *t)
+{
+	t->peer = te__segment_peer(t->req.target);
+	if (!t->peer) {
+		/* Stale and not resolvable again (peer gone). */
+		t->tp = eng->forced_tp >= 0 ? eng->forced_tp : TE_TP_TCP;
+		te__slice_done(t, 0, -EHOSTUNREACH);
+		return false;
+	}
+	if (!t->req.length) {
+		t->tp = TE_TP_LOCAL;
+		te__slice_done(t, 0, 0);
+		return false;
+	}
+	t->tp = pick_transport(eng, t->peer, &t->req);
+	if (t->tp < 0) {
+		/*
+		 * No transport reaches this range of the cached descriptor:
+		 * the peer may have registered more memory or restarted, so
+		 * resolve it again on the next use.
+		 */
+		if (!t->peer->is_self)
+			te__peer_invalidate(t->peer);
+		t->tp = eng->forced_tp >= 0 ? eng->forced_tp : TE_TP_TCP;
+		te__slice_done(t, 0, MC_ENOTSUPPORTED);
+		return false;
+	}
+	return true;
+}
+
+/* Give a resolved task to its transport (or to GPU staging). */
+static void hand_over(struct te_engine *eng, struct te_task *t)
+{
+	struct te_transport *tp = eng->tps[t->tp];
+	int rc;
+
+	/* GPU memory goes through pinned host buffers, unless the
+	 * transport moves it itself (local, cuda_ipc). */
+	if (t->local_reg->gpu && !tp->ops->gpu_direct)
+		rc = te__stage_submit(eng, t);
+	else
+		rc = tp->ops->submit(tp, t);
+	if (rc)
+		te__slice_done(t, 0, rc);
+}
+
+/*
+ * te_batch_transfer's fast path: every task resolved, all to one peer
+ * through one transport that has a run op, none staged through GPU
+ * buffers: offer them all to that op. true: it took them (each ends
+ * through te__slice_done, on this thread or a later one).
+ */
+static bool try_run(struct te_engine *eng, struct te_task *tasks, unsigned n)
+{
+	struct te_transport *tp = tasks[0].ready ? eng->tps[tasks[0].tp] : NULL;
+	struct te_task *small[16], **list = small;
+	bool ok = tp && tp->ops->run;
+
+	for (unsigned i = 0; ok && i < n; i++)
+		ok = tasks[i].ready && !tasks[i].local_reg->gpu &&
+		     tasks[i].tp == tasks[0].tp &&
+		     tasks[i].peer == tasks[0].peer;
+	if (ok && n > 16) {
+		list = calloc(n, sizeof(*list));
+		ok = list != NULL;
+	}
+	if (ok) {
+		for (unsigned i = 0; i < n; i++)
+			list[i] = &tasks[i];
+		ok = tp->ops->run(tp, list, n) == 0;
+	}
+	if (list != small)
+		free(list);
+	return ok;
+}
+
+/*
+ * Check and start n requests: refuse the whole submission before
+ * starting any of it, prepare every task, resolve each, then hand the
+ * ready ones over. With `run` the caller waits next, so a transport's
+ * run op may carry them on this thread (try_run).
+ */
+static int submit(struct te_batch *b, const struct te_request *reqs, unsigned n,
+		  bool run)
 {
 	struct te_engine *eng = b->eng;
 	unsigned base = atomic_load(&b->n);
@@ -150,47 +236,29 @@ int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 	atomic_store(&b->n, base + n);
 	for (unsigned i = 0; i < n; i++) {
 		struct te_task *t = &b->tasks[base + i];
-		struct te_transport *tp;
-		int rc;
 
-		t->peer = te__segment_peer(reqs[i].target);
-		if (!t->peer) {
-			/* Stale and not resolvable again (peer gone). */
-			t->tp = eng->forced_tp >= 0 ? eng->forced_tp :
-						      TE_TP_TCP;
-			te__slice_done(t, 0, -EHOSTUNREACH);
-			continue;
-		}
-		if (!t->req.length) {
-			t->tp = TE_TP_LOCAL;
-			te__slice_done(t, 0, 0);
-			continue;
-		}
-		t->tp = pick_transport(eng, t->peer, &t->req);
-		if (t->tp < 0) {
-			/*
-			 * No transport reaches this range of the cached
-			 * descriptor: the peer may have registered more memory
-			 * or restarted, so resolve it again on the next use.
-			 */
-			if (!t->peer->is_self)
-				te__peer_invalidate(t->peer);
-			t->tp = eng->forced_tp >= 0 ? eng->forced_tp :
-						      TE_TP_TCP;
-			te__slice_done(t, 0, MC_ENOTSUPPORTED);
-			continue;
-		}
-		tp = eng->tps[t->tp];
-		/* GPU memory goes through pinned host buffers, unless the
-		 * transport moves it itself (local, cuda_ipc). */
-		if (t->local_reg->gpu && !tp->ops->gpu_direct)
-			rc = te__stage_submit(eng, t);
-		else
-			rc = tp->ops->submit(tp, t);
-		if (rc)
-			te__slice_done(t, 0, rc);
+		t->ready = resolve(eng, t);
 	}
+	if (run && n && try_run(eng, &b->tasks[base], n))
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		if (b->tasks[base + i].ready)
+			hand_over(eng, &b->tasks[base + i]);
 	return 0;
+}
+
+int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
+		    unsigned n)
+{
+	return submit(b, reqs, n, false);
+}
+
+int te_batch_transfer(struct te_batch *b, const struct te_request *reqs,
+		      unsigned n, int timeout_ms)
+{
+	int rc = submit(b, reqs, n, true);
+
+	return rc ? rc : te_batch_wait(b, timeout_ms);
 }
 
 int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st)

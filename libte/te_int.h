@@ -131,6 +131,7 @@ struct te_task {
 	_Atomic bool timed_out;
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC */
 	struct te_memreg *local_reg;
+	bool ready; /* resolved at submission, not handed over yet */
 	/* A sub-task of GPU staging (stage.c): batch is NULL and this is
 	 * called when it ends, instead of the batch's bookkeeping. */
 	void (*on_done)(struct te_task *t);
@@ -177,6 +178,15 @@ struct te_transport_ops {
 	 * on the network.
 	 */
 	int (*submit)(struct te_transport *tp, struct te_task *task);
+	/**
+	 * Carry n tasks, all to one peer, whose submitter waits for them
+	 * next (te_batch_transfer): the transport may move them on the
+	 * calling thread, without handing them to its own threads. 0: it
+	 * took every task (each ends through te__slice_done, here or
+	 * later); anything else: it started none, and they go through
+	 * submit. Optional.
+	 */
+	int (*run)(struct te_transport *tp, struct te_task **tasks, unsigned n);
 	/** Free per-peer state in peer->tp_priv[tp->index]. Optional. */
 	void (*peer_release)(struct te_transport *tp, struct te_peer *peer);
 	/**
@@ -221,6 +231,7 @@ struct te_transport {
 	_Atomic uint64_t read_bytes, write_bytes;
 	_Atomic uint64_t read_requests, write_requests;
 	_Atomic uint64_t failed_requests, served_bytes;
+	_Atomic uint64_t caller_requests; /* moved by the run op's caller */
 };
 
 struct te_notif {

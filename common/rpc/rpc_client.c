@@ -192,8 +192,9 @@ static int exchange(struct mc_rpc_client *c, int fd, unsigned *tmo,
 		    uint64_t id, const ProtobufCMessageDescriptor *rd,
 		    ProtobufCMessage **resp, bool *got_any)
 {
-	/* The header and, for most answers, the whole body in one read. */
-	uint8_t in[MC_RPC_HDR_LEN + 1024];
+	/* The header and, for most answers (a batch of 16 keys' replica
+	 * lists is about 2 KiB), the whole body in one read. */
+	uint8_t in[MC_RPC_HDR_LEN + 4096];
 	struct mc_rpc_hdr h;
 	uint8_t *body;
 	unsigned want = c->timeout_ms;

@@ -124,6 +124,9 @@ struct te_counters {
 	 * queue pairs, memory regions and work requests posted and not yet
 	 * completed; for leak checks. */
 	uint64_t connections, registrations, inflight;
+	/* Requests moved on the thread that submitted them (tcp, through
+	 * te_batch_transfer), not by the transport's own threads. */
+	uint64_t caller_requests;
 };
 
 /**
@@ -270,6 +273,16 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
  */
 int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		    unsigned n);
+
+/**
+ * te_batch_submit() then te_batch_wait(b, timeout_ms), for a caller that
+ * waits at once: the engine may then move the bytes on the calling
+ * thread (over TCP, requests to one peer on an idle connection: no
+ * hand-off to the engine's threads, the small requests in one write).
+ * Same results and errors as the two calls.
+ */
+int te_batch_transfer(struct te_batch *b, const struct te_request *reqs,
+		      unsigned n, int timeout_ms);
 
 /** Status of request idx (in submission order). */
 int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st);

@@ -249,7 +249,21 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 						  XFER_BATCH_CAP);
 		int rc = batch_get(x, &c->b);
 
-		if (!rc) {
+		if (!rc && n_live <= XFER_BATCH_CAP) {
+			/* One chunk: we wait for it at once, so the engine
+			 * may move it on this thread (finish_chunk's wait
+			 * then returns at once, or waits out a timeout). */
+			uint64_t now = mcs_now_ms();
+			int left = now >= deadline ? 0 : (int)(deadline - now);
+
+			rc = te_batch_transfer(c->b, &reqs[off], cnt, left);
+			if (rc == -ETIMEDOUT)
+				rc = 0;
+			if (rc) {
+				batch_put(x, c->b);
+				c->b = NULL;
+			}
+		} else if (!rc) {
 			rc = te_batch_submit(c->b, &reqs[off], cnt);
 			if (rc) {
 				batch_put(x, c->b);

@@ -395,10 +395,14 @@ class TeClient:
         return dict(kv.split("=", 1) for kv in reply.split()[1:]
                     if "=" in kv)
 
-    def transfer(self, batch, seg, op, addr, length, count, timeout_ms=60000):
+    def transfer(self, batch, seg, op, addr, length, count, timeout_ms=60000,
+                 in_call=False):
         """Submit, wait, and return (status dict, wait dict); the batch
-        is left for check/destroy."""
-        self.ok(f"submit {batch} {seg} {op} {addr} {length} {count}")
+        is left for check/destroy. in_call: `run` (te_batch_transfer)
+        instead of submit; the wait then returns at once."""
+        verb = "run" if in_call else "submit"
+        self.ok(f"{verb} {batch} {seg} {op} {addr} {length} {count}",
+                timeout=timeout_ms / 1000 + 30)
         w = self.ok(f"wait {batch} {int(timeout_ms * SCALE)}",
                     timeout=timeout_ms / 1000 + 30)
         return self.ok(f"status {batch}"), w

@@ -18,6 +18,10 @@
  *                                  a new batch of COUNT requests of LEN
  *                                  bytes at target ADDR + i * LEN, local
  *                                  offset i * LEN (wrapping in the buffer)
+ *   run B SEG read|write ADDR LEN COUNT
+ *                                  as submit, through te_batch_transfer:
+ *                                  "ok ran B since_submit_ms=S" once
+ *                                  every request ended
  *   wait B MS                      te_batch_wait: "ok rc=R waited_ms=W
  *                                  since_submit_ms=S"
  *   status B                       "ok completed=C failed=F timeout=T
@@ -153,7 +157,9 @@ static void cmd_close(const char *name)
 	reply("ok");
 }
 
-static void cmd_submit(char **argv, int argc)
+/* submit, or with in_call `run`: te_batch_transfer, which returns once
+ * every request ended (the engine may move them on this thread). */
+static void cmd_submit(char **argv, int argc, bool in_call)
 {
 	struct batch *bt = NULL;
 	struct seg *s;
@@ -164,8 +170,8 @@ static void cmd_submit(char **argv, int argc)
 	if (argc != 7 || parse_u64(argv[4], &addr) ||
 	    parse_u64(argv[5], &len) || parse_u64(argv[6], &count) || !len ||
 	    !count || count > 65536 || len > local_len)
-		return reply("error usage: submit B SEG read|write ADDR LEN "
-			     "COUNT");
+		return reply("error usage: submit|run B SEG read|write ADDR "
+			     "LEN COUNT");
 	if (!strcmp(argv[3], "read"))
 		op = TE_READ;
 	else if (!strcmp(argv[3], "write"))
@@ -204,7 +210,14 @@ static void cmd_submit(char **argv, int argc)
 	bt->n = (unsigned)count;
 	snprintf(bt->name, sizeof(bt->name), "%s", argv[1]);
 	bt->submitted_ms = now_ms();
-	rc = te_batch_submit(bt->b, bt->reqs, bt->n);
+	if (in_call) {
+		rc = te_batch_transfer(bt->b, bt->reqs, bt->n, -1);
+		if (!rc)
+			return reply("ok ran %s since_submit_ms=%.0f", bt->name,
+				     now_ms() - bt->submitted_ms);
+	} else {
+		rc = te_batch_submit(bt->b, bt->reqs, bt->n);
+	}
 	if (rc) {
 		te_batch_destroy(bt->b);
 		free(bt->reqs);
@@ -311,7 +324,7 @@ static void cmd_counters(const char *tp)
 		return reply("error counters %d", rc);
 	reply("ok read_bytes=%llu write_bytes=%llu read_requests=%llu "
 	      "write_requests=%llu failed=%llu served=%llu connections=%llu "
-	      "registrations=%llu inflight=%llu",
+	      "registrations=%llu inflight=%llu caller_requests=%llu",
 	      (unsigned long long)c.read_bytes,
 	      (unsigned long long)c.write_bytes,
 	      (unsigned long long)c.read_requests,
@@ -320,7 +333,8 @@ static void cmd_counters(const char *tp)
 	      (unsigned long long)c.served_bytes,
 	      (unsigned long long)c.connections,
 	      (unsigned long long)c.registrations,
-	      (unsigned long long)c.inflight);
+	      (unsigned long long)c.inflight,
+	      (unsigned long long)c.caller_requests);
 }
 
 static void cmd_notify(char **argv, int argc)
@@ -356,7 +370,9 @@ static bool run_line(char *line)
 	else if (!strcmp(argv[0], "close"))
 		cmd_close(argc > 1 ? argv[1] : NULL);
 	else if (!strcmp(argv[0], "submit"))
-		cmd_submit(argv, argc);
+		cmd_submit(argv, argc, false);
+	else if (!strcmp(argv[0], "run"))
+		cmd_submit(argv, argc, true);
 	else if (!strcmp(argv[0], "wait"))
 		cmd_wait(argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL);
 	else if (!strcmp(argv[0], "status"))

@@ -81,6 +81,7 @@ struct ctx {
 	size_t area; /* bytes in each of area_a, area_b */
 	uint8_t *self_target; /* --transport local */
 	unsigned timeout_ms;
+	bool in_call; /* --wait_in_call: te_batch_transfer */
 	uint64_t rng;
 	struct te_counters base[N_TPS];
 };
@@ -190,12 +191,29 @@ static int xfer_on(const struct ctx *c, struct te_batch *b,
 
 	if (rc)
 		return failf(r, "te_batch_reset: %s", mc_strerror(rc));
-	rc = te_batch_submit(b, reqs, n);
-	if (rc)
-		return failf(r, "te_batch_submit(%u requests): %s (%s)", n,
-			     mc_strerror(rc), mc_err_name(rc));
-	if (wait_all(c, b, r))
-		return -1;
+	if (c->in_call) {
+		/* Submit and wait in one call: the engine may move the bytes
+		 * on this thread (tcp: an idle lane, one write). */
+		rc = te_batch_transfer(b, reqs, n, wait_bound_ms(c));
+		if (rc == -ETIMEDOUT) {
+			r->wedged = true;
+			return failf(r,
+				     "te_batch_transfer: requests still in "
+				     "flight after %d ms",
+				     wait_bound_ms(c));
+		}
+		if (rc)
+			return failf(r,
+				     "te_batch_transfer(%u requests): %s (%s)",
+				     n, mc_strerror(rc), mc_err_name(rc));
+	} else {
+		rc = te_batch_submit(b, reqs, n);
+		if (rc)
+			return failf(r, "te_batch_submit(%u requests): %s (%s)",
+				     n, mc_strerror(rc), mc_err_name(rc));
+		if (wait_all(c, b, r))
+			return -1;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		struct te_status st;
 
@@ -1326,7 +1344,7 @@ static int check_counters(struct ctx *c, struct res *r)
 struct args {
 	const char *metadata, *target, *transport, *name, *only;
 	uint64_t target_addr, target_size, seed, timeout_ms;
-	bool report_counters;
+	bool report_counters, in_call;
 };
 
 static int usage(const char *msg)
@@ -1336,7 +1354,8 @@ static int usage(const char *msg)
 		"usage: te_conformance --metadata CONN [--target NAME "
 		"--target_addr ADDR] [--target_size N] [--seed S] "
 		"[--transport tcp|shm|local|rdma|auto] [--name NAME] "
-		"[--case NAME,...|all] [--timeout_ms N] [--report_counters]\n",
+		"[--case NAME,...|all] [--timeout_ms N] [--report_counters] "
+		"[--wait_in_call]\n",
 		msg);
 	return 2;
 }
@@ -1359,6 +1378,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 		if (!strcmp(f, "--report_counters")) {
 			a->report_counters = true;
+			continue;
+		}
+		if (!strcmp(f, "--wait_in_call")) {
+			a->in_call = true;
 			continue;
 		}
 		if (strncmp(f, "--", 2) || i + 1 >= argc)
@@ -1423,6 +1446,7 @@ static int setup(struct ctx *c, const struct args *a)
 			     "auto");
 	c->self = c->tp_idx == 2;
 	c->seed = a->seed;
+	c->in_call = a->in_call;
 	c->rng = a->seed * 0x9E3779B97F4A7C15ull + 1;
 	c->timeout_ms = a->timeout_ms ? (unsigned)a->timeout_ms : 30000;
 	c->tsize = a->target_size;
@@ -1507,13 +1531,14 @@ static void report_counters(struct ctx *c)
 		printf("counters %s {\"read_bytes\": %llu, \"write_bytes\": "
 		       "%llu, \"read_requests\": %llu, \"write_requests\": "
 		       "%llu, \"failed_requests\": %llu, \"served_bytes\": "
-		       "%llu}\n",
+		       "%llu, \"caller_requests\": %llu}\n",
 		       tp_names[i], (unsigned long long)all[i].read_bytes,
 		       (unsigned long long)all[i].write_bytes,
 		       (unsigned long long)all[i].read_requests,
 		       (unsigned long long)all[i].write_requests,
 		       (unsigned long long)all[i].failed_requests,
-		       (unsigned long long)all[i].served_bytes);
+		       (unsigned long long)all[i].served_bytes,
+		       (unsigned long long)all[i].caller_requests);
 }
 
 /* Is name one of the comma-separated names in list? */

@@ -17,7 +17,9 @@ static int tcp_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	struct tcp_transport *t = calloc(1, sizeof(*t));
 	const char *s = getenv("MC_TCP_MAX_SLICE_SIZE");
 	const char *l = getenv("MC_TCP_LANES_PER_PEER");
+	const char *bp = getenv("MC_TCP_BUSY_POLL_US");
 	long v = s ? strtol(s, NULL, 10) : 0;
+	long bp_us = bp && *bp ? strtol(bp, NULL, 10) : -1;
 	long lanes = l && *l ? strtol(l, NULL, 10) : 0;
 	int rc;
 
@@ -28,6 +30,9 @@ static int tcp_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	t->lanes = cfg->tcp_lanes ? cfg->tcp_lanes :
 		   lanes > 0	  ? (unsigned)lanes :
 				    TCP_LANES_DEFAULT;
+	t->busy_poll_us = bp_us < 0	? TCP_BUSY_POLL_DEFAULT_US :
+			  bp_us > 10000 ? 10000u :
+					  (unsigned)bp_us;
 	pthread_mutex_init(&t->conns_lock, NULL);
 	pthread_cond_init(&t->conns_cond, NULL);
 	rc = tcp_server_start(t, err, errlen);
@@ -102,6 +107,11 @@ static int tcp_submit(struct te_transport *tp, struct te_task *t)
 	return tcp_client_submit(to_tcp(tp), t);
 }
 
+static int tcp_run(struct te_transport *tp, struct te_task **tasks, unsigned n)
+{
+	return tcp_client_run(to_tcp(tp), tasks, n);
+}
+
 static void tcp_peer_release(struct te_transport *tp, struct te_peer *p)
 {
 	tcp_client_peer_release(to_tcp(tp), p);
@@ -115,6 +125,7 @@ const struct te_transport_ops te_tcp_ops = {
 	.describe = tcp_describe,
 	.reachable = tcp_reachable,
 	.submit = tcp_submit,
+	.run = tcp_run,
 	.peer_release = tcp_peer_release,
 	.desc_decode = tcp_desc_decode,
 	.desc_free = tcp_desc_free,

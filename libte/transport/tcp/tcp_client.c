@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mc_busy_poll.h"
 #include "mc_log.h"
 #include "mc_time.h"
 #include "mc_net.h"
@@ -68,6 +69,8 @@ struct tcp_lane {
 	struct tcp_slice *if_head, *if_tail; /* in flight, in order */
 	unsigned n_inflight;
 	bool room_wait; /* the sender waits for n_inflight <= DEPTH / 2 */
+	bool caller; /* a te_batch_transfer caller uses it (tcp_client_run) */
+	bool caller_wait; /* the sender waits for the caller to leave */
 	pthread_cond_t cond;
 };
 
@@ -83,6 +86,7 @@ struct tcp_peer {
 	struct tcp_slice *q_head, *q_tail;
 	bool stopping;
 	bool peer_gone; /* owner released: do not touch ->peer */
+	struct mc_busy_poll bp; /* callers waiting for replies (run) */
 	unsigned n_lanes;
 	struct tcp_lane lanes[];
 };
@@ -269,8 +273,11 @@ static void *sender(void *arg)
 				pthread_cond_wait(&l->cond, &tp->lock);
 			l->room_wait = false;
 		}
-		while (!tp->stopping && l->broken)
+		while (!tp->stopping && (l->broken || l->caller)) {
+			l->caller_wait = l->caller;
 			pthread_cond_wait(&l->cond, &tp->lock);
+		}
+		l->caller_wait = false;
 		if (tp->stopping)
 			break;
 		s = tp->q_head;
@@ -431,6 +438,7 @@ static struct tcp_peer *peer_create(struct tcp_transport *t, struct te_peer *p)
 	tp->port = d ? d->data_port : 0;
 	tp->v2 = d && d->proto_version >= 2;
 	tp->n_lanes = n;
+	mc_busy_poll_init(&tp->bp, t->busy_poll_us);
 	pthread_mutex_init(&tp->lock, NULL);
 	pthread_cond_init(&tp->queue_cond, NULL);
 	pthread_attr_init(&attr);
@@ -534,6 +542,215 @@ int tcp_client_submit(struct tcp_transport *t, struct te_task *task)
 	for (uint64_t i = 0; i < n && i < tp->n_lanes; i++)
 		pthread_cond_signal(&tp->queue_cond);
 	pthread_mutex_unlock(&tp->lock);
+	return 0;
+}
+
+/*
+ * te_batch_transfer's path (the run op): the caller waits for its tasks
+ * next, so when a lane is idle it takes the lane and does the lane's two
+ * threads' work itself: every request of the call in one write, then the
+ * replies in order, spinning briefly before it sleeps (tp->bp). A small
+ * get then costs the reply's one wake-up, not four (sender, receiver
+ * twice, the waiter). While it holds the lane (l->caller) the lane's
+ * sender leaves the lane alone, and its receiver has nothing in flight
+ * to read. An I/O error breaks the lane as the receiver would, and the
+ * requests not yet answered go to the peer's queue, for the lanes'
+ * threads to retry on another connection while their deadline allows.
+ */
+#define RUN_MAX_PIECES 64
+#define RUN_MAX_BYTES (4u << 20)
+struct run_piece {
+	struct te_task *task;
+	char *local;
+	uint64_t remote, len;
+	uint8_t op;
+	uint8_t hdr[TCP_HDR_LEN];
+};
+
+/* Cut the tasks into pieces of at most the slice size; false when they
+ * are too many or too large for one call on one lane. */
+static bool run_cut(struct tcp_transport *t, struct te_task **tasks, unsigned n,
+		    struct run_piece *pc, unsigned *n_pc)
+{
+	uint64_t bytes = 0;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct te_task *task = tasks[i];
+		uint64_t len = task->req.length;
+
+		bytes += len;
+		if (bytes > RUN_MAX_BYTES)
+			return false;
+		for (uint64_t off = 0; off < len; off += t->slice_size) {
+			if (k == RUN_MAX_PIECES)
+				return false;
+			pc[k] = (struct run_piece){
+				.task = task,
+				.local = (char *)task->req.local + off,
+				.remote = task->req.target_addr + off,
+				.len = len - off < t->slice_size ?
+					       len - off :
+					       t->slice_size,
+				.op = task->req.opcode == TE_READ ?
+					      TCP_OP_READ :
+					      TCP_OP_WRITE,
+			};
+			k++;
+		}
+	}
+	*n_pc = k;
+	return true;
+}
+
+/* An idle, connected lane for the caller (tp->lock held), or NULL. */
+static struct tcp_lane *claim_lane(struct tcp_peer *tp)
+{
+	if (tp->stopping)
+		return NULL;
+	for (unsigned i = 0; i < tp->n_lanes; i++) {
+		struct tcp_lane *l = &tp->lanes[i];
+
+		if (l->fd >= 0 && !l->broken && !l->caller && !l->sending &&
+		    !l->n_inflight) {
+			l->caller = true;
+			return l;
+		}
+	}
+	return NULL;
+}
+
+/* Send every piece's request, then read the replies in order; returns
+ * how many pieces ended (*rc: the I/O error that stopped it, or 0). */
+static unsigned run_pieces(struct tcp_peer *tp, int fd, struct run_piece *pc,
+			   unsigned n, uint64_t deadline, int *rc)
+{
+	struct iovec iov[2 * RUN_MAX_PIECES];
+	struct tcp_rx *rx = malloc(sizeof(*rx));
+	int cnt = 0;
+	unsigned done = 0;
+
+	*rc = rx ? 0 : -ENOMEM;
+	for (unsigned i = 0; rx && i < n; i++) {
+		struct tcp_hdr h = { .size = pc[i].len,
+				     .addr = pc[i].remote,
+				     .op = pc[i].op,
+				     .v2 = tp->v2 };
+
+		tcp_hdr_encode(&h, pc[i].hdr);
+		iov[cnt++] = (struct iovec){ pc[i].hdr, TCP_HDR_LEN };
+		if (pc[i].op == TCP_OP_WRITE)
+			iov[cnt++] = (struct iovec){ pc[i].local, pc[i].len };
+	}
+	if (rx) {
+		rx->fd = fd;
+		rx->bp = &tp->bp;
+		rx->off = rx->len = 0;
+		*rc = tcp_io_sendv(fd, iov, cnt, deadline);
+	}
+	for (; !*rc && done < n; done++) {
+		struct run_piece *p = &pc[done];
+		uint8_t raw[TCP_STATUS_LEN];
+		uint32_t code = TCP_STATUS_OK;
+
+		if (tp->v2) {
+			*rc = tcp_rx_read(rx, raw, sizeof(raw), deadline);
+			if (!*rc && tcp_status_decode(raw, &code))
+				*rc = -EPROTO;
+			if (*rc)
+				break;
+		}
+		if (code != TCP_STATUS_OK) {
+			te__slice_done(p->task, 0, MC_ENOTREG);
+			continue;
+		}
+		if (p->op == TCP_OP_READ)
+			*rc = tcp_rx_read(rx, p->local, p->len, deadline);
+		if (*rc)
+			break;
+		te__slice_done(p->task, p->len, 0);
+	}
+	free(rx);
+	return done;
+}
+
+int tcp_client_run(struct tcp_transport *t, struct te_task **tasks, unsigned n)
+{
+	struct tcp_peer *tp = peer_state(t, tasks[0]->peer);
+	struct run_piece pc[RUN_MAX_PIECES];
+	struct tcp_slice *head = NULL, **tail = &head;
+	uint64_t deadline = tasks[0]->deadline_ns;
+	struct tcp_lane *l;
+	unsigned n_pc, done;
+	int fd, rc;
+
+	if (!tp || !run_cut(t, tasks, n, pc, &n_pc))
+		return -EAGAIN;
+	pthread_mutex_lock(&tp->lock);
+	l = claim_lane(tp);
+	fd = l ? l->fd : -1;
+	pthread_mutex_unlock(&tp->lock);
+	if (!l)
+		return -EAGAIN;
+	atomic_fetch_add(&tp->refs, 1); /* the last task may free the peer */
+	for (unsigned i = 0, j = 0; i < n; i++) {
+		int extra = -1;
+
+		for (; j < n_pc && pc[j].task == tasks[i]; j++)
+			extra++;
+		te__task_add_slices(tasks[i], extra);
+	}
+	atomic_fetch_add(&t->base.caller_requests, n);
+	done = run_pieces(tp, fd, pc, n_pc, deadline, &rc);
+	/* Pieces not answered: queued for the lanes, or ended. */
+	for (unsigned i = done; rc && i < n_pc; i++) {
+		struct tcp_slice *s = calloc(1, sizeof(*s));
+
+		if (!s || mc_mono_ns() >= deadline) {
+			free(s);
+			te__slice_done(pc[i].task, 0, rc);
+			continue;
+		}
+		*s = (struct tcp_slice){ .task = pc[i].task,
+					 .local = pc[i].local,
+					 .remote = pc[i].remote,
+					 .len = pc[i].len,
+					 .op = pc[i].op };
+		*tail = s;
+		tail = &s->next;
+	}
+	pthread_mutex_lock(&tp->lock);
+	l->caller = false;
+	if (rc) {
+		if (is_connection_error(rc) && !tp->peer_gone)
+			te__peer_invalidate(tp->peer);
+		(void)break_lane(l); /* nothing in flight: returns NULL */
+	}
+	if (head) {
+		if (tp->stopping) {
+			pthread_mutex_unlock(&tp->lock);
+			for (struct tcp_slice *s; head; head = s) {
+				s = head->next;
+				finish(head, -ECANCELED);
+			}
+			pthread_mutex_lock(&tp->lock);
+		} else {
+			if (tp->q_tail)
+				tp->q_tail->next = head;
+			else
+				tp->q_head = head;
+			for (tp->q_tail = head; tp->q_tail->next;)
+				tp->q_tail = tp->q_tail->next;
+			pthread_cond_broadcast(&tp->queue_cond);
+		}
+	}
+	/* Wake the sender only if it waits for us: a broadcast on every
+	 * call would also wake the receiver for nothing (a wake-up per get,
+	 * what this path is for avoiding). break_lane woke both. */
+	if (l->caller_wait)
+		pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&tp->lock);
+	tcp_peer_put(tp);
 	return 0;
 }
 

@@ -48,9 +48,10 @@ void tcp_gpu_bounce_free(struct tcp_gpu_bounce *g)
 	free(g);
 }
 
-int tcp_gpu_serve(struct tcp_gpu_bounce **gp, int fd, const struct tcp_hdr *h,
-		  int dev, uint64_t deadline)
+int tcp_gpu_serve(struct tcp_gpu_bounce **gp, struct tcp_rx *rx,
+		  const struct tcp_hdr *h, int dev, uint64_t deadline)
 {
+	int fd = rx->fd;
 	char *mem = (char *)(uintptr_t)h->addr;
 	uint8_t st[TCP_STATUS_LEN];
 	struct tcp_gpu_bounce *g;
@@ -73,7 +74,7 @@ int tcp_gpu_serve(struct tcp_gpu_bounce **gp, int fd, const struct tcp_hdr *h,
 			if (!rc)
 				rc = tcp_io_send(fd, g->buf, n, deadline);
 		} else {
-			rc = tcp_io_recv(fd, g->buf, n, deadline);
+			rc = tcp_rx_read(rx, g->buf, n, deadline);
 			if (!rc)
 				rc = te__gpu_copy(mem + off, g->buf, n,
 						  g->stream);

@@ -5,11 +5,13 @@
  * -ETIMEDOUT when the deadline passes, -ECONNRESET on EOF.
  */
 #include <errno.h>
+#include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "mc_busy_poll.h"
 #include "mc_time.h"
 #include "tcp_int.h"
 
@@ -34,29 +36,34 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 	return 0;
 }
 
-/* Two buffers with as few sendmsg() calls as the socket allows: a small
- * header rides in the same segment as the payload, one wake-up for the
- * peer instead of two (TCP_NODELAY sends a lone header on its own). */
-int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
-		 uint64_t deadline_ns)
+/* iovecs with as few sendmsg() calls as the socket allows: a small
+ * header rides in the same segment as its payload (one wake-up for the
+ * peer instead of two: TCP_NODELAY sends a lone header on its own), and a
+ * batch's requests leave in one write. iov is consumed. */
+int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns)
 {
-	struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
 
-	while (iov[0].iov_len + iov[1].iov_len) {
+	while (m.msg_iovlen && !m.msg_iov->iov_len) {
+		m.msg_iov++;
+		m.msg_iovlen--;
+	}
+	while (m.msg_iovlen) {
 		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			size_t k = (size_t)n;
-			for (int i = 0; i < 2 && k; i++) {
-				size_t d = k < iov[i].iov_len ? k :
-								iov[i].iov_len;
-				iov[i].iov_base = (char *)iov[i].iov_base + d;
-				iov[i].iov_len -= d;
+			while (m.msg_iovlen && (k || !m.msg_iov->iov_len)) {
+				size_t d = k < m.msg_iov->iov_len ?
+						   k :
+						   m.msg_iov->iov_len;
+				m.msg_iov->iov_base =
+					(char *)m.msg_iov->iov_base + d;
+				m.msg_iov->iov_len -= d;
 				k -= d;
-			}
-			if (!iov[0].iov_len) {
-				m.msg_iov = &iov[1];
-				m.msg_iovlen = 1;
+				if (m.msg_iov->iov_len)
+					break;
+				m.msg_iov++;
+				m.msg_iovlen--;
 			}
 			continue;
 		}
@@ -69,6 +76,14 @@ int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
 			return rc;
 	}
 	return 0;
+}
+
+int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+		 uint64_t deadline_ns)
+{
+	struct iovec iov[2] = { { (void *)a, alen }, { (void *)b, blen } };
+
+	return tcp_io_sendv(fd, iov, 2, deadline_ns);
 }
 
 int tcp_io_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)
@@ -125,4 +140,61 @@ int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 	if (lowat != 1)
 		set_lowat(fd, &lowat, 0);
 	return rc;
+}
+
+/* Wait for bytes (spinning first when rx->bp allows), then read what
+ * the socket holds into the empty buffer. */
+static int rx_fill(struct tcp_rx *rx, uint64_t deadline_ns)
+{
+	rx->off = rx->len = 0;
+	for (;;) {
+		ssize_t n =
+			recv(rx->fd, rx->buf, sizeof(rx->buf), MSG_DONTWAIT);
+		int ms = -1, rc;
+
+		if (n > 0) {
+			rx->len = (size_t)n;
+			return 0;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		if (deadline_ns) {
+			uint64_t now = mc_mono_ns();
+			if (now >= deadline_ns)
+				return -ETIMEDOUT;
+			ms = (int)((deadline_ns - now + 999999) / 1000000);
+		}
+		rc = rx->bp ? mc_busy_poll_wait(rx->bp, rx->fd, ms) :
+			      wait_fd(rx->fd, POLLIN, deadline_ns);
+		if (rc)
+			return rc;
+	}
+}
+
+int tcp_rx_read(struct tcp_rx *rx, void *dst, size_t n, uint64_t deadline_ns)
+{
+	char *p = dst;
+
+	while (n) {
+		size_t k;
+
+		if (rx->off == rx->len) {
+			/* Large remainders go straight into place. */
+			if (n >= sizeof(rx->buf) / 2)
+				return tcp_io_recv(rx->fd, p, n, deadline_ns);
+			int rc = rx_fill(rx, deadline_ns);
+			if (rc)
+				return rc;
+		}
+		k = rx->len - rx->off < n ? rx->len - rx->off : n;
+		memcpy(p, rx->buf + rx->off, k);
+		rx->off += k;
+		p += k;
+		n -= k;
+	}
+	return 0;
 }

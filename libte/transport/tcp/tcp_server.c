@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mc_busy_poll.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_ratelimit.h"
@@ -35,17 +36,19 @@ struct tcp_conn {
 	struct tcp_conn *next, *prev;
 	struct tcp_transport *t;
 	int fd;
+	struct mc_busy_poll bp; /* waiting for the next request */
+	struct tcp_rx rx; /* its requests, once authenticated */
 	pthread_t thread;
 	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
 };
 
-static int drain(int fd, uint64_t len, uint64_t deadline)
+static int drain(struct tcp_rx *rx, uint64_t len, uint64_t deadline)
 {
 	char buf[65536];
 
 	while (len) {
 		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
-		int rc = tcp_io_recv(fd, buf, n, deadline);
+		int rc = tcp_rx_read(rx, buf, n, deadline);
 		if (rc)
 			return rc;
 		len -= n;
@@ -55,7 +58,7 @@ static int drain(int fd, uint64_t len, uint64_t deadline)
 
 /* Serve one request; a negative return closes the connection. */
 static int serve_request(struct tcp_transport *t, struct tcp_conn *c,
-			 const struct tcp_hdr *h)
+			 struct tcp_rx *rx, const struct tcp_hdr *h)
 {
 	struct te_engine *eng = t->base.eng;
 	uint64_t deadline = mc_mono_ns() + eng->timeout_ms * 1000000ULL;
@@ -70,13 +73,13 @@ static int serve_request(struct tcp_transport *t, struct tcp_conn *c,
 		r = te__reg_find_remote(eng, h->addr, h->size);
 	ok = h->size == 0 || r;
 	if (ok && r && r->gpu) {
-		rc = tcp_gpu_serve(&c->gpu, fd, h, r->gpu - 1, deadline);
+		rc = tcp_gpu_serve(&c->gpu, rx, h, r->gpu - 1, deadline);
 	} else if (ok && h->op == TCP_OP_READ) {
 		tcp_status_encode(TCP_STATUS_OK, st);
 		rc = tcp_io_send2(fd, st, h->v2 ? sizeof(st) : 0, mem, h->size,
 				  deadline);
 	} else if (ok) {
-		rc = tcp_io_recv(fd, mem, h->size, deadline);
+		rc = tcp_rx_read(rx, mem, h->size, deadline);
 	}
 	pthread_rwlock_unlock(&eng->reg_lock);
 	if (rc)
@@ -97,7 +100,7 @@ static int serve_request(struct tcp_transport *t, struct tcp_conn *c,
 	if (h->op == TCP_OP_WRITE) {
 		if (h->size > DRAIN_MAX)
 			return -EACCES;
-		rc = drain(fd, h->size, deadline);
+		rc = drain(rx, h->size, deadline);
 		if (rc)
 			return rc;
 	}
@@ -136,6 +139,68 @@ static void refuse_unauthenticated(struct tcp_transport *t, int fd,
 	(void)tcp_io_send(fd, st, sizeof(st), deadline);
 }
 
+/*
+ * Answers to READs of plain registered memory gathered while the next
+ * request is already buffered: a batch of small gets is answered with
+ * one write (and reg_lock taken once), not one per request.
+ */
+#define BATCH_MAX 64
+#define BATCH_BYTES (4u << 20)
+
+struct reply_batch {
+	struct iovec iov[2 * BATCH_MAX];
+	int cnt;
+	unsigned n;
+	uint64_t bytes;
+	bool locked; /* reg_lock held for reading */
+	uint8_t ok[TCP_STATUS_LEN]; /* the status of every answer */
+};
+
+static int batch_flush(struct tcp_transport *t, struct tcp_conn *c,
+		       struct reply_batch *b)
+{
+	uint64_t deadline = mc_mono_ns() + t->base.eng->timeout_ms * 1000000ULL;
+	int rc = b->cnt ? tcp_io_sendv(c->fd, b->iov, b->cnt, deadline) : 0;
+
+	if (b->locked)
+		pthread_rwlock_unlock(&t->base.eng->reg_lock);
+	if (!rc)
+		atomic_fetch_add(&t->base.served_bytes, b->bytes);
+	b->cnt = 0;
+	b->n = 0;
+	b->bytes = 0;
+	b->locked = false;
+	return rc;
+}
+
+/* Add h's answer to the batch when it is a READ of plain (not GPU)
+ * registered memory that fits; false: the caller flushes and serves h
+ * on its own. */
+static bool batch_add(struct tcp_transport *t, struct reply_batch *b,
+		      const struct tcp_hdr *h)
+{
+	struct te_engine *eng = t->base.eng;
+	struct te_memreg *r;
+
+	if (h->op != TCP_OP_READ || !h->size || b->n == BATCH_MAX ||
+	    h->size > BATCH_BYTES - b->bytes)
+		return false;
+	if (!b->locked) {
+		pthread_rwlock_rdlock(&eng->reg_lock);
+		b->locked = true;
+	}
+	r = te__reg_find_remote(eng, h->addr, h->size);
+	if (!r || r->gpu)
+		return false;
+	if (h->v2)
+		b->iov[b->cnt++] = (struct iovec){ b->ok, TCP_STATUS_LEN };
+	b->iov[b->cnt++] =
+		(struct iovec){ (void *)(uintptr_t)h->addr, h->size };
+	b->n++;
+	b->bytes += h->size;
+	return true;
+}
+
 static void *serve_conn(void *arg)
 {
 	struct tcp_conn *c = arg;
@@ -143,15 +208,28 @@ static void *serve_conn(void *arg)
 	const struct mc_auth_key *key = t->base.eng->auth;
 	uint64_t timeout_ns = t->base.eng->timeout_ms * 1000000ULL;
 	bool authed = key == NULL;
+	struct reply_batch *b = calloc(1, sizeof(*b));
 	uint8_t raw[TCP_HDR_LEN];
 	struct tcp_hdr h;
 	int rc;
 
-	while (!atomic_load(&t->stopping)) {
-		/* Idle connections wait here until data or shutdown; one
-		 * that has yet to authenticate, only for the timeout. */
-		if (tcp_io_recv(c->fd, raw, sizeof(raw),
-				authed ? 0 : mc_mono_ns() + timeout_ns))
+	c->rx.fd = c->fd;
+	c->rx.bp = c->bp.max_us ? &c->bp : NULL;
+	if (b)
+		tcp_status_encode(TCP_STATUS_OK, b->ok);
+	while (b && !atomic_load(&t->stopping)) {
+		/* Answer what was gathered before waiting for more. */
+		if (tcp_rx_buffered(&c->rx) < TCP_HDR_LEN && b->n &&
+		    batch_flush(t, c, b))
+			break;
+		/* Idle connections wait here until data or shutdown (a
+		 * client's next request often follows at once: the rx
+		 * polls briefly before sleeping, mc_busy_poll.h); one that
+		 * has yet to authenticate, only for the timeout, and
+		 * unbuffered: the authentication reads the socket. */
+		if (authed ? tcp_rx_read(&c->rx, raw, sizeof(raw), 0) :
+			     tcp_io_recv(c->fd, raw, sizeof(raw),
+					 mc_mono_ns() + timeout_ns))
 			break;
 		if (tcp_hdr_decode(raw, &h))
 			break;
@@ -174,9 +252,14 @@ static void *serve_conn(void *arg)
 			refuse_unauthenticated(t, c->fd, &h);
 			break;
 		}
-		if (serve_request(t, c, &h))
+		if (batch_add(t, b, &h))
+			continue;
+		if (batch_flush(t, c, b) || serve_request(t, c, &c->rx, &h))
 			break;
 	}
+	if (b && b->locked)
+		pthread_rwlock_unlock(&t->base.eng->reg_lock);
+	free(b);
 	pthread_mutex_lock(&t->conns_lock);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -217,6 +300,7 @@ static void *accept_loop(void *arg)
 		}
 		c->t = t;
 		c->fd = fd;
+		mc_busy_poll_init(&c->bp, t->busy_poll_us);
 		pthread_mutex_lock(&t->conns_lock);
 		c->next = t->conns;
 		if (t->conns)

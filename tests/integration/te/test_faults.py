@@ -7,7 +7,6 @@ between the faults. Timing is only ever asserted as an upper bound on how
 long a failure takes to surface."""
 import glob
 import json
-import os
 import signal
 import subprocess
 import urllib.parse
@@ -288,3 +287,69 @@ def test_killed_shm_peer_fails(procs, tmp_path, metad):
     live = procs.start_te_peer(tmp_path, metad.url, name="127.0.0.1:31103",
                                size=MiB, shm=True)
     assert not glob.glob(f"/dev/shm/mooncake.anon.{live.proc.pid}.*")
+
+
+def test_in_call_stopped_peer_times_out(procs, tmp_path, metad):
+    """te_batch_transfer on the calling thread (tcp: an idle lane) against
+    a stopped peer: the call returns once the engine's timeout ended every
+    request (TIMEOUT, none left waiting); woken up, the peer serves the
+    next call."""
+    p = procs.start_te_peer(tmp_path, metad.url, name="127.0.0.1:31031",
+                            seed=31)
+    c = client(procs, tmp_path, metad.url, "--timeout_ms", "2000")
+    c.ok(f"open {p.name}")
+    for i in range(3):  # connects the lanes, then runs on them
+        st, _ = c.transfer(f"w{i}", p.name, "read", p.addr + i, 4096, 8,
+                           in_call=True)
+        assert st["completed"] == "8", st
+        assert c.ok(f"check w{i} {p.seed} {p.addr}")["checked"] == "8"
+    assert int(c.ok("counters tcp")["caller_requests"]) > 0
+    p.pause()
+    try:
+        r = c.ok(f"run a {p.name} read {p.addr} 4096 8", timeout=60)
+        st = c.ok("status a")
+        assert st["timeout"] == "8" and st["waiting"] == "0", st
+        # 2 s timeout + 3 s margin.
+        assert float(r["since_submit_ms"]) <= (2000 + 3000) * SCALE, r
+        assert c.ok("destroy a")["rc"] == "0"
+    finally:
+        p.signal(signal.SIGCONT)
+    for attempt in range(3):
+        st, _ = c.transfer(f"r{attempt}", p.name, "read", p.addr + 7, 4096,
+                           8, in_call=True)
+        if st["completed"] == "8":
+            break
+    assert st["completed"] == "8", st
+    assert c.ok(f"check r{attempt} {p.seed} {p.addr}")["checked"] == "8"
+    assert c.quit() == 0
+    assert p.stop() == 0, p.log()
+
+
+def test_in_call_on_a_dead_connection(procs, tmp_path, metad):
+    """The lane a te_batch_transfer caller takes may be dead (its peer was
+    killed and restarted under the same name): the call fails or is
+    retried by the lanes' threads, never hangs or returns wrong bytes,
+    and the next call reaches the new peer with its bytes. Writes too."""
+    name = "127.0.0.1:31041"
+    p1 = procs.start_te_peer(tmp_path, metad.url, name=name, seed=41)
+    c = client(procs, tmp_path, metad.url)
+    c.ok(f"open {name}")
+    for i in range(2):
+        st, _ = c.transfer(f"w{i}", name, "read", p1.addr, 65536, 4,
+                           in_call=True)
+        assert st["completed"] == "4", st
+    p1.kill()
+    p2 = procs.start_te_peer(tmp_path, metad.url, name=name, seed=42)
+    st, _ = c.transfer("b", name, "read", p1.addr, 65536, 4, in_call=True)
+    assert st["waiting"] == "0" and st["timeout"] == "0", st
+    for attempt in range(3):
+        st, _ = c.transfer(f"r{attempt}", name, "read", p2.addr + 3, 65536,
+                           4, in_call=True)
+        if st["completed"] == "4":
+            break
+    assert st["completed"] == "4", st
+    assert c.ok(f"check r{attempt} {p2.seed} {p2.addr}")["checked"] == "4"
+    st, _ = c.transfer("wr", name, "write", p2.addr, 4096, 16, in_call=True)
+    assert st["completed"] == "16", st
+    assert c.quit() == 0
+    assert p2.stop() == 0, p2.log()
