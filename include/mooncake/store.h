@@ -271,6 +271,9 @@ typedef struct mooncake_transfer_stats {
 	/* Held now (rdma: queue pairs, memory regions, work requests posted
 	 * and not completed; 0 for the others). */
 	uint64_t connections, registrations, inflight;
+	/* Requests moved on the calling thread (tcp: a get or put to one
+	 * member over an idle connection), not by the engine's threads. */
+	uint64_t caller_requests;
 } mooncake_transfer_stats_t;
 
 /** transport: "tcp", "rdma", "shm" or "local". 0; -600 for another name

@@ -84,6 +84,18 @@ MOONCAKE_API int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
 						 const uint64_t *remote,
 						 const uint64_t *len,
 						 unsigned n);
+/**
+ * The same requests through te_batch_transfer: started and waited for up
+ * to timeout_ms in one call, so the engine may move them on this thread
+ * (tcp: one peer, an idle connection). Returns what the submission
+ * returns (a refusal starts none); the outcome is then
+ * mooncake_te_batch_result's (which returns at once once all ended).
+ */
+MOONCAKE_API int
+mooncake_te_batch_transfer_arrays(struct te_batch *b, int opcode,
+				  struct te_segment *target, void *const *local,
+				  const uint64_t *remote, const uint64_t *len,
+				  unsigned n, int timeout_ms);
 /** te_batch_status, its fields through the pointers (any may be NULL). */
 MOONCAKE_API int mooncake_te_batch_status(struct te_batch *b, unsigned idx,
 					  int *status, uint64_t *transferred,

@@ -614,6 +614,7 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t s,
 		.connections = c.connections,
 		.registrations = c.registrations,
 		.inflight = c.inflight,
+		.caller_requests = c.caller_requests,
 	};
 	return 0;
 }

@@ -5,6 +5,7 @@
  * (python/mooncake/engine.py) reach it without a second library.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "mooncake/te_so.h"
@@ -116,10 +117,11 @@ int mooncake_te_batch_create(struct te_engine *eng, unsigned capacity,
 	return te_batch_create(eng, capacity, out);
 }
 
-int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
-				    struct te_segment *target,
-				    void *const *local, const uint64_t *remote,
-				    const uint64_t *len, unsigned n)
+/* n requests from the arrays, then te_batch_submit or, with in_call,
+ * te_batch_transfer (whose -ETIMEDOUT is left to batch_result). */
+static int arrays(struct te_batch *b, int opcode, struct te_segment *target,
+		  void *const *local, const uint64_t *remote,
+		  const uint64_t *len, unsigned n, bool in_call, int timeout_ms)
 {
 	struct te_request small[TE_SO_CHUNK], *reqs = small;
 	int rc;
@@ -127,7 +129,7 @@ int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
 	if (!b || !target || !local || !remote || !len || !n ||
 	    (opcode != TE_READ && opcode != TE_WRITE))
 		return -EINVAL;
-	/* One te_batch_submit for all n, so a refused request starts none. */
+	/* One submission for all n, so a refused request starts none. */
 	if (n > TE_SO_CHUNK) {
 		reqs = calloc(n, sizeof(*reqs));
 		if (!reqs)
@@ -142,10 +144,35 @@ int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
 			.length = len[i],
 		};
 	}
-	rc = te_batch_submit(b, reqs, n);
+	if (in_call) {
+		rc = te_batch_transfer(b, reqs, n, timeout_ms);
+		if (rc == -ETIMEDOUT)
+			rc = 0;
+	} else {
+		rc = te_batch_submit(b, reqs, n);
+	}
 	if (reqs != small)
 		free(reqs);
 	return rc;
+}
+
+int mooncake_te_batch_submit_arrays(struct te_batch *b, int opcode,
+				    struct te_segment *target,
+				    void *const *local, const uint64_t *remote,
+				    const uint64_t *len, unsigned n)
+{
+	return arrays(b, opcode, target, local, remote, len, n, false, 0);
+}
+
+int mooncake_te_batch_transfer_arrays(struct te_batch *b, int opcode,
+				      struct te_segment *target,
+				      void *const *local,
+				      const uint64_t *remote,
+				      const uint64_t *len, unsigned n,
+				      int timeout_ms)
+{
+	return arrays(b, opcode, target, local, remote, len, n, true,
+		      timeout_ms);
 }
 
 int mooncake_te_batch_status(struct te_batch *b, unsigned idx, int *status,

@@ -36,7 +36,7 @@ class TransferStatsC(Structure):
                 ("read_requests", c_uint64), ("write_requests", c_uint64),
                 ("failed_requests", c_uint64), ("served_bytes", c_uint64),
                 ("connections", c_uint64), ("registrations", c_uint64),
-                ("inflight", c_uint64)]
+                ("inflight", c_uint64), ("caller_requests", c_uint64)]
 
 
 class ReplicaDescC(Structure):
@@ -202,6 +202,10 @@ TE_PROTOTYPES = {
     "mooncake_te_batch_submit_arrays": (c_int, [BATCH, c_int, SEG, BUFS,
                                                 POINTER(c_uint64),
                                                 POINTER(c_uint64), c_uint]),
+    "mooncake_te_batch_transfer_arrays": (c_int, [BATCH, c_int, SEG, BUFS,
+                                                  POINTER(c_uint64),
+                                                  POINTER(c_uint64), c_uint,
+                                                  c_int]),
     "mooncake_te_batch_status": (c_int, [BATCH, c_uint, POINTER(c_int),
                                          POINTER(c_uint64), POINTER(c_int)]),
     "mooncake_te_batch_result": (c_int, [BATCH, c_uint, c_int]),

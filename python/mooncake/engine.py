@@ -367,7 +367,9 @@ class TransferEngine:
         "rdma", "shm", "local") as a dict (read_bytes, write_bytes,
         read_requests, write_requests, failed_requests, served_bytes) and
         what it holds now (connections, registrations, inflight: rdma's
-        queue pairs, memory regions and posted requests); None for a
+        queue pairs, memory regions and posted requests), and
+        caller_requests (requests moved on the calling thread: tcp's
+        transfer_sync* to one peer on an idle connection); None for a
         transport this build lacks."""
         st = _lib.TransferStatsC()
         if _L.mooncake_te_counters(self._eng(), transport.encode(),
@@ -633,8 +635,10 @@ class TransferEngine:
         _L.mooncake_te_batch_destroy(b)
 
     def _submit(self, target, buffers, peer_addresses, lengths, opcode,
-                what):
-        """(cap, batch, total bytes) with the requests started, or None."""
+                what, in_call=False):
+        """(cap, batch, total bytes) with the requests started, or None.
+        in_call: submit and wait in one call (te_batch_transfer: the engine
+        may move them on this thread), for a caller that waits at once."""
         n = len(buffers)
         if n != len(peer_addresses) or n != len(lengths):
             log.error("%s: buffers, peer_buffer_addresses and lengths have "
@@ -649,9 +653,14 @@ class TransferEngine:
         if not b:
             return None
         lens = _u64(lengths)
-        rc = _L.mooncake_te_batch_submit_arrays(
-            b, _TE_WRITE if int(opcode) == TransferOpcode.Write else _TE_READ,
-            seg, _ptrs(buffers), _u64(peer_addresses), lens, n)
+        op = _TE_WRITE if int(opcode) == TransferOpcode.Write else _TE_READ
+        if in_call:
+            rc = _L.mooncake_te_batch_transfer_arrays(
+                b, op, seg, _ptrs(buffers), _u64(peer_addresses), lens, n,
+                self._deadline_ms(sum(lens)))
+        else:
+            rc = _L.mooncake_te_batch_submit_arrays(
+                b, op, seg, _ptrs(buffers), _u64(peer_addresses), lens, n)
         if rc:
             log.warning("%s to %r: %s", what, target, _why(rc))
             self._give_batch(cap, b)
@@ -665,7 +674,7 @@ class TransferEngine:
     def _sync(self, target, buffers, peer_addresses, lengths, opcode,
               notify, what):
         got = self._submit(target, buffers, peer_addresses, lengths, opcode,
-                           what)
+                           what, in_call=True)
         if got is None:
             return -1
         cap, b, total = got

@@ -260,6 +260,14 @@ def test_sync_read_write(pair):
     assert a.batch_transfer_sync_read(sess, [back.ctypes.data],
                                       [dst.ctypes.data], [size]) == 0
     assert np.array_equal(back[:size], dst[:size])
+    # Sync transfers to one peer over an idle connection move on the
+    # calling thread (te_batch_transfer), counted apart; bytes the same.
+    for i in range(4):
+        back[:size] = 0
+        assert a.transfer_sync_read(sess, back.ctypes.data,
+                                    dst.ctypes.data + i * size, size) == 0
+        assert np.array_equal(back[:size], dst[i * size:(i + 1) * size])
+    assert a.transfer_stats("tcp")["caller_requests"] > 0
 
 
 def test_transfer_failures(pair):

@@ -1050,3 +1050,35 @@ def test_rdma_falls_back_to_tcp_only_when_allowed(master, members, stores,
         assert s.get(key + "-own") == b"o" * 4096
         s.close()
         monkeypatch.delenv(var)
+
+
+def test_tcp_gets_and_puts_on_the_calling_thread(master, members, stores,
+                                                 monkeypatch):
+    """Over TCP (MC_FORCE_TCP, the members are on this host), gets and
+    puts to one member move on the calling thread once a connection is
+    idle (te_batch_transfer; docs/design.md): the bytes are right, single
+    and batch, small and 1 MiB, and transfer_stats counts them."""
+    monkeypatch.setenv("MC_FORCE_TCP", "1")
+    store = stores()
+    assert store.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                       master.addr) == 0
+    src = rand_bytes(4 << 20, 22)
+    dst = np.zeros(4 << 20, dtype=np.uint8)
+    assert store.register_buffer(addr(src), src.nbytes) == 0
+    assert store.register_buffer(addr(dst), dst.nbytes) == 0
+    for size in (4096, 65536, 1 << 20):
+        keys = [f"tcpcall/{size}/{i}" for i in range(3)]
+        for i, k in enumerate(keys):
+            assert store.put_from(k, addr(src) + i * size, size) == 0
+        for i, k in enumerate(keys):
+            dst[:size] = 0
+            assert store.get_into(k, addr(dst), size) == size
+            assert np.array_equal(dst[:size], src[i * size:(i + 1) * size])
+        dst[:3 * size] = 0
+        got = store.batch_get_into(keys, [addr(dst) + i * size
+                                          for i in range(3)], [size] * 3)
+        assert got == [size] * 3, got
+        assert np.array_equal(dst[:3 * size], src[:3 * size])
+    st = store.transfer_stats("tcp")
+    assert st["read_requests"] > 0 and st["caller_requests"] > 0, st
+    assert store.transfer_stats("shm")["read_bytes"] == 0
