@@ -123,6 +123,7 @@ void mcfs_ckpt_fini(struct mcfs *fs)
 	}
 	pthread_mutex_destroy(&ck->lock);
 	free(ck->cache);
+	free(ck->cache_parent);
 	free(ck);
 	fs->ck = NULL;
 }

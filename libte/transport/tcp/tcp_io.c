@@ -52,16 +52,19 @@ int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns)
 		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
 			size_t k = (size_t)n;
-			while (m.msg_iovlen && (k || !m.msg_iov->iov_len)) {
-				size_t d = k < m.msg_iov->iov_len ?
-						   k :
-						   m.msg_iov->iov_len;
-				m.msg_iov->iov_base =
-					(char *)m.msg_iov->iov_base + d;
-				m.msg_iov->iov_len -= d;
-				k -= d;
-				if (m.msg_iov->iov_len)
+			/* Skip what was sent and empty iovecs (whose base
+			 * may be NULL: no arithmetic on it). */
+			while (m.msg_iovlen) {
+				struct iovec *v = m.msg_iov;
+				if (v->iov_len > k) {
+					if (k) {
+						v->iov_base =
+							(char *)v->iov_base + k;
+						v->iov_len -= k;
+					}
 					break;
+				}
+				k -= v->iov_len;
 				m.msg_iov++;
 				m.msg_iovlen--;
 			}
