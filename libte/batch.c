@@ -148,25 +148,13 @@ static void hand_over(struct te_engine *eng, struct te_task *t)
 static bool try_run(struct te_engine *eng, struct te_task *tasks, unsigned n)
 {
 	struct te_transport *tp = tasks[0].ready ? eng->tps[tasks[0].tp] : NULL;
-	struct te_task *small[16], **list = small;
 	bool ok = tp && tp->ops->run;
 
 	for (unsigned i = 0; ok && i < n; i++)
 		ok = tasks[i].ready && !tasks[i].local_reg->gpu &&
 		     tasks[i].tp == tasks[0].tp &&
 		     tasks[i].peer == tasks[0].peer;
-	if (ok && n > 16) {
-		list = calloc(n, sizeof(*list));
-		ok = list != NULL;
-	}
-	if (ok) {
-		for (unsigned i = 0; i < n; i++)
-			list[i] = &tasks[i];
-		ok = tp->ops->run(tp, list, n) == 0;
-	}
-	if (list != small)
-		free(list);
-	return ok;
+	return ok && tp->ops->run(tp, tasks, n) == 0;
 }
 
 /*

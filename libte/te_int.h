@@ -186,7 +186,7 @@ struct te_transport_ops {
 	 * later); anything else: it started none, and they go through
 	 * submit. Optional.
 	 */
-	int (*run)(struct te_transport *tp, struct te_task **tasks, unsigned n);
+	int (*run)(struct te_transport *tp, struct te_task *tasks, unsigned n);
 	/** Free per-peer state in peer->tp_priv[tp->index]. Optional. */
 	void (*peer_release)(struct te_transport *tp, struct te_peer *peer);
 	/**

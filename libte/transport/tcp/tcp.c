@@ -107,7 +107,7 @@ static int tcp_submit(struct te_transport *tp, struct te_task *t)
 	return tcp_client_submit(to_tcp(tp), t);
 }
 
-static int tcp_run(struct te_transport *tp, struct te_task **tasks, unsigned n)
+static int tcp_run(struct te_transport *tp, struct te_task *tasks, unsigned n)
 {
 	return tcp_client_run(to_tcp(tp), tasks, n);
 }

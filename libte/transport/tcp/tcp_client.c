@@ -569,14 +569,14 @@ struct run_piece {
 
 /* Cut the tasks into pieces of at most the slice size; false when they
  * are too many or too large for one call on one lane. */
-static bool run_cut(struct tcp_transport *t, struct te_task **tasks, unsigned n,
+static bool run_cut(struct tcp_transport *t, struct te_task *tasks, unsigned n,
 		    struct run_piece *pc, unsigned *n_pc)
 {
 	uint64_t bytes = 0;
 	unsigned k = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		struct te_task *task = tasks[i];
+		struct te_task *task = &tasks[i];
 		uint64_t len = task->req.length;
 
 		bytes += len;
@@ -674,12 +674,12 @@ static unsigned run_pieces(struct tcp_peer *tp, int fd, struct run_piece *pc,
 	return done;
 }
 
-int tcp_client_run(struct tcp_transport *t, struct te_task **tasks, unsigned n)
+int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n)
 {
-	struct tcp_peer *tp = peer_state(t, tasks[0]->peer);
+	struct tcp_peer *tp = peer_state(t, tasks[0].peer);
 	struct run_piece pc[RUN_MAX_PIECES];
 	struct tcp_slice *head = NULL, **tail = &head;
-	uint64_t deadline = tasks[0]->deadline_ns;
+	uint64_t deadline = tasks[0].deadline_ns;
 	struct tcp_lane *l;
 	unsigned n_pc, done;
 	int fd, rc;
@@ -696,9 +696,9 @@ int tcp_client_run(struct tcp_transport *t, struct te_task **tasks, unsigned n)
 	for (unsigned i = 0, j = 0; i < n; i++) {
 		int extra = -1;
 
-		for (; j < n_pc && pc[j].task == tasks[i]; j++)
+		for (; j < n_pc && pc[j].task == &tasks[i]; j++)
 			extra++;
-		te__task_add_slices(tasks[i], extra);
+		te__task_add_slices(&tasks[i], extra);
 	}
 	atomic_fetch_add(&t->base.caller_requests, n);
 	done = run_pieces(tp, fd, pc, n_pc, deadline, &rc);

@@ -78,7 +78,7 @@ int tcp_client_submit(struct tcp_transport *t, struct te_task *task);
 /* The run op (te_batch_transfer): tasks to one peer carried on the
  * calling thread over an idle lane; -EAGAIN (nothing started) when no
  * lane is idle and connected, or the tasks are too many or too large. */
-int tcp_client_run(struct tcp_transport *t, struct te_task **tasks, unsigned n);
+int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n);
 void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p);
 
 /* tcp_auth.c: the authentication of a data connection (engine's key). */
