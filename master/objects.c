@@ -346,6 +346,21 @@ int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
 	return 0;
 }
 
+int mst_touch(struct master *m, const char *key, size_t key_len,
+	      struct mst_object **out)
+{
+	struct mst_object *o;
+	int rc = readable(m, key, key_len, &o);
+
+	if (rc)
+		return rc;
+	o->last_access = mst_now();
+	mst_lru_touch(m, o);
+	mst_group_touch(m, o);
+	*out = o;
+	return 0;
+}
+
 int mst_exist(struct master *m, const char *key, size_t key_len)
 {
 	struct mst_object *o;

@@ -36,13 +36,17 @@ void mst_put_end_apply(struct master *m, struct mst_object *o);
 void mst_put_end_fail(struct master *m, struct mst_object *o);
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 		   size_t key_len);
-/** COMPLETE object or code (-704 missing, -703 processing or no readable
- *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
 /** HA: within the settle window after a takeover (segments' owners are
  *  re-mounting; master.h ha_settle_until). */
 bool mst_ha_settling(const struct master *m);
+/** COMPLETE object or code (-704 missing, -703 processing or no readable
+ *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
 int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
 	    struct mst_object **out, uint64_t *hold_id);
+/** As mst_get, for a read a client made from a location it cached under
+ *  an earlier lease: refreshes recency only (no lease, no hold). */
+int mst_touch(struct master *m, const char *key, size_t key_len,
+	      struct mst_object **out);
 /** 1, 0 or a code; grants an existence lease. */
 int mst_exist(struct master *m, const char *key, size_t key_len);
 /** COMPLETE object without any lease, or a code. */

@@ -564,19 +564,23 @@ static int h_get_replica_list(struct call *c)
 		if (i % MST_PREFETCH_MAX == 0 && q->n_keys > 1)
 			mst_objmap_prefetch(&c->m->objs, &q->keys[i],
 					    q->n_keys - i);
-		rc = mst_get(c->m, q->keys[i], strlen(q->keys[i]), q->hold, &o,
-			     &hold);
+		rc = q->touch ? mst_touch(c->m, q->keys[i], strlen(q->keys[i]),
+					  &o) :
+				mst_get(c->m, q->keys[i], strlen(q->keys[i]),
+					q->hold, &o, &hold);
 		if (rc == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE) {
 			/* HA takeover: ask again shortly (the whole call). */
 			r->code = rc;
 			r->n_results = 0;
 			return 0;
 		}
-		Mcrpc__ReplicaList *l = replica_list(c, rc ? NULL : o, true);
+		Mcrpc__ReplicaList *l =
+			replica_list(c, rc || q->touch ? NULL : o, true);
 		if (!l)
 			return -ENOMEM;
 		l->code = rc;
-		l->lease_ttl_ms = rc ? 0 : c->m->cfg.lease_ttl_ms;
+		l->size = rc ? 0 : o->size;
+		l->lease_ttl_ms = rc || q->touch ? 0 : c->m->cfg.lease_ttl_ms;
 		l->version = rc ? 0 : o->version;
 		l->hold_id = hold;
 		l->hold_ttl_ms = hold ? c->m->cfg.hold_ttl_ms : 0;

@@ -283,6 +283,22 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t store,
 					       const char *transport,
 					       mooncake_transfer_stats_t *out);
 
+/* Ours: the location cache (docs/design.md, "One round trip per get"):
+ * keys cached now; lookups that found a usable entry (read without asking
+ * the master) and that did not; hits whose read failed or outlasted the
+ * lease (then asked of the master); cached reads told to the master (per
+ * key and round, so that they count for eviction); keys dropped because
+ * the master no longer had them, or had another version. */
+typedef struct mooncake_location_cache_stats {
+	uint64_t keys, hits, misses, stale, touched, dropped;
+} mooncake_location_cache_stats_t;
+
+/** 0 (all zero with the cache off: location_cache_keys 0); -600 for a
+ *  NULL out; -1010 before setup and after close. */
+MOONCAKE_API int
+mooncake_store_location_cache_stats(mooncake_store_t store,
+				    mooncake_location_cache_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

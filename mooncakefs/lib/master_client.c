@@ -489,8 +489,11 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 
 /* A KeysRequest of keys as the tenant names them (force: Remove; hold:
  * GetReplicaList) and its response, of the method's type. */
+/* KeysRequest flags of tk_call. */
+enum { TK_FORCE = 1, TK_HOLD = 2, TK_TOUCH = 4 };
+
 static int tk_call(struct mcs_master *m, uint16_t method,
-		   const char *const *keys, size_t n, bool force, bool hold,
+		   const char *const *keys, size_t n, unsigned flags,
 		   void *resp_out)
 {
 	Mcrpc__KeysRequest req;
@@ -501,8 +504,9 @@ static int tk_call(struct mcs_master *m, uint16_t method,
 	if (rc)
 		return rc;
 	req = keys_req(m, &tk, n);
-	req.force = force;
-	req.hold = hold;
+	req.force = flags & TK_FORCE;
+	req.hold = flags & TK_HOLD;
+	req.touch = flags & TK_TOUCH;
 	rc = call(m, method, &req, resp_out);
 	free(tk.blk);
 	return rc;
@@ -534,7 +538,7 @@ static int tk_keys_call(struct mcs_master *m, uint16_t method,
 			int *results)
 {
 	Mcrpc__KeysResponse *resp = NULL;
-	int rc = tk_call(m, method, keys, n, force, false, &resp);
+	int rc = tk_call(m, method, keys, n, force ? TK_FORCE : 0, &resp);
 
 	return rc ? rc : keys_results(resp, n, results);
 }
@@ -557,9 +561,9 @@ int mcs_master_put_revoke(struct mcs_master *m, bool batch,
 			    keys, n, false, results);
 }
 
-int mcs_master_get_replicas(struct mcs_master *m, bool batch,
-			    const char *const *keys, size_t n, bool hold,
-			    Mcrpc__GetReplicaListResponse **out)
+static int get_lists(struct mcs_master *m, bool batch, const char *const *keys,
+		     size_t n, unsigned flags,
+		     Mcrpc__GetReplicaListResponse **out)
 {
 	Mcrpc__GetReplicaListResponse *resp = NULL;
 	int rc;
@@ -568,7 +572,7 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 	rc = tk_call(m,
 		     batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
 			     MCRPC__METHOD__GET_REPLICA_LIST,
-		     keys, n, false, hold, &resp);
+		     keys, n, flags, &resp);
 	if (rc)
 		return rc;
 	rc = fix_lists(resp->results, resp->n_results, n);
@@ -580,6 +584,19 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 	return 0;
 }
 
+int mcs_master_get_replicas(struct mcs_master *m, bool batch,
+			    const char *const *keys, size_t n, bool hold,
+			    Mcrpc__GetReplicaListResponse **out)
+{
+	return get_lists(m, batch, keys, n, hold ? TK_HOLD : 0, out);
+}
+
+int mcs_master_touch(struct mcs_master *m, const char *const *keys, size_t n,
+		     Mcrpc__GetReplicaListResponse **out)
+{
+	return get_lists(m, true, keys, n, TK_TOUCH, out);
+}
+
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 		     size_t n, int *results)
 {
@@ -589,7 +606,7 @@ int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 	rc = tk_call(m,
 		     batch ? MCRPC__METHOD__BATCH_EXIST_KEY :
 			     MCRPC__METHOD__EXIST_KEY,
-		     keys, n, false, false, &resp);
+		     keys, n, 0, &resp);
 	if (rc)
 		return rc;
 	if (resp->n_results != n) {
@@ -610,7 +627,7 @@ int mcs_master_get_size(struct mcs_master *m, const char *const *keys, size_t n,
 	Mcrpc__GetSizeResponse *resp = NULL;
 	int rc;
 
-	rc = tk_call(m, MCRPC__METHOD__GET_SIZE, keys, n, false, false, &resp);
+	rc = tk_call(m, MCRPC__METHOD__GET_SIZE, keys, n, 0, &resp);
 	if (rc)
 		return rc;
 	if (resp->n_sizes != n) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "holds.h"
+#include "locs.h"
 #include "mc_log.h"
 #include "mc_parse.h"
 #include "mooncake/te.h"
@@ -164,6 +165,8 @@ static void teardown(struct mooncake_store *s, bool leave)
 	/* Objects left open lose their holds now (released, not expired). */
 	mcs_holds_destroy(s->holds);
 	s->holds = NULL;
+	mcs_locs_destroy(s->locs);
+	s->locs = NULL;
 	if (s->seg && atomic_load(&s->seg_mounted)) {
 		rc = mcs_master_unmount(s->master, s->seg->id);
 		if (rc)
@@ -456,6 +459,10 @@ static int do_setup(struct mooncake_store *s)
 		rc = connect_master(s);
 	if (!rc)
 		rc = mcs_holds_create(s->master, &s->holds);
+	if (!rc && s->cfg.location_cache_keys > 0)
+		rc = mcs_locs_create(s->master,
+				     (size_t)s->cfg.location_cache_keys,
+				     &s->locs);
 	if (!rc)
 		rc = create_staging(s);
 	if (!rc)
@@ -616,6 +623,29 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t s,
 		.inflight = c.inflight,
 		.caller_requests = c.caller_requests,
 	};
+	return 0;
+}
+
+MOONCAKE_API int
+mooncake_store_location_cache_stats(mooncake_store_t s,
+				    mooncake_location_cache_stats_t *out)
+{
+	struct mcs_locs_stats st;
+	int rc;
+
+	if (!out)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	mcs_locs_stats(s->locs, &st);
+	mcs_leave(s);
+	*out = (mooncake_location_cache_stats_t){ .keys = st.keys,
+						  .hits = st.hits,
+						  .misses = st.misses,
+						  .stale = st.stale,
+						  .touched = st.touched,
+						  .dropped = st.dropped };
 	return 0;
 }
 

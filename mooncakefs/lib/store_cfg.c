@@ -57,6 +57,11 @@ static const struct mc_opt mcs_opts[] = {
 	OPT("ping_interval_ms", "MC_STORE_PING_MS", MC_OPT_DURATION,
 	    ping_interval_ms, "1000", 10, 60000,
 	    "Heartbeat interval to the master."),
+	OPT("location_cache_keys", "MC_LOCATION_CACHE_KEYS", MC_OPT_INT,
+	    location_cache_keys, "65536", 0, 16777216,
+	    "Keys whose replicas a get remembers under the master's read "
+	    "lease, to read them again without asking the master; 0 = "
+	    "off (docs/design.md \"One round trip per get\")."),
 	OPT("auth_token_file", "MOONCAKE_AUTH_TOKEN_FILE", MC_OPT_STRING,
 	    auth_token_file, "", 0, 0,
 	    "The pool's token (a file of mode 0600) when the master has one "

@@ -27,6 +27,7 @@ struct mcs_cfg {
 	int64_t rpc_busy_poll_us;
 	uint64_t transfer_timeout_ms;
 	uint64_t ping_interval_ms;
+	int64_t location_cache_keys; /* 0: no location cache */
 	char *auth_token_file; /* the pool's token; "" or NULL: none */
 	/* Set (file, environment, args): a kept segment of this name in
 	 * /dev/shm, required; "" or NULL: see keep_segment. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "locs.h"
 #include "store_int.h"
 
 #include "mooncake/store_fs.h"
@@ -232,6 +233,12 @@ static int rename_any(mooncake_store_t s, const char *from, const char *to,
 
 	if (rc)
 		return rc;
+	if (ok && prefix) {
+		mcs_locs_clear(s->locs);
+	} else if (ok) {
+		mcs_locs_forget(s->locs, from);
+		mcs_locs_forget(s->locs, to);
+	}
 	rc = ok ? mcs_master_rename(s->master, from, to, no_replace, prefix) :
 		  -EINVAL;
 	mcs_leave(s);

@@ -5,12 +5,15 @@
  * on this host first: the engine then copies through shared memory), all
  * keys' reads in as few transfer batches as possible. A key whose read
  * finished after its lease ran out is LEASE_EXPIRED: the object may have
- * been removed and its memory reused while we read.
+ * been removed and its memory reused while we read. Keys in the location
+ * cache (locs.h) skip the master: their reads go first, under the cached
+ * lease, and only those that fail ask the master.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "locs.h"
 #include "mc_log.h"
 #include "staging.h"
 #include "store_int.h"
@@ -210,6 +213,64 @@ out:
 	free(ops);
 }
 
+/* A hit that may work through the master: its read failed or outlasted
+ * the lease (the object may have moved); the rest is the answer. */
+static bool hit_failed(int64_t r)
+{
+	return r == MC_ETRANSFER || r == MC_ELEASEEXPIRED || r == MC_ENOTREADY;
+}
+
+/* Keys of live[] in the location cache: read from their holders at once
+ * (one round trip). live[] keeps the rest, the failed hits at its end, for
+ * the master. */
+static void read_cached(struct mooncake_store *s, struct mcs_get_key *keys,
+			size_t *live, size_t *n_live)
+{
+	size_t n = *n_live, n_hit = 0, n_miss = 0;
+	struct mcs_loc_hit one, *hits = n == 1 ? &one : NULL;
+	Mcrpc__ReplicaList *one_list, **lists = n == 1 ? &one_list : NULL;
+	size_t one_idx, *idx = n == 1 ? &one_idx : NULL;
+	uint64_t now = mcs_now_ms();
+
+	if (n > 1) {
+		hits = malloc(n * sizeof(*hits));
+		lists = malloc(n * sizeof(*lists));
+		idx = malloc(n * sizeof(*idx));
+	}
+	if (!hits || !lists || !idx)
+		goto out; /* all go to the master */
+	for (size_t j = 0; j < n; j++) {
+		if (mcs_locs_get(s->locs, keys[live[j]].key, now,
+				 &hits[n_hit])) {
+			idx[n_hit] = live[j];
+			lists[n_hit] = &hits[n_hit].rl;
+			n_hit++;
+		} else {
+			live[n_miss++] = live[j];
+		}
+	}
+	if (!n_hit)
+		goto out;
+	read_lists(s, keys, idx, lists, n_hit, now);
+	for (size_t j = 0; j < n_hit; j++) {
+		struct mcs_get_key *k = &keys[idx[j]];
+
+		if (!hit_failed(k->result))
+			continue;
+		mc_log_debug("store", "get %s: cached location: %s", k->key,
+			     mc_strerror((int)k->result));
+		mcs_locs_stale(s->locs, k->key);
+		live[n_miss++] = idx[j];
+	}
+	*n_live = n_miss;
+out:
+	if (n > 1) {
+		free(hits);
+		free(lists);
+		free(idx);
+	}
+}
+
 int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
 		 bool batch)
 {
@@ -217,7 +278,7 @@ int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
 	const char **names = calloc(n, sizeof(*names));
 	size_t *live = calloc(n, sizeof(*live));
 	size_t n_live = 0;
-	uint64_t t0, cap;
+	uint64_t t0, cap, gen;
 	int rc = 0;
 
 	if (!names || !live) {
@@ -227,13 +288,16 @@ int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
 	}
 	for (size_t i = 0; i < n; i++) {
 		keys[i].result = validate(s, &keys[i], &cap);
-		if (keys[i].result)
-			continue;
-		names[n_live] = keys[i].key;
-		live[n_live++] = i;
+		if (!keys[i].result)
+			live[n_live++] = i;
 	}
+	if (s->locs && n_live)
+		read_cached(s, keys, live, &n_live);
 	if (!n_live)
 		goto out;
+	for (size_t j = 0; j < n_live; j++)
+		names[j] = keys[live[j]].key;
+	gen = mcs_locs_gen(s->locs);
 	/* The master starts the leases between now and its answer. */
 	t0 = mcs_now_ms();
 	rc = mcs_master_get_replicas(s->master, batch, names, n_live, false,
@@ -244,6 +308,10 @@ int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
 		goto out;
 	}
 	read_lists(s, keys, live, resp->results, n_live, t0);
+	for (size_t j = 0; s->locs && j < n_live; j++)
+		if (keys[live[j]].result > 0)
+			mcs_locs_put(s->locs, keys[live[j]].key,
+				     resp->results[j], t0, gen);
 out:
 	mcs_master_free(resp);
 	free(names);
@@ -251,41 +319,58 @@ out:
 	return 0;
 }
 
-int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
-		       size_t size)
+/* Read rl's object (leased from t0) into buf through the staging buffer. */
+static int64_t read_staged(struct mooncake_store *s, const char *key,
+			   Mcrpc__ReplicaList *rl, uint64_t t0, void *buf,
+			   size_t size)
 {
-	Mcrpc__GetReplicaListResponse *resp = NULL;
 	struct mcs_get_key k = { .key = key, .n_parts = 1, .trusted = true };
-	uint64_t t0, osize;
+	uint64_t osize = rl->size;
 	size_t live = 0, psize;
 	void *tmp;
 	int rc;
 
-	if (!mcs_key_ok(key) || !buf)
-		return -EINVAL;
-	t0 = mcs_now_ms();
-	rc = mcs_master_get_replicas(s->master, false, &key, 1, false, &resp);
+	if (rl->code || !osize || osize > size)
+		return rl->code ? rl->code : osize ? -EINVAL : 0;
+	rc = mcs_staging_take(s, "get", key, osize, &tmp);
 	if (rc)
 		return rc;
-	rc = resp->results[0]->code;
-	osize = resp->results[0]->size;
-	if (rc || !osize || osize > size) {
-		mcs_master_free(resp);
-		return rc ? rc : osize ? -EINVAL : 0;
-	}
-	rc = mcs_staging_take(s, "get", key, osize, &tmp);
-	if (rc) {
-		mcs_master_free(resp);
-		return rc;
-	}
 	psize = (size_t)osize;
 	k.parts = &tmp;
 	k.part_sizes = &psize;
-	read_lists(s, &k, &live, resp->results, 1, t0);
+	read_lists(s, &k, &live, &rl, 1, t0);
 	/* buf may be CUDA device memory: te_mem_copy reaches it. */
 	if (k.result > 0 && te_mem_copy(buf, tmp, (size_t)k.result))
 		k.result = -EIO;
 	mcs_staging_free(s->staging, tmp, (size_t)osize);
-	mcs_master_free(resp);
 	return k.result;
+}
+
+int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
+		       size_t size)
+{
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	struct mcs_loc_hit hit;
+	uint64_t t0 = mcs_now_ms(), gen;
+	int64_t r;
+	int rc;
+
+	if (!mcs_key_ok(key) || !buf)
+		return -EINVAL;
+	if (mcs_locs_get(s->locs, key, t0, &hit)) {
+		r = read_staged(s, key, &hit.rl, t0, buf, size);
+		if (!hit_failed(r))
+			return r;
+		mcs_locs_stale(s->locs, key);
+		t0 = mcs_now_ms();
+	}
+	gen = mcs_locs_gen(s->locs);
+	rc = mcs_master_get_replicas(s->master, false, &key, 1, false, &resp);
+	if (rc)
+		return rc;
+	r = read_staged(s, key, resp->results[0], t0, buf, size);
+	if (r > 0)
+		mcs_locs_put(s->locs, key, resp->results[0], t0, gen);
+	mcs_master_free(resp);
+	return r;
 }

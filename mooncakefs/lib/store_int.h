@@ -61,6 +61,7 @@ struct mooncake_store {
 	struct mcs_xfer *xfer;
 	struct mcs_ping *ping;
 	struct mcs_holds *holds; /* of open objects (store_fs.h) */
+	struct mcs_locs *locs; /* NULL: off (location_cache_keys 0) */
 	struct mcs_regs regs; /* user buffers */
 	_Atomic unsigned rpc_ms; /* 0: from the config */
 	_Atomic unsigned transfer_ms;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "locs.h"
 #include "store_int.h"
 
 MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)
@@ -139,9 +140,11 @@ MOONCAKE_API int mooncake_store_remove(mooncake_store_t s, const char *key,
 
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(key) ?
-		     mcs_master_remove(s->master, false, &key, 1, force, &res) :
-		     -EINVAL;
+	rc = -EINVAL;
+	if (mcs_key_ok(key)) {
+		mcs_locs_forget(s->locs, key);
+		rc = mcs_master_remove(s->master, false, &key, 1, force, &res);
+	}
 	mcs_leave(s);
 	return mc_err_to_store(rc ? rc : res);
 }
@@ -158,6 +161,8 @@ MOONCAKE_API int mooncake_store_batch_remove(mooncake_store_t s,
 		return rc;
 	for (size_t i = 0; i < count; i++)
 		results[i] = MC_STORE_INVALID_PARAMS;
+	for (size_t j = 0; j < b.n; j++)
+		mcs_locs_forget(s->locs, b.names[j]);
 	rc = b.n ? mcs_master_remove(s->master, true, b.names, b.n, force,
 				     b.res) :
 		   0;
@@ -183,6 +188,7 @@ MOONCAKE_API int64_t mooncake_store_remove_by_regex(mooncake_store_t s,
 
 	if (rc)
 		return rc;
+	mcs_locs_clear(s->locs);
 	rc = pattern ? mcs_master_remove_by_regex(s->master, pattern, force,
 						  &count) :
 		       -EINVAL;
@@ -197,6 +203,7 @@ MOONCAKE_API int64_t mooncake_store_remove_all(mooncake_store_t s, bool force)
 
 	if (rc)
 		return rc;
+	mcs_locs_clear(s->locs);
 	rc = mcs_master_remove_all(s->master, force, &count);
 	mcs_leave(s);
 	return count_result(rc, count);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "locs.h"
 #include "mc_log.h"
 #include "mc_map.h"
 #include "staging.h"
@@ -378,6 +379,9 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 			keys[i].result = rc;
 		return 0;
 	}
+	/* A put of a cached key: the cached object was removed elsewhere. */
+	for (size_t i = 0; s->locs && i < n; i++)
+		mcs_locs_drop(s->locs, keys[i].key);
 	put_round(s, keys, n, cfg, batch);
 	wait_others(s, keys, n, cfg, batch);
 	return 0;

@@ -39,6 +39,12 @@ class TransferStatsC(Structure):
                 ("inflight", c_uint64), ("caller_requests", c_uint64)]
 
 
+class LocationCacheStatsC(Structure):
+    _fields_ = [("keys", c_uint64), ("hits", c_uint64),
+                ("misses", c_uint64), ("stale", c_uint64),
+                ("touched", c_uint64), ("dropped", c_uint64)]
+
+
 class ReplicaDescC(Structure):
     """mooncake_replica_desc_t."""
     _fields_ = [("endpoint", c_char * 256),
@@ -132,6 +138,8 @@ PROTOTYPES = {
     "mooncake_store_get_hostname": (c_char_p, [H]),
     "mooncake_store_transfer_stats": (c_int, [H, c_char_p,
                                               POINTER(TransferStatsC)]),
+    "mooncake_store_location_cache_stats": (
+        c_int, [H, POINTER(LocationCacheStatsC)]),
     "mooncake_store_get_replica_desc": (c_int, [H, c_char_p,
                                                 POINTER(ReplicaDescC),
                                                 c_size_t]),

@@ -813,6 +813,19 @@ class MooncakeDistributedStore:
             return None
         return {f: getattr(st, f) for f, _ in st._fields_}
 
+    def location_cache_stats(self):
+        """Ours: the location cache (docs/design.md, "One round trip per
+        get") as a dict of keys (cached now), hits and misses (lookups),
+        stale (hits that then asked the master), touched (cached reads
+        told to the master, per key and round) and dropped (keys the
+        master no longer had, or had another version of); None before
+        setup or after close."""
+        st = _lib.LocationCacheStatsC()
+        if _L.mooncake_store_location_cache_stats(self._h,
+                                                  ctypes.byref(st)):
+            return None
+        return {f: getattr(st, f) for f, _ in st._fields_}
+
     def set_timeouts(self, rpc_ms=0, transfer_ms=0):
         """Ours: RPC and transfer timeouts in ms (0 keeps the value)."""
         return _L.mooncake_store_set_timeouts(self._h, rpc_ms, transfer_ms)
