@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Adaptive busy polling of a socket: see mc_busy_poll.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,37 +53,128 @@ static void adapt(struct mc_busy_poll *bp, uint64_t waited_us)
 	atomic_store_explicit(&bp->window_us, w, memory_order_relaxed);
 }
 
-/* Threads of this process busy polling now, and how many may. */
+/* How many threads may spin at once on this host: half the online CPUs
+ * (at least 1), at most SLOTS_MAX. */
+#define SLOTS_MAX 64u
+/* A slot taken longer ago than this was left by a thread that died
+ * spinning (a spin lasts at most MC_BUSY_POLL max_us, 10 ms). */
+#define STALE_MS 1000u
+
+/* The host's spinner slots: a file of this user's in /dev/shm (one page,
+ * mode 0600), mapped by each of the user's processes that busy-polls.
+ * Slot i is 0 when free, else the CLOCK_MONOTONIC ms at which a thread
+ * took it (the clock is the host's, so every process reads it alike). */
+struct spin_table {
+	_Atomic uint64_t slot[SLOTS_MAX];
+};
+
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static struct spin_table *table; /* NULL: per-process count below */
+static unsigned n_slots;
+static char table_path[256];
+/* Without the table: threads of this process spinning now. */
 static _Atomic unsigned spinning;
-static _Atomic unsigned max_spinning;
+/* This process's spins: taken, refused (every slot busy). */
+static _Atomic uint64_t n_taken, n_refused;
 
-static unsigned spinner_limit(void)
+static void table_open(void)
 {
-	unsigned m = atomic_load_explicit(&max_spinning, memory_order_relaxed);
-	long n;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	struct stat st;
+	void *p;
+	int fd;
 
-	if (m)
-		return m;
-	n = sysconf(_SC_NPROCESSORS_ONLN);
-	m = n >= 4 ? (unsigned)(n / 2) : 1;
-	atomic_store_explicit(&max_spinning, m, memory_order_relaxed);
-	return m;
+	n_slots = n >= 4 ? (unsigned)(n / 2) : 1;
+	if (n_slots > SLOTS_MAX)
+		n_slots = SLOTS_MAX;
+	const char *env = getenv("MC_BUSY_POLL_TABLE");
+
+	if (env && *env)
+		snprintf(table_path, sizeof(table_path), "%s", env);
+	else
+		snprintf(table_path, sizeof(table_path),
+			 "/dev/shm/mc-spinners.%u", (unsigned)geteuid());
+	fd = open(table_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	/* Ours and a plain file: nobody else can shrink it under us. */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077) ||
+	    (st.st_size < (off_t)sizeof(*table) &&
+	     ftruncate(fd, sizeof(*table)))) {
+		close(fd);
+		return;
+	}
+	p = mmap(NULL, sizeof(*table), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0);
+	close(fd);
+	if (p != MAP_FAILED)
+		table = p;
+}
+
+const char *mc_busy_poll_table(unsigned *slots)
+{
+	pthread_once(&table_once, table_open);
+	*slots = n_slots;
+	return table ? table_path : NULL;
+}
+
+void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused)
+{
+	*taken = atomic_load(&n_taken);
+	*refused = atomic_load(&n_refused);
+}
+
+/* A free (or stale) slot of the host's, taken: its index, or -1. Without
+ * the table, this process's count stands in: -2 taken, -1 not. */
+static int take(void)
+{
+	uint64_t now = mc_mono_ms() | 1; /* never 0 */
+
+	pthread_once(&table_once, table_open);
+	if (!table) {
+		if (atomic_fetch_add(&spinning, 1) < n_slots)
+			return -2;
+		atomic_fetch_sub(&spinning, 1);
+		return -1;
+	}
+	for (unsigned i = 0; i < n_slots; i++) {
+		uint64_t v = atomic_load_explicit(&table->slot[i],
+						  memory_order_relaxed);
+
+		if ((!v || (now > v && now - v > STALE_MS)) &&
+		    atomic_compare_exchange_strong(&table->slot[i], &v, now))
+			return (int)i;
+	}
+	return -1;
+}
+
+static void give_back(int slot)
+{
+	if (slot >= 0)
+		atomic_store(&table->slot[slot], 0);
+	else if (slot == -2)
+		atomic_fetch_sub(&spinning, 1);
 }
 
 /* Poll fd without sleeping until end_us: true once it is ready. */
 static bool spin(int fd, uint64_t end_us)
 {
+	int slot = take();
 	bool ok = false;
 
-	if (atomic_fetch_add(&spinning, 1) < spinner_limit()) {
-		do {
-			ok = ready(fd);
-			if (ok)
-				break;
-			sched_yield();
-		} while (mc_mono_us() < end_us);
+	if (slot == -1) {
+		atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
+		return false; /* the host's spinners are all busy: sleep */
 	}
-	atomic_fetch_sub(&spinning, 1);
+	atomic_fetch_add_explicit(&n_taken, 1, memory_order_relaxed);
+	do {
+		ok = ready(fd);
+		if (ok)
+			break;
+		sched_yield();
+	} while (mc_mono_us() < end_us);
+	give_back(slot);
 	return ok;
 }
 

@@ -19,14 +19,21 @@
  * once answers come fast. Each poll iteration yields the CPU
  * (sched_yield) to any other runnable thread, so a spinner never delays
  * the thread it waits for on a busy machine; and at most half the online
- * CPUs' worth of threads (at least 1) of a process spin at once: the
- * others sleep at once, as without busy polling.
+ * CPUs' worth of threads (at least 1) spin at once *on the host*: the
+ * others sleep at once, as without busy polling. The host-wide count is a
+ * table of slots in /dev/shm/mc-spinners.<euid> (512 bytes, mode 0600,
+ * shared by that user's processes; a slot left by a thread that died
+ * spinning is free after 1 s; MC_BUSY_POLL_TABLE names another file, for
+ * tests); where it cannot be used (another owner, no /dev/shm) the count
+ * is per process.
  *
  * One struct per waiter (a connection, or a client's connections to one
  * peer: updates are atomic, races only blur the window).
  */
 #ifndef MC_BUSY_POLL_H
 #define MC_BUSY_POLL_H
+
+#include <stdint.h>
 
 #include "mc_compiler.h"
 
@@ -46,5 +53,16 @@ void mc_busy_poll_init(struct mc_busy_poll *bp, unsigned max_us);
  */
 int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd,
 		      int timeout_ms) MC_MUST_CHECK;
+
+/**
+ * The host's table of spinner slots: its path, or NULL where the count is
+ * per process; *slots: how many threads may spin at once. The table is 64
+ * little-endian uint64 slots, 0 free, else the CLOCK_MONOTONIC ms at which
+ * a thread took it (tests fill it to see waits refused).
+ */
+const char *mc_busy_poll_table(unsigned *slots);
+
+/** This process's spins so far: taken, and refused (all slots busy). */
+void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused);
 
 #endif

@@ -3,14 +3,24 @@
  * Unit tests for common/mc_busy_poll.c over a socketpair: a ready socket
  * returns at once, a silent one times out, a hang-up counts as readable,
  * data sent while the waiter spins is seen, and the window shrinks on
- * long waits and grows back on short ones. No timing is asserted beyond
- * "returned" and "timed out".
+ * long waits and grows back on short ones; the host-wide table of spinner
+ * slots refuses a spin when full, frees stale slots and is shared with a
+ * child process. No timing is asserted beyond "returned" and "timed
+ * out".
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mc_busy_poll.h"
@@ -121,4 +131,125 @@ Test(mc_busy_poll, data_arriving_later_is_seen)
 	char c = 0;
 	cr_assert_eq(read(sv[0], &c, 1), 1);
 	cr_assert_eq(c, 'y');
+}
+
+/* ---- the host's spinner slots ------------------------------------------ */
+
+/* A private table (MC_BUSY_POLL_TABLE), so that the host's spinners in
+ * tests running beside this one do not take its slots; each test runs
+ * in its own process, before the library opened any table. */
+static char private_path[64];
+
+static void private_table_fini(void)
+{
+	unlink(private_path);
+}
+
+static _Atomic uint64_t *map_table(unsigned *slots)
+{
+	const char *path;
+	void *p;
+	int fd;
+
+	snprintf(private_path, sizeof(private_path),
+		 "/dev/shm/mc-spinners-test.%d", (int)getpid());
+	cr_assert_eq(setenv("MC_BUSY_POLL_TABLE", private_path, 1), 0);
+	atexit(private_table_fini);
+	path = mc_busy_poll_table(slots);
+
+	cr_assert_str_eq(path, private_path, "no private spinner table");
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	p = mmap(NULL, 64 * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(p, MAP_FAILED);
+	return p;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Every slot busy (as other processes' spinners would hold them): the
+ * wait sleeps at once and counts a refusal; slots left by threads that
+ * died spinning (taken 2 s ago) are taken again; the slot goes back to
+ * 0 after the spin. */
+Test(mc_busy_poll, host_slots_cap_spinning_across_processes)
+{
+	struct mc_busy_poll bp;
+	uint64_t taken0, refused0, taken, refused;
+	unsigned n;
+	_Atomic uint64_t *t = map_table(&n);
+
+	cr_assert(n >= 1 && n <= 64);
+	mc_busy_poll_init(&bp, 200);
+	mc_busy_poll_counts(&taken0, &refused0);
+	for (unsigned i = 0; i < n; i++)
+		atomic_store(&t[i], now_ms());
+	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 5), -ETIMEDOUT);
+	mc_busy_poll_counts(&taken, &refused);
+	cr_assert_eq(taken, taken0, "spun with every slot taken");
+	cr_assert_eq(refused, refused0 + 1);
+
+	for (unsigned i = 0; i < n; i++)
+		atomic_store(&t[i], now_ms() - 2000);
+	atomic_store(&bp.window_us, 200);
+	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 5), -ETIMEDOUT);
+	mc_busy_poll_counts(&taken, &refused);
+	cr_assert_eq(taken, taken0 + 1, "a stale slot was not taken");
+	unsigned freed = 0;
+	for (unsigned i = 0; i < n; i++)
+		freed += atomic_load(&t[i]) == 0;
+	cr_assert_eq(freed, 1, "the slot taken is given back");
+	for (unsigned i = 0; i < n; i++)
+		atomic_store(&t[i], 0);
+	munmap((void *)t, 64 * sizeof(uint64_t));
+}
+
+/* A child process spinning holds a slot the parent sees taken. */
+Test(mc_busy_poll, a_child_spinning_holds_a_host_slot)
+{
+	unsigned n;
+	_Atomic uint64_t *t = map_table(&n);
+	int sync[2];
+	pid_t pid;
+
+	cr_assert_eq(pipe(sync), 0);
+	for (unsigned i = 1; i < n; i++) /* all but slot 0 busy */
+		atomic_store(&t[i], now_ms());
+	atomic_store(&t[0], 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct mc_busy_poll bp;
+
+		mc_busy_poll_init(&bp, 10000);
+		(void)!write(sync[1], "s", 1);
+		/* Spins 10 ms per wait, a few times. */
+		for (int i = 0; i < 20; i++)
+			(void)!mc_busy_poll_wait(&bp, sv[0], 10);
+		_exit(0);
+	}
+	char c;
+	cr_assert_eq(read(sync[0], &c, 1), 1);
+	bool seen = false;
+	for (int i = 0; i < 2000 && !seen; i++) {
+		seen = atomic_load(&t[0]) != 0;
+		if (!seen)
+			usleep(100);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(seen, "the child's spin took no host slot");
+	cr_assert_eq(atomic_load(&t[0]), 0, "the child gave its slot back");
+	for (unsigned i = 0; i < n; i++)
+		atomic_store(&t[i], 0);
+	munmap((void *)t, 64 * sizeof(uint64_t));
+	close(sync[0]);
+	close(sync[1]);
 }
