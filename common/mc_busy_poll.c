@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,8 +20,14 @@
 #include "mc_busy_poll.h"
 #include "mc_time.h"
 
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static void table_open(void);
+
 void mc_busy_poll_init(struct mc_busy_poll *bp, unsigned max_us)
 {
+	/* Not in the first wait: its time would count as waiting. */
+	if (max_us)
+		pthread_once(&table_once, table_open);
 	bp->max_us = max_us;
 	atomic_init(&bp->window_us, max_us);
 }
@@ -53,14 +60,14 @@ static void adapt(struct mc_busy_poll *bp, uint64_t waited_us)
 	atomic_store_explicit(&bp->window_us, w, memory_order_relaxed);
 }
 
-/* How many threads may spin at once on this host: half the online CPUs
- * (at least 1), at most SLOTS_MAX. */
+/* How many threads may spin at once on this host: one per online CPU, at
+ * most SLOTS_MAX. */
 #define SLOTS_MAX 64u
 /* A slot taken longer ago than this was left by a thread that died
  * spinning (a spin lasts at most MC_BUSY_POLL max_us, 10 ms). */
 #define STALE_MS 1000u
 
-/* The host's spinner slots: a file of this user's in /dev/shm (one page,
+/* The host's spinner slots: a file of this user's in /dev/shm (512 bytes,
  * mode 0600), mapped by each of the user's processes that busy-polls.
  * Slot i is 0 when free, else the CLOCK_MONOTONIC ms at which a thread
  * took it (the clock is the host's, so every process reads it alike). */
@@ -68,14 +75,20 @@ struct spin_table {
 	_Atomic uint64_t slot[SLOTS_MAX];
 };
 
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static struct spin_table *table; /* NULL: per-process count below */
 static unsigned n_slots;
 static char table_path[256];
 /* Without the table: threads of this process spinning now. */
 static _Atomic unsigned spinning;
-/* This process's spins: taken, refused (every slot busy). */
-static _Atomic uint64_t n_taken, n_refused;
+/* This process's spins: taken, refused (every slot busy), crowded out
+ * (more threads runnable than CPUs). */
+static _Atomic uint64_t n_taken, n_refused, n_crowded;
+/* /proc/loadavg (its 4th field: threads runnable on the host now), read
+ * at most once per ms per process. */
+static int loadavg_fd = -1;
+static unsigned n_cpus;
+static _Atomic uint64_t runnable_ms;
+static _Atomic unsigned runnable;
 
 static void table_open(void)
 {
@@ -84,7 +97,9 @@ static void table_open(void)
 	void *p;
 	int fd;
 
-	n_slots = n >= 4 ? (unsigned)(n / 2) : 1;
+	n_cpus = n > 0 ? (unsigned)n : 1;
+	loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	n_slots = n_cpus;
 	if (n_slots > SLOTS_MAX)
 		n_slots = SLOTS_MAX;
 	const char *env = getenv("MC_BUSY_POLL_TABLE");
@@ -119,19 +134,51 @@ const char *mc_busy_poll_table(unsigned *slots)
 	return table ? table_path : NULL;
 }
 
-void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused)
+void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused, uint64_t *crowded)
 {
 	*taken = atomic_load(&n_taken);
 	*refused = atomic_load(&n_refused);
+	*crowded = atomic_load(&n_crowded);
 }
 
-/* A free (or stale) slot of the host's, taken: its index, or -1. Without
- * the table, this process's count stands in: -2 taken, -1 not. */
+/* More threads runnable on the host than it has CPUs (the caller is one
+ * of them): a spinner would only take time from a thread that has work,
+ * perhaps the one it waits for. */
+static bool crowded(uint64_t now)
+{
+	char buf[128], *slash;
+	ssize_t n;
+
+	if (loadavg_fd < 0)
+		return false;
+	if (now != atomic_load_explicit(&runnable_ms, memory_order_relaxed)) {
+		/* "0.50 0.40 0.30 3/180 12345": the 4th field's numerator. */
+		n = pread(loadavg_fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			return false;
+		buf[n] = 0;
+		slash = strchr(buf, '/');
+		if (!slash)
+			return false;
+		while (slash > buf && slash[-1] >= '0' && slash[-1] <= '9')
+			slash--;
+		atomic_store_explicit(&runnable, (unsigned)atoi(slash),
+				      memory_order_relaxed);
+		atomic_store_explicit(&runnable_ms, now, memory_order_relaxed);
+	}
+	return atomic_load_explicit(&runnable, memory_order_relaxed) > n_cpus;
+}
+
+/* A free (or stale) slot of the host's, taken: its index; -1 when all
+ * are busy, -3 when the host is crowded. Without the table, this
+ * process's count stands in: -2 taken. */
 static int take(void)
 {
 	uint64_t now = mc_mono_ms() | 1; /* never 0 */
 
 	pthread_once(&table_once, table_open);
+	if (crowded(now))
+		return -3;
 	if (!table) {
 		if (atomic_fetch_add(&spinning, 1) < n_slots)
 			return -2;
@@ -163,9 +210,11 @@ static bool spin(int fd, uint64_t end_us)
 	int slot = take();
 	bool ok = false;
 
-	if (slot == -1) {
-		atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
-		return false; /* the host's spinners are all busy: sleep */
+	if (slot == -1 || slot == -3) {
+		/* The host's spinners are all busy, or its CPUs: sleep. */
+		atomic_fetch_add_explicit(slot == -1 ? &n_refused : &n_crowded,
+					  1, memory_order_relaxed);
+		return false;
 	}
 	atomic_fetch_add_explicit(&n_taken, 1, memory_order_relaxed);
 	do {

@@ -18,14 +18,16 @@
  * connection thus stops costing CPU after a few waits, and starts again
  * once answers come fast. Each poll iteration yields the CPU
  * (sched_yield) to any other runnable thread, so a spinner never delays
- * the thread it waits for on a busy machine; and at most half the online
- * CPUs' worth of threads (at least 1) spin at once *on the host*: the
- * others sleep at once, as without busy polling. The host-wide count is a
- * table of slots in /dev/shm/mc-spinners.<euid> (512 bytes, mode 0600,
- * shared by that user's processes; a slot left by a thread that died
- * spinning is free after 1 s; MC_BUSY_POLL_TABLE names another file, for
- * tests); where it cannot be used (another owner, no /dev/shm) the count
- * is per process.
+ * the thread it waits for on a busy machine. At most one thread per
+ * online CPU spins at once *on the host*, and none while more threads are
+ * runnable on the host than it has CPUs (/proc/loadavg's count, read at
+ * most once per ms per process): a spinner would then only delay threads
+ * with work, perhaps the one it waits for. The others sleep at once, as
+ * without busy polling. The host-wide count is a table of slots in
+ * /dev/shm/mc-spinners.<euid> (512 bytes, mode 0600, shared by that
+ * user's processes; a slot left by a thread that died spinning is free
+ * after 1 s; MC_BUSY_POLL_TABLE names another file, for tests); where it
+ * cannot be used (another owner, no /dev/shm) the count is per process.
  *
  * One struct per waiter (a connection, or a client's connections to one
  * peer: updates are atomic, races only blur the window).
@@ -62,7 +64,8 @@ int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd,
  */
 const char *mc_busy_poll_table(unsigned *slots);
 
-/** This process's spins so far: taken, and refused (all slots busy). */
-void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused);
+/** This process's spins so far: taken, refused (all slots busy), and
+ *  crowded out (more threads runnable than CPUs). */
+void mc_busy_poll_counts(uint64_t *taken, uint64_t *refused, uint64_t *crowded);
 
 #endif

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,8 +28,22 @@
 
 static int sv[2];
 
+/* A private table of spinner slots (MC_BUSY_POLL_TABLE), so that the
+ * host's spinners in tests running beside these do not take its slots;
+ * each test runs in its own process, before the library opened any. */
+static char private_path[64];
+
+static void private_table_fini(void)
+{
+	unlink(private_path);
+}
+
 static void pair_setup(void)
 {
+	snprintf(private_path, sizeof(private_path),
+		 "/dev/shm/mc-spinners-test.%d", (int)getpid());
+	cr_assert_eq(setenv("MC_BUSY_POLL_TABLE", private_path, 1), 0);
+	atexit(private_table_fini);
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 }
 
@@ -46,6 +61,24 @@ static unsigned window(struct mc_busy_poll *bp)
 	return atomic_load(&bp->window_us);
 }
 
+/* A wait on a ready socket that spun: from window w, again while the host
+ * was too crowded to spin (tests run beside this one). */
+static void ready_wait_spun(struct mc_busy_poll *bp, unsigned w)
+{
+	uint64_t t, r, c0, c1;
+
+	for (int i = 0; i < 500; i++) {
+		atomic_store(&bp->window_us, w);
+		mc_busy_poll_counts(&t, &r, &c0);
+		cr_assert_eq(mc_busy_poll_wait(bp, sv[0], 1000), 0);
+		mc_busy_poll_counts(&t, &r, &c1);
+		if (c1 == c0)
+			return;
+		usleep(1000);
+	}
+	cr_assert_fail("the host stayed crowded for 0.5 s");
+}
+
 Test(mc_busy_poll, ready_socket_returns_at_once)
 {
 	struct mc_busy_poll bp;
@@ -53,7 +86,7 @@ Test(mc_busy_poll, ready_socket_returns_at_once)
 	mc_busy_poll_init(&bp, 50);
 	cr_assert_eq(window(&bp), 50);
 	cr_assert_eq(write(sv[1], "x", 1), 1);
-	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 1000), 0);
+	ready_wait_spun(&bp, 50);
 	/* Peeking left the byte for the reader. */
 	char c = 0;
 	cr_assert_eq(read(sv[0], &c, 1), 1);
@@ -83,8 +116,7 @@ Test(mc_busy_poll, short_waits_grow_the_window_back)
 	cr_assert_eq(write(sv[1], "x", 1), 1);
 	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 1000), 0);
 	cr_assert_eq(window(&bp), 250, "grows from max_us / 4");
-	atomic_store(&bp.window_us, 600);
-	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 1000), 0);
+	ready_wait_spun(&bp, 600);
 	cr_assert_eq(window(&bp), 600, "a hit while spinning keeps it");
 }
 
@@ -135,26 +167,12 @@ Test(mc_busy_poll, data_arriving_later_is_seen)
 
 /* ---- the host's spinner slots ------------------------------------------ */
 
-/* A private table (MC_BUSY_POLL_TABLE), so that the host's spinners in
- * tests running beside this one do not take its slots; each test runs
- * in its own process, before the library opened any table. */
-static char private_path[64];
-
-static void private_table_fini(void)
-{
-	unlink(private_path);
-}
-
 static _Atomic uint64_t *map_table(unsigned *slots)
 {
 	const char *path;
 	void *p;
 	int fd;
 
-	snprintf(private_path, sizeof(private_path),
-		 "/dev/shm/mc-spinners-test.%d", (int)getpid());
-	cr_assert_eq(setenv("MC_BUSY_POLL_TABLE", private_path, 1), 0);
-	atexit(private_table_fini);
 	path = mc_busy_poll_table(slots);
 
 	cr_assert_str_eq(path, private_path, "no private spinner table");
@@ -175,6 +193,32 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* One wait on the silent socket with a fresh window; returns what it
+ * did: 't' spun, 'r' refused (slots busy), 'c' crowded out. */
+static char one_wait(struct mc_busy_poll *bp)
+{
+	uint64_t t0, r0, c0, t1, r1, c1;
+
+	mc_busy_poll_counts(&t0, &r0, &c0);
+	atomic_store(&bp->window_us, 200);
+	cr_assert_eq(mc_busy_poll_wait(bp, sv[0], 2), -ETIMEDOUT);
+	mc_busy_poll_counts(&t1, &r1, &c1);
+	cr_assert_eq((t1 - t0) + (r1 - r0) + (c1 - c0), 1);
+	return t1 > t0 ? 't' : r1 > r0 ? 'r' : 'c';
+}
+
+/* Until the host is not crowded (tests run beside this one). */
+static char wait_uncrowded(struct mc_busy_poll *bp)
+{
+	char w = 'c';
+
+	for (int i = 0; i < 500 && w == 'c'; i++)
+		if ((w = one_wait(bp)) == 'c')
+			usleep(1000);
+	cr_assert_neq(w, 'c', "the host stayed crowded for 0.5 s");
+	return w;
+}
+
 /* Every slot busy (as other processes' spinners would hold them): the
  * wait sleeps at once and counts a refusal; slots left by threads that
  * died spinning (taken 2 s ago) are taken again; the slot goes back to
@@ -182,26 +226,20 @@ static uint64_t now_ms(void)
 Test(mc_busy_poll, host_slots_cap_spinning_across_processes)
 {
 	struct mc_busy_poll bp;
-	uint64_t taken0, refused0, taken, refused;
 	unsigned n;
 	_Atomic uint64_t *t = map_table(&n);
 
 	cr_assert(n >= 1 && n <= 64);
 	mc_busy_poll_init(&bp, 200);
-	mc_busy_poll_counts(&taken0, &refused0);
-	for (unsigned i = 0; i < n; i++)
-		atomic_store(&t[i], now_ms());
-	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 5), -ETIMEDOUT);
-	mc_busy_poll_counts(&taken, &refused);
-	cr_assert_eq(taken, taken0, "spun with every slot taken");
-	cr_assert_eq(refused, refused0 + 1);
-
-	for (unsigned i = 0; i < n; i++)
-		atomic_store(&t[i], now_ms() - 2000);
-	atomic_store(&bp.window_us, 200);
-	cr_assert_eq(mc_busy_poll_wait(&bp, sv[0], 5), -ETIMEDOUT);
-	mc_busy_poll_counts(&taken, &refused);
-	cr_assert_eq(taken, taken0 + 1, "a stale slot was not taken");
+	for (int i = 0; i < 3; i++) {
+		for (unsigned j = 0; j < n; j++)
+			atomic_store(&t[j], now_ms());
+		cr_assert_eq(wait_uncrowded(&bp), 'r',
+			     "spun with every slot taken");
+	}
+	for (unsigned j = 0; j < n; j++)
+		atomic_store(&t[j], now_ms() - 2000);
+	cr_assert_eq(wait_uncrowded(&bp), 't', "a stale slot was not taken");
 	unsigned freed = 0;
 	for (unsigned i = 0; i < n; i++)
 		freed += atomic_load(&t[i]) == 0;
@@ -230,23 +268,26 @@ Test(mc_busy_poll, a_child_spinning_holds_a_host_slot)
 
 		mc_busy_poll_init(&bp, 10000);
 		(void)!write(sync[1], "s", 1);
-		/* Spins 10 ms per wait, a few times. */
-		for (int i = 0; i < 20; i++)
+		/* Spins 10 ms per wait (when the host is not crowded), until
+		 * the parent has seen it. */
+		for (int i = 0; i < 1000; i++) {
+			atomic_store(&bp.window_us, 10000);
 			(void)!mc_busy_poll_wait(&bp, sv[0], 10);
+		}
 		_exit(0);
 	}
 	char c;
 	cr_assert_eq(read(sync[0], &c, 1), 1);
 	bool seen = false;
-	for (int i = 0; i < 2000 && !seen; i++) {
+	for (int i = 0; i < 50000 && !seen; i++) {
 		seen = atomic_load(&t[0]) != 0;
 		if (!seen)
 			usleep(100);
 	}
+	kill(pid, SIGKILL);
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(seen, "the child's spin took no host slot");
-	cr_assert_eq(atomic_load(&t[0]), 0, "the child gave its slot back");
 	for (unsigned i = 0; i < n; i++)
 		atomic_store(&t[i], 0);
 	munmap((void *)t, 64 * sizeof(uint64_t));
