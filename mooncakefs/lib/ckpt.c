@@ -12,6 +12,7 @@
 #include "ckpt_master.h"
 #include "mc_log.h"
 #include "mc_parse.h"
+#include "util.h"
 
 #define API(rc) mc_err_to_store(rc)
 
@@ -61,14 +62,9 @@ static void *keeper_main(void *arg)
 
 static int keeper_start(struct mooncake_ckpt *c)
 {
-	pthread_condattr_t a;
-
 	pthread_mutex_init(&c->klock, NULL);
 	pthread_mutex_init(&c->alock, NULL);
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->kcond, &a);
-	pthread_condattr_destroy(&a);
+	mcs_cond_init_mono(&c->kcond);
 	if (pthread_create(&c->keeper, NULL, keeper_main, c))
 		return -EAGAIN;
 	c->keeper_started = true;

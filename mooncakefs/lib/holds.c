@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,17 +43,13 @@ struct mcs_holds {
 int mcs_holds_create(struct mcs_master *m, struct mcs_holds **out)
 {
 	struct mcs_holds *h = calloc(1, sizeof(*h));
-	pthread_condattr_t ca;
 
 	if (!h)
 		return -ENOMEM;
 	h->m = m;
 	h->interval_ms = RENEW_MAX_MS;
 	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mcs_cond_init_mono(&h->cond);
 	*out = h;
 	return 0;
 }
@@ -318,16 +313,10 @@ static void *renewer(void *arg)
 /* Caller holds the lock. */
 static int start_thread(struct mcs_holds *h)
 {
-	sigset_t all, old;
-	int rc;
+	int rc = mcs_thread_start(&h->thread, renewer, h);
 
-	/* The thread takes no signals: they belong to the application. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&h->thread, NULL, renewer, h);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
-		return -rc;
+		return rc;
 	h->started = true;
 	return 0;
 }

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -58,7 +57,6 @@ int mcs_locs_create(struct mcs_master *m, size_t max_keys,
 		    struct mcs_locs **out)
 {
 	struct mcs_locs *c = calloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 
 	if (!c || mc_map_create(&c->map)) {
 		free(c);
@@ -67,10 +65,7 @@ int mcs_locs_create(struct mcs_master *m, size_t max_keys,
 	c->m = m;
 	c->max_keys = max_keys;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mcs_cond_init_mono(&c->cond);
 	*out = c;
 	return 0;
 }
@@ -185,17 +180,9 @@ static void *toucher(void *arg);
 /* Under the lock: start the toucher with the first key. */
 static void start_toucher(struct mcs_locs *c)
 {
-	sigset_t all, old;
-	int rc;
-
 	if (c->started || c->stop)
 		return;
-	/* The thread takes no signals: they belong to the application. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&c->thread, NULL, toucher, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
+	if (mcs_thread_start(&c->thread, toucher, c)) {
 		mc_log_warn("store", "location cache: no thread to count "
 				     "cached reads at the master");
 		c->stop = true; /* do not try again */

@@ -2,7 +2,6 @@
 /* Heartbeat thread (see ping.h). */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -11,6 +10,7 @@
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "ping.h"
+#include "util.h"
 
 struct mcs_ping {
 	struct mcs_master *m;
@@ -77,8 +77,6 @@ int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
 		   struct mcs_ping **out)
 {
 	struct mcs_ping *p = calloc(1, sizeof(*p));
-	pthread_condattr_t ca;
-	sigset_t all, old;
 	int rc;
 
 	if (!p)
@@ -89,20 +87,13 @@ int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
 	p->owed = owed;
 	p->arg = arg;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	/* The thread takes no signals: they belong to the application. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&p->thread, NULL, thread_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	mcs_cond_init_mono(&p->cond);
+	rc = mcs_thread_start(&p->thread, thread_main, p);
 	if (rc) {
 		pthread_cond_destroy(&p->cond);
 		pthread_mutex_destroy(&p->lock);
 		free(p);
-		return -rc;
+		return rc;
 	}
 	*out = p;
 	return 0;

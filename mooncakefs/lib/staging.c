@@ -15,6 +15,7 @@
 #include "mc_time.h"
 #include "mooncake/te.h"
 #include "staging.h"
+#include "util.h"
 
 #define ALIGN 64u
 
@@ -43,7 +44,6 @@ int mcs_staging_create(struct te_engine *eng, size_t len,
 		       struct mcs_staging **out)
 {
 	struct mcs_staging *s;
-	pthread_condattr_t ca;
 	int rc;
 
 	if (!len || len > SIZE_MAX - ALIGN)
@@ -81,10 +81,7 @@ int mcs_staging_create(struct te_engine *eng, size_t len,
 	s->n_free = 1;
 	s->free_bytes = len;
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mcs_cond_init_mono(&s->cond);
 	*out = s;
 	return 0;
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Clocks and random bytes (see util.h). */
+/* Clocks, random bytes and threads (see util.h). */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -34,4 +36,26 @@ int mcs_random(void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return 0;
+}
+
+void mcs_cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+}
+
+int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -rc;
 }

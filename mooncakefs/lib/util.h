@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * @file util.h
- * Clocks and random bytes for the store library.
+ * Clocks, random bytes and thread helpers for the store library.
  */
 #ifndef MCS_UTIL_H
 #define MCS_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,5 +18,13 @@ uint64_t mcs_now_ms(void);
 uint64_t mcs_wall_ms(void);
 /** Fill buf from getrandom(2); 0 or -errno. */
 int mcs_random(void *buf, size_t len) MC_MUST_CHECK;
+
+/** A condition variable whose timed waits use CLOCK_MONOTONIC (the
+ *  deadlines of mc_mono_deadline()). */
+void mcs_cond_init_mono(pthread_cond_t *c);
+
+/** pthread_create with every signal blocked in the new thread (signals
+ *  belong to the application); 0 or -errno. */
+int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif
