@@ -49,6 +49,7 @@ struct mcs_locs {
 	uint64_t gen; /* bumped by forget and clear */
 	uint64_t ttl_ms; /* the latest lease seen: sets the period */
 	bool started, stop;
+	bool off; /* a clear that could not empty the map */
 	pthread_t thread;
 	struct mcs_locs_stats st;
 };
@@ -107,7 +108,7 @@ bool mcs_locs_get(struct mcs_locs *c, const char *key, uint64_t now,
 		return false;
 	pthread_mutex_lock(&c->lock);
 	l = find(c, key);
-	if (!l || l->until <= now + l->ttl / 8) {
+	if (!l || c->off || l->until <= now + l->ttl / 8) {
 		c->st.misses++;
 		pthread_mutex_unlock(&c->lock);
 		return false;
@@ -203,7 +204,7 @@ static void put_locked(struct mcs_locs *c, const char *key,
 	} u;
 	struct loc *old = find(c, key), *l = &u.l;
 
-	if (!old && mc_map_count(c->map) >= c->max_keys)
+	if (c->off || (!old && mc_map_count(c->map) >= c->max_keys))
 		return;
 	*l = (struct loc){ .until = t0 + rl->lease_ttl_ms,
 			   .ttl = rl->lease_ttl_ms,
@@ -240,57 +241,53 @@ void mcs_locs_put(struct mcs_locs *c, const char *key,
 	pthread_mutex_unlock(&c->lock);
 }
 
-void mcs_locs_drop(struct mcs_locs *c, const char *key)
+/* Drop key; gen: bump the generation too; stale: count a stale hit. */
+static void del(struct mcs_locs *c, const char *key, bool gen, bool stale)
 {
 	if (!c || !key)
 		return;
 	pthread_mutex_lock(&c->lock);
+	c->gen += gen;
+	c->st.stale += stale;
 	(void)mc_map_del(c->map, key, strlen(key));
 	pthread_mutex_unlock(&c->lock);
+}
+
+void mcs_locs_drop(struct mcs_locs *c, const char *key)
+{
+	del(c, key, false, false);
 }
 
 void mcs_locs_stale(struct mcs_locs *c, const char *key)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->lock);
-	c->st.stale++;
-	(void)mc_map_del(c->map, key, strlen(key));
-	pthread_mutex_unlock(&c->lock);
+	del(c, key, false, true);
 }
 
 void mcs_locs_forget(struct mcs_locs *c, const char *key)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->lock);
-	c->gen++;
-	(void)mc_map_del(c->map, key, strlen(key));
-	pthread_mutex_unlock(&c->lock);
+	del(c, key, true, false);
 }
 
 void mcs_locs_clear(struct mcs_locs *c)
 {
-	struct mc_map *fresh;
+	struct mc_map *fresh = NULL, *old = NULL;
 
-	if (!c || mc_map_create(&fresh)) {
-		/* Out of memory: a bumped generation still keeps new lists
-		 * out; the old ones go one by one below. */
-		fresh = NULL;
-	}
-	if (!c) {
-		mc_map_destroy(fresh);
+	if (!c)
 		return;
-	}
+	if (mc_map_create(&fresh))
+		fresh = NULL;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
 	if (fresh) {
-		mc_map_destroy(c->map);
+		old = c->map;
 		c->map = fresh;
 	} else {
-		c->max_keys = 0; /* nothing enters; what is there lapses */
+		/* No memory for an empty map: what is cached may be gone,
+		 * so the cache serves nothing from now on. */
+		c->off = true;
 	}
 	pthread_mutex_unlock(&c->lock);
+	mc_map_destroy(old);
 }
 
 void mcs_locs_stats(struct mcs_locs *c, struct mcs_locs_stats *out)

@@ -90,9 +90,17 @@ def test_second_get_skips_the_master(master, members, stores, monkeypatch):
     assert s.remove(keys[1], True) == 0
     assert s.get_into(keys[1], addr(dst), size) == -704
     assert s.batch_get_into(keys[1:2], [addr(dst)], [size]) == [-704]
+    # remove_by_regex and remove_all forget every cached key at once.
+    assert s.get_into(keys[0], addr(dst), size) == size  # cached
+    assert s.remove_by_regex("^lc/basic/0$", True) == 1
+    assert s.get_into(keys[0], addr(dst), size) == -704
+    assert s.get_into(keys[3], addr(dst), size) == size  # cached
+    assert s.remove_all(True) >= 1
+    assert s.get_into(keys[3], addr(dst), size) == -704
     # Off.
     off = client(stores, master, monkeypatch, cache_keys=0)
     assert off.register_buffer(addr(dst), dst.nbytes) == 0
+    assert off.put(keys[2], src[2].tobytes()) == 0
     for _ in range(3):
         assert off.get_into(keys[2], addr(dst), size) == size
     assert off.location_cache_stats()["hits"] == 0
