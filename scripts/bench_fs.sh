@@ -689,7 +689,7 @@ if any(r["kind"] == "ls" for r in rows):
             for temp, v in (("cold", lc), ("warm", lw)):
                 if v is not None:
                     targets_met.append((f"ls -l of {nkeys} keys, {temp}, "
-                                        "under 5 s", v < 5, f"{v:.2f} s"))
+                                        "under 4 s", v < 4, f"{v:.2f} s"))
     pk = [r for r in rows if r["kind"] == "put_keys"]
     if pk:
         print(f"\nKeys put with batch_put_from (1000 per call): "

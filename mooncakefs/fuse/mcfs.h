@@ -57,6 +57,7 @@ struct mcfs_opts {
 	unsigned replicas;
 	unsigned threads;
 	bool read_only;
+	bool xattr; /* serve user.mooncake.* (getxattr, listxattr) */
 	bool fsname_set;
 	bool foreground, debug;
 	bool allow_other, default_permissions;
@@ -255,6 +256,7 @@ struct mcfs {
 	/* counters for .mooncake/stats */
 	_Atomic uint64_t n_reads, n_read_bytes, n_writes, n_write_bytes;
 	_Atomic uint64_t n_lookups, n_invalidations, n_errors, n_stale;
+	_Atomic uint64_t n_getxattr; /* requests, answered or not */
 	_Atomic uint64_t n_feed_resets; /* change feed restarts handled */
 	uint64_t start_ms;
 	uid_t uid;

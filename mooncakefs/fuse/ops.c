@@ -515,11 +515,22 @@ static void reply_xattr(fuse_req_t req, const char *v, size_t len, size_t size)
 		fuse_reply_buf(req, v, len);
 }
 
+/*
+ * Without -o xattr, getxattr and listxattr are not implemented: after the
+ * first ENOSYS the kernel sends neither again, so `ls -l` (which asks every
+ * file for security.selinux and system.posix_acl_access) costs no round
+ * trip per file. setxattr (user.mooncake.seal) is unaffected.
+ */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
-	struct mcfs_node *n = mcfs_node_get(fs, ino);
+	struct mcfs_node *n;
 
+	if (!fs->o.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	n = mcfs_node_get(fs, ino);
 	if (n && n->kind == MCFS_KV_FILE)
 		reply_xattr(req, mcfs_kv_xattr_names, mcfs_kv_xattr_names_len,
 			    size);
@@ -535,6 +546,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	char buf[8192];
 	int rc;
 
+	atomic_fetch_add(&fs->n_getxattr, 1);
+	if (!fs->o.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	/* ls -l asks every file for security.* and system.posix_acl_*:
 	 * answer those before touching the inode table. */
 	if (strncmp(name, "user.mooncake.", 14)) {

@@ -144,12 +144,14 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 		return 0;
 	}
 	if (!strcmp(kv, "syslog") || !strcmp(kv, "foreground") ||
-	    !strcmp(kv, "debug")) {
+	    !strcmp(kv, "debug") || !strcmp(kv, "xattr")) {
 		b = true;
 		if (v && mc_parse_bool(v, &b))
 			return bad(kv, v);
 		if (kv[0] == 's')
 			o->syslog = b;
+		else if (kv[0] == 'x')
+			o->xattr = b;
 		else if (kv[0] == 'f')
 			o->foreground = b;
 		else
@@ -234,6 +236,9 @@ void mcfs_usage(FILE *out)
 		"                        least recently read first (default: "
 		"half that filesystem)\n"
 		"  threads=N             FUSE worker threads (8)\n"
+		"  xattr                 serve the user.mooncake.* attributes "
+		"(off: getxattr is not\n"
+		"                        implemented, so ls -l sends none)\n"
 		"  uid=N gid=N           owner of files and directories that "
 		"carry none\n"
 		"                        (put through the API; default: the "
@@ -374,7 +379,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 {
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:f,s:f,s:f,s:i,s:I,s:i,s:i,"
-		"s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s}",
+		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s}",
 		"master", o->master, "metadata", o->metadata, "local_hostname",
 		o->local_hostname, "segment_size", (json_int_t)o->segment_size,
 		"buffer_size", (json_int_t)o->buffer_size, "protocol",
@@ -384,7 +389,8 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 		"negative_timeout", o->negative_timeout, "rpc_timeout",
 		(int)o->rpc_timeout_ms, "staging_limit",
 		(json_int_t)o->staging_limit, "replicas", (int)o->replicas,
-		"threads", (int)o->threads, "read_only", o->read_only,
+		"threads", (int)o->threads, "read_only", o->read_only, "xattr",
+		o->xattr,
 		"allow_other", o->allow_other, "default_permissions",
 		o->default_permissions, "uid", (json_int_t)o->uid, "gid",
 		(json_int_t)o->gid, "umask", (int)o->umask_, "file_mode",

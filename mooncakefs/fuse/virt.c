@@ -99,7 +99,8 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			"\nmount_invalidations %" PRIu64
 			"\nmount_errors %" PRIu64 "\nmount_stale_opens %" PRIu64
 			"\nmount_staged_bytes %" PRIu64
-			"\nmount_feed_resets %" PRIu64 "\n",
+			"\nmount_feed_resets %" PRIu64
+			"\nmount_getxattr_requests %" PRIu64 "\n",
 			atomic_load(&fs->n_reads),
 			atomic_load(&fs->n_read_bytes),
 			atomic_load(&fs->n_writes),
@@ -108,7 +109,8 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			atomic_load(&fs->n_invalidations),
 			atomic_load(&fs->n_errors), atomic_load(&fs->n_stale),
 			atomic_load(&fs->stage_pool.held),
-			atomic_load(&fs->n_feed_resets));
+			atomic_load(&fs->n_feed_resets),
+			atomic_load(&fs->n_getxattr));
 		if (pool)
 			mc_sbuf_printf(
 				&t,

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The mounted pool with real tools: cp, cat, cmp, ls, du, df, mv, rm,
 xattrs, directories of many keys."""
+import errno
 import os
 import subprocess
 import threading
@@ -97,7 +98,8 @@ def test_rm_and_mv_over_while_a_reader_reads(mnt, tmp_path):
         assert b"".join(out) == old, action
 
 
-def test_xattrs(mnt, tmp_path):
+def test_xattrs(mounts, tmp_path):
+    mnt = mounts(seg="512MiB", opts="xattr")
     write_random(mnt.kv / "xa", 12345, 1)
     names = os.listxattr(mnt.kv / "xa")
     assert "user.mooncake.replicas" in names
@@ -115,6 +117,46 @@ def test_xattrs(mnt, tmp_path):
                and time.monotonic() < deadline):
             time.sleep(0.05)
         assert os.getxattr(mnt.kv / "xa", "user.mooncake.holds") == b"1"
+
+
+def getxattr_requests(m):
+    for line in open(m.path / ".mooncake" / "stats"):
+        k, v = line.split()
+        if k == "mount_getxattr_requests":
+            return int(v)
+    raise AssertionError("mount_getxattr_requests not in .mooncake/stats")
+
+
+def test_ls_l_sends_no_getxattr_without_the_option(mounts):
+    """ls -l asks every file for security.selinux and
+    system.posix_acl_access: without -o xattr the mount answers the first
+    getxattr ENOSYS and the kernel sends no more (one round trip per file
+    less); with it, every file costs round trips."""
+    plain = mounts(seg="64MiB", name="plain")
+    withx = mounts(seg="0", name="withx", opts="xattr")
+    n = 300
+    os.mkdir(plain.kv / "many")
+    for i in range(n):
+        (plain.kv / "many" / f"f{i}").write_bytes(b"x" * (i + 1))
+    for m, most in ((plain, 1), (withx, None)):
+        before = getxattr_requests(m)
+        ls = run("ls", "-l", str(m.kv / "many")).stdout.splitlines()
+        assert len(ls) == n + 1, ls[:3]
+        sent = getxattr_requests(m) - before
+        if most is not None:
+            assert sent <= most, f"{sent} getxattr requests for ls -l"
+        else:
+            assert sent >= n, f"only {sent} getxattr requests"
+    try:
+        os.getxattr(plain.kv / "many" / "f0", "user.mooncake.key")
+        raise AssertionError("getxattr answered without -o xattr")
+    except OSError as e:
+        assert e.errno == errno.EOPNOTSUPP, e
+    assert os.getxattr(withx.kv / "many" / "f0",
+                       "user.mooncake.key") == b"many/f0"
+    assert run("cp", "-a", str(plain.kv / "many" / "f1"),
+               str(plain.kv / "copy")).returncode == 0
+    assert (plain.kv / "copy").read_bytes() == b"xx"
 
 
 def test_directories_of_10k_keys(mnt, tmp_path, master, procs):

@@ -13,7 +13,8 @@ import pytest
 from mount import Shell, random_bytes, write_random
 
 
-def test_escaped_names(mnt, procs, tmp_path, master):
+def test_escaped_names(mounts, procs, tmp_path, master):
+    mnt = mounts(seg="512MiB", opts="xattr")
     sh = Shell(procs, tmp_path, master)
     for key in ("esc/a//b", "esc/x/./y", "esc/p%q", "esc/..", "esc/z"):
         sh.ok(f"put {key} 10 1")
