@@ -508,6 +508,16 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 		fuse_reply_buf(req, p, (size_t)got);
 		return;
 	}
+	/* Held elsewhere: read sequentially, from the chunks fetched ahead. */
+	if (mcfs_ra_read(fs->ra, &fh->ra, fh->obj, fh->size, req, (uint64_t)off,
+			 size)) {
+		atomic_fetch_add(&fs->n_reads, 1);
+		atomic_fetch_add(&fs->n_read_bytes,
+				 fh->size - (uint64_t)off < size ?
+					 fh->size - (uint64_t)off :
+					 size);
+		return;
+	}
 	buf = buf_take(fs, &idx);
 	got = mooncake_store_object_read(fh->obj, (uint64_t)off, buf, size);
 	if (got < 0) {

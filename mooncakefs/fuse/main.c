@@ -53,6 +53,9 @@ static void *setup_main(void *arg)
 		rc = mcfs_bufs_init(fs, fs->o.threads + 4);
 	}
 	if (!rc)
+		rc = mcfs_ra_pool_init(&fs->ra, fs->store, fs->o.read_ahead,
+				       fs->o.read_ahead_limit);
+	if (!rc)
 		rc = mcfs_watch_start(fs);
 	if (rc)
 		mc_log_err("mcfs", "joining the pool at %s failed: %s",
@@ -236,6 +239,7 @@ out:
 		mcfs_itab_free(&fs);
 	mcfs_ckpt_fini(&fs); /* stops serving checkpoints */
 	if (fs.store) {
+		mcfs_ra_pool_fini(fs.ra);
 		mcfs_bufs_free(&fs);
 		/* Leave the pool: the segment is unmounted at the master. */
 		mooncake_store_destroy(fs.store);

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <sys/uio.h>
 
+#include "readahead.h"
 #include "stage.h"
 #include "mooncake/ckpt.h"
 #include "mooncake/store.h"
@@ -70,6 +71,8 @@ struct mcfs_opts {
 	char *mountpoint;
 	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c) */
 	uint64_t ckpt_cache_size; /* their cap (0: half its filesystem) */
+	uint64_t read_ahead; /* per file read sequentially (0: off) */
+	uint64_t read_ahead_limit; /* all files together */
 };
 
 enum mcfs_kind {
@@ -179,6 +182,7 @@ struct mcfs_fh {
 	uint64_t ino;
 	/* FH_READ: one version, held open */
 	mooncake_object_t obj;
+	struct mcfs_ra *ra; /* its read-ahead window (readahead.h) */
 	/* FH_WRITE (file.c): the content and its publication */
 	char *key, *tmp_key;
 	uint64_t parent_ino; /* its name, to invalidate after a publish */
@@ -211,6 +215,7 @@ struct mcfs {
 	char *default_segment; /* kept segment's name without segment_name= */
 	struct fuse_session *se;
 	mooncake_store_t store;
+	struct mcfs_ra_pool *ra; /* read-ahead of remote objects */
 	/* set up in the background so the mount does not wait for the
 	 * segment to be pre-faulted */
 	pthread_mutex_t ready_lock;

@@ -38,6 +38,8 @@ void mcfs_fh_free(struct mcfs *fs, struct mcfs_fh *fh)
 	 * Wait for it, or its unlock would write into freed memory. */
 	pthread_mutex_lock(&fh->lock);
 	pthread_mutex_unlock(&fh->lock);
+	if (fh->kind == FH_READ)
+		mcfs_ra_close(fs->ra, fh->ra); /* before its object */
 	if (fh->kind == FH_READ && fh->obj)
 		mooncake_store_object_close(fh->obj);
 	if (fh->kind == FH_WRITE)

@@ -104,6 +104,15 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	if (!strcmp(kv, "ckpt_cache_size"))
 		return v && !mc_parse_size(v, &o->ckpt_cache_size) ? 0 :
 								     bad(kv, v);
+	if (!strcmp(kv, "read_ahead"))
+		return v && !mc_parse_size(v, &o->read_ahead) &&
+				       o->read_ahead <= (64u << 20) ?
+			       0 :
+			       bad(kv, v);
+	if (!strcmp(kv, "read_ahead_limit"))
+		return v && !mc_parse_size(v, &o->read_ahead_limit) ?
+			       0 :
+			       bad(kv, v);
 	if (!strcmp(kv, "staging_limit"))
 		return v && !mc_parse_size(v, &o->staging_limit) ? 0 :
 								   bad(kv, v);
@@ -235,6 +244,11 @@ void mcfs_usage(FILE *out)
 		"being read go,\n"
 		"                        least recently read first (default: "
 		"half that filesystem)\n"
+		"  read_ahead=SIZE       fetched ahead of a file read "
+		"sequentially from another\n"
+		"                        member (8MiB, at most 64MiB; 0: off)\n"
+		"  read_ahead_limit=SIZE memory for that, all files together "
+		"(64MiB)\n"
 		"  threads=N             FUSE worker threads (8)\n"
 		"  xattr                 serve the user.mooncake.* attributes "
 		"(off: getxattr is not\n"
@@ -267,6 +281,8 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 		.negative_timeout = 1,
 		.rpc_timeout_ms = 5000,
 		.staging_limit = 1ull << 30,
+		.read_ahead = 8u << 20,
+		.read_ahead_limit = 64u << 20,
 		.replicas = 1,
 		.threads = 8,
 		.uid = -1,
@@ -379,7 +395,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 {
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:f,s:f,s:f,s:i,s:I,s:i,s:i,"
-		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s}",
+		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s,s:I,s:I}",
 		"master", o->master, "metadata", o->metadata, "local_hostname",
 		o->local_hostname, "segment_size", (json_int_t)o->segment_size,
 		"buffer_size", (json_int_t)o->buffer_size, "protocol",
@@ -390,12 +406,12 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 		(int)o->rpc_timeout_ms, "staging_limit",
 		(json_int_t)o->staging_limit, "replicas", (int)o->replicas,
 		"threads", (int)o->threads, "read_only", o->read_only, "xattr",
-		o->xattr,
-		"allow_other", o->allow_other, "default_permissions",
+		o->xattr, "allow_other", o->allow_other, "default_permissions",
 		o->default_permissions, "uid", (json_int_t)o->uid, "gid",
 		(json_int_t)o->gid, "umask", (int)o->umask_, "file_mode",
 		(int)o->file_mode, "dir_mode", (int)o->dir_mode, "mountpoint",
-		o->mountpoint);
+		o->mountpoint, "read_ahead", (json_int_t)o->read_ahead,
+		"read_ahead_limit", (json_int_t)o->read_ahead_limit);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 
 	json_decref(j);

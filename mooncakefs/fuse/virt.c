@@ -91,6 +91,10 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 		mooncake_pool_stat_t ps = { 0 };
 		bool pool = !mcfs_wait_ready(fs) &&
 			    !mooncake_store_pool_stat(fs->store, &ps);
+		uint64_t ra_fetched, ra_hits, ra_failed, ra_starved;
+
+		mcfs_ra_stats(fs->ra, &ra_fetched, &ra_hits, &ra_failed,
+			      &ra_starved);
 		mc_sbuf_printf(
 			&t,
 			"mount_reads %" PRIu64 "\nmount_read_bytes %" PRIu64
@@ -100,7 +104,11 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			"\nmount_errors %" PRIu64 "\nmount_stale_opens %" PRIu64
 			"\nmount_staged_bytes %" PRIu64
 			"\nmount_feed_resets %" PRIu64
-			"\nmount_getxattr_requests %" PRIu64 "\n",
+			"\nmount_getxattr_requests %" PRIu64
+			"\nmount_readahead_chunks %" PRIu64
+			"\nmount_readahead_hits %" PRIu64
+			"\nmount_readahead_failed %" PRIu64
+			"\nmount_readahead_starved %" PRIu64 "\n",
 			atomic_load(&fs->n_reads),
 			atomic_load(&fs->n_read_bytes),
 			atomic_load(&fs->n_writes),
@@ -110,7 +118,8 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			atomic_load(&fs->n_errors), atomic_load(&fs->n_stale),
 			atomic_load(&fs->stage_pool.held),
 			atomic_load(&fs->n_feed_resets),
-			atomic_load(&fs->n_getxattr));
+			atomic_load(&fs->n_getxattr), ra_fetched, ra_hits,
+			ra_failed, ra_starved);
 		if (pool)
 			mc_sbuf_printf(
 				&t,

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Read-ahead for remote objects (readahead.h).
+ *
+ * A window is a few slots, each one chunk of the object (chunk c is
+ * bytes [c * CHUNK, (c + 1) * CHUNK)). A sequential read of chunk c makes
+ * sure chunks c .. c + slots - 1 are in slots, queued or fetched; slots
+ * behind the reader are reused for chunks ahead. Slot states:
+ *
+ *   FREE -> QUEUED (in the pool's queue) -> FETCHING (a fetcher reads it)
+ *        -> READY or FAILED; QUEUED -> FREE when the window closes first.
+ *
+ * Locks: a window's lock guards its slots (state, chunk, readers); the
+ * pool's lock guards the queue, the free chunks and the counters. A
+ * window's lock may be held while taking the pool's, never the reverse.
+ * A fetcher reads without either. A reply is sent from a slot's chunk
+ * without the lock, the slot pinned (readers > 0) so that it is not
+ * reused meanwhile.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "mc_log.h"
+#include "mcfs.h" /* FUSE_USE_VERSION, then readahead.h */
+#include "util.h"
+
+#define CHUNK (1u << 20)
+#define MAX_SLOTS 64
+#define FETCHERS 4
+
+enum { FREE, QUEUED, FETCHING, READY, FAILED };
+
+struct ra_slot {
+	struct mcfs_ra *ra;
+	struct ra_slot *qnext; /* in the pool's queue */
+	uint64_t chunk;
+	int state;
+	unsigned readers; /* replies being sent from it */
+	char *buf; /* a pool chunk while not FREE */
+	size_t len; /* bytes of the chunk in the object */
+};
+
+struct mcfs_ra {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a slot left QUEUED/FETCHING or was unpinned */
+	mooncake_object_t obj;
+	uint64_t size;
+	uint64_t next_off; /* where the last read ended */
+	bool closing;
+	unsigned n_slots;
+	struct ra_slot slots[];
+};
+
+struct mcfs_ra_pool {
+	mooncake_store_t store;
+	unsigned slots; /* per window */
+	uint64_t limit;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* work queued, or stopping */
+	bool started, failed, stopping;
+	char *mem;
+	char **free_chunks;
+	unsigned n_chunks, n_free;
+	struct ra_slot *head, *tail;
+	pthread_t fetchers[FETCHERS];
+	unsigned n_fetchers;
+	_Atomic uint64_t fetched, hits, failed_fetches, starved;
+};
+
+int mcfs_ra_pool_init(struct mcfs_ra_pool **out, mooncake_store_t store,
+		      uint64_t window, uint64_t limit)
+{
+	struct mcfs_ra_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->store = store;
+	p->slots = (unsigned)((window + CHUNK - 1) / CHUNK);
+	if (p->slots > MAX_SLOTS)
+		p->slots = MAX_SLOTS;
+	p->limit = limit;
+	if (limit < CHUNK)
+		p->slots = 0; /* no room for one chunk: off */
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	*out = p;
+	return 0;
+}
+
+static void *fetcher_main(void *arg);
+
+/* The chunks and the fetchers, on first use; false if they cannot be
+ * had (logged once). Pool lock held. */
+static bool pool_start(struct mcfs_ra_pool *p)
+{
+	size_t bytes;
+	int rc;
+
+	if (p->started || p->failed)
+		return p->started;
+	p->n_chunks = (unsigned)(p->limit / CHUNK);
+	bytes = (size_t)p->n_chunks * CHUNK;
+	p->mem = aligned_alloc(4096, bytes);
+	p->free_chunks = calloc(p->n_chunks, sizeof(*p->free_chunks));
+	rc = p->mem && p->free_chunks ? 0 : -ENOMEM;
+	if (!rc)
+		rc = mooncake_store_register_buffer(p->store, p->mem, bytes);
+	for (unsigned i = 0; !rc && i < FETCHERS; i++) {
+		rc = mcs_thread_start(&p->fetchers[i], fetcher_main, p);
+		if (!rc)
+			p->n_fetchers++;
+		else if (p->n_fetchers)
+			rc = 0; /* fewer fetchers will do */
+	}
+	if (rc) {
+		mc_log_warn("mcfs",
+			    "read-ahead off: %llu bytes of chunks could not "
+			    "be set up (%d)",
+			    (unsigned long long)bytes, rc);
+		if (p->mem && p->free_chunks)
+			(void)mooncake_store_unregister_buffer(p->store,
+							       p->mem);
+		free(p->mem);
+		free(p->free_chunks);
+		p->mem = NULL;
+		p->free_chunks = NULL;
+		p->failed = true;
+		return false;
+	}
+	for (unsigned i = 0; i < p->n_chunks; i++)
+		p->free_chunks[p->n_free++] = p->mem + (size_t)i * CHUNK;
+	p->started = true;
+	return true;
+}
+
+void mcfs_ra_pool_fini(struct mcfs_ra_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->n_fetchers; i++)
+		pthread_join(p->fetchers[i], NULL);
+	if (p->mem) {
+		(void)mooncake_store_unregister_buffer(p->store, p->mem);
+		free(p->mem);
+	}
+	free(p->free_chunks);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+static void *fetcher_main(void *arg)
+{
+	struct mcfs_ra_pool *p = arg;
+
+	for (;;) {
+		struct ra_slot *s;
+		struct mcfs_ra *ra;
+		int64_t got;
+		bool ok;
+
+		pthread_mutex_lock(&p->lock);
+		while (!p->head && !p->stopping)
+			pthread_cond_wait(&p->cond, &p->lock);
+		if (p->stopping) {
+			pthread_mutex_unlock(&p->lock);
+			return NULL;
+		}
+		s = p->head;
+		p->head = s->qnext;
+		if (!p->head)
+			p->tail = NULL;
+		s->qnext = NULL;
+		pthread_mutex_unlock(&p->lock);
+
+		ra = s->ra;
+		pthread_mutex_lock(&ra->lock);
+		if (ra->closing) {
+			s->state = FREE; /* its chunk goes back at close */
+			pthread_cond_broadcast(&ra->cond);
+			pthread_mutex_unlock(&ra->lock);
+			continue;
+		}
+		s->state = FETCHING;
+		pthread_mutex_unlock(&ra->lock);
+
+		got = mooncake_store_object_read(ra->obj, s->chunk * CHUNK,
+						 s->buf, s->len);
+
+		ok = got == (int64_t)s->len;
+		if (!ok)
+			mc_log_debug("mcfs", "read-ahead of chunk %llu: %lld",
+				     (unsigned long long)s->chunk,
+				     (long long)got);
+		/* Counted first: once the slot is READY a reader may reuse
+		 * it, and after the unlock the window may be gone. */
+		atomic_fetch_add(ok ? &p->fetched : &p->failed_fetches, 1);
+		pthread_mutex_lock(&ra->lock);
+		s->state = ok ? READY : FAILED;
+		pthread_cond_broadcast(&ra->cond);
+		pthread_mutex_unlock(&ra->lock);
+	}
+}
+
+/* Give s's chunk back; s becomes FREE. Window lock held. */
+static void slot_release(struct mcfs_ra_pool *p, struct ra_slot *s)
+{
+	if (s->buf) {
+		pthread_mutex_lock(&p->lock);
+		p->free_chunks[p->n_free++] = s->buf;
+		pthread_mutex_unlock(&p->lock);
+	}
+	s->buf = NULL;
+	s->state = FREE;
+}
+
+static struct ra_slot *find(struct mcfs_ra *ra, uint64_t chunk)
+{
+	for (unsigned i = 0; i < ra->n_slots; i++)
+		if (ra->slots[i].state != FREE && ra->slots[i].chunk == chunk)
+			return &ra->slots[i];
+	return NULL;
+}
+
+/* A slot for a chunk ahead: a done, unpinned one outside the window
+ * (behind first, or beyond it after the reader went back), keeping its
+ * chunk, or else a free one with a chunk from the pool; NULL if none. */
+static struct ra_slot *slot_for(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
+				uint64_t first)
+{
+	struct ra_slot *free_slot = NULL;
+
+	for (unsigned i = 0; i < ra->n_slots; i++) {
+		struct ra_slot *s = &ra->slots[i];
+
+		if ((s->state == READY || s->state == FAILED) && !s->readers &&
+		    (s->chunk < first || s->chunk >= first + ra->n_slots))
+			return s;
+		if (s->state == FREE && !free_slot)
+			free_slot = s;
+	}
+	if (!free_slot)
+		return NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->n_free)
+		free_slot->buf = p->free_chunks[--p->n_free];
+	pthread_mutex_unlock(&p->lock);
+	if (!free_slot->buf) {
+		atomic_fetch_add(&p->starved, 1);
+		return NULL;
+	}
+	return free_slot;
+}
+
+/* Chunks first .. first + slots - 1 (within the object) in slots. Window
+ * lock held. */
+static void schedule(struct mcfs_ra_pool *p, struct mcfs_ra *ra, uint64_t first)
+{
+	uint64_t last = (ra->size - 1) / CHUNK;
+	struct ra_slot *q_head = NULL, *q_tail = NULL;
+
+	for (uint64_t c = first; c <= last && c < first + ra->n_slots; c++) {
+		struct ra_slot *s;
+
+		if (find(ra, c))
+			continue;
+		s = slot_for(p, ra, first);
+		if (!s)
+			break;
+		s->chunk = c;
+		s->len = c == last ? (size_t)(ra->size - c * CHUNK) : CHUNK;
+		s->state = QUEUED;
+		s->qnext = NULL;
+		if (q_tail)
+			q_tail->qnext = s;
+		else
+			q_head = s;
+		q_tail = s;
+	}
+	if (!q_head)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (p->tail)
+		p->tail->qnext = q_head;
+	else
+		p->head = q_head;
+	p->tail = q_tail;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static struct mcfs_ra *ra_new(struct mcfs_ra_pool *p, mooncake_object_t obj,
+			      uint64_t size)
+{
+	struct mcfs_ra *ra;
+
+	pthread_mutex_lock(&p->lock);
+	if (!pool_start(p)) {
+		pthread_mutex_unlock(&p->lock);
+		return NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	ra = calloc(1, sizeof(*ra) + p->slots * sizeof(ra->slots[0]));
+	if (!ra)
+		return NULL;
+	pthread_mutex_init(&ra->lock, NULL);
+	pthread_cond_init(&ra->cond, NULL);
+	ra->obj = obj;
+	ra->size = size;
+	ra->n_slots = p->slots;
+	for (unsigned i = 0; i < ra->n_slots; i++)
+		ra->slots[i].ra = ra;
+	return ra;
+}
+
+bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
+		  mooncake_object_t obj, uint64_t obj_size, fuse_req_t req,
+		  uint64_t off, size_t size)
+{
+	struct ra_slot *need[2] = { NULL, NULL };
+	struct iovec iov[2];
+	struct mcfs_ra *ra = __atomic_load_n(rap, __ATOMIC_ACQUIRE);
+	uint64_t c0, c1;
+	unsigned n_need;
+	bool ok = true;
+
+	if (!p || !p->slots || !size || off >= obj_size)
+		return false;
+	if (off + size > obj_size)
+		size = (size_t)(obj_size - off);
+	c0 = off / CHUNK;
+	c1 = (off + size - 1) / CHUNK;
+	if (c1 > c0 + 1)
+		return false; /* larger than FUSE asks: read directly */
+	if (!ra) {
+		/* A window for a file read from its start; a file read
+		 * elsewhere first gets one at its second, sequential, read
+		 * (below). */
+		if (off != 0)
+			return false;
+		ra = ra_new(p, obj, obj_size);
+		if (!ra)
+			return false;
+		/* Two threads may race here (FUSE serves requests of one
+		 * handle in parallel): the first one's window stays. */
+		struct mcfs_ra *none = NULL;
+
+		if (!__atomic_compare_exchange_n(rap, &none, ra, false,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			mcfs_ra_close(p, ra);
+			ra = none; /* the winner's */
+		}
+	}
+	pthread_mutex_lock(&ra->lock);
+	/* Sequential: where the last read ended, or inside the window (the
+	 * kernel's read-ahead sends requests of one file in parallel, so
+	 * they arrive a little out of order). */
+	if (off != ra->next_off && !find(ra, c0) && off != 0) {
+		ra->next_off = off + size;
+		pthread_mutex_unlock(&ra->lock);
+		return false;
+	}
+	if (off + size > ra->next_off)
+		ra->next_off = off + size;
+	schedule(p, ra, c0);
+	n_need = c1 == c0 ? 1 : 2;
+	for (unsigned i = 0; i < n_need; i++) {
+		need[i] = find(ra, c0 + i);
+		if (!need[i])
+			ok = false;
+	}
+	for (unsigned i = 0; ok && i < n_need; i++) {
+		while (need[i]->state == QUEUED || need[i]->state == FETCHING)
+			pthread_cond_wait(&ra->cond, &ra->lock);
+		if (need[i]->state != READY || need[i]->chunk != c0 + i)
+			ok = false;
+	}
+	if (!ok) {
+		/* A failed chunk is fetched again next time (or the direct
+		 * read reports why it cannot be). */
+		for (unsigned i = 0; i < n_need; i++)
+			if (need[i] && need[i]->state == FAILED &&
+			    !need[i]->readers)
+				slot_release(p, need[i]);
+		pthread_mutex_unlock(&ra->lock);
+		return false;
+	}
+	for (unsigned i = 0; i < n_need; i++) {
+		uint64_t start = i ? 0 : off - c0 * CHUNK;
+		uint64_t end = c0 + i == c1 ? off + size - (c0 + i) * CHUNK :
+					      CHUNK;
+
+		need[i]->readers++;
+		iov[i].iov_base = need[i]->buf + start;
+		iov[i].iov_len = (size_t)(end - start);
+	}
+	pthread_mutex_unlock(&ra->lock);
+	atomic_fetch_add(&p->hits, 1);
+	fuse_reply_iov(req, iov, (int)n_need);
+	pthread_mutex_lock(&ra->lock);
+	for (unsigned i = 0; i < n_need; i++)
+		need[i]->readers--;
+	pthread_cond_broadcast(&ra->cond);
+	pthread_mutex_unlock(&ra->lock);
+	return true;
+}
+
+void mcfs_ra_close(struct mcfs_ra_pool *p, struct mcfs_ra *ra)
+{
+	bool busy;
+
+	if (!ra)
+		return;
+	pthread_mutex_lock(&ra->lock);
+	ra->closing = true;
+	do {
+		busy = false;
+		for (unsigned i = 0; i < ra->n_slots; i++) {
+			struct ra_slot *s = &ra->slots[i];
+			busy |= s->state == QUEUED || s->state == FETCHING ||
+				s->readers;
+		}
+		if (busy)
+			pthread_cond_wait(&ra->cond, &ra->lock);
+	} while (busy);
+	for (unsigned i = 0; i < ra->n_slots; i++)
+		slot_release(p, &ra->slots[i]);
+	pthread_mutex_unlock(&ra->lock);
+	pthread_cond_destroy(&ra->cond);
+	pthread_mutex_destroy(&ra->lock);
+	free(ra);
+}
+
+void mcfs_ra_stats(struct mcfs_ra_pool *p, uint64_t *fetched, uint64_t *hits,
+		   uint64_t *failed, uint64_t *starved)
+{
+	*fetched = p ? atomic_load(&p->fetched) : 0;
+	*hits = p ? atomic_load(&p->hits) : 0;
+	*failed = p ? atomic_load(&p->failed_fetches) : 0;
+	*starved = p ? atomic_load(&p->starved) : 0;
+}
