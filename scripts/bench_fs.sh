@@ -64,7 +64,9 @@
 #   --only LIST          phases to run (default all)
 #   --results FILE       also keep every run's figures there (JSON lines)
 # Takes about 5 minutes with the defaults (8.5 with --repeat 5).
-# Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR.
+# Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR,
+# MC_BENCH_REMOTE_OPTS (more -o options of the remote phase's mount, e.g.
+# read_ahead=0 to measure without read-ahead).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -406,7 +408,8 @@ if phase remote; then
 	echo "bench_fs: remote reads ($repeat x)" >&2
 	rmnt=$tmp/rmnt
 	MC_FORCE_TCP=1 "$build/mooncakefs/fuse/mooncakefs" "$master" "$rmnt" \
-		-f -o "metadata=$meta,segment_size=0" >"$tmp/rmount.log" 2>&1 &
+		-f -o "metadata=$meta,segment_size=0${MC_BENCH_REMOTE_OPTS:+,$MC_BENCH_REMOTE_OPTS}" \
+		>"$tmp/rmount.log" 2>&1 &
 	rmcfs_pid=$!
 	pids+=("$rmcfs_pid")
 	mounts+=("$rmnt")

@@ -489,7 +489,7 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 		  size_t size, off_t off)
 {
 	const void *p;
-	unsigned idx;
+	unsigned idx, others;
 	int64_t got;
 	char *buf;
 
@@ -509,8 +509,10 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 		return;
 	}
 	/* Held elsewhere: read sequentially, from the chunks fetched ahead. */
+	others = atomic_fetch_add(&fs->remote_reads, 1);
 	if (mcfs_ra_read(fs->ra, &fh->ra, fh->obj, fh->size, req, (uint64_t)off,
-			 size)) {
+			 size, others)) {
+		atomic_fetch_sub(&fs->remote_reads, 1);
 		atomic_fetch_add(&fs->n_reads, 1);
 		atomic_fetch_add(&fs->n_read_bytes,
 				 fh->size - (uint64_t)off < size ?
@@ -520,6 +522,7 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 	}
 	buf = buf_take(fs, &idx);
 	got = mooncake_store_object_read(fh->obj, (uint64_t)off, buf, size);
+	atomic_fetch_sub(&fs->remote_reads, 1);
 	if (got < 0) {
 		buf_give(fs, idx);
 		atomic_fetch_add(&fs->n_errors, 1);

@@ -262,6 +262,7 @@ struct mcfs {
 	_Atomic uint64_t n_reads, n_read_bytes, n_writes, n_write_bytes;
 	_Atomic uint64_t n_lookups, n_invalidations, n_errors, n_stale;
 	_Atomic uint64_t n_getxattr; /* requests, answered or not */
+	_Atomic unsigned remote_reads; /* in flight (readahead.h) */
 	_Atomic uint64_t n_feed_resets; /* change feed restarts handled */
 	uint64_t start_ms;
 	uid_t uid;

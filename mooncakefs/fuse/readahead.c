@@ -7,8 +7,9 @@
  * sure chunks c .. c + slots - 1 are in slots, queued or fetched; slots
  * behind the reader are reused for chunks ahead. Slot states:
  *
- *   FREE -> QUEUED (in the pool's queue) -> FETCHING (a fetcher reads it)
- *        -> READY or FAILED; QUEUED -> FREE when the window closes first.
+ *   FREE -> QUEUED (in the pool's queue) -> FETCHING (a fetcher reads it,
+ *        or the reader that needs it before a fetcher took it) -> READY or
+ *        FAILED; QUEUED -> FREE when the window closes first.
  *
  * Locks: a window's lock guards its slots (state, chunk, readers); the
  * pool's lock guards the queue, the free chunks and the counters. A
@@ -30,6 +31,7 @@
 #define CHUNK (1u << 20)
 #define MAX_SLOTS 64
 #define FETCHERS 4
+#define INFLIGHT_PER_FETCHER 2
 
 enum { FREE, QUEUED, FETCHING, READY, FAILED };
 
@@ -67,6 +69,12 @@ struct mcfs_ra_pool {
 	struct ra_slot *head, *tail;
 	pthread_t fetchers[FETCHERS];
 	unsigned n_fetchers;
+	/* chunks queued or being fetched, all windows: at most
+	 * INFLIGHT_PER_FETCHER per fetcher are started ahead (beyond the one
+	 * a read needs now), so that with many files read at once a chunk is
+	 * not fetched long before its read (out of the CPU caches by then,
+	 * and fetched at the cost of the chunks needed sooner) */
+	_Atomic unsigned inflight;
 	_Atomic uint64_t fetched, hits, failed_fetches, starved;
 };
 
@@ -156,6 +164,9 @@ void mcfs_ra_pool_fini(struct mcfs_ra_pool *p)
 	free(p);
 }
 
+static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
+		       struct ra_slot *s);
+
 static void *fetcher_main(void *arg)
 {
 	struct mcfs_ra_pool *p = arg;
@@ -163,8 +174,6 @@ static void *fetcher_main(void *arg)
 	for (;;) {
 		struct ra_slot *s;
 		struct mcfs_ra *ra;
-		int64_t got;
-		bool ok;
 
 		pthread_mutex_lock(&p->lock);
 		while (!p->head && !p->stopping)
@@ -180,31 +189,18 @@ static void *fetcher_main(void *arg)
 		s->qnext = NULL;
 		pthread_mutex_unlock(&p->lock);
 
+		/* Out of the queue and still QUEUED: the window cannot go
+		 * (its close waits for QUEUED slots) and no reader takes it
+		 * (a reader takes only slots it finds in the queue). */
 		ra = s->ra;
 		pthread_mutex_lock(&ra->lock);
 		if (ra->closing) {
+			atomic_fetch_sub(&p->inflight, 1);
 			s->state = FREE; /* its chunk goes back at close */
 			pthread_cond_broadcast(&ra->cond);
-			pthread_mutex_unlock(&ra->lock);
-			continue;
+		} else {
+			fetch_here(p, ra, s);
 		}
-		s->state = FETCHING;
-		pthread_mutex_unlock(&ra->lock);
-
-		got = mooncake_store_object_read(ra->obj, s->chunk * CHUNK,
-						 s->buf, s->len);
-
-		ok = got == (int64_t)s->len;
-		if (!ok)
-			mc_log_debug("mcfs", "read-ahead of chunk %llu: %lld",
-				     (unsigned long long)s->chunk,
-				     (long long)got);
-		/* Counted first: once the slot is READY a reader may reuse
-		 * it, and after the unlock the window may be gone. */
-		atomic_fetch_add(ok ? &p->fetched : &p->failed_fetches, 1);
-		pthread_mutex_lock(&ra->lock);
-		s->state = ok ? READY : FAILED;
-		pthread_cond_broadcast(&ra->cond);
 		pthread_mutex_unlock(&ra->lock);
 	}
 }
@@ -265,12 +261,24 @@ static void schedule(struct mcfs_ra_pool *p, struct mcfs_ra *ra, uint64_t first)
 {
 	uint64_t last = (ra->size - 1) / CHUNK;
 	struct ra_slot *q_head = NULL, *q_tail = NULL;
+	unsigned cap, n = 0, busy;
+	bool started;
+
+	pthread_mutex_lock(&p->lock);
+	started = pool_start(p);
+	cap = INFLIGHT_PER_FETCHER * p->n_fetchers;
+	pthread_mutex_unlock(&p->lock);
+	if (!started)
+		return;
+	busy = atomic_load(&p->inflight);
 
 	for (uint64_t c = first; c <= last && c < first + ra->n_slots; c++) {
 		struct ra_slot *s;
 
 		if (find(ra, c))
 			continue;
+		if (c != first && busy + n >= cap)
+			break; /* later reads top the window up */
 		s = slot_for(p, ra, first);
 		if (!s)
 			break;
@@ -278,6 +286,7 @@ static void schedule(struct mcfs_ra_pool *p, struct mcfs_ra *ra, uint64_t first)
 		s->len = c == last ? (size_t)(ra->size - c * CHUNK) : CHUNK;
 		s->state = QUEUED;
 		s->qnext = NULL;
+		n++;
 		if (q_tail)
 			q_tail->qnext = s;
 		else
@@ -286,6 +295,7 @@ static void schedule(struct mcfs_ra_pool *p, struct mcfs_ra *ra, uint64_t first)
 	}
 	if (!q_head)
 		return;
+	atomic_fetch_add(&p->inflight, n);
 	pthread_mutex_lock(&p->lock);
 	if (p->tail)
 		p->tail->qnext = q_head;
@@ -296,17 +306,56 @@ static void schedule(struct mcfs_ra_pool *p, struct mcfs_ra *ra, uint64_t first)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Take s out of the queue, if no fetcher took it yet. Window lock held. */
+static bool unqueue(struct mcfs_ra_pool *p, struct ra_slot *s)
+{
+	struct ra_slot **pp, *prev = NULL;
+	bool found = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (pp = &p->head; *pp; prev = *pp, pp = &(*pp)->qnext) {
+		if (*pp != s)
+			continue;
+		*pp = s->qnext;
+		if (p->tail == s)
+			p->tail = prev;
+		s->qnext = NULL;
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return found;
+}
+
+/* Fetch s on this thread (it was QUEUED and is ours now). Window lock
+ * held; dropped during the read. */
+static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
+		       struct ra_slot *s)
+{
+	int64_t got;
+	bool ok;
+
+	s->state = FETCHING;
+	pthread_mutex_unlock(&ra->lock);
+	got = mooncake_store_object_read(ra->obj, s->chunk * CHUNK, s->buf,
+					 s->len);
+	ok = got == (int64_t)s->len;
+	if (!ok)
+		mc_log_debug("mcfs", "read-ahead of chunk %llu: %lld",
+			     (unsigned long long)s->chunk, (long long)got);
+	/* Counted before the lock: once READY the slot may be reused. */
+	atomic_fetch_add(ok ? &p->fetched : &p->failed_fetches, 1);
+	atomic_fetch_sub(&p->inflight, 1);
+	pthread_mutex_lock(&ra->lock);
+	s->state = ok ? READY : FAILED;
+	pthread_cond_broadcast(&ra->cond);
+}
+
 static struct mcfs_ra *ra_new(struct mcfs_ra_pool *p, mooncake_object_t obj,
 			      uint64_t size)
 {
 	struct mcfs_ra *ra;
 
-	pthread_mutex_lock(&p->lock);
-	if (!pool_start(p)) {
-		pthread_mutex_unlock(&p->lock);
-		return NULL;
-	}
-	pthread_mutex_unlock(&p->lock);
 	ra = calloc(1, sizeof(*ra) + p->slots * sizeof(ra->slots[0]));
 	if (!ra)
 		return NULL;
@@ -322,7 +371,7 @@ static struct mcfs_ra *ra_new(struct mcfs_ra_pool *p, mooncake_object_t obj,
 
 bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 		  mooncake_object_t obj, uint64_t obj_size, fuse_req_t req,
-		  uint64_t off, size_t size)
+		  uint64_t off, size_t size, unsigned others)
 {
 	struct ra_slot *need[2] = { NULL, NULL };
 	struct iovec iov[2];
@@ -340,18 +389,16 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 	if (c1 > c0 + 1)
 		return false; /* larger than FUSE asks: read directly */
 	if (!ra) {
-		/* A window for a file read from its start; a file read
-		 * elsewhere first gets one at its second, sequential, read
-		 * (below). */
-		if (off != 0)
-			return false;
+		/* The window (no chunks yet) is made at the first read: a
+		 * read from the start, or the next read where this one ends,
+		 * starts fetching ahead. */
+		struct mcfs_ra *none = NULL;
+
 		ra = ra_new(p, obj, obj_size);
 		if (!ra)
 			return false;
 		/* Two threads may race here (FUSE serves requests of one
 		 * handle in parallel): the first one's window stays. */
-		struct mcfs_ra *none = NULL;
-
 		if (!__atomic_compare_exchange_n(rap, &none, ra, false,
 						 __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE)) {
@@ -370,7 +417,14 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 	}
 	if (off + size > ra->next_off)
 		ra->next_off = off + size;
-	schedule(p, ra, c0);
+	/* Large requests of other readers in flight already keep the
+	 * transfers busy (4 fio jobs with O_DIRECT): fetching ahead would
+	 * only add hand-offs, and chunks out of the CPU caches by the time
+	 * they are read, on CPUs that have no time to spare. Measured: 10-20%
+	 * slower that way (docs/benchmarks.md). Small requests (the
+	 * kernel's 128 KiB read-ahead) gain from 1 MiB chunks either way. */
+	if (others == 0 || size < CHUNK / 2)
+		schedule(p, ra, c0);
 	n_need = c1 == c0 ? 1 : 2;
 	for (unsigned i = 0; i < n_need; i++) {
 		need[i] = find(ra, c0 + i);
@@ -378,6 +432,10 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 			ok = false;
 	}
 	for (unsigned i = 0; ok && i < n_need; i++) {
+		/* A chunk needed now that no fetcher took yet is read here:
+		 * waiting for a fetcher to wake would only add a hand-off. */
+		if (need[i]->state == QUEUED && unqueue(p, need[i]))
+			fetch_here(p, ra, need[i]);
 		while (need[i]->state == QUEUED || need[i]->state == FETCHING)
 			pthread_cond_wait(&ra->cond, &ra->lock);
 		if (need[i]->state != READY || need[i]->chunk != c0 + i)

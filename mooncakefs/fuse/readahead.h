@@ -40,15 +40,19 @@ void mcfs_ra_pool_fini(struct mcfs_ra_pool *p);
 
 /**
  * Answers a read of [off, off + size) of obj (size bytes; off < size of
- * the object) from obj's window *rap (made on the first sequential read)
+ * the object) from obj's window *rap (made at the first read; it fetches
+ * ahead from a read at offset 0 or where the previous read ended)
  * and returns true once it replied to req; false: nothing was replied
  * (the read is not sequential, read-ahead is off or out of memory, or a
- * fetch failed) and the caller reads directly. Safe from several threads
- * on the same handle.
+ * fetch failed) and the caller reads directly. others: remote reads of
+ * this mount in flight besides this one (with others, a request of half a
+ * chunk or more fetches nothing ahead). Safe from several threads on the
+ * same handle.
  */
 bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 		  mooncake_object_t obj, uint64_t obj_size,
-		  struct fuse_req *req, uint64_t off, size_t size);
+		  struct fuse_req *req, uint64_t off, size_t size,
+		  unsigned others);
 
 /** Closes a window: waits for its fetches in flight (never for queued
  *  ones) and for replies being sent from it, then gives its chunks back.

@@ -91,6 +91,20 @@ def test_random_and_backward_reads(mounts):
             assert f.read(n) == want[off:off + n], off
 
 
+def test_a_file_read_from_its_middle_gets_a_window(mounts):
+    # As fio's jobs with offset_increment: the first read is not at 0.
+    holder, reader = holder_and_reader(mounts)
+    write_random(holder.kv / "m", 16 * MiB, 9)
+    want = expected(holder, "m")
+    before = stats(reader)["mount_readahead_hits"]
+    with open(reader.kv / "m", "rb", buffering=0) as f:
+        f.seek(5 * MiB)
+        got = b"".join(iter(lambda: f.read(MiB), b""))
+    assert got == want[5 * MiB:]
+    hits = stats(reader)["mount_readahead_hits"] - before
+    assert hits >= 8, f"{hits} of 11 reads from read-ahead"
+
+
 def test_parallel_readers_and_closes_mid_fetch(mounts):
     holder, reader = holder_and_reader(mounts)
     size = 24 * MiB
