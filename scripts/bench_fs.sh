@@ -63,7 +63,7 @@
 #   --segment_size SIZE  the mount's contribution (default 3GiB)
 #   --only LIST          phases to run (default all)
 #   --results FILE       also keep every run's figures there (JSON lines)
-# Takes about 5 minutes with the defaults (8.5 with --repeat 5).
+# Takes about 6 minutes with the defaults (10 with --repeat 5).
 # Environment: MC_BENCH_BUILD_DIR (default build-release), TMPDIR,
 # MC_BENCH_REMOTE_OPTS (more -o options of the remote phase's mount, e.g.
 # read_ahead=0 to measure without read-ahead).
