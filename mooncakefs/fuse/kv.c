@@ -490,6 +490,7 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 {
 	const void *p;
 	unsigned idx, others;
+	uint64_t n;
 	int64_t got;
 	char *buf;
 
@@ -508,16 +509,16 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 		fuse_reply_buf(req, p, (size_t)got);
 		return;
 	}
-	/* Held elsewhere: read sequentially, from the chunks fetched ahead. */
+	/* Held elsewhere: read sequentially, from the chunks fetched ahead.
+	 * Once replied, the program may close at once and the release free
+	 * fh on another thread: nothing of fh is read after the reply. */
+	n = fh->size - (uint64_t)off < size ? fh->size - (uint64_t)off : size;
 	others = atomic_fetch_add(&fs->remote_reads, 1);
 	if (mcfs_ra_read(fs->ra, &fh->ra, fh->obj, fh->size, req, (uint64_t)off,
 			 size, others)) {
 		atomic_fetch_sub(&fs->remote_reads, 1);
 		atomic_fetch_add(&fs->n_reads, 1);
-		atomic_fetch_add(&fs->n_read_bytes,
-				 fh->size - (uint64_t)off < size ?
-					 fh->size - (uint64_t)off :
-					 size);
+		atomic_fetch_add(&fs->n_read_bytes, n);
 		return;
 	}
 	buf = buf_take(fs, &idx);

@@ -438,9 +438,13 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 			fetch_here(p, ra, need[i]);
 		while (need[i]->state == QUEUED || need[i]->state == FETCHING)
 			pthread_cond_wait(&ra->cond, &ra->lock);
+	}
+	/* Checked again without a wait in between: while this thread
+	 * waited for the second chunk, another reader may have reused the
+	 * first one's slot for a chunk ahead. */
+	for (unsigned i = 0; ok && i < n_need; i++)
 		if (need[i]->state != READY || need[i]->chunk != c0 + i)
 			ok = false;
-	}
 	if (!ok) {
 		/* A failed chunk is fetched again next time (or the direct
 		 * read reports why it cannot be). */

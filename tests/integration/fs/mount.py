@@ -90,6 +90,15 @@ class Mount:
                              capture_output=True, text=True).stdout.split()
         return int(out[0]) if out else None
 
+    def stats(self):
+        """The mount's .mooncake/stats as a dict of name -> int."""
+        out = {}
+        with open(self.path / ".mooncake" / "stats") as f:
+            for line in f:
+                k, v = line.split()
+                out[k] = int(v)
+        return out
+
     def log(self):
         try:
             return open(self.log_path, errors="replace").read()

@@ -8,6 +8,7 @@ handle after answering. The daemon runs here with glibc's per-thread
 cache off, so a write into a freed handle corrupts the allocator's free
 lists and aborts the daemon instead of passing unnoticed (as it did in
 bench_fs, where `find -delete` at each phase killed the mount)."""
+import mmap
 import os
 import threading
 import time
@@ -76,3 +77,37 @@ def test_files_closed_right_after_their_last_read(mounts):
             os.close(fd)
     errors = storm([reading, reading, writing_and_reading], 6)
     assert not errors and m.pid() == pid, f"{errors}\n{m.log()}"
+
+
+def test_remote_files_closed_right_after_their_last_read(mounts):
+    """The same for objects held by another member, read through the
+    read-ahead window (readahead.c) and directly: the reply is the last
+    thing the read does with the handle."""
+    holder = mounts(seg="128MiB", name="holder")
+    m = mounts(seg="0", name="reader",
+               env=dict(MALLOC_STRICT, MC_FORCE_TCP="1"))
+    whole = os.urandom(3 << 20)
+    (holder.kv / "big").write_bytes(whole)
+    (holder.kv / "small").write_bytes(b"s" * 1000)
+    pid = m.pid()
+
+    def reading_whole():
+        with open(m.kv / "big", "rb", buffering=0) as f:
+            assert f.read(4 << 20) == whole
+
+    def reading_first_chunk():
+        fd = os.open(m.kv / "big", os.O_RDONLY | os.O_DIRECT)
+        try:
+            buf = mmap.mmap(-1, 1 << 20)
+            assert os.readv(fd, [buf]) == 1 << 20
+            assert buf[:] == whole[:1 << 20]
+        finally:
+            os.close(fd)
+
+    def reading_small():
+        with open(m.kv / "small", "rb", buffering=0) as f:
+            assert f.read(2000) == b"s" * 1000
+    errors = storm([reading_whole, reading_first_chunk, reading_first_chunk,
+                    reading_small], 6)
+    assert not errors and m.pid() == pid, f"{errors}\n{m.log()}"
+    assert m.stats()["mount_readahead_hits"] > 0

@@ -122,14 +122,6 @@ def cwd_of(fd):
     return p.stdout.strip() or p.stderr.strip()
 
 
-def stat_of(m, name):
-    for line in open(m.path / ".mooncake" / "stats"):
-        k, v = line.split()
-        if k == name:
-            return int(v)
-    raise AssertionError(f"{name} not in .mooncake/stats")
-
-
 def test_working_directories_outlive_the_feed(master, mounts):
     """A directory a process works in stays its working directory while
     the feed tells of it: its own mkdir event, a chmod on another mount, a
@@ -171,11 +163,11 @@ def test_working_directories_outlive_the_feed(master, mounts):
                and time.monotonic() - t0 < BOUND * 1.5):
             time.sleep(0.01)
         assert os.stat(wd).st_mode & 0o7777 == 0o701
-        resets = stat_of(a, "mount_feed_resets")
+        resets = a.stats()["mount_feed_resets"]
         master.stop()
         master.start()
         t0 = time.monotonic()
-        while stat_of(a, "mount_feed_resets") == resets:
+        while a.stats()["mount_feed_resets"] == resets:
             assert time.monotonic() - t0 < 30, "no feed reset"
             time.sleep(0.05)
         assert cwd_of(fd) == str(wd)

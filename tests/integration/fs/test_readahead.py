@@ -15,14 +15,6 @@ from mount import write_random
 MiB = 1 << 20
 
 
-def stats(m):
-    out = {}
-    for line in open(m.path / ".mooncake" / "stats"):
-        k, v = line.split()
-        out[k] = int(v)
-    return out
-
-
 def holder_and_reader(mounts, reader_opts=""):
     holder = mounts(seg="256MiB", name="holder")
     reader = mounts(seg="0", name="reader", opts=reader_opts,
@@ -39,7 +31,7 @@ def test_sequential_reads_come_from_chunks_fetched_ahead(mounts):
     size = 37 * MiB + 12345  # a last chunk that is not whole
     write_random(holder.kv / "big", size, 7)
     want = expected(holder, "big")
-    before = stats(reader)
+    before = reader.stats()
 
     # O_DIRECT, 1 MiB requests (as fio and the connectors' file readers).
     fd = os.open(reader.kv / "big", os.O_RDONLY | os.O_DIRECT)
@@ -54,7 +46,7 @@ def test_sequential_reads_come_from_chunks_fetched_ahead(mounts):
     finally:
         os.close(fd)
     assert bytes(got) == want
-    after = stats(reader)
+    after = reader.stats()
     hits = after["mount_readahead_hits"] - before["mount_readahead_hits"]
     fetched = (after["mount_readahead_chunks"] -
                before["mount_readahead_chunks"])
@@ -96,12 +88,12 @@ def test_a_file_read_from_its_middle_gets_a_window(mounts):
     holder, reader = holder_and_reader(mounts)
     write_random(holder.kv / "m", 16 * MiB, 9)
     want = expected(holder, "m")
-    before = stats(reader)["mount_readahead_hits"]
+    before = reader.stats()["mount_readahead_hits"]
     with open(reader.kv / "m", "rb", buffering=0) as f:
         f.seek(5 * MiB)
         got = b"".join(iter(lambda: f.read(MiB), b""))
     assert got == want[5 * MiB:]
-    hits = stats(reader)["mount_readahead_hits"] - before
+    hits = reader.stats()["mount_readahead_hits"] - before
     assert hits >= 8, f"{hits} of 11 reads from read-ahead"
 
 
@@ -146,7 +138,7 @@ def test_parallel_readers_and_closes_mid_fetch(mounts):
     for t in ts:
         t.join(300)
     assert not errors, errors
-    s = stats(reader)
+    s = reader.stats()
     assert s["mount_readahead_failed"] == 0
     assert s["mount_readahead_hits"] > 0
 
@@ -175,7 +167,7 @@ def test_a_small_pool_starves_windows_but_not_readers(mounts):
     for t in ts:
         t.join(300)
     assert not errors, errors
-    assert stats(reader)["mount_readahead_starved"] > 0
+    assert reader.stats()["mount_readahead_starved"] > 0
 
 
 def test_read_ahead_off(mounts):
@@ -184,6 +176,6 @@ def test_read_ahead_off(mounts):
     want = expected(holder, "o")
     with open(reader.kv / "o", "rb", buffering=0) as f:
         assert b"".join(iter(lambda: f.read(MiB), b"")) == want
-    s = stats(reader)
+    s = reader.stats()
     assert s["mount_readahead_hits"] == 0
     assert s["mount_readahead_chunks"] == 0
