@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from array import array as _u64array
-from ctypes import byref, c_char_p, c_int, c_uint64, c_void_p
+from ctypes import byref, c_int, c_uint64, c_void_p
 
 from . import _lib
 from .store import NotSupportedError, _host

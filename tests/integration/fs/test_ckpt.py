@@ -77,7 +77,7 @@ def test_browse_read_mmap_copy(procs, tmp_path, master, mounts):
     pub = Publisher(procs, tmp_path, master, src, "m1", "--shard_size",
                     "1MiB")
     a = mounts(name="a")
-    b = mounts(name="b")
+    mounts(name="b")  # a second mount beside a
     ck = a.path / "ckpt"
     assert os.listdir(ck) == ["m1"]
     assert sorted(os.listdir(ck / "m1")) == [

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from mount import enotconn, is_mounted, random_bytes, umount, wait_for, \
-    write_random
+from mount import enotconn, random_bytes, umount, wait_for, write_random
 
 
 def test_daemon_killed_then_remounted(mounts, master):
