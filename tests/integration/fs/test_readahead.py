@@ -4,13 +4,16 @@ segment, forced onto TCP, reads files that another mount holds. The bytes
 must be the object's whatever the order of reads, the number of readers,
 closes in the middle of fetches, or a pool of chunks too small for every
 window; the counters show read-ahead took part (or not, when off)."""
+import errno
 import mmap
 import os
 import random
+import signal
 import subprocess
 import threading
+import time
 
-from mount import write_random
+from mount import SCALE, enotconn, umount, wait_for, write_random
 
 MiB = 1 << 20
 
@@ -179,3 +182,40 @@ def test_read_ahead_off(mounts):
     s = reader.stats()
     assert s["mount_readahead_hits"] == 0
     assert s["mount_readahead_chunks"] == 0
+
+
+def test_holder_killed_during_read_ahead(mounts):
+    """kill -9 of the member holding a file while a remote reader reads it
+    through read-ahead: the reads that follow fail (EIO) or return the
+    right bytes, never others, within the transfer timeout; the reader's
+    mount lives on, and reads the file again once the holder is back."""
+    holder, reader = holder_and_reader(mounts)
+    size = 24 * MiB
+    write_random(holder.kv / "k", size, 21)
+    want = expected(holder, "k")
+    rpid = reader.pid()
+    f = open(reader.kv / "k", "rb", buffering=0)
+    got = bytearray(f.read(MiB))  # the window starts fetching ahead
+    os.kill(holder.pid(), signal.SIGKILL)
+    wait_for(lambda: enotconn(holder.kv), what="ENOTCONN")
+    t0 = time.monotonic()
+    err = None
+    try:
+        for b in iter(lambda: f.read(MiB), b""):
+            got += b
+    except OSError as e:
+        err = e
+    finally:
+        f.close()
+    assert time.monotonic() - t0 < 60 * SCALE
+    assert bytes(got) == want[:len(got)], "bytes that are not the file's"
+    if err is None:
+        assert len(got) == size
+    else:
+        assert err.errno == errno.EIO, err
+        assert len(got) < size
+    assert reader.pid() == rpid, reader.log()
+    umount(holder.path, lazy=True)
+    holder.mount()  # same segment name: the segment is re-adopted
+    wait_for(lambda: "re-adopted" in holder.log(), what="re-adoption")
+    assert (reader.kv / "k").read_bytes() == want
