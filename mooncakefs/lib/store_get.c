@@ -5,14 +5,18 @@
  * on this host first: the engine then copies through shared memory), all
  * keys' reads in as few transfer batches as possible. A key whose read
  * finished after its lease ran out is LEASE_EXPIRED: the object may have
- * been removed and its memory reused while we read. Keys in the location
- * cache (locs.h) skip the master: their reads go first, under the cached
- * lease, and only those that fail ask the master.
+ * been removed and its memory reused while we read. Such keys are read
+ * once more under a hold (holds.h: renewed in the background for as long
+ * as the read takes), so an object too large to move within one lease TTL
+ * is still read, and still safely. Keys in the location cache (locs.h)
+ * skip the master: their reads go first, under the cached lease, and only
+ * those that fail ask the master.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "holds.h"
 #include "locs.h"
 #include "mc_log.h"
 #include "staging.h"
@@ -103,10 +107,13 @@ static size_t add_ops(struct mcs_xfer_op *ops, const struct mcs_get_key *k,
 	return n;
 }
 
-/* Read the keys live[] from their lists; t0: when the leases started. */
+/* Read the keys live[] from their lists; t0: when the leases started.
+ * holds (NULL: none): key j's read is safe while holds[j] is valid, not
+ * only within its lease. */
 static void read_lists(struct mooncake_store *s, struct mcs_get_key *keys,
 		       const size_t *live, Mcrpc__ReplicaList *const *lists,
-		       size_t n_live, uint64_t t0)
+		       size_t n_live, uint64_t t0,
+		       struct mcs_hold *const *holds)
 {
 	struct mcs_xfer_op *ops = NULL;
 	struct gk *g = calloc(n_live, sizeof(*g));
@@ -195,9 +202,19 @@ static void read_lists(struct mooncake_store *s, struct mcs_get_key *keys,
 	for (size_t j = 0; j < n_live; j++) {
 		struct mcs_get_key *k = &keys[live[j]];
 		uint64_t ttl = g[j].rl->lease_ttl_ms;
-		uint64_t took = mcs_now_ms() - t0;
+		uint64_t now = mcs_now_ms(), took = now - t0;
 
-		if (k->result > 0 && ttl && took > ttl) {
+		if (k->result <= 0)
+			continue;
+		if (holds && holds[j]) {
+			if (!mcs_hold_valid(holds[j], now)) {
+				mc_log_debug("store",
+					     "get %s: its hold was not "
+					     "renewed in time",
+					     k->key);
+				k->result = MC_ELEASEEXPIRED;
+			}
+		} else if (ttl && took > ttl) {
 			mc_log_debug("store",
 				     "get %s: took %llu ms, lease was %llu ms",
 				     k->key, (unsigned long long)took,
@@ -251,7 +268,7 @@ static void read_cached(struct mooncake_store *s, struct mcs_get_key *keys,
 	}
 	if (!n_hit)
 		goto out;
-	read_lists(s, keys, idx, lists, n_hit, now);
+	read_lists(s, keys, idx, lists, n_hit, now, NULL);
 	for (size_t j = 0; j < n_hit; j++) {
 		struct mcs_get_key *k = &keys[idx[j]];
 
@@ -269,6 +286,79 @@ out:
 		free(lists);
 		free(idx);
 	}
+}
+
+/* Hold each key of keys[] (GetReplicaList with holds, t0 before it);
+ * holds[j] stays NULL where the master gave none. */
+static int take_holds(struct mooncake_store *s, const char *const *keys,
+		      size_t n, struct mcs_hold **holds,
+		      Mcrpc__GetReplicaListResponse **resp, uint64_t *t0)
+{
+	int rc, res;
+
+	*t0 = mcs_now_ms();
+	rc = mcs_master_get_replicas(s->master, n > 1, keys, n, true, resp);
+	for (size_t j = 0; !rc && j < n; j++) {
+		const Mcrpc__ReplicaList *rl = (*resp)->results[j];
+
+		if (rl->code || !rl->hold_id ||
+		    !mcs_holds_add(s->holds, keys[j], rl, *t0, &holds[j]))
+			continue;
+		holds[j] = NULL; /* read under the lease alone */
+		if (mcs_master_lease_release(s->master, &rl->hold_id, 1, &res))
+			mc_log_debug("store", "get %s: release hold %llu",
+				     keys[j], (unsigned long long)rl->hold_id);
+	}
+	return rc;
+}
+
+static void drop_holds(struct mooncake_store *s, struct mcs_hold **holds,
+		       size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		if (holds[j])
+			(void)mcs_holds_release(s->holds, holds[j]);
+}
+
+/* The keys of live[] whose reads outlasted their leases: read once more,
+ * each under a hold. */
+static void reread_held(struct mooncake_store *s, struct mcs_get_key *keys,
+			const size_t *live, size_t n_live)
+{
+	Mcrpc__GetReplicaListResponse *resp = NULL;
+	struct mcs_hold **holds = NULL;
+	const char **names = NULL;
+	size_t *idx = NULL, n = 0;
+	uint64_t t0;
+
+	for (size_t j = 0; j < n_live; j++)
+		n += keys[live[j]].result == MC_ELEASEEXPIRED;
+	if (!n)
+		return;
+	names = calloc(n, sizeof(*names));
+	idx = calloc(n, sizeof(*idx));
+	holds = calloc(n, sizeof(*holds));
+	if (!names || !idx || !holds)
+		goto out; /* they stay LEASE_EXPIRED */
+	n = 0;
+	for (size_t j = 0; j < n_live; j++) {
+		if (keys[live[j]].result != MC_ELEASEEXPIRED)
+			continue;
+		idx[n] = live[j];
+		names[n++] = keys[live[j]].key;
+	}
+	mc_log_debug("store",
+		     "get: %zu key(s) outlasted the lease (%s, ...); "
+		     "once more under holds",
+		     n, names[0]);
+	if (!take_holds(s, names, n, holds, &resp, &t0))
+		read_lists(s, keys, idx, resp->results, n, t0, holds);
+	drop_holds(s, holds, n);
+out:
+	mcs_master_free(resp);
+	free(names);
+	free(idx);
+	free(holds);
 }
 
 int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
@@ -307,11 +397,12 @@ int mcs_get_keys(struct mooncake_store *s, struct mcs_get_key *keys, size_t n,
 			keys[live[j]].result = rc;
 		goto out;
 	}
-	read_lists(s, keys, live, resp->results, n_live, t0);
+	read_lists(s, keys, live, resp->results, n_live, t0, NULL);
 	for (size_t j = 0; s->locs && j < n_live; j++)
 		if (keys[live[j]].result > 0)
 			mcs_locs_put(s->locs, keys[live[j]].key,
 				     resp->results[j], t0, gen);
+	reread_held(s, keys, live, n_live);
 out:
 	mcs_master_free(resp);
 	free(names);
@@ -319,10 +410,11 @@ out:
 	return 0;
 }
 
-/* Read rl's object (leased from t0) into buf through the staging buffer. */
+/* Read rl's object (leased from t0, held by hold if not NULL) into buf
+ * through the staging buffer. */
 static int64_t read_staged(struct mooncake_store *s, const char *key,
-			   Mcrpc__ReplicaList *rl, uint64_t t0, void *buf,
-			   size_t size)
+			   Mcrpc__ReplicaList *rl, uint64_t t0,
+			   struct mcs_hold *hold, void *buf, size_t size)
 {
 	struct mcs_get_key k = { .key = key, .n_parts = 1, .trusted = true };
 	uint64_t osize = rl->size;
@@ -338,7 +430,7 @@ static int64_t read_staged(struct mooncake_store *s, const char *key,
 	psize = (size_t)osize;
 	k.parts = &tmp;
 	k.part_sizes = &psize;
-	read_lists(s, &k, &live, &rl, 1, t0);
+	read_lists(s, &k, &live, &rl, 1, t0, &hold);
 	/* buf may be CUDA device memory: te_mem_copy reaches it. */
 	if (k.result > 0 && te_mem_copy(buf, tmp, (size_t)k.result))
 		k.result = -EIO;
@@ -358,7 +450,7 @@ int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
 	if (!mcs_key_ok(key) || !buf)
 		return -EINVAL;
 	if (mcs_locs_get(s->locs, key, t0, &hit)) {
-		r = read_staged(s, key, &hit.rl, t0, buf, size);
+		r = read_staged(s, key, &hit.rl, t0, NULL, buf, size);
 		if (!hit_failed(r))
 			return r;
 		mcs_locs_stale(s->locs, key);
@@ -368,9 +460,19 @@ int64_t mcs_get_staged(struct mooncake_store *s, const char *key, void *buf,
 	rc = mcs_master_get_replicas(s->master, false, &key, 1, false, &resp);
 	if (rc)
 		return rc;
-	r = read_staged(s, key, resp->results[0], t0, buf, size);
+	r = read_staged(s, key, resp->results[0], t0, NULL, buf, size);
 	if (r > 0)
 		mcs_locs_put(s->locs, key, resp->results[0], t0, gen);
 	mcs_master_free(resp);
+	if (r == MC_ELEASEEXPIRED) { /* once more, under a hold */
+		struct mcs_hold *hold = NULL;
+
+		resp = NULL;
+		if (!take_holds(s, &key, 1, &hold, &resp, &t0))
+			r = read_staged(s, key, resp->results[0], t0, hold, buf,
+					size);
+		drop_holds(s, &hold, 1);
+		mcs_master_free(resp);
+	}
 	return r;
 }

@@ -8,6 +8,8 @@ direct reads ends each read with an error or the complete old bytes, and
 an object read only from the cache is not evicted before a colder one.
 Reads go over TCP (MC_FORCE_TCP: the members are on this host), the path
 the cache is for; the pool is real (master, members, Python package)."""
+import os
+import signal
 import threading
 import time
 
@@ -256,3 +258,52 @@ def test_cached_reads_count_for_eviction(procs, tmp_path, stores,
         assert whole(dst, obj) == ("A", 0)
     finally:
         cleanup_segments([mem.port])
+
+
+def test_get_outlasting_its_lease_is_read_under_a_hold(master, members,
+                                                       stores, monkeypatch):
+    """A read that ends after its lease (here: the holders stopped for 2.5
+    lease TTLs in the middle of the get) is no answer, as the object may
+    have been removed and its memory reused meanwhile. The get asks the
+    master once more, now for a hold that the client renews while it
+    reads, and returns the object: registered, staged and batch gets.
+    Every hold is released afterwards. (A large object over a slow link
+    outlasts a lease the same way.)"""
+    s = client(stores, master, monkeypatch, cache_keys=0)
+    size = 1 << 20
+    keys = [f"lc/slow/{i}" for i in range(2)]
+    for i, k in enumerate(keys):
+        assert s.put(k, stamp("slo", i, size).tobytes()) == 0
+    dst = np.zeros(2 * size, np.uint8)
+    assert s.register_buffer(addr(dst), dst.nbytes) == 0
+
+    def stalled(call, n_keys):
+        before = gets(master)
+        out = []
+        for mem in members:
+            os.kill(mem.proc.pid, signal.SIGSTOP)
+        t = threading.Thread(target=lambda: out.append(call()))
+        try:
+            t.start()
+            time.sleep(2.5 * LEASE_MS / 1000)
+        finally:
+            for mem in members:
+                os.kill(mem.proc.pid, signal.SIGCONT)
+        t.join(30)
+        assert not t.is_alive() and out, "the get did not end"
+        # the first ask, then the one for holds
+        assert gets(master) - before == 2 * n_keys, gets(master) - before
+        eventually(lambda: master.metric("master_hold_count") == 0,
+                   what="the holds released")
+        return out[0]
+
+    assert stalled(lambda: s.get_into(keys[0], addr(dst), size), 1) == size
+    assert whole(dst, size) == ("slo", 0)
+    assert stalled(lambda: s.get(keys[1]), 1) == \
+        stamp("slo", 1, size).tobytes()
+    dst[:] = 0
+    ptrs = [addr(dst), addr(dst) + size]
+    assert stalled(lambda: s.batch_get_into(keys, ptrs, [size, size]),
+                   2) == [size, size]
+    assert whole(dst[:size], size) == ("slo", 0)
+    assert whole(dst[size:], size) == ("slo", 1)
