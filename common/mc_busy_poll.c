@@ -227,24 +227,6 @@ static bool spin(int fd, uint64_t end_us)
 	return ok;
 }
 
-int mc_busy_poll_spin(struct mc_busy_poll *bp, int fd, uint64_t *t0_us)
-{
-	unsigned w = atomic_load_explicit(&bp->window_us, memory_order_relaxed);
-
-	*t0_us = mc_mono_us();
-	if (ready(fd) || (bp->max_us && w && spin(fd, *t0_us + w))) {
-		adapt(bp, mc_mono_us() - *t0_us);
-		return 0;
-	}
-	return -EAGAIN;
-}
-
-void mc_busy_poll_waited(struct mc_busy_poll *bp, uint64_t t0_us)
-{
-	if (bp->max_us)
-		adapt(bp, mc_mono_us() - t0_us);
-}
-
 int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd, int timeout_ms)
 {
 	unsigned w = atomic_load_explicit(&bp->window_us, memory_order_relaxed);

@@ -57,17 +57,6 @@ int mc_busy_poll_wait(struct mc_busy_poll *bp, int fd,
 		      int timeout_ms) MC_MUST_CHECK;
 
 /**
- * The first half of a wait whose sleep is elsewhere (a thread that parks
- * its socket in an epoll set): 0 when fd is readable at once or within
- * the window (spinning when allowed), -EAGAIN otherwise. *t0_us: when the
- * wait began; after -EAGAIN, report the wait's end, once the caller has
- * slept, with mc_busy_poll_waited() so the window adapts.
- */
-int mc_busy_poll_spin(struct mc_busy_poll *bp, int fd,
-		      uint64_t *t0_us) MC_MUST_CHECK;
-void mc_busy_poll_waited(struct mc_busy_poll *bp, uint64_t t0_us);
-
-/**
  * The host's table of spinner slots: its path, or NULL where the count is
  * per process; *slots: how many threads may spin at once. The table is 64
  * little-endian uint64 slots, 0 free, else the CLOCK_MONOTONIC ms at which

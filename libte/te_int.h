@@ -232,7 +232,6 @@ struct te_transport {
 	_Atomic uint64_t read_requests, write_requests;
 	_Atomic uint64_t failed_requests, served_bytes;
 	_Atomic uint64_t caller_requests; /* moved by the run op's caller */
-	_Atomic uint64_t reactor_requests; /* peers' served by the reactor */
 };
 
 struct te_notif {

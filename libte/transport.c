@@ -81,7 +81,6 @@ int te_counters(struct te_engine *eng, const char *transport,
 	out->failed_requests = atomic_load(&tp->failed_requests);
 	out->served_bytes = atomic_load(&tp->served_bytes);
 	out->caller_requests = atomic_load(&tp->caller_requests);
-	out->reactor_requests = atomic_load(&tp->reactor_requests);
 	out->connections = out->registrations = out->inflight = 0;
 	if (tp->ops->stats)
 		tp->ops->stats(tp, out);

@@ -274,9 +274,6 @@ typedef struct mooncake_transfer_stats {
 	/* Requests moved on the calling thread (tcp: a get or put to one
 	 * member over an idle connection), not by the engine's threads. */
 	uint64_t caller_requests;
-	/* Peers' requests served from the engine's reactor thread (tcp: small
-	 * reads of this client's memory on idle connections). */
-	uint64_t reactor_requests;
 } mooncake_transfer_stats_t;
 
 /** transport: "tcp", "rdma", "shm" or "local". 0; -600 for another name

@@ -127,10 +127,6 @@ struct te_counters {
 	/* Requests moved on the thread that submitted them (tcp, through
 	 * te_batch_transfer), not by the transport's own threads. */
 	uint64_t caller_requests;
-	/* Peers' requests this engine answered from its reactor thread (tcp:
-	 * small READs on idle connections) rather than the connection's own
-	 * thread. */
-	uint64_t reactor_requests;
 };
 
 /**

@@ -622,7 +622,6 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t s,
 		.registrations = c.registrations,
 		.inflight = c.inflight,
 		.caller_requests = c.caller_requests,
-		.reactor_requests = c.reactor_requests,
 	};
 	return 0;
 }

@@ -36,8 +36,7 @@ class TransferStatsC(Structure):
                 ("read_requests", c_uint64), ("write_requests", c_uint64),
                 ("failed_requests", c_uint64), ("served_bytes", c_uint64),
                 ("connections", c_uint64), ("registrations", c_uint64),
-                ("inflight", c_uint64), ("caller_requests", c_uint64),
-                ("reactor_requests", c_uint64)]
+                ("inflight", c_uint64), ("caller_requests", c_uint64)]
 
 
 class LocationCacheStatsC(Structure):

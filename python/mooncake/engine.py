@@ -369,9 +369,8 @@ class TransferEngine:
         what it holds now (connections, registrations, inflight: rdma's
         queue pairs, memory regions and posted requests), and
         caller_requests (requests moved on the calling thread: tcp's
-        transfer_sync* to one peer on an idle connection) and
-        reactor_requests (peers' small tcp reads answered by this engine's
-        reactor thread); None for a transport this build lacks."""
+        transfer_sync* to one peer on an idle connection); None for a
+        transport this build lacks."""
         st = _lib.TransferStatsC()
         if _L.mooncake_te_counters(self._eng(), transport.encode(),
                                    ctypes.byref(st)):

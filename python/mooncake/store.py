@@ -805,10 +805,8 @@ class MooncakeDistributedStore:
         of read_bytes, write_bytes, read_requests, write_requests,
         failed_requests and served_bytes, and what it holds now
         (connections, registrations, inflight: rdma's queue pairs, memory
-        regions and posted requests), caller_requests and
-        reactor_requests (peers' small tcp reads of this client's memory
-        answered by its engine's reactor thread); None before setup, after
-        close or for another name."""
+        regions and posted requests); None before setup, after close or
+        for another name."""
         st = _lib.TransferStatsC()
         if _L.mooncake_store_transfer_stats(self._h, transport.encode(),
                                             ctypes.byref(st)):

@@ -20,10 +20,7 @@
 #define TE_TCP_INT_H
 
 #include <pthread.h>
-#include <semaphore.h>
 #include <sys/uio.h>
-
-#include "mc_busy_poll.h"
 
 #include "te_int.h"
 #include "tcp_wire.h"
@@ -36,8 +33,8 @@
  * replies, a served connection waiting for its next request. */
 #define TCP_BUSY_POLL_DEFAULT_US 200u
 
+struct tcp_conn; /* a served connection */
 struct tcp_rx; /* buffered reading of a connection (below) */
-struct tcp_reactor; /* tcp_reactor.c */
 
 /* A peer's TCP fields of its segment descriptor (peer->tp_desc[index]). */
 struct tcp_peer_desc {
@@ -65,7 +62,6 @@ struct tcp_transport {
 	_Atomic int n_conns;
 	_Atomic int n_lane_threads; /* client threads still running */
 	pthread_cond_t conns_cond; /* signalled when either drops */
-	struct tcp_reactor *reactor; /* NULL: connections wait on their own */
 };
 
 static inline struct tcp_transport *to_tcp(struct te_transport *tp)
@@ -114,10 +110,6 @@ int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
 /* cnt buffers in as few sendmsg() calls as the socket allows (consumes
  * iov: bases and lengths advance). */
 int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns);
-/* What of iov the socket takes now; the rest (if any) copied to a new
- * *rest of *rest_len bytes for a later tcp_io_send(). 0 or -errno. */
-int tcp_io_sendv_now(int fd, struct iovec *iov, int cnt, uint8_t **rest,
-		     size_t *rest_len);
 int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns);
 
 /*
@@ -141,67 +133,5 @@ static inline size_t tcp_rx_buffered(const struct tcp_rx *rx)
 }
 /* Exactly n bytes; 0, -ETIMEDOUT, -ECONNRESET or -errno. */
 int tcp_rx_read(struct tcp_rx *rx, void *dst, size_t n, uint64_t deadline_ns);
-
-/*
- * A served connection (tcp_server.c). Its thread owns it, except while
- * parked in the reactor (tcp_reactor.c): then the reactor owns rx and the
- * socket until it posts wake, after which the thread owns them again and
- * first sends pend (an answer the reactor could not finish without
- * waiting).
- */
-struct tcp_gpu_bounce;
-struct tcp_conn {
-	struct tcp_conn *next, *prev;
-	struct tcp_transport *t;
-	int fd;
-	struct mc_busy_poll bp; /* waiting for the next request */
-	struct tcp_rx rx; /* its requests, once authenticated */
-	pthread_t thread;
-	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
-	/* parking in the reactor */
-	sem_t wake;
-	bool in_epoll; /* added to the reactor's set once */
-	int wake_rc; /* set by the reactor: < 0 closes the connection */
-	uint8_t *pend;
-	size_t pend_len;
-};
-
-/*
- * Answers to READs of plain registered memory gathered while the next
- * request is already buffered: a batch of small gets is answered with
- * one write (and reg_lock taken once), not one per request.
- */
-#define TCP_BATCH_MAX 64
-#define TCP_BATCH_BYTES (4u << 20)
-struct tcp_reply_batch {
-	struct iovec iov[2 * TCP_BATCH_MAX];
-	int cnt;
-	unsigned n;
-	uint64_t bytes;
-	bool locked; /* reg_lock held for reading */
-	uint8_t ok[TCP_STATUS_LEN]; /* the status of every answer */
-};
-
-/* Add h's answer to b when it is a READ of plain (not GPU) registered
- * memory of at most max_bytes in a batch of at most max_bytes; false: the
- * caller flushes and serves h on its own. Takes reg_lock when needed. */
-bool tcp_batch_add(struct tcp_transport *t, struct tcp_reply_batch *b,
-		   const struct tcp_hdr *h, uint64_t max_bytes);
-/* Send b's answers (wait: up to the engine's timeout; otherwise what the
- * socket takes now, the rest copied to c->pend), release reg_lock,
- * empty b. */
-int tcp_batch_flush(struct tcp_transport *t, struct tcp_conn *c,
-		    struct tcp_reply_batch *b, bool wait);
-
-/* tcp_reactor.c: one thread waits for the requests of idle connections
- * (one epoll set; it spins before sleeping, mc_busy_poll.h, so one
- * spinner serves all connections), answers small READs itself and wakes
- * a connection's thread only for anything else. */
-int tcp_reactor_start(struct tcp_transport *t);
-/* After every served connection has ended. */
-void tcp_reactor_stop(struct tcp_transport *t);
-/* c's thread, with nothing buffered and nothing to answer: sleep until c
- * has a request the reactor left to it (0), or must close (< 0). */
-int tcp_reactor_park(struct tcp_transport *t, struct tcp_conn *c);
 
 #endif

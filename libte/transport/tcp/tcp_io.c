@@ -5,7 +5,6 @@
  * -ETIMEDOUT when the deadline passes, -ECONNRESET on EOF.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -37,42 +36,6 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 	return 0;
 }
 
-/* Skip k bytes sent of m's iovecs, and empty iovecs (whose base may be
- * NULL: no arithmetic on it). */
-static void sent(struct msghdr *m, size_t k)
-{
-	while (m->msg_iovlen) {
-		struct iovec *v = m->msg_iov;
-		if (v->iov_len > k) {
-			if (k) {
-				v->iov_base = (char *)v->iov_base + k;
-				v->iov_len -= k;
-			}
-			break;
-		}
-		k -= v->iov_len;
-		m->msg_iov++;
-		m->msg_iovlen--;
-	}
-}
-
-/* sendmsg() until done (0) or the socket is full (-EAGAIN); m consumed. */
-static int send_some(int fd, struct msghdr *m)
-{
-	sent(m, 0);
-	while (m->msg_iovlen) {
-		ssize_t n = sendmsg(fd, m, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			sent(m, (size_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n < 0 && errno != EAGAIN ? -errno : -EAGAIN;
-	}
-	return 0;
-}
-
 /* iovecs with as few sendmsg() calls as the socket allows: a small
  * header rides in the same segment as its payload (one wake-up for the
  * peer instead of two: TCP_NODELAY sends a lone header on its own), and a
@@ -80,37 +43,41 @@ static int send_some(int fd, struct msghdr *m)
 int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns)
 {
 	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
-	int rc;
 
-	while ((rc = send_some(fd, &m)) == -EAGAIN) {
-		rc = wait_fd(fd, POLLOUT, deadline_ns);
+	while (m.msg_iovlen && !m.msg_iov->iov_len) {
+		m.msg_iov++;
+		m.msg_iovlen--;
+	}
+	while (m.msg_iovlen) {
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			size_t k = (size_t)n;
+			/* Skip what was sent and empty iovecs (whose base
+			 * may be NULL: no arithmetic on it). */
+			while (m.msg_iovlen) {
+				struct iovec *v = m.msg_iov;
+				if (v->iov_len > k) {
+					if (k) {
+						v->iov_base =
+							(char *)v->iov_base + k;
+						v->iov_len -= k;
+					}
+					break;
+				}
+				k -= v->iov_len;
+				m.msg_iov++;
+				m.msg_iovlen--;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		int rc = wait_fd(fd, POLLOUT, deadline_ns);
 		if (rc)
 			return rc;
 	}
-	return rc;
-}
-
-int tcp_io_sendv_now(int fd, struct iovec *iov, int cnt, uint8_t **rest,
-		     size_t *rest_len)
-{
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
-	size_t len = 0, off = 0;
-	uint8_t *p;
-	int rc = send_some(fd, &m);
-
-	if (rc != -EAGAIN)
-		return rc;
-	for (size_t i = 0; i < m.msg_iovlen; i++)
-		len += m.msg_iov[i].iov_len;
-	p = malloc(len);
-	if (!p)
-		return -ENOMEM;
-	for (size_t i = 0; i < m.msg_iovlen; i++) {
-		memcpy(p + off, m.msg_iov[i].iov_base, m.msg_iov[i].iov_len);
-		off += m.msg_iov[i].iov_len;
-	}
-	*rest = p;
-	*rest_len = len;
 	return 0;
 }
 

@@ -9,10 +9,8 @@
  * authenticated (tcp_auth.c); a READ or WRITE before that closes it.
  *
  * Threads: one accept thread, one thread per served connection (peers
- * keep a few persistent lanes each), and the reactor (tcp_reactor.c),
- * where an idle connection's thread parks: it answers small READs and
- * wakes the thread for anything else. reg_lock is held for reading while
- * a request's bytes move, so te_unregister() waits for them; each data
+ * keep a few persistent lanes each). reg_lock is held for reading while a
+ * request's bytes move, so te_unregister() waits for them; each data
  * phase is bounded by the engine's request timeout.
  */
 #include <errno.h>
@@ -33,6 +31,16 @@
 /* A rejected WRITE's payload is read and dropped up to this size, so the
  * connection stays usable; beyond it the connection is closed. */
 #define DRAIN_MAX (64u << 20)
+
+struct tcp_conn {
+	struct tcp_conn *next, *prev;
+	struct tcp_transport *t;
+	int fd;
+	struct mc_busy_poll bp; /* waiting for the next request */
+	struct tcp_rx rx; /* its requests, once authenticated */
+	pthread_t thread;
+	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
+};
 
 static int drain(struct tcp_rx *rx, uint64_t len, uint64_t deadline)
 {
@@ -131,35 +139,66 @@ static void refuse_unauthenticated(struct tcp_transport *t, int fd,
 	(void)tcp_io_send(fd, st, sizeof(st), deadline);
 }
 
-/* The next request's header into raw: parked in the reactor while the
- * connection is idle (it may answer the requests that come meanwhile),
- * otherwise waiting on the socket (spinning first, mc_busy_poll.h). */
-static int next_header(struct tcp_transport *t, struct tcp_conn *c,
-		       uint8_t *raw)
-{
-	uint64_t deadline, t0;
-	int rc;
+/*
+ * Answers to READs of plain registered memory gathered while the next
+ * request is already buffered: a batch of small gets is answered with
+ * one write (and reg_lock taken once), not one per request.
+ */
+#define BATCH_MAX 64
+#define BATCH_BYTES (4u << 20)
 
-	/* A client's next request often follows at once: spin for it here
-	 * when spinning is allowed, park only after. */
-	if (t->reactor && !tcp_rx_buffered(&c->rx) &&
-	    mc_busy_poll_spin(&c->bp, c->fd, &t0)) {
-		rc = tcp_reactor_park(t, c);
-		mc_busy_poll_waited(&c->bp, t0);
-		if (rc)
-			return rc;
-		if (c->pend_len) {
-			deadline = mc_mono_ns() +
-				   t->base.eng->timeout_ms * 1000000ULL;
-			rc = tcp_io_send(c->fd, c->pend, c->pend_len, deadline);
-			free(c->pend);
-			c->pend = NULL;
-			c->pend_len = 0;
-			if (rc)
-				return rc;
-		}
+struct reply_batch {
+	struct iovec iov[2 * BATCH_MAX];
+	int cnt;
+	unsigned n;
+	uint64_t bytes;
+	bool locked; /* reg_lock held for reading */
+	uint8_t ok[TCP_STATUS_LEN]; /* the status of every answer */
+};
+
+static int batch_flush(struct tcp_transport *t, struct tcp_conn *c,
+		       struct reply_batch *b)
+{
+	uint64_t deadline = mc_mono_ns() + t->base.eng->timeout_ms * 1000000ULL;
+	int rc = b->cnt ? tcp_io_sendv(c->fd, b->iov, b->cnt, deadline) : 0;
+
+	if (b->locked)
+		pthread_rwlock_unlock(&t->base.eng->reg_lock);
+	if (!rc)
+		atomic_fetch_add(&t->base.served_bytes, b->bytes);
+	b->cnt = 0;
+	b->n = 0;
+	b->bytes = 0;
+	b->locked = false;
+	return rc;
+}
+
+/* Add h's answer to the batch when it is a READ of plain (not GPU)
+ * registered memory that fits; false: the caller flushes and serves h
+ * on its own. */
+static bool batch_add(struct tcp_transport *t, struct reply_batch *b,
+		      const struct tcp_hdr *h)
+{
+	struct te_engine *eng = t->base.eng;
+	struct te_memreg *r;
+
+	if (h->op != TCP_OP_READ || !h->size || b->n == BATCH_MAX ||
+	    h->size > BATCH_BYTES - b->bytes)
+		return false;
+	if (!b->locked) {
+		pthread_rwlock_rdlock(&eng->reg_lock);
+		b->locked = true;
 	}
-	return tcp_rx_read(&c->rx, raw, TCP_HDR_LEN, 0);
+	r = te__reg_find_remote(eng, h->addr, h->size);
+	if (!r || r->gpu)
+		return false;
+	if (h->v2)
+		b->iov[b->cnt++] = (struct iovec){ b->ok, TCP_STATUS_LEN };
+	b->iov[b->cnt++] =
+		(struct iovec){ (void *)(uintptr_t)h->addr, h->size };
+	b->n++;
+	b->bytes += h->size;
+	return true;
 }
 
 static void *serve_conn(void *arg)
@@ -169,7 +208,7 @@ static void *serve_conn(void *arg)
 	const struct mc_auth_key *key = t->base.eng->auth;
 	uint64_t timeout_ns = t->base.eng->timeout_ms * 1000000ULL;
 	bool authed = key == NULL;
-	struct tcp_reply_batch *b = calloc(1, sizeof(*b));
+	struct reply_batch *b = calloc(1, sizeof(*b));
 	uint8_t raw[TCP_HDR_LEN];
 	struct tcp_hdr h;
 	int rc;
@@ -181,13 +220,14 @@ static void *serve_conn(void *arg)
 	while (b && !atomic_load(&t->stopping)) {
 		/* Answer what was gathered before waiting for more. */
 		if (tcp_rx_buffered(&c->rx) < TCP_HDR_LEN && b->n &&
-		    tcp_batch_flush(t, c, b, true))
+		    batch_flush(t, c, b))
 			break;
-		/* Idle connections wait here until data or shutdown
-		 * (next_header); one that has yet to authenticate, only for
-		 * the timeout, and unbuffered: the authentication reads the
-		 * socket. */
-		if (authed ? next_header(t, c, raw) :
+		/* Idle connections wait here until data or shutdown (a
+		 * client's next request often follows at once: the rx
+		 * polls briefly before sleeping, mc_busy_poll.h); one that
+		 * has yet to authenticate, only for the timeout, and
+		 * unbuffered: the authentication reads the socket. */
+		if (authed ? tcp_rx_read(&c->rx, raw, sizeof(raw), 0) :
 			     tcp_io_recv(c->fd, raw, sizeof(raw),
 					 mc_mono_ns() + timeout_ns))
 			break;
@@ -212,10 +252,9 @@ static void *serve_conn(void *arg)
 			refuse_unauthenticated(t, c->fd, &h);
 			break;
 		}
-		if (tcp_batch_add(t, b, &h, TCP_BATCH_BYTES))
+		if (batch_add(t, b, &h))
 			continue;
-		if (tcp_batch_flush(t, c, b, true) ||
-		    serve_request(t, c, &c->rx, &h))
+		if (batch_flush(t, c, b) || serve_request(t, c, &c->rx, &h))
 			break;
 	}
 	if (b && b->locked)
@@ -228,10 +267,8 @@ static void *serve_conn(void *arg)
 		t->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	close(c->fd); /* leaves the reactor's set too */
+	close(c->fd);
 	tcp_gpu_bounce_free(c->gpu);
-	sem_destroy(&c->wake);
-	free(c->pend);
 	free(c);
 	atomic_fetch_sub(&t->n_conns, 1);
 	pthread_cond_broadcast(&t->conns_cond);
@@ -263,7 +300,6 @@ static void *accept_loop(void *arg)
 		}
 		c->t = t;
 		c->fd = fd;
-		sem_init(&c->wake, 0, 0);
 		mc_busy_poll_init(&c->bp, t->busy_poll_us);
 		pthread_mutex_lock(&t->conns_lock);
 		c->next = t->conns;
@@ -279,7 +315,6 @@ static void *accept_loop(void *arg)
 				c->next->prev = NULL;
 			atomic_fetch_sub(&t->n_conns, 1);
 			close(fd);
-			sem_destroy(&c->wake);
 			free(c);
 		}
 		pthread_attr_destroy(&attr);
@@ -299,13 +334,8 @@ int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen)
 			 eng->ip, strerror(-rc));
 		return rc;
 	}
-	/* Without the reactor (MC_TCP_REACTOR=0, or it cannot start) each
-	 * connection's thread waits on its own socket. */
-	if (tcp_reactor_start(t))
-		mc_log_debug("te", "tcp: no reactor; connections wait alone");
 	rc = pthread_create(&t->accept_thread, NULL, accept_loop, t);
 	if (rc) {
-		tcp_reactor_stop(t);
 		close(t->listen_fd);
 		return -rc;
 	}
@@ -323,5 +353,4 @@ void tcp_server_stop(struct tcp_transport *t)
 	while (atomic_load(&t->n_conns))
 		pthread_cond_wait(&t->conns_cond, &t->conns_lock);
 	pthread_mutex_unlock(&t->conns_lock);
-	tcp_reactor_stop(t);
 }
