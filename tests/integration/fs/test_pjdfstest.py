@@ -15,12 +15,15 @@ new ones a reason from what the suite tried; MC_PJDFSTEST_WRITE=fresh
 recomputes every reason. Review the diff.
 MC_PJDFSTEST_DIRS=open,chmod runs some directories only (the list is
 then checked for those only); MC_PJDFSTEST_FILES=rename/10.t some files
-only (to chase one failure; not with MC_PJDFSTEST_WRITE)."""
+only (to chase one failure; not with MC_PJDFSTEST_WRITE).
+MC_PJDFSTEST_JOBS (default 3) test files run at once, each in its own
+directory."""
 import os
 import re
 import shutil
 import subprocess
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -31,6 +34,7 @@ DIRS = ["open", "rename", "unlink", "mkdir", "rmdir", "chmod", "chown",
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED = os.path.join(HERE, "pjdfstest.expected")
 CASE = re.compile(r"^(not )?ok (\d+)(.*)$")
+JOBS = int(os.environ.get("MC_PJDFSTEST_JOBS", "3"))  # files at once
 
 
 def suite_source():
@@ -293,33 +297,37 @@ def test_pjdfstest(master, mounts, tmp_path):
     expected = parse_expected(EXPECTED) if os.path.exists(EXPECTED) else {}
     failures, unexpected, fixed, traces = {}, [], [], []
     counts = {d: [0, 0] for d in dirs}  # passed, total
-    for d in dirs:
-        for t in sorted(os.listdir(os.path.join(suite, "tests", d))):
-            if not t.endswith(".t"):
-                continue
-            name = f"{d}/{t}"
-            if only and name not in only:
-                continue
-            work = m.kv / "pjd" / d / t
-            work.mkdir(parents=True)
-            cases, _ = run_file(os.path.join(suite, "tests", d, t),
-                                str(work), str(tmp_path / "trace"))
-            before = len(unexpected)
-            for c, (ok, detail, why) in sorted(cases.items()):
-                counts[d][0] += ok
-                counts[d][1] += 1
-                if not ok:
-                    failures[(name, c)] = why if write == "fresh" else \
-                        expected.get((name, c)) or why
-                    if (name, c) not in expected:
-                        unexpected.append(f"{name} {c}{detail}")
-                elif (name, c) in expected:
-                    fixed.append(f"{name} {c} ({expected[(name, c)]})")
-            if len(unexpected) > before:
-                # The file's calls and answers, kept for the report.
-                kept = tmp_path / f"trace-{d}-{t}"
-                shutil.copy(tmp_path / "trace", kept)
-                traces.append(kept)
+    files = [(d, t) for d in dirs
+             for t in sorted(os.listdir(os.path.join(suite, "tests", d)))
+             if t.endswith(".t") and (not only or f"{d}/{t}" in only)]
+
+    def one(dt):
+        d, t = dt
+        work = m.kv / "pjd" / d / t
+        work.mkdir(parents=True)
+        return run_file(os.path.join(suite, "tests", d, t), str(work),
+                        str(tmp_path / f"trace-{d}-{t}"))[0]
+    # The files in parallel, each in its own directory with its own
+    # trace: most of the suite's time is its `sleep 1`s between the
+    # steps of time checks (ctime, mtime), not work.
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        results = list(pool.map(one, files))
+    for (d, t), cases in zip(files, results):
+        name = f"{d}/{t}"
+        before = len(unexpected)
+        for c, (ok, detail, why) in sorted(cases.items()):
+            counts[d][0] += ok
+            counts[d][1] += 1
+            if not ok:
+                failures[(name, c)] = why if write == "fresh" else \
+                    expected.get((name, c)) or why
+                if (name, c) not in expected:
+                    unexpected.append(f"{name} {c}{detail}")
+            elif (name, c) in expected:
+                fixed.append(f"{name} {c} ({expected[(name, c)]})")
+        if len(unexpected) > before:
+            # The file's calls and answers, kept for the report.
+            traces.append(tmp_path / f"trace-{d}-{t}")
     for d, (ok, n) in counts.items():
         print(f"pjdfstest {d}: {ok} of {n} pass")
     print(f"pjdfstest: {sum(c[0] for c in counts.values())} of "
