@@ -32,17 +32,6 @@ from pool import CLI, Master, Member, Shell, cli, eventually
 OTHER = 54322
 
 
-@pytest.fixture(autouse=True, scope="module")
-def no_spinner_table_left():
-    """The other user's mooncake processes make its table of spinner slots
-    (/dev/shm/mc-spinners.<uid>, mc_busy_poll.h); it goes with the tests."""
-    yield
-    try:
-        os.unlink(f"/dev/shm/mc-spinners.{OTHER}")
-    except FileNotFoundError:
-        pass
-
-
 @pytest.fixture
 def shared():
     """A directory other users can reach (pytest's are 0700): the token

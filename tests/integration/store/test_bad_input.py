@@ -20,17 +20,6 @@ from pool import (CLI, Member, Shell, cleanup_segments, cli, eventually,
 OTHER = 54321  # a uid of the test's own, as tests/integration/fs/test_users
 
 
-@pytest.fixture(autouse=True, scope="module")
-def no_spinner_table_left():
-    """The other user's mooncake processes make its table of spinner slots
-    (/dev/shm/mc-spinners.<uid>, mc_busy_poll.h); it goes with the tests."""
-    yield
-    try:
-        os.unlink(f"/dev/shm/mc-spinners.{OTHER}")
-    except FileNotFoundError:
-        pass
-
-
 @pytest.fixture
 def member(procs, tmp_path, master):
     m = Member(procs, tmp_path, master)

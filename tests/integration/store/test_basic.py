@@ -6,8 +6,6 @@ import random
 import socket
 import struct
 
-import pytest
-
 from pool import Shell, cli, eventually
 
 

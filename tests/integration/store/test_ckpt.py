@@ -12,8 +12,6 @@ import signal
 import stat
 import subprocess
 
-import pytest
-
 from pool import CLI, SCALE, cli, eventually
 from mctest import binary
 

@@ -154,7 +154,7 @@ def test_writer_reverse_order_threads_and_holes(procs, tmp_path, master,
     size = 5 * MiB + 3
     sh.ok(f"wwrite w/1 {size} {MiB} 11")
     sh.ok(f"check w/1 {size} 11")
-    assert sh.ok(f"oread w/1 4096 11") == str(size)
+    assert sh.ok("oread w/1 4096 11") == str(size)
     # Two replicas written by four threads at once, from any memory.
     sh.ok(f"wwrite w/2 {size} 65536 12 2 threads=4")
     assert int(sh.ok("desc w/2").split()[0]) == 2
@@ -185,7 +185,7 @@ def test_bytes_never_written_read_as_zeros(procs, tmp_path, master):
         sh.ok("rm junk")
         sh.ok(f"wwrite w/4 {size} 300000 14 sparse")
         assert sh.ok("rtext w/4") == where  # the same memory
-        assert sh.ok(f"oread w/4 300000 14 sparse") == str(size)
+        assert sh.ok("oread w/4 300000 14 sparse") == str(size)
         # Nothing written at all: all zeros.
         h = sh.ok(f"wopen w/5 {size}")
         sh.ok(f"wclose {h} commit")
