@@ -337,33 +337,12 @@ static void free_keys(char **v, size_t n)
 		free(v[i]);
 }
 
-/* rl names the memory l caches: the same object (version) at the same
- * places. Lock held. */
-static bool same_places(const struct loc *l, const Mcrpc__ReplicaList *rl)
-{
-	if (rl->code || rl->version != l->version || rl->size != l->size ||
-	    rl->n_replicas != l->n)
-		return false;
-	for (uint32_t i = 0; i < l->n; i++) {
-		const Mcrpc__Replica *r = rl->replicas[i];
-
-		if (r->address != l->r[i].address ||
-		    strcmp(r->endpoint, l->r[i].endpoint))
-			return false;
-	}
-	return true;
-}
-
-/* Get the lists of one chunk of keys read from the cache, as a get does
- * (the reads count for eviction, and the master grants a new read lease):
- * an entry whose object is still at the same places serves until that
- * lease ends. Lock not held. */
+/* Tell the master of one chunk of keys read from the cache; lock not
+ * held. */
 static void touch_chunk(struct mcs_locs *c, char **keys, size_t n)
 {
 	Mcrpc__GetReplicaListResponse *resp = NULL;
-	uint64_t t0 = mcs_now_ms(); /* the new leases start after this */
-	int rc = mcs_master_get_replicas(c->m, true, (const char **)keys, n,
-					 false, &resp);
+	int rc = mcs_master_touch(c->m, (const char **)keys, n, &resp);
 
 	if (rc) {
 		/* Those reads go uncounted; the leases lapse as they would. */
@@ -378,18 +357,13 @@ static void touch_chunk(struct mcs_locs *c, char **keys, size_t n)
 
 		if (!l)
 			continue;
-		if (same_places(l, rl)) {
-			if (rl->lease_ttl_ms &&
-			    t0 + rl->lease_ttl_ms > l->until) {
-				l->until = t0 + rl->lease_ttl_ms;
-				l->ttl = rl->lease_ttl_ms;
-			}
+		if (!rl->code && rl->version == l->version) {
 			c->st.touched++;
 			continue;
 		}
-		/* Removed, replaced by another object (a put in progress
-		 * included) or moved: its lease still keeps the old memory,
-		 * but a get should see what the key is now. */
+		/* Removed, or replaced by another object (a put in progress
+		 * included): its lease still keeps the old memory, but a get
+		 * should see what the key is now. */
 		(void)mc_map_del(c->map, keys[i], strlen(keys[i]));
 		c->st.dropped++;
 	}

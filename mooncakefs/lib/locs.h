@@ -9,18 +9,14 @@
  * a cached key reads the holder directly, and the read counts only if it
  * ended before the lease did.
  *
- A cached location serves until the lease of the get that brought it
- * ends, less an eighth. One thread (the toucher) asks the master, every
- * quarter lease, for the lists of the keys read from the cache since its
- * last round, one BatchGetReplicaList per 1,024 keys, as gets do: those
- * reads count for eviction as reads through the master do, the master
- * grants each a new read lease, and an entry whose object is still at the
- * same places (version, endpoints, addresses) serves until that lease
- * ends. A key read again and again thus stays cached, its gets never wait
- * for the master, and, as upstream's rule has it, its object is removable
- * (unforced) one lease after its last read (give or take the quarter
- * lease until the toucher's round). A key removed, replaced or moved
- * elsewhere leaves the cache within a round.
+ * Leases are never extended from here: a cached location serves until the
+ * lease of the get that brought it ends (as upstream's lease: an object
+ * is removable ttl after its last get), and the next get asks the master
+ * again. One thread (the toucher) tells the master, every quarter lease,
+ * which keys were read from the cache since its last round, with one
+ * BatchGetReplicaList in touch mode per 1,024 keys: those reads count for
+ * eviction as reads through the master do, and a key removed or replaced
+ * elsewhere (another version) leaves the cache within a round.
  *
  * Thread-safe. A NULL cache (turned off) answers every lookup with a miss.
  */

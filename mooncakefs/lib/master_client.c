@@ -490,7 +490,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 /* A KeysRequest of keys as the tenant names them (force: Remove; hold:
  * GetReplicaList) and its response, of the method's type. */
 /* KeysRequest flags of tk_call. */
-enum { TK_FORCE = 1, TK_HOLD = 2 };
+enum { TK_FORCE = 1, TK_HOLD = 2, TK_TOUCH = 4 };
 
 static int tk_call(struct mcs_master *m, uint16_t method,
 		   const char *const *keys, size_t n, unsigned flags,
@@ -506,6 +506,7 @@ static int tk_call(struct mcs_master *m, uint16_t method,
 	req = keys_req(m, &tk, n);
 	req.force = flags & TK_FORCE;
 	req.hold = flags & TK_HOLD;
+	req.touch = flags & TK_TOUCH;
 	rc = call(m, method, &req, resp_out);
 	free(tk.blk);
 	return rc;
@@ -588,6 +589,12 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    Mcrpc__GetReplicaListResponse **out)
 {
 	return get_lists(m, batch, keys, n, hold ? TK_HOLD : 0, out);
+}
+
+int mcs_master_touch(struct mcs_master *m, const char *const *keys, size_t n,
+		     Mcrpc__GetReplicaListResponse **out)
+{
+	return get_lists(m, true, keys, n, TK_TOUCH, out);
 }
 
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,

@@ -140,6 +140,13 @@ int mcs_master_put_revoke(struct mcs_master *m, bool batch,
 int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    const char *const *keys, size_t n, bool hold,
 			    Mcrpc__GetReplicaListResponse **out);
+/**
+ * BatchGetReplicaList with touch (the location cache's reads, locs.h):
+ * each key counts as read for eviction, no lease is granted; results[i]
+ * carries the code, size and version only.
+ */
+int mcs_master_touch(struct mcs_master *m, const char *const *keys, size_t n,
+		     Mcrpc__GetReplicaListResponse **out);
 /** ExistKey / BatchExistKey: results[i] 1, 0 or < 0. */
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 		     size_t n, int *results);
