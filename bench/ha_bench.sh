@@ -21,6 +21,9 @@
 # Usage: bench/ha_bench.sh [--build DIR] [--rounds N] [--failovers N]
 #                          [--only rates|failover] [--ttls "5 2"]
 #                          [--procs 1,4]   (client processes, rates)
+#                          [--sizes 4KiB,64KiB,1MiB] [--forms single,batch]
+#                          [--ops put,get] [--seconds 2]   (rates: narrow
+#                          the cases for an A/B of one of them)
 # etcd's data lives under a temporary directory on the disk of /tmp (each
 # write an fsync, as etcd does in production).
 set -euo pipefail
@@ -30,6 +33,10 @@ BUILD=$ROOT/build-release
 ROUNDS=3
 FAILOVERS=3
 PROCS=1,4
+SIZES=4KiB,64KiB,1MiB
+FORMS=single,batch
+OPS=put,get
+SECONDS_PER=2
 ONLY=
 TTLS="5 2"
 while [ $# -gt 0 ]; do
@@ -40,7 +47,11 @@ while [ $# -gt 0 ]; do
 	--only) ONLY=$2; shift 2 ;;
 	--ttls) TTLS=$2; shift 2 ;;
 	--procs) PROCS=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST]" >&2; exit 2 ;;
+	--sizes) SIZES=$2; shift 2 ;;
+	--forms) FORMS=$2; shift 2 ;;
+	--ops) OPS=$2; shift 2 ;;
+	--seconds) SECONDS_PER=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST] [--sizes LIST] [--forms LIST] [--ops LIST] [--seconds N]" >&2; exit 2 ;;
 	esac
 done
 MASTER=$BUILD/master/mooncake_master
@@ -118,8 +129,8 @@ stop() { kill -TERM "$1" 2>/dev/null || true; for _ in $(seq 100); do kill -0 "$
 # store_bench rows "op form size ... ops/s" -> "op/form/size ops"
 sb() { # master_address
 	"$SB" --master_server_address "$1" --metadata_server P2PHANDSHAKE \
-		--procs "$PROCS" --sizes 4KiB,64KiB,1MiB --ops put,get \
-		--forms single,batch --seconds 2 --same_host --pool_size 256MiB |
+		--procs "$PROCS" --sizes "$SIZES" --ops "$OPS" \
+		--forms "$FORMS" --seconds "$SECONDS_PER" --same_host --pool_size 256MiB |
 		awk -F'|' '/^\| (put|get) /{gsub(/ /,"",$2);gsub(/ /,"",$3);gsub(/ /,"",$4);gsub(/ /,"",$5);gsub(/ /,"",$7); print $2"/"$3"/"$4"/"$5"procs", $7}'
 }
 

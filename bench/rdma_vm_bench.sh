@@ -34,7 +34,9 @@
 #   --duration S   seconds per TE row (default 3)
 #   --bytes N      bytes per perftest row (default 64M: ~3 s at soft-RoCE's
 #                  ~20 MB/s under TCG; 24 rows in all, ~4 min with the boot)
-#   --protocols P  the TE protocols, in order (default "rdma tcp")
+#   --protocols P  the TE protocols, in order (default "rdma tcp"); a
+#                  protocol may carry settings of its own for an A/B in
+#                  one run: "rdma rdma+MC_RDMA_SPIN_US=0" (K=V after each +)
 #   --rounds R     rounds of every row, interleaved (default 3): each
 #                  configuration's perftest row runs right before its TE
 #                  rows, and the table reports medians
@@ -146,13 +148,15 @@ perftest() {
 
 # te PROTO OP SIZE THREADS -> GB/s on stdout, or a reason in parentheses
 te_row() {
-	local proto=$1 op=$2 size=$3 threads=$4 batch envs seg i tpid
+	local proto=${1%%+*} op=$2 size=$3 threads=$4 batch envs seg i tpid extra=()
+	# "rdma+K=V+K2=V2": the protocol with settings of its own.
+	[[ $1 != *+* ]] || IFS=+ read -r -a extra <<<"${1#*+}"
 	# The same depth of outstanding work as perftest (its default -t 128
 	# per QP): 128 slices of MC_SLICE_SIZE (64 KiB) a batch per thread.
 	batch=$((128 * 65536 / size))
 	[ "$batch" -ge 1 ] || batch=1
 	if [ "$proto" = rdma ]; then envs=(MC_FORCE_HCA=1); else envs=(MC_FORCE_TCP=1); fi
-	envs+=("${teenv[@]}")
+	envs+=("${teenv[@]}" "${extra[@]}")
 	rm -f "$tmp/ready"
 	env "${envs[@]}" "$te" --mode target --protocol "$proto" \
 		--buffer_size 256M --local_server_name "$ip" \

@@ -64,6 +64,7 @@ struct rdma_settings {
 	unsigned spin_us; /* MC_RDMA_SPIN_US, 50: poll this long after work */
 	unsigned probe_ms; /* MC_RDMA_PROBE_MS, 1000; 0: never probe */
 	bool round_robin; /* MC_PATH_ROUNDROBIN */
+	bool signal_all; /* MC_RDMA_SIGNAL_ALL: a completion per request */
 	int ib_tc, ib_sl; /* MC_IB_TC, MC_IB_SL; -1: default */
 };
 

@@ -3,8 +3,12 @@
  * Requests as slices: a task is cut into MC_SLICE_SIZE pieces (a tail up
  * to slice/MC_FRAGMENT_RATIO joins the piece before it), each routed to a
  * (local NIC, peer NIC) pair by the priority matrices of both sides
- * (rdma_path.c) and posted as one signalled RDMA READ or WRITE on one of
- * that pair's QPs, round robin. A slice whose path fails is routed again
+ * (rdma_path.c) and posted as one RDMA READ or WRITE on one of that
+ * pair's QPs, round robin. Only the last request of each ibv_post_send()
+ * chain on a QP asks for a completion: an RC send queue completes in
+ * order, so its completion ends the requests posted before it on that QP
+ * too (one completion per chain instead of per slice, as perftest's
+ * completion moderation). A slice whose path fails is routed again
  * with its retry count raised (another NIC pair where there is one, a new
  * endpoint otherwise), up to MC_RETRY_CNT and within the task's deadline;
  * refusals (an address the peer does not expose, a key it rejects) end
@@ -225,7 +229,6 @@ static bool post_waiting(struct rdma_ep *ep)
 				.opcode = s->task->req.opcode == TE_READ ?
 						  IBV_WR_RDMA_READ :
 						  IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED,
 				.wr.rdma = { .remote_addr = s->remote,
 					     .rkey = s->rkey },
 			};
@@ -238,6 +241,14 @@ static bool post_waiting(struct rdma_ep *ep)
 		}
 		if (!n)
 			return true;
+		/* One completion per chain (rdma_complete() ends the rest);
+		 * a chain ends the send queue's run of unsignalled requests,
+		 * so they never fill it. */
+		for (unsigned i = 0; i < n && ep->ctx->t->s.signal_all; i++)
+			wr[i].send_flags = IBV_SEND_SIGNALED;
+		for (q = 0; q < ep->nqp; q++)
+			if (tail[q])
+				tail[q]->send_flags = IBV_SEND_SIGNALED;
 		for (q = 0; q < ep->nqp; q++)
 			if (head[q] && ibv_post_send(ep->qp[q], head[q], &bad))
 				break;
@@ -392,19 +403,52 @@ void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s)
 		post_and_put(ep);
 }
 
+/* ep->lock held: s no longer posted (its CQ slot and QP room freed). */
+static void unpost(struct rdma_ctx *c, struct rdma_ep *ep, struct rdma_slice *s)
+{
+	post_unlink(ep, s);
+	ep->qp_posted[s->qp]--;
+	atomic_fetch_sub(&c->posted, 1);
+	s->posted = false;
+}
+
+/*
+ * ep->lock held: the requests posted on s's QP before s that have no
+ * completion of their own (unsignalled), in posting order, as a list
+ * through ->next. The send queue completes in order, so they ended before
+ * s: successfully, unless s was flushed (the QP broke before s ran: some
+ * may not have run at all; a NIC need not report flushed unsignalled
+ * requests), in which case they end as s does (a READ or WRITE done twice
+ * writes the same bytes: retrying one that ran is harmless).
+ */
+static struct rdma_slice *ended_before(struct rdma_ctx *c, struct rdma_ep *ep,
+				       struct rdma_slice *s)
+{
+	struct rdma_slice *head = NULL, **tailp = &head, *p, *next;
+
+	for (p = ep->post_head; p && p != s; p = next) {
+		next = p->next;
+		if (p->qp != s->qp)
+			continue;
+		unpost(c, ep, p);
+		*tailp = p;
+		tailp = &p->next;
+	}
+	return head;
+}
+
 void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 {
 	struct rdma_slice *s = (struct rdma_slice *)(uintptr_t)wc->wr_id;
 	struct rdma_ep *ep = s->ep;
-	int rc = 0;
+	struct rdma_slice *before;
+	int rc = 0, rc_before;
 	bool ok;
 
 	pthread_mutex_lock(&ep->lock);
-	post_unlink(ep, s);
+	before = ended_before(c, ep, s);
+	unpost(c, ep, s);
 	ep->progress_ns = mc_mono_ns();
-	ep->qp_posted[s->qp]--;
-	atomic_fetch_sub(&c->posted, 1);
-	s->posted = false;
 	ok = post_waiting(ep);
 	if (wc->status != IBV_WC_SUCCESS)
 		rc = wc->status == IBV_WC_WR_FLUSH_ERR ?
@@ -414,6 +458,7 @@ void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 			     MC_ENOTREG :
 		     wc->status == IBV_WC_LOC_PROT_ERR ? -EFAULT :
 							 -EIO;
+	rc_before = wc->status == IBV_WC_WR_FLUSH_ERR ? rc : 0;
 	pthread_mutex_unlock(&ep->lock);
 	if (rc && wc->status != IBV_WC_WR_FLUSH_ERR)
 		mc_log_debug("te", "rdma %s -> %s: %s (%s)", ep->local_path,
@@ -421,6 +466,15 @@ void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 			     mc_strerror(rc));
 	if (rc || !ok)
 		rdma_ep_break(ep, rc && rc != MC_ENOTREG ? rc : -EIO);
+	while (before) {
+		struct rdma_slice *b = before;
+
+		before = b->next;
+		b->next = NULL;
+		b->ep = NULL;
+		rdma_slice_end(c->t, b, rc_before);
+		rdma_ep_put(ep); /* its posted reference */
+	}
 	s->ep = NULL;
 	rdma_slice_end(c->t, s, rc);
 	rdma_ep_put(ep); /* the posted request's reference */
