@@ -1086,6 +1086,8 @@ static void prune(struct mst_ha *ha)
 		ha->win_head = e->next;
 		if (!ha->win_head)
 			ha->win_tail = NULL;
+		if (ha->find_hint == e)
+			ha->find_hint = NULL;
 		ha->q_bytes -= e->len;
 		free(e->data);
 		free(e);

@@ -108,6 +108,10 @@ struct mst_ha {
 	pthread_cond_t mem_cv;
 	pthread_cond_t done_cv; /* waiters: shipped or held moved, room, lost */
 	struct ship_ent *win_head, *win_tail, *ship_next;
+	/* Where the last look-up by seq ended (ha_stream.c, find): stream
+	 * calls move forward, and the window can hold thousands of entries
+	 * while etcd lags; NULL once pruned. */
+	struct ship_ent *find_hint;
 	size_t q_bytes; /* in the window */
 	uint64_t shipped;
 	bool ship_stop;

@@ -165,11 +165,20 @@ uint64_t ha_stream_pinned(const struct mst_ha *ha)
 
 /* ---- one member --------------------------------------------------------- */
 
+/* Under q_mu: entry seq in the window, or NULL. From where the last
+ * look-up ended when that is not past seq: calls move forward, so this
+ * costs a step or two instead of a walk over the window. */
 static struct ship_ent *find(struct mst_ha *ha, uint64_t seq)
 {
-	for (struct ship_ent *e = ha->win_head; e; e = e->next)
-		if (e->seq >= seq)
+	struct ship_ent *e = ha->find_hint;
+
+	if (!e || e->seq > seq)
+		e = ha->win_head;
+	for (; e; e = e->next)
+		if (e->seq >= seq) {
+			ha->find_hint = e;
 			return e->seq == seq ? e : NULL;
+		}
 	return NULL;
 }
 
