@@ -9,6 +9,8 @@ Cases (run inside the VM, in this order, each with its own deadline):
                10.0.0.1:PORT (RoCE needs rxe0's IP at both ends), the
                engine pinned to the protocol: sizes, write_read, batches,
                refusals, notify, integrity; its per-transport counters.
+  signal_all   the same with MC_RDMA_SIGNAL_ALL=1 (a completion for every
+               work request instead of one per chain posted on a QP).
   store_cli    mooncake_master + one mooncake_client pool member (protocol
                P) + the `mooncake` CLI: put and get of 4 KiB, 1 MiB and
                8 MiB files, compared byte for byte.
@@ -66,8 +68,8 @@ PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
 VM_TIMEOUT = int(os.environ.get("MC_VM_TIMEOUT", str(int(420 * SCALE))))
 KIB, MIB = 1 << 10, 1 << 20
 SIZES = [4 * KIB, 1 * MIB, 8 * MIB]
-CASES = ["conformance", "store_cli", "mount", "kill", "auth", "gpu",
-         "python"]
+CASES = ["conformance", "signal_all", "store_cli", "mount", "kill", "auth",
+         "gpu", "python"]
 CONFORMANCE_CASES = ["sizes", "write_read", "batches", "refusals", "notify",
                      "integrity"]
 NOT_BUILT = "this build has no rdma transport"
@@ -196,6 +198,11 @@ def case_conformance(ctx):
         return r
     finally:
         procs.cleanup()
+
+
+def case_signal_all(ctx):
+    return case_conformance(dict(ctx, env=dict(ctx["env"],
+                                               MC_RDMA_SIGNAL_ALL="1")))
 
 
 class Pool:
@@ -802,6 +809,17 @@ def test_conformance(vm):
     assert_wire(c["wire"], mine["read_bytes"] + mine["write_bytes"],
                 "conformance")
     assert c["peer_notified"], c["peer_log"]
+    assert c["peer_stop"] == 0, c["peer_log"]
+
+
+def test_conformance_signal_all(vm):
+    c = case(vm, "signal_all")
+    assert c["rc"] == 0 and set(CONFORMANCE_CASES) <= set(c["ok"]), (
+        f"te_conformance --transport {PROTO}, MC_RDMA_SIGNAL_ALL=1: exit "
+        f"{c['rc']}, ok {c['ok']} of {CONFORMANCE_CASES}\n{c['out']}\n"
+        f"{c['err']}")
+    mine = c["counters"].get(PROTO)
+    assert mine and mine["read_bytes"] > 64 * MIB, c["counters"]
     assert c["peer_stop"] == 0, c["peer_log"]
 
 
