@@ -12,6 +12,7 @@ import http.client
 import itertools
 import json
 import os
+import random
 import secrets
 import select
 import signal
@@ -69,6 +70,42 @@ def te_env(extra=None):
             f"suppressions={TE_TSAN_SUPP}"
     e.update(extra or {})
     return e
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_handed = set()
+
+
+def free_port():
+    """A loopback port free right now, for a daemon that is told its port
+    (and keeps it across a restart). Chosen at random outside the kernel's
+    ephemeral range: a port from bind(port 0) lies in that range, where
+    any outgoing connection of a test running beside this one can take it
+    before the daemon binds (a master once failed with EADDRINUSE that
+    way). Never one handed out before in this process."""
+    lo, hi = _ephemeral_range()
+    ranges = [r for r in ((10000, lo), (hi + 1, 65536)) if r[1] - r[0] > 1000]
+    if not ranges:
+        ranges = [(1024, 65536)]
+    while True:
+        port = random.randrange(*random.choice(ranges))
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
 
 
 def wait_for(cond, timeout=10.0, what="condition"):

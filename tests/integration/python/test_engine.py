@@ -130,12 +130,6 @@ def have_ipv6():
         return False
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_pd(tmp_path, python_env, meta, decode_host, prefill_host):
     (tmp_path / "decode.py").write_text(DECODE)
     (tmp_path / "prefill.py").write_text(PREFILL)
@@ -176,8 +170,8 @@ def test_pd_disaggregation_metad(tmp_path, python_env, procs):
     """SGLang's shape with a metadata service: engines named host:port,
     found through a real mooncake_metad."""
     d = procs.start_metad(tmp_path)
-    run_pd(tmp_path, python_env, d.url, f"127.0.0.1:{free_port()}",
-           f"127.0.0.1:{free_port()}")
+    run_pd(tmp_path, python_env, d.url, f"127.0.0.1:{mctest.free_port()}",
+           f"127.0.0.1:{mctest.free_port()}")
 
 
 @pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
@@ -447,7 +441,7 @@ def test_initialize_edges(meng, procs, tmp_path):
         e.initialize("127.0.0.1", P2P, "rdma", "mlx5_0")
     assert "MC_RDMA_FALLBACK_TCP" in str(ei.value), str(ei.value)
     # a metadata service that is not there
-    assert e.initialize("127.0.0.1:%d" % free_port(),
+    assert e.initialize("127.0.0.1:%d" % mctest.free_port(),
                         "http://127.0.0.1:1/metadata", "tcp", "") == -1
     assert e.initialize("127.0.0.1", P2P, "tcp", "") == 0
     assert e.initialize("127.0.0.1", P2P, "tcp", "") == -1  # twice
@@ -465,7 +459,7 @@ def test_initialize_edges(meng, procs, tmp_path):
     d = procs.start_metad(tmp_path)
     url = d.url
     f = meng.TransferEngine()
-    name = f"127.0.0.1:{free_port()}"
+    name = f"127.0.0.1:{mctest.free_port()}"
     assert f.initialize_ext(name, url[len("http://"):], "tcp", "",
                             "http") == 0
     assert f.get_rpc_port() == int(name.rsplit(":", 1)[1])
@@ -479,9 +473,9 @@ def test_restarted_peer_is_found_again(meng, procs, tmp_path):
     reaches the new one (the failure that reveals the restart may cost
     one call, as upstream's)."""
     d = procs.start_metad(tmp_path)
-    name = f"127.0.0.1:{free_port()}"
+    name = f"127.0.0.1:{mctest.free_port()}"
     a = meng.TransferEngine()
-    assert a.initialize(f"127.0.0.1:{free_port()}", d.url, "tcp", "") == 0
+    assert a.initialize(f"127.0.0.1:{mctest.free_port()}", d.url, "tcp", "") == 0
     src = buf(1 << 16, 7)
     assert a.register_memory(src.ctypes.data, src.nbytes) == 0
     b = meng.TransferEngine()

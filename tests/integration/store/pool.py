@@ -5,34 +5,16 @@ driver of the C API and the `mooncake` CLI, all on loopback."""
 import glob
 import os
 import signal
-import socket
 import subprocess
 import time
 
 import mctest
-from mctest import SCALE, binary, request, wait_for
+from mctest import SCALE, binary, free_port, request, wait_for
 
 MASTER = ("master", "mooncake_master")
 MEMBER = ("mooncakefs", "cli", "mooncake_client")
 CLI = ("mooncakefs", "cli", "mooncake")
 SHELL = ("tests", "tools", "store_shell")
-
-
-_handed = set()
-
-
-def free_port():
-    """A port free right now (for daemons that must keep theirs across a
-    restart), never one handed out before in this process: the kernel can
-    give the same free port to two binds in a row (a master's metadata
-    and admin ports once collided)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed:
-            _handed.add(port)
-            return port
 
 
 def read_port(path, proc, log_path, what):

@@ -13,11 +13,10 @@
   it or without the CA they fail saying what to set.
 - the master refuses an etcd string the backend would refuse."""
 import os
-import socket
 import subprocess
 
-from mctest import (SANITIZER_MARKERS, SCALE, TE_PEER, binary, te_env,
-                    wait_for)
+from mctest import (SANITIZER_MARKERS, SCALE, TE_PEER, binary, free_port,
+                    te_env, wait_for)
 
 MASTER = ("master", "mooncake_master")
 
@@ -26,14 +25,7 @@ ROOT_PASSWORD = "root-Pw-91c2"
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return [free_port() for _ in range(n)]
 
 
 class Etcd:
