@@ -253,11 +253,11 @@ static int get_one(struct sim *s, uint64_t i, uint64_t *sink)
 {
 	const char *key = key_of(s, i);
 	struct mst_object *o;
-	uint64_t hold;
+	uint64_t hold, lease;
 	int rc;
 
 	pthread_mutex_lock(&s->m->lock);
-	rc = mst_get(s->m, key, strlen(key), false, &o, &hold);
+	rc = mst_get(s->m, key, strlen(key), false, 0, &o, &hold, &lease);
 	if (!rc)
 		for (unsigned r = 0; r < o->n_repl; r++)
 			if (mst_replica_live(&o->repl[r]))

@@ -310,15 +310,17 @@ static int readable(struct master *m, const char *key, size_t key_len,
 }
 
 int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
-	    struct mst_object **out, uint64_t *hold_id)
+	    uint64_t age_ms, struct mst_object **out, uint64_t *hold_id,
+	    uint64_t *lease_ms)
 {
-	uint64_t now = mst_now();
+	uint64_t now = mst_now(), ttl = m->cfg.lease_ttl_ms;
 	struct mst_object *o;
 	int rc = readable(m, key, key_len, &o);
 
 	if (rc)
 		return rc;
-	o->read_lease_until = now + m->cfg.lease_ttl_ms;
+	*lease_ms = age_ms < ttl ? ttl - age_ms : 0;
+	o->read_lease_until = max_u64(o->read_lease_until, now + *lease_ms);
 	o->lease_until = max_u64(o->lease_until, o->read_lease_until);
 	o->last_access = now;
 	mst_lru_touch(m, o);

@@ -40,9 +40,13 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
  *  re-mounting; master.h ha_settle_until). */
 bool mst_ha_settling(const struct master *m);
 /** COMPLETE object or code (-704 missing, -703 processing or no readable
- *  replica). Grants a read lease, refreshes recency; hold: *hold_id. */
+ *  replica). Grants a read lease, refreshes recency; hold: *hold_id.
+ *  age_ms: the read was made that long ago (from a cached location): the
+ *  lease runs from then, never shortened, none once age_ms >= the TTL;
+ *  *lease_ms: what is left of the lease granted (0: none). */
 int mst_get(struct master *m, const char *key, size_t key_len, bool hold,
-	    struct mst_object **out, uint64_t *hold_id);
+	    uint64_t age_ms, struct mst_object **out, uint64_t *hold_id,
+	    uint64_t *lease_ms);
 /** As mst_get, for a read a client made from a location it cached under
  *  an earlier lease: refreshes recency only (no lease, no hold). */
 int mst_touch(struct master *m, const char *key, size_t key_len,

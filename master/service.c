@@ -549,7 +549,9 @@ static int h_get_replica_list(struct call *c)
 	if (!r)
 		return -ENOMEM;
 	c->resp = &r->base;
-	if (!single_ok(c, q->n_keys)) {
+	if (!single_ok(c, q->n_keys) ||
+	    (q->n_read_age_ms &&
+	     (q->n_read_age_ms != q->n_keys || q->hold || q->touch))) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
@@ -558,16 +560,18 @@ static int h_get_replica_list(struct call *c)
 		return -ENOMEM;
 	for (size_t i = 0; i < q->n_keys; i++) {
 		struct mst_object *o = NULL;
-		uint64_t hold = 0;
+		uint64_t hold = 0, lease = 0, age;
+		size_t len;
 		int rc;
 
 		if (i % MST_PREFETCH_MAX == 0 && q->n_keys > 1)
 			mst_objmap_prefetch(&c->m->objs, &q->keys[i],
 					    q->n_keys - i);
-		rc = q->touch ? mst_touch(c->m, q->keys[i], strlen(q->keys[i]),
-					  &o) :
-				mst_get(c->m, q->keys[i], strlen(q->keys[i]),
-					q->hold, &o, &hold);
+		age = q->n_read_age_ms ? q->read_age_ms[i] : 0;
+		len = strlen(q->keys[i]);
+		rc = q->touch ? mst_touch(c->m, q->keys[i], len, &o) :
+				mst_get(c->m, q->keys[i], len, q->hold, age, &o,
+					&hold, &lease);
 		if (rc == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE) {
 			/* HA takeover: ask again shortly (the whole call). */
 			r->code = rc;
@@ -580,7 +584,7 @@ static int h_get_replica_list(struct call *c)
 			return -ENOMEM;
 		l->code = rc;
 		l->size = rc ? 0 : o->size;
-		l->lease_ttl_ms = rc || q->touch ? 0 : c->m->cfg.lease_ttl_ms;
+		l->lease_ttl_ms = rc ? 0 : lease;
 		l->version = rc ? 0 : o->version;
 		l->hold_id = hold;
 		l->hold_ttl_ms = hold ? c->m->cfg.hold_ttl_ms : 0;

@@ -286,8 +286,9 @@ MOONCAKE_API int mooncake_store_transfer_stats(mooncake_store_t store,
 /* Ours: the location cache (docs/design.md, "One round trip per get"):
  * keys cached now; lookups that found a usable entry (read without asking
  * the master) and that did not; hits whose read failed or outlasted the
- * lease (then asked of the master); cached reads told to the master (per
- * key and round, so that they count for eviction); keys dropped because
+ * lease (then asked of the master); cached keys read and renewed at the
+ * master (per key and round: the reads count for eviction and the lease
+ * is extended); keys dropped because
  * the master no longer had them, or had another version. */
 typedef struct mooncake_location_cache_stats {
 	uint64_t keys, hits, misses, stale, touched, dropped;

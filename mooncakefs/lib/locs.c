@@ -33,6 +33,7 @@ struct loc_rep {
 /* An mc_map value: the header, then n loc_rep. */
 struct loc {
 	uint64_t until, ttl, size, version;
+	uint64_t read_at; /* the last hit's time (mcs_now_ms) */
 	bool read; /* since the toucher's last round */
 	uint32_t n;
 	struct loc_rep r[];
@@ -114,6 +115,7 @@ bool mcs_locs_get(struct mcs_locs *c, const char *key, uint64_t now,
 		return false;
 	}
 	l->read = true;
+	l->read_at = now;
 	c->st.hits++;
 	hit->rl = (Mcrpc__ReplicaList)MCRPC__REPLICA_LIST__INIT;
 	hit->rl.size = l->size;
@@ -192,9 +194,18 @@ static void start_toucher(struct mcs_locs *c)
 	c->started = true;
 }
 
-/* Under the lock. */
+/* A list the cache can serve reads from: found, leased, with replicas. */
+static bool cacheable(const Mcrpc__ReplicaList *rl)
+{
+	return !rl->code && rl->size && rl->lease_ttl_ms && rl->n_replicas &&
+	       rl->n_replicas <= MOONCAKE_MAX_REPLICAS;
+}
+
+/* Under the lock: key's replicas as rl lists them, served until until
+ * (mcs_now_ms time), under leases of ttl ms. */
 static void put_locked(struct mcs_locs *c, const char *key,
-		       const Mcrpc__ReplicaList *rl, uint64_t t0)
+		       const Mcrpc__ReplicaList *rl, uint64_t until,
+		       uint64_t ttl)
 {
 	size_t n = rl->n_replicas, len = strlen(key);
 	union {
@@ -206,10 +217,11 @@ static void put_locked(struct mcs_locs *c, const char *key,
 
 	if (c->off || (!old && mc_map_count(c->map) >= c->max_keys))
 		return;
-	*l = (struct loc){ .until = t0 + rl->lease_ttl_ms,
-			   .ttl = rl->lease_ttl_ms,
+	*l = (struct loc){ .until = until,
+			   .ttl = ttl,
 			   .size = rl->size,
 			   .version = rl->version,
+			   .read_at = old ? old->read_at : 0,
 			   .read = old && old->read,
 			   .n = (uint32_t)n };
 	for (size_t i = 0; i < n; i++) {
@@ -225,19 +237,18 @@ static void put_locked(struct mcs_locs *c, const char *key,
 	}
 	if (mc_map_put(c->map, key, len, l, sizeof(*l) + n * sizeof(l->r[0])))
 		return;
-	c->ttl_ms = rl->lease_ttl_ms;
+	c->ttl_ms = ttl;
 	start_toucher(c);
 }
 
 void mcs_locs_put(struct mcs_locs *c, const char *key,
 		  const Mcrpc__ReplicaList *rl, uint64_t t0, uint64_t gen)
 {
-	if (!c || rl->code || !rl->size || !rl->lease_ttl_ms ||
-	    !rl->n_replicas || rl->n_replicas > MOONCAKE_MAX_REPLICAS)
+	if (!c || !cacheable(rl))
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (gen == c->gen)
-		put_locked(c, key, rl, t0);
+		put_locked(c, key, rl, t0 + rl->lease_ttl_ms, rl->lease_ttl_ms);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -306,6 +317,7 @@ void mcs_locs_stats(struct mcs_locs *c, struct mcs_locs_stats *out)
 struct round {
 	uint64_t now;
 	char **read, **lapsed; /* copies of keys */
+	uint64_t *read_at; /* of read[i] */
 	size_t n_read, n_lapsed, cap;
 	bool nomem;
 };
@@ -325,9 +337,10 @@ static void collect(const struct mc_map_entry *e, void *arg)
 		return;
 	}
 	l->read = false;
-	if (read)
+	if (read) {
+		r->read_at[r->n_read] = l->read_at;
 		r->read[r->n_read++] = key;
-	else
+	} else
 		r->lapsed[r->n_lapsed++] = key;
 }
 
@@ -337,16 +350,38 @@ static void free_keys(char **v, size_t n)
 		free(v[i]);
 }
 
-/* Tell the master of one chunk of keys read from the cache; lock not
- * held. */
-static void touch_chunk(struct mcs_locs *c, char **keys, size_t n)
+/*
+ * Tell the master of one chunk of keys read from the cache since the last
+ * round, each with how long ago it was last read (one BatchGetReplicaList
+ * with read_age_ms): the reads count for eviction, and the lease of each
+ * is renewed as a get at the time of that read would have (never longer:
+ * upstream's "removable a lease after the last get" holds). A key still
+ * the same object is cached on under the renewed lease (its end counted
+ * from before the call), so a key read again and again keeps being
+ * served from the cache. A key gone or replaced leaves the cache. Lock
+ * not held.
+ */
+static void touch_chunk(struct mcs_locs *c, char **keys,
+			const uint64_t *read_at, size_t n)
 {
 	Mcrpc__GetReplicaListResponse *resp = NULL;
-	int rc = mcs_master_touch(c->m, (const char **)keys, n, &resp);
+	uint32_t ages[TOUCH_CHUNK];
+	uint64_t gen, t0;
+	int rc;
 
+	pthread_mutex_lock(&c->lock);
+	gen = c->gen;
+	pthread_mutex_unlock(&c->lock);
+	t0 = mcs_now_ms();
+	for (size_t i = 0; i < n; i++) {
+		uint64_t age = t0 > read_at[i] ? t0 - read_at[i] : 0;
+		ages[i] = age > UINT32_MAX ? UINT32_MAX : (uint32_t)age;
+	}
+	rc = mcs_master_renew_reads(c->m, (const char *const *)keys, ages, n,
+				    &resp);
 	if (rc) {
 		/* Those reads go uncounted; the leases lapse as they would. */
-		mc_log_debug("store", "location cache: touch %zu keys: %s", n,
+		mc_log_debug("store", "location cache: renew %zu keys: %s", n,
 			     mc_strerror(rc));
 		return;
 	}
@@ -356,9 +391,17 @@ static void touch_chunk(struct mcs_locs *c, char **keys, size_t n)
 		struct loc *l = find(c, keys[i]);
 
 		if (!l)
-			continue;
+			continue; /* dropped or forgotten meanwhile */
 		if (!rl->code && rl->version == l->version) {
+			uint64_t until = t0 + rl->lease_ttl_ms;
+
 			c->st.touched++;
+			/* Not after a forget or clear of this client's: the
+			 * answer may predate its own remove or rename. */
+			if (gen == c->gen && cacheable(rl))
+				put_locked(c, keys[i], rl,
+					   until > l->until ? until : l->until,
+					   l->ttl);
 			continue;
 		}
 		/* Removed, or replaced by another object (a put in progress
@@ -380,20 +423,21 @@ static void round_once(struct mcs_locs *c)
 	if (!n)
 		return;
 	r.read = calloc(n, sizeof(*r.read));
+	r.read_at = calloc(n, sizeof(*r.read_at));
 	r.lapsed = calloc(n, sizeof(*r.lapsed));
-	if (r.read && r.lapsed) {
+	if (r.read && r.read_at && r.lapsed) {
 		mc_map_foreach(c->map, collect, &r);
 		for (size_t i = 0; i < r.n_lapsed; i++)
 			(void)mc_map_del(c->map, r.lapsed[i],
 					 strlen(r.lapsed[i]));
 		pthread_mutex_unlock(&c->lock);
 		for (size_t i = 0; i < r.n_read; i += TOUCH_CHUNK)
-			touch_chunk(c, &r.read[i],
+			touch_chunk(c, &r.read[i], &r.read_at[i],
 				    r.n_read - i < TOUCH_CHUNK ? r.n_read - i :
 								 TOUCH_CHUNK);
 		pthread_mutex_lock(&c->lock);
 	}
-	if (r.nomem || !r.read || !r.lapsed)
+	if (r.nomem || !r.read || !r.read_at || !r.lapsed)
 		mc_log_debug("store", "location cache: touch round: out of "
 				      "memory");
 	if (r.read)
@@ -401,6 +445,7 @@ static void round_once(struct mcs_locs *c)
 	if (r.lapsed)
 		free_keys(r.lapsed, r.n_lapsed);
 	free(r.read);
+	free(r.read_at);
 	free(r.lapsed);
 }
 

@@ -9,14 +9,17 @@
  * a cached key reads the holder directly, and the read counts only if it
  * ended before the lease did.
  *
- * Leases are never extended from here: a cached location serves until the
- * lease of the get that brought it ends (as upstream's lease: an object
- * is removable ttl after its last get), and the next get asks the master
- * again. One thread (the toucher) tells the master, every quarter lease,
- * which keys were read from the cache since its last round, with one
- * BatchGetReplicaList in touch mode per 1,024 keys: those reads count for
- * eviction as reads through the master do, and a key removed or replaced
- * elsewhere (another version) leaves the cache within a round.
+ * Cached reads renew the lease as gets through the master would: one
+ * thread (the toucher) asks the master again, every quarter lease, for
+ * the keys read from the cache since its last round (one
+ * BatchGetReplicaList per 1,024 keys, lease granted, counted from before
+ * the call): those reads count for eviction as reads through the master
+ * do, a key still the same object (version) is cached on under the new
+ * lease, and a key removed or replaced elsewhere leaves the cache within
+ * a round. So an object stays leased while some client keeps reading it
+ * (as with upstream, where every get is a GetReplicaList) and is
+ * removable at most a lease and a quarter after its last read; a key not
+ * read for a round is not renewed and lapses with its lease.
  *
  * Thread-safe. A NULL cache (turned off) answers every lookup with a miss.
  */
@@ -47,7 +50,7 @@ struct mcs_locs_stats {
 	uint64_t keys; /* cached now */
 	uint64_t hits, misses; /* lookups */
 	uint64_t stale; /* hits whose read failed or outlasted the lease */
-	uint64_t touched; /* cached reads told to the master (per round) */
+	uint64_t touched; /* cached keys renewed at the master (per round) */
 	uint64_t dropped; /* keys the toucher found removed or replaced */
 };
 

@@ -487,14 +487,15 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	return 0;
 }
 
-/* A KeysRequest of keys as the tenant names them (force: Remove; hold:
- * GetReplicaList) and its response, of the method's type. */
 /* KeysRequest flags of tk_call. */
-enum { TK_FORCE = 1, TK_HOLD = 2, TK_TOUCH = 4 };
+enum { TK_FORCE = 1, TK_HOLD = 2 };
 
-static int tk_call(struct mcs_master *m, uint16_t method,
-		   const char *const *keys, size_t n, unsigned flags,
-		   void *resp_out)
+/* A KeysRequest of keys as the tenant names them (force: Remove; hold:
+ * GetReplicaList; ages: NULL, or n read_age_ms of a GetReplicaList) and
+ * its response, of the method's type. */
+static int tk_call_aged(struct mcs_master *m, uint16_t method,
+			const char *const *keys, size_t n, unsigned flags,
+			const uint32_t *ages, void *resp_out)
 {
 	Mcrpc__KeysRequest req;
 	struct tkeys tk;
@@ -506,10 +507,20 @@ static int tk_call(struct mcs_master *m, uint16_t method,
 	req = keys_req(m, &tk, n);
 	req.force = flags & TK_FORCE;
 	req.hold = flags & TK_HOLD;
-	req.touch = flags & TK_TOUCH;
+	if (ages) {
+		req.n_read_age_ms = n;
+		req.read_age_ms = (uint32_t *)ages;
+	}
 	rc = call(m, method, &req, resp_out);
 	free(tk.blk);
 	return rc;
+}
+
+static int tk_call(struct mcs_master *m, uint16_t method,
+		   const char *const *keys, size_t n, unsigned flags,
+		   void *resp_out)
+{
+	return tk_call_aged(m, method, keys, n, flags, NULL, resp_out);
 }
 
 /* A KeysResponse's per-key codes into results (internal codes), then
@@ -562,17 +573,17 @@ int mcs_master_put_revoke(struct mcs_master *m, bool batch,
 }
 
 static int get_lists(struct mcs_master *m, bool batch, const char *const *keys,
-		     size_t n, unsigned flags,
+		     size_t n, unsigned flags, const uint32_t *ages,
 		     Mcrpc__GetReplicaListResponse **out)
 {
 	Mcrpc__GetReplicaListResponse *resp = NULL;
 	int rc;
 
 	*out = NULL;
-	rc = tk_call(m,
-		     batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
-			     MCRPC__METHOD__GET_REPLICA_LIST,
-		     keys, n, flags, &resp);
+	rc = tk_call_aged(m,
+			  batch ? MCRPC__METHOD__BATCH_GET_REPLICA_LIST :
+				  MCRPC__METHOD__GET_REPLICA_LIST,
+			  keys, n, flags, ages, &resp);
 	if (rc)
 		return rc;
 	rc = fix_lists(resp->results, resp->n_results, n);
@@ -588,13 +599,14 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    const char *const *keys, size_t n, bool hold,
 			    Mcrpc__GetReplicaListResponse **out)
 {
-	return get_lists(m, batch, keys, n, hold ? TK_HOLD : 0, out);
+	return get_lists(m, batch, keys, n, hold ? TK_HOLD : 0, NULL, out);
 }
 
-int mcs_master_touch(struct mcs_master *m, const char *const *keys, size_t n,
-		     Mcrpc__GetReplicaListResponse **out)
+int mcs_master_renew_reads(struct mcs_master *m, const char *const *keys,
+			   const uint32_t *ages_ms, size_t n,
+			   Mcrpc__GetReplicaListResponse **out)
 {
-	return get_lists(m, true, keys, n, TK_TOUCH, out);
+	return get_lists(m, true, keys, n, 0, ages_ms, out);
 }
 
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,

@@ -141,12 +141,14 @@ int mcs_master_get_replicas(struct mcs_master *m, bool batch,
 			    const char *const *keys, size_t n, bool hold,
 			    Mcrpc__GetReplicaListResponse **out);
 /**
- * BatchGetReplicaList with touch (the location cache's reads, locs.h):
- * each key counts as read for eviction, no lease is granted; results[i]
- * carries the code, size and version only.
+ * BatchGetReplicaList for reads this client made from locations it cached
+ * (the location cache, locs.h): key i was last read ages_ms[i] ago; its
+ * lease is renewed from then (read_age_ms, docs/wire-protocol.md), and
+ * results[i].lease_ttl_ms is what is left of it (0: none renewed).
  */
-int mcs_master_touch(struct mcs_master *m, const char *const *keys, size_t n,
-		     Mcrpc__GetReplicaListResponse **out);
+int mcs_master_renew_reads(struct mcs_master *m, const char *const *keys,
+			   const uint32_t *ages_ms, size_t n,
+			   Mcrpc__GetReplicaListResponse **out);
 /** ExistKey / BatchExistKey: results[i] 1, 0 or < 0. */
 int mcs_master_exist(struct mcs_master *m, bool batch, const char *const *keys,
 		     size_t n, int *results);

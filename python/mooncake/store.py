@@ -816,10 +816,10 @@ class MooncakeDistributedStore:
     def location_cache_stats(self):
         """Ours: the location cache (docs/design.md, "One round trip per
         get") as a dict of keys (cached now), hits and misses (lookups),
-        stale (hits that then asked the master), touched (cached reads
-        told to the master, per key and round) and dropped (keys the
-        master no longer had, or had another version of); None before
-        setup or after close."""
+        stale (hits that then asked the master), touched (cached keys
+        read and renewed at the master, per key and round) and dropped
+        (keys the master no longer had, or had another version of);
+        None before setup or after close."""
         st = _lib.LocationCacheStatsC()
         if _L.mooncake_store_location_cache_stats(self._h,
                                                   ctypes.byref(st)):

@@ -8,6 +8,8 @@
  *   rename FROM TO [noreplace]    -> ok
  *   hold KEY                      -> ok HOLD_ID   (GetReplicaList + hold)
  *   renew ID | release ID         -> ok
+ *   readfrom KEY AGE_MS           -> ok lease=MS  (a cached read made AGE_MS
+ *                                    ago told to the master: read_age_ms)
  *   watch EPOCH AFTER WAIT_MS     -> ok epoch=E last=L reset=0|1 TYPE:KEY[>TO] ...
  *   pwatch N EPOCH AFTER WAIT_MS  -> ok N: N such long polls at once, from
  *                                    N threads (N pooled connections after)
@@ -24,6 +26,7 @@
  *   quit                          -> exits
  * Usage: master_shell HOST:PORT
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -169,6 +172,24 @@ static void do_hold(struct mcs_master *m, const char *key)
 							-1));
 	else
 		printf("ok %" PRIu64 "\n", r->results[0]->hold_id);
+	mcs_master_free(r);
+}
+
+static void do_readfrom(struct mcs_master *m, const char *key, const char *age)
+{
+	Mcrpc__GetReplicaListResponse *r;
+	const char *keys[1] = { key };
+	uint32_t ages[1] = { (uint32_t)strtoul(age, NULL, 10) };
+	int rc = mcs_master_renew_reads(m, keys, ages, 1, &r);
+
+	if (rc) {
+		shell_err(rc);
+		return;
+	}
+	if (r->n_results != 1 || r->results[0]->code)
+		shell_err(r->n_results ? r->results[0]->code : -EPROTO);
+	else
+		printf("ok lease=%" PRIu64 "\n", r->results[0]->lease_ttl_ms);
 	mcs_master_free(r);
 }
 
@@ -342,6 +363,8 @@ int main(int argc, char **argv)
 				puts("ok");
 		} else if (!strcmp(a[0], "hold") && n == 2)
 			do_hold(m, a[1]);
+		else if (!strcmp(a[0], "readfrom") && n == 3)
+			do_readfrom(m, a[1], a[2]);
 		else if (!strcmp(a[0], "renew") && n == 2)
 			do_lease(m, a[1], true);
 		else if (!strcmp(a[0], "release") && n == 2)

@@ -108,6 +108,64 @@ def test_second_get_skips_the_master(master, members, stores, monkeypatch):
     assert off.location_cache_stats()["hits"] == 0
 
 
+def test_hot_key_stays_cached_and_leased(master, members, stores,
+                                         monkeypatch):
+    """A key read again and again stays in the cache across many leases
+    (the toucher renews it with the master, as gets through the master
+    would): after the first get no single GetReplicaList reaches the
+    master, and the hit count is every get but the first. The renewals
+    are leases: another client's unforced remove is refused (-706) while
+    the key is being read, long after the first get's lease ended, and
+    right after the reads stop (the last reads are renewed too), and
+    goes through once a lease has passed since the last read (counted
+    from the read, as upstream's from the last get: test_upstream_store's
+    test_zero_copy waits exactly a lease). A cache that only counted its
+    reads would miss once per lease and let the first remove through."""
+    reader = client(stores, master, monkeypatch)
+    writer = client(stores, master, monkeypatch)
+    size = 64 << 10
+    dst = np.zeros(size, np.uint8)
+    assert reader.register_buffer(addr(dst), dst.nbytes) == 0
+    assert writer.put("lc/hot", stamp("hot", 0, size).tobytes()) == 0
+    assert reader.get_into("lc/hot", addr(dst), size) == size
+    singles = master.metric("master_get_replica_list_requests_total")
+    st0 = reader.location_cache_stats()
+    start, n = time.monotonic(), 0
+    while time.monotonic() < start + 5 * LEASE_MS / 1000:
+        assert reader.get_into("lc/hot", addr(dst), size) == size
+        n += 1
+        time.sleep(0.002)
+    assert whole(dst, size) == ("hot", 0)
+    st = reader.location_cache_stats()
+    assert st["misses"] == st0["misses"], (st0, st)
+    assert st["hits"] - st0["hits"] == n and st["touched"] >= 4, (st0, st)
+    assert master.metric("master_get_replica_list_requests_total") == \
+        singles, "a cached key went back to the master"
+    # Read on for a little, with a remove tried in the middle: refused.
+    stop, refused = threading.Event(), []
+
+    def read():
+        while not stop.is_set():
+            reader.get_into("lc/hot", addr(dst), size)
+            time.sleep(0.002)
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        time.sleep(LEASE_MS / 1000)
+        refused.append(writer.remove("lc/hot"))
+    finally:
+        stop.set()
+        t.join()
+    stopped = time.monotonic()
+    refused.append(writer.remove("lc/hot"))
+    assert refused == [-706, -706], refused
+    eventually(lambda: writer.remove("lc/hot") == 0, timeout=10,
+               what="the unforced remove once the reads stopped")
+    assert time.monotonic() - stopped >= LEASE_MS / 1000 / 2
+    assert reader.get_into("lc/hot", addr(dst), size) == -704
+
+
 def direct_reads_under_churn(master, stores, monkeypatch, size, rounds,
                              churn):
     """A reader thread gets key K in a loop (from the cache once it is

@@ -93,6 +93,36 @@ def test_stat_takes_no_lease(procs, tmp_path, master, members):
     assert ms.cmd("stat s").startswith("err -704")
 
 
+def test_cached_read_renews_the_lease_from_when_it_was_made(
+        procs, tmp_path, master, members):
+    """The location cache tells the master of the reads it served, each
+    with its age (read_age_ms): the lease runs as from a get made then
+    (the master's TTL), so what is left is the TTL less the age; a read
+    older than a lease leases nothing (the object is still removable at
+    once), and nothing shortens a lease."""
+    sh = Shell(procs, tmp_path, master)
+    ms = MShell(procs, tmp_path, master)
+    for k in ("ra", "rb", "rc"):
+        sh.ok(f"put {k} 1000 1")
+    ttl = int(ms.ok("readfrom ra 0").split("=")[1])
+    assert ttl >= 1000, ttl
+    assert ms.ok(f"readfrom rb {ttl - 300}") == "lease=300"
+    lease = int(ms.ok("stat rb").split("lease=")[1].split()[0])
+    assert 0 < lease <= 300, lease
+    assert ms.cmd("rm rb").startswith("err -706")
+    # Older than a lease: nothing granted, removable.
+    assert ms.ok(f"readfrom rc {ttl}") == "lease=0"
+    assert "lease=0" in ms.ok("stat rc")
+    ms.ok("rm rc")
+    # An old read does not shorten the lease a fresh one gave.
+    assert ms.ok(f"readfrom ra {ttl - 100}") == "lease=100"
+    lease = int(ms.ok("stat ra").split("lease=")[1].split()[0])
+    assert lease > 500, lease
+    assert ms.cmd("readfrom gone 0").startswith("err -704")
+    eventually(lambda: ms.cmd("rm rb") == "ok", timeout=10,
+               what="rb removable once its 300 ms lease ended")
+
+
 def test_rename_over_a_held_object(procs, tmp_path, master, members):
     sh = Shell(procs, tmp_path, master)
     ms = MShell(procs, tmp_path, master)
