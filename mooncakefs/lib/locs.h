@@ -10,16 +10,14 @@
  * ended before the lease did.
  *
  * Cached reads renew the lease as gets through the master would: one
- * thread (the toucher) asks the master again, every quarter lease, for
- * the keys read from the cache since its last round (one
- * BatchGetReplicaList per 1,024 keys, lease granted, counted from before
- * the call): those reads count for eviction as reads through the master
- * do, a key still the same object (version) is cached on under the new
+ * thread (the toucher) tells the master, every quarter lease, of the keys
+ * read from the cache since its last round, each with the age of its
+ * last read (one BatchGetReplicaList with read_age_ms per 1,024 keys):
+ * the master renews each lease from that read (as upstream, an object is
+ * removable a lease after its last get), the reads count for eviction,
+ * a key still the same object (version) is cached on under the renewed
  * lease, and a key removed or replaced elsewhere leaves the cache within
- * a round. So an object stays leased while some client keeps reading it
- * (as with upstream, where every get is a GetReplicaList) and is
- * removable at most a lease and a quarter after its last read; a key not
- * read for a round is not renewed and lapses with its lease.
+ * a round. A key not read for a round is not renewed and lapses.
  *
  * Thread-safe. A NULL cache (turned off) answers every lookup with a miss.
  */
