@@ -244,8 +244,9 @@ static bool post_waiting(struct rdma_ep *ep)
 		/* One completion per chain (rdma_complete() ends the rest);
 		 * a chain ends the send queue's run of unsignalled requests,
 		 * so they never fill it. */
-		for (unsigned i = 0; i < n && ep->ctx->t->s.signal_all; i++)
-			wr[i].send_flags = IBV_SEND_SIGNALED;
+		if (ep->ctx->t->s.signal_all)
+			for (unsigned i = 0; i < n; i++)
+				wr[i].send_flags = IBV_SEND_SIGNALED;
 		for (q = 0; q < ep->nqp; q++)
 			if (tail[q])
 				tail[q]->send_flags = IBV_SEND_SIGNALED;

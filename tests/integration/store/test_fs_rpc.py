@@ -2,6 +2,8 @@
 """The master RPCs the filesystem builds on: paged listing by prefix and
 delimiter, stat without a lease, atomic rename over an existing key while
 a reader holds the old object, holds, and the change feed."""
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -9,6 +11,7 @@ import time
 import mctest
 from mctest import binary
 from pool import Shell, eventually
+from test_basic import frame
 
 MSHELL = ("tests", "tools", "master_shell")
 
@@ -121,6 +124,44 @@ def test_cached_read_renews_the_lease_from_when_it_was_made(
     assert ms.cmd("readfrom gone 0").startswith("err -704")
     eventually(lambda: ms.cmd("rm rb") == "ok", timeout=10,
                what="rb removable once its 300 ms lease ended")
+
+
+def test_read_ages_that_do_not_fit_are_refused(procs, tmp_path, master,
+                                              members):
+    """Hand-built BatchGetReplicaList calls (our clients never send these):
+    read_age_ms (field 7) must come one per key and neither with hold nor
+    with touch; otherwise the whole call is -600 and nothing is leased."""
+    sh = Shell(procs, tmp_path, master)
+    ms = MShell(procs, tmp_path, master)
+    sh.ok("put ag 1000 1")
+    keys = b"\x12\x02ag" + b"\x12\x02ag"  # keys: ag, ag
+
+    def call(body):
+        s = socket.create_connection(("127.0.0.1", master.rpc_port),
+                                     timeout=10)
+        try:
+            s.sendall(frame(21, body))
+            hdr = s.recv(24)
+            (n,) = struct.unpack("<I", hdr[8:12])
+            resp = b""
+            while len(resp) < n:
+                resp += s.recv(n - len(resp))
+            return resp
+        finally:
+            s.close()
+
+    refused = b"\x08" + bytes([0xa8, 0xfb] + [0xff] * 7 + [0x01])
+    one_age = b"\x3a\x01\x05"  # read_age_ms: [5], packed
+    two_ages = b"\x3a\x02\x05\x05"
+    assert call(keys + one_age) == refused  # 2 keys, 1 age
+    assert call(keys + two_ages + b"\x20\x01") == refused  # with hold
+    assert call(keys + two_ages + b"\x30\x01") == refused  # with touch
+    assert "lease=0" in ms.ok("stat ag")
+    ms.ok("rm ag")  # nothing leased it
+    sh.ok("put ag 1000 1")
+    ok = call(keys + two_ages)
+    assert not ok.startswith(b"\x08") and ok.count(b"\x12") >= 2, ok
+    assert ms.cmd("rm ag").startswith("err -706")  # leased now
 
 
 def test_rename_over_a_held_object(procs, tmp_path, master, members):
