@@ -410,7 +410,7 @@ int main(int argc, char **argv)
 	}
 	r.rss0 = rss_bytes();
 	t0 = bench_now_ns();
-	if (mst_create(&cfg, s.o.db, false, &s.m, err, sizeof(err)))
+	if (mst_create(&cfg, s.o.db, 0, &s.m, err, sizeof(err)))
 		die(err);
 	r.create_s = (double)(bench_now_ns() - t0) / 1e9;
 	for (uint64_t i = 0; i < s.o.segments; i++) {
@@ -543,7 +543,7 @@ int main(int argc, char **argv)
 		before = rss_bytes();
 		t0 = bench_now_ns();
 		c0 = cpu_ns();
-		if (mst_create(&cfg, s.o.db, false, &s.m, err, sizeof(err)))
+		if (mst_create(&cfg, s.o.db, 0, &s.m, err, sizeof(err)))
 			die(err);
 		r.restore_s = (double)(bench_now_ns() - t0) / 1e9;
 		r.restore_cpu = (double)(cpu_ns() - c0) / 1e9;

@@ -100,6 +100,32 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	      "Time left in which removals keep memory and eviction waits "
 	      "after a restart.",
 	      m->quarantine_until > now ? m->quarantine_until - now : 0);
+	{
+		struct mst_db_wal_stats w;
+
+		(void)mst_db_wal_stats(m->db, &w);
+		GAUGE(b, "master_db_wal_frames",
+		      "Pages in the record's WAL after the last commit.",
+		      w.frames);
+		COUNTER(b, "master_db_checkpoints_total",
+			"WAL checkpoints of the checkpoint thread.", w.runs);
+		COUNTER(b, "master_db_checkpoint_failures_total",
+			"WAL checkpoints that failed.", w.failures);
+		COUNTER(b, "master_db_checkpoint_us_total",
+			"Time the checkpoint thread spent checkpointing (us).",
+			w.us);
+		GAUGE(b, "master_db_checkpoint_max_us",
+		      "The longest checkpoint so far (us).", w.max_us);
+		COUNTER(b, "master_db_tail_checkpoints_total",
+			"Short tails of the WAL that commits copied.",
+			w.tail_runs);
+		GAUGE(b, "master_db_tail_checkpoint_max_us",
+		      "The longest such tail (us).", w.tail_max_us);
+		COUNTER(b, "master_db_inline_checkpoints_total",
+			"WAL checkpoints made by a commit (the thread far "
+			"behind).",
+			w.inline_runs);
+	}
 	COUNTER(b, "master_evicted_key_count", "Objects evicted.",
 		m->stats.evicted_keys);
 	COUNTER(b, "master_evicted_size_bytes", "Bytes evicted.",

@@ -78,6 +78,13 @@ static int write_port(const char *path, int port, const char *what)
 	return rc;
 }
 
+/* The record's open flags (db.h) from the options. */
+static unsigned db_flags(const struct master_cfg *cfg)
+{
+	return (cfg->db_full_sync ? MST_DB_FULL_SYNC : 0) |
+	       (cfg->db_checkpoint_thread ? MST_DB_CKPT_THREAD : 0);
+}
+
 /* The metadata service keeps its entries beside the master's record. */
 static int start_metadata(struct mst_daemon *d, const struct master_cfg *cfg)
 {
@@ -228,7 +235,7 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		 cfg->rpc_address, (long long)cfg->rpc_port);
 	rc = mst_ha_open(&hc, &d->ha, err, sizeof(err));
 	if (!rc)
-		rc = mst_ha_follow(d->ha, cfg->db_path, cfg->db_full_sync, sigs,
+		rc = mst_ha_follow(d->ha, cfg->db_path, db_flags(cfg), sigs,
 				   err, sizeof(err));
 	if (rc && rc != -EINTR)
 		mc_log_err("master", "%s", err);
@@ -250,7 +257,7 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!rc && cfg->enable_ha)
 		rc = ha_follow(d, cfg, sigs, argv);
 	if (!rc) {
-		rc = mst_create(mc, cfg->db_path, cfg->db_full_sync, &d->m, err,
+		rc = mst_create(mc, cfg->db_path, db_flags(cfg), &d->m, err,
 				sizeof(err));
 		if (rc)
 			mc_log_err("master", "%s", err);

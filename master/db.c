@@ -119,12 +119,61 @@ static int step_done(struct mst_db *db, sqlite3_stmt *st, const char *what)
 	return rc == SQLITE_DONE ? 0 : db_fail(db, what);
 }
 
-int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
+/*
+ * Open db->h on name (a file, or ":memory:") and make the schema. A file
+ * is opened through sqlite's "unix-excl" VFS: the first lock taken keeps
+ * every other process out for as long as the record is open (as the
+ * exclusive locking mode would), while connections of this process share
+ * the WAL index in memory, so the checkpoint thread's connection
+ * (db_wal.c) can copy the WAL beside the master's, and a transaction
+ * takes no file lock of its own (no -shm file either). Without the
+ * thread (*excl true on entry) the record is opened as it always was: the
+ * exclusive locking mode through the default VFS. 0, or MC_EDB with err
+ * set and db->h closed. *excl on return: opened in the exclusive mode (no
+ * second connection can share it).
+ */
+static int open_handle(struct mst_db *db, const char *name, bool full_sync,
+		       bool *excl, char *err, size_t errlen)
+{
+	bool mem = !strcmp(name, ":memory:");
+	char pragma[160];
+
+	if (!*excl && !sqlite3_vfs_find(MST_DB_VFS)) {
+		mc_log_warn("master",
+			    "sqlite has no VFS %s: the record's WAL is "
+			    "checkpointed by commits",
+			    MST_DB_VFS);
+		*excl = true;
+	}
+	if (sqlite3_open_v2(name, &db->h,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				    SQLITE_OPEN_NOMUTEX,
+			    *excl ? NULL : MST_DB_VFS) != SQLITE_OK)
+		goto fail;
+	snprintf(pragma, sizeof(pragma),
+		 "PRAGMA locking_mode=%s; PRAGMA journal_mode=WAL;"
+		 " PRAGMA synchronous=%s;",
+		 *excl ? "EXCLUSIVE" : "NORMAL", full_sync ? "FULL" : "NORMAL");
+	/* Only the checkpoint thread's brief locks can make it wait. */
+	sqlite3_busy_timeout(db->h, 5000);
+	if (sqlite3_exec(db->h, mem ? "PRAGMA locking_mode=EXCLUSIVE;" : pragma,
+			 NULL, NULL, NULL) == SQLITE_OK &&
+	    sqlite3_exec(db->h, schema, NULL, NULL, NULL) == SQLITE_OK)
+		return 0;
+fail:
+	snprintf(err, errlen, "database %s: %s", mem ? "(memory)" : name,
+		 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+	sqlite3_close(db->h);
+	db->h = NULL;
+	return MC_EDB;
+}
+
+int mst_db_open(const char *path, unsigned flags, struct mst_db **out,
 		char *err, size_t errlen)
 {
-	bool mem = !path || !*path || !strcmp(path, "memory");
+	bool mem = !path || !*path || !strcmp(path, "memory"), excl;
+	bool full_sync = flags & MST_DB_FULL_SYNC;
 	struct mst_db *db = calloc(1, sizeof(*db));
-	char pragma[128];
 	int rc, ver = 0;
 	sqlite3_stmt *st;
 
@@ -150,23 +199,13 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 			return -EBUSY;
 		}
 	}
-	if (sqlite3_open_v2(mem ? ":memory:" : path, &db->h,
-			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				    SQLITE_OPEN_NOMUTEX,
-			    NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "database %s: %s", path,
-			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+	excl = mem || !(flags & MST_DB_CKPT_THREAD);
+	rc = open_handle(db, mem ? ":memory:" : path, full_sync, &excl, err,
+			 errlen);
+	if (rc) {
 		mst_db_close(db);
-		return MC_EDB;
+		return rc;
 	}
-	snprintf(pragma, sizeof(pragma),
-		 "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
-		 " PRAGMA synchronous=%s;",
-		 full_sync ? "FULL" : "NORMAL");
-	if (sqlite3_exec(db->h, mem ? "PRAGMA locking_mode=EXCLUSIVE;" : pragma,
-			 NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(db->h, schema, NULL, NULL, NULL) != SQLITE_OK)
-		goto sql_err;
 	if (prep(db, "SELECT v FROM meta WHERE k='schema'", &st) == SQLITE_OK) {
 		if (sqlite3_step(st) == SQLITE_ROW)
 			ver = sqlite3_column_int(st, 0);
@@ -237,6 +276,8 @@ int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
 		 &db->dir_touch) ||
 	    mst_db_log_load(db))
 		goto sql_err;
+	if (!excl)
+		(void)mst_db_wal_start(db, path, full_sync); /* logs why not */
 	*out = db;
 	return 0;
 
@@ -251,6 +292,7 @@ void mst_db_close(struct mst_db *db)
 {
 	if (!db)
 		return;
+	mst_db_wal_stop(db);
 	sqlite3_finalize(db->begin);
 	sqlite3_finalize(db->commit);
 	sqlite3_finalize(db->rollback);

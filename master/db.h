@@ -30,9 +30,36 @@ struct mst_db;
 struct mst_object;
 struct mst_segment;
 
-int mst_db_open(const char *path, bool full_sync, struct mst_db **out,
+/* mst_db_open's flags. */
+#define MST_DB_FULL_SYNC 1u /* fsync every commit (power-loss safe) */
+#define MST_DB_CKPT_THREAD 2u /* WAL checkpoints on a thread (below) */
+
+/** Open (or make) the record at path ("memory" or NULL: none survives).
+ *  flags: MST_DB_*. 0, or a code with err saying why. */
+int mst_db_open(const char *path, unsigned flags, struct mst_db **out,
 		char *err, size_t errlen);
 void mst_db_close(struct mst_db *db);
+
+/*
+ * WAL checkpoints. By default sqlite's: the commit that takes the WAL past
+ * 1,000 pages copies it into the database file and fsyncs both, with the
+ * master's lock held (a stall of several ms for every caller). With
+ * MST_DB_CKPT_THREAD a thread with its own connection copies it (db_wal.c)
+ * and a commit copies at most a short tail the thread leaves it. Memory
+ * mode has no thread.
+ */
+struct mst_db_wal_stats {
+	uint64_t frames; /* the WAL's length after the last commit (pages) */
+	uint64_t runs; /* checkpoints the thread made */
+	uint64_t failures; /* checkpoints that failed */
+	uint64_t busy; /* found the writer's lock: tried again later */
+	uint64_t us, max_us; /* their time in all, the longest */
+	uint64_t tail_runs; /* a commit copied the tail the thread left */
+	uint64_t tail_us, tail_max_us; /* their time in all, the longest */
+	uint64_t inline_runs; /* made by commits: the thread was behind */
+};
+/** The checkpoint thread's counts: false (all 0) without one. */
+bool mst_db_wal_stats(struct mst_db *db, struct mst_db_wal_stats *out);
 
 /*
  * The op log (HA, master/ha.c; docs/design.md "High availability"): with

@@ -25,9 +25,17 @@ struct mst_db_rbuf {
 	size_t len, cap;
 };
 
+/* The VFS of the record's connections (db.c, open_handle). */
+#define MST_DB_VFS "unix-excl"
+
+struct mst_db_wal;
+
 struct mst_db {
 	sqlite3 *h;
 	int lock_fd;
+	/* The WAL's checkpoint thread (db_wal.c); NULL: commits checkpoint
+	 * it themselves (memory mode, or no MST_DB_VFS). */
+	struct mst_db_wal *wal;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
 	sqlite3_stmt *put_attr, *del_attr;
@@ -72,6 +80,15 @@ void mst_db_log_end(struct mst_db *db);
 /** The sequence number stored in the record (0: none): at open. */
 int mst_db_log_load(struct mst_db *db);
 void mst_db_log_close(struct mst_db *db);
+
+/* db_wal.c: WAL checkpoints on a thread of their own. */
+/** Open a second connection to path (MST_DB_VFS) and checkpoint from it
+ *  whenever commits have grown the WAL enough (db->h opened through
+ *  MST_DB_VFS in normal locking mode). 0, or a code (logged; commits
+ *  then checkpoint themselves, as sqlite does by default). */
+int mst_db_wal_start(struct mst_db *db, const char *path, bool full_sync);
+/** Stop the thread and close its connection (before db->h closes). */
+void mst_db_wal_stop(struct mst_db *db);
 
 /* db_rec.c: the capture of a logged transaction's changes. */
 /** Start capturing (the transaction has begun). */

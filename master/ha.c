@@ -764,7 +764,7 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 /* The log no longer reaches this record: replace it with a copy of the
  * leader's, then follow the log from there. */
 static int copy_record(struct mst_ha *ha, struct mst_db **db,
-		       const char *db_path, bool full_sync, char *err,
+		       const char *db_path, unsigned db_flags, char *err,
 		       size_t errlen)
 {
 	struct mc_etcd_kv kv;
@@ -805,7 +805,7 @@ static int copy_record(struct mst_ha *ha, struct mst_db **db,
 		      "HA: record replaced by the leader's copy (%s) at op "
 		      "log entry %" PRIu64,
 		      url, seq);
-	rc = mst_db_open(db_path, full_sync, db, err, errlen);
+	rc = mst_db_open(db_path, db_flags, db, err, errlen);
 	/* The copy carries the leader's mark: this record never led. */
 	if (!rc && mst_db_set_ha_led(*db, 0)) {
 		snprintf(err, errlen, "%.300s: clearing the copy's mark",
@@ -854,7 +854,7 @@ static int unclean(struct mst_ha *ha, uint64_t led, uint64_t absent_ms)
 	return 1;
 }
 
-int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
+int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
 	struct mst_db *db = NULL;
@@ -865,7 +865,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 	char e2[MC_ERR_LEN] = "";
 	int rc;
 
-	rc = mst_db_open(db_path, full_sync, &db, err, errlen);
+	rc = mst_db_open(db_path, db_flags, &db, err, errlen);
 	if (rc)
 		return rc;
 	led = mst_db_ha_led(db);
@@ -904,7 +904,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
 				      "HA: %s: copying the leader's "
 				      "record",
 				      e2);
-			rc = copy_record(ha, &db, db_path, full_sync, e2,
+			rc = copy_record(ha, &db, db_path, db_flags, e2,
 					 sizeof(e2));
 			if (!db) {
 				snprintf(err, errlen, "HA: %s", e2);

@@ -72,7 +72,7 @@ void mst_ha_close(struct mst_ha *ha);
  * it), or a signal of sigs arrives (-EINTR), or the log cannot be
  * followed (a code; err says why).
  */
-int mst_ha_follow(struct mst_ha *ha, const char *db_path, bool full_sync,
+int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen);
 
 /**

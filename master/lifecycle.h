@@ -9,9 +9,11 @@
 
 #include "master.h"
 
-/** Create the state; db_path NULL or "memory": nothing durable. */
+/** Create the state; db_path NULL or "memory": nothing durable; db_flags:
+ *  MST_DB_* (db.h). */
 int mst_create(const struct mst_config *cfg, const char *db_path,
-	       bool full_sync, struct master **out, char *err, size_t errlen);
+	       unsigned db_flags, struct master **out, char *err,
+	       size_t errlen);
 void mst_destroy(struct master *m);
 /** Housekeeping, called every ~10 ms by the background thread: client
  *  liveness, restore grace, holds, orphans, abandoned puts, eviction. */

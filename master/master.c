@@ -279,7 +279,7 @@ static void reserve_all(struct restore *r)
 }
 
 int mst_create(const struct mst_config *cfg, const char *db_path,
-	       bool full_sync, struct master **out, char *err, size_t errlen)
+	       unsigned db_flags, struct master **out, char *err, size_t errlen)
 {
 	struct master *m = calloc(1, sizeof(*m));
 	size_t nm = mc_rpc_method_count();
@@ -310,7 +310,7 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		return -ENOMEM;
 	}
 	m->feed.epoch = mst_rand(m) >> 1 | 1;
-	rc = mst_db_open(db_path, full_sync, &m->db, err, errlen);
+	rc = mst_db_open(db_path, db_flags, &m->db, err, errlen);
 	if (rc) {
 		mst_destroy(m);
 		return rc;

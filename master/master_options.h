@@ -53,6 +53,7 @@ struct master_cfg {
 	/* ours */
 	char *db_path;
 	bool db_full_sync;
+	bool db_checkpoint_thread;
 	uint64_t restore_grace;
 	uint64_t exist_max_idle;
 	int64_t ckpt_holder_slots;

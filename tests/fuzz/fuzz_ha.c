@@ -75,7 +75,7 @@ static void changeset(const uint8_t *data, size_t size)
 	bool trunc = false;
 	int rc;
 
-	if (mst_db_open("memory", false, &db, err, sizeof(err)))
+	if (mst_db_open("memory", 0, &db, err, sizeof(err)))
 		return;
 	rc = mst_db_log_apply(db, 1, data, size);
 	FUZZ_CHECK(mst_db_log_seq(db) == (rc == 0 ? 1u : 0u));

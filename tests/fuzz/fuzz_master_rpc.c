@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 
 	mc_log_set_level(MC_LOG_ERROR); /* mounts and drops are notices */
-	if (mst_create(&cfg, "memory", false, &m, err, sizeof(err)))
+	if (mst_create(&cfg, "memory", 0, &m, err, sizeof(err)))
 		abort();
 	while (size >= MC_RPC_HDR_LEN) {
 		struct mc_rpc_hdr h;

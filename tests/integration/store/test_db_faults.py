@@ -31,9 +31,13 @@ def restart_and_check(m, sh, stored, removed):
     assert sh.exist(removed) == [0] * len(removed)
 
 
+# Checkpoints in the commits (sqlite's default) and on the master's
+# thread: a failing checkpoint must not lose or invent anything either.
+@pytest.mark.parametrize("ckpt", [(), ("--db_checkpoint_thread",)],
+                         ids=["ckpt_in_commits", "ckpt_thread"])
 def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
-                                                     small_fs):
-    m = Master(procs, tmp_path, db=small_fs / "master.db")
+                                                     small_fs, ckpt):
+    m = Master(procs, tmp_path, *ckpt, db=small_fs / "master.db")
     member = Member(procs, tmp_path, m, size="32MiB")
     try:
         eventually(lambda: len(m.segments()) == 1, what="segment")

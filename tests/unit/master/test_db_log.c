@@ -67,8 +67,7 @@ static struct mst_db *open_db(const char *name)
 	struct mst_db *db = NULL;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	cr_assert_eq(mst_db_open(path, false, &db, err, sizeof(err)), 0, "%s",
-		     err);
+	cr_assert_eq(mst_db_open(path, 0, &db, err, sizeof(err)), 0, "%s", err);
 	return db;
 }
 
