@@ -39,11 +39,12 @@
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
 
-#define DUE_FRAMES 1000 /* sqlite's default auto-checkpoint */
-#define INLINE_FRAMES (8 * DUE_FRAMES) /* the thread this far behind */
+#define DUE_FRAMES 4000 /* pages: a pass (sqlite's own: 1,000) */
+#define INLINE_FRAMES (4 * DUE_FRAMES) /* the thread this far behind */
 #define TAIL_FRAMES 64 /* left to the next commit */
 #define IDLE_MS 1000 /* a WAL not yet copied is copied after this */
 #define WARN_MS 10000 /* a failing checkpoint is logged this often */
+#define BACKOFF_MS 10 /* after a pass that failed or found it busy */
 
 struct mst_db_wal {
 	sqlite3 *h; /* the checkpointer's own connection */
@@ -73,6 +74,15 @@ static int passive(sqlite3 *h, int *left, uint64_t *us)
 	return rc;
 }
 
+/* One more checkpoint of us microseconds (mu held). */
+static void count(uint64_t *runs, uint64_t *total, uint64_t *max, uint64_t us)
+{
+	++*runs;
+	*total += us;
+	if (us > *max)
+		*max = us;
+}
+
 /* In the committing thread, after each COMMIT (master lock held). */
 static int on_commit(void *arg, sqlite3 *h, const char *name, int frames)
 {
@@ -86,12 +96,9 @@ static int on_commit(void *arg, sqlite3 *h, const char *name, int frames)
 		int rc = passive(h, &left, &us);
 
 		pthread_mutex_lock(&w->mu);
-		if (rc == SQLITE_OK) {
-			w->st.tail_runs++;
-			w->st.tail_us += us;
-			if (us > w->st.tail_max_us)
-				w->st.tail_max_us = us;
-		}
+		if (rc == SQLITE_OK)
+			count(&w->st.tail_runs, &w->st.tail_us,
+			      &w->st.tail_max_us, us);
 		if (left) { /* busy, or more came: the thread goes on */
 			atomic_store(&w->due, true);
 			pthread_cond_signal(&w->cv);
@@ -127,10 +134,7 @@ static int checkpoint(struct mst_db_wal *w)
 
 	pthread_mutex_lock(&w->mu);
 	if (rc == SQLITE_OK) {
-		w->st.runs++;
-		w->st.us += us;
-		if (us > w->st.max_us)
-			w->st.max_us = us;
+		count(&w->st.runs, &w->st.us, &w->st.max_us, us);
 		if (!left)
 			w->copied = frames;
 	} else if (rc == SQLITE_BUSY) {
@@ -181,6 +185,16 @@ static void *run(void *arg)
 		atomic_store(&w->due, false);
 		pthread_mutex_unlock(&w->mu);
 		left = checkpoint(w);
+		if (left < 0) {
+			/* Busy, or failing (a full disk): again once a
+			 * commit asks or the WAL is quiet, not at once. */
+			struct timespec ts = mc_mono_deadline(BACKOFF_MS);
+
+			pthread_mutex_lock(&w->mu);
+			if (!w->stop)
+				pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+			continue;
+		}
 		if (left > TAIL_FRAMES && ++passes < 4) {
 			atomic_store(&w->due, true); /* another pass */
 		} else if (left > 0 || (!left && !quiet)) {

@@ -142,11 +142,11 @@ static const struct mc_opt master_opts[] = {
 	    "a restart, as upstream)."),
 	OPT("db_full_sync", MC_OPT_BOOL, db_full_sync, "false", 0, 0,
 	    "fsync every commit so a power loss loses nothing (slower)."),
-	OPT("db_checkpoint_thread", MC_OPT_BOOL, db_checkpoint_thread, "false",
+	OPT("db_checkpoint_thread", MC_OPT_BOOL, db_checkpoint_thread, "true",
 	    0, 0,
-	    "Copy the record's WAL into its file on a thread of its own, not "
-	    "in the commit that fills it (no multi-ms stalls of every call; "
-	    "costs 10-20% of put throughput where CPUs are few)."),
+	    "Copy the record's WAL into its file on a thread of its own; "
+	    "false: in the commit that fills it (sqlite's default), a stall "
+	    "of several ms for every call waiting on the master."),
 	DUR("restore_grace", restore_grace, "60", 1000,
 	    "After a restart, segments not re-mounted within this time are "
 	    "dropped with their objects (s)."),

@@ -33,7 +33,7 @@ def restart_and_check(m, sh, stored, removed):
 
 # Checkpoints in the commits (sqlite's default) and on the master's
 # thread: a failing checkpoint must not lose or invent anything either.
-@pytest.mark.parametrize("ckpt", [(), ("--db_checkpoint_thread",)],
+@pytest.mark.parametrize("ckpt", [("--db_checkpoint_thread=false",), ()],
                          ids=["ckpt_in_commits", "ckpt_thread"])
 def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
                                                      small_fs, ckpt):

@@ -6,7 +6,7 @@ a kill -9 in the middle of it nor a clean restart loses an acknowledged
 object."""
 from pool import Master, Member, Shell, cleanup_segments, eventually
 
-OBJ = 1024
+OBJ = 256
 BATCH = 256  # keys per batch put: one commit of ~16 WAL pages
 
 
@@ -16,11 +16,11 @@ def test_checkpoint_thread_keeps_every_object(procs, tmp_path):
     try:
         eventually(lambda: len(m.segments()) == 1, what="segment")
         sh = Shell(procs, tmp_path, m)
-        # Until the WAL has passed 1,000 pages a few times: the thread's
-        # passes, then a commit's tail.
+        # Until the WAL has passed 4,000 pages (a pass starts) and more:
+        # the thread's passes, then a commit's tail.
         batches = 0
         while m.metric("master_db_tail_checkpoints_total") == 0:
-            assert batches < 400, "no commit took a tail"
+            assert batches < 1000, "no commit took a tail"
             for _ in range(10):
                 b = batches
                 codes = sh.ok(f"bput {BATCH} b{b}/ {OBJ} {b * 1000}")
