@@ -24,6 +24,11 @@
 #                          [--sizes 4KiB,64KiB,1MiB] [--forms single,batch]
 #                          [--ops put,get] [--seconds 2]   (rates: narrow
 #                          the cases for an A/B of one of them)
+#                          [--pin]   (rates: what HA adds, the 3 etcd members
+#                          and the standby, on CPU 1, everything else on CPU
+#                          0: a stand-in for hosts of their own, where the
+#                          leader, the member and the clients get no more
+#                          CPU than the master without HA)
 # etcd's data lives under a temporary directory on the disk of /tmp (each
 # write an fsync, as etcd does in production).
 set -euo pipefail
@@ -39,6 +44,7 @@ OPS=put,get
 SECONDS_PER=2
 ONLY=
 TTLS="5 2"
+PIN=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$2; shift 2 ;;
@@ -51,7 +57,8 @@ while [ $# -gt 0 ]; do
 	--forms) FORMS=$2; shift 2 ;;
 	--ops) OPS=$2; shift 2 ;;
 	--seconds) SECONDS_PER=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST] [--sizes LIST] [--forms LIST] [--ops LIST] [--seconds N]" >&2; exit 2 ;;
+	--pin) PIN=1; shift ;;
+	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST] [--sizes LIST] [--forms LIST] [--ops LIST] [--seconds N] [--pin]" >&2; exit 2 ;;
 	esac
 done
 MASTER=$BUILD/master/mooncake_master
@@ -76,6 +83,14 @@ trap cleanup EXIT
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
+# With --pin, the words that put a command on CPU 0 or CPU 1 (none
+# without it), for start's and sb's command lines.
+CPU0=()
+CPU1=()
+if [ "$PIN" = 1 ]; then
+	CPU0=(taskset -c 0)
+	CPU1=(taskset -c 1)
+fi
 start() { # name cmd...: in the background, logs in $W/name.log
 	local name=$1; shift
 	setsid "$@" >"$W/$name.log" 2>&1 &
@@ -88,7 +103,7 @@ for i in 0 1 2; do EC[i]=$(port); EP[i]=$(port); done
 CLUSTER=""
 for i in 0 1 2; do CLUSTER+="e$i=http://127.0.0.1:${EP[$i]},"; done
 for i in 0 1 2; do
-	start "etcd$i" etcd --name "e$i" --data-dir "$W/etcd$i" \
+	start "etcd$i" "${CPU1[@]}" etcd --name "e$i" --data-dir "$W/etcd$i" \
 		--listen-client-urls "http://127.0.0.1:${EC[$i]}" \
 		--advertise-client-urls "http://127.0.0.1:${EC[$i]}" \
 		--listen-peer-urls "http://127.0.0.1:${EP[$i]}" \
@@ -106,9 +121,14 @@ wait_file() { for _ in $(seq 300); do [ -s "$1" ] && return 0; sleep 0.1; done; 
 leader() { ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${EC[0]}" get "mooncake-store/$1/master_view" --print-value-only; }
 
 # An HA master: name cluster ttl
-ha_master() {
+ha_master() { # name cluster ttl [0|1: its CPU with --pin]
 	local p; p=$(port)
-	start "$1" "$MASTER" --enable_ha --etcd_endpoints "$ETCD" \
+	local -a cpu=()
+	case ${4:-} in
+	0) cpu=("${CPU0[@]}") ;;
+	1) cpu=("${CPU1[@]}") ;;
+	esac
+	start "$1" "${cpu[@]}" "$MASTER" --enable_ha --etcd_endpoints "$ETCD" \
 		--cluster_id "$2" --ha_lease_ttl_sec "$3" \
 		--rpc_address 127.0.0.1 --rpc_port "$p" \
 		--metrics_host 127.0.0.1 --metrics_port 0 \
@@ -117,7 +137,7 @@ ha_master() {
 	echo "${PIDS[-1]} $p"
 }
 member() { # name master_address
-	start "$1" "$MEMBER" --host 127.0.0.1 --port 0 \
+	start "$1" "${CPU0[@]}" "$MEMBER" --host 127.0.0.1 --port 0 \
 		--global_segment_size 256MiB --master_server_address "$2" \
 		--metadata_server P2PHANDSHAKE --port_file "$W/$1.port" \
 		--segment_name "habench$$_$1"
@@ -128,7 +148,7 @@ stop() { kill -TERM "$1" 2>/dev/null || true; for _ in $(seq 100); do kill -0 "$
 
 # store_bench rows "op form size ... ops/s" -> "op/form/size ops"
 sb() { # master_address
-	"$SB" --master_server_address "$1" --metadata_server P2PHANDSHAKE \
+	"${CPU0[@]}" "$SB" --master_server_address "$1" --metadata_server P2PHANDSHAKE \
 		--procs "$PROCS" --sizes "$SIZES" --ops "$OPS" \
 		--forms "$FORMS" --seconds "$SECONDS_PER" --same_host --pool_size 256MiB |
 		awk -F'|' '/^\| (put|get) /{gsub(/ /,"",$2);gsub(/ /,"",$3);gsub(/ /,"",$4);gsub(/ /,"",$5);gsub(/ /,"",$7); print $2"/"$3"/"$4"/"$5"procs", $7}'
@@ -139,7 +159,7 @@ rates() {
 	for r in $(seq "$ROUNDS"); do
 		# without HA
 		local p; p=$(port)
-		start "plain$r" "$MASTER" --rpc_address 127.0.0.1 --rpc_port "$p" \
+		start "plain$r" "${CPU0[@]}" "$MASTER" --rpc_address 127.0.0.1 --rpc_port "$p" \
 			--metrics_host 127.0.0.1 --metrics_port 0 \
 			--default_kv_lease_ttl 200 --db_path "$W/plain$r.db" \
 			--port_file "$W/plain$r.port"
@@ -149,9 +169,9 @@ rates() {
 		sb "127.0.0.1:$p" >"$W/off.$r"
 		stop "$c"; stop "$mp"
 		# with HA: a leader and a standby
-		read -r l1 _ < <(ha_master "hl$r" "rates$r" 5)
+		read -r l1 _ < <(ha_master "hl$r" "rates$r" 5 0)
 		wait_file "$W/hl$r.port"
-		read -r l2 _ < <(ha_master "hs$r" "rates$r" 5)
+		read -r l2 _ < <(ha_master "hs$r" "rates$r" 5 1)
 		c=$(MOONCAKE_CLUSTER_ID="rates$r" member "mh$r" "etcd://$ETCD")
 		# Measure with the standby in sync (it takes the leader's
 		# stream; docs/design.md "Entries straight to standbys").
@@ -161,6 +181,9 @@ rates() {
 				grep -q ' ' && break
 			sleep 0.1
 		done
+		if [ "$PIN" = 1 ] && [ "$(leader "rates$r")" != "127.0.0.1:$(cat "$W/hl$r.port")" ]; then
+			echo "round $r: the master on CPU 1 leads; --pin measures the wrong one" >&2
+		fi
 		MOONCAKE_CLUSTER_ID="rates$r" sb "etcd://$ETCD" >"$W/on.$r"
 		stop "$c"; stop "$l2"; stop "$l1"
 		echo "round $r done" >&2
