@@ -34,7 +34,7 @@ struct mst_db {
 	sqlite3 *h;
 	int lock_fd;
 	/* The WAL's checkpoint thread (db_wal.c); NULL: commits checkpoint
-	 * it themselves (memory mode, or no MST_DB_VFS). */
+	 * it themselves (memory mode, the option off, or no MST_DB_VFS). */
 	struct mst_db_wal *wal;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *put_seg, *del_seg, *put_obj, *del_obj, *seek;
