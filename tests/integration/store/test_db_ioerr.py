@@ -132,6 +132,12 @@ CASES = {
     "write-enospc": ((), "write ENOSPC"),
     "all": ((), "all EIO path=master.db"),
     "fsync-full-sync": (("--db_full_sync", "true"), "fsync EIO"),
+    # Checkpoints inside commits (sqlite's default), not on the thread.
+    "write-ckpt-in-commits": (("--db_checkpoint_thread", "false"),
+                              "write EIO"),
+    "fsync-full-sync-ckpt-in-commits": (
+        ("--db_full_sync", "true", "--db_checkpoint_thread", "false"),
+        "fsync EIO"),
 }
 
 
