@@ -42,6 +42,7 @@
 #define DUE_FRAMES 4000 /* pages: a pass (sqlite's own: 1,000) */
 #define INLINE_FRAMES (4 * DUE_FRAMES) /* the thread this far behind */
 #define TAIL_FRAMES 64 /* left to the next commit */
+#define MAX_PASSES 4 /* then the tail is the commit's, however long */
 #define IDLE_MS 1000 /* a WAL not yet copied is copied after this */
 #define WARN_MS 10000 /* a failing checkpoint is logged this often */
 #define BACKOFF_MS 10 /* after a pass that failed or found it busy */
@@ -195,9 +196,9 @@ static void *run(void *arg)
 				pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 			continue;
 		}
-		if (left > TAIL_FRAMES && ++passes < 4) {
+		if (left > TAIL_FRAMES && ++passes < MAX_PASSES) {
 			atomic_store(&w->due, true); /* another pass */
-		} else if (left > 0 || (!left && !quiet)) {
+		} else if (left > 0 || !quiet) {
 			/* Short (or passes do not shorten it): the tail is
 			 * the next commit's. Even with none left the WAL
 			 * starts over only if no transaction was open when
