@@ -25,6 +25,7 @@
 #include "mst_util.h"
 #include "objects.h"
 #include "segments.h"
+#include "slots.h"
 
 static void reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 		     const char *type)
@@ -147,6 +148,27 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 		m->stats.released);
 	COUNTER(b, "master_put_start_discarded_staging_size",
 		"Bytes of pre-empted puts.", m->stats.discarded_bytes);
+	{
+		uint64_t n, bytes;
+
+		mst_slots_count(m, &n, &bytes);
+		GAUGE(b, "master_put_slots",
+		      "Space reserved ahead for clients' next puts: slots.", n);
+		GAUGE(b, "master_put_slot_bytes",
+		      "Space reserved ahead for clients' next puts: bytes.",
+		      bytes);
+	}
+	COUNTER(b, "master_put_slot_grants_total",
+		"Slots of reserved space handed out.", m->stats.slot_grants);
+	COUNTER(b, "master_put_slot_commits_total",
+		"Puts completed by PutCommit into a slot.",
+		m->stats.slot_commits);
+	COUNTER(b, "master_put_slot_returns_total",
+		"Slots given back unused by their client.",
+		m->stats.slot_returns);
+	COUNTER(b, "master_put_slot_reclaimed_total",
+		"Slots freed because their client went away.",
+		m->stats.slot_reclaimed);
 	for (size_t i = 0; i < mc_rpc_method_count(); i++) {
 		const struct mc_rpc_method *md = mc_rpc_method_at(i);
 		if (md->batch && !strncmp(md->metric, "batch_", 6)) {

@@ -24,6 +24,7 @@
 #include "groups.h"
 #include "objmap.h"
 #include "place.h"
+#include "slots.h"
 #include "segments.h"
 
 /* A replica read from sqlite, reserved in its allocator once all are
@@ -110,6 +111,8 @@ static int on_segment(void *arg, const struct mst_db_segment *d)
 		return -ENOMEM;
 	}
 	s->restore_deadline = mst_now() + m->cfg.restore_grace_ms;
+	if (m->cfg.reserve_slots)
+		s->fenced_until = mst_now() + MST_SLOT_FENCE_MS;
 	s->next = m->segments;
 	m->segments = s;
 	m->capacity += s->size;
@@ -303,13 +306,14 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	m->stats.batch_failed_items = calloc(nm, sizeof(uint64_t));
 	if (!m->stats.requests || !m->stats.failures || !m->stats.batch_items ||
 	    !m->stats.batch_failed_items || mst_objmap_init(&m->objs) ||
-	    mc_map_create(&m->hold_ids) || mc_map_create(&m->groups) ||
-	    mst_feed_init(&m->feed, 65536)) {
+	    mst_objmap_init(&m->put_slots) || mc_map_create(&m->hold_ids) ||
+	    mc_map_create(&m->groups) || mst_feed_init(&m->feed, 65536)) {
 		snprintf(err, errlen, "out of memory");
 		mst_destroy(m);
 		return -ENOMEM;
 	}
 	m->feed.epoch = mst_rand(m) >> 1 | 1;
+	m->run = mst_rand(m) | 1;
 	rc = mst_db_open(db_path, db_flags, &m->db, err, errlen);
 	if (rc) {
 		mst_destroy(m);
@@ -404,6 +408,7 @@ void mst_destroy(struct master *m)
 	mst_ckpt_free(m);
 	mst_place_cache_free(m);
 	mst_objmap_free(&m->objs);
+	mst_slots_free_all(m);
 	mc_map_destroy(m->hold_ids);
 	if (m->groups)
 		mc_map_foreach(m->groups, free_group, NULL);
@@ -526,6 +531,9 @@ void mst_tick(struct master *m)
 	if (now - m->last_slow_tick >= 100) {
 		m->last_slow_tick = now;
 		mst_expire_clients(m, now);
+		for (struct mst_segment *s = m->segments; s; s = s->next)
+			if (s->fenced_until && now >= s->fenced_until)
+				s->fenced_until = 0;
 		expire_holds(m, now);
 		reclaim(m, &m->orphans, now, false);
 		reclaim(m, &m->releasing, now, true);
@@ -533,6 +541,7 @@ void mst_tick(struct master *m)
 	if (now - m->last_sweep >= 5000) {
 		m->last_sweep = now;
 		sweep_abandoned(m, now);
+		mst_slots_sweep(m, now);
 	}
 	/* HA: request ids are kept 10 minutes (clients retry for 20 s). */
 	if (mst_db_logged(m->db) && now - m->last_ops_prune >= 60000) {

@@ -46,6 +46,9 @@ struct mst_segment {
 	struct mc_alloc *alloc;
 	struct mst_client *owner; /* NULL: restored, waiting for its owner */
 	uint64_t restore_deadline; /* mono ms, when owner == NULL */
+	/* Restored: no new replica here before this (mono ms; slots.h,
+	 * MST_SLOT_FENCE_MS); 0 none. */
+	uint64_t fenced_until;
 	uint64_t n_replicas;
 	uint64_t evictable; /* scratch of mst_evict_for_put(): bytes */
 	struct mst_segment *next; /* master.segments list */
@@ -54,6 +57,7 @@ struct mst_segment {
 struct mst_client {
 	uint8_t id[MST_ID_LEN];
 	uint64_t last_seen; /* mono ms */
+	uint32_t n_slots; /* reserved space held (slots.h) */
 	struct mst_client *next;
 };
 
@@ -158,6 +162,8 @@ struct mst_config {
 	uint64_t hold_ttl_ms;
 	size_t max_key_len;
 	uint32_t ckpt_holder_slots; /* CkptSource: sources per holder */
+	uint32_t reserve_slots; /* per client (slots.h); 0: none given */
+	uint64_t reserve_max_size; /* bytes: larger puts get no slot */
 };
 
 enum mst_strategy { MST_RANDOM = 0, MST_FREE_RATIO_FIRST, MST_LOCAL_FIRST };
@@ -168,6 +174,7 @@ struct mst_stats {
 	uint64_t eviction_attempts, eviction_successes;
 	uint64_t alloc_failures, partial_allocations;
 	uint64_t discarded, released, discarded_bytes;
+	uint64_t slot_grants, slot_commits, slot_returns, slot_reclaimed;
 	uint64_t *requests, *failures; /* per method row, mc_rpc_method_at */
 	uint64_t *batch_items, *batch_failed_items;
 };
@@ -212,6 +219,11 @@ struct master {
 	 * forgotten: removals keep the memory and eviction waits. */
 	uint64_t quarantine_until;
 	struct mst_object *releasing; /* discarded PutStarts */
+	/* Reserved space for puts (slots.h): client id + slot id -> a
+	 * PROCESSING object without a key. */
+	struct mst_objmap put_slots;
+	uint64_t next_slot;
+	uint64_t run; /* random, per start or takeover: PutStart/PutCommit */
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */

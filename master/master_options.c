@@ -87,6 +87,12 @@ static const struct mc_opt master_opts[] = {
 	DUR("put_start_release_timeout_sec", put_start_release_timeout_sec,
 	    "600", 1000,
 	    "An abandoned put's memory is reclaimed after this (s)."),
+	OPT("put_reserve_slots", MC_OPT_INT, put_reserve_slots, "4", 0, 64,
+	    "Space reserved ahead per client for its next puts of a size it "
+	    "put, so a small put is one master call (PutCommit) instead of "
+	    "two; 0 = none (docs/design.md \"Reserved space for puts\")."),
+	OPT("put_reserve_max_size", MC_OPT_SIZE, put_reserve_max_size, "1MiB",
+	    0, 1ull << 30, "Largest put that gets reserved space (bytes)."),
 	OPT("enable_http_metadata_server", MC_OPT_BOOL,
 	    enable_http_metadata_server, "false", 0, 0,
 	    "Serve the transfer engine's HTTP metadata (/metadata) too."),
@@ -347,6 +353,8 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 		.hold_ttl_ms = 3 * c->default_kv_lease_ttl,
 		.max_key_len = (size_t)c->max_key_length,
 		.ckpt_holder_slots = (uint32_t)c->ckpt_holder_slots,
+		.reserve_slots = (uint32_t)c->put_reserve_slots,
+		.reserve_max_size = c->put_reserve_max_size,
 	};
 	if (parse_strategy(c->allocation_strategy, &out->strategy)) {
 		mc_log_err("master",

@@ -57,6 +57,8 @@ struct master_cfg {
 	uint64_t restore_grace;
 	uint64_t exist_max_idle;
 	int64_t ckpt_holder_slots;
+	int64_t put_reserve_slots;
+	uint64_t put_reserve_max_size;
 	uint64_t max_key_length;
 	uint64_t max_request_size;
 	int64_t rpc_max_connections;

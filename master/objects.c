@@ -23,6 +23,7 @@
 #include "objects.h"
 #include "groups.h"
 #include "objmap.h"
+#include "slots.h"
 #include "place.h"
 #include "txn.h"
 
@@ -136,6 +137,54 @@ static void discard(struct master *m, struct mst_object *o)
 	m->stats.discarded_bytes += o->size * o->n_repl;
 }
 
+/* OBJECT_ALREADY_EXISTS (*out the object) when key is complete or a put
+ * of it is in progress; an unfinished put older than the discard timeout
+ * gives way. */
+static int taken_key(struct master *m, const char *key, size_t key_len,
+		     uint64_t now, struct mst_object **out)
+{
+	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
+
+	if (!o)
+		return 0;
+	if (o->state == MST_COMPLETE ||
+	    now - o->put_start < m->cfg.discard_timeout_ms) {
+		*out = o;
+		return MC_STORE_OBJECT_ALREADY_EXISTS;
+	}
+	discard(m, o);
+	return 0;
+}
+
+int mst_put_commit(struct master *m, const uint8_t *client, const char *key,
+		   size_t key_len, struct mst_object *slot,
+		   struct mst_object **out)
+{
+	uint64_t now = mst_now();
+	struct mst_object *o;
+	int rc = check_key(m, key_len);
+
+	*out = NULL;
+	if (!rc)
+		rc = taken_key(m, key, key_len, now, out);
+	if (rc)
+		return rc;
+	o = mst_object_new(key, key_len, slot->n_repl);
+	if (!o)
+		return MC_STORE_INTERNAL_ERROR;
+	o->size = slot->size;
+	o->state = MST_PROCESSING;
+	o->n_repl = slot->n_repl;
+	memcpy(o->repl, slot->repl, slot->n_repl * sizeof(*o->repl));
+	o->put_start = now;
+	memcpy(o->writer, client, MST_ID_LEN);
+	mst_slot_consumed(m, slot);
+	mst_objmap_add(&m->objs, o);
+	mst_pend_add(m, o);
+	*out = o;
+	return 0;
+}
+
 int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		  size_t key_len, uint64_t size, const struct mst_put_cfg *pc,
 		  struct mst_object **out)
@@ -150,15 +199,9 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		return rc;
 	if (want > MST_MAX_REPLICAS)
 		want = MST_MAX_REPLICAS;
-	o = mst_objmap_get(&m->objs, key, key_len);
-	if (o) {
-		if (o->state == MST_COMPLETE ||
-		    now - o->put_start < m->cfg.discard_timeout_ms) {
-			*out = o;
-			return MC_STORE_OBJECT_ALREADY_EXISTS;
-		}
-		discard(m, o);
-	}
+	rc = taken_key(m, key, key_len, now, out);
+	if (rc)
+		return rc;
 	/* An empty object needs no memory: it is complete with no replica.
 	 * No room is NO_AVAILABLE_HANDLE: evicting for it is the service's
 	 * call (mst_evict_for_put). */

@@ -25,6 +25,14 @@ struct mst_put_cfg {
 int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 		  size_t key_len, uint64_t size, const struct mst_put_cfg *pc,
 		  struct mst_object **out);
+/** As mst_put_start, with the replicas of slot (taken from the client's
+ *  slots, written already; slots.h): on 0 the slot is consumed and *out
+ *  the new PROCESSING object, for mst_put_end_prepare in the caller's
+ *  transaction; on a code the slot is untouched (OBJECT_ALREADY_EXISTS:
+ *  *out the object there). */
+int mst_put_commit(struct master *m, const uint8_t *client, const char *key,
+		   size_t key_len, struct mst_object *slot,
+		   struct mst_object **out);
 /** Stage the completion of key in the open transaction; applied by
  *  mst_put_end_apply() once the transaction commits. */
 int mst_put_end_prepare(struct master *m, const uint8_t *client,

@@ -18,6 +18,7 @@
 #include "objects.h"
 #include "objmap.h"
 #include "segments.h"
+#include "slots.h"
 
 struct mst_client *mst_client_find(struct master *m, const uint8_t *id)
 {
@@ -191,6 +192,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 	free(all);
 	strip_list(m, &m->orphans, s, &rc);
 	strip_list(m, &m->releasing, s, &rc);
+	mst_slots_strip(m, s);
 	if (!rc)
 		rc = mst_db_del_segment(m->db, s->id);
 	if (!rc)

@@ -31,6 +31,7 @@
 #include "objmap.h"
 #include "segments.h"
 #include "service.h"
+#include "slots.h"
 #include "txn.h"
 
 struct call {
@@ -354,6 +355,46 @@ static bool groups_ok(const Mcrpc__PutStartRequest *q)
 	return true;
 }
 
+/* The most slots one call may ask for. */
+#define RESERVE_MAX 16
+
+/* Up to want slots of size for client, as messages in *slots. */
+static int grant(struct call *c, const uint8_t *client, uint64_t size,
+		 uint32_t want, Mcrpc__Slot ***slots, size_t *n_slots)
+{
+	struct mst_object *got[RESERVE_MAX];
+	unsigned n;
+
+	n = mst_slots_grant(c->m, client, size,
+			    want < RESERVE_MAX ? want : RESERVE_MAX, got);
+	if (!n)
+		return 0;
+	*slots = ARRAY(c, Mcrpc__Slot *, n);
+	if (!*slots)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		Mcrpc__Slot *x = NEW(c, Mcrpc__Slot, mcrpc__slot__init);
+
+		if (!x || !(x->space = replica_list(c, got[i], false)))
+			return -ENOMEM;
+		x->id = mst_slot_id(got[i]);
+		(*slots)[(*n_slots)++] = x;
+	}
+	return 0;
+}
+
+/* A PutStart whose put may also reserve slots (PutStartRequest.reserve):
+ * one key, one replica, nothing a slot would not carry. */
+static bool plain_put(const Mcrpc__PutStartRequest *q)
+{
+	const Mcrpc__ReplicateConfig *k = q->config;
+
+	return q->n_keys == 1 && !q->n_group_ids &&
+	       !(q->attr && q->attr->mode) &&
+	       (!k || (k->replica_num <= 1 && !k->with_soft_pin &&
+		       !k->with_hard_pin && !k->n_preferred_segments));
+}
+
 static int h_put_start(struct call *c)
 {
 	const Mcrpc__PutStartRequest *q = (const void *)c->req;
@@ -422,6 +463,10 @@ static int h_put_start(struct call *c)
 		r->results[r->n_results++] = l;
 	}
 	c->items += q->n_keys;
+	r->run = c->m->run;
+	if (q->reserve && plain_put(q) && !r->results[0]->code)
+		return grant(c, q->client_id.data, q->sizes[0], q->reserve,
+			     &r->slots, &r->n_slots);
 	return 0;
 }
 
@@ -516,6 +561,100 @@ static int h_put_end(struct call *c)
 		t.r->code = MC_STORE_INTERNAL_ERROR;
 	count_results(c, t.r);
 	return 0;
+}
+
+/* PutCommit's one key in its transaction, as a PutEnd's (end_prepare,
+ * end_finish). */
+struct commit_txn {
+	struct master *m;
+	const uint8_t *client;
+	const char *key;
+	struct mst_object *o;
+	int code;
+	bool freed; /* o given up in the rollback */
+};
+
+static int commit_prepare(void *arg, size_t i)
+{
+	struct commit_txn *t = arg;
+
+	(void)i;
+	t->code = mst_put_end_prepare(t->m, t->client, t->key, strlen(t->key),
+				      &t->o);
+	return t->code == MC_STORE_INTERNAL_ERROR ? t->code : 0;
+}
+
+static void commit_finish(void *arg, size_t i, bool committed)
+{
+	struct commit_txn *t = arg;
+
+	(void)i;
+	if (t->o && t->o->state == MST_ENDING) {
+		if (committed) {
+			mst_put_end_apply(t->m, t->o);
+			return;
+		}
+		mst_put_end_fail(t->m, t->o);
+		t->freed = true;
+	}
+	if (!committed && !t->code)
+		t->code = MC_STORE_INTERNAL_ERROR;
+}
+
+static int h_put_commit(struct call *c)
+{
+	const Mcrpc__PutCommitRequest *q = (const void *)c->req;
+	Mcrpc__PutCommitResponse *r = NEW(c, Mcrpc__PutCommitResponse,
+					  mcrpc__put_commit_response__init);
+	struct commit_txn t = { .m = c->m, .key = q->key };
+	struct mst_object *slot, *o = NULL;
+	uint64_t size;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	c->resp = &r->base;
+	r->run = c->m->run;
+	if (!id_ok(&q->client_id)) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		return 0;
+	}
+	t.client = q->client_id.data;
+	for (size_t i = 0; i < q->n_release; i++)
+		mst_slot_release(c->m, t.client, q->release[i]);
+	if (!*q->key)
+		return 0;
+	c->items = 1;
+	slot = mst_slot_take(c->m, t.client, q->slot);
+	if (!slot) {
+		r->code = MC_STORE_INVALID_PARAMS;
+		c->failed_items = 1;
+		return 0;
+	}
+	size = slot->size;
+	rc = mst_put_commit(c->m, t.client, q->key, strlen(q->key), slot, &o);
+	if (rc) {
+		r->code = rc;
+		r->in_progress = rc == MC_STORE_OBJECT_ALREADY_EXISTS && o &&
+				 o->state != MST_COMPLETE;
+		mst_slot_put_back(c->m, slot);
+		c->failed_items = 1;
+		return 0;
+	}
+	if (mst_txn_run(c->m, 1, commit_prepare, commit_finish, &t) && !t.code)
+		t.code = MC_STORE_INTERNAL_ERROR;
+	r->code = t.code;
+	if (t.code) {
+		/* Not complete (a replica's segment went, or no record):
+		 * given up, its memory with it. */
+		if (!t.freed && o->state == MST_PROCESSING)
+			mst_put_end_fail(c->m, o);
+		c->failed_items = 1;
+		return 0;
+	}
+	r->version = o->version;
+	c->m->stats.slot_commits++;
+	return grant(c, t.client, size, q->reserve, &r->slots, &r->n_slots);
 }
 
 static int h_put_revoke(struct call *c)
@@ -1150,6 +1289,8 @@ static handler_fn handler_of(uint16_t id)
 	case MCRPC__METHOD__PUT_REVOKE:
 	case MCRPC__METHOD__BATCH_PUT_REVOKE:
 		return h_put_revoke;
+	case MCRPC__METHOD__PUT_COMMIT:
+		return h_put_commit;
 	case MCRPC__METHOD__GET_REPLICA_LIST:
 	case MCRPC__METHOD__BATCH_GET_REPLICA_LIST:
 		return h_get_replica_list;

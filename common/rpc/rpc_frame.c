@@ -77,6 +77,8 @@ static const struct mc_rpc_method methods[] = {
 	  keys_response, true),
 	M(BATCH_PUT_REVOKE, "BatchPutRevoke", "batch_put_revoke", keys_request,
 	  keys_response, true),
+	M(PUT_COMMIT, "PutCommit", "put_commit", put_commit_request,
+	  put_commit_response, false),
 	M(GET_REPLICA_LIST, "GetReplicaList", "get_replica_list", keys_request,
 	  get_replica_list_response, false),
 	M(BATCH_GET_REPLICA_LIST, "BatchGetReplicaList",

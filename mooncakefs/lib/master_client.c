@@ -449,7 +449,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
 			 const Mcrpc__Attr *attr, const char *const *groups,
-			 Mcrpc__PutStartResponse **out)
+			 uint32_t reserve, Mcrpc__PutStartResponse **out)
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
@@ -467,6 +467,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	req.sizes = (uint64_t *)sizes;
 	req.config = (Mcrpc__ReplicateConfig *)cfg;
 	req.attr = (Mcrpc__Attr *)attr;
+	req.reserve = reserve;
 	if (groups) {
 		req.n_group_ids = n;
 		req.group_ids = (char **)groups;
@@ -485,6 +486,33 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	}
 	*out = resp;
 	return 0;
+}
+
+int mcs_master_put_commit(struct mcs_master *m, const char *key, uint64_t slot,
+			  uint32_t reserve, const uint64_t *release,
+			  size_t n_release, Mcrpc__PutCommitResponse **out)
+{
+	Mcrpc__PutCommitRequest req = MCRPC__PUT_COMMIT_REQUEST__INIT;
+	struct tkeys tk = { 0 };
+	int rc;
+
+	*out = NULL;
+	if (key) {
+		rc = tk_map(m, &key, 1, &tk);
+		if (rc)
+			return rc;
+		req.key = tk.v[0];
+	}
+	req.client_id = client_id(m);
+	req.slot = slot;
+	req.reserve = reserve;
+	req.n_release = n_release;
+	req.release = (uint64_t *)release;
+	/* Not call(): the answer's code is the key's, kept for the caller. */
+	rc = mc_rpc_call(m->rpc, MCRPC__METHOD__PUT_COMMIT, &req.base,
+			 (ProtobufCMessage **)out);
+	free(tk.blk);
+	return rc;
 }
 
 /* KeysRequest flags of tk_call. */

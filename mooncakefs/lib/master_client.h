@@ -126,7 +126,16 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
 			 const Mcrpc__Attr *attr, const char *const *groups,
-			 Mcrpc__PutStartResponse **out);
+			 uint32_t reserve, Mcrpc__PutStartResponse **out);
+/**
+ * PutCommit (put_slots.h): bind key to slot, reserve more of its size,
+ * give back release[0..n_release). key NULL: only give back. 0 with *out
+ * the answer (its code is the key's: the caller reads code and
+ * in_progress; mcs_master_free() it), or a transport error.
+ */
+int mcs_master_put_commit(struct mcs_master *m, const char *key, uint64_t slot,
+			  uint32_t reserve, const uint64_t *release,
+			  size_t n_release, Mcrpc__PutCommitResponse **out);
 /** PutEnd / BatchPutEnd; results[i] per key. */
 int mcs_master_put_end(struct mcs_master *m, bool batch,
 		       const char *const *keys, size_t n, int *results);

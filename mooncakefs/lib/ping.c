@@ -17,6 +17,7 @@ struct mcs_ping {
 	unsigned interval_ms;
 	mcs_remount_fn remount;
 	mcs_owed_fn owed;
+	mcs_tick_fn tick;
 	void *arg;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -42,6 +43,8 @@ static void once(struct mcs_ping *p)
 	if (p->outage)
 		mc_log_notice("store", "master reachable again");
 	p->outage = false;
+	if (p->tick)
+		p->tick(p->arg);
 	if (status == MCS_CLIENT_NEED_REMOUNT || (p->owed && p->owed(p->arg))) {
 		if (status == MCS_CLIENT_NEED_REMOUNT)
 			mc_log_info("store", "master asks for a remount");
@@ -73,8 +76,8 @@ static void *thread_main(void *arg)
 }
 
 int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
-		   mcs_remount_fn remount, mcs_owed_fn owed, void *arg,
-		   struct mcs_ping **out)
+		   mcs_remount_fn remount, mcs_owed_fn owed, mcs_tick_fn tick,
+		   void *arg, struct mcs_ping **out)
 {
 	struct mcs_ping *p = calloc(1, sizeof(*p));
 	int rc;

@@ -21,10 +21,12 @@ struct mcs_ping;
 typedef int (*mcs_remount_fn)(void *arg);
 /* True while a (re)mount is owed even though the master did not ask. */
 typedef bool (*mcs_owed_fn)(void *arg);
+/* The caller's housekeeping, after every ping the master answered. */
+typedef void (*mcs_tick_fn)(void *arg);
 
 int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
-		   mcs_remount_fn remount, mcs_owed_fn owed, void *arg,
-		   struct mcs_ping **out) MC_MUST_CHECK;
+		   mcs_remount_fn remount, mcs_owed_fn owed, mcs_tick_fn tick,
+		   void *arg, struct mcs_ping **out) MC_MUST_CHECK;
 /** Stop and join the thread (waits for an RPC in progress). */
 void mcs_ping_stop(struct mcs_ping *p);
 

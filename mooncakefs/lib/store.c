@@ -36,6 +36,7 @@ MOONCAKE_API mooncake_store_t mooncake_store_create(void)
 	pthread_rwlockattr_destroy(&a);
 	pthread_mutex_init(&s->mount_lock, NULL);
 	mcs_regs_init(&s->regs);
+	mcs_slots_init(&s->slots, false);
 	s->state = MCS_NEW;
 	return s;
 }
@@ -145,6 +146,33 @@ static int ping_remount(void *arg)
 	return do_mount(s);
 }
 
+/* Give back the slots queued (put_slots.h); all: every slot held. */
+static void give_slots(struct mooncake_store *s, bool all)
+{
+	uint64_t ids[MCS_SLOTS_GIVE_MAX];
+	size_t n;
+
+	if (all)
+		mcs_slots_clear(&s->slots);
+	else
+		mcs_slots_expire(&s->slots);
+	n = mcs_slots_drain(&s->slots, ids, MCS_SLOTS_GIVE_MAX);
+	if (n && s->master) {
+		Mcrpc__PutCommitResponse *resp = NULL;
+		int rc = mcs_master_put_commit(s->master, NULL, 0, 0, ids, n,
+					       &resp);
+
+		mcs_master_free(resp);
+		if (rc && !all)
+			mcs_slots_requeue(&s->slots, ids, n);
+	}
+}
+
+static void ping_tick(void *arg)
+{
+	give_slots(arg, false);
+}
+
 static bool ping_owed(void *arg)
 {
 	struct mooncake_store *s = arg;
@@ -167,6 +195,7 @@ static void teardown(struct mooncake_store *s, bool leave)
 	s->holds = NULL;
 	mcs_locs_destroy(s->locs);
 	s->locs = NULL;
+	give_slots(s, true);
 	if (s->seg && atomic_load(&s->seg_mounted)) {
 		rc = mcs_master_unmount(s->master, s->seg->id);
 		if (rc)
@@ -453,6 +482,7 @@ static int do_setup(struct mooncake_store *s)
 	rc = check_protocol(s->cfg.protocol, s->cfg.device_name, &s->protocol);
 	if (!rc)
 		rc = create_engine(s);
+	s->slots.off = !s->cfg.put_reserve;
 	if (!rc)
 		rc = mc_host_id(s->host_id, sizeof(s->host_id));
 	if (!rc)
@@ -491,7 +521,7 @@ static int do_setup(struct mooncake_store *s)
 		return rc;
 	}
 	return mcs_ping_start(s->master, (unsigned)s->cfg.ping_interval_ms,
-			      ping_remount, ping_owed, s, &s->ping);
+			      ping_remount, ping_owed, ping_tick, s, &s->ping);
 }
 
 int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
@@ -575,6 +605,7 @@ MOONCAKE_API void mooncake_store_destroy(mooncake_store_t s)
 		return;
 	(void)mooncake_store_close(s);
 	pthread_rwlock_destroy(&s->lock);
+	mcs_slots_destroy(&s->slots);
 	pthread_mutex_destroy(&s->mount_lock);
 	mcs_regs_free(&s->regs);
 	free(s->tenant);

@@ -62,6 +62,11 @@ static const struct mc_opt mcs_opts[] = {
 	    "Keys whose replicas a get remembers under the master's read "
 	    "lease, to read them again without asking the master; 0 = "
 	    "off (docs/design.md \"One round trip per get\")."),
+	OPT("put_reserve", "MC_PUT_RESERVE", MC_OPT_BOOL, put_reserve, "true",
+	    0, 0,
+	    "Ask the master for space reserved ahead, so a single put of a "
+	    "size put before is one master call (PutCommit) instead of two "
+	    "(docs/design.md \"Reserved space for puts\")."),
 	OPT("auth_token_file", "MOONCAKE_AUTH_TOKEN_FILE", MC_OPT_STRING,
 	    auth_token_file, "", 0, 0,
 	    "The pool's token (a file of mode 0600) when the master has one "

@@ -28,6 +28,7 @@ struct mcs_cfg {
 	uint64_t transfer_timeout_ms;
 	uint64_t ping_interval_ms;
 	int64_t location_cache_keys; /* 0: no location cache */
+	bool put_reserve; /* ask for reserved space (put_slots.h) */
 	char *auth_token_file; /* the pool's token; "" or NULL: none */
 	/* Set (file, environment, args): a kept segment of this name in
 	 * /dev/shm, required; "" or NULL: see keep_segment. */

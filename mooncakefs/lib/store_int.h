@@ -28,6 +28,7 @@
 #include "mooncake/mc_err.h"
 #include "mooncake/store.h"
 #include "mooncake/store_fs.h"
+#include "put_slots.h"
 #include "regs.h"
 #include "store_cfg.h"
 
@@ -62,6 +63,7 @@ struct mooncake_store {
 	struct mcs_ping *ping;
 	struct mcs_holds *holds; /* of open objects (store_fs.h) */
 	struct mcs_locs *locs; /* NULL: off (location_cache_keys 0) */
+	struct mcs_slots slots; /* reserved space for puts (put_slots.h) */
 	struct mcs_regs regs; /* user buffers */
 	_Atomic unsigned rpc_ms; /* 0: from the config */
 	_Atomic unsigned transfer_ms;

@@ -20,6 +20,8 @@
 #include "locs.h"
 #include "mc_log.h"
 #include "mc_map.h"
+#include "mc_time.h"
+#include "put_slots.h"
 #include "staging.h"
 #include "store_int.h"
 #include "util.h"
@@ -135,6 +137,98 @@ static void resolve_duplicates(struct mcs_put_key *keys, struct pk *st,
 	mc_map_destroy(first);
 }
 
+/* A put that reserved space may serve (put_slots.h): one key, one
+ * replica, no pin, preferred segment or group. */
+static bool plain_put(const struct mcs_put_key *keys, size_t n,
+		      const mooncake_replicate_config_t *cfg, bool batch)
+{
+	return !batch && n == 1 && (!keys[0].group || !*keys[0].group) &&
+	       (!cfg ||
+		(cfg->replica_num <= 1 && !cfg->with_soft_pin &&
+		 !cfg->with_hard_pin && !cfg->preferred_segments_count));
+}
+
+/* The slots the master's answer (sent at sent_ms) brought. */
+static void keep_slots(struct mooncake_store *s, uint64_t run, uint64_t sent_ms,
+		       Mcrpc__Slot *const *slots, size_t n)
+{
+	mcs_slots_contact(&s->slots, run, sent_ms);
+	if (n)
+		mcs_slots_add(&s->slots, run, slots, n);
+}
+
+/*
+ * Put k (of size bytes, validated) into a slot held for its size: the
+ * write, then one PutCommit. 1: done, k->result set (IN_PROGRESS: another
+ * client's put of the key goes on); 0: not done, put it the usual way (no
+ * slot, a failed write, a slot the master no longer has, or no answer:
+ * a PutStart then finds the object if the commit went through).
+ */
+static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
+		    uint64_t size)
+{
+	Mcrpc__PutCommitResponse *resp = NULL;
+	struct mcs_xfer_op *ops;
+	uint64_t give[MCS_SLOTS_GIVE_MAX], off = 0, sent;
+	struct mcs_slot sl;
+	size_t n_give;
+	int rc;
+
+	if (mcs_slots_take(&s->slots, size, &sl))
+		return 0;
+	ops = calloc(k->n_parts, sizeof(*ops));
+	if (!ops) {
+		mcs_slots_put_back(&s->slots, &sl);
+		return 0;
+	}
+	for (size_t p = 0; p < k->n_parts; p++) {
+		ops[p] = (struct mcs_xfer_op){ .opcode = TE_WRITE,
+					       .local = k->parts[p],
+					       .endpoint = sl.endpoint,
+					       .remote = sl.addr + off,
+					       .len = k->part_sizes[p] };
+		off += k->part_sizes[p];
+	}
+	(void)mcs_xfer_run(s->xfer, ops, k->n_parts,
+			   atomic_load(&s->transfer_ms));
+	for (size_t p = 0; p < k->n_parts; p++)
+		if (ops[p].result) {
+			mc_log_debug("store", "put %s: write to slot on %s: %s",
+				     k->key, sl.endpoint,
+				     mc_strerror(ops[p].result));
+			free(ops);
+			mcs_slots_drop(&s->slots, &sl, true);
+			return 0;
+		}
+	free(ops);
+	n_give = mcs_slots_drain(&s->slots, give, MCS_SLOTS_GIVE_MAX);
+	sent = mc_mono_ms();
+	rc = mcs_master_put_commit(s->master, k->key, sl.id,
+				   mcs_slots_want(&s->slots, size), give,
+				   n_give, &resp);
+	if (rc) {
+		mcs_slots_requeue(&s->slots, give, n_give);
+		mcs_slots_drop(&s->slots, &sl, true);
+		return 0;
+	}
+	keep_slots(s, resp->run, sent, resp->slots, resp->n_slots);
+	rc = resp->code;
+	if (rc == MC_STORE_OBJECT_ALREADY_EXISTS) {
+		k->result = resp->in_progress ? IN_PROGRESS : 0;
+		mcs_slots_put_back(&s->slots, &sl);
+	} else {
+		/* Consumed (0), or gone with the failed put. */
+		mcs_slots_drop(&s->slots, &sl, false);
+		if (!rc)
+			k->result = 0;
+		else
+			mc_log_debug("store", "put %s: commit into a slot: %s",
+				     k->key, mc_strerror(rc));
+	}
+	mcs_master_free(resp);
+	return rc && rc != MC_STORE_OBJECT_ALREADY_EXISTS ? 0 : 1;
+}
+
 static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		      size_t n, const mooncake_replicate_config_t *cfg,
 		      bool batch)
@@ -147,7 +241,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	uint64_t *sizes = NULL;
 	size_t *live = NULL, *ended = NULL, *revoked = NULL;
 	size_t n_live = 0, n_ops = 0, n_end = 0, n_rev = 0;
-	bool any_group = false;
+	bool any_group = false, plain = plain_put(keys, n, cfg, batch);
+	uint64_t sent;
 	int rc = 0;
 
 	st = calloc(n, sizeof(*st));
@@ -174,6 +269,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	}
 	if (!n_live)
 		goto out;
+	if (plain && put_slot(s, &keys[0], st[0].size))
+		goto out;
 	/* Group ids (upstream's group_ids) only when a key has one: most
 	 * puts have none and pay nothing for them. */
 	if (any_group) {
@@ -188,10 +285,14 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	}
 
 	mcs_replicate_config(cfg, &rcfg);
-	rc = mcs_master_put_start(s->master, batch, names, sizes, n_live, &rcfg,
-				  NULL, groups, &resp);
+	sent = mc_mono_ms();
+	rc = mcs_master_put_start(
+		s->master, batch, names, sizes, n_live, &rcfg, NULL, groups,
+		plain ? mcs_slots_want(&s->slots, sizes[0]) : 0, &resp);
 	if (rc)
 		goto fail_all;
+	if (plain)
+		keep_slots(s, resp->run, sent, resp->slots, resp->n_slots);
 	for (size_t j = 0; j < n_live; j++) {
 		const Mcrpc__ReplicaList *rl = resp->results[j];
 		size_t i = live[j];

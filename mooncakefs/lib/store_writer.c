@@ -67,7 +67,7 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 		mc_rpc_attr_msg(attr, &am);
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
 				  attr ? &am : NULL, k.group ? &k.group : NULL,
-				  &resp);
+				  0, &resp);
 	if (rc)
 		return rc;
 	rl = resp->results[0];

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reserved space for puts (slots.h). A slot's key in master.put_slots is
+ * its client's id followed by the slot's id (little-endian), so only that
+ * client finds it, and no object's key is ever one (keys sent by clients
+ * are what PutStart takes: a slot is never in master.objs).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mc_le.h"
+#include "mst_util.h"
+#include "objects.h"
+#include "objmap.h"
+#include "place.h"
+#include "segments.h"
+#include "slots.h"
+
+#define KEY_LEN (MST_ID_LEN + 8)
+
+static void slot_key(char *k, const uint8_t *client, uint64_t id)
+{
+	memcpy(k, client, MST_ID_LEN);
+	mc_put_le64((uint8_t *)k + MST_ID_LEN, id);
+}
+
+uint64_t mst_slot_id(const struct mst_object *slot)
+{
+	return mc_get_le64((const uint8_t *)slot->key + MST_ID_LEN);
+}
+
+unsigned mst_slots_grant(struct master *m, const uint8_t *client, uint64_t size,
+			 unsigned want, struct mst_object **out)
+{
+	struct mst_client *c = mst_client_find(m, client);
+	const struct mst_put_cfg pc = { .replicas = 1 };
+	unsigned got = 0;
+
+	if (!c || !size || size > m->cfg.reserve_max_size)
+		return 0;
+	while (got < want && c->n_slots < m->cfg.reserve_slots) {
+		struct mst_replica r = { 0 };
+		struct mst_object *o;
+		char key[KEY_LEN];
+
+		if (mst_place(m, client, size, 1, &pc, &r) != 1)
+			break;
+		slot_key(key, client, ++m->next_slot);
+		o = mst_object_new(key, KEY_LEN, 1);
+		if (!o || mst_objmap_add(&m->put_slots, o)) {
+			free(o);
+			mst_replica_free(m, &r);
+			break;
+		}
+		o->size = size;
+		o->state = MST_PROCESSING;
+		o->n_repl = 1;
+		o->repl[0] = r;
+		o->put_start = mst_now();
+		memcpy(o->writer, client, MST_ID_LEN);
+		c->n_slots++;
+		m->stats.slot_grants++;
+		out[got++] = o;
+	}
+	return got;
+}
+
+/* The slot leaves the map (taken, freed): its client holds one fewer. */
+static void unmap(struct master *m, struct mst_object *o)
+{
+	struct mst_client *c = mst_client_find(m, o->writer);
+
+	mst_objmap_del(&m->put_slots, o);
+	if (c && c->n_slots)
+		c->n_slots--;
+}
+
+struct mst_object *mst_slot_take(struct master *m, const uint8_t *client,
+				 uint64_t id)
+{
+	char key[KEY_LEN];
+	struct mst_object *o;
+
+	slot_key(key, client, id);
+	o = mst_objmap_get(&m->put_slots, key, KEY_LEN);
+	if (o)
+		unmap(m, o);
+	return o;
+}
+
+void mst_slot_put_back(struct master *m, struct mst_object *slot)
+{
+	struct mst_client *c = mst_client_find(m, slot->writer);
+
+	if (mst_objmap_add(&m->put_slots, slot)) {
+		/* No room to keep it: freeing is safe, its writer is done. */
+		mst_object_free(m, slot);
+		return;
+	}
+	if (c)
+		c->n_slots++;
+}
+
+void mst_slot_consumed(struct master *m, struct mst_object *slot)
+{
+	slot->n_repl = 0; /* the object owns them now */
+	mst_object_free(m, slot);
+}
+
+void mst_slot_release(struct master *m, const uint8_t *client, uint64_t id)
+{
+	struct mst_object *o = mst_slot_take(m, client, id);
+
+	if (!o)
+		return;
+	m->stats.slot_returns++;
+	mst_object_free(m, o);
+}
+
+void mst_slots_sweep(struct master *m, uint64_t now)
+{
+	struct mst_object **all = NULL;
+	size_t n = 0;
+
+	if (!m->put_slots.count || mst_objmap_snapshot(&m->put_slots, &all, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct mst_object *o = all[i];
+
+		if (now - o->put_start < m->cfg.release_timeout_ms)
+			continue;
+		mst_objmap_del(&m->put_slots, o);
+		m->stats.slot_reclaimed++;
+		mst_object_free(m, o);
+	}
+	free(all);
+}
+
+void mst_slots_strip(struct master *m, const struct mst_segment *s)
+{
+	struct mst_object **all = NULL;
+	size_t n = 0;
+
+	if (!m->put_slots.count || mst_objmap_snapshot(&m->put_slots, &all, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct mst_object *o = all[i];
+		unsigned j = 0;
+
+		for (unsigned r = 0; r < o->n_repl; r++)
+			if (o->repl[r].seg != s)
+				o->repl[j++] = o->repl[r];
+		o->n_repl = (uint8_t)j;
+		if (!j) {
+			unmap(m, o);
+			mst_object_free(m, o);
+		}
+	}
+	free(all);
+}
+
+void mst_slots_count(const struct master *m, uint64_t *n, uint64_t *bytes)
+{
+	*n = m->put_slots.count;
+	*bytes = 0;
+	for (size_t i = 0; m->put_slots.slots && i < m->put_slots.cap; i++)
+		if (m->put_slots.slots[i].obj)
+			*bytes += m->put_slots.slots[i].obj->size;
+}
+
+void mst_slots_free_all(struct master *m)
+{
+	for (size_t i = 0; m->put_slots.slots && i < m->put_slots.cap; i++)
+		free(m->put_slots.slots[i].obj);
+	mst_objmap_free(&m->put_slots);
+}
