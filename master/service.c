@@ -378,6 +378,7 @@ static int grant(struct call *c, const uint8_t *client, uint64_t size,
 		if (!x || !(x->space = replica_list(c, got[i], false)))
 			return -ENOMEM;
 		x->id = mst_slot_id(got[i]);
+		x->use_ms = mst_slot_use_ms(c->m);
 		(*slots)[(*n_slots)++] = x;
 	}
 	return 0;

@@ -24,6 +24,13 @@ static void slot_key(char *k, const uint8_t *client, uint64_t id)
 	mc_put_le64((uint8_t *)k + MST_ID_LEN, id);
 }
 
+uint64_t mst_slot_use_ms(const struct master *m)
+{
+	uint64_t q = m->cfg.release_timeout_ms / 4;
+
+	return q < 5000 ? q : 5000;
+}
+
 uint64_t mst_slot_id(const struct mst_object *slot)
 {
 	return mc_get_le64((const uint8_t *)slot->key + MST_ID_LEN);

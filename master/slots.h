@@ -27,6 +27,9 @@
  *  is above --put_reserve_max_size or there is no room (no eviction). */
 unsigned mst_slots_grant(struct master *m, const uint8_t *client, uint64_t size,
 			 unsigned want, struct mst_object **out);
+/** How long after receiving a slot a client may start writing into it:
+ *  5 s, or a quarter of the release timeout when that is shorter. */
+uint64_t mst_slot_use_ms(const struct master *m);
 /** The id the client names slot by. */
 uint64_t mst_slot_id(const struct mst_object *slot);
 /** Take the client's slot id out of the map; NULL: no such slot. */
@@ -40,7 +43,7 @@ void mst_slot_consumed(struct master *m, struct mst_object *slot);
 void mst_slot_release(struct master *m, const uint8_t *client, uint64_t id);
 /** Slots reserved longer than the release timeout ago: freed, whether
  *  their client lives or not. A client writes into a slot only within
- *  MCS_SLOT_KEEP_MS (5 s) of receiving it, then gives it back, so only a
+ *  mst_slot_use_ms() of receiving it, then gives it back, so only a
  *  client that died or lost the master leaves one that long. */
 void mst_slots_sweep(struct master *m, uint64_t now);
 /** Segment s goes away: slots lose their replicas there, and a slot left

@@ -88,6 +88,7 @@ int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
 	p->interval_ms = interval_ms ? interval_ms : 1000;
 	p->remount = remount;
 	p->owed = owed;
+	p->tick = tick;
 	p->arg = arg;
 	pthread_mutex_init(&p->lock, NULL);
 	mcs_cond_init_mono(&p->cond);

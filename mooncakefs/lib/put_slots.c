@@ -108,6 +108,7 @@ void mcs_slots_add(struct mcs_slots *sl, uint64_t run,
 					.size = l->size,
 					.run = run,
 					.got_ms = now,
+					.use_ms = x->use_ms,
 					.addr = l->replicas[0]->address,
 					.endpoint = ep };
 	}
@@ -128,7 +129,7 @@ int mcs_slots_take(struct mcs_slots *sl, uint64_t size, struct mcs_slot *out)
 			const struct mcs_slot *s = &sl->v[i];
 
 			if (s->size != size || s->run != sl->run ||
-			    now - s->got_ms >= MCS_SLOT_KEEP_MS)
+			    now - s->got_ms >= s->use_ms)
 				continue;
 			*out = *s;
 			sl->v[i] = sl->v[--sl->n];
@@ -170,7 +171,7 @@ void mcs_slots_expire(struct mcs_slots *sl)
 
 	pthread_mutex_lock(&sl->lock);
 	for (size_t i = sl->n; i-- > 0;)
-		if (now - sl->v[i].got_ms >= MCS_SLOT_KEEP_MS)
+		if (now - sl->v[i].got_ms >= sl->v[i].use_ms)
 			remove_at(sl, i, sl->v[i].run == sl->run);
 	pthread_mutex_unlock(&sl->lock);
 }

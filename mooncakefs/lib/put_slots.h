@@ -12,9 +12,10 @@
  * (PutStartResponse.run) and only while that run answered a call sent
  * less than MCS_SLOT_CONTACT_MS ago: a restarted master or a new leader
  * places nothing on restored segments for longer than that, so a slot of
- * a dead run is never written over memory given to another object. Slots
- * unused for MCS_SLOT_KEEP_MS are given back (the heartbeat's round), all
- * of them at close.
+ * a dead run is never written over memory given to another object. A
+ * slot is used only within its use_ms of its arrival (the master frees
+ * unreturned slots no sooner than 4 x that); older ones are given back
+ * (the heartbeat's round), all of them at close.
  *
  * Thread-safe.
  */
@@ -29,7 +30,6 @@
 #include "master.pb-c.h"
 
 #define MCS_SLOT_CONTACT_MS 500
-#define MCS_SLOT_KEEP_MS 5000
 #define MCS_SLOTS_MAX 8 /* held at once */
 #define MCS_SLOTS_PER_SIZE 2 /* asked for, per size put */
 #define MCS_SLOTS_GIVE_MAX 64 /* queued for giving back */
@@ -38,6 +38,7 @@
 struct mcs_slot {
 	uint64_t id, size, run;
 	uint64_t got_ms; /* mono ms it arrived */
+	uint64_t use_ms; /* usable this long after got_ms (Slot.use_ms) */
 	uint64_t addr;
 	char *endpoint; /* malloc'd */
 };
@@ -71,8 +72,7 @@ void mcs_slots_put_back(struct mcs_slots *sl, struct mcs_slot *s);
 /** A taken slot not to be used again: freed; give: queued to give back
  *  (the master still holds it), else forgotten (the master does not). */
 void mcs_slots_drop(struct mcs_slots *sl, struct mcs_slot *s, bool give);
-/** Slots unused for MCS_SLOT_KEEP_MS, and those of a dead run, leave;
- *  the live run's are queued to give back. */
+/** Slots past their use_ms leave, queued to give back. */
 void mcs_slots_expire(struct mcs_slots *sl);
 /** Move up to max queued ids into ids; how many. */
 size_t mcs_slots_drain(struct mcs_slots *sl, uint64_t *ids, size_t max);

@@ -32,6 +32,8 @@ static const struct mst_config cfg = {
 	.hold_ttl_ms = 30000,
 	.max_key_len = 4096,
 	.ckpt_holder_slots = 4,
+	.reserve_slots = 4,
+	.reserve_max_size = 1 << 20,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -75,11 +75,19 @@ ATTR = (f_varint(1, 0o40755) + f_varint(2, 1000) + f_varint(3, 1000)
         + f_varint(4, 2) + f_varint(5, 1) + f_varint(6, 2) + f_varint(7, 3))
 
 
-def put_start(method, ks, sizes, rid, replicas=1, groups=(), pin=True):
+def put_start(method, ks, sizes, rid, replicas=1, groups=(), pin=True,
+              reserve=0):
     cfg = f_varint(1, replicas) + (f_varint(3, 1) if pin else b"")
     return frame(method, f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
                  + f_packed(3, sizes) + f_bytes(4, cfg)
-                 + b"".join(f_bytes(6, g) for g in groups), rid)
+                 + b"".join(f_bytes(6, g) for g in groups)
+                 + (f_varint(7, reserve) if reserve else b""), rid)
+
+
+def put_commit(key, slot, rid, reserve=0, release=(), cid=CID):
+    return frame(16, f_bytes(1, cid) + f_bytes(2, key) + f_varint(3, slot)
+                 + (f_varint(4, reserve) if reserve else b"")
+                 + (f_packed(5, release) if release else b""), rid)
 
 
 seeds = {
@@ -178,6 +186,20 @@ seeds = {
     + frame(62, f_varint(2, 1) + f_varint(3, 1), 13)
     + frame(63, f_bytes(2, "c"), 14)
     + frame(70, f_varint(1, 1), 15),
+    # Reserved space for puts: slots from a PutStart, commits into them
+    # (one that fills a slot, one of an existing key, one of a slot that
+    # is not there, one of another client), more reserved on the way,
+    # slots given back with and without a key.
+    "put_slots": mount + put_start(10, ["s0"], [4096], 2, pin=False,
+                                   reserve=2)
+    + frame(11, keys("s0"), 3)
+    + put_commit("s1", 1, 4, reserve=1)
+    + put_commit("s1", 2, 5)
+    + put_commit("s2", 77, 6)
+    + put_commit("s3", 2, 7, cid=CID2)
+    + put_commit("s4", 2, 8, release=[3, 99])
+    + put_commit("", 0, 9, release=[1, 2, 3])
+    + frame(20, keys("s1", "s4"), 10),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
     # Strings holding a NUL, at the top and nested (-600 before decoding).

@@ -173,3 +173,30 @@ def test_slots_do_not_outlive_a_master_restart(procs, tmp_path):
     finally:
         procs.cleanup()
         cleanup_segments([mb.port])
+
+
+def test_idle_slots_go_back(procs, tmp_path):
+    """A client that stops putting gives its slots back within a few
+    seconds (its heartbeat), without closing."""
+    m = Master(procs, tmp_path)
+    mb = Member(procs, tmp_path, m)
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        used0 = m.metric("master_allocated_bytes")
+        sh = Shell(procs, tmp_path, m)
+        for i in range(20):
+            sh.ok(f"put k{i} {SIZE} {i}")
+        assert m.metric("master_put_slots") >= 1
+        eventually(lambda: m.metric("master_put_slots") == 0, timeout=15,
+                   what="idle slots given back")
+        assert m.metric("master_put_slot_returns_total") >= 1
+        assert m.metric("master_allocated_bytes") == used0 + 20 * SIZE
+        # And it gets new ones when it puts again.
+        for i in range(20, 30):
+            sh.ok(f"put k{i} {SIZE} {i}")
+        assert m.metric("master_put_slots") >= 1
+        for i in range(30):
+            sh.ok(f"check k{i} {SIZE} {i}")
+    finally:
+        procs.cleanup()
+        cleanup_segments([mb.port])
