@@ -124,7 +124,12 @@ void mst_slot_release(struct master *m, const uint8_t *client, uint64_t id)
 	mst_object_free(m, o);
 }
 
-void mst_slots_sweep(struct master *m, uint64_t now)
+/* Free every slot gone() says is gone, counting them in *freed (NULL:
+ * not counted). The pass reads a snapshot: deleting moves entries. */
+static void free_gone(struct master *m,
+		      bool (*gone)(struct master *m, struct mst_object *o,
+				   const void *arg),
+		      const void *arg, uint64_t *freed)
 {
 	struct mst_object **all = NULL;
 	size_t n = 0;
@@ -132,38 +137,43 @@ void mst_slots_sweep(struct master *m, uint64_t now)
 	if (!m->put_slots.count || mst_objmap_snapshot(&m->put_slots, &all, &n))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		struct mst_object *o = all[i];
-
-		if (now - o->put_start < m->cfg.release_timeout_ms)
+		if (!gone(m, all[i], arg))
 			continue;
-		mst_objmap_del(&m->put_slots, o);
-		m->stats.slot_reclaimed++;
-		mst_object_free(m, o);
+		unmap(m, all[i]);
+		mst_object_free(m, all[i]);
+		if (freed)
+			(*freed)++;
 	}
 	free(all);
 }
 
+static bool too_old(struct master *m, struct mst_object *o, const void *arg)
+{
+	return *(const uint64_t *)arg - o->put_start >=
+	       m->cfg.release_timeout_ms;
+}
+
+void mst_slots_sweep(struct master *m, uint64_t now)
+{
+	free_gone(m, too_old, &now, &m->stats.slot_reclaimed);
+}
+
+/* Loses its replicas on segment arg; gone when none is left. */
+static bool stripped(struct master *m, struct mst_object *o, const void *arg)
+{
+	unsigned j = 0;
+
+	(void)m;
+	for (unsigned r = 0; r < o->n_repl; r++)
+		if (o->repl[r].seg != arg)
+			o->repl[j++] = o->repl[r];
+	o->n_repl = (uint8_t)j;
+	return !j;
+}
+
 void mst_slots_strip(struct master *m, const struct mst_segment *s)
 {
-	struct mst_object **all = NULL;
-	size_t n = 0;
-
-	if (!m->put_slots.count || mst_objmap_snapshot(&m->put_slots, &all, &n))
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct mst_object *o = all[i];
-		unsigned j = 0;
-
-		for (unsigned r = 0; r < o->n_repl; r++)
-			if (o->repl[r].seg != s)
-				o->repl[j++] = o->repl[r];
-		o->n_repl = (uint8_t)j;
-		if (!j) {
-			unmap(m, o);
-			mst_object_free(m, o);
-		}
-	}
-	free(all);
+	free_gone(m, stripped, s, NULL);
 }
 
 void mst_slots_count(const struct master *m, uint64_t *n, uint64_t *bytes)

@@ -229,9 +229,11 @@ static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
 	return rc && rc != MC_STORE_OBJECT_ALREADY_EXISTS ? 0 : 1;
 }
 
+/* again: a round of wait_others(), which writes no slot (the key is
+ * most likely still another client's: no value written in vain). */
 static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		      size_t n, const mooncake_replicate_config_t *cfg,
-		      bool batch)
+		      bool batch, bool again)
 {
 	Mcrpc__PutStartResponse *resp = NULL;
 	Mcrpc__ReplicateConfig rcfg;
@@ -269,7 +271,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	}
 	if (!n_live)
 		goto out;
-	if (plain && put_slot(s, &keys[0], st[0].size))
+	if (plain && !again && put_slot(s, &keys[0], st[0].size))
 		goto out;
 	/* Group ids (upstream's group_ids) only when a key has one: most
 	 * puts have none and pay nothing for them. */
@@ -430,7 +432,7 @@ static void wait_others(struct mooncake_store *s, struct mcs_put_key *keys,
 		pause_us = pause_us < 25000 ? pause_us * 2 : 50000;
 		for (size_t j = 0; j < k; j++)
 			sub[j] = keys[idx[j]];
-		put_round(s, sub, k, cfg, batch && k > 1);
+		put_round(s, sub, k, cfg, batch && k > 1, true);
 		for (size_t j = 0; j < k; j++)
 			keys[idx[j]].result = sub[j].result;
 	}
@@ -483,7 +485,7 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 	/* A put of a cached key: the cached object was removed elsewhere. */
 	for (size_t i = 0; s->locs && i < n; i++)
 		mcs_locs_drop(s->locs, keys[i].key);
-	put_round(s, keys, n, cfg, batch);
+	put_round(s, keys, n, cfg, batch, false);
 	wait_others(s, keys, n, cfg, batch);
 	return 0;
 }
