@@ -111,8 +111,6 @@ static int on_segment(void *arg, const struct mst_db_segment *d)
 		return -ENOMEM;
 	}
 	s->restore_deadline = mst_now() + m->cfg.restore_grace_ms;
-	if (m->cfg.reserve_slots)
-		s->fenced_until = mst_now() + MST_SLOT_FENCE_MS;
 	s->next = m->segments;
 	m->segments = s;
 	m->capacity += s->size;
@@ -331,6 +329,10 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		for (struct mst_object *o = m->orphans; o; o = o->onext)
 			o->read_lease_until = m->quarantine_until;
 	}
+	/* The previous run's clients may hold slots on the segments just
+	 * restored: nothing is placed there until they cannot use them. */
+	if (!rc && r.segments && cfg->reserve_slots)
+		m->fence_until = mst_now() + MST_SLOT_FENCE_MS;
 	free(r.p);
 	free(r.by_id);
 	if (rc) {
@@ -531,9 +533,6 @@ void mst_tick(struct master *m)
 	if (now - m->last_slow_tick >= 100) {
 		m->last_slow_tick = now;
 		mst_expire_clients(m, now);
-		for (struct mst_segment *s = m->segments; s; s = s->next)
-			if (s->fenced_until && now >= s->fenced_until)
-				s->fenced_until = 0;
 		expire_holds(m, now);
 		reclaim(m, &m->orphans, now, false);
 		reclaim(m, &m->releasing, now, true);

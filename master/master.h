@@ -46,9 +46,6 @@ struct mst_segment {
 	struct mc_alloc *alloc;
 	struct mst_client *owner; /* NULL: restored, waiting for its owner */
 	uint64_t restore_deadline; /* mono ms, when owner == NULL */
-	/* Restored: no new replica here before this (mono ms; slots.h,
-	 * MST_SLOT_FENCE_MS); 0 none. */
-	uint64_t fenced_until;
 	uint64_t n_replicas;
 	uint64_t evictable; /* scratch of mst_evict_for_put(): bytes */
 	struct mst_segment *next; /* master.segments list */
@@ -224,6 +221,10 @@ struct master {
 	struct mst_objmap put_slots;
 	uint64_t next_slot;
 	uint64_t run; /* random, per start or takeover: PutStart/PutCommit */
+	/* Mono ms: calls that place wait until then after a restart or a
+	 * takeover (slots.h, MST_SLOT_FENCE_MS); 0 none. Set before the
+	 * master serves, read without the lock. */
+	uint64_t fence_until;
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */

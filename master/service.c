@@ -1379,6 +1379,25 @@ static int applied_answer(struct call *c, const struct mc_rpc_method *md)
 	return 0;
 }
 
+/* After a restart or takeover, a call that places memory waits out the
+ * fence (slots.h): the previous run's clients may still write into the
+ * slots it gave them. Without the lock: other calls go on. */
+static void fence_wait(const struct master *m, uint16_t method)
+{
+	uint64_t now;
+
+	if (!m->fence_until || (method != MCRPC__METHOD__PUT_START &&
+				method != MCRPC__METHOD__BATCH_PUT_START &&
+				method != MCRPC__METHOD__PUT_COMMIT))
+		return;
+	while ((now = mst_now()) < m->fence_until) {
+		struct timespec ts = { 0, (long)(m->fence_until - now) *
+						  1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 		     const uint8_t *body, uint8_t **frame, size_t *len)
 {
@@ -1401,6 +1420,7 @@ int mst_service_call(struct master *m, const struct mc_rpc_hdr *h,
 	if (!c.req)
 		return -EPROTO;
 	rh.flags = 0;
+	fence_wait(m, h->method);
 	/* HA: past the lease this master may no longer lead: nothing is
 	 * served (a standby may be taking over), clients look again. */
 	{

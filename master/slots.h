@@ -13,8 +13,9 @@
 
 #include "master.h"
 
-/** Restored segments take no new replica for this long after a restart
- *  or takeover: a client writes into a slot only within
+/** After a restart or takeover that restored segments, calls that place
+ *  (PutStart, PutCommit) wait until this long after the restore (the
+ *  master's fence_until; service.c): a client writes into a slot only within
  *  MCS_SLOT_CONTACT_MS (500 ms) of sending a call that the run which gave
  *  the slot answered (PutStartResponse.run), so the slots of the run
  *  before are never written into memory placed since (the margin is for
