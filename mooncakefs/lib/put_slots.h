@@ -29,7 +29,7 @@
 
 #include "master.pb-c.h"
 
-#define MCS_SLOT_CONTACT_MS 500
+#define MCS_SLOT_CONTACT_MS 200
 #define MCS_SLOTS_MAX 8 /* held at once */
 #define MCS_SLOTS_PER_SIZE 2 /* asked for, per size put */
 #define MCS_SLOTS_GIVE_MAX 64 /* queued for giving back */
