@@ -35,6 +35,7 @@
 #include "mc_log.h"
 #include "mst_util.h"
 #include "objects.h"
+#include "place.h"
 
 #define LOG_EVERY_MS 1000
 #define EVICT_RUN_MAX 4096 /* objects one watermark run takes */
@@ -217,7 +218,7 @@ static uint64_t evict(struct master *m, const struct mst_segment *seg,
  * far (s->evictable), 0 when s cannot take it at all. */
 static uint64_t room(const struct mst_segment *s, uint64_t size)
 {
-	if (!s->owner || mc_alloc_capacity(s->alloc) < size)
+	if (!mst_seg_placeable(s) || mc_alloc_capacity(s->alloc) < size)
 		return 0;
 	return mc_alloc_capacity(s->alloc) - mc_alloc_used(s->alloc) +
 	       s->evictable;

@@ -46,6 +46,9 @@ struct mst_segment {
 	struct mc_alloc *alloc;
 	struct mst_client *owner; /* NULL: restored, waiting for its owner */
 	uint64_t restore_deadline; /* mono ms, when owner == NULL */
+	/* Mounted as new memory shortly after it was dropped with slots on
+	 * it: no new replica here before this (mono ms; slots.h); 0 none. */
+	uint64_t fenced_until;
 	uint64_t n_replicas;
 	uint64_t evictable; /* scratch of mst_evict_for_put(): bytes */
 	struct mst_segment *next; /* master.segments list */
@@ -225,6 +228,12 @@ struct master {
 	 * takeover (slots.h, MST_SLOT_FENCE_MS); 0 none. Set before the
 	 * master serves, read without the lock. */
 	uint64_t fence_until;
+	/* Segments dropped with slots on them (slots.c), a ring. */
+	struct mst_slot_drop {
+		uint8_t id[MST_ID_LEN];
+		uint64_t until; /* mono ms */
+	} slot_drops[16];
+	unsigned next_slot_drop;
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */

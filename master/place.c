@@ -22,12 +22,17 @@ static bool taken(const struct mst_replica *out, unsigned n,
 	return false;
 }
 
+bool mst_seg_placeable(const struct mst_segment *s)
+{
+	return s->owner && (!s->fenced_until || mst_now() >= s->fenced_until);
+}
+
 static bool try_seg(struct master *m, struct mst_segment *s, uint64_t size,
 		    struct mst_replica *out, unsigned *n)
 {
 	struct mc_alloc_block *b;
 
-	if (!s->owner || taken(out, *n, s))
+	if (!mst_seg_placeable(s) || taken(out, *n, s))
 		return false;
 	if (mc_alloc_alloc(s->alloc, size, &b))
 		return false;

@@ -16,6 +16,9 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 		   unsigned n, const struct mst_put_cfg *pc,
 		   struct mst_replica *out);
 void mst_replica_free(struct master *m, struct mst_replica *r);
+/** s may take new replicas now: it has an owner and no fence
+ *  (master.h, mst_segment.fenced_until). */
+bool mst_seg_placeable(const struct mst_segment *s);
 /** Free placement's cache of segments (mst_destroy). */
 void mst_place_cache_free(struct master *m);
 

@@ -302,6 +302,7 @@ int mst_mount(struct master *m, const uint8_t *client,
 	rc = seg_new(m, c, d, &s);
 	if (rc)
 		return rc;
+	s->fenced_until = mst_slots_drop_fence(m, d->id);
 	mst_id_hex(d->id, hex);
 	mc_log_notice("master", "segment %s mounted: %s at %s, %llu bytes", hex,
 		      d->name ? d->name : "", d->endpoint,

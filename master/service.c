@@ -1391,8 +1391,9 @@ static void fence_wait(const struct master *m, uint16_t method)
 				method != MCRPC__METHOD__PUT_COMMIT))
 		return;
 	while ((now = mst_now()) < m->fence_until) {
-		struct timespec ts = { 0, (long)(m->fence_until - now) *
-						  1000000L };
+		uint64_t ms = m->fence_until - now;
+		struct timespec ts = { (time_t)(ms / 1000),
+				       (long)(ms % 1000) * 1000000L };
 
 		nanosleep(&ts, NULL);
 	}

@@ -48,8 +48,14 @@ void mst_slot_release(struct master *m, const uint8_t *client, uint64_t id);
  *  client that died or lost the master leaves one that long. */
 void mst_slots_sweep(struct master *m, uint64_t now);
 /** Segment s goes away: slots lose their replicas there, and a slot left
- *  with none is freed. */
+ *  with none is freed. If any was there, s's id is noted: a client may
+ *  still write into such a slot for its use_ms, and if the same memory
+ *  comes back as a new segment (mounted as new after a partition), no
+ *  replica is placed on it before mst_slots_drop_fence() says. */
 void mst_slots_strip(struct master *m, const struct mst_segment *s);
+/** For a segment mounted as new: until when (mono ms) it takes no new
+ *  replica, 0 when its id was not dropped with slots lately. */
+uint64_t mst_slots_drop_fence(struct master *m, const uint8_t *id);
 /** Slots held now, and their bytes (metrics). */
 void mst_slots_count(const struct master *m, uint64_t *n, uint64_t *bytes);
 /** Free every slot's shell (the allocators go whole): mst_destroy. */

@@ -207,3 +207,48 @@ def test_idle_slots_go_back(procs, tmp_path):
     finally:
         procs.cleanup()
         cleanup_segments([mb.port])
+
+
+def test_member_back_as_new_memory_is_fenced(procs, tmp_path):
+    """A member silent past client_ttl is dropped with a client's slots on
+    it, then comes back (same process, same memory) and mounts as new:
+    the client may still write into those slots for their use_ms, so no
+    new object goes there until then (puts land on the other member)."""
+    import os
+    import signal
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    a = Member(procs, tmp_path, m)
+    b = None
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment a")
+        sh = Shell(procs, tmp_path, m)
+        for i in range(10):
+            sh.ok(f"put a{i} {SIZE} {i}")
+        assert m.metric("master_put_slots") >= 1
+        b = Member(procs, tmp_path, m)
+        eventually(lambda: len(m.segments()) == 2, what="segment b")
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        try:
+            eventually(lambda: len(m.segments()) == 1, timeout=30,
+                       what="segment a dropped")
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        eventually(lambda: len(m.segments()) == 2, timeout=30,
+                   what="segment a back as new memory")
+        # Within the fence (use_ms 5 s + 0.75 s from the drop): every
+        # new object on b.
+        for i in range(20):
+            sh.ok(f"put f{i} 1000 {i}")
+            assert b.name in sh.ok(f"desc f{i}"), i
+        time.sleep(6)
+        on_a = 0
+        for i in range(20):
+            sh.ok(f"put g{i} 1000 {i}")
+            on_a += a.name in sh.ok(f"desc g{i}")
+        assert on_a > 0
+        for i in range(20):
+            sh.ok(f"check f{i} 1000 {i}")
+            sh.ok(f"check g{i} 1000 {i}")
+    finally:
+        procs.cleanup()
+        cleanup_segments([a.port] + ([b.port] if b else []))
