@@ -11,8 +11,9 @@
  * A slot is good only for the master's run that gave it
  * (PutStartResponse.run) and only while that run answered a call sent
  * less than MCS_SLOT_CONTACT_MS ago: a restarted master or a new leader
- * places nothing on restored segments for longer than that, so a slot of
- * a dead run is never written over memory given to another object. A
+ * holds its placing calls back for longer than that (master/slots.h), so
+ * a slot of a dead run is never written over memory given to another
+ * object. A
  * slot is used only within its use_ms of its arrival (the master frees
  * unreturned slots no sooner than 4 x that); older ones are given back
  * (the heartbeat's round), all of them at close.
