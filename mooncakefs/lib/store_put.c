@@ -23,6 +23,7 @@
 #include "mc_time.h"
 #include "put_slots.h"
 #include "staging.h"
+#include "store_err.h"
 #include "store_int.h"
 #include "util.h"
 #include "xfer.h"
@@ -216,17 +217,23 @@ static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
 	if (rc == MC_STORE_OBJECT_ALREADY_EXISTS) {
 		k->result = resp->in_progress ? IN_PROGRESS : 0;
 		mcs_slots_put_back(&s->slots, &sl);
+		rc = 0;
 	} else {
 		/* Consumed (0), or gone with the failed put. */
 		mcs_slots_drop(&s->slots, &sl, false);
-		if (!rc)
-			k->result = 0;
-		else
-			mc_log_debug("store", "put %s: commit into a slot: %s",
-				     k->key, mc_strerror(rc));
+		k->result = mcs_err_from_store(rc);
 	}
 	mcs_master_free(resp);
-	return rc && rc != MC_STORE_OBJECT_ALREADY_EXISTS ? 0 : 1;
+	/* No such slot (a restarted master), or its segment gone: put the
+	 * usual way. Other codes are the put's, as PutEnd's would be (-1:
+	 * the record could not be written, the put is given up). */
+	if (rc == MC_STORE_INVALID_PARAMS || rc == MC_STORE_REPLICA_IS_GONE) {
+		mc_log_debug("store", "put %s: commit into a slot: %s", k->key,
+			     mc_strerror(rc));
+		k->result = PENDING;
+		return 0;
+	}
+	return 1;
 }
 
 /* again: a round of wait_others(), which writes no slot (the key is
