@@ -194,6 +194,8 @@ struct mst_place_cache {
 	bool valid;
 };
 
+#define MST_SLOT_DROPS 16 /* master.slot_drops */
+
 struct master {
 	pthread_mutex_t lock;
 	struct mst_config cfg;
@@ -232,7 +234,7 @@ struct master {
 	struct mst_slot_drop {
 		uint8_t id[MST_ID_LEN];
 		uint64_t until; /* mono ms */
-	} slot_drops[16];
+	} slot_drops[MST_SLOT_DROPS];
 	unsigned next_slot_drop;
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */

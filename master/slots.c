@@ -174,19 +174,13 @@ static bool stripped(struct master *m, struct mst_object *o, const void *arg)
 void mst_slots_strip(struct master *m, const struct mst_segment *s)
 {
 	struct mst_slot_drop *d;
-	bool any = false;
+	uint64_t gone = 0;
 
-	for (size_t i = 0; !any && m->put_slots.slots && i < m->put_slots.cap;
-	     i++) {
-		const struct mst_object *o = m->put_slots.slots[i].obj;
-
-		for (unsigned r = 0; o && r < o->n_repl; r++)
-			any |= o->repl[r].seg == s;
-	}
-	if (!any)
+	/* A slot has one replica: a slot on s is gone with it. */
+	free_gone(m, stripped, s, &gone);
+	if (!gone)
 		return;
-	free_gone(m, stripped, s, NULL);
-	d = &m->slot_drops[m->next_slot_drop++ % 16];
+	d = &m->slot_drops[m->next_slot_drop++ % MST_SLOT_DROPS];
 	memcpy(d->id, s->id, MST_ID_LEN);
 	d->until = mst_now() + mst_slot_use_ms(m) + MST_SLOT_FENCE_MS;
 }
@@ -195,7 +189,7 @@ uint64_t mst_slots_drop_fence(struct master *m, const uint8_t *id)
 {
 	uint64_t now = mst_now(), until = 0;
 
-	for (unsigned i = 0; i < 16; i++) {
+	for (unsigned i = 0; i < MST_SLOT_DROPS; i++) {
 		const struct mst_slot_drop *d = &m->slot_drops[i];
 
 		if (d->until > now && d->until > until &&

@@ -7,6 +7,8 @@ existing key left as it was) and, from the master's /metrics, that the
 puts really went that way, and that the reserved space comes back: at
 close, from a client killed, from a member that died, and never outlives
 a master restart."""
+import os
+import signal
 import time
 
 from pool import Master, Member, Shell, cleanup_segments, eventually
@@ -214,8 +216,6 @@ def test_member_back_as_new_memory_is_fenced(procs, tmp_path):
     it, then comes back (same process, same memory) and mounts as new:
     the client may still write into those slots for their use_ms, so no
     new object goes there until then (puts land on the other member)."""
-    import os
-    import signal
     m = Master(procs, tmp_path, "--client_ttl", "2")
     a = Member(procs, tmp_path, m)
     b = None
