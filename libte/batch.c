@@ -64,8 +64,8 @@ int te_batch_reset(struct te_batch *b)
 	return 0;
 }
 
-static int pick_transport(struct te_engine *eng, struct te_peer *peer,
-			  const struct te_request *req)
+int te__pick_transport(struct te_engine *eng, struct te_peer *peer,
+		       const struct te_request *req)
 {
 	if (eng->forced_tp >= 0) {
 		struct te_transport *tp = eng->tps[eng->forced_tp];
@@ -107,7 +107,7 @@ static bool resolve(struct te_engine *eng, struct te_task *t)
 		te__slice_done(t, 0, 0);
 		return false;
 	}
-	t->tp = pick_transport(eng, t->peer, &t->req);
+	t->tp = te__pick_transport(eng, t->peer, &t->req);
 	if (t->tp < 0) {
 		/*
 		 * No transport reaches this range of the cached descriptor:

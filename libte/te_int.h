@@ -222,6 +222,15 @@ struct te_transport_ops {
 	/** Fill the resource fields of te_counters (connections,
 	 *  registrations, inflight). Optional. */
 	void (*stats)(struct te_transport *tp, struct te_counters *out);
+	/**
+	 * te_read_pipe(): read [addr, addr+len) of peer's memory into the
+	 * pipe pipe_fd on the calling thread, by the deadline. -EAGAIN when
+	 * it cannot start now (no idle connection; nothing sent). Optional
+	 * (then te_read_pipe answers MC_ENOTSUPPORTED).
+	 */
+	int (*read_pipe)(struct te_transport *tp, struct te_peer *peer,
+			 uint64_t addr, uint64_t len, int pipe_fd,
+			 uint64_t deadline_ns);
 };
 
 struct te_transport {
@@ -405,6 +414,9 @@ static inline void te__peer_invalidate(struct te_peer *p)
 /** The segment's current peer, refreshed if stale; a new reference, or
  *  NULL when it cannot be resolved. */
 struct te_peer *te__segment_peer(struct te_segment *seg);
+/* batch.c: the transport that carries req to peer (index), or -1. */
+int te__pick_transport(struct te_engine *eng, struct te_peer *peer,
+		       const struct te_request *req);
 void te__peers_free(struct te_engine *eng);
 
 /* desc.c: the one codec of segment descriptors (fuzzed). p is zeroed;

@@ -430,7 +430,7 @@ if phase remote; then
 				"$rmnt/kv/fsbench/r1g"
 		done
 	done
-	grep -E '^mount_(reads|read_bytes|readahead)' "$rmnt/.mooncake/stats" |
+	grep -E '^mount_(reads|read_bytes|readahead|splice)' "$rmnt/.mooncake/stats" |
 		tr '\n' ' ' | sed 's/^/bench_fs: remote mount: /; s/$/\n/' >&2
 	unmount "$rmnt"
 	wait "$rmcfs_pid" 2>/dev/null || true

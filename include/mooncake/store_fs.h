@@ -230,6 +230,22 @@ MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t obj,
 MOONCAKE_API int64_t mooncake_store_object_peek(mooncake_object_t obj,
 						uint64_t off, size_t len,
 						const void **ptr);
+/**
+ * Copy [off, off+len) of the object into a pipe (pipe_fd: its write end,
+ * with room for len bytes, F_SETPIPE_SZ) instead of memory: over TCP the
+ * bytes go from the socket into the pipe without a copy (splice), for a
+ * FUSE daemon that answers a read from the pipe (fuse_reply_data). Cut
+ * short at the end as object_read; returns the bytes added. -1012
+ * (NOT_SUPPORTED): nothing was added and this read cannot go this way now
+ * (the replica is reached by shared memory or RDMA, or every connection
+ * to its holder is busy): use object_read. Any other code (a transfer
+ * error, -707 when the hold lapsed before the bytes were all in): the
+ * pipe may hold part of the range, which the caller must discard; then
+ * object_read, which also tries the other replicas, gives the answer.
+ */
+MOONCAKE_API int64_t mooncake_store_object_splice(mooncake_object_t obj,
+						  uint64_t off, size_t len,
+						  int pipe_fd);
 /** Release the hold and free the handle (NULL is fine). Not concurrent
  *  with reads of the same handle. */
 MOONCAKE_API void mooncake_store_object_close(mooncake_object_t obj);

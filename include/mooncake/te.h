@@ -299,6 +299,27 @@ int te_batch_reset(struct te_batch *b);
  *  flight. */
 int te_batch_destroy(struct te_batch *b);
 
+/**
+ * Read [addr, addr+len) of target's memory into a pipe: its write end
+ * pipe_fd, which must have room for len bytes (F_SETPIPE_SZ; a pipe
+ * that fills up ends the call with -ENOBUFS rather than a wait). The
+ * bytes go from the socket into the pipe without a copy (splice(2)), so a
+ * FUSE daemon can hand them to the kernel with one copy fewer than a read
+ * into memory. Runs on the calling thread, synchronously, within the
+ * engine's timeout (or timeout_ms when smaller and >= 0); never retried.
+ * 0: exactly len bytes were added to the pipe. MC_ENOTSUPPORTED: the
+ * transport that reaches target cannot (only tcp can: same-host shm, the
+ * engine's own memory and rdma answer this); -EAGAIN: not now (every
+ * connection to the peer is busy); -EHOSTUNREACH: target unresolvable.
+ * In those three cases nothing was added; read into memory instead. Any
+ * other error (-ETIMEDOUT, -ECONNRESET, MC_ENOTREG when the peer refused
+ * the range, -ENOBUFS when the pipe filled up: the payload came in more
+ * fragments than it has slots) may leave part of the range in the pipe:
+ * the caller discards what the pipe holds. Thread-safe.
+ */
+int te_read_pipe(struct te_engine *eng, struct te_segment *target,
+		 uint64_t addr, uint64_t len, int pipe_fd, int timeout_ms);
+
 /** Send a notification {name, msg} to a peer's engine. */
 int te_notify(struct te_engine *eng, struct te_segment *target,
 	      const char *name, const char *msg);

@@ -42,7 +42,7 @@
 #include "mcfs.h"
 #include "mooncake/mc_err.h"
 
-#define BUF_SIZE (1u << 20)
+#define BUF_SIZE MCFS_READ_MAX
 #define PAGE 1000
 
 /* ---- names and keys ------------------------------------------------------ */
@@ -515,7 +515,8 @@ void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
 	n = fh->size - (uint64_t)off < size ? fh->size - (uint64_t)off : size;
 	others = atomic_fetch_add(&fs->remote_reads, 1);
 	if (mcfs_ra_read(fs->ra, &fh->ra, fh->obj, fh->size, req, (uint64_t)off,
-			 size, others)) {
+			 size, others) ||
+	    mcfs_splice_read(fs, req, fh->obj, (uint64_t)off, (size_t)n)) {
 		atomic_fetch_sub(&fs->remote_reads, 1);
 		atomic_fetch_add(&fs->n_reads, 1);
 		atomic_fetch_add(&fs->n_read_bytes, n);

@@ -54,7 +54,7 @@ static void *setup_main(void *arg)
 	}
 	if (!rc)
 		rc = mcfs_ra_pool_init(&fs->ra, fs->store, fs->o.read_ahead,
-				       fs->o.read_ahead_limit);
+				       fs->o.read_ahead_limit, &fs->splice);
 	if (!rc)
 		rc = mcfs_watch_start(fs);
 	if (rc)
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
-	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs))
+	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) || mcfs_splice_init(&fs))
 		goto out;
 	if (check_master(&fs.o, &fs.max_key))
 		goto out;
@@ -245,6 +245,7 @@ out:
 		mooncake_store_destroy(fs.store);
 	}
 	mcfs_stage_pool_fini(&fs.stage_pool);
+	mcfs_splice_fini(&fs);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);
 	free(fs.default_segment);

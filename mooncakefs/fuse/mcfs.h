@@ -35,6 +35,7 @@
 #include <sys/uio.h>
 
 #include "readahead.h"
+#include "splice.h"
 #include "stage.h"
 #include "mooncake/ckpt.h"
 #include "mooncake/store.h"
@@ -73,6 +74,7 @@ struct mcfs_opts {
 	uint64_t ckpt_cache_size; /* their cap (0: half its filesystem) */
 	uint64_t read_ahead; /* per file read sequentially (0: off) */
 	uint64_t read_ahead_limit; /* all files together */
+	bool splice_read; /* remote reads through a pipe (splice.c) */
 };
 
 enum mcfs_kind {
@@ -172,6 +174,8 @@ struct mcfs_dirlist {
 };
 
 #define MCFS_NO_SIZE UINT64_MAX
+/* The largest read the kernel sends (max_read) and the daemon serves. */
+#define MCFS_READ_MAX (1u << 20)
 
 /* An open file or directory. */
 enum mcfs_fh_kind { FH_READ = 1, FH_WRITE, FH_VIRT, FH_DIR, FH_CKPT, FH_STAGE };
@@ -264,11 +268,29 @@ struct mcfs {
 	_Atomic uint64_t n_getxattr; /* requests, answered or not */
 	_Atomic unsigned remote_reads; /* in flight (readahead.h) */
 	_Atomic uint64_t n_feed_resets; /* change feed restarts handled */
+	/* splice.c: each FUSE thread's pipe; reads answered from one, and
+	 * those that fell back to a buffer after a failed splice */
+	struct mcfs_splice splice;
+	pthread_key_t pipe_key;
+	bool pipe_key_ok;
+	_Atomic uint64_t n_splice_reads, n_splice_fallbacks;
 	uint64_t start_ms;
 	uid_t uid;
 	gid_t gid;
 	struct mcfs_ckpt *ck; /* ckpt/ (ckpt.c) */
 };
+
+/* splice.c: remote reads answered from a pipe (splice.h). */
+int mcfs_splice_init(struct mcfs *fs);
+void mcfs_splice_fini(struct mcfs *fs);
+/**
+ * Answer req with [off, off+n) of obj (n already cut at its end) through
+ * the thread's pipe. true: replied (fs's counters updated; nothing of
+ * obj is touched after the reply); false: not replied, read it into
+ * memory (off, too small, the replica not over TCP, a failed splice).
+ */
+bool mcfs_splice_read(struct mcfs *fs, fuse_req_t req, mooncake_object_t obj,
+		      uint64_t off, size_t n);
 
 /* options.c */
 int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,

@@ -153,11 +153,14 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 		return 0;
 	}
 	if (!strcmp(kv, "syslog") || !strcmp(kv, "foreground") ||
-	    !strcmp(kv, "debug") || !strcmp(kv, "xattr")) {
+	    !strcmp(kv, "debug") || !strcmp(kv, "xattr") ||
+	    !strcmp(kv, "splice_read")) {
 		b = true;
 		if (v && mc_parse_bool(v, &b))
 			return bad(kv, v);
-		if (kv[0] == 's')
+		if (kv[1] == 'p')
+			o->splice_read = b;
+		else if (kv[0] == 's')
 			o->syslog = b;
 		else if (kv[0] == 'x')
 			o->xattr = b;
@@ -249,6 +252,10 @@ void mcfs_usage(FILE *out)
 		"                        member (8MiB, at most 64MiB; 0: off)\n"
 		"  read_ahead_limit=SIZE memory for that, all files together "
 		"(64MiB)\n"
+		"  splice_read=BOOL      remote reads over TCP go from the "
+		"socket to the kernel\n"
+		"                        through a pipe, without a copy in "
+		"the daemon (1)\n"
 		"  threads=N             FUSE worker threads (8)\n"
 		"  xattr                 serve the user.mooncake.* attributes "
 		"(off: getxattr is not\n"
@@ -283,6 +290,7 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 		.staging_limit = 1ull << 30,
 		.read_ahead = 8u << 20,
 		.read_ahead_limit = 64u << 20,
+		.splice_read = true,
 		.replicas = 1,
 		.threads = 8,
 		.uid = -1,
@@ -395,7 +403,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 {
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:f,s:f,s:f,s:i,s:I,s:i,s:i,"
-		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s,s:I,s:I}",
+		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s,s:I,s:I,s:b}",
 		"master", o->master, "metadata", o->metadata, "local_hostname",
 		o->local_hostname, "segment_size", (json_int_t)o->segment_size,
 		"buffer_size", (json_int_t)o->buffer_size, "protocol",
@@ -411,7 +419,8 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 		(json_int_t)o->gid, "umask", (int)o->umask_, "file_mode",
 		(int)o->file_mode, "dir_mode", (int)o->dir_mode, "mountpoint",
 		o->mountpoint, "read_ahead", (json_int_t)o->read_ahead,
-		"read_ahead_limit", (json_int_t)o->read_ahead_limit);
+		"read_ahead_limit", (json_int_t)o->read_ahead_limit,
+		"splice_read", o->splice_read);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 
 	json_decref(j);

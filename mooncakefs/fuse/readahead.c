@@ -17,6 +17,16 @@
  * A fetcher reads without either. A reply is sent from a slot's chunk
  * without the lock, the slot pinned (readers > 0) so that it is not
  * reused meanwhile.
+ *
+ * With splice_read, a fetch over TCP lands in a pipe of the slot instead
+ * of its chunk (no copy in the daemon, splice.c): a read that continues
+ * where the pipe's last reply ended is answered from the pipe
+ * (fuse_reply_data), one at a time (piping); any other read first moves
+ * the rest of the pipe into the chunk's memory, from where it is answered
+ * as usual (bytes already sent from the pipe are gone from the slot:
+ * valid_from). A slot holds at most one chunk, so the pool keeps one pipe
+ * per chunk, opened on first use; a pipe that may hold leftovers is
+ * closed rather than reused.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -27,6 +37,7 @@
 #include "mc_log.h"
 #include "mcfs.h" /* FUSE_USE_VERSION, then readahead.h */
 #include "util.h"
+#include "mooncake/mc_err.h"
 
 #define CHUNK (1u << 20)
 #define MAX_SLOTS 64
@@ -43,6 +54,11 @@ struct ra_slot {
 	unsigned readers; /* replies being sent from it */
 	char *buf; /* a pool chunk while not FREE */
 	size_t len; /* bytes of the chunk in the object */
+	/* READY from a pipe: bytes [pipe_at, len) are in it; piping while
+	 * a reply is sent from it. Without: buf holds [valid_from, len). */
+	struct mcfs_pipe *pipe;
+	size_t pipe_at, valid_from;
+	bool piping;
 };
 
 struct mcfs_ra {
@@ -58,6 +74,7 @@ struct mcfs_ra {
 
 struct mcfs_ra_pool {
 	mooncake_store_t store;
+	struct mcfs_splice *splice; /* fetch over TCP into pipes */
 	unsigned slots; /* per window */
 	uint64_t limit;
 	pthread_mutex_t lock;
@@ -66,6 +83,9 @@ struct mcfs_ra_pool {
 	char *mem;
 	char **free_chunks;
 	unsigned n_chunks, n_free;
+	struct mcfs_pipe *pipes; /* n_chunks, opened on first use */
+	struct mcfs_pipe **free_pipes;
+	unsigned n_free_pipes;
 	struct ra_slot *head, *tail;
 	pthread_t fetchers[FETCHERS];
 	unsigned n_fetchers;
@@ -75,17 +95,19 @@ struct mcfs_ra_pool {
 	 * not fetched long before its read (out of the CPU caches by then,
 	 * and fetched at the cost of the chunks needed sooner) */
 	_Atomic unsigned inflight;
-	_Atomic uint64_t fetched, hits, failed_fetches, starved;
+	_Atomic uint64_t fetched, hits, failed_fetches, starved, spliced;
 };
 
 int mcfs_ra_pool_init(struct mcfs_ra_pool **out, mooncake_store_t store,
-		      uint64_t window, uint64_t limit)
+		      uint64_t window, uint64_t limit,
+		      struct mcfs_splice *splice)
 {
 	struct mcfs_ra_pool *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return -ENOMEM;
 	p->store = store;
+	p->splice = splice;
 	p->slots = (unsigned)((window + CHUNK - 1) / CHUNK);
 	if (p->slots > MAX_SLOTS)
 		p->slots = MAX_SLOTS;
@@ -113,7 +135,10 @@ static bool pool_start(struct mcfs_ra_pool *p)
 	bytes = (size_t)p->n_chunks * CHUNK;
 	p->mem = aligned_alloc(4096, bytes);
 	p->free_chunks = calloc(p->n_chunks, sizeof(*p->free_chunks));
-	rc = p->mem && p->free_chunks ? 0 : -ENOMEM;
+	p->pipes = calloc(p->n_chunks, sizeof(*p->pipes));
+	p->free_pipes = calloc(p->n_chunks, sizeof(*p->free_pipes));
+	rc = p->mem && p->free_chunks && p->pipes && p->free_pipes ? 0 :
+								     -ENOMEM;
 	if (!rc)
 		rc = mooncake_store_register_buffer(p->store, p->mem, bytes);
 	for (unsigned i = 0; !rc && i < FETCHERS; i++) {
@@ -133,13 +158,20 @@ static bool pool_start(struct mcfs_ra_pool *p)
 							       p->mem);
 		free(p->mem);
 		free(p->free_chunks);
+		free(p->pipes);
+		free(p->free_pipes);
 		p->mem = NULL;
 		p->free_chunks = NULL;
+		p->pipes = NULL;
+		p->free_pipes = NULL;
 		p->failed = true;
 		return false;
 	}
-	for (unsigned i = 0; i < p->n_chunks; i++)
+	for (unsigned i = 0; i < p->n_chunks; i++) {
 		p->free_chunks[p->n_free++] = p->mem + (size_t)i * CHUNK;
+		p->pipes[i].fd[0] = p->pipes[i].fd[1] = -1;
+		p->free_pipes[p->n_free_pipes++] = &p->pipes[i];
+	}
 	p->started = true;
 	return true;
 }
@@ -159,6 +191,10 @@ void mcfs_ra_pool_fini(struct mcfs_ra_pool *p)
 		free(p->mem);
 	}
 	free(p->free_chunks);
+	for (unsigned i = 0; p->pipes && i < p->n_chunks; i++)
+		mcfs_pipe_close(&p->pipes[i]);
+	free(p->pipes);
+	free(p->free_pipes);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
@@ -205,9 +241,57 @@ static void *fetcher_main(void *arg)
 	}
 }
 
+/* A pipe for a fetch of len bytes (opened if it never was), or NULL. */
+static struct mcfs_pipe *pipe_take(struct mcfs_ra_pool *p, size_t len)
+{
+	struct mcfs_pipe *q = NULL;
+
+	if (!p->splice->on)
+		return NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->n_free_pipes)
+		q = p->free_pipes[--p->n_free_pipes];
+	pthread_mutex_unlock(&p->lock);
+	if (q && q->fd[0] < 0)
+		(void)mcfs_pipe_open(p->splice, q); /* fd -1 on failure */
+	if (q && !mcfs_splice_fits(p->splice, q, len)) {
+		pthread_mutex_lock(&p->lock);
+		p->free_pipes[p->n_free_pipes++] = q;
+		pthread_mutex_unlock(&p->lock);
+		q = NULL;
+	}
+	return q;
+}
+
+/* Back to the pool; closed if it may hold bytes (reopened on next use). */
+static void pipe_give(struct mcfs_ra_pool *p, struct mcfs_pipe *q)
+{
+	if (mcfs_pipe_held(q) != 0)
+		mcfs_pipe_close(q);
+	pthread_mutex_lock(&p->lock);
+	p->free_pipes[p->n_free_pipes++] = q;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The rest of s's pipe into its chunk's memory; the pipe goes back.
+ * Window lock held, s not piping. */
+static void settle(struct mcfs_ra_pool *p, struct ra_slot *s)
+{
+	s->valid_from = s->pipe_at;
+	if (s->pipe_at < s->len &&
+	    mcfs_pipe_drain(s->pipe, s->buf + s->pipe_at, s->len - s->pipe_at))
+		s->valid_from = s->len; /* nothing of it can be trusted */
+	pipe_give(p, s->pipe);
+	s->pipe = NULL;
+}
+
 /* Give s's chunk back; s becomes FREE. Window lock held. */
 static void slot_release(struct mcfs_ra_pool *p, struct ra_slot *s)
 {
+	if (s->pipe) {
+		pipe_give(p, s->pipe);
+		s->pipe = NULL;
+	}
 	if (s->buf) {
 		pthread_mutex_lock(&p->lock);
 		p->free_chunks[p->n_free++] = s->buf;
@@ -332,13 +416,33 @@ static bool unqueue(struct mcfs_ra_pool *p, struct ra_slot *s)
 static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
 		       struct ra_slot *s)
 {
-	int64_t got;
+	struct mcfs_pipe *q;
+	int64_t got = MC_STORE_NOT_SUPPORTED;
 	bool ok;
 
+	if (s->pipe) { /* a chunk never read, its slot reused */
+		pipe_give(p, s->pipe);
+		s->pipe = NULL;
+	}
 	s->state = FETCHING;
+	s->pipe_at = s->valid_from = 0;
 	pthread_mutex_unlock(&ra->lock);
-	got = mooncake_store_object_read(ra->obj, s->chunk * CHUNK, s->buf,
-					 s->len);
+	q = pipe_take(p, s->len);
+	if (q) {
+		got = mooncake_store_object_splice(ra->obj, s->chunk * CHUNK,
+						   s->len, q->fd[1]);
+		if (got != (int64_t)s->len) {
+			if (got != MC_STORE_NOT_SUPPORTED)
+				mcfs_splice_failed(p->splice, q);
+			pipe_give(p, q); /* closed if it holds a part */
+			q = NULL;
+		}
+	}
+	/* Not over TCP, no pipe, or the splice failed: into memory (which
+	 * tries every replica and has the answer). */
+	if (!q)
+		got = mooncake_store_object_read(ra->obj, s->chunk * CHUNK,
+						 s->buf, s->len);
 	ok = got == (int64_t)s->len;
 	if (!ok)
 		mc_log_debug("mcfs", "read-ahead of chunk %llu: %lld",
@@ -347,6 +451,7 @@ static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
 	atomic_fetch_add(ok ? &p->fetched : &p->failed_fetches, 1);
 	atomic_fetch_sub(&p->inflight, 1);
 	pthread_mutex_lock(&ra->lock);
+	s->pipe = q;
 	s->state = ok ? READY : FAILED;
 	pthread_cond_broadcast(&ra->cond);
 }
@@ -367,6 +472,36 @@ static struct mcfs_ra *ra_new(struct mcfs_ra_pool *p, mooncake_object_t obj,
 	for (unsigned i = 0; i < ra->n_slots; i++)
 		ra->slots[i].ra = ra;
 	return ra;
+}
+
+/* Answer req with the next size bytes of s's pipe (the read starts where
+ * its last reply ended). Window lock held; released on return. */
+static bool reply_from_pipe(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
+			    struct ra_slot *s, fuse_req_t req, size_t size)
+{
+	size_t left = s->len - s->pipe_at - size;
+	bool clean;
+
+	s->piping = true;
+	s->readers++;
+	pthread_mutex_unlock(&ra->lock);
+	atomic_fetch_add(&p->hits, 1);
+	atomic_fetch_add(&p->spliced, 1);
+	clean = mcfs_pipe_reply(req, s->pipe, size, left);
+	pthread_mutex_lock(&ra->lock);
+	s->pipe_at += size;
+	s->piping = false;
+	s->readers--;
+	if (!clean || !left) {
+		/* Emptied, or it may hold anything: nothing of the chunk
+		 * is left to answer from. */
+		pipe_give(p, s->pipe);
+		s->pipe = NULL;
+		s->valid_from = s->len;
+	}
+	pthread_cond_broadcast(&ra->cond);
+	pthread_mutex_unlock(&ra->lock);
+	return true;
 }
 
 bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
@@ -439,18 +574,35 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 		while (need[i]->state == QUEUED || need[i]->state == FETCHING)
 			pthread_cond_wait(&ra->cond, &ra->lock);
 	}
+again:
 	/* Checked again without a wait in between: while this thread
 	 * waited for the second chunk, another reader may have reused the
 	 * first one's slot for a chunk ahead. */
 	for (unsigned i = 0; ok && i < n_need; i++)
 		if (need[i]->state != READY || need[i]->chunk != c0 + i)
 			ok = false;
+	for (unsigned i = 0; ok && i < n_need; i++) {
+		if (need[i]->piping) { /* its pipe's turn is another's */
+			pthread_cond_wait(&ra->cond, &ra->lock);
+			goto again;
+		}
+	}
+	if (ok && n_need == 1 && need[0]->pipe &&
+	    off - c0 * CHUNK == need[0]->pipe_at)
+		return reply_from_pipe(p, ra, need[0], req, size);
+	for (unsigned i = 0; ok && i < n_need; i++) {
+		if (need[i]->pipe)
+			settle(p, need[i]);
+		/* Bytes already sent from the pipe are not in memory. */
+		if ((i ? 0 : off - c0 * CHUNK) < need[i]->valid_from)
+			ok = false;
+	}
 	if (!ok) {
 		/* A failed chunk is fetched again next time (or the direct
 		 * read reports why it cannot be). */
 		for (unsigned i = 0; i < n_need; i++)
 			if (need[i] && need[i]->state == FAILED &&
-			    !need[i]->readers)
+			    !need[i]->readers && !need[i]->piping)
 				slot_release(p, need[i]);
 		pthread_mutex_unlock(&ra->lock);
 		return false;
@@ -508,4 +660,9 @@ void mcfs_ra_stats(struct mcfs_ra_pool *p, uint64_t *fetched, uint64_t *hits,
 	*hits = p ? atomic_load(&p->hits) : 0;
 	*failed = p ? atomic_load(&p->failed_fetches) : 0;
 	*starved = p ? atomic_load(&p->starved) : 0;
+}
+
+uint64_t mcfs_ra_spliced(struct mcfs_ra_pool *p)
+{
+	return p ? atomic_load(&p->spliced) : 0;
 }

@@ -29,11 +29,15 @@
 struct fuse_req; /* fuse_req_t */
 struct mcfs_ra; /* one open file's window */
 struct mcfs_ra_pool; /* the mount's chunks and fetchers */
+struct mcfs_splice; /* splice.h */
 
 /** The pool's settings; nothing is allocated until a read needs it.
- *  window 0 turns read-ahead off. 0 or -ENOMEM. */
+ *  window 0 turns read-ahead off; with splice->on, chunks over TCP are
+ *  fetched into pipes and answered from there (splice.h; the pool keeps
+ *  the pointer). 0 or -ENOMEM. */
 int mcfs_ra_pool_init(struct mcfs_ra_pool **out, mooncake_store_t store,
-		      uint64_t window, uint64_t limit);
+		      uint64_t window, uint64_t limit,
+		      struct mcfs_splice *splice);
 /** Stops the fetchers and frees the chunks; every window must be closed
  *  first. NULL is ignored. */
 void mcfs_ra_pool_fini(struct mcfs_ra_pool *p);
@@ -63,5 +67,7 @@ void mcfs_ra_close(struct mcfs_ra_pool *p, struct mcfs_ra *ra);
  *  from them, fetches that failed, windows refused for want of chunks. */
 void mcfs_ra_stats(struct mcfs_ra_pool *p, uint64_t *fetched, uint64_t *hits,
 		   uint64_t *failed, uint64_t *starved);
+/** Of those requests, the ones answered from a chunk's pipe. */
+uint64_t mcfs_ra_spliced(struct mcfs_ra_pool *p);
 
 #endif

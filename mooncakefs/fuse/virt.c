@@ -108,7 +108,10 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			"\nmount_readahead_chunks %" PRIu64
 			"\nmount_readahead_hits %" PRIu64
 			"\nmount_readahead_failed %" PRIu64
-			"\nmount_readahead_starved %" PRIu64 "\n",
+			"\nmount_readahead_starved %" PRIu64
+			"\nmount_readahead_spliced %" PRIu64
+			"\nmount_splice_reads %" PRIu64
+			"\nmount_splice_fallbacks %" PRIu64 "\n",
 			atomic_load(&fs->n_reads),
 			atomic_load(&fs->n_read_bytes),
 			atomic_load(&fs->n_writes),
@@ -119,7 +122,9 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			atomic_load(&fs->stage_pool.held),
 			atomic_load(&fs->n_feed_resets),
 			atomic_load(&fs->n_getxattr), ra_fetched, ra_hits,
-			ra_failed, ra_starved);
+			ra_failed, ra_starved, mcfs_ra_spliced(fs->ra),
+			atomic_load(&fs->n_splice_reads),
+			atomic_load(&fs->n_splice_fallbacks));
 		if (pool)
 			mc_sbuf_printf(
 				&t,

@@ -229,6 +229,44 @@ MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t o,
 	return rc ? mc_err_to_store(rc) : (int64_t)n;
 }
 
+MOONCAKE_API int64_t mooncake_store_object_splice(mooncake_object_t o,
+						  uint64_t off, size_t len,
+						  int pipe_fd)
+{
+	struct mooncake_store *s;
+	size_t r;
+	uint64_t n;
+	int rc;
+
+	if (!o || pipe_fd < 0)
+		return MC_STORE_INVALID_PARAMS;
+	s = o->s;
+	if (off >= o->size || !len)
+		return 0;
+	n = o->size - off < len ? o->size - off : len;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	r = atomic_load_explicit(&o->pref, memory_order_relaxed);
+	if (!mcs_hold_valid(o->hold, mcs_now_ms()))
+		rc = MC_ELEASEEXPIRED;
+	else if (!s->xfer || !o->n_repl)
+		rc = MC_ENOTSUPPORTED;
+	else
+		rc = mcs_xfer_read_pipe(s->xfer, o->repl[r].endpoint,
+					o->repl[r].address + off, n, pipe_fd,
+					atomic_load(&s->transfer_ms));
+	/* Nothing added: the caller reads into memory instead. */
+	if (rc == -EAGAIN || rc == -EHOSTUNREACH)
+		rc = MC_ENOTSUPPORTED;
+	/* As object_read: bytes of memory that may have been reused before
+	 * they were all in the pipe are not an answer. */
+	if (!rc && !mcs_hold_valid(o->hold, mcs_now_ms()))
+		rc = MC_ELEASEEXPIRED;
+	mcs_leave(s);
+	return rc ? mc_err_to_store(rc) : (int64_t)n;
+}
+
 MOONCAKE_API int64_t mooncake_store_object_peek(mooncake_object_t o,
 						uint64_t off, size_t len,
 						const void **ptr)

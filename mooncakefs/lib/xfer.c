@@ -334,3 +334,16 @@ int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	free(where);
 	return 0;
 }
+
+int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
+		       uint64_t remote, uint64_t len, int pipe_fd,
+		       unsigned timeout_ms)
+{
+	struct te_segment *seg;
+	int rc = get_segment(x, endpoint, &seg);
+
+	if (rc)
+		return rc;
+	return te_read_pipe(x->eng, seg, remote, len, pipe_fd,
+			    timeout_ms > INT32_MAX ? -1 : (int)timeout_ms);
+}

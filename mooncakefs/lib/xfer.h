@@ -51,4 +51,13 @@ void mcs_xfer_destroy(struct mcs_xfer *x);
 int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		 unsigned timeout_ms);
 
+/**
+ * Read len bytes at remote of endpoint into the pipe pipe_fd
+ * (te_read_pipe: same results; not retried). Open failures of the
+ * endpoint's segment are returned as they are (nothing added).
+ */
+int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
+		       uint64_t remote, uint64_t len, int pipe_fd,
+		       unsigned timeout_ms);
+
 #endif

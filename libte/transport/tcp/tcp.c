@@ -112,6 +112,14 @@ static int tcp_run(struct te_transport *tp, struct te_task *tasks, unsigned n)
 	return tcp_client_run(to_tcp(tp), tasks, n);
 }
 
+static int tcp_read_pipe(struct te_transport *tp, struct te_peer *peer,
+			 uint64_t addr, uint64_t len, int pipe_fd,
+			 uint64_t deadline_ns)
+{
+	return tcp_client_read_pipe(to_tcp(tp), peer, addr, len, pipe_fd,
+				    deadline_ns);
+}
+
 static void tcp_peer_release(struct te_transport *tp, struct te_peer *p)
 {
 	tcp_client_peer_release(to_tcp(tp), p);
@@ -127,6 +135,7 @@ const struct te_transport_ops te_tcp_ops = {
 	.submit = tcp_submit,
 	.run = tcp_run,
 	.peer_release = tcp_peer_release,
+	.read_pipe = tcp_read_pipe,
 	.desc_decode = tcp_desc_decode,
 	.desc_free = tcp_desc_free,
 };

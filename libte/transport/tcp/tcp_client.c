@@ -754,6 +754,77 @@ int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n)
 	return 0;
 }
 
+/* Wait for the reply's first bytes, spinning first as a run's caller
+ * does (the peer answers within microseconds when the bytes are in its
+ * memory), then read the status frame alone: the payload stays in the
+ * socket for splice. */
+static int read_pipe_status(struct tcp_peer *tp, int fd, uint64_t deadline,
+			    uint32_t *code)
+{
+	uint8_t raw[TCP_STATUS_LEN];
+	uint64_t now = mc_mono_ns();
+	int rc;
+
+	if (now >= deadline)
+		return -ETIMEDOUT;
+	rc = mc_busy_poll_wait(&tp->bp, fd,
+			       (int)((deadline - now + 999999) / 1000000));
+	if (!rc)
+		rc = tcp_io_recv(fd, raw, sizeof(raw), deadline);
+	if (!rc && tcp_status_decode(raw, code))
+		rc = -EPROTO;
+	return rc;
+}
+
+int tcp_client_read_pipe(struct tcp_transport *t, struct te_peer *p,
+			 uint64_t addr, uint64_t len, int pipe_fd,
+			 uint64_t deadline_ns)
+{
+	struct tcp_peer *tp = peer_state(t, p);
+	struct tcp_hdr h = { .size = len, .addr = addr, .op = TCP_OP_READ };
+	uint8_t hdr[TCP_HDR_LEN];
+	uint32_t code = TCP_STATUS_OK;
+	struct tcp_lane *l;
+	bool io_error;
+	int fd, rc;
+
+	if (!tp)
+		return -EAGAIN;
+	pthread_mutex_lock(&tp->lock);
+	l = claim_lane(tp);
+	fd = l ? l->fd : -1;
+	pthread_mutex_unlock(&tp->lock);
+	if (!l)
+		return -EAGAIN;
+	atomic_fetch_add(&tp->refs, 1);
+	atomic_fetch_add(&t->base.caller_requests, 1);
+	h.v2 = tp->v2;
+	tcp_hdr_encode(&h, hdr);
+	rc = tcp_io_send(fd, hdr, sizeof(hdr), deadline_ns);
+	if (!rc && tp->v2)
+		rc = read_pipe_status(tp, fd, deadline_ns, &code);
+	io_error = rc != 0;
+	if (!rc && code != TCP_STATUS_OK)
+		rc = MC_ENOTREG; /* refused, nothing follows: the lane is fine */
+	else if (!rc) {
+		rc = tcp_io_splice_in(fd, pipe_fd, len, deadline_ns);
+		io_error = rc && rc != -ENOBUFS; /* ENOBUFS: still in step */
+	}
+	pthread_mutex_lock(&tp->lock);
+	l->caller = false;
+	if (io_error) {
+		/* A reply may be half read: the connection is done. */
+		if (is_connection_error(rc) && !tp->peer_gone)
+			te__peer_invalidate(tp->peer);
+		(void)break_lane(l); /* nothing in flight: returns NULL */
+	}
+	if (l->caller_wait)
+		pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&tp->lock);
+	tcp_peer_put(tp);
+	return rc;
+}
+
 void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p)
 {
 	struct tcp_peer *tp = p->tp_priv[t->base.index];

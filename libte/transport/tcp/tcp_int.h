@@ -80,6 +80,12 @@ int tcp_client_submit(struct tcp_transport *t, struct te_task *task);
  * lane is idle and connected, or the tasks are too many or too large. */
 int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n);
 void tcp_client_peer_release(struct tcp_transport *t, struct te_peer *p);
+/* The read_pipe op (te_read_pipe): one READ over an idle lane, its
+ * payload spliced into pipe_fd; -EAGAIN (nothing sent) when no lane is
+ * idle and connected. */
+int tcp_client_read_pipe(struct tcp_transport *t, struct te_peer *p,
+			 uint64_t addr, uint64_t len, int pipe_fd,
+			 uint64_t deadline_ns);
 
 /* tcp_auth.c: the authentication of a data connection (engine's key). */
 /** Client, right after connecting: 0, MC_EAUTHOFF, MC_EAUTHFAILED or an
@@ -111,6 +117,10 @@ int tcp_io_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
  * iov: bases and lengths advance). */
 int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns);
 int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns);
+/* Move len bytes from the socket into a pipe (splice, no copy); -ENOBUFS
+ * when the pipe filled up before: the rest was read and dropped, so the
+ * connection stays in step (any other error leaves it broken). */
+int tcp_io_splice_in(int fd, int pipe_fd, uint64_t len, uint64_t deadline_ns);
 
 /*
  * Buffered reading of one connection: small frames (headers, statuses,

@@ -5,6 +5,8 @@
  * -ETIMEDOUT when the deadline passes, -ECONNRESET on EOF.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -139,6 +141,76 @@ int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 		rc = wait_fd(fd, POLLIN, deadline_ns);
 		if (rc)
 			break;
+	}
+	if (lowat != 1)
+		set_lowat(fd, &lowat, 0);
+	return rc;
+}
+
+/* Is the pipe's write end full (no room for even a page)? */
+static bool pipe_full(int pipe_fd)
+{
+	struct pollfd p = { .fd = pipe_fd, .events = POLLOUT };
+
+	return poll(&p, 1, 0) == 0;
+}
+
+/* Read and drop the len bytes of a reply that has no room left: the next
+ * reply on the connection starts right after them. */
+static int discard(int fd, uint64_t len, uint64_t deadline_ns)
+{
+	size_t cap = len < (64u << 10) ? (size_t)len : (64u << 10);
+	char *buf = malloc(cap);
+	int rc = buf ? 0 : -ENOMEM;
+
+	while (!rc && len) {
+		size_t k = len < cap ? (size_t)len : cap;
+
+		rc = tcp_io_recv(fd, buf, k, deadline_ns);
+		len -= k;
+	}
+	free(buf);
+	return rc;
+}
+
+int tcp_io_splice_in(int fd, int pipe_fd, uint64_t len, uint64_t deadline_ns)
+{
+	int lowat = 1, rc = 0;
+	bool waited = false;
+
+	while (len) {
+		size_t want = len < (1u << 30) ? (size_t)len : (1u << 30);
+		ssize_t n = splice(fd, NULL, pipe_fd, NULL, want,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			len -= (uint64_t)n;
+			waited = false;
+			continue;
+		}
+		if (n == 0) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN) {
+			rc = -errno;
+			break;
+		}
+		/* EAGAIN right after poll() said the socket is readable: the
+		 * pipe has no room (the caller sized it too small, or the
+		 * payload came in many small fragments, one pipe slot each). */
+		if (waited && pipe_full(pipe_fd)) {
+			rc = discard(fd, len, deadline_ns);
+			if (!rc)
+				rc = -ENOBUFS; /* the connection is still good */
+			break;
+		}
+		set_lowat(fd, &lowat, len);
+		rc = wait_fd(fd, POLLIN, deadline_ns);
+		if (rc)
+			break;
+		waited = true;
 	}
 	if (lowat != 1)
 		set_lowat(fd, &lowat, 0);
