@@ -18,8 +18,10 @@
  * without the lock, the slot pinned (readers > 0) so that it is not
  * reused meanwhile.
  *
- * With splice_read, a fetch over TCP lands in a pipe of the slot instead
- * of its chunk (no copy in the daemon, splice.c): a read that continues
+ * With splice_read, a window read with large requests (O_DIRECT readers;
+ * not the kernel's buffered read-ahead) has its chunks fetched over TCP
+ * into a pipe of the slot instead of its memory (no copy in the daemon,
+ * splice.c): a read that continues
  * where the pipe's last reply ended is answered from the pipe
  * (fuse_reply_data), one at a time (piping); any other read first moves
  * the rest of the pipe into the chunk's memory, from where it is answered
@@ -68,6 +70,11 @@ struct mcfs_ra {
 	uint64_t size;
 	uint64_t next_off; /* where the last read ended */
 	bool closing;
+	/* Fetch into pipes (splice_read): the reads are large, so each
+	 * chunk is read whole and in order. Small ones (the kernel's
+	 * read-ahead for buffered reads, several at once, out of order)
+	 * would move most pipes into memory first: those use memory. */
+	bool pipes;
 	unsigned n_slots;
 	struct ra_slot slots[];
 };
@@ -418,7 +425,7 @@ static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
 {
 	struct mcfs_pipe *q;
 	int64_t got = MC_STORE_NOT_SUPPORTED;
-	bool ok;
+	bool ok, want_pipe;
 
 	if (s->pipe) { /* a chunk never read, its slot reused */
 		pipe_give(p, s->pipe);
@@ -426,8 +433,9 @@ static void fetch_here(struct mcfs_ra_pool *p, struct mcfs_ra *ra,
 	}
 	s->state = FETCHING;
 	s->pipe_at = s->valid_from = 0;
+	want_pipe = ra->pipes;
 	pthread_mutex_unlock(&ra->lock);
-	q = pipe_take(p, s->len);
+	q = want_pipe ? pipe_take(p, s->len) : NULL;
 	if (q) {
 		got = mooncake_store_object_splice(ra->obj, s->chunk * CHUNK,
 						   s->len, q->fd[1]);
@@ -552,6 +560,7 @@ bool mcfs_ra_read(struct mcfs_ra_pool *p, struct mcfs_ra **rap,
 	}
 	if (off + size > ra->next_off)
 		ra->next_off = off + size;
+	ra->pipes = size >= CHUNK / 2;
 	/* Large requests of other readers in flight already keep the
 	 * transfers busy (4 fio jobs with O_DIRECT): fetching ahead would
 	 * only add hand-offs, and chunks out of the CPU caches by the time

@@ -115,16 +115,47 @@ static void set_lowat(int fd, int *cur, size_t left)
 		*cur = want;
 }
 
-int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
+/* Where the bytes read off a socket go: memory, or a pipe (splice). */
+struct sink {
+	char *p; /* NULL: the pipe */
+	int pipe_fd;
+};
+
+static ssize_t take(int fd, struct sink *k, uint64_t len)
 {
-	char *p = buf;
+	size_t want = len < (1u << 30) ? (size_t)len : (1u << 30);
+	ssize_t n;
+
+	if (!k->p)
+		return splice(fd, NULL, k->pipe_fd, NULL, want,
+			      SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	n = recv(fd, k->p, want, MSG_DONTWAIT);
+	if (n > 0)
+		k->p += n;
+	return n;
+}
+
+/* Is the pipe's write end full (no room for even a page)? */
+static bool pipe_full(int pipe_fd)
+{
+	struct pollfd p = { .fd = pipe_fd, .events = POLLOUT };
+
+	return poll(&p, 1, 0) == 0;
+}
+
+/* len bytes off the socket into k; -ENOBUFS (a pipe only) when k filled
+ * up first: EAGAIN right after poll() said the socket is readable. */
+static int take_all(int fd, struct sink *k, uint64_t len, uint64_t deadline_ns,
+		    uint64_t *left)
+{
 	int lowat = 1, rc = 0;
+	bool waited = false;
 
 	while (len) {
-		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+		ssize_t n = take(fd, k, len);
 		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
+			len -= (uint64_t)n;
+			waited = false;
 			continue;
 		}
 		if (n == 0) {
@@ -137,22 +168,28 @@ int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 			rc = -errno;
 			break;
 		}
+		if (waited && !k->p && pipe_full(k->pipe_fd)) {
+			rc = -ENOBUFS;
+			break;
+		}
 		set_lowat(fd, &lowat, len);
 		rc = wait_fd(fd, POLLIN, deadline_ns);
 		if (rc)
 			break;
+		waited = true;
 	}
 	if (lowat != 1)
 		set_lowat(fd, &lowat, 0);
+	*left = len;
 	return rc;
 }
 
-/* Is the pipe's write end full (no room for even a page)? */
-static bool pipe_full(int pipe_fd)
+int tcp_io_recv(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
-	struct pollfd p = { .fd = pipe_fd, .events = POLLOUT };
+	struct sink k = { .p = buf };
+	uint64_t left;
 
-	return poll(&p, 1, 0) == 0;
+	return take_all(fd, &k, len, deadline_ns, &left);
 }
 
 /* Read and drop the len bytes of a reply that has no room left: the next
@@ -175,45 +212,15 @@ static int discard(int fd, uint64_t len, uint64_t deadline_ns)
 
 int tcp_io_splice_in(int fd, int pipe_fd, uint64_t len, uint64_t deadline_ns)
 {
-	int lowat = 1, rc = 0;
-	bool waited = false;
+	struct sink k = { .pipe_fd = pipe_fd };
+	uint64_t left;
+	int rc = take_all(fd, &k, len, deadline_ns, &left);
 
-	while (len) {
-		size_t want = len < (1u << 30) ? (size_t)len : (1u << 30);
-		ssize_t n = splice(fd, NULL, pipe_fd, NULL, want,
-				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n > 0) {
-			len -= (uint64_t)n;
-			waited = false;
-			continue;
-		}
-		if (n == 0) {
-			rc = -ECONNRESET;
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN) {
-			rc = -errno;
-			break;
-		}
-		/* EAGAIN right after poll() said the socket is readable: the
-		 * pipe has no room (the caller sized it too small, or the
-		 * payload came in many small fragments, one pipe slot each). */
-		if (waited && pipe_full(pipe_fd)) {
-			rc = discard(fd, len, deadline_ns);
-			if (!rc)
-				rc = -ENOBUFS; /* the connection is still good */
-			break;
-		}
-		set_lowat(fd, &lowat, len);
-		rc = wait_fd(fd, POLLIN, deadline_ns);
-		if (rc)
-			break;
-		waited = true;
+	if (rc == -ENOBUFS) {
+		rc = discard(fd, left, deadline_ns);
+		if (!rc)
+			rc = -ENOBUFS; /* the connection is still in step */
 	}
-	if (lowat != 1)
-		set_lowat(fd, &lowat, 0);
 	return rc;
 }
 
