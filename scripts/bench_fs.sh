@@ -405,7 +405,9 @@ if phase lib; then
 fi
 
 if phase remote; then
-	echo "bench_fs: remote reads ($repeat x)" >&2
+	echo "bench_fs: remote reads ($repeat x); fs.pipe-max-size" \
+		"$(cat /proc/sys/fs/pipe-max-size) (the mount's 1 MiB reads" \
+		"go through pipes from 2097152 up: docs/operations.md)" >&2
 	rmnt=$tmp/rmnt
 	MC_FORCE_TCP=1 "$build/mooncakefs/fuse/mooncakefs" "$master" "$rmnt" \
 		-f -o "metadata=$meta,segment_size=0${MC_BENCH_REMOTE_OPTS:+,$MC_BENCH_REMOTE_OPTS}" \
