@@ -5,7 +5,8 @@
 #      tree calls; clang-format check of every C file
 #   2. gcc -Werror build, full ctest (unit, integration, fuzz corpus replay)
 #   3. clang ASan+UBSan build, full ctest (the corpus replay included)
-#   4. every libFuzzer target fuzzed ~30 s (MC_FUZZ_SECONDS)
+#   4. every libFuzzer target fuzzed ~30 s (MC_FUZZ_SECONDS), one per CPU
+#      at once (MC_FUZZ_JOBS)
 # After each ctest pass, leftovers.sh fails the run if a test left a
 # /dev/shm/mooncake.* file, a FUSE mount or a process behind. Tests marked
 # ONLY plain|asan run in one of the two passes (docs/testing.md).
