@@ -268,12 +268,12 @@ struct mcfs {
 	_Atomic uint64_t n_getxattr; /* requests, answered or not */
 	_Atomic unsigned remote_reads; /* in flight (readahead.h) */
 	_Atomic uint64_t n_feed_resets; /* change feed restarts handled */
-	/* splice.c: each FUSE thread's pipe; reads answered from one, and
-	 * those that fell back to a buffer after a failed splice */
+	/* splice.c: the setting, each FUSE thread's pipe, the reads
+	 * answered from one (read-ahead counts its own) */
 	struct mcfs_splice splice;
 	pthread_key_t pipe_key;
 	bool pipe_key_ok;
-	_Atomic uint64_t n_splice_reads, n_splice_fallbacks;
+	_Atomic uint64_t n_splice_reads;
 	uint64_t start_ms;
 	uid_t uid;
 	gid_t gid;

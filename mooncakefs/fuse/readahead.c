@@ -21,14 +21,13 @@
  * With splice_read, a window read with large requests (O_DIRECT readers;
  * not the kernel's buffered read-ahead) has its chunks fetched over TCP
  * into a pipe of the slot instead of its memory (no copy in the daemon,
- * splice.c): a read that continues
- * where the pipe's last reply ended is answered from the pipe
- * (fuse_reply_data), one at a time (piping); any other read first moves
- * the rest of the pipe into the chunk's memory, from where it is answered
- * as usual (bytes already sent from the pipe are gone from the slot:
- * valid_from). A slot holds at most one chunk, so the pool keeps one pipe
- * per chunk, opened on first use; a pipe that may hold leftovers is
- * closed rather than reused.
+ * splice.c): a read that continues where the pipe's last reply ended is
+ * answered from the pipe (fuse_reply_data), one at a time (piping); any
+ * other read first moves the rest of the pipe into the chunk's memory,
+ * from where it is answered as usual (bytes already sent from the pipe
+ * are gone from the slot: valid_from). A slot holds at most one chunk, so
+ * the pool keeps one pipe per chunk, opened on first use; a pipe that may
+ * hold leftovers is closed rather than reused.
  */
 #include <errno.h>
 #include <stdatomic.h>

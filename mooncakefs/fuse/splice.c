@@ -33,6 +33,7 @@ void mcfs_splice_setup(struct mcfs_splice *sp, bool on)
 	sp->on = on;
 	atomic_store(&sp->max, MCFS_READ_MAX);
 	atomic_store(&sp->told, false);
+	atomic_store(&sp->fallbacks, 0);
 }
 
 int mcfs_pipe_open(struct mcfs_splice *sp, struct mcfs_pipe *p)
@@ -84,6 +85,7 @@ void mcfs_splice_failed(struct mcfs_splice *sp, struct mcfs_pipe *p)
 	struct pollfd pf = { .fd = p->fd[1], .events = POLLOUT };
 	size_t held, want, cur;
 
+	atomic_fetch_add(&sp->fallbacks, 1);
 	if (poll(&pf, 1, 0) != 0)
 		return; /* room left: not why it failed */
 	held = mcfs_pipe_held(p);
@@ -220,7 +222,6 @@ bool mcfs_splice_read(struct mcfs *fs, fuse_req_t req, mooncake_object_t obj,
 		mc_log_debug("mcfs", "splice read of %zu bytes: %s", n,
 			     got < 0 ? mooncake_store_strerror((int)got) :
 				       "short");
-		atomic_fetch_add(&fs->n_splice_fallbacks, 1);
 		mcfs_splice_failed(&fs->splice, p);
 		thread_pipe_drop(fs, p);
 		return false;

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 314
@@ -39,6 +40,7 @@ struct mcfs_splice {
 	bool on; /* splice_read */
 	_Atomic size_t max; /* largest read sent through a pipe */
 	atomic_bool told; /* the notice about pipe sizes was logged */
+	_Atomic uint64_t fallbacks; /* failed splices, read into memory */
 };
 
 void mcfs_splice_setup(struct mcfs_splice *sp, bool on);
@@ -48,8 +50,8 @@ void mcfs_pipe_close(struct mcfs_pipe *p);
 /** Can a read of n bytes go through p? */
 bool mcfs_splice_fits(struct mcfs_splice *sp, const struct mcfs_pipe *p,
 		      size_t n);
-/** A splice into p failed: if p filled up, lower sp->max to what fits.
- *  Before p is closed. */
+/** A splice into p failed (anything but "not supported"): counted, and
+ *  if p filled up, sp->max lowered to what fits. Before p is closed. */
 void mcfs_splice_failed(struct mcfs_splice *sp, struct mcfs_pipe *p);
 /** Bytes the pipe holds (SIZE_MAX when it cannot tell). */
 size_t mcfs_pipe_held(const struct mcfs_pipe *p);

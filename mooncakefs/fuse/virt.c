@@ -124,7 +124,7 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 			atomic_load(&fs->n_getxattr), ra_fetched, ra_hits,
 			ra_failed, ra_starved, mcfs_ra_spliced(fs->ra),
 			atomic_load(&fs->n_splice_reads),
-			atomic_load(&fs->n_splice_fallbacks));
+			atomic_load(&fs->splice.fallbacks));
 		if (pool)
 			mc_sbuf_printf(
 				&t,
