@@ -257,3 +257,41 @@ def test_holder_killed_mid_read(mounts):
     # The pipe of a failed read was dropped: whole reads are right again.
     assert direct_read(reader.kv / "k") == want
     assert (reader.kv / "k").read_bytes() == want
+
+
+def test_master_killed_and_back_mid_read(mounts, master):
+    """kill -9 of the master while a file is read through pipes, and the
+    master back on its record: reads of the open file go on with the
+    file's bytes (the master restores the holds it recorded; the holder
+    kept the memory) or fail (EIO, ESTALE), never with other bytes; a new
+    open reads it all."""
+    holder, reader = pair(mounts)
+    size = 16 * MiB
+    write_random(holder.kv / "f", size, 41)
+    want = (holder.kv / "f").read_bytes()
+    fd = os.open(reader.kv / "f", os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 512 * KiB)
+    got = bytearray()
+    err = None
+    try:
+        got += buf[:os.readv(fd, [buf])]
+        master.kill()
+        master.start()
+        wait_for(lambda: len(master.segments()) == 1, timeout=20,
+                 what="holder re-mounted its segment")
+        while True:
+            n = os.readv(fd, [buf])
+            if n == 0:
+                break
+            got += buf[:n]
+    except OSError as e:
+        err = e
+    finally:
+        os.close(fd)
+    assert bytes(got) == want[:len(got)], "bytes that are not the file's"
+    if err is not None:
+        assert err.errno in (errno.EIO, errno.ESTALE), err
+    else:
+        assert len(got) == size
+    assert direct_read(reader.kv / "f") == want
+    assert reader.stats()["mount_splice_reads"] > 0
