@@ -262,9 +262,9 @@ def test_holder_killed_mid_read(mounts):
 def test_master_killed_and_back_mid_read(mounts, master):
     """kill -9 of the master while a file is read through pipes, and the
     master back on its record: reads of the open file go on with the
-    file's bytes (the master restores the holds it recorded; the holder
-    kept the memory) or fail (EIO, ESTALE), never with other bytes; a new
-    open reads it all."""
+    file's bytes (the hold renewer takes a new hold on the same memory,
+    docs/design.md "Readers across a restart") or fail (EIO, ESTALE),
+    never with other bytes; a new open reads it all."""
     holder, reader = pair(mounts)
     size = 16 * MiB
     write_random(holder.kv / "f", size, 41)
