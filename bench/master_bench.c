@@ -11,6 +11,14 @@
  *          BatchPutStart + BatchPutEnd of --batch keys; fresh keys
  *   get    GetReplicaList of one key, or BatchGetReplicaList of --batch
  *   exist  ExistKey of one key, or BatchExistKey of --batch
+ *   commit PutCommit of one key into space reserved ahead (a slot,
+ *          docs/design.md "Reserved space for puts"): what a client's
+ *          single put of a size it put before costs the master. A worker
+ *          without a slot puts the usual way asking for two (PutStart
+ *          with reserve, PutEnd); each PutCommit asks for one more. The
+ *          master caps slots per client (--put_reserve_slots, 4) and the
+ *          workers share one client, so with more than a few processes
+ *          some puts are the usual two calls. Single form only.
  *
  * Gets and exists pick random keys among those loaded first. The load is
  * also the memory figure: the RSS of the master (--master_pid, from
@@ -86,8 +94,9 @@ static const struct mc_opt mb_opts[] = {
 	    "The master's pid, for its RSS (0: no memory figure)."),
 	OPT("procs", MC_OPT_STRING, procs, "1,4", 0, 0,
 	    "Client process counts, comma-separated."),
-	OPT("cases", MC_OPT_STRING, cases, "put,get,exist", 0, 0,
-	    "put, get, exist (comma-separated)."),
+	OPT("cases", MC_OPT_STRING, cases, "put,commit,get,exist", 0, 0,
+	    "put, commit, get, exist (comma-separated; commit: single "
+	    "form only)."),
 	OPT("forms", MC_OPT_STRING, forms, "single,batch", 0, 0,
 	    "single (one key per RPC), batch (--batch keys) or both."),
 	OPT("batch", MC_OPT_INT, batch, "128", 1, 65536, "Keys per batch RPC."),
@@ -130,8 +139,9 @@ static const struct mc_cfg_spec mb_spec = {
 	.strict = true,
 };
 
-enum mb_op { OP_PUT, OP_GET, OP_EXIST, N_OPS };
-static const char *const op_name[N_OPS] = { "put", "get", "exist" };
+enum mb_op { OP_PUT, OP_GET, OP_EXIST, OP_COMMIT, N_OPS };
+static const char *const op_name[N_OPS] = { "put", "get", "exist", "commit" };
+#define MB_SLOTS 8
 
 struct mb_case {
 	enum mb_op op;
@@ -284,6 +294,9 @@ struct mb_worker {
 	uint64_t next, rnd;
 	struct mb_res *r;
 	char err[256];
+	uint64_t slots[MB_SLOTS]; /* commit: slot ids held */
+	unsigned n_slots;
+	bool commit_sized; /* commit: a PutCommit's frame sizes noted */
 };
 
 /* rc: an errno or internal code (transport), or a store code when store. */
@@ -339,7 +352,7 @@ static void name_keys(struct mb_worker *w)
 		if (c->load)
 			snprintf(w->keys[j], MB_KEY_LEN, "mb/%d/L/%" PRIu64,
 				 tag, w->idx * c->load_count + w->next++);
-		else if (c->op == OP_PUT)
+		else if (c->op == OP_PUT || c->op == OP_COMMIT)
 			snprintf(w->keys[j], MB_KEY_LEN,
 				 "mb/%d/c%u/p%u/%" PRIu64, tag, c->id, w->idx,
 				 w->next++);
@@ -367,6 +380,12 @@ static int call(struct mb_worker *w, uint16_t method,
 	return rc;
 }
 
+static void take_slots(struct mb_worker *w, Mcrpc__Slot **slots, size_t n)
+{
+	for (size_t i = 0; i < n && w->n_slots < MB_SLOTS; i++)
+		w->slots[w->n_slots++] = slots[i]->id;
+}
+
 static int op_put(struct mb_worker *w, bool sizes)
 {
 	const struct mb_case *c = w->c;
@@ -384,6 +403,7 @@ static int op_put(struct mb_worker *w, bool sizes)
 	q.keys = w->kp;
 	q.sizes = w->sizes;
 	q.config = &rc_cfg;
+	q.reserve = c->op == OP_COMMIT ? 2 : 0;
 	rc = call(w,
 		  c->batch ? MCRPC__METHOD__BATCH_PUT_START :
 			     MCRPC__METHOD__PUT_START,
@@ -399,6 +419,8 @@ static int op_put(struct mb_worker *w, bool sizes)
 	}
 	if (!rc && sizes)
 		note_sizes(w, 0, &q.base, &ps->base);
+	if (!rc)
+		take_slots(w, ps->slots, ps->n_slots);
 	if (ps)
 		protobuf_c_message_free_unpacked(&ps->base, NULL);
 	if (rc)
@@ -423,6 +445,33 @@ static int op_put(struct mb_worker *w, bool sizes)
 		note_sizes(w, 1, &e.base, &pe->base);
 	if (pe)
 		protobuf_c_message_free_unpacked(&pe->base, NULL);
+	return rc;
+}
+
+/* PutCommit into a held slot, or a put the usual way asking for slots. */
+static int op_commit(struct mb_worker *w)
+{
+	Mcrpc__PutCommitRequest q = MCRPC__PUT_COMMIT_REQUEST__INIT;
+	Mcrpc__PutCommitResponse *pc = NULL;
+	int rc;
+
+	if (!w->n_slots)
+		return op_put(w, false);
+	q.client_id.data = w->x->client_id;
+	q.client_id.len = MB_ID_LEN;
+	q.key = w->kp[0];
+	q.slot = w->slots[--w->n_slots];
+	q.reserve = 1;
+	rc = call(w, MCRPC__METHOD__PUT_COMMIT, &q.base,
+		  (ProtobufCMessage **)&pc, "PutCommit");
+	if (!rc) {
+		if (!w->commit_sized)
+			note_sizes(w, 0, &q.base, &pc->base);
+		w->commit_sized = true;
+		take_slots(w, pc->slots, pc->n_slots);
+	}
+	if (pc)
+		protobuf_c_message_free_unpacked(&pc->base, NULL);
 	return rc;
 }
 
@@ -510,6 +559,8 @@ static int one_call(struct mb_worker *w, bool sizes)
 		return op_put(w, sizes);
 	case OP_GET:
 		return op_get(w, sizes);
+	case OP_COMMIT:
+		return op_commit(w);
 	default:
 		return op_exist(w, sizes);
 	}
@@ -858,6 +909,7 @@ static void print_row(const struct mb_ctx *x, const struct mb_case *c,
 		{ "PutStart+PutEnd", "BatchPutStart+BatchPutEnd" },
 		{ "GetReplicaList", "BatchGetReplicaList" },
 		{ "ExistKey", "BatchExistKey" },
+		{ "PutCommit", "-" },
 	};
 	char per[32], goal[48] = "-";
 	double p50 = (double)r->p50 / 1e3;
@@ -865,7 +917,8 @@ static void print_row(const struct mb_ctx *x, const struct mb_case *c,
 	if (c->batch)
 		snprintf(per, sizeof(per), "batch of %u", c->n);
 	else
-		snprintf(per, sizeof(per), c->op == OP_PUT ? "put" : "RPC");
+		snprintf(per, sizeof(per),
+			 c->op == OP_PUT || c->op == OP_COMMIT ? "put" : "RPC");
 	if (c->batch && c->op == OP_PUT)
 		snprintf(goal, sizeof(goal), ">= 80k keys/s: %s",
 			 r->keys_s >= 80000 ? "met" : "MISSED");
@@ -946,11 +999,19 @@ static int run_pair(struct mb_ctx *x, unsigned procs, enum mb_op op, bool batch)
 		print_row(x, &c, procs, &r, NULL);
 		return 0;
 	}
-	/* The same bytes per round trip as worker 0 saw (raw TCP's own
-	 * 8-byte header counts in its request length). */
-	for (unsigned t = 0; t < c.trips; t++) {
-		c.req[t] = x->sh->res[0].req[t];
-		c.resp[t] = x->sh->res[0].resp[t];
+	/* The same bytes per round trip as the first worker that noted
+	 * them saw (raw TCP's own 8-byte header counts in its request
+	 * length; commit: a worker that never held a slot noted none). */
+	for (unsigned i = 0; i < procs; i++) {
+		const struct mb_res *w = &x->sh->res[i];
+
+		if (!w->req[0])
+			continue;
+		for (unsigned t = 0; t < c.trips; t++) {
+			c.req[t] = w->req[t];
+			c.resp[t] = w->resp[t];
+		}
+		break;
 	}
 	c.raw = true;
 	rc = run_case(x, &c, procs, &raw);
@@ -1009,7 +1070,8 @@ static int run_all(struct mb_ctx *x, const struct mb_lists *l)
 	for (unsigned p = 0; p < l->n_procs && !rc; p++)
 		for (int op = 0; op < N_OPS && !rc; op++)
 			for (int f = 0; f < 2 && !rc; f++)
-				if (l->op[op] && l->form[f])
+				if (l->op[op] && l->form[f] &&
+				    !(op == OP_COMMIT && f == 1))
 					rc = run_pair(x, l->procs[p],
 						      (enum mb_op)op, f == 1);
 	return rc;

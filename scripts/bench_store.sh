@@ -332,7 +332,7 @@ if [[ $only != store ]]; then
 	taskset -a -p -c 0 "$master_pid" >/dev/null
 	run "$build/bench/master_bench" --master_server_address "$master_addr" \
 		--master_pid "$master_pid" --label "sqlite, 1 vCPU" \
-		--procs 1 --forms single --cases put,get --mem_keys 0 \
+		--procs 1 --forms single --cases put,commit,get --mem_keys 0 \
 		--pin 0,0 "${margs[@]}"
 	echo
 	stop "$master_pid"
@@ -343,7 +343,7 @@ if [[ $only != store ]]; then
 		run "$build/bench/master_bench" \
 			--master_server_address "$master_addr" \
 			--master_pid "$master_pid" --label "sqlite+fsync" \
-			--cases put --mem_keys 0 "${margs[@]}"
+			--cases put,commit --mem_keys 0 "${margs[@]}"
 		stop "$master_pid"
 	fi
 fi
