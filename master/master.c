@@ -305,7 +305,8 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	if (!m->stats.requests || !m->stats.failures || !m->stats.batch_items ||
 	    !m->stats.batch_failed_items || mst_objmap_init(&m->objs) ||
 	    mst_objmap_init(&m->put_slots) || mc_map_create(&m->hold_ids) ||
-	    mc_map_create(&m->groups) || mst_feed_init(&m->feed, 65536)) {
+	    mc_map_create(&m->client_ids) || mc_map_create(&m->groups) ||
+	    mst_feed_init(&m->feed, 65536)) {
 		snprintf(err, errlen, "out of memory");
 		mst_destroy(m);
 		return -ENOMEM;
@@ -407,6 +408,7 @@ void mst_destroy(struct master *m)
 		m->clients = c->next;
 		free(c);
 	}
+	mc_map_destroy(m->client_ids);
 	mst_ckpt_free(m);
 	mst_place_cache_free(m);
 	mst_objmap_free(&m->objs);

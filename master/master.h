@@ -202,6 +202,7 @@ struct master {
 	struct mst_objmap objs;
 	struct mst_segment *segments;
 	struct mst_client *clients;
+	struct mc_map *client_ids; /* id -> struct mst_client * */
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
 	struct mst_object *pend_head, *pend_tail; /* head = oldest PutStart */
 	struct mst_object *orphans; /* freed once unleased and unheld */

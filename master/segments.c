@@ -13,6 +13,7 @@
 #include "master.h"
 #include "master.pb-c.h"
 #include "mc_log.h"
+#include "mc_map.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 #include "objects.h"
@@ -22,10 +23,22 @@
 
 struct mst_client *mst_client_find(struct master *m, const uint8_t *id)
 {
-	for (struct mst_client *c = m->clients; c; c = c->next)
-		if (!memcmp(c->id, id, MST_ID_LEN))
-			return c;
-	return NULL;
+	const struct mc_map_entry *e =
+		mc_map_get(m->client_ids, (const char *)id, MST_ID_LEN);
+	struct mst_client *c = NULL;
+
+	if (e)
+		memcpy(&c, e->val, sizeof(c));
+	return c;
+}
+
+/* Unlinked from the list already: out of the map, its checkpoint
+ * holdings gone, freed. */
+static void client_free(struct master *m, struct mst_client *c)
+{
+	(void)mc_map_del(m->client_ids, (const char *)c->id, MST_ID_LEN);
+	mst_ckpt_client_gone(m, c->id);
+	free(c);
 }
 
 struct mst_client *mst_client_touch(struct master *m, const uint8_t *id)
@@ -37,6 +50,11 @@ struct mst_client *mst_client_touch(struct master *m, const uint8_t *id)
 		if (!c)
 			return NULL;
 		memcpy(c->id, id, MST_ID_LEN);
+		if (mc_map_put(m->client_ids, (const char *)c->id, MST_ID_LEN,
+			       &c, sizeof(c))) {
+			free(c);
+			return NULL;
+		}
 		c->next = m->clients;
 		m->clients = c;
 	}
@@ -54,8 +72,7 @@ void mst_client_leave(struct master *m, struct mst_client *c)
 	for (pp = &m->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
-			mst_ckpt_client_gone(m, c->id);
-			free(c);
+			client_free(m, c);
 			return;
 		}
 	}
@@ -63,11 +80,7 @@ void mst_client_leave(struct master *m, struct mst_client *c)
 
 size_t mst_client_count(struct master *m)
 {
-	size_t n = 0;
-
-	for (struct mst_client *c = m->clients; c; c = c->next)
-		n++;
-	return n;
+	return mc_map_count(m->client_ids);
 }
 
 struct mst_segment *mst_segment_find(struct master *m, const uint8_t *id)
@@ -396,8 +409,7 @@ void mst_expire_clients(struct master *m, uint64_t now)
 				mst_segment_drop(m, s, "owner timed out");
 		}
 		*pp = c->next;
-		mst_ckpt_client_gone(m, c->id);
-		free(c);
+		client_free(m, c);
 	}
 	mst_ckpt_tick(m, now);
 	for (s = m->segments; s; s = next) {
