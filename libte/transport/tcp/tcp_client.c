@@ -620,6 +620,21 @@ static struct tcp_lane *claim_lane(struct tcp_peer *tp)
 	return NULL;
 }
 
+/* claim_lane() under the lock, and a reference on tp for the caller
+ * (the last task may free the peer); NULL when no lane is idle. */
+static struct tcp_lane *take_lane(struct tcp_peer *tp, int *fd)
+{
+	struct tcp_lane *l;
+
+	pthread_mutex_lock(&tp->lock);
+	l = claim_lane(tp);
+	*fd = l ? l->fd : -1;
+	pthread_mutex_unlock(&tp->lock);
+	if (l)
+		atomic_fetch_add(&tp->refs, 1);
+	return l;
+}
+
 /* Send every piece's request, then read the replies in order; returns
  * how many pieces ended (*rc: the I/O error that stopped it, or 0). */
 static unsigned run_pieces(struct tcp_peer *tp, int fd, struct run_piece *pc,
@@ -686,13 +701,9 @@ int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n)
 
 	if (!tp || !run_cut(t, tasks, n, pc, &n_pc))
 		return -EAGAIN;
-	pthread_mutex_lock(&tp->lock);
-	l = claim_lane(tp);
-	fd = l ? l->fd : -1;
-	pthread_mutex_unlock(&tp->lock);
+	l = take_lane(tp, &fd);
 	if (!l)
 		return -EAGAIN;
-	atomic_fetch_add(&tp->refs, 1); /* the last task may free the peer */
 	for (unsigned i = 0, j = 0; i < n; i++) {
 		int extra = -1;
 
@@ -790,13 +801,9 @@ int tcp_client_read_pipe(struct tcp_transport *t, struct te_peer *p,
 
 	if (!tp)
 		return -EAGAIN;
-	pthread_mutex_lock(&tp->lock);
-	l = claim_lane(tp);
-	fd = l ? l->fd : -1;
-	pthread_mutex_unlock(&tp->lock);
+	l = take_lane(tp, &fd);
 	if (!l)
 		return -EAGAIN;
-	atomic_fetch_add(&tp->refs, 1);
 	atomic_fetch_add(&t->base.caller_requests, 1);
 	h.v2 = tp->v2;
 	tcp_hdr_encode(&h, hdr);

@@ -143,3 +143,21 @@ def enotconn(path):
 __all__ = ["Mount", "Master", "Member", "Shell", "cleanup_segments",
            "is_mounted", "umount", "write_random", "random_bytes",
            "enotconn", "SCALE", "time", "wait_for", "binary", "HELPER"]
+
+
+def direct_read(path, size=1 << 20):
+    """The whole file with O_DIRECT reads of size bytes (as fio and the
+    connectors' file readers)."""
+    import mmap
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, size)
+    got = bytearray()
+    try:
+        while True:
+            n = os.readv(fd, [buf])
+            if n == 0:
+                break
+            got += buf[:n]
+    finally:
+        os.close(fd)
+    return bytes(got)

@@ -5,7 +5,6 @@ must be the object's whatever the order of reads, the number of readers,
 closes in the middle of fetches, or a pool of chunks too small for every
 window; the counters show read-ahead took part (or not, when off)."""
 import errno
-import mmap
 import os
 import random
 import signal
@@ -13,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from mount import SCALE, enotconn, umount, wait_for, write_random
+from mount import SCALE, direct_read, enotconn, umount, wait_for, write_random
 
 MiB = 1 << 20
 
@@ -37,18 +36,7 @@ def test_sequential_reads_come_from_chunks_fetched_ahead(mounts):
     before = reader.stats()
 
     # O_DIRECT, 1 MiB requests (as fio and the connectors' file readers).
-    fd = os.open(reader.kv / "big", os.O_RDONLY | os.O_DIRECT)
-    buf = mmap.mmap(-1, MiB)
-    got = bytearray()
-    try:
-        while True:
-            n = os.readv(fd, [buf])
-            if n == 0:
-                break
-            got += buf[:n]
-    finally:
-        os.close(fd)
-    assert bytes(got) == want
+    assert direct_read(reader.kv / "big") == want
     after = reader.stats()
     hits = after["mount_readahead_hits"] - before["mount_readahead_hits"]
     fetched = (after["mount_readahead_chunks"] -

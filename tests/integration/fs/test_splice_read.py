@@ -19,6 +19,7 @@ import random
 import signal
 import threading
 
+import mount
 from mount import enotconn, umount, wait_for, write_random
 
 MiB = 1 << 20
@@ -49,19 +50,7 @@ def pair(mounts, reader_opts="read_ahead=0", tcp=True):
 
 
 def direct_read(path, size=512 * KiB):
-    """The whole file with O_DIRECT reads of size bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    buf = mmap.mmap(-1, size)
-    got = bytearray()
-    try:
-        while True:
-            n = os.readv(fd, [buf])
-            if n == 0:
-                break
-            got += buf[:n]
-    finally:
-        os.close(fd)
-    return bytes(got)
+    return mount.direct_read(path, size)
 
 
 def delta(reader, before, name):
