@@ -83,22 +83,41 @@ bool mcfs_splice_fits(struct mcfs_splice *sp, const struct mcfs_pipe *p,
 void mcfs_splice_failed(struct mcfs_splice *sp, struct mcfs_pipe *p)
 {
 	struct pollfd pf = { .fd = p->fd[1], .events = POLLOUT };
-	size_t held, want, cur;
+	/* A pipe has a slot per page of its size, whatever each holds. */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), slots, held, want, cur,
+	       frag;
 
 	atomic_fetch_add(&sp->fallbacks, 1);
-	if (poll(&pf, 1, 0) != 0)
+	slots = page > 0 && page < SIZE_MAX ? p->size / page : 0;
+	if (poll(&pf, 1, 0) != 0 || !slots)
 		return; /* room left: not why it failed */
 	held = mcfs_pipe_held(p);
 	if (held == SIZE_MAX)
 		return;
-	/* Half of what filled it, in whole 64 KiB: the fragments of the
-	 * next payloads may be smaller still. */
-	want = held / 2 / SPLICE_MIN * SPLICE_MIN;
+	/* Every slot is taken: the payload came in fragments of frag bytes
+	 * on average (pages would have fitted). libfuse sizes the pipe it
+	 * sends the reply through by bytes (a slot per page of the reply,
+	 * rounded up to a power of two), so a reply in fragments under half
+	 * a page overflows it too, and libfuse then copies the reply through
+	 * a buffer: nothing is saved, and each failed read costs a transfer.
+	 * Off then (links with a 1500-byte MTU and no receive offload give
+	 * ~1.4 KiB). Otherwise half of what filled it, in whole 64 KiB: the
+	 * fragments of the next payloads may be smaller still. */
+	frag = held / slots;
+	want = frag < page / 2 ? 0 : held / 2 / SPLICE_MIN * SPLICE_MIN;
 	cur = atomic_load(&sp->max);
 	while (want < cur &&
 	       !atomic_compare_exchange_weak(&sp->max, &cur, want))
 		;
-	if (want < cur)
+	if (want < cur && !want)
+		mc_log_notice("mcfs",
+			      "splice_read: a pipe of %zu bytes filled up with "
+			      "%zu (network fragments of %zu bytes on average, "
+			      "under half a page: libfuse would copy such "
+			      "replies anyway); remote reads are copied "
+			      "through a buffer from now on",
+			      p->size, held, frag);
+	else if (want < cur)
 		mc_log_notice("mcfs",
 			      "splice_read: a pipe of %zu bytes filled up with "
 			      "%zu (small network fragments); reads of more "

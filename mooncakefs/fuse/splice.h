@@ -14,8 +14,10 @@
  * kernel's default fs.pipe-max-size (1 MiB, for daemons without
  * CAP_SYS_RESOURCE) reads of 1 MiB are copied as before and a notice says
  * so once. A payload that arrives in more fragments than the pipe has
- * slots fills it early; the largest read sent through pipes is then
- * lowered for the rest of the mount (mcfs_splice_failed).
+ * slots fills it early; splicing is then turned off for the rest of the
+ * mount (fragments under half a page, which libfuse's pipe could not
+ * carry either), or the largest read sent through pipes is lowered
+ * (mcfs_splice_failed).
  */
 #ifndef MCFS_SPLICE_H
 #define MCFS_SPLICE_H
@@ -51,7 +53,8 @@ void mcfs_pipe_close(struct mcfs_pipe *p);
 bool mcfs_splice_fits(struct mcfs_splice *sp, const struct mcfs_pipe *p,
 		      size_t n);
 /** A splice into p failed (anything but "not supported"): counted, and
- *  if p filled up, sp->max lowered to what fits. Before p is closed. */
+ *  if p filled up, sp->max lowered to what fits (0: off, for fragments
+ *  under half a page). Before p is closed. */
 void mcfs_splice_failed(struct mcfs_splice *sp, struct mcfs_pipe *p);
 /** Bytes the pipe holds (SIZE_MAX when it cannot tell). */
 size_t mcfs_pipe_held(const struct mcfs_pipe *p);

@@ -74,6 +74,16 @@ class TwoHosts:
             raise
         return self
 
+    def mtu_sized_segments(self, mtu=1500):
+        """The pair as a real link carries TCP: MTU-sized segments, each
+        its own packet (veth otherwise passes 64 KiB segmentation-offload
+        packets, as loopback does), so a receiver gets a payload in
+        fragments of about an MSS."""
+        for host, dev in ((self.a, self.veth[0]), (self.b, self.veth[1])):
+            self._sh(*host.cmd(["ip", "link", "set", dev, "mtu", str(mtu),
+                                "gso_max_size", str(mtu),
+                                "gso_max_segs", "1"]))
+
     def __exit__(self, *exc):
         for host in (self.a, self.b):
             # Kill whatever still runs inside, then the namespace itself.

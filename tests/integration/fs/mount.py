@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers for filesystem tests: mount the real mooncakefs daemon on a
 directory of the test, unmount it (or find it dead) afterwards."""
+import contextlib
 import errno
 import os
 import subprocess
@@ -28,6 +29,7 @@ def fuse_why(daemon=True):
 
 MCFS = ("mooncakefs", "fuse", "mooncakefs")
 HELPER = ("mount_helpers", "mount.mooncakefs")
+PIPE_MAX = "/proc/sys/fs/pipe-max-size"
 
 
 def is_mounted(path):
@@ -161,3 +163,18 @@ def direct_read(path, size=1 << 20):
     finally:
         os.close(fd)
     return bytes(got)
+
+
+@contextlib.contextmanager
+def pipe_max_size(n):
+    """fs.pipe-max-size set to n for the block (mounts made inside it
+    size their pipes with it), the old value back after."""
+    with open(PIPE_MAX) as f:
+        old = f.read().strip()
+    with open(PIPE_MAX, "w") as f:
+        f.write(str(n))
+    try:
+        yield
+    finally:
+        with open(PIPE_MAX, "w") as f:
+            f.write(old)

@@ -11,7 +11,6 @@ The kernel caps a pipe at fs.pipe-max-size (1 MiB by default) for a
 daemon without CAP_SYS_RESOURCE; a read goes through a pipe only with
 16 KiB to spare, so with the default reads of 512 KiB take the pipe and
 reads of 1 MiB a buffer (test_one_mib_reads covers both settings)."""
-import contextlib
 import errno
 import mmap
 import os
@@ -20,26 +19,10 @@ import signal
 import threading
 
 import mount
-from mount import enotconn, umount, wait_for, write_random
+from mount import enotconn, pipe_max_size, umount, wait_for, write_random
 
 MiB = 1 << 20
 KiB = 1 << 10
-PIPE_MAX = "/proc/sys/fs/pipe-max-size"
-
-
-@contextlib.contextmanager
-def pipe_max_size(n):
-    """fs.pipe-max-size set to n for the block (mounts made inside it
-    size their pipes with it), the old value back after."""
-    with open(PIPE_MAX) as f:
-        old = f.read().strip()
-    with open(PIPE_MAX, "w") as f:
-        f.write(str(n))
-    try:
-        yield
-    finally:
-        with open(PIPE_MAX, "w") as f:
-            f.write(old)
 
 
 def pair(mounts, reader_opts="read_ahead=0", tcp=True):
