@@ -191,6 +191,14 @@ static int read_staged(struct mooncake_object *o, uint64_t off, void *buf,
 	return rc;
 }
 
+/* The bytes a call for len at off reads: 0 past the end or for none. */
+static uint64_t span(const struct mooncake_object *o, uint64_t off, size_t len)
+{
+	if (off >= o->size || !len)
+		return 0;
+	return o->size - off < len ? o->size - off : len;
+}
+
 MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t o,
 						uint64_t off, void *buf,
 						size_t len)
@@ -202,9 +210,9 @@ MOONCAKE_API int64_t mooncake_store_object_read(mooncake_object_t o,
 	if (!o || (!buf && len))
 		return MC_STORE_INVALID_PARAMS;
 	s = o->s;
-	if (off >= o->size || !len)
+	n = span(o, off, len);
+	if (!n)
 		return 0;
-	n = o->size - off < len ? o->size - off : len;
 	if (n > INT64_MAX)
 		n = INT64_MAX;
 	rc = mcs_enter(s);
@@ -241,9 +249,9 @@ MOONCAKE_API int64_t mooncake_store_object_splice(mooncake_object_t o,
 	if (!o || pipe_fd < 0)
 		return MC_STORE_INVALID_PARAMS;
 	s = o->s;
-	if (off >= o->size || !len)
+	n = span(o, off, len);
+	if (!n)
 		return 0;
-	n = o->size - off < len ? o->size - off : len;
 	rc = mcs_enter(s);
 	if (rc)
 		return rc;
@@ -280,9 +288,9 @@ MOONCAKE_API int64_t mooncake_store_object_peek(mooncake_object_t o,
 		return MC_STORE_INVALID_PARAMS;
 	*ptr = NULL;
 	s = o->s;
-	if (off >= o->size || !len)
+	n = span(o, off, len);
+	if (!n)
 		return 0;
-	n = o->size - off < len ? o->size - off : len;
 	rc = mcs_enter(s);
 	if (rc)
 		return rc;
