@@ -61,6 +61,7 @@ static void read_settings(struct rdma_settings *s)
 	s->mtu = env_u("MC_MTU", 4096, 256, 4096);
 	s->spin_us = env_u("MC_RDMA_SPIN_US", 50, 0, 1000000);
 	s->probe_ms = env_u("MC_RDMA_PROBE_MS", 1000, 0, 3600000);
+	s->rail_pause_s = env_u("MC_RDMA_RAIL_PAUSE_SECONDS", 30, 0, 86400);
 	s->round_robin = rr && *rr && strcmp(rr, "0");
 	s->signal_all = env_u("MC_RDMA_SIGNAL_ALL", 0, 0, 1) != 0;
 	s->ib_tc = env_i("MC_IB_TC");

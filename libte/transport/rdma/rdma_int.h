@@ -63,6 +63,7 @@ struct rdma_settings {
 	unsigned mtu; /* MC_MTU, 4096 (clamped to the port's active MTU) */
 	unsigned spin_us; /* MC_RDMA_SPIN_US, 50: poll this long after work */
 	unsigned probe_ms; /* MC_RDMA_PROBE_MS, 1000; 0: never probe */
+	unsigned rail_pause_s; /* MC_RDMA_RAIL_PAUSE_SECONDS, 30; 0: never */
 	bool round_robin; /* MC_PATH_ROUNDROBIN */
 	bool signal_all; /* MC_RDMA_SIGNAL_ALL: a completion per request */
 	int ib_tc, ib_sl; /* MC_IB_TC, MC_IB_SL; -1: default */
@@ -149,6 +150,9 @@ struct rdma_ep {
 struct rdma_peer {
 	pthread_mutex_t lock;
 	struct rdma_ep *ep[RDMA_MAX_NICS][RDMA_MAX_NICS];
+	/* A (local, peer NIC) pair whose connection or requests failed is
+	 * avoided by new slices until this mono ms (rdma_rail_pause). */
+	_Atomic uint64_t paused_until[RDMA_MAX_NICS][RDMA_MAX_NICS];
 };
 
 /* A peer's descriptor, as far as rdma reads it (desc_decode). */
@@ -266,6 +270,10 @@ void rdma_passive_free_all(struct rdma_transport *t);
  *  its owner, drop the owner's reference, and send the slices waiting on
  *  it elsewhere (or fail them). Caller holds no ep lock. */
 void rdma_ep_break(struct rdma_ep *ep, int why);
+/* ep's pair failed (why): new slices to its peer avoid it for
+ * MC_RDMA_RAIL_PAUSE_SECONDS while another pair can serve. Before
+ * rdma_ep_break(), which detaches ep from its peer. */
+void rdma_rail_pause(struct rdma_ep *ep, int why);
 /** Route and queue or post one slice (retry counts its attempts). */
 void rdma_slice_route(struct rdma_transport *t, struct rdma_slice *s);
 /** Post what waits on ep while there is room (ep->lock held). False: the

@@ -82,6 +82,34 @@ void rdma_ep_break(struct rdma_ep *ep, int why)
 		rdma_ep_put(ep);
 }
 
+void rdma_rail_pause(struct rdma_ep *ep, int why)
+{
+	struct rdma_transport *t = ep->ctx->t;
+	uint64_t now = mc_mono_ms();
+	bool fresh = false; /* not paused already: say so */
+
+	if (!t->s.rail_pause_s || atomic_load(&t->stopping))
+		return;
+	/* The owner stays while ep is attached to it (under ep->lock). */
+	pthread_mutex_lock(&ep->lock);
+	if (ep->owner) {
+		_Atomic uint64_t *u =
+			&ep->owner->paused_until[ep->ctx->index][ep->remote_dev];
+
+		fresh = atomic_exchange(u, now + t->s.rail_pause_s * 1000ull) <=
+			now;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	if (fresh)
+		mc_log_warn("te",
+			    "rdma %s -> %s failed (%s): new requests to that "
+			    "peer take its other NIC pairs for %u s "
+			    "(MC_RDMA_RAIL_PAUSE_SECONDS), this one only if "
+			    "none other can serve",
+			    ep->local_path, ep->remote_path, mc_strerror(why),
+			    t->s.rail_pause_s);
+}
+
 void rdma_slice_end(struct rdma_transport *t, struct rdma_slice *s, int rc)
 {
 	struct te_task *task = s->task;
@@ -329,6 +357,28 @@ static void post_and_put(struct rdma_ep *ep)
 	rdma_ep_put(ep);
 }
 
+/* What pair_score() rates pairs with. */
+struct pair_ctx {
+	struct rdma_peer *rp;
+	const struct rdma_mr *mr;
+	const struct rdma_rbuf *rb;
+	uint64_t now;
+};
+
+/* rdma_path_score_fn: a pair the buffers are registered on, paused or
+ * not (rdma_rail_pause). */
+static int pair_score(void *arg, int ci, int dev)
+{
+	const struct pair_ctx *pc = arg;
+
+	if ((unsigned)dev >= pc->rb->n_rkeys || !pc->mr->mr[ci])
+		return 0;
+	return atomic_load_explicit(&pc->rp->paused_until[ci][dev],
+				    memory_order_relaxed) > pc->now ?
+		       1 :
+		       2;
+}
+
 /*
  * Queue s on the endpoint the matrices choose (made when missing). Its
  * endpoint with a new reference, for the caller to post (post_and_put:
@@ -361,10 +411,17 @@ static struct rdma_ep *slice_queue(struct rdma_transport *t,
 	}
 	for (unsigned i = 0; i < d->n_devs; i++)
 		dnames[i] = d->devs[i].name;
-	ci = rdma_path_pick(t->topo.matrix, mr->location, t->names, t->n_ctx,
-			    s->retry, spread);
-	dev = rdma_path_pick(d->matrix, rb->location, dnames, d->n_devs,
-			     s->retry, spread);
+	{
+		struct rdma_path_side l = { t->topo.matrix, mr->location,
+					    t->names, t->n_ctx };
+		struct rdma_path_side r = { d->matrix, rb->location, dnames,
+					    d->n_devs };
+		struct pair_ctx pc = { rp, mr, rb, mc_mono_ms() };
+
+		if (rdma_path_pick_pair(&l, &r, s->retry, spread, pair_score,
+					&pc, &ci, &dev))
+			ci = dev = -1;
+	}
 	if (ci < 0 || dev < 0 || (unsigned)dev >= rb->n_rkeys || !mr->mr[ci]) {
 		rdma_slice_end(t, s, MC_ENOTSUPPORTED);
 		return NULL;
@@ -465,6 +522,8 @@ void rdma_complete(struct rdma_ctx *c, const struct ibv_wc *wc)
 		mc_log_debug("te", "rdma %s -> %s: %s (%s)", ep->local_path,
 			     ep->remote_path, ibv_wc_status_str(wc->status),
 			     mc_strerror(rc));
+	if (rc == -EIO) /* the path failed (retries exceeded, ...) */
+		rdma_rail_pause(ep, rc);
 	if (rc || !ok)
 		rdma_ep_break(ep, rc && rc != MC_ENOTREG ? rc : -EIO);
 	while (before) {

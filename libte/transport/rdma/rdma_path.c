@@ -2,11 +2,13 @@
 /*
  * NIC choice from a priority matrix (rdma_path.h), upstream's algorithm.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "rdma_path.h"
 
 #define PATH_MAX_CAND 64
+#define RDMA_PATH_MAX_NICS 64
 
 static int index_of(const char *name, const char *const *names, size_t n)
 {
@@ -61,4 +63,63 @@ int rdma_path_pick(const json_t *matrix, const char *location,
 	if (n_pref)
 		return cand[spread % n_pref];
 	return cand[n_pref + spread % (n_all - n_pref)];
+}
+
+/* Side's candidates in the order retries take them, each once. */
+static size_t side_candidates(const struct rdma_path_side *sd, unsigned retry,
+			      unsigned spread, int *out)
+{
+	size_t k = 0;
+
+	for (unsigned t = 0; t <= sd->n && k < RDMA_PATH_MAX_NICS; t++) {
+		int c = rdma_path_pick(sd->matrix, sd->location, sd->names,
+				       sd->n, retry + t, spread);
+		bool seen = false;
+
+		for (size_t j = 0; j < k; j++)
+			seen = seen || out[j] == c;
+		if (c >= 0 && !seen)
+			out[k++] = c;
+	}
+	return k;
+}
+
+int rdma_path_pick_pair(const struct rdma_path_side *l,
+			const struct rdma_path_side *r, unsigned retry,
+			unsigned spread, rdma_path_score_fn score, void *arg,
+			int *li, int *ri)
+{
+	int lcand[RDMA_PATH_MAX_NICS], rcand[RDMA_PATH_MAX_NICS];
+	size_t nl, nr;
+	int spare_l = -1, spare_r = -1;
+
+	*li = rdma_path_pick(l->matrix, l->location, l->names, l->n, retry,
+			     spread);
+	*ri = rdma_path_pick(r->matrix, r->location, r->names, r->n, retry,
+			     spread);
+	if (*li < 0 || *ri < 0)
+		return -1;
+	if (!score || score(arg, *li, *ri) == 2)
+		return 0;
+	nl = side_candidates(l, retry, spread, lcand);
+	nr = side_candidates(r, retry, spread, rcand);
+	for (size_t i = 0; i < nl; i++)
+		for (size_t j = 0; j < nr; j++) {
+			int v = score(arg, lcand[i], rcand[j]);
+
+			if (v == 2) {
+				*li = lcand[i];
+				*ri = rcand[j];
+				return 0;
+			}
+			if (v == 1 && spare_l < 0) {
+				spare_l = lcand[i];
+				spare_r = rcand[j];
+			}
+		}
+	if (spare_l >= 0 && score(arg, *li, *ri) != 1) {
+		*li = spare_l;
+		*ri = spare_r;
+	}
+	return 0;
 }

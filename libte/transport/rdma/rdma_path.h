@@ -32,4 +32,34 @@ int rdma_path_pick(const json_t *matrix, const char *location,
 		   const char *const *names, size_t n, unsigned retry,
 		   unsigned spread);
 
+/** One side of a transfer for rdma_path_pick_pair(): its matrix (may be
+ *  NULL), the buffer's location and its NICs' names. */
+struct rdma_path_side {
+	const json_t *matrix;
+	const char *location;
+	const char *const *names;
+	size_t n;
+};
+
+/** How usable a (local, peer) NIC pair is: 2 good, 1 only as a last
+ *  resort (a rail paused after a failure), 0 not at all (no registration
+ *  or key there). */
+typedef int (*rdma_path_score_fn)(void *arg, int local, int peer);
+
+/**
+ * The (local, peer) NIC pair for a slice. The pair of rdma_path_pick() on
+ * both sides with retry comes first; when score() does not rate it 2,
+ * the candidates of each side (the picks of retry, retry + 1, ...: every
+ * NIC its matrix lists for the location, or every NIC) are tried, local
+ * one first and the peer's in turn, and the first pair rated 2 is taken,
+ * else the first rated 1, else the first pair itself (which the caller
+ * then refuses). So a failed rail is avoided by every new slice while
+ * another pair can serve, and used when none can. score may be NULL
+ * (every pair good). 0, or -1 when a side has no NIC.
+ */
+int rdma_path_pick_pair(const struct rdma_path_side *l,
+			const struct rdma_path_side *r, unsigned retry,
+			unsigned spread, rdma_path_score_fn score, void *arg,
+			int *li, int *ri);
+
 #endif

@@ -172,6 +172,8 @@ static void *connector_main(void *arg)
 			mc_log_debug("te", "rdma: connect %s -> %s: %s",
 				     ep->local_path, ep->remote_path,
 				     mc_strerror(rc));
+			if (rc != -ECANCELED)
+				rdma_rail_pause(ep, rc);
 			rdma_ep_break(ep, rc);
 		} else {
 			bool ok = true;

@@ -99,6 +99,130 @@ Test(rdma_path, unknown_locations_use_every_nic)
 	json_decref(m);
 }
 
+/* Scores of (local, peer) pairs for rdma_path_pick_pair: 2 good, 1 a
+ * paused rail, 0 no registration; 4 x 4 NICs. */
+struct scores {
+	int v[4][4];
+	int calls;
+};
+
+static int score_of(void *arg, int l, int r)
+{
+	struct scores *sc = arg;
+
+	sc->calls++;
+	return sc->v[l][r];
+}
+
+/* rdma_path_pick_pair with sc's scores, which must find a pair. */
+static void pick_pair(const struct rdma_path_side *l,
+		      const struct rdma_path_side *r, unsigned retry,
+		      unsigned spread, struct scores *sc, int *li, int *ri)
+{
+	cr_assert_eq(rdma_path_pick_pair(l, r, retry, spread,
+					 sc ? score_of : NULL, sc, li, ri),
+		     0);
+	cr_assert(*li >= 0 && *li < 4 && *ri >= 0 && *ri < 4);
+}
+
+static void set_all(struct scores *sc, int v)
+{
+	for (int l = 0; l < 4; l++)
+		for (int r = 0; r < 4; r++)
+			sc->v[l][r] = v;
+}
+
+Test(rdma_path, pairs_are_the_two_picks_while_they_serve)
+{
+	json_t *m = matrix();
+	struct rdma_path_side l = { m, "cpu:0", nics, 4 };
+	struct rdma_path_side r = { m, "cuda:1", nics, 4 };
+	struct scores sc = { 0 };
+	int li, ri;
+
+	set_all(&sc, 2);
+	for (unsigned retry = 0; retry < 6; retry++)
+		for (unsigned spread = 0; spread < 8; spread++) {
+			pick_pair(&l, &r, retry, spread, &sc, &li, &ri);
+			cr_expect_eq(li, rdma_path_pick(m, "cpu:0", nics, 4,
+							retry, spread));
+			cr_expect_eq(ri, rdma_path_pick(m, "cuda:1", nics, 4,
+							retry, spread));
+		}
+	/* No scorer: every pair good. */
+	pick_pair(&l, &r, 0, 3, NULL, &li, &ri);
+	cr_expect_eq(li, rdma_path_pick(m, "cpu:0", nics, 4, 0, 3));
+	cr_expect_eq(ri, 3);
+	l.n = 0;
+	cr_expect_eq(rdma_path_pick_pair(&l, &r, 0, 0, NULL, NULL, &li, &ri),
+		     -1);
+	json_decref(m);
+}
+
+Test(rdma_path, a_paused_rail_is_avoided_while_another_pair_serves)
+{
+	json_t *m = matrix();
+	struct rdma_path_side l = { m, "cpu:0", nics, 4 };
+	struct rdma_path_side r = { m, "cpu:0", nics, 4 };
+	struct scores sc = { 0 };
+	int li, ri, used[4][4] = { { 0 } };
+
+	/* mlx5_0 -> mlx5_0 failed. Both sides stripe with the same spread
+	 * (pairs 0 -> 0 and 1 -> 1 here): the slices of the other pair stay
+	 * where they were, those of the failed one move to another, never
+	 * back to it. */
+	set_all(&sc, 2);
+	sc.v[0][0] = 1;
+	for (unsigned spread = 0; spread < 64; spread++) {
+		pick_pair(&l, &r, 0, spread, &sc, &li, &ri);
+		cr_assert_eq(sc.v[li][ri], 2, "took paused %d -> %d", li, ri);
+		used[li][ri]++;
+	}
+	cr_expect_eq(used[0][0], 0);
+	cr_expect_eq(used[1][1], 32);
+	cr_expect_eq(used[0][1], 32,
+		     "the failed pair's slices kept their "
+		     "local NIC: %d",
+		     used[0][1]);
+	/* Every preferred pair paused: one of the available NICs serves. */
+	sc.v[0][1] = sc.v[1][0] = sc.v[1][1] = 1;
+	pick_pair(&l, &r, 0, 0, &sc, &li, &ri);
+	cr_expect_eq(sc.v[li][ri], 2, "took paused %d -> %d", li, ri);
+	cr_expect(li >= 2 || ri >= 2);
+	json_decref(m);
+}
+
+Test(rdma_path, paused_rails_serve_when_nothing_else_can)
+{
+	json_t *m = matrix();
+	struct rdma_path_side l = { m, "cuda:1", nics, 4 };
+	struct rdma_path_side r = { NULL, "*", nics, 2 };
+	struct scores sc = { 0 };
+	int li, ri;
+
+	/* All paused (one peer NIC that failed, say): the first pick. */
+	set_all(&sc, 1);
+	pick_pair(&l, &r, 0, 1, &sc, &li, &ri);
+	cr_expect_eq(li, 3);
+	cr_expect_eq(ri, 1);
+	/* The first pick unusable (not registered there), the rest
+	 * paused: a paused pair, not the unusable one. */
+	sc.v[3][1] = 0;
+	pick_pair(&l, &r, 0, 1, &sc, &li, &ri);
+	cr_expect_eq(sc.v[li][ri], 1);
+	/* Nothing usable: the first pick, for the caller to refuse. */
+	set_all(&sc, 0);
+	pick_pair(&l, &r, 2, 1, &sc, &li, &ri);
+	cr_expect_eq(li, rdma_path_pick(m, "cuda:1", nics, 4, 2, 1));
+	cr_expect_eq(ri, rdma_path_pick(NULL, "*", nics, 2, 2, 1));
+	/* A pair registered on another NIC only is found (before, such a
+	 * slice was refused when the first pick lacked the key). */
+	sc.v[0][0] = 2;
+	pick_pair(&l, &r, 0, 1, &sc, &li, &ri);
+	cr_expect(li == 0 && ri == 0, "took %d -> %d", li, ri);
+	json_decref(m);
+}
+
 Test(rdma_wire, gid_text_round_trips_and_bad_text_is_refused)
 {
 	union ibv_gid g, back;
