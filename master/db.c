@@ -530,7 +530,7 @@ int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
 		int (*on_object)(void *arg, const struct mst_db_object *o),
 		int (*on_orphan)(void *arg, const struct mst_db_object *o),
-		void *arg)
+		int (*on_count)(void *arg, uint64_t objects), void *arg)
 {
 	sqlite3_stmt *st;
 	int rc = 0, step = SQLITE_DONE;
@@ -558,6 +558,14 @@ int mst_db_load(struct mst_db *db,
 	sqlite3_finalize(st);
 	if (rc)
 		return rc;
+	if (on_count && !prep(db, "SELECT count(*) FROM objects", &st)) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			rc = on_count(arg,
+				      (uint64_t)sqlite3_column_int64(st, 0));
+		sqlite3_finalize(st);
+		if (rc)
+			return rc;
+	}
 	if (prep(db,
 		 "SELECT o.key,o.size,o.flags,o.soft_pin_until,o.mtime,"
 		 "o.replicas,o.grp," OBJ_ATTR_COLS

@@ -165,7 +165,9 @@ int mst_db_del_object(struct mst_db *db, const char *key, size_t len,
 int mst_db_put_orphan(struct mst_db *db, const struct mst_object *o);
 int mst_db_del_orphan(struct mst_db *db, uint64_t id);
 
-/* Restore: segments first, then objects, then orphans. */
+/* Restore: segments first, then the objects' count (on_count, may be
+ * NULL: a hint for sizing, skipped if it cannot be read), the objects,
+ * then orphans. A callback's non-zero return stops the load with it. */
 struct mst_db_segment {
 	const uint8_t *id;
 	const char *name, *endpoint, *protocol, *host_id;
@@ -192,7 +194,7 @@ int mst_db_load(struct mst_db *db,
 		int (*on_segment)(void *arg, const struct mst_db_segment *s),
 		int (*on_object)(void *arg, const struct mst_db_object *o),
 		int (*on_orphan)(void *arg, const struct mst_db_object *o),
-		void *arg);
+		int (*on_count)(void *arg, uint64_t objects), void *arg);
 
 /* Paged listing in key order (bytewise). */
 struct mst_db_entry {

@@ -178,10 +178,24 @@ static int on_object(void *arg, const struct mst_db_object *d)
 		free(o);
 		return -ENOMEM;
 	}
-	mst_objmap_add(&m->objs, o);
+	if (mst_objmap_add(&m->objs, o)) {
+		mst_group_leave(m, o);
+		free(o->attr);
+		free(o);
+		return -ENOMEM;
+	}
 	mst_lru_add(m, o);
 	m->n_complete++;
 	return add_replicas(r, o, d);
+}
+
+/* The map sized for the record's objects before they come. */
+static int on_count(void *arg, uint64_t n)
+{
+	struct restore *r = arg;
+
+	return n < SIZE_MAX / 4 ? mst_objmap_reserve(&r->m->objs, (size_t)n) :
+				  -ENOMEM;
 }
 
 /* An orphan from before the restart: its memory stays reserved until
@@ -318,7 +332,7 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 		mst_destroy(m);
 		return rc;
 	}
-	rc = mst_db_load(m->db, on_segment, on_object, on_orphan, &r);
+	rc = mst_db_load(m->db, on_segment, on_object, on_orphan, on_count, &r);
 	if (!rc)
 		reserve_all(&r);
 	if (!rc)

@@ -130,6 +130,14 @@ static int grow(struct mst_objmap *om)
 	return 0;
 }
 
+int mst_objmap_reserve(struct mst_objmap *om, size_t n)
+{
+	while (n * 2 > om->cap)
+		if (grow(om))
+			return -ENOMEM;
+	return 0;
+}
+
 int mst_objmap_add(struct mst_objmap *om, struct mst_object *o)
 {
 	uint64_t h = mst_objmap_hash(om, o->key, o->key_len);

@@ -14,6 +14,9 @@ void mst_objmap_free(struct mst_objmap *om);
 struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
 				  size_t len);
 int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
+/* Room for n objects without growing (a restore that knows its count:
+ * no table rebuilt on the way). 0 or -ENOMEM (the map unchanged). */
+int mst_objmap_reserve(struct mst_objmap *om, size_t n);
 void mst_objmap_del(struct mst_objmap *om, struct mst_object *o);
 /**
  * Prefetch what looking up keys[0..n) will touch: their home slots, then
