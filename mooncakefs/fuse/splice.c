@@ -84,11 +84,11 @@ void mcfs_splice_failed(struct mcfs_splice *sp, struct mcfs_pipe *p)
 {
 	struct pollfd pf = { .fd = p->fd[1], .events = POLLOUT };
 	/* A pipe has a slot per page of its size, whatever each holds. */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), slots, held, want, cur,
-	       frag;
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t page = ps > 0 ? (size_t)ps : 4096, slots = p->size / page;
+	size_t held, want, cur, frag;
 
 	atomic_fetch_add(&sp->fallbacks, 1);
-	slots = page > 0 && page < SIZE_MAX ? p->size / page : 0;
 	if (poll(&pf, 1, 0) != 0 || !slots)
 		return; /* room left: not why it failed */
 	held = mcfs_pipe_held(p);

@@ -394,13 +394,13 @@ static struct rdma_ep *slice_queue(struct rdma_transport *t,
 	const struct rdma_rbuf *rb;
 	const char *dnames[RDMA_MAX_NICS];
 	struct rdma_peer *rp = peer_table(t, p);
+	uint64_t now = mc_mono_ns();
 	unsigned spread = t->s.round_robin ?
 				  atomic_fetch_add(&t->rr, 1) :
-				  (unsigned)mc_mono_ns() ^
-					  (unsigned)(s->remote >> 12);
+				  (unsigned)now ^ (unsigned)(s->remote >> 12);
 	int ci, dev;
 
-	if (mc_mono_ns() >= task->deadline_ns) {
+	if (now >= task->deadline_ns) {
 		rdma_slice_end(t, s, -ETIMEDOUT);
 		return NULL;
 	}
@@ -416,7 +416,7 @@ static struct rdma_ep *slice_queue(struct rdma_transport *t,
 					    t->names, t->n_ctx };
 		struct rdma_path_side r = { d->matrix, rb->location, dnames,
 					    d->n_devs };
-		struct pair_ctx pc = { rp, mr, rb, mc_mono_ms() };
+		struct pair_ctx pc = { rp, mr, rb, now / 1000000 };
 
 		if (rdma_path_pick_pair(&l, &r, s->retry, spread, pair_score,
 					&pc, &ci, &dev))

@@ -8,7 +8,6 @@
 #include "rdma_path.h"
 
 #define PATH_MAX_CAND 64
-#define RDMA_PATH_MAX_NICS 64
 
 static int index_of(const char *name, const char *const *names, size_t n)
 {
@@ -71,7 +70,7 @@ static size_t side_candidates(const struct rdma_path_side *sd, unsigned retry,
 {
 	size_t k = 0;
 
-	for (unsigned t = 0; t <= sd->n && k < RDMA_PATH_MAX_NICS; t++) {
+	for (unsigned t = 0; t <= sd->n && k < PATH_MAX_CAND; t++) {
 		int c = rdma_path_pick(sd->matrix, sd->location, sd->names,
 				       sd->n, retry + t, spread);
 		bool seen = false;
@@ -89,7 +88,7 @@ int rdma_path_pick_pair(const struct rdma_path_side *l,
 			unsigned spread, rdma_path_score_fn score, void *arg,
 			int *li, int *ri)
 {
-	int lcand[RDMA_PATH_MAX_NICS], rcand[RDMA_PATH_MAX_NICS];
+	int lcand[PATH_MAX_CAND], rcand[PATH_MAX_CAND];
 	size_t nl, nr;
 	int spare_l = -1, spare_r = -1;
 

@@ -3,6 +3,7 @@
 directory of the test, unmount it (or find it dead) afterwards."""
 import contextlib
 import errno
+import mmap
 import os
 import subprocess
 import sys
@@ -48,11 +49,14 @@ class Mount:
     """A mooncakefs mount (daemonized, logs in the test's directory)."""
 
     def __init__(self, procs, tmp_path, master, name="mnt", seg="64MiB",
-                 opts="", segment_name=None, env=None, path=None):
+                 opts="", segment_name=None, env=None, path=None,
+                 prefix=()):
         """path: the mount point (default tmp_path/name); logs stay in
-        tmp_path either way."""
+        tmp_path either way. master: anything with .addr and .metadata.
+        prefix: the command the daemon starts under (e.g. a namespace's
+        nsenter)."""
         self.procs, self.tmp, self.master = procs, tmp_path, master
-        self.env = env
+        self.env, self.prefix = env, list(prefix)
         self.path = path or tmp_path / name
         self.path.mkdir(exist_ok=True)
         self.log_path = tmp_path / f"{name}.fs.log"
@@ -72,8 +76,9 @@ class Mount:
         return o + ("," + self.opts if self.opts else "")
 
     def mount(self):
-        p = subprocess.run([binary(*MCFS), self.master.addr, str(self.path),
-                            "-o", self.options()], capture_output=True,
+        p = subprocess.run([*self.prefix, binary(*MCFS), self.master.addr,
+                            str(self.path), "-o", self.options()],
+                           capture_output=True,
                            text=True, timeout=60 * SCALE,
                            env=mctest.te_env(self.env))
         assert p.returncode == 0, p.stderr + self.log()
@@ -150,7 +155,6 @@ __all__ = ["Mount", "Master", "Member", "Shell", "cleanup_segments",
 def direct_read(path, size=1 << 20):
     """The whole file with O_DIRECT reads of size bytes (as fio and the
     connectors' file readers)."""
-    import mmap
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     buf = mmap.mmap(-1, size)
     got = bytearray()

@@ -8,17 +8,17 @@ import contextlib
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from netns import TwoHosts, can_make_namespaces  # noqa: E402
 import mount  # noqa: E402
-from mount import binary, is_mounted, umount, wait_for  # noqa: E402
+from mount import Mount, binary, wait_for  # noqa: E402
 import mctest  # noqa: E402
 
 MASTER = ("master", "mooncake_master")
-MCFS = ("mooncakefs", "fuse", "mooncakefs")
 SHELL = ("tests", "tools", "store_shell")
 MiB = 1 << 20
 KiB = 1 << 10
@@ -45,7 +45,7 @@ def port_of(path, proc, log):
 
 
 def start_master(procs, tmp_path, host):
-    """A master with its metadata service on host: (address, metadata)."""
+    """A master with its metadata service on host: .addr, .metadata."""
     log = tmp_path / "master.log"
     procs.logs.append(log)
     with open(log, "ab") as lf:
@@ -59,50 +59,32 @@ def start_master(procs, tmp_path, host):
             "--db_path", str(tmp_path / "m.db")]), stdout=lf, stderr=lf)
     rpc = port_of(tmp_path / "rpc.port", m, log)
     meta = port_of(tmp_path / "meta.port", m, log)
-    return f"{host.addr}:{rpc}", f"http://{host.addr}:{meta}/metadata"
+    return types.SimpleNamespace(
+        addr=f"{host.addr}:{rpc}",
+        metadata=f"http://{host.addr}:{meta}/metadata")
 
 
 @contextlib.contextmanager
-def mounted(procs, tmp_path, host, master, metadata, name, opts):
-    """A mount of the pool on host at tmp_path/name, contributing
-    opts' segment_size; its log is tmp_path/name.log. Yields the mount
-    point; unmounted (or killed) afterwards."""
-    mnt = tmp_path / name
-    mnt.mkdir()
-    log = tmp_path / f"{name}.log"
-    procs.logs.append(log)
-    seg = f"th{os.getpid()}{name}"
-    p = subprocess.run(host.nsenter([
-        binary(*MCFS), master, str(mnt), "-o",
-        f"metadata={metadata},local_hostname={host.addr},log_file={log},"
-        f"segment_name={seg},{opts}"]),
-        capture_output=True, text=True, timeout=60)
+def mounted(procs, tmp_path, host, master, name, seg, opts=""):
+    """A mount of the pool on host (Mount, run through the namespace's
+    nsenter so it stays visible here); cleaned up afterwards."""
+    m = None
     try:
-        assert p.returncode == 0, p.stderr
-        assert is_mounted(mnt)
-        wait_for(lambda: os.listdir(mnt / "kv") is not None, timeout=30,
-                 what=f"{name} ready")
-        yield mnt
+        m = Mount(procs, tmp_path, master, name=name, seg=seg,
+                  opts=f"local_hostname={host.addr}" +
+                  (f",{opts}" if opts else ""),
+                  prefix=host.nsenter([]))
+        yield m
     finally:
-        umount(mnt, lazy=True)
-        subprocess.run(["pkill", "-9", "-f", f"mooncakefs .* {mnt} "],
-                       capture_output=True)
-        try:
-            os.unlink(f"/dev/shm/mooncake.seg.{seg}")
-        except OSError:
-            pass
-
-
-def stats(mnt):
-    with open(mnt / ".mooncake" / "stats") as f:
-        return {k: int(v) for k, v in (line.split() for line in f)}
+        if m:
+            m.cleanup()
 
 
 def test_mount_on_another_host(procs, tmp_path, hosts):
     a, b = hosts.a, hosts.b
-    master, metadata = start_master(procs, tmp_path, a)
-    with mounted(procs, tmp_path, b, master, metadata, "mnt",
-                 "segment_size=64MiB") as mnt:
+    master = start_master(procs, tmp_path, a)
+    with mounted(procs, tmp_path, b, master, "mnt", "64MiB") as m:
+        mnt = m.path
         # A library client on host A contributes memory too.
         shlog = tmp_path / "shell.log"
         procs.logs.append(shlog)
@@ -113,7 +95,8 @@ def test_mount_on_another_host(procs, tmp_path, hosts):
         sh = mctest.TeClient(sp, shlog)
         name = f"{a.addr}:{mctest._seq.__next__() + 23000}"
         procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
-        r = sh.cmd(f"setup {name} {metadata} 64MiB 64MiB tcp {master}")
+        r = sh.cmd(f"setup {name} {master.metadata} 64MiB 64MiB tcp "
+                   f"{master.addr}")
         assert r.startswith("ok"), r
         # A -> B: put on host A (lands on A's or B's segment), read on B.
         for i in range(4):
@@ -147,39 +130,36 @@ def test_remote_reads_in_mtu_sized_segments(procs, tmp_path, hosts,
     them at all)."""
     hosts.mtu_sized_segments()
     a, b = hosts.a, hosts.b
-    master, metadata = start_master(procs, tmp_path, a)
+    master = start_master(procs, tmp_path, a)
     size = 12 * MiB + 4097
     with contextlib.ExitStack() as st:
         if read_ahead:
             st.enter_context(mount.pipe_max_size(4 * MiB))
-        holder = st.enter_context(mounted(
-            procs, tmp_path, a, master, metadata, "holder",
-            "segment_size=64MiB"))
-        reader = st.enter_context(mounted(
-            procs, tmp_path, b, master, metadata, "reader",
-            f"segment_size=0,read_ahead={read_ahead}"))
-        want = mount.write_random(holder / "kv" / "big", size, 7)
+        holder = st.enter_context(mounted(procs, tmp_path, a, master,
+                                          "holder", "64MiB"))
+        reader = st.enter_context(mounted(procs, tmp_path, b, master,
+                                          "reader", "0",
+                                          f"read_ahead={read_ahead}"))
+        want = mount.write_random(holder.kv / "big", size, 7)
         # Until a pipe fills (within a few passes: how much of a payload
         # the receiver's queue coalesces varies), then once more.
         passes = 0
-        while stats(reader)["mount_splice_fallbacks"] == 0 and passes < 6:
-            assert mount.direct_read(reader / "kv" / "big",
-                                     512 * KiB) == want
+        while reader.stats()["mount_splice_fallbacks"] == 0 and passes < 6:
+            assert mount.direct_read(reader.kv / "big", 512 * KiB) == want
             passes += 1
-        s = stats(reader)
-        log = open(tmp_path / "reader.log", errors="replace").read()
+        s = reader.stats()
         if s["mount_splice_fallbacks"] == 0:
             pytest.skip(f"no pipe filled in {passes} passes ({s}): this "
                         "kernel coalesced the link's segments")
+        log = reader.log()
         assert "network fragments of" in log and "from now on" in log, log
         assert s["mount_splice_fallbacks"] == 1, s
         spliced = s["mount_splice_reads"] + s["mount_readahead_spliced"]
         # Every read after the notice is copied, and returns the bytes.
-        assert mount.direct_read(reader / "kv" / "big", 1 * MiB) == want
-        with open(reader / "kv" / "big", "rb") as f:
+        assert mount.direct_read(reader.kv / "big", 1 * MiB) == want
+        with open(reader.kv / "big", "rb") as f:
             assert f.read() == want
-        s = stats(reader)
+        s = reader.stats()
         assert s["mount_splice_reads"] + s["mount_readahead_spliced"] == \
             spliced, s
         assert s["mount_splice_fallbacks"] == 1, s
-
