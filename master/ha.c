@@ -259,6 +259,8 @@ static int keepalive(struct mst_ha *ha, char *err, size_t errlen)
 		if (rc)
 			return rc;
 		atomic_store(&ha->lease, id);
+		if (!atomic_load(&ha->incarnation))
+			atomic_store(&ha->incarnation, id);
 		ttl = ha->ttl_s;
 	}
 	if ((unsigned long long)ttl > ha->ttl_s)
@@ -463,14 +465,18 @@ static int campaign(struct mst_ha *ha, char *err, size_t errlen)
 static int put_standby(struct mst_ha *ha, uint64_t seq, char *err,
 		       size_t errlen)
 {
-	char v[32];
+	char v[48];
 	struct mc_etcd_op put = { .kind = MC_ETCD_OP_PUT,
 				  .key = ha->me,
 				  .val = v,
 				  .lease = atomic_load(&ha->lease) };
 	int rc;
 
-	put.len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, seq);
+	/* "<seq> <incarnation>": readers before 2026-12-05 take the number
+	 * and ignore the rest. */
+	put.len = (size_t)snprintf(
+		v, sizeof(v), "%" PRIu64 " %llx", seq,
+		(unsigned long long)atomic_load(&ha->incarnation));
 	rc = mc_etcd_txn(&ha->cli, NULL, 0, &put, 1, NULL, err, errlen);
 	return rc < 0 ? rc : 0;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "etcd_client.h"
+#include "etcd_kv.h"
 #include "ha.h"
 
 #define KEY_MAX 512
@@ -45,10 +46,10 @@ struct ha_member {
 	uint64_t held; /* the last entry it holds, as it answered */
 	uint64_t pin; /* the first entry of the call in flight, 0: none */
 	bool busy; /* a call is in flight (its thread's, or a waiter's) */
-	long long lease; /* its etcd lease as it answered (0: not yet) */
+	long long lease; /* its incarnation as it answered (0: not yet) */
 	bool want; /* answers: it belongs in the in-sync set */
 	bool req; /* acknowledgements wait for it (it may be listed) */
-	bool sure; /* listed in the in-sync key, with this lease */
+	bool sure; /* listed in the in-sync key, with this incarnation */
 	uint64_t fail_ms; /* mono ms of the first failed call in a row */
 	bool gone; /* its standby key is gone: end once out of the set */
 	bool done; /* its thread ended */
@@ -66,7 +67,8 @@ struct ha_sbuf {
 		size_t len;
 	} * ent;
 	size_t n, cap, bytes;
-	long long (*lease)(void *arg); /* this standby's lease now */
+	/* This standby's incarnation while its lease is alive, else 0. */
+	long long (*lease)(void *arg);
 	void *lease_arg;
 };
 
@@ -86,6 +88,10 @@ struct mst_ha {
 	char listen_host[200];
 	int listen_port;
 	atomic_llong lease; /* renewed by one thread, read by others */
+	/* The first lease this process was granted: it names the process
+	 * (its stream buffer) in the in-sync key and its standby key, and
+	 * stays when an expired lease is granted anew. */
+	atomic_llong incarnation;
 	uint64_t ka_at; /* mono ms of the last keepalive sent that succeeded */
 	atomic_llong epoch;
 	atomic_ullong deadline; /* mono ms: lead until then at most */
@@ -157,7 +163,9 @@ bool ha_stream_inline(struct mst_ha *ha);
  *  two thread hand-offs per change (to the member's thread and back). */
 bool ha_stream_send(struct mst_ha *ha, uint64_t seq);
 
-/* The in-sync key: "<epoch>\n" then "<host:port> <lease>\n" a member. */
+/* The in-sync key: "<epoch>\n" then "<host:port> <incarnation>\n" a
+ * member (its first lease, hex; a master before 2026-12-05 wrote its
+ * lease then). */
 struct ha_isr {
 	uint64_t epoch;
 	size_t n;
@@ -168,12 +176,18 @@ struct ha_isr {
 };
 /** Parse the key's value: 0 or -EBADMSG. */
 int ha_isr_parse(const char *val, size_t len, struct ha_isr *out);
+/** Whether a standby key read from etcd (kv: its value NUL-terminated
+ *  past len) is the process that an in-sync line names (named: its
+ *  incarnation): the value "<seq> <incarnation hex>", or, written before
+ *  2026-12-05, "<seq>" alone under the lease the line names. */
+bool ha_standby_matches(const struct mc_etcd_kv *kv, long long named);
 /**
  * Following, master_view gone: whether this master may campaign. 1: the
- * in-sync key is absent or empty, or names this master (with its lease);
- * 2: it names only masters whose standby key is gone (entries
- * acknowledged through them only are lost unless the record that led
- * comes back: the caller gives that record a head start); 0: an in-sync
+ * in-sync key is absent or empty, or names this master (its incarnation);
+ * 2: it names only masters whose standby key is gone or names another
+ * incarnation (entries acknowledged through them only are lost unless
+ * the record that led comes back: the caller gives that record a head
+ * start); 0: an in-sync
  * standby is alive and should win; or a code. ha->isr_epoch: the key's
  * leader (0 none).
  */

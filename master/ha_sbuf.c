@@ -254,7 +254,7 @@ static long long lease_of(void *arg)
 {
 	struct mst_ha *ha = arg;
 
-	return atomic_load(&ha->lease);
+	return atomic_load(&ha->lease) ? atomic_load(&ha->incarnation) : 0;
 }
 
 void ha_sbuf_start(struct mst_ha *ha)

@@ -464,11 +464,21 @@ void ha_stream_stop(struct mst_ha *ha)
 
 /* ---- campaigning -------------------------------------------------------- */
 
+bool ha_standby_matches(const struct mc_etcd_kv *kv, long long named)
+{
+	const char *sp = kv->val ? memchr(kv->val, ' ', kv->len) : NULL;
+	char *end;
+
+	if (!sp)
+		return kv->lease == named;
+	return strtoll(sp + 1, &end, 16) == named && end != sp + 1;
+}
+
 int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen)
 {
 	struct mc_etcd_kv kv = { 0 };
 	struct ha_isr isr;
-	long long me = atomic_load(&ha->lease);
+	long long me = atomic_load(&ha->incarnation);
 	int rc = mc_etcd_get(&ha->cli, ha->insync, &kv, err, errlen);
 
 	ha->isr_epoch = 0;
@@ -494,7 +504,7 @@ int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen)
 		rc = mc_etcd_get(&ha->cli, key, &kv, err, errlen);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && kv.lease == isr.m[i].lease) {
+		if (rc == 1 && ha_standby_matches(&kv, isr.m[i].lease)) {
 			mc_etcd_kv_clear(&kv);
 			return 0; /* it holds what was acknowledged: it wins */
 		}

@@ -21,10 +21,13 @@
  * contiguous run ending at the answered entry; taking the buffer hands
  * over a list in order. 3: the value of the in-sync key (read from
  * etcd): ha_isr_parse() returns 0 or -EBADMSG, and on 0 every member has
- * a non-empty address.
+ * a non-empty address. 4: the value of a standby key (read from etcd),
+ * matched against an in-sync line: an old-format value (no space) matches
+ * by the key's lease alone.
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
@@ -148,6 +151,21 @@ static void isr(const uint8_t *data, size_t size)
 	}
 }
 
+static void standby_key(const uint8_t *data, size_t size)
+{
+	struct mc_etcd_kv kv = { .val = malloc(size + 1), .len = size };
+
+	if (!kv.val)
+		return;
+	memcpy(kv.val, data, size);
+	kv.val[size] = '\0';
+	/* An old-format value (no space) matches by its lease alone. */
+	if (!memchr(kv.val, ' ', size))
+		FUZZ_CHECK(!ha_standby_matches(&kv, 1));
+	(void)ha_standby_matches(&kv, 0x1a2b);
+	free(kv.val);
+}
+
 static void drop(int level, const char *line, void *arg)
 {
 	(void)level;
@@ -172,6 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		stream(data + 1, size - 1);
 	else if (data[0] == 3)
 		isr(data + 1, size - 1);
+	else if (data[0] == 4)
+		standby_key(data + 1, size - 1);
 	else
 		changeset(data + 1, size - 1);
 	return 0;

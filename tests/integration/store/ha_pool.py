@@ -2,6 +2,7 @@
 HA masters (standbys until elected), and the "master" object pool.Member
 and pool.cli take, whose address is the etcd one (docs/design.md, "Master
 high availability"). The multi-host bed is tests/integration/ha/bed.py."""
+import json
 import os
 import subprocess
 
@@ -45,6 +46,19 @@ class Etcd:
                            capture_output=True, text=True, timeout=30,
                            env=dict(os.environ, ETCDCTL_API="3"))
         assert p.returncode == 0, p.stderr
+
+    def ctl(self, *args):
+        """etcdctl against this member; its stdout."""
+        p = subprocess.run([ETCDCTL, "--endpoints", self.addr, *args],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, ETCDCTL_API="3"))
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    def lease_of(self, key):
+        """The lease id the key is on (0: none, or no such key)."""
+        kvs = json.loads(self.ctl("get", key, "-w", "json")).get("kvs", [])
+        return int(kvs[0].get("lease", 0)) if kvs else 0
 
     def get(self, key):
         p = subprocess.run([ETCDCTL, "--endpoints", self.addr, "get", key,

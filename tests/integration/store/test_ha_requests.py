@@ -12,6 +12,8 @@ docs/design.md "High availability"):
 - entries straight to standbys: with etcd frozen, a change the in-sync
   standby holds is acknowledged before its op log write, and when the
   leader then dies the standby writes it into the log as it takes over;
+  a standby whose lease expired and was granted anew is still the process
+  the in-sync set names, and takes over at once;
 - SIGTERM while etcd is frozen and a change waits for its op log write:
   the master exits (the call is answered at the lease's end) instead of
   restarting itself as a standby;
@@ -215,7 +217,8 @@ def wait_logged(etcd, standby):
         timeout=30, env=dict(os.environ, ETCDCTL_API="3")).stdout.split()
     last = max(int(k.rsplit("/", 2)[-2]) for k in keys)
     key = f"mooncake-store/{CLUSTER}/standby/127.0.0.1:{standby.port}"
-    wait_for(lambda: int(etcd.get(key) or "0") >= last, timeout=30 * SCALE,
+    wait_for(lambda: int((etcd.get(key) or "0").split()[0]) >= last,
+             timeout=30 * SCALE,
              what=f"the standby at op log entry {last}")
 
 
@@ -345,3 +348,38 @@ def test_acknowledged_through_the_stream_survives_the_leader(bed, tmp_path):
     listing = cli(pool, "ls").stdout
     assert "st_x" not in listing, listing
     assert "st_y" in listing, listing
+
+
+def test_standby_with_a_lease_granted_anew_is_still_in_sync(bed, tmp_path):
+    """The in-sync set names a standby's process (its first lease), not its
+    lease now: a standby whose lease ended and was granted anew (its
+    keepalives kept from etcd for a TTL; here revoked) still holds its
+    buffer, and when the leader dies before it lists the new lease, the
+    standby takes over at once instead of reading "every in-sync standby
+    gone" and waiting twice the TTL."""
+    etcd, m1, m2, pool, _ = bed
+    isr = f"mooncake-store/{CLUSTER}/insync"
+    me = f"127.0.0.1:{m2.port}"
+    wait_for(lambda: f"{me} " in etcd.get(isr), timeout=30 * SCALE,
+             what="m2 in the in-sync set")
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    cli(pool, "put", str(f), "ls_x")
+    line = [ln for ln in etcd.get(isr).splitlines() if ln.startswith(me)]
+    first = int(line[0].split()[1], 16)
+    key = f"mooncake-store/{CLUSTER}/standby/{me}"
+    assert etcd.lease_of(key) == first
+    # The leader frozen (it cannot list the new lease), m2's lease revoked:
+    # m2 is granted another and publishes its key under it.
+    m1.proc.send_signal(signal.SIGSTOP)
+    etcd.ctl("lease", "revoke", f"{first:x}")
+    wait_for(lambda: etcd.lease_of(key) not in (0, first),
+             timeout=30 * SCALE, what="m2 on a new lease")
+    assert etcd.get(key).split()[1] == f"{first:x}", etcd.get(key)
+    m1.procs.kill(m1.proc)
+    etcd.delete(f"mooncake-store/{CLUSTER}/master_view")
+    wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
+    assert "every in-sync standby" not in m2.log(), m2.log()
+    out = tmp_path / "ls_x.out"
+    cli(pool, "get", "ls_x", str(out), timeout=60)
+    assert out.read_bytes() == f.read_bytes()

@@ -136,3 +136,24 @@ Test(ha_isr, parse)
 		cr_assert_eq(ha_isr_parse(bad[i], strlen(bad[i]), &r), -EBADMSG,
 			     "%s", bad[i]);
 }
+
+static bool matches(const char *val, long long lease, long long named)
+{
+	struct mc_etcd_kv kv = { .val = (char *)val,
+				 .len = strlen(val),
+				 .lease = lease };
+
+	return ha_standby_matches(&kv, named);
+}
+
+/* A standby key names its process by incarnation, whatever lease it is on
+ * now; one written before incarnations by the lease it is on. */
+Test(ha_isr, standby_key_names_its_incarnation)
+{
+	cr_assert(matches("17 1a2b", 0x99, 0x1a2b), "renewed lease");
+	cr_assert(!matches("17 1a2b", 0x1a2b, 0x99), "another process");
+	cr_assert(matches("17", 0x1a2b, 0x1a2b), "old format, its lease");
+	cr_assert(!matches("17", 0x99, 0x1a2b), "old format, another lease");
+	cr_assert(!matches("17 ", 0x1a2b, 0x1a2b), "no digits");
+	cr_assert(!matches("17 zz", 0x1a2b, 0), "junk");
+}
