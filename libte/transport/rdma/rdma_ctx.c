@@ -88,6 +88,9 @@ int rdma_ctx_open(struct rdma_transport *t, const struct rdma_nic *nic,
 		return MC_ENOTSUPPORTED;
 	}
 	(void)fcntl(c->ch->fd, F_SETFL, fcntl(c->ch->fd, F_GETFL) | O_NONBLOCK);
+	/* The poller reads the device's events between its other work. */
+	(void)fcntl(c->ctx->async_fd, F_SETFL,
+		    fcntl(c->ctx->async_fd, F_GETFL) | O_NONBLOCK);
 	return 0;
 }
 

@@ -94,6 +94,11 @@ struct rdma_ctx {
 	struct rdma_ep **eps;
 	unsigned n_eps, cap_eps;
 	_Atomic bool starved; /* a post waited for room in the CQ */
+	/* Its port is not ACTIVE (IBV_EVENT_PORT_ERR until PORT_ACTIVE, or
+	 * the device failed for good: fatal): new slices take other NICs,
+	 * and end at once when none is up (rdma_threads.c, rdma_io.c). */
+	_Atomic bool down;
+	bool fatal; /* the poller's */
 };
 
 enum rdma_ep_state {

@@ -29,7 +29,7 @@ static bool retriable(int rc)
 {
 	return rc == -EIO || rc == -ECONNRESET || rc == -ECONNREFUSED ||
 	       rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -EPROTO ||
-	       rc == -EAGAIN;
+	       rc == -EAGAIN || rc == -ENETDOWN;
 }
 
 static void slice_free(struct rdma_slice *s)
@@ -359,19 +359,21 @@ static void post_and_put(struct rdma_ep *ep)
 
 /* What pair_score() rates pairs with. */
 struct pair_ctx {
+	struct rdma_transport *t;
 	struct rdma_peer *rp;
 	const struct rdma_mr *mr;
 	const struct rdma_rbuf *rb;
 	uint64_t now;
 };
 
-/* rdma_path_score_fn: a pair the buffers are registered on, paused or
- * not (rdma_rail_pause). */
+/* rdma_path_score_fn: a pair the buffers are registered on and whose
+ * local port is up, paused or not (rdma_rail_pause). */
 static int pair_score(void *arg, int ci, int dev)
 {
 	const struct pair_ctx *pc = arg;
 
-	if ((unsigned)dev >= pc->rb->n_rkeys || !pc->mr->mr[ci])
+	if ((unsigned)dev >= pc->rb->n_rkeys || !pc->mr->mr[ci] ||
+	    atomic_load_explicit(&pc->t->ctx[ci].down, memory_order_relaxed))
 		return 0;
 	return atomic_load_explicit(&pc->rp->paused_until[ci][dev],
 				    memory_order_relaxed) > pc->now ?
@@ -416,7 +418,7 @@ static struct rdma_ep *slice_queue(struct rdma_transport *t,
 					    t->names, t->n_ctx };
 		struct rdma_path_side r = { d->matrix, rb->location, dnames,
 					    d->n_devs };
-		struct pair_ctx pc = { rp, mr, rb, now / 1000000 };
+		struct pair_ctx pc = { t, rp, mr, rb, now / 1000000 };
 
 		if (rdma_path_pick_pair(&l, &r, s->retry, spread, pair_score,
 					&pc, &ci, &dev))
@@ -424,6 +426,11 @@ static struct rdma_ep *slice_queue(struct rdma_transport *t,
 	}
 	if (ci < 0 || dev < 0 || (unsigned)dev >= rb->n_rkeys || !mr->mr[ci]) {
 		rdma_slice_end(t, s, MC_ENOTSUPPORTED);
+		return NULL;
+	}
+	/* Down, as is every other NIC it may use: */
+	if (atomic_load(&t->ctx[ci].down)) {
+		rdma_slice_end(t, s, -ENETUNREACH);
 		return NULL;
 	}
 	s->lkey = mr->mr[ci]->lkey;

@@ -7,6 +7,8 @@
  * network. Polling is adaptive: after a completion the poller keeps
  * polling for MC_RDMA_SPIN_US, then arms the CQ and sleeps on its channel
  * (100 ms at most, to sweep deadlines), so an idle engine costs no CPU.
+ * The poller also reads the device's asynchronous events (its port going
+ * down and up): a NIC whose port is down takes no new slices.
  */
 #include <errno.h>
 #include <poll.h>
@@ -21,31 +23,107 @@
 #define SLEEP_MS 100
 #define PROBE_TIMEOUT_MS 1000
 
-/* Wait for the CQ's event (armed first), SLEEP_MS at most. */
-static void sleep_on_cq(struct rdma_ctx *c)
+/* Wait for the CQ's event (armed first) or the device's, SLEEP_MS at
+ * most: true when the device has one. */
+static bool sleep_on_cq(struct rdma_ctx *c)
 {
-	struct pollfd p = { .fd = c->ch->fd, .events = POLLIN };
+	struct pollfd p[2] = { { .fd = c->ch->fd, .events = POLLIN },
+			       { .fd = c->ctx->async_fd, .events = POLLIN } };
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
-	if (poll(&p, 1, SLEEP_MS) > 0 && !ibv_get_cq_event(c->ch, &cq, &cq_ctx))
+	if (poll(p, 2, SLEEP_MS) <= 0)
+		return false;
+	if ((p[0].revents & POLLIN) && !ibv_get_cq_event(c->ch, &cq, &cq_ctx))
 		ibv_ack_cq_events(cq, 1);
+	return p[1].revents & POLLIN;
+}
+
+/* References to c's endpoints (taken under eps_lock, for work outside
+ * it): an array to free, NULL with *n 0 when there are none or no
+ * memory (*cap: how many there were). */
+static struct rdma_ep **take_eps(struct rdma_ctx *c, unsigned *n, unsigned *cap)
+{
+	struct rdma_ep **eps;
+
+	*n = 0;
+	pthread_mutex_lock(&c->eps_lock);
+	*cap = c->n_eps;
+	eps = *cap ? malloc(*cap * sizeof(*eps)) : NULL;
+	for (unsigned i = 0; eps && i < *cap; i++)
+		if (rdma_ep_tryget(c->eps[i]))
+			eps[(*n)++] = c->eps[i];
+	pthread_mutex_unlock(&c->eps_lock);
+	return eps;
+}
+
+/* The port went down or came back (up). Down: its endpoints break, so
+ * what they carry is retried on another NIC at once (or ends, when none
+ * is up) instead of at the RC timeout; they are made again on next use. */
+static void port_state(struct rdma_ctx *c, bool up, const char *why)
+{
+	struct rdma_ep **eps;
+	unsigned n, cap;
+
+	if (atomic_exchange(&c->down, !up) == !up)
+		return;
+	if (up) {
+		mc_log_notice("te", "rdma: %s port %u is up again (%s)",
+			      c->name, c->port, why);
+		return;
+	}
+	mc_log_warn("te",
+		    "rdma: %s port %u is down (%s): requests take the other "
+		    "NICs, and fail at once while none is up",
+		    c->name, c->port, why);
+	eps = take_eps(c, &n, &cap);
+	for (unsigned i = 0; i < n; i++) {
+		rdma_ep_break(eps[i], -ENETDOWN);
+		rdma_ep_put(eps[i]);
+	}
+	free(eps);
+}
+
+/* The device's asynchronous events, without waiting: its port going down
+ * and coming back, the device failing. While down, the port's state is
+ * also read (an event missed or merged does not keep it down). */
+static void device_events(struct rdma_ctx *c)
+{
+	struct ibv_async_event ev;
+	struct ibv_port_attr pa;
+
+	while (!ibv_get_async_event(c->ctx, &ev)) {
+		enum ibv_event_type type = ev.event_type;
+		bool mine = (type == IBV_EVENT_PORT_ERR ||
+			     type == IBV_EVENT_PORT_ACTIVE) &&
+			    ev.element.port_num == c->port;
+
+		ibv_ack_async_event(&ev);
+		if (type == IBV_EVENT_DEVICE_FATAL) {
+			c->fatal = true;
+			port_state(c, false, "device fatal error");
+		} else if (mine && type == IBV_EVENT_PORT_ERR) {
+			port_state(c, false, "IBV_EVENT_PORT_ERR");
+		} else if (mine && !c->fatal) {
+			port_state(c, true, "IBV_EVENT_PORT_ACTIVE");
+		} else {
+			mc_log_debug("te", "rdma: %s: %s", c->name,
+				     ibv_event_type_str(type));
+		}
+	}
+	if (atomic_load(&c->down) && !c->fatal &&
+	    !ibv_query_port(c->ctx, c->port, &pa) &&
+	    pa.state == IBV_PORT_ACTIVE)
+		port_state(c, true, "the port reads ACTIVE");
 }
 
 /* The CQ had no room for some posts: post what waits, endpoint by
- * endpoint (references taken under eps_lock, posting outside it). */
+ * endpoint. */
 static void post_starved(struct rdma_ctx *c)
 {
-	struct rdma_ep **eps;
-	unsigned n = 0, cap;
+	unsigned n, cap;
+	struct rdma_ep **eps = take_eps(c, &n, &cap);
 
-	pthread_mutex_lock(&c->eps_lock);
-	cap = c->n_eps;
-	eps = cap ? malloc(cap * sizeof(*eps)) : NULL;
-	for (unsigned i = 0; eps && i < cap; i++)
-		if (rdma_ep_tryget(c->eps[i]))
-			eps[n++] = c->eps[i];
-	pthread_mutex_unlock(&c->eps_lock);
 	if (!eps) {
 		atomic_store(&c->starved, cap > 0); /* try again next time */
 		return;
@@ -85,6 +163,7 @@ static void *poller_main(void *arg)
 		if (n > 0 && atomic_exchange(&c->starved, false))
 			post_starved(c);
 		if (now - last_sweep >= SLEEP_MS * 1000000ULL) {
+			device_events(c);
 			rdma_sweep_deadlines(c);
 			last_sweep = now;
 		}
@@ -97,7 +176,8 @@ static void *poller_main(void *arg)
 			armed = true;
 			continue;
 		}
-		sleep_on_cq(c);
+		if (sleep_on_cq(c))
+			device_events(c);
 		armed = false;
 	}
 	return NULL;

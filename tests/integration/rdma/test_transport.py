@@ -25,6 +25,11 @@ Cases (run inside the VM, in this order, each with its own deadline):
                a te_peer that is SIGKILLed with a batch in flight: every
                request ends FAILED well before the timeout; a request to
                the dead peer fails again; a new te_peer then serves.
+  port         (rdma only) te_client reading from a te_peer while rxe0's
+               netdev goes down and up again: the engine reads the port's
+               events, requests made while it is down fail at once (no
+               other NIC), and once it is up they complete again, with
+               the right bytes, on endpoints made anew.
 
 The protocol: MC_VM_PROTOCOL, "rdma" (default) or "tcp". With rdma every
 process runs with MC_FORCE_HCA=1 (one VM is one host: without it the
@@ -68,8 +73,8 @@ PROTO = os.environ.get("MC_VM_PROTOCOL", "rdma")
 VM_TIMEOUT = int(os.environ.get("MC_VM_TIMEOUT", str(int(420 * SCALE))))
 KIB, MIB = 1 << 10, 1 << 20
 SIZES = [4 * KIB, 1 * MIB, 8 * MIB]
-CASES = ["conformance", "signal_all", "store_cli", "mount", "kill", "auth",
-         "gpu", "python"]
+CASES = ["conformance", "signal_all", "store_cli", "mount", "kill", "port",
+         "auth", "gpu", "python"]
 CONFORMANCE_CASES = ["sizes", "write_read", "batches", "refusals", "notify",
                      "integrity"]
 NOT_BUILT = "this build has no rdma transport"
@@ -459,6 +464,36 @@ def stepper(r, with_time=False):
     return step
 
 
+def client_and_peer(ctx, procs, r, tag, port, size, seed, timeout_ms):
+    """A metad, a te_peer named IP:port+1 (size bytes, seed) and a
+    te_client named IP:port (timeout_ms); (metad, peer, client), the
+    client None when it did not start (r["ready"], r["log"] say why)."""
+    tmp = ctx["tmp"]
+    metad = procs.start_metad(tmp)
+    p1 = procs.start_te_peer(tmp, metad.url, *peer_args(),
+                             name=f"{IP}:{port + 1}", size=size, seed=seed,
+                             env=ctx["env"])
+    c = te_client(procs, tmp, tag,
+                  ["--metadata", metad.url, "--name", f"{IP}:{port}",
+                   "--timeout_ms", str(timeout_ms), "--size", str(size)],
+                  ctx["env"])
+    r["ready"] = c.readline(timeout=60)
+    if not r["ready"].startswith("ready "):
+        r["log"] = c.log()
+        return metad, p1, None
+    return metad, p1, c
+
+
+def read_checked(step, c, tag, peer, n):
+    """n x 1 MiB read from peer as task tag, its bytes checked: the
+    replies of wait, status and check."""
+    step(c, f"submit {tag} {peer.name} read {peer.addr} {MIB} {n}")
+    got = (step(c, f"wait {tag} 60000", 90), step(c, f"status {tag}"),
+           step(c, f"check {tag} {peer.seed} {peer.addr}"))
+    step(c, f"destroy {tag}")
+    return got
+
+
 def case_kill(ctx):
     from mctest import Procs
     procs, tmp = Procs(), ctx["tmp"]
@@ -468,17 +503,9 @@ def case_kill(ctx):
     step = stepper(r, with_time=True)
 
     try:
-        metad = procs.start_metad(tmp)
-        p1 = procs.start_te_peer(tmp, metad.url, *peer_args(),
-                                 name=f"{IP}:31001",
-                                 size=64 * MIB, seed=1, env=ctx["env"])
-        c = te_client(procs, tmp, "kill",
-                      ["--metadata", metad.url, "--name", f"{IP}:31000",
-                       "--timeout_ms", str(timeout_ms), "--size",
-                       str(64 * MIB)], ctx["env"])
-        r["ready"] = c.readline(timeout=60)
-        if not r["ready"].startswith("ready "):
-            r["log"] = c.log()
+        metad, p1, c = client_and_peer(ctx, procs, r, "kill", 31000,
+                                       64 * MIB, 1, timeout_ms)
+        if not c:
             return r
         step(c, f"open {p1.name}")
         step(c, f"submit warm {p1.name} read {p1.addr} {MIB} 4")
@@ -511,16 +538,76 @@ def case_kill(ctx):
                                  name=f"{IP}:31002",
                                  size=64 * MIB, seed=2, env=ctx["env"])
         step(c, f"open {p2.name}")
-        step(c, f"submit n {p2.name} read {p2.addr} {MIB} 8")
-        r["n_wait"] = step(c, "wait n 60000", 90)
-        r["n_status"] = step(c, "status n")
-        r["n_check"] = step(c, f"check n {p2.seed} {p2.addr}")
-        step(c, "destroy n")
+        r["n_wait"], r["n_status"], r["n_check"] = read_checked(
+            step, c, "n", p2, 8)
         r["counters"] = {t: step(c, f"counters {t}")
                          for t in sorted({PROTO, "tcp", "shm"})}
         r["timeout_ms"] = timeout_ms
         r["quit"] = c.cmd("quit", timeout=60 * SCALE)
         r["log"] = c.log()[-2000:]
+    except Exception:
+        r["error"] = traceback.format_exc()
+    finally:
+        procs.cleanup()
+    return r
+
+
+def case_port(ctx):
+    from mctest import Procs, wait_for
+    if PROTO != "rdma":
+        return {"skipped": "a port's events are rdma's"}
+    procs = Procs()
+    r = {"steps": []}
+    timeout_ms = 30000
+    netdev = os.environ.get("MC_RDMA_NETDEV", "veth0")
+    state = f"/sys/class/infiniband/{device()}/ports/1/state"
+    step = stepper(r, with_time=True)
+
+    def link(up):
+        subprocess.run(["ip", "link", "set", netdev, "up" if up else "down"],
+                       check=True, timeout=30)
+
+    try:
+        _, p1, c = client_and_peer(ctx, procs, r, "port", 31010, 16 * MIB, 3,
+                                   timeout_ms)
+        if not c:
+            return r
+        step(c, f"open {p1.name}")
+        step(c, f"submit w {p1.name} read {p1.addr} {MIB} 4")
+        step(c, "wait w 60000", 90)
+        r["w_status"] = step(c, "status w")
+        step(c, "destroy w")
+        # Down with a batch in flight (or done already, on a fast host).
+        c.proc.stdin.write(
+            f"submit f {p1.name} read {p1.addr} {128 * KIB} 96\n".encode())
+        t0 = time.monotonic()
+        link(False)
+        try:
+            r["f_submit"] = c.readline(timeout=timeout_ms / 500)
+            r["f_wait"] = step(c, f"wait f {timeout_ms * 2}",
+                               timeout_ms / 500)
+            r["f_status"] = step(c, "status f")
+            r["f_s"] = round(time.monotonic() - t0, 2)
+            step(c, "destroy f")
+            wait_for(lambda: "port 1 is down" in c.log(), timeout=30 * SCALE,
+                     what="the engine sees the port down")
+            r["down_state"] = open(state).read().strip()
+            t0 = time.monotonic()
+            step(c, f"submit d {p1.name} read {p1.addr} {MIB} 4")
+            r["d_wait"] = step(c, f"wait d {timeout_ms * 2}", timeout_ms / 500)
+            r["d_status"] = step(c, "status d")
+            r["d_s"] = round(time.monotonic() - t0, 2)
+            step(c, "destroy d")
+        finally:
+            link(True)
+        wait_for(lambda: "port 1 is up again" in c.log(), timeout=60 * SCALE,
+                 what="the engine sees the port up")
+        r["u_wait"], r["u_status"], r["u_check"] = read_checked(
+            step, c, "u", p1, 8)
+        r["counters"] = step(c, f"counters {PROTO}")
+        r["timeout_ms"] = timeout_ms
+        r["quit"] = c.cmd("quit", timeout=60 * SCALE)
+        r["log"] = c.log()[-3000:]
     except Exception:
         r["error"] = traceback.format_exc()
     finally:
@@ -926,6 +1013,37 @@ def test_kill_peer(vm):
         assert mine["connections"] == "2", c["counters"]
     for t in others():
         assert c["counters"][t]["read_bytes"] == "0", c["counters"]
+    assert c["quit"] == "ok bye", show(c)
+
+
+def test_port_down(vm):
+    c = case(vm, "port")
+    if "skipped" in c:
+        pytest.skip(c["skipped"])
+    assert c["ready"].startswith("ready "), c
+    assert c["w_status"]["completed"] == "4", show(c)
+    assert "DOWN" in c["down_state"], show(c)
+    # The batch in flight as the port went down: every request ended,
+    # completed or FAILED, none at the transfer timeout.
+    f = c["f_status"]
+    assert c["f_submit"].startswith("ok"), show(c)
+    assert c["f_wait"]["rc"] == "0" and f["waiting"] == "0", show(c)
+    assert f["timeout"] == "0", show(c)
+    assert int(f["completed"]) + int(f["failed"]) == 96, show(c)
+    assert c["f_s"] < c["timeout_ms"] / 1000, show(c)
+    # While the only NIC's port is down: every request FAILED at once
+    # (none waits for the RC timeout or the transfer timeout), and the
+    # log says why.
+    d = c["d_status"]
+    assert c["d_wait"]["rc"] == "0" and d["waiting"] == "0", show(c)
+    assert d["failed"] == "4" and d["timeout"] == "0", show(c)
+    assert c["d_s"] < c["timeout_ms"] / 1000 / 2, show(c)
+    assert "requests take the other NICs" in c["log"], show(c)
+    # Up again: the engine says so, and requests complete with the right
+    # bytes on endpoints made anew; nothing left posted.
+    assert c["u_status"]["completed"] == "8", show(c)
+    assert c["u_check"].get("checked") == "8", show(c)
+    assert c["counters"]["inflight"] == "0", show(c)
     assert c["quit"] == "ok bye", show(c)
 
 
