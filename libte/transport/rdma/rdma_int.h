@@ -98,6 +98,7 @@ struct rdma_ctx {
 	 * the device failed for good: fatal): new slices take other NICs,
 	 * and end at once when none is up (rdma_threads.c, rdma_io.c). */
 	_Atomic bool down;
+	_Atomic uint64_t up_at; /* mono ms it last came up (0: never down) */
 	bool fatal; /* the poller's */
 };
 

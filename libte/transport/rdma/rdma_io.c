@@ -375,8 +375,13 @@ static int pair_score(void *arg, int ci, int dev)
 	if ((unsigned)dev >= pc->rb->n_rkeys || !pc->mr->mr[ci] ||
 	    atomic_load_explicit(&pc->t->ctx[ci].down, memory_order_relaxed))
 		return 0;
-	return atomic_load_explicit(&pc->rp->paused_until[ci][dev],
-				    memory_order_relaxed) > pc->now ?
+	return rdma_path_paused(
+		       atomic_load_explicit(&pc->rp->paused_until[ci][dev],
+					    memory_order_relaxed),
+		       pc->t->s.rail_pause_s * 1000ull,
+		       atomic_load_explicit(&pc->t->ctx[ci].up_at,
+					    memory_order_relaxed),
+		       pc->now) ?
 		       1 :
 		       2;
 }

@@ -122,3 +122,9 @@ int rdma_path_pick_pair(const struct rdma_path_side *l,
 	}
 	return 0;
 }
+
+bool rdma_path_paused(uint64_t until, uint64_t pause_ms, uint64_t up_at,
+		      uint64_t now)
+{
+	return until > now && (until < pause_ms || until - pause_ms >= up_at);
+}

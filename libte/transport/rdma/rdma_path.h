@@ -13,7 +13,9 @@
 #define TE_RDMA_PATH_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /**
  * The index in names[0..n) of the NIC to use for memory at location.
@@ -61,5 +63,14 @@ int rdma_path_pick_pair(const struct rdma_path_side *l,
 			const struct rdma_path_side *r, unsigned retry,
 			unsigned spread, rdma_path_score_fn score, void *arg,
 			int *li, int *ri);
+
+/**
+ * Whether a rail paused until `until` (mono ms, set pause_ms after its
+ * failure) is paused at now, its local NIC's port having last come up at
+ * up_at (0: never went down): a pause that began before the port came
+ * back up is over, as the failure was the port's.
+ */
+bool rdma_path_paused(uint64_t until, uint64_t pause_ms, uint64_t up_at,
+		      uint64_t now);
 
 #endif

@@ -68,6 +68,8 @@ static void port_state(struct rdma_ctx *c, bool up, const char *why)
 	if (atomic_exchange(&c->down, !up) == !up)
 		return;
 	if (up) {
+		/* Rails paused meanwhile serve again (rdma_path_paused). */
+		atomic_store(&c->up_at, mc_mono_ms());
 		mc_log_notice("te", "rdma: %s port %u is up again (%s)",
 			      c->name, c->port, why);
 		return;

@@ -223,6 +223,25 @@ Test(rdma_path, paused_rails_serve_when_nothing_else_can)
 	json_decref(m);
 }
 
+/* A pause lasts its time, unless the local port came back up after it
+ * began (the failure was the port's). */
+Test(rdma_path, a_port_up_again_ends_the_pauses_before_it)
+{
+	const uint64_t pause = 30000;
+
+	cr_expect(rdma_path_paused(100000 + pause, pause, 0, 100500),
+		  "paused, the port never down");
+	cr_expect(!rdma_path_paused(100000 + pause, pause, 0, 130001),
+		  "the pause over");
+	cr_expect(!rdma_path_paused(100000 + pause, pause, 101000, 102000),
+		  "paused at 100000, the port up at 101000");
+	cr_expect(rdma_path_paused(102000 + pause, pause, 101000, 102500),
+		  "paused at 102000, after the port came up");
+	cr_expect(!rdma_path_paused(0, pause, 0, 5), "never paused");
+	cr_expect(rdma_path_paused(500, pause, 0, 10),
+		  "paused early in the clock's life");
+}
+
 Test(rdma_wire, gid_text_round_trips_and_bad_text_is_refused)
 {
 	union ibv_gid g, back;
