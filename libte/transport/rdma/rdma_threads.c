@@ -27,8 +27,10 @@
  * most: true when the device has one. */
 static bool sleep_on_cq(struct rdma_ctx *c)
 {
+	/* A failed device's event file may stay readable: not polled. */
 	struct pollfd p[2] = { { .fd = c->ch->fd, .events = POLLIN },
-			       { .fd = c->ctx->async_fd, .events = POLLIN } };
+			       { .fd = c->fatal ? -1 : c->ctx->async_fd,
+				 .events = POLLIN } };
 	struct ibv_cq *cq;
 	void *cq_ctx;
 
