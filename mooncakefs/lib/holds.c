@@ -327,13 +327,11 @@ int mcs_holds_add(struct mcs_holds *h, const char *key,
 {
 	struct mcs_hold *x = calloc(1, sizeof(*x));
 	uint64_t lease_ms = rl->lease_ttl_ms;
-	int rc = 0;
+	int rc = 0, res = 0;
 
-	if (!x)
-		return -ENOMEM;
-	if (set_identity(x, key, rl)) {
-		hold_free(x);
-		return -ENOMEM;
+	if (!x || set_identity(x, key, rl)) {
+		rc = -ENOMEM;
+		goto failed;
 	}
 	if (!lease_ms)
 		lease_ms = DEFAULT_LEASE_MS;
@@ -368,7 +366,14 @@ int mcs_holds_add(struct mcs_holds *h, const char *key,
 	x = NULL;
 out:
 	pthread_mutex_unlock(&h->lock);
+	if (!rc)
+		return 0;
+failed:
 	hold_free(x);
+	/* Not left to expire: the object's memory would wait for it. */
+	if (mcs_master_lease_release(h->m, &rl->hold_id, 1, &res))
+		mc_log_debug("store", "%s: release hold %llu", key,
+			     (unsigned long long)rl->hold_id);
 	return rc;
 }
 

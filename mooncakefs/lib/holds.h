@@ -76,7 +76,8 @@ void mcs_holds_destroy(struct mcs_holds *h);
  * Register the hold of rl (GetReplicaList's answer for key with a hold),
  * confirmed at t0_ms (monotonic, taken before that request); rl's lease
  * TTL (0: 10 s) sets the renewal interval. Starts the thread when needed.
- * 0 or -ENOMEM, -errno.
+ * 0 or -ENOMEM, -errno; on an error the hold is released at the master
+ * (not left to expire, holding the object's memory).
  */
 int mcs_holds_add(struct mcs_holds *h, const char *key,
 		  const Mcrpc__ReplicaList *rl, uint64_t t0_ms,

@@ -289,25 +289,22 @@ out:
 }
 
 /* Hold each key of keys[] (GetReplicaList with holds, t0 before it);
- * holds[j] stays NULL where the master gave none. */
+ * holds[j] stays NULL where the master gave none (or it could not be
+ * kept: the key is read under its lease alone). */
 static int take_holds(struct mooncake_store *s, const char *const *keys,
 		      size_t n, struct mcs_hold **holds,
 		      Mcrpc__GetReplicaListResponse **resp, uint64_t *t0)
 {
-	int rc, res;
+	int rc;
 
 	*t0 = mcs_now_ms();
 	rc = mcs_master_get_replicas(s->master, n > 1, keys, n, true, resp);
 	for (size_t j = 0; !rc && j < n; j++) {
 		const Mcrpc__ReplicaList *rl = (*resp)->results[j];
 
-		if (rl->code || !rl->hold_id ||
-		    !mcs_holds_add(s->holds, keys[j], rl, *t0, &holds[j]))
-			continue;
-		holds[j] = NULL; /* read under the lease alone */
-		if (mcs_master_lease_release(s->master, &rl->hold_id, 1, &res))
-			mc_log_debug("store", "get %s: release hold %llu",
-				     keys[j], (unsigned long long)rl->hold_id);
+		if (!rl->code && rl->hold_id &&
+		    mcs_holds_add(s->holds, keys[j], rl, *t0, &holds[j]))
+			holds[j] = NULL;
 	}
 	return rc;
 }

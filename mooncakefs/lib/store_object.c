@@ -96,13 +96,15 @@ static int open_object(struct mooncake_store *s, const char *key,
 		goto out;
 	}
 	rc = make_handle(s, key, rl, &o);
-	if (!rc)
-		rc = mcs_holds_add(s->holds, key, rl, t0, &o->hold);
 	if (rc) {
 		/* Do not leave the hold to expire: the memory waits for it. */
 		if (mcs_master_lease_release(s->master, &rl->hold_id, 1, &res))
 			mc_log_debug("store", "open %s: release hold %llu", key,
 				     (unsigned long long)rl->hold_id);
+		goto out;
+	}
+	rc = mcs_holds_add(s->holds, key, rl, t0, &o->hold); /* or released */
+	if (rc) {
 		free(o);
 		goto out;
 	}
