@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -113,4 +114,54 @@ int mc_daemon_exit_code(int rc)
 	if (rc == -EINVAL || rc == -ERANGE || rc == MC_EBADCONFIG)
 		return MC_EXIT_USAGE;
 	return MC_EXIT_FAILURE;
+}
+
+#define HUGETLB_TUNABLE "glibc.malloc.hugetlb="
+
+static bool thp_offered(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+	bool never;
+
+	if (!f)
+		return false;
+	never = !fgets(buf, sizeof(buf), f) || strstr(buf, "[never]");
+	fclose(f);
+	return !never;
+}
+
+bool mc_daemon_heap_is_huge(void)
+{
+	const char *t = getenv("GLIBC_TUNABLES");
+
+	return t && strstr(t, HUGETLB_TUNABLE "1");
+}
+
+void mc_daemon_huge_heap(char **argv, const char **why)
+{
+	const char *old = getenv("GLIBC_TUNABLES");
+	char *val = NULL;
+
+	*why = NULL;
+	if ((old && strstr(old, HUGETLB_TUNABLE)) || !thp_offered())
+		return;
+	if (asprintf(&val, "%s%s" HUGETLB_TUNABLE "1", old ? old : "",
+		     old && *old ? ":" : "") < 0) {
+		*why = "out of memory";
+		return;
+	}
+	if (setenv("GLIBC_TUNABLES", val, 1)) {
+		*why = strerror(errno);
+		free(val);
+		return;
+	}
+	free(val);
+	execv("/proc/self/exe", argv);
+	*why = strerror(errno);
+	/* Not on huge pages after all: say so to anyone who asks. */
+	if (old)
+		(void)setenv("GLIBC_TUNABLES", old, 1);
+	else
+		(void)unsetenv("GLIBC_TUNABLES");
 }

@@ -44,4 +44,20 @@ int mc_daemon_write_port_file(const char *path, int port) MC_MUST_CHECK;
 
 int mc_daemon_exit_code(int rc);
 
+/**
+ * Put this process's malloc heap on transparent huge pages: when the
+ * kernel offers them (not "never") and GLIBC_TUNABLES does not set
+ * glibc.malloc.hugetlb already, add glibc.malloc.hugetlb=1 to it and
+ * re-execute /proc/self/exe with argv (glibc reads tunables only at
+ * start). Returns only when it did not re-execute (nothing to do, or
+ * execv failed: the reason is in *why, NULL when there was nothing to
+ * do). Call it first thing in main(), before any file, thread or log is
+ * opened: they would not survive, or leak into, the new image.
+ */
+void mc_daemon_huge_heap(char **argv, const char **why);
+
+/** Whether this process's heap was asked onto huge pages
+ *  (GLIBC_TUNABLES has glibc.malloc.hugetlb=1). */
+bool mc_daemon_heap_is_huge(void);
+
 #endif

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "daemon.h"
 #include "master_options.h"
@@ -19,6 +20,7 @@ int main(int argc, char **argv)
 	struct master_cfg cfg = { 0 };
 	struct mst_config mc;
 	struct mst_daemon *d = NULL;
+	const char *huge_why = NULL;
 	sigset_t sigs;
 	int rc, code;
 
@@ -26,6 +28,8 @@ int main(int argc, char **argv)
 		mc_cfg_release(&master_cfg_spec, &cfg);
 		return code;
 	}
+	if (cfg.malloc_huge_pages) /* before anything is opened */
+		mc_daemon_huge_heap(argv, &huge_why);
 	rc = mc_daemon_setup_logging("mooncake_master", cfg.v, cfg.log_file,
 				     cfg.syslog);
 	if (rc) {
@@ -34,6 +38,17 @@ int main(int argc, char **argv)
 		mc_cfg_release(&master_cfg_spec, &cfg);
 		return mc_daemon_exit_code(rc);
 	}
+	if (huge_why)
+		mc_log_warn(
+			"master",
+			"cannot re-execute with the heap on huge pages (%s): "
+			"going on without",
+			huge_why);
+	else if (mc_daemon_heap_is_huge())
+		mc_log_info(
+			"master",
+			"heap on transparent huge pages (GLIBC_TUNABLES=%s)",
+			getenv("GLIBC_TUNABLES"));
 	code = master_cfg_core(&cfg, &mc);
 	if (code) {
 		mc_cfg_release(&master_cfg_spec, &cfg);

@@ -54,6 +54,7 @@ struct master_cfg {
 	char *db_path;
 	bool db_full_sync;
 	bool db_checkpoint_thread;
+	bool malloc_huge_pages;
 	uint64_t restore_grace;
 	uint64_t exist_max_idle;
 	int64_t ckpt_holder_slots;

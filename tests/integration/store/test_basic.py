@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Three pool members on loopback: puts and gets with checksums, replicas
 on distinct segments, batches with hits and misses, leases, the admin
-HTTP, malformed frames, and the CLI."""
+HTTP, malformed frames, and the CLI. And the master's heap on huge pages
+(it re-executes itself with glibc's tunable unless told otherwise)."""
 import random
 import socket
 import struct
 
-from pool import Shell, cli, eventually
+import pytest
+
+from pool import Master, Shell, cli, eventually
 
 
 def test_random_puts_and_gets_verify(procs, tmp_path, master, members):
@@ -199,3 +202,24 @@ def test_cli(procs, tmp_path, master, members):
     # count as clients, long before client_ttl (10 s) would drop them.
     eventually(lambda: master.metric("master_active_clients")
                == len(members), timeout=5, what="CLI clients gone")
+
+
+
+def test_master_heap_on_huge_pages(procs, tmp_path, monkeypatch):
+    """(/proc/PID/environ cannot show it: glibc rewrites the variable in
+    place as it reads it; the master logs what it runs with.)"""
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        if "[never]" in f.read():
+            pytest.skip("transparent huge pages are off on this kernel")
+    # By default: re-executed with the tunable added to what the
+    # environment had, which it logs.
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
+    m = Master(procs, tmp_path, name="huge")
+    assert "heap on transparent huge pages (GLIBC_TUNABLES=glibc.malloc." \
+        "arena_max=2:glibc.malloc.hugetlb=1)" in open(m.log_path).read()
+    # Off, or the user's own setting of the tunable: left as it is.
+    off = Master(procs, tmp_path, "--malloc_huge_pages=false", name="off")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
+    own = Master(procs, tmp_path, name="own")
+    for x in (off, own):
+        assert "huge pages" not in open(x.log_path).read()
