@@ -46,7 +46,7 @@ struct ha_member {
 	uint64_t held; /* the last entry it holds, as it answered */
 	uint64_t pin; /* the first entry of the call in flight, 0: none */
 	bool busy; /* a call is in flight (its thread's, or a waiter's) */
-	long long lease; /* its incarnation as it answered (0: not yet) */
+	long long inc; /* its incarnation as it answered (0: not yet) */
 	bool want; /* answers: it belongs in the in-sync set */
 	bool req; /* acknowledgements wait for it (it may be listed) */
 	bool sure; /* listed in the in-sync key, with this incarnation */
@@ -67,9 +67,10 @@ struct ha_sbuf {
 		size_t len;
 	} * ent;
 	size_t n, cap, bytes;
-	/* This standby's incarnation while its lease is alive, else 0. */
-	long long (*lease)(void *arg);
-	void *lease_arg;
+	/* This standby's incarnation while its lease is alive, else 0 (the
+	 * answer's field `lease`). */
+	long long (*incarnation)(void *arg);
+	void *inc_arg;
 };
 
 struct mst_ha {
@@ -171,7 +172,7 @@ struct ha_isr {
 	size_t n;
 	struct {
 		char addr[200];
-		long long lease;
+		long long inc; /* the standby's incarnation */
 	} m[MEMBERS_MAX];
 };
 /** Parse the key's value: 0 or -EBADMSG. */

@@ -244,13 +244,13 @@ static int handle(void *arg, const struct mc_rpc_hdr *h, const uint8_t *body,
 	free(ents);
 	protobuf_c_message_free_unpacked(&q->base, NULL);
 	r.held = held;
-	r.lease = sb->lease ? sb->lease(sb->lease_arg) : 0;
+	r.lease = sb->incarnation ? sb->incarnation(sb->inc_arg) : 0;
 	rh.kind = MC_RPC_RESPONSE;
 	rc = mc_rpc_pack_frame(&rh, &r.base, frame, len);
 	return rc;
 }
 
-static long long lease_of(void *arg)
+static long long incarnation_of(void *arg)
 {
 	struct mst_ha *ha = arg;
 
@@ -270,8 +270,8 @@ void ha_sbuf_start(struct mst_ha *ha)
 	char err[MC_ERR_LEN] = "";
 	int rc;
 
-	ha->sb.lease = lease_of;
-	ha->sb.lease_arg = ha;
+	ha->sb.incarnation = incarnation_of;
+	ha->sb.inc_arg = ha;
 	if (!ha->listen_port)
 		return; /* tests of ha.c alone: no RPC address */
 	rc = mc_rpc_server_start(&cfg, handle, &ha->sb, &ha->sb.srv, err,

@@ -65,7 +65,7 @@ int ha_isr_parse(const char *val, size_t len, struct ha_isr *out)
 			return -EBADMSG;
 		memcpy(out->m[out->n].addr, line, (size_t)(sp - line));
 		out->m[out->n].addr[sp - line] = '\0';
-		out->m[out->n].lease = strtoll(sp + 1, &end, 16);
+		out->m[out->n].inc = strtoll(sp + 1, &end, 16);
 		if (*end || end == sp + 1)
 			return -EBADMSG;
 		out->n++;
@@ -85,7 +85,7 @@ static void isr_publish(struct mst_ha *ha)
 				  .key = ha->insync,
 				  .val = v };
 	bool in[MEMBERS_MAX] = { false };
-	long long lease[MEMBERS_MAX] = { 0 };
+	long long inc[MEMBERS_MAX] = { 0 };
 	size_t len;
 	int rc;
 
@@ -96,13 +96,13 @@ static void isr_publish(struct mst_ha *ha)
 	for (size_t i = 0; i < ha->n_members; i++) {
 		struct ha_member *m = ha->members[i];
 
-		in[i] = m->want && m->lease;
-		lease[i] = m->lease;
+		in[i] = m->want && m->inc;
+		inc[i] = m->inc;
 		if (!in[i])
 			continue;
 		m->req = true;
 		len += (size_t)snprintf(v + len, sizeof(v) - len, "%s %llx\n",
-					m->addr, (unsigned long long)m->lease);
+					m->addr, (unsigned long long)m->inc);
 	}
 	pthread_mutex_unlock(&ha->q_mu);
 	put.len = len;
@@ -112,8 +112,8 @@ static void isr_publish(struct mst_ha *ha)
 		struct ha_member *m = ha->members[i];
 
 		if (rc == 1) {
-			m->sure = in[i] && m->lease == lease[i];
-			m->req = in[i] || (m->want && m->lease);
+			m->sure = in[i] && m->inc == inc[i];
+			m->req = in[i] || (m->want && m->inc);
 		} else {
 			m->sure = false;
 		}
@@ -239,9 +239,9 @@ static bool after_call(struct ha_member *m, int rc,
 
 	m->pin = 0;
 	if (ok) {
-		if (m->lease != r->lease) {
+		if (m->inc != r->lease) {
 			/* Another incarnation (or lease): list it anew. */
-			m->lease = r->lease;
+			m->inc = r->lease;
 			m->sure = false;
 		}
 		m->held = r->held;
@@ -495,7 +495,7 @@ int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen)
 		return 1;
 	for (size_t i = 0; i < isr.n; i++)
 		if (!strcmp(isr.m[i].addr, ha->advertise) && me &&
-		    isr.m[i].lease == me)
+		    isr.m[i].inc == me)
 			return 1;
 	for (size_t i = 0; i < isr.n; i++) {
 		char key[KEY_MAX];
@@ -504,7 +504,7 @@ int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen)
 		rc = mc_etcd_get(&ha->cli, key, &kv, err, errlen);
 		if (rc < 0)
 			return rc;
-		if (rc == 1 && ha_standby_matches(&kv, isr.m[i].lease)) {
+		if (rc == 1 && ha_standby_matches(&kv, isr.m[i].inc)) {
 			mc_etcd_kv_clear(&kv);
 			return 0; /* it holds what was acknowledged: it wins */
 		}

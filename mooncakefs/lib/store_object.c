@@ -77,8 +77,9 @@ static int open_object(struct mooncake_store *s, const char *key,
 	Mcrpc__GetReplicaListResponse *resp = NULL;
 	const Mcrpc__ReplicaList *rl;
 	struct mooncake_object *o = NULL;
+	struct mcs_hold *hold = NULL;
 	uint64_t t0 = mcs_now_ms();
-	int rc, res = 0;
+	int rc;
 
 	rc = mcs_master_get_replicas(s->master, false, &key, 1, true, &resp);
 	if (rc)
@@ -95,19 +96,16 @@ static int open_object(struct mooncake_store *s, const char *key,
 		rc = MC_ENOTSUPPORTED;
 		goto out;
 	}
+	rc = mcs_holds_add(s->holds, key, rl, t0, &hold); /* or released */
+	if (rc)
+		goto out;
 	rc = make_handle(s, key, rl, &o);
 	if (rc) {
-		/* Do not leave the hold to expire: the memory waits for it. */
-		if (mcs_master_lease_release(s->master, &rl->hold_id, 1, &res))
-			mc_log_debug("store", "open %s: release hold %llu", key,
-				     (unsigned long long)rl->hold_id);
+		/* Not left to expire: the memory waits for it. */
+		(void)mcs_holds_release(s->holds, hold);
 		goto out;
 	}
-	rc = mcs_holds_add(s->holds, key, rl, t0, &o->hold); /* or released */
-	if (rc) {
-		free(o);
-		goto out;
-	}
+	o->hold = hold;
 	*out = o;
 out:
 	mcs_master_free(resp);

@@ -9,7 +9,8 @@ import struct
 
 import pytest
 
-from pool import Master, Shell, cli, eventually
+from mctest import binary, wait_for
+from pool import MASTER, Master, Shell, cli, eventually
 
 
 def test_random_puts_and_gets_verify(procs, tmp_path, master, members):
@@ -223,3 +224,20 @@ def test_master_heap_on_huge_pages(procs, tmp_path, monkeypatch):
     own = Master(procs, tmp_path, name="own")
     for x in (off, own):
         assert "huge pages" not in open(x.log_path).read()
+    # It cannot re-execute (no /proc in its mount namespace): it says so
+    # and serves all the same.
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    log_path = tmp_path / "noproc.log"
+    with open(log_path, "wb") as log:
+        p = procs.popen(
+            ["unshare", "-m", "sh", "-c",
+             'mount -t tmpfs none /proc && exec "$0" "$@"', binary(*MASTER),
+             "--rpc_address", "127.0.0.1", "--rpc_port", "0",
+             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
+             "--db_path", "memory"], stdout=log, stderr=log)
+    wait_for(lambda: "serving RPC" in open(log_path).read() or
+             p.poll() is not None, what="the master without /proc serving")
+    text = open(log_path).read()
+    assert "cannot re-execute with the heap on huge pages" in text, text
+    assert "serving RPC" in text, text
+    procs.kill(p)

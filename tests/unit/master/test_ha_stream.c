@@ -128,7 +128,7 @@ Test(ha_isr, parse)
 	cr_assert_eq(r.epoch, 42);
 	cr_assert_eq(r.n, 2);
 	cr_assert_str_eq(r.m[0].addr, "10.0.0.1:50051");
-	cr_assert_eq(r.m[0].lease, 0x1a2b);
+	cr_assert_eq(r.m[0].inc, 0x1a2b);
 	cr_assert_str_eq(r.m[1].addr, "[::1]:7");
 	cr_assert_eq(ha_isr_parse("5\n", 2, &r), 0);
 	cr_assert_eq(r.n, 0);
