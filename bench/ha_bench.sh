@@ -16,7 +16,10 @@
 #             and the first get started after it that succeed, FAILOVERS
 #             times per lease TTL.
 #             Target: within TTL + 3 s. The CLI's start (joining the pool)
-#             is in the figure, so it is an upper bound.
+#             is in the figure, so it is an upper bound. With --objects N
+#             the pool holds N objects (64 bytes each, put in batches of
+#             1,000 through the Python package) before the loop starts:
+#             the new leader then restores a record of that size.
 #
 # Usage: bench/ha_bench.sh [--build DIR] [--rounds N] [--failovers N]
 #                          [--only rates|failover] [--ttls "5 2"]
@@ -24,6 +27,7 @@
 #                          [--sizes 4KiB,64KiB,1MiB] [--forms single,batch]
 #                          [--ops put,get] [--seconds 2]   (rates: narrow
 #                          the cases for an A/B of one of them)
+#                          [--objects N]   (failover: the pool's objects)
 #                          [--pin]   (rates: what HA adds, the 3 etcd members
 #                          and the standby, on CPU 1, everything else on CPU
 #                          0: a stand-in for hosts of their own, where the
@@ -45,6 +49,7 @@ SECONDS_PER=2
 ONLY=
 TTLS="5 2"
 PIN=0
+OBJECTS=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$2; shift 2 ;;
@@ -58,7 +63,8 @@ while [ $# -gt 0 ]; do
 	--ops) OPS=$2; shift 2 ;;
 	--seconds) SECONDS_PER=$2; shift 2 ;;
 	--pin) PIN=1; shift ;;
-	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST] [--sizes LIST] [--forms LIST] [--ops LIST] [--seconds N] [--pin]" >&2; exit 2 ;;
+	--objects) OBJECTS=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--rounds N] [--failovers N] [--only rates|failover] [--ttls LIST] [--procs LIST] [--sizes LIST] [--forms LIST] [--ops LIST] [--seconds N] [--pin] [--objects N]" >&2; exit 2 ;;
 	esac
 done
 MASTER=$BUILD/master/mooncake_master
@@ -220,6 +226,7 @@ failover() {
 		read -r b _ < <(ha_master "${cl}b" "$cl" "$ttl")
 		sleep 1
 		local c; c=$(MOONCAKE_CLUSTER_ID=$cl member "${cl}m" "etcd://$ETCD")
+		[ "$OBJECTS" -gt 0 ] && fill "$cl" "$OBJECTS"
 		head -c 65536 /dev/urandom >"$W/val"
 		# the client loop: put then get of a fresh key, stamps of each
 		(
@@ -245,12 +252,25 @@ failover() {
 		[ "$who" = "127.0.0.1:$(cat "$W/${cl}b.port" 2>/dev/null)" ] && victim=$b
 		local t0; t0=$(now)
 		kill -9 "$victim"
-		sleep $((ttl + 6))
+		# the record's load: about 2-3 s per million objects here
+		sleep $((ttl + 6 + OBJECTS / 250000))
 		touch "$W/${cl}.stop"
 		wait "$loop" || true
-		python3 - "$W/${cl}.stamps" "$t0" "$ttl" <<'EOF'
-import sys
-stamps, t0, ttl = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+		local heir=${cl}b
+		[ "$victim" = "$b" ] && heir=${cl}a
+		python3 - "$W/${cl}.stamps" "$t0" "$ttl" "$W/$heir.log" <<'EOF'
+import datetime, sys
+stamps, t0, ttl, log = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+# the heir's log: when it was elected and when it served (the record's
+# load between the two)
+when = {}
+for line in open(log):
+    for what in ("HA: elected leader", "serving RPC on"):
+        if what in line and what not in when:
+            when[what] = datetime.datetime.strptime(
+                " ".join(line.split()[:2]), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+elected = when.get("HA: elected leader", float("nan")) - t0
+serving = when.get("serving RPC on", float("nan")) - t0
 first = {}
 # the first operation that started after the kill and succeeded
 for line in open(stamps):
@@ -258,10 +278,37 @@ for line in open(stamps):
     if float(start) > t0 and op not in first:
         first[op] = float(end) - t0
 print(f"| {ttl} s | put {first.get('put', float('nan')):.2f} s | "
-      f"get {first.get('get', float('nan')):.2f} s | target {ttl + 3} s |")
+      f"get {first.get('get', float('nan')):.2f} s | target {ttl + 3} s | "
+      f"elected {elected:.2f} s, serving {serving:.2f} s |")
 EOF
 		stop "$c"; stop "$a"; stop "$b"
 	done
+}
+
+# fill cluster n: n objects of 64 bytes through the Python package (a
+# client without a segment), in batches of 1,000.
+fill() {
+	local t0; t0=$(now)
+	MOONCAKE_CLUSTER_ID=$1 PYTHONPATH="$ROOT/python" \
+		MOONCAKE_LIB="$BUILD/mooncakefs/lib/libmooncake.so" \
+		python3 - "etcd://$ETCD" "$2" <<'EOF'
+import sys
+from mooncake.store import MooncakeDistributedStore
+master, n = sys.argv[1], int(sys.argv[2])
+s = MooncakeDistributedStore()
+rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master)
+if rc:
+    sys.exit(f"fill: setup: {rc}")
+v = b"v" * 64
+for i in range(0, n, 1000):
+    keys = [f"fill{j}" for j in range(i, min(n, i + 1000))]
+    rc = s.put_batch(keys, [v] * len(keys))
+    if rc:
+        sys.exit(f"fill: put_batch at {i}: {rc}")
+s.close()
+EOF
+	echo "filled $2 objects in $(python3 -c "print(round($(now) - $t0, 1))") s" >&2
+	sleep 3
 }
 
 # The floor under an HA put: one etcd transaction of the kind the leader
@@ -301,7 +348,7 @@ fi
 if [ "$ONLY" != rates ]; then
 	echo
 	echo "## failover: kill -9 of the leader under a put+get loop"
-	echo "| lease TTL | first put after | first get after | target |"
-	echo "|---|---|---|---|"
+	echo "| lease TTL | first put after | first get after | target | the heir (after the kill) |"
+	echo "|---|---|---|---|---|"
 	for t in $TTLS; do failover "$t"; done
 fi
