@@ -286,7 +286,9 @@ EOF
 }
 
 # fill cluster n: n objects of 64 bytes through the Python package (a
-# client without a segment), in batches of 1,000.
+# client without a segment), in batches of 1,000; then waits until the
+# standbys' records hold them (the entry each standby's key names stays
+# the same for 2 s), so the takeover measured does not also catch up.
 fill() {
 	local t0; t0=$(now)
 	MOONCAKE_CLUSTER_ID=$1 PYTHONPATH="$ROOT/python" \
@@ -308,7 +310,20 @@ for i in range(0, n, 1000):
 s.close()
 EOF
 	echo "filled $2 objects in $(python3 -c "print(round($(now) - $t0, 1))") s" >&2
-	sleep 3
+	local last="" same=0 cur
+	for _ in $(seq 300); do
+		cur=$(ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${EC[0]}" get \
+			--prefix "mooncake-store/$1/standby/" --print-value-only | awk '{print $1}' | sort | tr '\n' ' ')
+		if [ -n "$cur" ] && [ "$cur" = "$last" ]; then
+			same=$((same + 1))
+			[ "$same" -ge 4 ] && break
+		else
+			same=0
+		fi
+		last=$cur
+		sleep 0.5
+	done
+	echo "standbys at op log entry $last, $(python3 -c "print(round($(now) - $t0, 1))") s after the fill began" >&2
 }
 
 # The floor under an HA put: one etcd transaction of the kind the leader

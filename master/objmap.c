@@ -150,6 +150,13 @@ int mst_objmap_add(struct mst_objmap *om, struct mst_object *o)
 	return 0;
 }
 
+void mst_objmap_place(struct mst_objmap *om, struct mst_object *o,
+		      uint64_t hash)
+{
+	place(om->slots, om->cap - 1, hash, o);
+	om->count++;
+}
+
 void mst_objmap_del(struct mst_objmap *om, struct mst_object *o)
 {
 	size_t mask = om->cap - 1;

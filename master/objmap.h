@@ -14,6 +14,18 @@ void mst_objmap_free(struct mst_objmap *om);
 struct mst_object *mst_objmap_get(struct mst_objmap *om, const char *key,
 				  size_t len);
 int mst_objmap_add(struct mst_objmap *om, struct mst_object *o);
+/** mst_objmap_add() of an object whose hash the caller computed
+ *  (mst_objmap_hash) and for which room is sure: (count + 1) * 2 <= cap,
+ *  as after mst_objmap_reserve(). */
+void mst_objmap_place(struct mst_objmap *om, struct mst_object *o,
+		      uint64_t hash);
+/** Prefetch the home slot of a hash: a loader that adds objects a few
+ *  steps after hashing them overlaps the slots' cache misses. */
+static inline void mst_objmap_prefetch_hash(const struct mst_objmap *om,
+					    uint64_t hash)
+{
+	__builtin_prefetch(&om->slots[hash & (om->cap - 1)], 1);
+}
 /* Room for n objects without growing (a restore that knows its count:
  * no table rebuilt on the way). 0 or -ENOMEM (the map unchanged). */
 int mst_objmap_reserve(struct mst_objmap *om, size_t n);
