@@ -236,12 +236,17 @@ failover() {
 				k=$((k + 1))
 				s=$(now)
 				if timeout 30 "$CLI" --master "etcd://$ETCD" --metadata P2PHANDSHAKE \
-					put "$W/val" "k$k" >/dev/null 2>&1; then
+					put "$W/val" "k$k" >/dev/null 2>"$W/${cl}.err"; then
 					echo "put $s $(now)"
 					s=$(now)
-					timeout 30 "$CLI" --master "etcd://$ETCD" --metadata P2PHANDSHAKE \
-						get "k$k" "$W/${cl}.out" >/dev/null 2>&1 &&
+					if timeout 30 "$CLI" --master "etcd://$ETCD" --metadata P2PHANDSHAKE \
+						get "k$k" "$W/${cl}.out" >/dev/null 2>"$W/${cl}.err"; then
 						echo "get $s $(now)"
+					else
+						echo "get-failed $s $(now) $(tail -1 "$W/${cl}.err" | tr -s ' \t' '_')"
+					fi
+				else
+					echo "put-failed $s $(now) $(tail -1 "$W/${cl}.err" | tr -s ' \t' '_')"
 				fi
 			done
 		) >"$W/${cl}.stamps" &
@@ -273,10 +278,19 @@ elected = when.get("HA: elected leader", float("nan")) - t0
 serving = when.get("serving RPC on", float("nan")) - t0
 first = {}
 # the first operation that started after the kill and succeeded
+failed = []
 for line in open(stamps):
-    op, start, end = line.split()
+    op, start, end = line.split()[:3]
+    if op.endswith("-failed"):
+        if float(end) > t0:
+            failed.append(f"{op} {float(start) - t0:.2f}..{float(end) - t0:.2f} s: "
+                          + " ".join(line.split()[3:])[:160])
+        continue
     if float(start) > t0 and op not in first:
         first[op] = float(end) - t0
+# what failed after the kill (CLI runs), to stderr: where the time went
+for f in failed[:12]:
+    print("  " + f, file=sys.stderr)
 print(f"| {ttl} s | put {first.get('put', float('nan')):.2f} s | "
       f"get {first.get('get', float('nan')):.2f} s | target {ttl + 3} s | "
       f"elected {elected:.2f} s, serving {serving:.2f} s |")
