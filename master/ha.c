@@ -155,12 +155,15 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	return 0;
 }
 
+static void hold_stop(struct mst_ha *ha);
+
 void mst_ha_close(struct mst_ha *ha)
 {
 	char err[256];
 
 	if (!ha)
 		return;
+	hold_stop(ha);
 	if (ha->shipping) {
 		/* What was committed goes to the log before stepping down. */
 		pthread_mutex_lock(&ha->q_mu);
@@ -860,6 +863,70 @@ static int unclean(struct mst_ha *ha, uint64_t led, uint64_t absent_ms)
 	return 1;
 }
 
+/*
+ * Elected, the caller loads the record before leading (mst_ha_lead):
+ * seconds at millions of objects. The lease is renewed meanwhile, as
+ * lead_main renews it, or a load longer than the TTL would lose the lead
+ * it was done for (and, restarting, load again: never serving). A lease
+ * found expired is not granted anew: the deadline then lies in the past
+ * and lead_main restarts as a standby at once.
+ */
+static void *hold_main(void *arg)
+{
+	struct mst_ha *ha = arg;
+	uint64_t next = mst_now() + ha->ttl_s * 1000 / 3;
+	char err[MC_ERR_LEN] = "";
+
+	while (!atomic_load(&ha->hold_stop)) {
+		uint64_t now = mst_now();
+
+		if (now >= next) {
+			int rc = keepalive(ha, err, sizeof(err));
+
+			if (rc == -ETIMEDOUT) {
+				mc_log_err("master",
+					   "HA: renewing the lease while "
+					   "loading the record: %s",
+					   err);
+				atomic_store(&ha->deadline, 1);
+				break;
+			}
+			if (rc)
+				mc_log_warn("master",
+					    "HA: renewing the lease while "
+					    "loading the record: %s",
+					    err);
+			next = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
+		}
+		ha_sleep_ms(20);
+	}
+	return NULL;
+}
+
+static int hold_start(struct mst_ha *ha, char *err, size_t errlen)
+{
+	int rc;
+
+	atomic_store(&ha->hold_stop, false);
+	rc = pthread_create(&ha->hold_thr, NULL, hold_main, ha);
+	if (rc) {
+		snprintf(err, errlen, "HA: starting the lease's renewal: %s",
+			 strerror(rc));
+		return -rc;
+	}
+	ha->holding = true;
+	return 0;
+}
+
+static void hold_stop(struct mst_ha *ha)
+{
+	if (!ha->holding)
+		return;
+	atomic_store(&ha->hold_stop, true);
+	pthread_join(ha->hold_thr, NULL);
+	ha->holding = false;
+}
+
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
@@ -991,6 +1058,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			      "entry %" PRIu64,
 			      atomic_load(&ha->epoch), mst_db_log_seq(db));
 	mst_db_close(db);
+	if (!rc)
+		rc = hold_start(ha, err, errlen);
 	return rc;
 }
 
@@ -1367,6 +1436,7 @@ int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until)
 {
 	int rc;
 
+	hold_stop(ha); /* lead_main renews the lease from here on */
 	ha->db = db;
 	ha->until = until;
 	ha->shipped = mst_db_log_seq(db);

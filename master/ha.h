@@ -70,7 +70,9 @@ void mst_ha_close(struct mst_ha *ha);
  * Follow the leader's log into the record at db_path until this master
  * is elected (0: the record is then complete and the caller serves from
  * it), or a signal of sigs arrives (-EINTR), or the log cannot be
- * followed (a code; err says why).
+ * followed (a code; err says why). Elected, the lease is renewed in the
+ * background until mst_ha_lead() (or mst_ha_close()), so the caller's
+ * load of the record may take longer than the lease's TTL.
  */
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen);

@@ -129,6 +129,12 @@ struct mst_ha {
 	size_t n_members;
 	pthread_mutex_t isr_mu; /* one in-sync key write at a time */
 	struct ha_sbuf sb; /* following */
+	/* Elected, until leading: the lease renewed while the record loads
+	 * (mst_ha_follow's caller restores it: seconds at millions of
+	 * objects, longer than the lease). */
+	pthread_t hold_thr;
+	bool holding;
+	atomic_bool hold_stop;
 	uint64_t isr_epoch; /* following: the in-sync key's leader */
 };
 

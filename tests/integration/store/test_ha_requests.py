@@ -14,6 +14,8 @@ docs/design.md "High availability"):
   leader then dies the standby writes it into the log as it takes over;
   a standby whose lease expired and was granted anew is still the process
   the in-sync set names, and takes over at once;
+- a leader whose record takes longer than its lease to load keeps the
+  lease meanwhile, and serves;
 - SIGTERM while etcd is frozen and a change waits for its op log write:
   the master exits (the call is answered at the lease's end) instead of
   restarting itself as a standby;
@@ -28,6 +30,7 @@ are tests/integration/ha/.
 import os
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import threading
@@ -37,7 +40,7 @@ import pytest
 
 from ha_pool import ETCDCTL, Etcd, HaMaster, Pool
 from mctest import SCALE, wait_for
-from pool import Member, cli
+from pool import Member, cleanup_segments, cli
 
 CLUSTER = "hareq"
 REMOVE = 30  # Method.REMOVE (common/rpc/master.proto)
@@ -383,3 +386,44 @@ def test_standby_with_a_lease_granted_anew_is_still_in_sync(bed, tmp_path):
     out = tmp_path / "ls_x.out"
     cli(pool, "get", "ls_x", str(out), timeout=60)
     assert out.read_bytes() == f.read_bytes()
+
+
+def test_leader_whose_record_loads_longer_than_its_lease_keeps_it(
+        procs, tmp_path, monkeypatch):
+    """A takeover at scale loads a record of millions of objects, seconds,
+    longer than the lease (here a 1 s lease and 800,000 objects written
+    into the record while the master was down). The lease is renewed
+    while the record loads: the master is elected once and serves, where
+    before 2026-12-05 it lost the lead it was loading for, restarted as a
+    standby and loaded again (with every load longer than the TTL it never
+    served)."""
+    n = 800_000
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "haload")
+    etcd = Etcd(procs, tmp_path)
+    m = HaMaster(procs, tmp_path, etcd, "big", ttl=1, cluster="haload")
+    wait_for(m.leading, timeout=30 * SCALE, what="elected")
+    member = Member(procs, tmp_path, Pool(etcd), size="64MB")
+    try:
+        member.kill()  # its segment stays in the record
+        m.proc.send_signal(signal.SIGTERM)
+        m.proc.wait(30 * SCALE)
+        db = sqlite3.connect(tmp_path / "big.db")
+        (seg,), = db.execute("SELECT id FROM segments").fetchall()
+        db.executemany(
+            "INSERT INTO objects(key, size, flags, soft_pin_until, mtime,"
+            " replicas) VALUES (?, 64, 0, 0, 0, ?)",
+            ((b"k%d" % i, seg + struct.pack("<Q", 64 * i))
+             for i in range(n)))
+        db.commit()
+        db.close()
+        before = m.log().count("HA: elected leader")
+        m.start()
+        wait_for(m.leading, timeout=120 * SCALE, what="serving")
+        time.sleep(3)  # three leases: it keeps leading
+        log = m.log()
+        assert m.proc.poll() is None, log
+        assert "no longer the leader" not in log, log
+        assert log.count("HA: elected leader") == before + 1, log
+        assert log.count(f"restored 1 segments and {n} objects") == 1, log
+    finally:
+        cleanup_segments([member.port])
