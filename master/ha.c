@@ -864,12 +864,13 @@ static int unclean(struct mst_ha *ha, uint64_t led, uint64_t absent_ms)
 }
 
 /*
- * Elected, the caller loads the record before leading (mst_ha_lead):
- * seconds at millions of objects. The lease is renewed meanwhile, as
- * lead_main renews it, or a load longer than the TTL would lose the lead
- * it was done for (and, restarting, load again: never serving). A lease
- * found expired is not granted anew: the deadline then lies in the past
- * and lead_main restarts as a standby at once.
+ * Elected, a master applies the log's tail (take_over), then the caller
+ * loads the record before leading (mst_ha_lead): seconds at millions of
+ * objects. The lease is renewed meanwhile, as lead_main renews it, or a
+ * takeover longer than the TTL would lose the lead it was done for (and,
+ * restarting, load again: never serving). A lease found expired is not
+ * granted anew: the deadline then lies in the past and lead_main
+ * restarts as a standby at once (or take_over's fenced writes fail).
  */
 static void *hold_main(void *arg)
 {
@@ -1035,9 +1036,16 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			if (rc == 1)
 				rc = campaign(ha, e2, sizeof(e2));
 			if (rc == 1 || rc == 2) {
-				rc = take_over(ha, db, &led, e2, sizeof(e2));
+				/* The lease renewed from here on: the log's
+				 * tail, then the caller's load of the record,
+				 * may outlast it. */
+				rc = hold_start(ha, e2, sizeof(e2));
+				if (!rc)
+					rc = take_over(ha, db, &led, e2,
+						       sizeof(e2));
 				if (!rc)
 					break;
+				hold_stop(ha);
 				if (rc == -ESPIPE || rc == MC_EDB) {
 					snprintf(err, errlen, "HA: %s", e2);
 					break;
@@ -1058,8 +1066,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			      "entry %" PRIu64,
 			      atomic_load(&ha->epoch), mst_db_log_seq(db));
 	mst_db_close(db);
-	if (!rc)
-		rc = hold_start(ha, err, errlen);
+	if (rc)
+		hold_stop(ha);
 	return rc;
 }
 
