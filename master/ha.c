@@ -875,7 +875,8 @@ static int unclean(struct mst_ha *ha, uint64_t led, uint64_t absent_ms)
 static void *hold_main(void *arg)
 {
 	struct mst_ha *ha = arg;
-	uint64_t next = mst_now() + ha->ttl_s * 1000 / 3;
+	/* A third of the lease after its last renewal, as lead_main does. */
+	uint64_t next = ha->ka_at + ha->ttl_s * 1000 / 3;
 	char err[MC_ERR_LEN] = "";
 
 	while (!atomic_load(&ha->hold_stop)) {
@@ -887,7 +888,7 @@ static void *hold_main(void *arg)
 			if (rc == -ETIMEDOUT) {
 				mc_log_err("master",
 					   "HA: renewing the lease while "
-					   "loading the record: %s",
+					   "taking over: %s",
 					   err);
 				atomic_store(&ha->deadline, 1);
 				break;
@@ -895,7 +896,7 @@ static void *hold_main(void *arg)
 			if (rc)
 				mc_log_warn("master",
 					    "HA: renewing the lease while "
-					    "loading the record: %s",
+					    "taking over: %s",
 					    err);
 			next = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
 		}
