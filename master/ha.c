@@ -281,6 +281,27 @@ static int keepalive(struct mst_ha *ha, char *err, size_t errlen)
 	return 0;
 }
 
+/* Renew the lease if *next is due; the next renewal a third of the lease
+ * on, or 100 ms on after a failure (logged, "when" saying while what).
+ * -ETIMEDOUT: the lease ended (err says so); else 0. */
+static int renew_due(struct mst_ha *ha, uint64_t *next, const char *when,
+		     char *err, size_t errlen)
+{
+	uint64_t now = mst_now();
+	int rc;
+
+	if (now < *next)
+		return 0;
+	rc = keepalive(ha, err, errlen);
+	*next = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
+	if (rc == -ETIMEDOUT)
+		return rc;
+	if (rc)
+		mc_log_warn("master", "HA: renewing the lease%s: %s", when,
+			    err);
+	return 0;
+}
+
 /* ---- following the log -------------------------------------------------- */
 
 struct tail {
@@ -880,25 +901,14 @@ static void *hold_main(void *arg)
 	char err[MC_ERR_LEN] = "";
 
 	while (!atomic_load(&ha->hold_stop)) {
-		uint64_t now = mst_now();
-
-		if (now >= next) {
-			int rc = keepalive(ha, err, sizeof(err));
-
-			if (rc == -ETIMEDOUT) {
-				mc_log_err("master",
-					   "HA: renewing the lease while "
-					   "taking over: %s",
-					   err);
-				atomic_store(&ha->deadline, 1);
-				break;
-			}
-			if (rc)
-				mc_log_warn("master",
-					    "HA: renewing the lease while "
-					    "taking over: %s",
-					    err);
-			next = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
+		if (renew_due(ha, &next, " while taking over", err,
+			      sizeof(err))) {
+			mc_log_err("master",
+				   "HA: renewing the lease while taking over: "
+				   "%s",
+				   err);
+			atomic_store(&ha->deadline, 1);
+			break;
 		}
 		ha_sleep_ms(20);
 	}
@@ -1415,16 +1425,8 @@ static void *lead_main(void *arg)
 		if (atomic_load(&ha->lost))
 			restart(ha, "the op log refused a change or the record "
 				    "fell behind it");
-		if (now >= next_ka) {
-			int rc = keepalive(ha, err, sizeof(err));
-
-			if (rc == -ETIMEDOUT)
-				restart(ha, err);
-			next_ka = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
-			if (rc)
-				mc_log_warn("master",
-					    "HA: renewing the lease: %s", err);
-		}
+		if (renew_due(ha, &next_ka, "", err, sizeof(err)))
+			restart(ha, err);
 		if (mst_now() >= atomic_load(&ha->deadline))
 			restart(ha, "the lease could not be renewed within its "
 				    "TTL");
