@@ -24,6 +24,7 @@
 #include "metad.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
+#include "prefault.h"
 #include "service.h"
 
 struct mst_daemon {
@@ -227,6 +228,7 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		.lease_ttl_s = (unsigned)cfg->ha_lease_ttl_sec,
 		.argv = argv,
 		.key = d->auth ? &d->key : NULL,
+		.prefault = cfg->ha_standby_prefault,
 	};
 	int rc;
 
@@ -257,8 +259,11 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!rc && cfg->enable_ha)
 		rc = ha_follow(d, cfg, sigs, argv);
 	if (!rc) {
+		/* A standby's memory made ready for this load (prefault.h). */
+		mst_prefault_use();
 		rc = mst_create(mc, cfg->db_path, db_flags(cfg), &d->m, err,
 				sizeof(err));
+		mst_prefault_end();
 		if (rc)
 			mc_log_err("master", "%s", err);
 	}

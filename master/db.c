@@ -870,6 +870,50 @@ int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen)
 	return rc;
 }
 
+int mst_db_count_objects(struct mst_db *db, struct mst_db_count *c,
+			 unsigned step)
+{
+	sqlite3_stmt *st = NULL;
+	unsigned got = 0;
+	int s, rc = 0;
+
+	if (c->done)
+		return 0;
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT key FROM objects WHERE key > ?1 "
+			       "ORDER BY key LIMIT ?2",
+			       -1, &st, NULL) != SQLITE_OK)
+		return db_fail(db, "count objects");
+	/* A copy: c->last changes as rows are counted. */
+	sqlite3_bind_blob(st, 1, c->last ? c->last : "", (int)c->last_len,
+			  SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, step);
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		const void *k = sqlite3_column_blob(st, 0);
+		size_t kl = (size_t)sqlite3_column_bytes(st, 0);
+
+		/* A row's columns last only until the next step. */
+		rc = room(&c->last, &c->last_cap, kl);
+		if (rc)
+			break;
+		memcpy(c->last, k, kl);
+		c->last_len = kl;
+		got++;
+	}
+	if (!rc && s != SQLITE_ROW && s != SQLITE_DONE)
+		rc = db_fail(db, "count objects");
+	c->n += got;
+	c->done = !rc && got < step;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+void mst_db_count_free(struct mst_db_count *c)
+{
+	free(c->last);
+	memset(c, 0, sizeof(*c));
+}
+
 int mst_db_subdirs(struct mst_db *db, const char *prefix, size_t plen,
 		   uint32_t *n)
 {

@@ -231,6 +231,20 @@ int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
 /** 1 when a complete key or a directory record other than prefix's own
  *  lies under prefix, 0 when none, or a code. */
 int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen);
+
+/** A count of the record's objects made a part at a time (a standby's:
+ *  exact only if nothing changes meanwhile). Zeroed to start. */
+struct mst_db_count {
+	uint64_t n;
+	char *last; /* the last key counted (malloc'd), NULL at the start */
+	size_t last_len, last_cap;
+	bool done;
+};
+/** Count up to `step` more objects after c->last into c (c->done once
+ *  past the last). 0 or a code. */
+int mst_db_count_objects(struct mst_db *db, struct mst_db_count *c,
+			 unsigned step);
+void mst_db_count_free(struct mst_db_count *c);
 /** *n: the directory records one level below prefix (not deeper); 0 or
  *  a code. One seek per such record: their subtrees are skipped. */
 int mst_db_subdirs(struct mst_db *db, const char *prefix, size_t plen,

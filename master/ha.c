@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
+#include "prefault.h"
 
 #define PART_MAX (1u << 20) /* bytes of an entry per etcd key */
 #define TAIL_BATCH 256u
@@ -32,6 +34,9 @@
 #define TXN_OPS 120 /* etcd's default --max-txn-ops is 128 */
 #define QUEUE_MAX (64u << 20) /* bytes committed, not shipped: then wait */
 #define SHIP_LAZY_MS 100u /* gather entries this long when in sync */
+#define PREFAULT_STEP (128u << 20) /* bytes touched per round at most */
+#define PREFAULT_SLACK (64u << 20) /* grow once short by this much */
+#define PREFAULT_COUNT 200000u /* objects counted per round at most */
 
 /* One transaction of the shipper: parts of entries, each an etcd put. */
 struct txn {
@@ -123,6 +128,7 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	if (ha->poll_ms > 250)
 		ha->poll_ms = 250;
 	ha->argv = cfg->argv;
+	ha->pf.on = cfg->prefault;
 	snprintf(ha->advertise, sizeof(ha->advertise), "%s", cfg->advertise);
 	snprintf(ha->listen_host, sizeof(ha->listen_host), "%s",
 		 cfg->listen_host ? cfg->listen_host : "");
@@ -939,6 +945,59 @@ static void hold_stop(struct mst_ha *ha)
 	ha->holding = false;
 }
 
+/* Following: memory for the takeover's load of the record made ready as
+ * the record grows (prefault.h). Its objects are counted PREFAULT_COUNT a
+ * round whenever its size moved by a quarter since the last count, and
+ * PREFAULT_STEP bytes touched a round at most (by the last count, scaled
+ * by the size): a fraction of a second each, the loop's keepalives and
+ * tailing go on between. */
+static void prefault_step(struct mst_ha *ha, struct mst_db *db,
+			  const char *db_path)
+{
+	struct stat st;
+	uint64_t size, objects;
+	size_t want, ready;
+
+	if (!ha->pf.on || stat(db_path, &st))
+		return;
+	size = (uint64_t)st.st_size;
+	if (!ha->pf.count_size && (!ha->pf.size || size > ha->pf.size / 4 * 5 ||
+				   size < ha->pf.size / 4 * 3))
+		ha->pf.count_size = size; /* a new count */
+	if (ha->pf.count_size &&
+	    !mst_db_count_objects(db, &ha->pf.count, PREFAULT_COUNT) &&
+	    ha->pf.count.done) {
+		ha->pf.objects = ha->pf.count.n;
+		ha->pf.size = ha->pf.count_size;
+		ha->pf.count_size = 0;
+		mst_db_count_free(&ha->pf.count);
+	}
+	/* Objects now by the record's growth since the last count, while
+	 * the next one goes on (a standby that follows a growing record
+	 * would otherwise lag by a quarter, and wait for each count). */
+	objects = ha->pf.size ? (uint64_t)((double)ha->pf.objects *
+					   (double)size / (double)ha->pf.size) :
+				0;
+	want = mst_prefault_want(objects, size);
+	if (want < ha->pf.ready + PREFAULT_SLACK)
+		return;
+	ready = mst_prefault_grow(want, PREFAULT_STEP);
+	/* Said once when first ready, once when memory runs short. */
+	if ((ready >= want && !ha->pf.told) ||
+	    (ready == ha->pf.ready && ha->pf.told < 2))
+		mc_log_info("master",
+			    "HA: standby: %zu MiB of memory ready for loading "
+			    "the record (%" PRIu64 " objects, %" PRIu64
+			    " MiB) when taking over%s",
+			    ready >> 20, ha->pf.objects, ha->pf.size >> 20,
+			    ready < want ? ": short of memory for more" : "");
+	if (ready >= want && !ha->pf.told)
+		ha->pf.told = 1;
+	else if (ready == ha->pf.ready)
+		ha->pf.told = 2;
+	ha->pf.ready = ready;
+}
+
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
@@ -1067,6 +1126,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			mc_log_warn("master", "HA: etcd: %s", e2);
 			logged = now;
 		}
+		prefault_step(ha, db, db_path);
 		ha_sleep_ms(ha->poll_ms);
 	}
 	mc_etcd_kv_clear(&view);
@@ -1076,6 +1136,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			      "HA: elected leader (epoch %lld) at op log "
 			      "entry %" PRIu64,
 			      atomic_load(&ha->epoch), mst_db_log_seq(db));
+	mst_db_count_free(&ha->pf.count);
 	mst_db_close(db);
 	if (rc)
 		hold_stop(ha);

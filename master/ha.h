@@ -57,6 +57,9 @@ struct mst_ha_cfg {
 	unsigned lease_ttl_s; /* >= 1 */
 	char *const *argv; /* this process's, for the restart as standby */
 	const struct mc_auth_key *key; /* the pool's (signs /ha/snapshot) */
+	/* Following: make memory ready for the takeover's load as the record
+	 * grows (prefault.h). */
+	bool prefault;
 };
 
 struct mst_ha;

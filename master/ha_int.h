@@ -16,6 +16,7 @@
 
 #include "etcd_client.h"
 #include "etcd_kv.h"
+#include "db.h"
 #include "ha.h"
 
 #define KEY_MAX 512
@@ -77,6 +78,14 @@ struct mst_ha {
 	struct etcd_client cli;
 	bool cli_ok;
 	unsigned ttl_s, poll_ms;
+	struct { /* following: memory for the takeover (prefault.h) */
+		bool on; /* mst_ha_cfg's prefault */
+		unsigned char told; /* 1: ready was logged, 2: short too */
+		size_t ready; /* bytes made ready so far */
+		struct mst_db_count count; /* the count under way */
+		uint64_t count_size; /* the record's size when it began */
+		uint64_t objects, size; /* the last count's, and that size */
+	} pf;
 	char *const *argv;
 	char prefix[240]; /* "mooncake-store/<cluster_id>/" */
 	char view[SUB_MAX], oplog[SUB_MAX], oplog_end[SUB_MAX];

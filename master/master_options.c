@@ -125,6 +125,13 @@ static const struct mc_opt master_opts[] = {
 	OPT("ha_lease_ttl_sec", MC_OPT_INT, ha_lease_ttl_sec, "5", 1, 600,
 	    "TTL of the leader's etcd lease: a dead leader is replaced within "
 	    "about this (upstream's fixed 5 s)."),
+	OPT("ha_standby_prefault", MC_OPT_BOOL, ha_standby_prefault, "true", 0,
+	    0,
+	    "A standby keeps memory ready for loading the record when it "
+	    "takes over (256 bytes an object of its record plus the "
+	    "record's size, at most half of the memory available): a "
+	    "takeover without the page faults, about a quarter faster on a "
+	    "VM."),
 	OPT("enable_oplog", MC_OPT_BOOL, enable_oplog, "false", 0, 0,
 	    "Accepted: with --enable_ha the op log is always on."),
 	OPT("enable_snapshot", MC_OPT_BOOL, enable_snapshot, "false", 0, 0,

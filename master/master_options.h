@@ -42,6 +42,7 @@ struct master_cfg {
 	char *ha_backend_connstring;
 	char *etcd_endpoints;
 	int64_t ha_lease_ttl_sec;
+	bool ha_standby_prefault;
 	bool enable_oplog;
 	bool enable_snapshot;
 	bool enable_offload;

@@ -166,6 +166,15 @@ def process_group(pgid):
     return pids
 
 
+def status_kib(pid, field):
+    """A field of /proc/PID/status in KiB (VmRSS, VmHWM, ...)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
 def mapped_shm(pid):
     """The /dev/shm/mooncake.* files process pid has mapped."""
     found = set()

@@ -70,7 +70,8 @@ class Etcd:
 
 
 class HaMaster:
-    def __init__(self, procs, tmp_path, etcd, name, ttl=2, cluster="hareq"):
+    def __init__(self, procs, tmp_path, etcd, name, ttl=2, cluster="hareq",
+                 extra=()):
         self.procs, self.tmp, self.name = procs, tmp_path, name
         self.port = free_port()
         self.pf = tmp_path / f"{name}.port"
@@ -81,7 +82,7 @@ class HaMaster:
             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
             "--db_path", str(tmp_path / f"{name}.db"),
-            "--port_file", str(self.pf)]
+            "--port_file", str(self.pf), *extra]
         self.start()
         procs.logs.append(self.log_path)
 

@@ -16,6 +16,9 @@ docs/design.md "High availability"):
   the in-sync set names, and takes over at once;
 - a leader whose record takes longer than its lease to load keeps the
   lease meanwhile, and serves;
+- a standby keeps memory ready (touched) for loading its record when it
+  takes over, sized by its count of the record's objects, and none with
+  --ha_standby_prefault=false; it then takes over with every object;
 - SIGTERM while etcd is frozen and a change waits for its op log write:
   the master exits (the call is answered at the lease's end) instead of
   restarting itself as a standby;
@@ -28,6 +31,8 @@ The multi-host cases (network namespaces, partitions, etcd members lost)
 are tests/integration/ha/.
 """
 import os
+import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -39,7 +44,7 @@ import time
 import pytest
 
 from ha_pool import ETCDCTL, Etcd, HaMaster, Pool
-from mctest import SCALE, wait_for
+from mctest import SCALE, status_kib, wait_for
 from pool import Member, cleanup_segments, cli
 
 CLUSTER = "hareq"
@@ -388,6 +393,27 @@ def test_standby_with_a_lease_granted_anew_is_still_in_sync(bed, tmp_path):
     assert out.read_bytes() == f.read_bytes()
 
 
+def big_record(procs, tmp_path, etcd, name, n, cluster):
+    """A leader's record with n objects of 64 bytes on one segment,
+    written with sqlite while the master is down (the member's segment
+    stays in the record); returns the master, stopped, and the member."""
+    m = HaMaster(procs, tmp_path, etcd, name, ttl=1, cluster=cluster)
+    wait_for(m.leading, timeout=30 * SCALE, what="elected")
+    member = Member(procs, tmp_path, Pool(etcd), size="64MB")
+    member.kill()
+    m.proc.send_signal(signal.SIGTERM)
+    m.proc.wait(30 * SCALE)
+    db = sqlite3.connect(tmp_path / f"{name}.db")
+    (seg,), = db.execute("SELECT id FROM segments").fetchall()
+    db.executemany(
+        "INSERT INTO objects(key, size, flags, soft_pin_until, mtime,"
+        " replicas) VALUES (?, 64, 0, 0, 0, ?)",
+        ((b"k%d" % i, seg + struct.pack("<Q", 64 * i)) for i in range(n)))
+    db.commit()
+    db.close()
+    return m, member
+
+
 def test_leader_whose_record_loads_longer_than_its_lease_keeps_it(
         procs, tmp_path, monkeypatch):
     """A takeover at scale loads a record of millions of objects, seconds,
@@ -400,22 +426,8 @@ def test_leader_whose_record_loads_longer_than_its_lease_keeps_it(
     n = 800_000
     monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "haload")
     etcd = Etcd(procs, tmp_path)
-    m = HaMaster(procs, tmp_path, etcd, "big", ttl=1, cluster="haload")
-    wait_for(m.leading, timeout=30 * SCALE, what="elected")
-    member = Member(procs, tmp_path, Pool(etcd), size="64MB")
+    m, member = big_record(procs, tmp_path, etcd, "big", n, "haload")
     try:
-        member.kill()  # its segment stays in the record
-        m.proc.send_signal(signal.SIGTERM)
-        m.proc.wait(30 * SCALE)
-        db = sqlite3.connect(tmp_path / "big.db")
-        (seg,), = db.execute("SELECT id FROM segments").fetchall()
-        db.executemany(
-            "INSERT INTO objects(key, size, flags, soft_pin_until, mtime,"
-            " replicas) VALUES (?, 64, 0, 0, 0, ?)",
-            ((b"k%d" % i, seg + struct.pack("<Q", 64 * i))
-             for i in range(n)))
-        db.commit()
-        db.close()
         before = m.log().count("HA: elected leader")
         m.start()
         wait_for(m.leading, timeout=120 * SCALE, what="serving")
@@ -425,5 +437,58 @@ def test_leader_whose_record_loads_longer_than_its_lease_keeps_it(
         assert "no longer the leader" not in log, log
         assert log.count("HA: elected leader") == before + 1, log
         assert log.count(f"restored 1 segments and {n} objects") == 1, log
+    finally:
+        cleanup_segments([member.port])
+
+
+def test_standby_keeps_memory_ready_for_loading_its_record(
+        procs, tmp_path, monkeypatch):
+    """A takeover's load of a large record spends much of its time in
+    page faults (the kernel zeroing fresh memory). A standby counts its
+    record's objects and touches the memory the load will use while it
+    waits (256 bytes an object and the record's size), resident, and none
+    with --ha_standby_prefault=false.
+    Elected, it loads every object and serves."""
+    n = 300_000
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "haprefault")
+    etcd = Etcd(procs, tmp_path)
+    m, member = big_record(procs, tmp_path, etcd, "big", n, "haprefault")
+    try:
+        # The standbys start from copies of the record (at the log's
+        # entry, so they follow it as they are).
+        for name in ("ready", "lean"):
+            shutil.copy(tmp_path / "big.db", tmp_path / f"{name}.db")
+        m.start()
+        wait_for(m.leading, timeout=60 * SCALE, what="serving")
+        ready = HaMaster(procs, tmp_path, etcd, "ready", ttl=1,
+                         cluster="haprefault")
+        lean = HaMaster(procs, tmp_path, etcd, "lean", ttl=1,
+                        cluster="haprefault",
+                        extra=("--ha_standby_prefault=false",))
+        said = re.compile(r"HA: standby: (\d+) MiB of memory ready for "
+                          r"loading the record \((\d+) objects")
+        wait_for(lambda: said.search(ready.log()), timeout=60 * SCALE,
+                 what="the standby's memory ready")
+        mib, objects = map(int, said.search(ready.log()).groups())
+        assert objects == n, ready.log()
+        assert mib >= n * 256 >> 20, mib
+        assert ": short of memory" not in ready.log(), ready.log()
+        assert status_kib(ready.proc.pid, "VmRSS") >> 10 >= mib
+        time.sleep(1)  # the lean standby had its rounds too
+        assert "HA: standby" in lean.log(), lean.log()
+        assert not said.search(lean.log()), lean.log()
+        assert status_kib(lean.proc.pid, "VmRSS") >> 10 < mib // 2
+        lean.proc.send_signal(signal.SIGTERM)
+        lean.proc.wait(30 * SCALE)
+        m.procs.kill(m.proc)
+        wait_for(ready.leading, timeout=60 * SCALE, what="takeover")
+        assert f"restored 1 segments and {n} objects" in ready.log()
+        # It serves: a new object goes in and is listed.
+        f = tmp_path / "after"
+        f.write_bytes(os.urandom(4096))
+        other = Member(procs, tmp_path, Pool(etcd), size="32MB")
+        cli(Pool(etcd), "put", str(f), "after", timeout=60)
+        assert "after" in cli(Pool(etcd), "ls").stdout
+        cleanup_segments([other.port])
     finally:
         cleanup_segments([member.port])

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import mctest
-from mctest import binary
+from mctest import binary, status_kib
 from pool import Master, Member, Shell, cli, cleanup_segments, eventually
 
 MSHELL = ("tests", "tools", "master_shell")
@@ -47,14 +47,6 @@ def closed_by_master(s):
         return False
     except (ConnectionResetError, BrokenPipeError):
         return True
-
-
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
 
 
 def settled_peak(pid):
