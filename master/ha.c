@@ -957,6 +957,7 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 	struct stat st;
 	uint64_t size, objects;
 	size_t want, ready;
+	bool capped, lacking;
 
 	if (!ha->pf.on || stat(db_path, &st))
 		return;
@@ -978,23 +979,24 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 	objects = ha->pf.size ? (uint64_t)((double)ha->pf.objects *
 					   (double)size / (double)ha->pf.size) :
 				0;
-	want = mst_prefault_want(objects, size);
+	want = mst_prefault_want(objects, size, &capped);
 	if (want < ha->pf.ready + PREFAULT_SLACK)
 		return;
 	ready = mst_prefault_grow(want, PREFAULT_STEP);
+	/* Short: capped by the system's memory, or malloc refused more. */
+	lacking = (capped && ready >= want) || ready == ha->pf.ready;
 	/* Said once when first ready, once when memory runs short. */
-	if ((ready >= want && !ha->pf.told) ||
-	    (ready == ha->pf.ready && ha->pf.told < 2))
+	if ((ready >= want && !ha->pf.told) || (lacking && ha->pf.told < 2))
 		mc_log_info("master",
 			    "HA: standby: %zu MiB of memory ready for loading "
 			    "the record (%" PRIu64 " objects, %" PRIu64
 			    " MiB) when taking over%s",
 			    ready >> 20, ha->pf.objects, ha->pf.size >> 20,
-			    ready < want ? ": short of memory for more" : "");
-	if (ready >= want && !ha->pf.told)
-		ha->pf.told = 1;
-	else if (ready == ha->pf.ready)
+			    lacking ? ": short of memory for more" : "");
+	if (lacking)
 		ha->pf.told = 2;
+	else if (ready >= want && !ha->pf.told)
+		ha->pf.told = 1;
 	ha->pf.ready = ready;
 }
 

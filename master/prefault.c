@@ -45,7 +45,7 @@ static size_t available(void)
 	return (size_t)kb << 10;
 }
 
-size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes)
+size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped)
 {
 	/* A restored master's resident memory, measured: master_sim's records
 	 * (64-byte keys) of 1.18 million objects and 152 MB, 451 MB; of 4.72
@@ -55,6 +55,7 @@ size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes)
 	uint64_t want = objects * OBJECT_BYTES + record_bytes;
 	uint64_t room = n_blocks * (uint64_t)BLOCK + available() / 2;
 
+	*capped = want > room;
 	return (size_t)(want < room ? want : room);
 }
 

@@ -13,13 +13,14 @@
 #ifndef MST_PREFAULT_H
 #define MST_PREFAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /** Bytes to have ready for loading a record of `objects` objects and
  *  record_bytes on disk, capped by what is ready plus half of the memory
- *  the system has available now. */
-size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes);
+ *  the system has available now (*capped says whether it was). */
+size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped);
 
 /** Touch up to step more bytes of heap, while fewer than want are ready.
  *  Returns the bytes ready (less than asked when memory runs short: the

@@ -113,6 +113,7 @@ Test(prefault, memory_made_ready_serves_the_load_and_goes_back_after)
 	enum { READY = 96, SMALL = 200, N = 300000 }; /* 60 MB of SMALL */
 	long before = rss_mib(), ready_rss, loaded;
 	size_t ready;
+	bool capped;
 	void **v = malloc(N * sizeof(*v));
 
 	cr_assert(v);
@@ -128,7 +129,11 @@ Test(prefault, memory_made_ready_serves_the_load_and_goes_back_after)
 	cr_assert_geq(ready_rss - before, READY - 2, "%ld MiB resident, %ld",
 		      ready_rss, before);
 	/* Asked for more than the system has: capped. */
-	cr_assert_lt(mst_prefault_want(UINT64_MAX / 512, 0), UINT64_MAX / 2);
+	cr_assert_lt(mst_prefault_want(UINT64_MAX / 512, 0, &capped),
+		     UINT64_MAX / 2);
+	cr_assert(capped);
+	cr_assert_eq(mst_prefault_want(1000, 4096, &capped), 1000 * 256 + 4096);
+	cr_assert_not(capped);
 
 	mst_prefault_use();
 	for (size_t i = 0; i < N; i++) {
