@@ -17,7 +17,6 @@
 #endif
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "prefault.h"
@@ -51,7 +50,7 @@ size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped)
 	 * (64-byte keys) of 1.18 million objects and 152 MB, 451 MB; of 4.72
 	 * million and 605 MB, 1,723 MB; 300,000 objects with keys of 2-7
 	 * bytes and 14 MB, 102 MB. 256 bytes an object plus the record's
-	 * size is within 10% of each (the index, mapped apart, is in it). */
+	 * size is within 12% of each (the index, mapped apart, is in it). */
 	uint64_t want = objects * OBJECT_BYTES + record_bytes;
 	uint64_t room = n_blocks * (uint64_t)BLOCK + available() / 2;
 
