@@ -46,11 +46,12 @@ static size_t available(void)
 
 size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped)
 {
-	/* A restored master's resident memory, measured: master_sim's records
-	 * (64-byte keys) of 1.18 million objects and 152 MB, 451 MB; of 4.72
-	 * million and 605 MB, 1,723 MB; 300,000 objects with keys of 2-7
-	 * bytes and 14 MB, 102 MB. 256 bytes an object plus the record's
-	 * size is within 12% of each (the index, mapped apart, is in it). */
+	/* What a load adds to a master's resident memory (10 MiB empty),
+	 * measured: master_sim's records (64-byte keys) of 1.18 million
+	 * objects and 145 MiB, 441 MiB; of 4.72 million and 577 MiB, 1,713
+	 * MiB; 300,000 objects with keys of 2-7 bytes and 13.5 MiB, 92 MiB.
+	 * 256 bytes an object plus the record's size is within 6% of each
+	 * (the index, mapped apart, is in it). */
 	uint64_t want = objects * OBJECT_BYTES + record_bytes;
 	uint64_t room = n_blocks * (uint64_t)BLOCK + available() / 2;
 
