@@ -980,11 +980,17 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 					   (double)size / (double)ha->pf.size) :
 				0;
 	want = mst_prefault_want(objects, size, &capped);
-	if (want < ha->pf.ready + PREFAULT_SLACK)
+	/* Once a goal is reached, a new one only PREFAULT_SLACK further
+	 * (not a step per page of growth); a goal is pursued to its end. */
+	if (ha->pf.ready >= ha->pf.goal && want < ha->pf.ready + PREFAULT_SLACK)
 		return;
+	if (ha->pf.ready >= ha->pf.goal || want < ha->pf.goal)
+		ha->pf.goal = want;
+	want = ha->pf.goal;
 	ready = mst_prefault_grow(want, PREFAULT_STEP);
 	/* Short: capped by the system's memory, or malloc refused more. */
-	lacking = (capped && ready >= want) || ready == ha->pf.ready;
+	lacking = (capped && ready >= want) ||
+		  (ready < want && ready == ha->pf.ready);
 	/* Said once when first ready, once when memory runs short. */
 	if ((ready >= want && !ha->pf.told) || (lacking && ha->pf.told < 2))
 		mc_log_info("master",

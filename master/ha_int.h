@@ -82,6 +82,7 @@ struct mst_ha {
 		bool on; /* mst_ha_cfg's prefault */
 		unsigned char told; /* 1: ready was logged, 2: short too */
 		size_t ready; /* bytes made ready so far */
+		size_t goal; /* what the rounds grow it to */
 		struct mst_db_count count; /* the count under way */
 		uint64_t count_size; /* the record's size when it began */
 		uint64_t objects, size; /* the last count's, and that size */

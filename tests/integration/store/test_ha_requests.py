@@ -449,7 +449,7 @@ def test_standby_keeps_memory_ready_for_loading_its_record(
     waits (256 bytes an object and the record's size), resident, and none
     with --ha_standby_prefault=false.
     Elected, it loads every object and serves."""
-    n = 300_000
+    n = 600_000  # more than one round's 128 MiB, less than two
     monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "haprefault")
     etcd = Etcd(procs, tmp_path)
     m, member = big_record(procs, tmp_path, etcd, "big", n, "haprefault")
