@@ -957,7 +957,7 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 	struct stat st;
 	uint64_t size, objects;
 	size_t want, ready;
-	bool capped, lacking;
+	bool capped, lacking, refused;
 
 	if (!ha->pf.on || stat(db_path, &st))
 		return;
@@ -982,15 +982,22 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 	want = mst_prefault_want(objects, size, &capped);
 	/* Once a goal is reached, a new one only PREFAULT_SLACK further
 	 * (not a step per page of growth); a goal is pursued to its end. */
-	if (ha->pf.ready >= ha->pf.goal && want < ha->pf.ready + PREFAULT_SLACK)
+	if (ha->pf.ready >= ha->pf.goal &&
+	    (want < ha->pf.ready + PREFAULT_SLACK ||
+	     (ha->pf.refused && want < ha->pf.refused + PREFAULT_SLACK)))
 		return;
-	if (ha->pf.ready >= ha->pf.goal || want < ha->pf.goal)
+	if (ha->pf.ready >= ha->pf.goal || want < ha->pf.goal) {
 		ha->pf.goal = want;
+		ha->pf.goal_capped = capped;
+	}
 	want = ha->pf.goal;
-	ready = mst_prefault_grow(want, PREFAULT_STEP);
-	/* Short: capped by the system's memory, or malloc refused more. */
-	lacking = (capped && ready >= want) ||
-		  (ready < want && ready == ha->pf.ready);
+	ready = mst_prefault_grow(want, PREFAULT_STEP, &refused);
+	/* Short: capped by the memory available, or malloc refused more
+	 * (then no more until a new goal: not a refusal every round). */
+	ha->pf.refused = refused ? want : 0;
+	if (refused)
+		ha->pf.goal = ready;
+	lacking = (ha->pf.goal_capped && ready >= want) || refused;
 	/* Said once when first ready, once when memory runs short. */
 	if ((ready >= want && !ha->pf.told) || (lacking && ha->pf.told < 2))
 		mc_log_info("master",

@@ -83,6 +83,8 @@ struct mst_ha {
 		unsigned char told; /* 1: ready was logged, 2: short too */
 		size_t ready; /* bytes made ready so far */
 		size_t goal; /* what the rounds grow it to */
+		bool goal_capped; /* the goal is what memory allows */
+		size_t refused; /* the want when malloc refused, else 0 */
 		struct mst_db_count count; /* the count under way */
 		uint64_t count_size; /* the record's size when it began */
 		uint64_t objects, size; /* the last count's, and that size */

@@ -82,7 +82,18 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	if (!rc && r.segments && cfg->reserve_slots)
 		m->fence_until = mst_now() + MST_SLOT_FENCE_MS;
 	if (rc) {
-		snprintf(err, errlen, "restoring from %s failed", db_path);
+		if (rc == -ENOMEM)
+			snprintf(
+				err, errlen,
+				"restoring from %s failed: out of memory after "
+				"%llu of the record's %llu objects (a master "
+				"holds about 256 bytes per object plus the "
+				"record's size: docs/operations.md, Memory)",
+				db_path, (unsigned long long)r.objects,
+				(unsigned long long)r.in_record);
+		else
+			snprintf(err, errlen, "restoring from %s failed: %s",
+				 db_path, mc_strerror(rc));
 		mst_destroy(m);
 		return rc;
 	}

@@ -15,34 +15,19 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "memfree.h"
 #include "prefault.h"
 
 #define BLOCK (64u << 10) /* under glibc's smallest mmap threshold */
 #define OBJECT_BYTES 256u /* a restored object's memory, but its key */
+#define HEADROOM (16u << 20) /* given back when malloc refuses a block */
 
 static void **blocks;
 static size_t n_blocks, cap_blocks;
 static void *fence;
-
-/* MemAvailable of /proc/meminfo in bytes; 0 when unknown. */
-static size_t available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[128];
-	unsigned long long kb = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (size_t)kb << 10;
-}
 
 size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped)
 {
@@ -51,36 +36,51 @@ size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped)
 	 * objects and 145 MiB, 441 MiB; of 4.72 million and 577 MiB, 1,713
 	 * MiB; 300,000 objects with keys of 2-7 bytes and 13.5 MiB, 92 MiB.
 	 * 256 bytes an object plus the record's size is within 6% of each
-	 * (the index, mapped apart, is in it). */
+	 * (the index included). */
 	uint64_t want = objects * OBJECT_BYTES + record_bytes;
-	uint64_t room = n_blocks * (uint64_t)BLOCK + available() / 2;
+	/* Half of what is free and what is ready together: the same cap
+	 * round after round, as the ready part grows out of the free. */
+	uint64_t room = (n_blocks * (uint64_t)BLOCK + mst_mem_free()) / 2;
 
 	*capped = want > room;
 	return (size_t)(want < room ? want : room);
 }
 
-size_t mst_prefault_grow(size_t want, size_t step)
+/* Blocks given back, newest first, until bytes went or none are left. */
+static void give_back(size_t bytes)
+{
+	for (; bytes && n_blocks; bytes -= bytes < BLOCK ? bytes : BLOCK)
+		free(blocks[--n_blocks]);
+}
+
+size_t mst_prefault_grow(size_t want, size_t step, bool *refused)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), ready;
 
+	*refused = false;
 	if (!page)
 		page = 4096;
 	for (ready = n_blocks * (size_t)BLOCK; ready < want && step >= BLOCK;
 	     ready += BLOCK, step -= BLOCK) {
-		volatile char *p;
+		volatile char *p = NULL;
 
 		if (n_blocks == cap_blocks) {
 			size_t cap = cap_blocks ? 2 * cap_blocks : 1024;
 			void **b = realloc(blocks, cap * sizeof(*b));
 
-			if (!b)
-				break;
-			blocks = b;
-			cap_blocks = cap;
+			if (b) {
+				blocks = b;
+				cap_blocks = cap;
+			}
 		}
-		p = malloc(BLOCK);
-		if (!p)
-			break;
+		if (n_blocks < cap_blocks)
+			p = malloc(BLOCK);
+		if (!p) {
+			/* The process's own allocations come first. */
+			*refused = true;
+			give_back(HEADROOM);
+			return n_blocks * (size_t)BLOCK;
+		}
 		for (size_t off = 0; off < BLOCK; off += page)
 			p[off] = 0;
 		blocks[n_blocks++] = (void *)p;

@@ -18,14 +18,18 @@
 #include <stdint.h>
 
 /** Bytes to have ready for loading a record of `objects` objects and
- *  record_bytes on disk, capped by what is ready plus half of the memory
- *  the system has available now (*capped says whether it was). */
+ *  record_bytes on disk, capped by half of what is ready plus the memory
+ *  available now (*capped says whether it was): the system's
+ *  (MemAvailable) or, when less, what the process's memory cgroups allow
+ *  (a container's limit; v2 and v1). */
 size_t mst_prefault_want(uint64_t objects, uint64_t record_bytes, bool *capped);
 
 /** Touch up to step more bytes of heap, while fewer than want are ready.
- *  Returns the bytes ready (less than asked when memory runs short: the
- *  next call tries again). */
-size_t mst_prefault_grow(size_t want, size_t step);
+ *  Returns the bytes ready. When malloc refuses a block (an address-space
+ *  limit), *refused is set and 16 MiB of what was ready goes back, so the
+ *  process's own allocations still succeed; the caller then stops growing
+ *  until it wants more. */
+size_t mst_prefault_grow(size_t want, size_t step, bool *refused);
 
 /** Before the load: the memory goes back to malloc, which then serves
  *  the load from it. Without memory ready, nothing happens. */

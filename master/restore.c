@@ -312,6 +312,7 @@ static int on_count(void *arg, uint64_t n)
 {
 	struct restore *r = arg;
 
+	r->c->in_record = n;
 	return n < SIZE_MAX / 4 ? mst_objmap_reserve(&r->m->objs, (size_t)n) :
 				  -ENOMEM;
 }

@@ -17,6 +17,8 @@ struct mst_restore_counts {
 	 * only a damaged record holds such. An object left with no replica
 	 * is dropped too (one of size 0 stays). */
 	uint64_t dropped_replicas;
+	/* The record's count of objects, read before them (0 until then). */
+	uint64_t in_record;
 };
 
 /** 0, or a negative errno / store code: m is then half built and only

@@ -534,6 +534,58 @@ def small_tmpfs(path, size="4m"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@contextlib.contextmanager
+def memory_cgroup(limit):
+    """A memory cgroup of the test's own limited to limit bytes, removed
+    afterwards; yields the argv prefix that starts a command in it. cgroup
+    v2 (a child of the root, where the memory controller is enabled) or
+    v1's memory controller (a child of this process's group); skips the
+    test where neither can be made (not root, no memory controller)."""
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip("making a cgroup needs root")
+    name = f"mctest-{os.getpid()}-{secrets.token_hex(4)}"
+    path = None
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+            if "memory" in f.read().split():
+                path, files = f"/sys/fs/cgroup/{name}", {"memory.max": limit}
+    except OSError:
+        pass
+    if path is None:
+        own = [ln.split(":", 2)[2].strip()
+               for ln in open("/proc/self/cgroup")
+               if "memory" in ln.split(":", 2)[1].split(",")]
+        if own and os.path.isdir("/sys/fs/cgroup/memory"):
+            path = f"/sys/fs/cgroup/memory{own[0].rstrip('/')}/{name}"
+            files = {"memory.limit_in_bytes": limit}
+    if path is None:
+        pytest.skip("no memory cgroup controller to limit a process with")
+    try:
+        os.mkdir(path)
+        for k, v in files.items():
+            with open(os.path.join(path, k), "w") as f:
+                f.write(str(v))
+    except OSError as e:
+        pytest.skip(f"cannot make a memory cgroup at {path}: {e}")
+    procs = os.path.join(path, "cgroup.procs")
+    try:
+        yield ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
+    finally:
+        # Processes still in it (the test's Procs kills them later) go
+        # back to the parent group, so the directory can go.
+        parent = os.path.join(os.path.dirname(path), "cgroup.procs")
+        for pid in open(procs).read().split():
+            try:
+                with open(parent, "w") as f:
+                    f.write(pid)
+            except OSError:
+                pass  # exited meanwhile
+        wait_for(lambda: not open(procs).read().strip(), timeout=30,
+                 what="the cgroup emptied")
+        os.rmdir(path)
+
+
 def fill_fs(path):
     """Take every free byte of the filesystem of directory path (the file
     'filler' there; remove it to give the space back)."""

@@ -71,13 +71,15 @@ class Etcd:
 
 class HaMaster:
     def __init__(self, procs, tmp_path, etcd, name, ttl=2, cluster="hareq",
-                 extra=()):
+                 extra=(), wrap=()):
+        """wrap: an argv prefix that runs the master (a cgroup, limits)."""
         self.procs, self.tmp, self.name = procs, tmp_path, name
         self.port = free_port()
         self.pf = tmp_path / f"{name}.port"
         self.log_path = tmp_path / f"{name}.log"
         self.argv = [
-            binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
+            *wrap, binary(*MASTER), "--enable_ha",
+            "--etcd_endpoints", etcd.addr,
             "--cluster_id", cluster, "--ha_lease_ttl_sec", str(ttl),
             "--rpc_address", "127.0.0.1", "--rpc_port", str(self.port),
             "--metrics_host", "127.0.0.1", "--metrics_port", "0",

@@ -15,7 +15,9 @@ docs/design.md "High availability"):
   a standby whose lease expired and was granted anew is still the process
   the in-sync set names, and takes over at once;
 - a leader whose record takes longer than its lease to load keeps the
-  lease meanwhile, and serves;
+  lease meanwhile, and serves; one frozen during that load for longer
+  than its lease serves nothing when resumed, and follows the leader
+  elected meanwhile;
 - a standby keeps memory ready (touched) for loading its record when it
   takes over, sized by its count of the record's objects, and none with
   --ha_standby_prefault=false; it then takes over with every object;
@@ -44,7 +46,7 @@ import time
 import pytest
 
 from ha_pool import ETCDCTL, Etcd, HaMaster, Pool
-from mctest import SCALE, status_kib, wait_for
+from mctest import SCALE, memory_cgroup, sanitizers, status_kib, wait_for
 from pool import Member, cleanup_segments, cli
 
 CLUSTER = "hareq"
@@ -490,5 +492,176 @@ def test_standby_keeps_memory_ready_for_loading_its_record(
         cli(Pool(etcd), "put", str(f), "after", timeout=60)
         assert "after" in cli(Pool(etcd), "ls").stdout
         cleanup_segments([other.port])
+    finally:
+        cleanup_segments([member.port])
+
+
+def test_leader_frozen_while_loading_serves_nothing_and_follows_the_next(
+        procs, tmp_path, monkeypatch):
+    """A master elected and then frozen while it loads its record (a
+    stalled VM, SIGSTOP) for longer than its lease: the other standby is
+    elected and serves. Resumed, the frozen one finds its lease gone: it
+    never serves (no port file, master_view stays the other's), restarts
+    as a standby of the new leader, and later takes over from it with the
+    object put meanwhile."""
+    n = 600_000
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "hafrozen")
+    etcd = Etcd(procs, tmp_path)
+    m, member = big_record(procs, tmp_path, etcd, "big", n, "hafrozen")
+    other = None
+    try:
+        for name in ("a", "b"):
+            shutil.copy(tmp_path / "big.db", tmp_path / f"{name}.db")
+        m.start()
+        wait_for(m.leading, timeout=60 * SCALE, what="serving")
+        heirs = [HaMaster(procs, tmp_path, etcd, name, ttl=1,
+                          cluster="hafrozen") for name in ("a", "b")]
+        for h in heirs:
+            wait_for(lambda: "HA: standby" in h.log(), timeout=60 * SCALE,
+                     what="following")
+        m.procs.kill(m.proc)
+        frozen = None
+        deadline = time.monotonic() + 60 * SCALE
+        while frozen is None and time.monotonic() < deadline:
+            for h in heirs:
+                if "HA: elected leader" in h.log():
+                    h.proc.send_signal(signal.SIGSTOP)
+                    frozen = h
+                    break
+            time.sleep(0.005)
+        assert frozen is not None, [h.log() for h in heirs]
+        assert "restored" not in frozen.log(), "not frozen mid-load"
+        nxt = heirs[1] if frozen is heirs[0] else heirs[0]
+        view = "mooncake-store/hafrozen/master_view"
+        wait_for(nxt.leading, timeout=60 * SCALE, what="the next leader")
+        f = tmp_path / "during"
+        f.write_bytes(os.urandom(8192))
+        other = Member(procs, tmp_path, Pool(etcd), size="32MB")
+        cli(Pool(etcd), "put", str(f), "during", timeout=60)
+        held = etcd.get(view)
+        frozen.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: "no longer the leader" in frozen.log(),
+                 timeout=60 * SCALE, what="the frozen one stepping down")
+        wait_for(lambda: frozen.log().count("HA: standby") >= 2,
+                 timeout=60 * SCALE, what="following again")
+        assert not frozen.pf.exists(), frozen.log()
+        assert etcd.get(view) == held
+        assert held == f"127.0.0.1:{nxt.port}", held
+        # It follows the new leader: elected when that one dies, it has
+        # the object put meanwhile.
+        nxt.procs.kill(nxt.proc)
+        wait_for(frozen.leading, timeout=120 * SCALE, what="takeover")
+        out = tmp_path / "during.out"
+        cli(Pool(etcd), "get", "during", str(out), timeout=60)
+        assert out.read_bytes() == f.read_bytes()
+    finally:
+        cleanup_segments([member.port] + ([other.port] if other else []))
+
+
+READY = re.compile(r"HA: standby: (\d+) MiB of memory ready for loading the "
+                   r"record \((\d+) objects.*\n")
+
+
+def test_standby_in_a_small_container_stays_within_its_limit(
+        procs, tmp_path, monkeypatch):
+    """A standby in a container (a memory cgroup of 320 MiB; /proc/meminfo
+    shows the host's memory, not this limit) whose record wants more
+    (600,000 objects: 173 MiB) makes ready at most half of what its
+    cgroup still allows and says it is short, instead of touching its way
+    into the cgroup's OOM killer. It still takes over (the load fits)."""
+    n, limit = 600_000, 320 << 20
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "hacgroup")
+    etcd = Etcd(procs, tmp_path)
+    m, member = big_record(procs, tmp_path, etcd, "big", n, "hacgroup")
+    try:
+        shutil.copy(tmp_path / "big.db", tmp_path / "boxed.db")
+        m.start()
+        wait_for(m.leading, timeout=60 * SCALE, what="serving")
+        with memory_cgroup(limit) as wrap:
+            boxed = HaMaster(procs, tmp_path, etcd, "boxed", ttl=1,
+                             cluster="hacgroup", wrap=wrap)
+            wait_for(lambda: READY.search(boxed.log()),
+                     timeout=60 * SCALE, what="the standby's memory")
+            line = READY.search(boxed.log())
+            mib, objects = map(int, line.groups())
+            assert objects == n, boxed.log()
+            assert line.group(0).rstrip().endswith(
+                ": short of memory for more"), boxed.log()
+            assert mib <= (limit >> 20) // 2, mib
+            assert mib >= 32, mib  # it did make some ready
+            time.sleep(1)  # a few more rounds: nothing more
+            assert status_kib(boxed.proc.pid, "VmRSS") << 10 < limit
+            assert boxed.log().count("HA: standby: ") == 1, boxed.log()
+            if sanitizers():
+                return  # ASan's load would not fit in the limit
+            m.procs.kill(m.proc)
+            wait_for(boxed.leading, timeout=60 * SCALE, what="takeover")
+            assert f"restored 1 segments and {n} objects" in boxed.log()
+    finally:
+        cleanup_segments([member.port])
+
+
+def test_standby_refused_memory_fails_its_takeover_clearly(
+        procs, tmp_path, monkeypatch):
+    """A standby under an address-space limit (ulimit -v) that its record
+    does not fit: malloc refuses while it makes memory ready, and it gives
+    some back and keeps following (its keepalives, the log). Elected, its
+    load fails with an error that says out of memory and how much a
+    master needs, and it exits; the next standby takes over with every
+    object. (Not under ASan: its shadow memory does not run under
+    RLIMIT_AS.)"""
+    if sanitizers():
+        pytest.skip("ASan's shadow memory does not run under RLIMIT_AS")
+    n = 600_000
+    monkeypatch.setenv("MOONCAKE_CLUSTER_ID", "haulimit")
+    # One malloc arena: no 64 MiB reservation per thread that mallocs, so
+    # the address space's size is the same from one process to the next.
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
+    etcd = Etcd(procs, tmp_path)
+    m, member = big_record(procs, tmp_path, etcd, "big", n, "haulimit")
+    try:
+        for name in ("probe", "cramped", "roomy"):
+            shutil.copy(tmp_path / "big.db", tmp_path / f"{name}.db")
+        m.start()
+        wait_for(m.leading, timeout=60 * SCALE, what="serving")
+        # What a standby's address space is without memory made ready.
+        probe = HaMaster(procs, tmp_path, etcd, "probe", ttl=1,
+                         cluster="haulimit",
+                         extra=("--ha_standby_prefault=false",))
+        wait_for(lambda: "HA: standby" in probe.log(), timeout=60 * SCALE,
+                 what="following")
+        time.sleep(1)
+        base = status_kib(probe.proc.pid, "VmSize") << 10
+        probe.proc.send_signal(signal.SIGTERM)
+        probe.proc.wait(30 * SCALE)
+        cramped = HaMaster(procs, tmp_path, etcd, "cramped", ttl=1,
+                           cluster="haulimit",
+                           wrap=("prlimit", f"--as={base + (64 << 20)}",
+                                 "--"))
+        wait_for(lambda: READY.search(cramped.log()), timeout=60 * SCALE,
+                 what="the standby's memory")
+        line = READY.search(cramped.log())
+        assert line.group(0).rstrip().endswith(
+            ": short of memory for more"), cramped.log()
+        assert int(line.group(1)) < n * 256 >> 20, cramped.log()
+        # It goes on following: in the in-sync set, alive, for 3 leases.
+        isr = "mooncake-store/haulimit/insync"
+        wait_for(lambda: f"127.0.0.1:{cramped.port} " in etcd.get(isr),
+                 timeout=30 * SCALE, what="in the in-sync set")
+        time.sleep(3)
+        assert cramped.proc.poll() is None, cramped.log()
+        assert cramped.log().count("HA: standby: ") == 1, cramped.log()
+        assert "HA: etcd" not in cramped.log(), cramped.log()
+        m.procs.kill(m.proc)
+        assert cramped.proc.wait(60 * SCALE) != 0, cramped.log()
+        log = cramped.log()
+        assert "HA: elected leader" in log, log
+        assert re.search(r"failed: out of memory after \d+ of the record's "
+                         rf"{n} objects \(a master holds about 256 bytes "
+                         r"per object", log), log
+        roomy = HaMaster(procs, tmp_path, etcd, "roomy", ttl=1,
+                         cluster="haulimit")
+        wait_for(roomy.leading, timeout=60 * SCALE, what="takeover")
+        assert f"restored 1 segments and {n} objects" in roomy.log()
     finally:
         cleanup_segments([member.port])

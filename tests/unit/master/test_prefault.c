@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -30,18 +31,27 @@
 #endif
 #endif
 
-static long rss_mib(void)
+/* A size of /proc/self/status ("VmRSS", "VmSize") in MiB. */
+static long status_mib(const char *field)
 {
 	FILE *f = fopen("/proc/self/status", "re");
 	char line[128];
+	size_t n = strlen(field);
 	long kb = -1;
 
 	cr_assert(f);
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+		if (!strncmp(line, field, n) && line[n] == ':') {
+			kb = strtol(line + n + 1, NULL, 10);
 			break;
+		}
 	fclose(f);
 	return kb >> 10;
+}
+
+static long rss_mib(void)
+{
+	return status_mib("VmRSS");
 }
 
 /* A record with n objects (keys "k0".."k<n-1>"), made with sqlite. */
@@ -113,18 +123,19 @@ Test(prefault, memory_made_ready_serves_the_load_and_goes_back_after)
 	enum { READY = 96, SMALL = 200, N = 300000 }; /* 60 MB of SMALL */
 	long before = rss_mib(), ready_rss, loaded;
 	size_t ready;
-	bool capped;
+	bool capped, refused;
 	void **v = malloc(N * sizeof(*v));
 
 	cr_assert(v);
 	/* A step at a time, as a standby's rounds. */
-	ready = mst_prefault_grow(READY * MIB, 32 * MIB);
+	ready = mst_prefault_grow(READY * MIB, 32 * MIB, &refused);
 	cr_assert_eq(ready, 32 * MIB);
 	while (ready < READY * MIB)
-		ready = mst_prefault_grow(READY * MIB, 32 * MIB);
+		ready = mst_prefault_grow(READY * MIB, 32 * MIB, &refused);
 	cr_assert_eq(ready, READY * MIB);
-	cr_assert_eq(mst_prefault_grow(READY * MIB, 32 * MIB), READY * MIB,
-		     "grew past what was asked");
+	cr_assert_not(refused);
+	cr_assert_eq(mst_prefault_grow(READY * MIB, 32 * MIB, &refused),
+		     READY * MIB, "grew past what was asked");
 	ready_rss = rss_mib();
 	cr_assert_geq(ready_rss - before, READY - 2, "%ld MiB resident, %ld",
 		      ready_rss, before);
@@ -157,4 +168,36 @@ Test(prefault, memory_made_ready_serves_the_load_and_goes_back_after)
 	for (size_t i = 0; i < N; i++)
 		free(v[i]);
 	free(v);
+}
+
+/* Under an address-space limit (RLIMIT_AS, ulimit -v) malloc refuses a
+ * block before the goal: the growing stops there, says so, and gives
+ * 16 MiB back, so the process's own allocations still succeed. (Not under
+ * ASan, whose shadow memory needs more address space than any limit.) */
+Test(prefault, refused_by_an_address_space_limit_leaves_room)
+{
+#ifdef UNDER_ASAN
+	cr_skip_test("ASan's shadow memory does not run under RLIMIT_AS");
+#else
+	struct rlimit lim;
+	size_t ready;
+	bool refused;
+	void *p;
+
+	cr_assert_eq(getrlimit(RLIMIT_AS, &lim), 0);
+	lim.rlim_cur = (rlim_t)(status_mib("VmSize") + 64) * MIB;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	ready = mst_prefault_grow(1024 * MIB, 1024 * MIB, &refused);
+	cr_assert(refused);
+	cr_assert_lt(ready, 64 * MIB - 16 * MIB + 1, "%zu MiB ready",
+		     ready / MIB);
+	cr_assert_gt(ready, 0);
+	/* What was given back serves the process. */
+	p = malloc(12 * MIB);
+	cr_assert(p, "no room left after a refusal");
+	memset(p, 1, 12 * MIB);
+	free(p);
+	mst_prefault_use();
+	mst_prefault_end();
+#endif
 }
