@@ -101,6 +101,10 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	      "Time left in which removals keep memory and eviction waits "
 	      "after a restart.",
 	      m->quarantine_until > now ? m->quarantine_until - now : 0);
+	GAUGE(b, "master_put_fence_remaining_ms",
+	      "Time left in which puts wait after a restart or takeover (the "
+	      "run before may have reserved space).",
+	      m->fence_until > now ? m->fence_until - now : 0);
 	{
 		struct mst_db_wal_stats w;
 

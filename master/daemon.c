@@ -26,6 +26,7 @@
 #include "mst_util.h"
 #include "prefault.h"
 #include "service.h"
+#include "slots.h"
 
 struct mst_daemon {
 	struct master *m;
@@ -250,6 +251,7 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 {
 	struct mst_daemon *d = calloc(1, sizeof(*d));
 	char err[MC_ERR_LEN] = "";
+	uint64_t elected;
 	int rc;
 
 	*out = NULL;
@@ -258,6 +260,7 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	rc = load_key(d, cfg);
 	if (!rc && cfg->enable_ha)
 		rc = ha_follow(d, cfg, sigs, argv);
+	elected = mst_now();
 	if (!rc) {
 		/* A standby's memory made ready for this load (prefault.h). */
 		mst_prefault_use();
@@ -267,6 +270,14 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		if (rc)
 			mc_log_err("master", "%s", err);
 	}
+	/* A takeover: the run before answered its last call before its
+	 * lease ended (or before it stepped down), so before this election,
+	 * and its clients stop writing into its slots within 200 ms of that:
+	 * the fence counts from the election, not from the end of the load
+	 * (seconds at millions of objects, which puts would wait out on top). */
+	if (!rc && d->ha && d->m->fence_until &&
+	    elected + MST_SLOT_FENCE_MS < d->m->fence_until)
+		d->m->fence_until = elected + MST_SLOT_FENCE_MS;
 	if (!rc && d->ha) {
 		rc = mst_ha_lead(d->ha, d->m->db, &d->m->ha_until);
 		d->m->ha_settle_until = mst_now() + 3000;

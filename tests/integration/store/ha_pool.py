@@ -4,6 +4,7 @@ and pool.cli take, whose address is the etcd one (docs/design.md, "Master
 high availability"). The multi-host bed is tests/integration/ha/bed.py."""
 import json
 import os
+import re
 import subprocess
 
 from mctest import binary, request, wait_for
@@ -103,6 +104,15 @@ class HaMaster:
 
     def log(self):
         return open(self.log_path, errors="replace").read()
+
+    def metric(self, name):
+        """A gauge of /metrics on the admin port it logged when it began
+        serving last."""
+        port = re.findall(r"admin HTTP on [^ ]*:(\d+),", self.log())[-1]
+        st, body, _ = request(int(port), "GET", "/metrics")
+        assert st == 200, st
+        return float(re.search(rf"^{name} (\S+)$", body.decode(),
+                               re.M).group(1))
 
 
 class Pool:

@@ -395,6 +395,14 @@ def test_standby_with_a_lease_granted_anew_is_still_in_sync(bed, tmp_path):
     assert out.read_bytes() == f.read_bytes()
 
 
+def stamp(line):
+    """The time of a log line, in seconds."""
+    d, t = line.split()[:2]
+    return time.mktime(time.strptime(f"{d} {t.split('.')[0]}",
+                                     "%Y-%m-%d %H:%M:%S")) + \
+        float("0." + t.split(".")[1])
+
+
 def big_record(procs, tmp_path, etcd, name, n, cluster):
     """A leader's record with n objects of 64 bytes on one segment,
     written with sqlite while the master is down (the member's segment
@@ -433,6 +441,14 @@ def test_leader_whose_record_loads_longer_than_its_lease_keeps_it(
         before = m.log().count("HA: elected leader")
         m.start()
         wait_for(m.leading, timeout=120 * SCALE, what="serving")
+        # Puts' fence for reserved space counts from the election: over
+        # by the time a load this long ends (it counted from the load's
+        # end before 2026-12-06, 0.75 s more for the first put).
+        fence = m.metric("master_put_fence_remaining_ms")
+        stamps = [stamp(ln) for ln in m.log().splitlines()
+                  if "HA: elected leader" in ln or "serving RPC on" in ln]
+        assert stamps[-1] - stamps[-2] > 0.8, stamps  # the load
+        assert fence == 0, fence
         time.sleep(3)  # three leases: it keeps leading
         log = m.log()
         assert m.proc.poll() is None, log
