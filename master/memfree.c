@@ -85,15 +85,10 @@ static uint64_t cgroup_room_at(const char *base, const char *path,
 	return room;
 }
 
-/* Memory this process's cgroups still allow, in bytes (UINT64_MAX with
- * no limit): a container's limit, which /proc/meminfo does not show.
- * cgroup v2 (memory.max less memory.current) and v1's memory controller
- * (memory.limit_in_bytes less memory.usage_in_bytes), at the process's
- * cgroup and each parent; page cache counts as used, so it errs low. */
-static uint64_t cgroup_room(void)
+uint64_t mst_cgroup_room(const char *cgroups, const char *sysfs)
 {
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	char line[4096];
+	FILE *f = fopen(cgroups, "re");
+	char line[4096], base[512];
 	uint64_t room = UINT64_MAX, r;
 
 	if (!f)
@@ -107,15 +102,16 @@ static uint64_t cgroup_room(void)
 		path[strcspn(path, "\n")] = '\0';
 		if (!strcmp(ctl, ":")) {
 			/* v2: the unified hierarchy, alone or beside v1's */
-			r = cgroup_room_at("/sys/fs/cgroup", path, "memory.max",
+			r = cgroup_room_at(sysfs, path, "memory.max",
 					   "memory.current");
 			if (r < room)
 				room = r;
-			r = cgroup_room_at("/sys/fs/cgroup/unified", path,
-					   "memory.max", "memory.current");
+			snprintf(base, sizeof(base), "%s/unified", sysfs);
+			r = cgroup_room_at(base, path, "memory.max",
+					   "memory.current");
 		} else if (has_word(ctl + 1, "memory")) {
-			r = cgroup_room_at("/sys/fs/cgroup/memory", path,
-					   "memory.limit_in_bytes",
+			snprintf(base, sizeof(base), "%s/memory", sysfs);
+			r = cgroup_room_at(base, path, "memory.limit_in_bytes",
 					   "memory.usage_in_bytes");
 		} else {
 			continue;
@@ -129,7 +125,8 @@ static uint64_t cgroup_room(void)
 
 uint64_t mst_mem_free(void)
 {
-	uint64_t sys = available(), cg = cgroup_room();
+	uint64_t sys = available(),
+		 cg = mst_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup");
 
 	return cg < sys ? cg : sys;
 }

@@ -16,4 +16,11 @@
  *  can be read. */
 uint64_t mst_mem_free(void);
 
+/** What the memory cgroups named in the file cgroups (as
+ *  /proc/self/cgroup) still allow, under the cgroup filesystems at sysfs
+ *  (as /sys/fs/cgroup: v2 there or at sysfs/unified, v1's memory
+ *  controller at sysfs/memory): the smallest limit less usage at each
+ *  cgroup and its parents; UINT64_MAX where none sets a limit. */
+uint64_t mst_cgroup_room(const char *cgroups, const char *sysfs);
+
 #endif
