@@ -118,6 +118,7 @@ static int h_ping(struct call *c)
 		return -ENOMEM;
 	c->resp = &r->base;
 	r->view_version = c->m->view_version;
+	r->run = c->m->run;
 	if (!id_ok(&q->client_id)) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;

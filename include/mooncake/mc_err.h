@@ -66,7 +66,10 @@ extern "C" {
 	X(ENOLEADER, -4022, UNAVAILABLE_IN_CURRENT_MODE,                       \
 	  "no master leads (HA): none named in etcd, or it stopped leading")   \
 	X(EETCD, -4023, ETCD_OPERATION_ERROR,                                  \
-	  "the master could not write its change to etcd (HA)")
+	  "the master could not write its change to etcd (HA)")                \
+	X(EMASTERGONE, -4024, TRANSFER_FAIL,                                   \
+	  "the master that placed this put restarted or lost its lead: its "   \
+	  "writes stopped")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

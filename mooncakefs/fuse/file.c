@@ -11,7 +11,10 @@
  * and a failed publish leaves the previous version as it was and returns
  * the error (the content stays, and the next publish tries again). A
  * publish with nothing new does nothing. Later writes build the next
- * version on top of the published content.
+ * version on top of the published content. A publish from the stage
+ * whose writes failed (a member died, or the master restarted and the
+ * space it placed is not the put's any more: libmooncake's writer stops
+ * writing then) writes it once more into space placed afresh.
  *
  * Where the content is:
  *  - staged (stage.c): in memory, within the mount's staging_limit
@@ -44,6 +47,7 @@
 #include "mcfs.h"
 
 #define CHUNK (16u << 20) /* one writer_write from the stage */
+#define STAGE_TRIES 2 /* a publish from the stage after a failed write */
 #define COPY_BUF (1u << 20)
 
 #define ZEROS (1u << 20)
@@ -359,12 +363,20 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		return fh->error;
 	if (!fh->dirty)
 		return 0;
-	if (!direct) {
+	rc = 0;
+	for (int t = 0; !direct && t < STAGE_TRIES; t++) {
 		rc = open_writer(fs, fh, fh->size);
 		if (!rc)
 			rc = write_stage(fh);
-	} else {
-		rc = 0;
+		if (rc != -EIO || !fh->writer || t + 1 == STAGE_TRIES)
+			break;
+		/* A write failed (a member died, the master restarted: the
+		 * space is not ours any more). The stage holds every byte:
+		 * once more, into space placed afresh. */
+		mc_log_info("mcfs", "publishing %s: %s; writing it again",
+			    fh->key, strerror(-rc));
+		(void)mooncake_store_writer_close(fh->writer, false);
+		fh->writer = NULL;
 	}
 	if (fh->writer) {
 		int c = mcfs_errno(

@@ -30,7 +30,7 @@ static void once(struct mcs_ping *p)
 {
 	int status = 0, rc;
 
-	rc = mcs_master_ping(p->m, &status, NULL);
+	rc = mcs_master_ping(p->m, &status, NULL, NULL);
 	if (rc) {
 		if (!p->outage)
 			mc_log_warn("store",

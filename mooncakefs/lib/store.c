@@ -37,6 +37,7 @@ MOONCAKE_API mooncake_store_t mooncake_store_create(void)
 	pthread_mutex_init(&s->mount_lock, NULL);
 	mcs_regs_init(&s->regs);
 	mcs_slots_init(&s->slots, false);
+	mcs_contact_init(&s->contact);
 	s->state = MCS_NEW;
 	return s;
 }
@@ -606,6 +607,7 @@ MOONCAKE_API void mooncake_store_destroy(mooncake_store_t s)
 	(void)mooncake_store_close(s);
 	pthread_rwlock_destroy(&s->lock);
 	mcs_slots_destroy(&s->slots);
+	mcs_contact_destroy(&s->contact);
 	pthread_mutex_destroy(&s->mount_lock);
 	mcs_regs_free(&s->regs);
 	free(s->tenant);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "contact.h"
 #include "mc_host.h"
 #include "master_client.h"
 #include "mooncake/mc_err.h"
@@ -64,6 +65,7 @@ struct mooncake_store {
 	struct mcs_holds *holds; /* of open objects (store_fs.h) */
 	struct mcs_locs *locs; /* NULL: off (location_cache_keys 0) */
 	struct mcs_slots slots; /* reserved space for puts (put_slots.h) */
+	struct mcs_contact contact; /* the master's run (contact.h) */
 	struct mcs_regs regs; /* user buffers */
 	_Atomic unsigned rpc_ms; /* 0: from the config */
 	_Atomic unsigned transfer_ms;
@@ -109,6 +111,17 @@ int mcs_put_groups(struct mcs_put_key *keys, size_t n,
  */
 int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 		 const mooncake_replicate_config_t *cfg, bool batch);
+
+struct mcs_xfer_op;
+/**
+ * Write ops into space that the master's run placed (PutStart's
+ * replicas, a reserved slot), each part only while that run is in
+ * contact (contact.h; mcs_xfer_write with the transfer timeout). Every
+ * result is set; MC_EMASTERGONE for what was not written because another
+ * run serves now. Returns 0 or the code that stopped the write.
+ */
+int mcs_write_placed(struct mooncake_store *s, uint64_t run,
+		     struct mcs_xfer_op *ops, size_t n);
 
 struct mcs_get_key {
 	const char *key;

@@ -10,7 +10,10 @@
  * the key is still in progress, this put waits for it (success if it
  * completes, our own put if it fails, -EBUSY if it is still going after
  * the transfer timeout), so a put never reports bytes that were not
- * stored.
+ * stored. The writes go only while the master's run that placed them is
+ * in contact (mcs_write_placed, contact.h); keys whose writes stopped
+ * because another run serves now (a restart, a takeover) are put again
+ * on it from the start, up to GONE_TRIES times.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,6 +34,7 @@
 
 #define PENDING 1 /* a result not known yet */
 #define IN_PROGRESS 2 /* another client's put of the key is in progress */
+#define GONE_TRIES 3 /* puts again after MC_EMASTERGONE */
 
 struct pk {
 	uint64_t size;
@@ -153,6 +157,7 @@ static bool plain_put(const struct mcs_put_key *keys, size_t n,
 static void keep_slots(struct mooncake_store *s, uint64_t run, uint64_t sent_ms,
 		       Mcrpc__Slot *const *slots, size_t n)
 {
+	mcs_contact_note(&s->contact, run, sent_ms);
 	mcs_slots_contact(&s->slots, run, sent_ms);
 	if (n)
 		mcs_slots_add(&s->slots, run, slots, n);
@@ -190,15 +195,16 @@ static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
 					       .len = k->part_sizes[p] };
 		off += k->part_sizes[p];
 	}
-	(void)mcs_xfer_run(s->xfer, ops, k->n_parts,
-			   atomic_load(&s->transfer_ms));
+	(void)mcs_write_placed(s, sl.run, ops, k->n_parts);
 	for (size_t p = 0; p < k->n_parts; p++)
 		if (ops[p].result) {
 			mc_log_debug("store", "put %s: write to slot on %s: %s",
 				     k->key, sl.endpoint,
 				     mc_strerror(ops[p].result));
+			rc = ops[p].result;
 			free(ops);
-			mcs_slots_drop(&s->slots, &sl, true);
+			/* A slot of a run gone is not the new one's. */
+			mcs_slots_drop(&s->slots, &sl, rc != MC_EMASTERGONE);
 			return 0;
 		}
 	free(ops);
@@ -302,6 +308,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		goto fail_all;
 	if (plain)
 		keep_slots(s, resp->run, sent, resp->slots, resp->n_slots);
+	else
+		mcs_contact_note(&s->contact, resp->run, sent);
 	for (size_t j = 0; j < n_live; j++) {
 		const Mcrpc__ReplicaList *rl = resp->results[j];
 		size_t i = live[j];
@@ -360,7 +368,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		}
 		st[i].op_n = n_ops - st[i].op_first;
 	}
-	(void)mcs_xfer_run(s->xfer, ops, n_ops, atomic_load(&s->transfer_ms));
+	(void)mcs_write_placed(s, resp->run, ops, n_ops);
 
 	for (size_t j = 0; j < n_live; j++) {
 		size_t i = live[j];
@@ -369,17 +377,22 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 		if (keys[i].result != PENDING)
 			continue;
 		for (size_t o = st[i].op_first;
-		     o < st[i].op_first + st[i].op_n && !bad; o++) {
+		     o < st[i].op_first + st[i].op_n && bad != MC_EMASTERGONE;
+		     o++) {
+			if (!ops[o].result)
+				continue;
 			bad = ops[o].result;
-			if (bad)
-				mc_log_debug("store",
-					     "put %s: write to %s at %#llx: "
-					     "%s",
-					     keys[i].key, ops[o].endpoint,
-					     (unsigned long long)ops[o].remote,
-					     mc_strerror(bad));
+			mc_log_debug("store",
+				     "put %s: write to %s at %#llx: %s",
+				     keys[i].key, ops[o].endpoint,
+				     (unsigned long long)ops[o].remote,
+				     mc_strerror(bad));
 		}
-		if (bad) {
+		if (bad == MC_EMASTERGONE) {
+			/* The run that knew this put is gone: nothing to
+			 * revoke; mcs_put_keys() puts it again. */
+			keys[i].result = bad;
+		} else if (bad) {
 			keys[i].result = MC_ETRANSFER;
 			revoked[n_rev++] = i;
 		} else {
@@ -411,6 +424,39 @@ out:
 	free(groups);
 }
 
+/* Put again the keys whose result is which (again: as put_round); how
+ * many there were (0 also when out of memory: they keep their result). */
+static size_t put_again(struct mooncake_store *s, struct mcs_put_key *keys,
+			size_t n, const mooncake_replicate_config_t *cfg,
+			bool batch, int which, bool again)
+{
+	struct mcs_put_key *sub;
+	size_t *idx, k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += keys[i].result == which;
+	if (!k)
+		return 0;
+	sub = calloc(k, sizeof(*sub));
+	idx = calloc(k, sizeof(*idx));
+	if (sub && idx) {
+		k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (keys[i].result == which) {
+				idx[k] = i;
+				sub[k++] = keys[i];
+			}
+		put_round(s, sub, k, cfg, batch && k > 1, again);
+		for (size_t j = 0; j < k; j++)
+			keys[idx[j]].result = sub[j].result;
+	} else {
+		k = 0;
+	}
+	free(sub);
+	free(idx);
+	return k;
+}
+
 /* Keys that another client is putting (IN_PROGRESS): put again, with a
  * growing pause, until that put completed (the master then says the
  * object exists: success) or failed (ours then goes through). */
@@ -420,35 +466,22 @@ static void wait_others(struct mooncake_store *s, struct mcs_put_key *keys,
 {
 	uint64_t deadline = mcs_now_ms() + atomic_load(&s->transfer_ms);
 	unsigned pause_us = 200;
-	struct mcs_put_key *sub = NULL;
-	size_t *idx = NULL, k;
+	bool any = true;
 
-	for (;;) {
-		k = 0;
-		for (size_t i = 0; i < n; i++)
-			if (keys[i].result == IN_PROGRESS) {
-				if (!idx && !(idx = calloc(n, sizeof(*idx))))
-					goto fail;
-				idx[k++] = i;
-			}
-		if (!k || mcs_now_ms() >= deadline)
+	while (any && mcs_now_ms() < deadline) {
+		any = false;
+		for (size_t i = 0; i < n && !any; i++)
+			any = keys[i].result == IN_PROGRESS;
+		if (!any)
 			break;
-		if (!sub && !(sub = calloc(n, sizeof(*sub))))
-			goto fail;
 		usleep(pause_us);
 		pause_us = pause_us < 25000 ? pause_us * 2 : 50000;
-		for (size_t j = 0; j < k; j++)
-			sub[j] = keys[idx[j]];
-		put_round(s, sub, k, cfg, batch && k > 1, true);
-		for (size_t j = 0; j < k; j++)
-			keys[idx[j]].result = sub[j].result;
+		if (!put_again(s, keys, n, cfg, batch, IN_PROGRESS, true))
+			break;
 	}
-fail:
 	for (size_t i = 0; i < n; i++)
 		if (keys[i].result == IN_PROGRESS)
 			keys[i].result = -EBUSY;
-	free(sub);
-	free(idx);
 }
 
 int mcs_put_groups(struct mcs_put_key *keys, size_t n,
@@ -493,6 +526,11 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 	for (size_t i = 0; s->locs && i < n; i++)
 		mcs_locs_drop(s->locs, keys[i].key);
 	put_round(s, keys, n, cfg, batch, false);
+	/* Writes stopped by a master restart or takeover: the new run
+	 * places them afresh (the caller's buffers still hold the bytes). */
+	for (int t = 0; t < GONE_TRIES; t++)
+		if (!put_again(s, keys, n, cfg, batch, MC_EMASTERGONE, false))
+			break;
 	wait_others(s, keys, n, cfg, batch);
 	return 0;
 }

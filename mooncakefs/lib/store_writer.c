@@ -8,7 +8,10 @@
  * first fills the bytes never written with zeros, so an object never
  * shows what an earlier object left in the same memory. A write that
  * failed on any replica poisons the writer: later writes are refused and
- * close() revokes the put.
+ * close() revokes the put. Writes go only while the master's run that
+ * placed the replicas is in contact (mcs_write_placed, contact.h): after
+ * a master restart or takeover they fail with MC_EMASTERGONE (the store
+ * code TRANSFER_FAIL) and the writer is poisoned, its bytes not stored.
  *
  * Thread safety: writes at different offsets may run in any number of
  * threads at once (the extent set has its own lock); close() must not
@@ -22,6 +25,7 @@
 
 #include "extents.h"
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mooncake/te.h"
 #include "staging.h"
 #include "store_int.h"
@@ -38,6 +42,7 @@ struct mooncake_writer {
 	char *key;
 	size_t n_repl;
 	struct mcs_loc *repl;
+	uint64_t run; /* the master's run that placed the replicas */
 	atomic_int error; /* the first failure (internal code), sticky */
 	pthread_mutex_t lock; /* of done */
 	struct mcs_extents done; /* bytes written */
@@ -57,6 +62,7 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	struct mcs_put_key k = { .key = key };
 	char *key_copy;
 	size_t n;
+	uint64_t sent;
 	int rc, res = 0;
 
 	rc = mcs_put_groups(&k, 1, cfg);
@@ -65,11 +71,13 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	mcs_replicate_config(cfg, &rcfg);
 	if (attr)
 		mc_rpc_attr_msg(attr, &am);
+	sent = mc_mono_ms();
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
 				  attr ? &am : NULL, k.group ? &k.group : NULL,
 				  0, &resp);
 	if (rc)
 		return rc;
+	mcs_contact_note(&s->contact, resp->run, sent);
 	rl = resp->results[0];
 	rc = rl->code;
 	if (rc)
@@ -93,6 +101,7 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	w->key = key_copy;
 	w->n_repl = n;
 	w->repl = locs;
+	w->run = resp->run;
 	atomic_init(&w->error, 0);
 	pthread_mutex_init(&w->lock, NULL);
 	*out = w;
@@ -150,8 +159,7 @@ static int write_replicas(struct mooncake_writer *w, uint64_t off, void *local,
 			.remote = w->repl[r].address + off,
 			.len = len,
 		};
-	(void)mcs_xfer_run(s->xfer, ops, w->n_repl,
-			   atomic_load(&s->transfer_ms));
+	(void)mcs_write_placed(s, w->run, ops, w->n_repl);
 	for (size_t r = 0; r < w->n_repl; r++) {
 		if (!ops[r].result)
 			continue;
@@ -159,7 +167,9 @@ static int write_replicas(struct mooncake_writer *w, uint64_t off, void *local,
 			     w->key, (unsigned long long)off,
 			     (unsigned long long)len, ops[r].endpoint,
 			     mc_strerror(ops[r].result));
-		rc = MC_ETRANSFER;
+		/* A master restarted or taken over: the put is lost. */
+		rc = ops[r].result == MC_EMASTERGONE ? MC_EMASTERGONE :
+						       MC_ETRANSFER;
 	}
 	if (ops != stack_ops)
 		free(ops);

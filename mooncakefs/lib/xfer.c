@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,10 @@
 #define XFER_BATCH_CAP 256u
 #define XFER_POOL 32u /* batches kept for reuse: one per concurrent call */
 #define XFER_SMALL 16u /* calls of up to this many ops allocate nothing */
+#define PART_FIRST (4u << 20) /* the first write's first part */
+#define PART_FIRST_MAX (16u << 20) /* any write's first part */
+#define PART_MIN (1u << 20)
+#define PART_MAX (64u << 20)
 _Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
 
 struct mcs_xfer {
@@ -27,6 +32,7 @@ struct mcs_xfer {
 	struct mc_map *segs; /* endpoint -> struct te_segment * */
 	struct te_batch *pool[XFER_POOL];
 	unsigned n_pool;
+	_Atomic uint64_t part; /* the last write's next part (mcs_xfer_write) */
 };
 
 int mcs_xfer_create(struct te_engine *eng, struct mcs_xfer **out)
@@ -42,6 +48,7 @@ int mcs_xfer_create(struct te_engine *eng, struct mcs_xfer **out)
 		return rc;
 	}
 	x->eng = eng;
+	atomic_init(&x->part, PART_FIRST);
 	pthread_mutex_init(&x->lock, NULL);
 	*out = x;
 	return 0;
@@ -297,14 +304,31 @@ static bool retryable(int rc)
 	       rc != -ENOMEM;
 }
 
-int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
-		 unsigned timeout_ms)
+/* Before a pass: 0, or the code every op still to run ends with. */
+static int guard_ok(const struct mcs_xfer_guard *g)
 {
-	uint64_t deadline = mcs_now_ms() + timeout_ms;
+	return g ? g->check(g->arg) : 0;
+}
+
+static void fail_ops(struct mcs_xfer_op *ops, size_t n, int rc)
+{
+	for (size_t i = 0; i < n; i++)
+		ops[i].result = rc;
+}
+
+/* mcs_xfer_run, with g checked before each pass: its refusal is every
+ * op's result left, and returned. */
+static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		   uint64_t deadline, const struct mcs_xfer_guard *g)
+{
 	struct mcs_xfer_op *again;
 	size_t *where, n_again = 0;
-	int rc;
+	int rc = guard_ok(g);
 
+	if (rc) {
+		fail_ops(ops, n, rc);
+		return rc;
+	}
 	rc = run_pass(x, ops, n, deadline);
 	if (rc)
 		return rc;
@@ -327,12 +351,107 @@ int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		again[n_again++] = ops[i];
 	}
 	mc_log_debug("store", "retrying %zu of %zu transfers once", n_again, n);
-	if (!run_pass(x, again, n_again, deadline))
+	rc = guard_ok(g);
+	if (rc)
+		fail_ops(again, n_again, rc);
+	if (rc || !run_pass(x, again, n_again, deadline))
 		for (size_t i = 0; i < n_again; i++)
 			ops[where[i]].result = again[i].result;
 	free(again);
 	free(where);
-	return 0;
+	return rc;
+}
+
+int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		 unsigned timeout_ms)
+{
+	return run_ops(x, ops, n, mcs_now_ms() + timeout_ms, NULL);
+}
+
+/* The next part's bytes: what the last one moved in MCS_XFER_PART_MS at
+ * its rate, within [PART_MIN, PART_MAX]. */
+static uint64_t next_part(uint64_t bytes, uint64_t ms)
+{
+	uint64_t want = bytes * MCS_XFER_PART_MS / (ms ? ms : 1);
+
+	return want < PART_MIN ? PART_MIN : want > PART_MAX ? PART_MAX : want;
+}
+
+int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		   unsigned timeout_ms, const struct mcs_xfer_guard *g)
+{
+	struct mcs_xfer_op *sub;
+	size_t *idx, i = 0;
+	uint64_t total = 0, off = 0, part = atomic_load(&x->part);
+
+	/* The first part at the last write's rate (another peer's, maybe),
+	 * but no more than what most links move within the margin. */
+	if (part > PART_FIRST_MAX)
+		part = PART_FIRST_MAX;
+	int rc = 0;
+
+	for (size_t k = 0; k < n; k++)
+		total += ops[k].len;
+	if (total <= part)
+		return run_ops(x, ops, n, mcs_now_ms() + timeout_ms, g);
+	sub = calloc(n, sizeof(*sub));
+	idx = calloc(n, sizeof(*idx));
+	if (!sub || !idx) {
+		free(sub);
+		free(idx);
+		fail_ops(ops, n, -ENOMEM);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < n; k++)
+		ops[k].result = 0;
+	while (!rc && i < n) {
+		uint64_t budget = part, moved = 0, t0 = mcs_now_ms();
+		size_t m = 0;
+
+		/* The ops' next bytes, in order, up to the part's size; an
+		 * op that failed is not written further. */
+		while (i < n && budget) {
+			const struct mcs_xfer_op *op = &ops[i];
+			uint64_t take = op->len - off;
+
+			if (op->result || !take) {
+				i++;
+				off = 0;
+				continue;
+			}
+			if (take > budget)
+				take = budget;
+			sub[m] = *op;
+			sub[m].local = (char *)op->local + off;
+			sub[m].remote = op->remote + off;
+			sub[m].len = take;
+			idx[m++] = i;
+			budget -= take;
+			moved += take;
+			off += take;
+			if (off == op->len) {
+				i++;
+				off = 0;
+			}
+		}
+		if (!m)
+			break;
+		rc = run_ops(x, sub, m, t0 + timeout_ms, g);
+		for (size_t k = 0; k < m; k++)
+			if (sub[k].result && !ops[idx[k]].result)
+				ops[idx[k]].result = sub[k].result;
+		/* A small part's time is mostly fixed costs. */
+		if (!rc && moved >= PART_MIN)
+			part = next_part(moved, mcs_now_ms() - t0);
+	}
+	atomic_store(&x->part, part);
+	/* Stopped (the guard, no memory): what was not written fails. */
+	for (size_t k = i; rc && k < n; k++)
+		if (!ops[k].result)
+			ops[k].result = rc;
+	free(sub);
+	free(idx);
+	return rc;
 }
 
 int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,

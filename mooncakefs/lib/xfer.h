@@ -51,6 +51,30 @@ void mcs_xfer_destroy(struct mcs_xfer *x);
 int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		 unsigned timeout_ms);
 
+/** Asked before each part of a write: 0 to go on, else the code the
+ *  operations not yet written end with (contact.h). */
+struct mcs_xfer_guard {
+	int (*check)(void *arg);
+	void *arg;
+};
+
+/** A part of a write takes about this long (its size from the last
+ *  part's rate). */
+#define MCS_XFER_PART_MS 100
+
+/**
+ * Write n operations, as mcs_xfer_run, in parts: in the ops' order, each
+ * part sized to take about MCS_XFER_PART_MS at the rate the part before
+ * moved (1-64 MiB; a write's first part at the previous write's rate, at
+ * most 16 MiB, and 4 MiB for the first write), each with its own
+ * timeout_ms; a write that fits its first part is one mcs_xfer_run. g
+ * (may be NULL) is asked before each part and before a retry: its refusal
+ * stops the write, every operation not yet written ends with its code,
+ * and it is returned; else 0 (or -ENOMEM, as mcs_xfer_run).
+ */
+int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
+		   unsigned timeout_ms, const struct mcs_xfer_guard *g);
+
 /**
  * Read len bytes at remote of endpoint into the pipe pipe_fd
  * (te_read_pipe: same results; not retried). Open failures of the

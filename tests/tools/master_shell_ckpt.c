@@ -294,7 +294,7 @@ int shell_ckpt(struct mcs_master **m, const char *addr, char **a, int n)
 	if (!strcmp(c, "client") && n == 2)
 		do_client(m, addr, a[1]);
 	else if (!strcmp(c, "ping") && n == 1) {
-		int rc = mcs_master_ping(*m, &status, NULL);
+		int rc = mcs_master_ping(*m, &status, NULL, NULL);
 		if (rc)
 			shell_err(rc);
 		else

@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Writes into placed space outlive no master (docs/design.md "Writes into
+placed space"). A put writes its bytes into the space its PutStart got;
+a master that restarts forgets that space and, 0.75 s after its restore,
+places other objects there. A long write that went on regardless would
+overwrite them: another client's acknowledged object would read back
+with this put's bytes.
+
+Two hosts (network namespaces made here): the master and the writing
+client on host A, the only pool member and a second client on host B,
+the link from A to B slowed to 8 MB/s so that a 40 MiB write lasts
+seconds. The master is killed (-9) and restarted while the write goes
+on; the client on B then puts an object, which lands where the write
+was going. Afterwards that object must read back as put, and the
+writer's put either stored (put again on the new master, from the start)
+or reported failed (a writer: its bytes are gone), and a mount's close
+publishes the file all the same (its bytes are still staged); never a
+mix."""
+import os
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+import mctest
+from mctest import binary, free_port, wait_for
+from netns import TwoHosts, can_make_namespaces
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fs"))
+from mount import Mount, fuse_why  # noqa: E402
+
+MASTER = ("master", "mooncake_master")
+MEMBER = ("mooncakefs", "cli", "mooncake_client")
+SHELL = ("tests", "tools", "store_shell")
+MiB = 1 << 20
+RATE = "64mbit"  # 8 MB/s from A to B
+
+
+@pytest.fixture
+def bed(procs, tmp_path):
+    why = can_make_namespaces()
+    if why:
+        pytest.skip(why)
+    with TwoHosts(procs) as h:
+        # Only what A sends to B is slowed: the pings B's member and
+        # client send to the master, and the answers, stay quick.
+        h._sh(*h.a.cmd(["tc", "qdisc", "add", "dev", h.veth[0], "root",
+                        "tbf", "rate", RATE, "burst", "32kb", "latency",
+                        "50ms"]))
+        bed = types.SimpleNamespace(hosts=h, procs=procs, tmp=tmp_path)
+        bed.master = start_master(bed)
+        bed.member = start_member(bed)
+        bed.writer = shell(bed, h.a, "w")
+        bed.other = shell(bed, h.b, "o")
+        yield bed
+
+
+def port_file(path, proc, log):
+    def ready():
+        if proc.poll() is not None:
+            raise RuntimeError(open(log, errors="replace").read())
+        try:
+            return int(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+    return wait_for(ready, timeout=30, what=str(path))
+
+
+def start_master(bed, ports=None):
+    """The master on host A, with fixed ports when restarted."""
+    a, tmp = bed.hosts.a, bed.tmp
+    rpc, meta = ports or (free_port(), free_port())
+    log = tmp / "master.log"
+    if log not in bed.procs.logs:
+        bed.procs.logs.append(log)
+    pf = tmp / "rpc.port"
+    pf.unlink(missing_ok=True)
+    with open(log, "ab") as lf:
+        proc = bed.procs.popen(a.nsenter([
+            binary(*MASTER), "--rpc_address", a.addr, "--rpc_port", str(rpc),
+            "--port_file", str(pf), "--metrics_host", a.addr,
+            "--metrics_port", "0", "--enable_http_metadata_server",
+            "--http_metadata_server_host", a.addr,
+            "--http_metadata_server_port", str(meta),
+            "--db_path", str(tmp / "m.db")]), stdout=lf, stderr=lf)
+    port_file(pf, proc, log)
+    return types.SimpleNamespace(
+        proc=proc, ports=(rpc, meta), addr=f"{a.addr}:{rpc}",
+        metadata=f"http://{a.addr}:{meta}/metadata", log=log)
+
+
+def start_member(bed):
+    """The pool's only segment: 80 MiB on host B."""
+    b, tmp = bed.hosts.b, bed.tmp
+    port = free_port()
+    bed.procs.own_shm("/dev/shm/mooncake.seg." + f"{b.addr}_{port}")
+    log, pf = tmp / "member.log", tmp / "member.port"
+    bed.procs.logs.append(log)
+    with open(log, "ab") as lf:
+        proc = bed.procs.popen(b.nsenter([
+            binary(*MEMBER), "--host", b.addr, "--port", str(port),
+            "--global_segment_size", "80MiB",
+            "--master_server_address", bed.master.addr,
+            "--metadata_server", bed.master.metadata,
+            "--port_file", str(pf)]), stdout=lf, stderr=lf,
+            env=mctest.te_env({"MC_STORE_PING_MS": "200"}))
+    port_file(pf, proc, log)
+    return proc
+
+
+def shell(bed, host, tag):
+    """A store_shell on host that contributes no memory."""
+    log = bed.tmp / f"shell-{tag}.log"
+    bed.procs.logs.append(log)
+    with open(log, "ab") as lf:
+        proc = bed.procs.popen(host.nsenter([binary(*SHELL)]),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=lf, bufsize=0,
+                               env=mctest.te_env({"MC_STORE_PING_MS": "200"}))
+    sh = mctest.TeClient(proc, log)
+    name = f"{host.addr}:{free_port()}"
+    bed.procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
+    sh.ok(f"setup {name} {bed.master.metadata} 0 64MiB tcp "
+          f"{bed.master.addr}")
+    return sh
+
+
+def send(sh, line):
+    """A command whose answer is read later (sh.readline)."""
+    sh.proc.stdin.write(line.encode() + b"\n")
+
+
+def restart_master_mid_write(bed):
+    """Kill the master a moment into the write, start it again, and put
+    an object from host B as soon as the new master places again: it
+    lands where the write was going (the segment's start)."""
+    time.sleep(0.7)
+    bed.procs.kill(bed.master.proc)
+    killed = time.monotonic()
+    bed.master = start_master(bed, bed.master.ports)
+    # The member re-mounts and the fence passes: then the put goes in.
+    deadline = time.monotonic() + 20 * mctest.SCALE
+    while True:
+        reply = bed.other.cmd(f"put other {20 * MiB} 2", timeout=60)
+        if reply.startswith("ok") or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert reply.startswith("ok"), reply
+    print(f"the other object stored {time.monotonic() - killed:.2f} s "
+          "after the kill")
+
+
+def test_put_goes_again_on_the_new_master(bed):
+    # A batch whose writes go in parts that span its objects (the slow
+    # link makes parts of about 1 MiB): each object reads back whole.
+    ok5 = "ok " + ",".join(["0"] * 5)
+    assert bed.writer.cmd(f"bput 5 pre/ {3 * MiB} 5", timeout=120) == ok5
+    assert bed.other.cmd(f"bget 5 pre/ {3 * MiB} 5", timeout=120) == ok5
+    bed.other.ok("rmall force")
+    send(bed.writer, f"put mine {40 * MiB} 1")
+    restart_master_mid_write(bed)
+    reply = bed.writer.readline(timeout=120)
+    # The other client's object is as it put it.
+    bed.other.ok(f"check other {20 * MiB} 2")
+    # Put again on the new master, from the start: stored.
+    assert reply.startswith("ok"), reply
+    bed.writer.ok(f"check mine {40 * MiB} 1")
+    bed.other.ok(f"check mine {40 * MiB} 1")
+    log = bed.writer.log()
+    assert "restarted or lost its lead" in log, log[-3000:]
+
+
+def test_writer_fails_and_writes_nothing_more(bed):
+    h = bed.writer.cmd(f"wopen w {40 * MiB}")
+    assert h.startswith("ok"), h
+    handle = h.split()[1]
+    send(bed.writer, f"wpiece {handle} 0 {40 * MiB} 3")
+    restart_master_mid_write(bed)
+    reply = bed.writer.readline(timeout=120)
+    bed.other.ok(f"check other {20 * MiB} 2")
+    # The writer's bytes are gone with the master that placed them.
+    assert reply.startswith("err -800"), reply
+    reply = bed.writer.cmd(f"wclose {handle} commit")
+    assert reply.startswith("err"), reply
+    assert bed.other.cmd("exist w").split()[:2] != ["ok", "1"]
+
+
+def test_mount_publishes_again(bed):
+    """A file written through a mount on host A is published at its close
+    (its staged bytes written to a temporary key, then renamed): the
+    master restarts during that write, and the close still succeeds,
+    the bytes written again into space the new master placed."""
+    why = fuse_why()
+    if why:
+        pytest.skip(why)
+    a = bed.hosts.a
+    m = Mount(bed.procs, bed.tmp, bed.master, name="mnt", seg="0",
+              opts=f"local_hostname={a.addr}", prefix=a.nsenter([]),
+              env={"MC_STORE_PING_MS": "200"})
+    try:
+        data = os.urandom(40 * MiB)
+        f = open(m.kv / "file", "wb")
+        f.write(data)
+        closed = []
+        t = threading.Thread(target=lambda: closed.append(f.close()))
+        t.start()
+        restart_master_mid_write(bed)
+        t.join(120 * mctest.SCALE)
+        bed.other.ok(f"check other {20 * MiB} 2")
+        assert closed == [None]
+        with open(m.kv / "file", "rb") as g:
+            assert g.read() == data
+        assert "writing it again" in m.log(), m.log()[-3000:]
+    finally:
+        m.cleanup()
