@@ -368,17 +368,24 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		rc = open_writer(fs, fh, fh->size);
 		if (!rc)
 			rc = write_stage(fh);
-		if (rc != -EIO || !fh->writer || t + 1 == STAGE_TRIES)
+		if (fh->writer) {
+			int c = mcfs_errno(mooncake_store_writer_close(
+				fh->writer, rc == 0));
+			fh->writer = NULL;
+			if (!rc)
+				rc = c;
+		}
+		if (rc != -EIO || t + 1 == STAGE_TRIES)
 			break;
-		/* A write failed (a member died, the master restarted: the
-		 * space is not ours any more). The stage holds every byte:
-		 * once more, into space placed afresh. */
+		/* A write or its end failed (a member died, the master
+		 * restarted: the space is not ours any more). The stage holds
+		 * every byte: once more, into space placed afresh. */
 		mc_log_info("mcfs", "publishing %s: %s; writing it again",
 			    fh->key, strerror(-rc));
-		(void)mooncake_store_writer_close(fh->writer, false);
-		fh->writer = NULL;
+		/* In case its end went through after all. */
+		(void)mooncake_store_remove(fs->store, fh->tmp_key, true);
 	}
-	if (fh->writer) {
+	if (fh->writer) { /* direct */
 		int c = mcfs_errno(
 			mooncake_store_writer_close(fh->writer, rc == 0));
 		fh->writer = NULL;

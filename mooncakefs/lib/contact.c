@@ -136,3 +136,18 @@ int mcs_write_placed(struct mooncake_store *s, uint64_t run,
 	return mcs_xfer_write(s->xfer, ops, n, atomic_load(&s->transfer_ms),
 			      &g);
 }
+
+int mcs_contact_blame(struct mooncake_store *s, uint64_t run, int rc)
+{
+	uint64_t now_run = 0, sent = mc_mono_ms();
+	int status;
+
+	if (!rc || !run || mcs_master_ping(s->master, &status, NULL, &now_run))
+		return rc;
+	mcs_contact_note(&s->contact, now_run, sent);
+	if (!now_run || now_run == run)
+		return rc;
+	mc_log_info("store", "%s (%s)", mc_strerror(MC_EMASTERGONE),
+		    mc_strerror(rc));
+	return MC_EMASTERGONE;
+}

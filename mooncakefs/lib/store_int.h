@@ -122,6 +122,13 @@ struct mcs_xfer_op;
  */
 int mcs_write_placed(struct mooncake_store *s, uint64_t run,
 		     struct mcs_xfer_op *ops, size_t n);
+/**
+ * A call that ends a put placed by run (PutEnd) failed with rc: was it
+ * because another run serves now (it knows nothing of the put)? Asks the
+ * master with a Ping: MC_EMASTERGONE if so, else rc (also when the Ping
+ * fails, and for rc 0).
+ */
+int mcs_contact_blame(struct mooncake_store *s, uint64_t run, int rc);
 
 struct mcs_get_key {
 	const char *key;

@@ -106,6 +106,24 @@ static void finish(struct mooncake_store *s, struct mcs_put_key *keys,
 	free(res);
 }
 
+/* Keys whose PutEnd failed because the master now serving is another run
+ * than the one that placed them (a restart or takeover between the last
+ * write and the PutEnd): MC_EMASTERGONE, put again by mcs_put_keys(). */
+static void ended_gone(struct mooncake_store *s, uint64_t run,
+		       struct mcs_put_key *keys, const size_t *ended,
+		       size_t n_end)
+{
+	int bad = 0;
+
+	for (size_t e = 0; e < n_end && !bad; e++)
+		bad = keys[ended[e]].result;
+	if (mcs_contact_blame(s, run, bad) != MC_EMASTERGONE)
+		return;
+	for (size_t e = 0; e < n_end; e++)
+		if (keys[ended[e]].result)
+			keys[ended[e]].result = MC_EMASTERGONE;
+}
+
 /* A key the master said exists may be an earlier key of this batch: it
  * then shares that key's fate. */
 static void resolve_duplicates(struct mcs_put_key *keys, struct pk *st,
@@ -401,8 +419,10 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	}
 end:
 	finish(s, keys, ended, n_end, batch, true);
+	ended_gone(s, resp->run, keys, ended, n_end);
 	for (size_t e = 0; e < n_end; e++)
-		if (keys[ended[e]].result)
+		if (keys[ended[e]].result &&
+		    keys[ended[e]].result != MC_EMASTERGONE)
 			revoked[n_rev++] = ended[e];
 	finish(s, keys, revoked, n_rev, batch, false);
 	resolve_duplicates(keys, st, n);

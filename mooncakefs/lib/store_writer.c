@@ -297,7 +297,7 @@ static int end_put(struct mooncake_writer *w)
 	if (rc)
 		return rc;
 	rc = mcs_master_put_end(s->master, false, &key, 1, &res);
-	return rc ? rc : res;
+	return mcs_contact_blame(s, w->run, rc ? rc : res);
 }
 
 static int close_writer(struct mooncake_writer *w, bool commit)

@@ -26,8 +26,9 @@ import types
 import pytest
 
 import mctest
-from mctest import binary, free_port, wait_for
+from mctest import binary, free_port
 from netns import TwoHosts, can_make_namespaces
+from pool import read_port
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fs"))
 from mount import Mount, fuse_why  # noqa: E402
@@ -58,17 +59,6 @@ def bed(procs, tmp_path):
         yield bed
 
 
-def port_file(path, proc, log):
-    def ready():
-        if proc.poll() is not None:
-            raise RuntimeError(open(log, errors="replace").read())
-        try:
-            return int(path.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-    return wait_for(ready, timeout=30, what=str(path))
-
-
 def start_master(bed, ports=None):
     """The master on host A, with fixed ports when restarted."""
     a, tmp = bed.hosts.a, bed.tmp
@@ -86,7 +76,7 @@ def start_master(bed, ports=None):
             "--http_metadata_server_host", a.addr,
             "--http_metadata_server_port", str(meta),
             "--db_path", str(tmp / "m.db")]), stdout=lf, stderr=lf)
-    port_file(pf, proc, log)
+    read_port(pf, proc, log, "mooncake_master")
     return types.SimpleNamespace(
         proc=proc, ports=(rpc, meta), addr=f"{a.addr}:{rpc}",
         metadata=f"http://{a.addr}:{meta}/metadata", log=log)
@@ -107,7 +97,7 @@ def start_member(bed):
             "--metadata_server", bed.master.metadata,
             "--port_file", str(pf)]), stdout=lf, stderr=lf,
             env=mctest.te_env({"MC_STORE_PING_MS": "200"}))
-    port_file(pf, proc, log)
+    read_port(pf, proc, log, "mooncake_client")
     return proc
 
 
@@ -216,3 +206,20 @@ def test_mount_publishes_again(bed):
         assert "writing it again" in m.log(), m.log()[-3000:]
     finally:
         m.cleanup()
+
+
+def test_end_on_the_new_master(bed):
+    """A writer whose bytes were all written before the restart: its end
+    (PutEnd) reaches a master that knows nothing of the put. -800, the
+    master gone, not the new master's 'object not found'."""
+    h = bed.writer.cmd(f"wopen late {1 * MiB}")
+    assert h.startswith("ok"), h
+    handle = h.split()[1]
+    bed.writer.ok(f"wpiece {handle} 0 {1 * MiB} 4")
+    bed.procs.kill(bed.master.proc)
+    bed.master = start_master(bed, bed.master.ports)
+    reply = bed.writer.cmd(f"wclose {handle} commit", timeout=60)
+    assert reply.startswith("err -800"), reply
+    log = bed.writer.log()
+    assert "its writes stopped (No such file or directory)" in log, log[-3000:]
+    assert bed.other.cmd("isexist late") == "ok 0"
