@@ -78,8 +78,10 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 			o->read_lease_until = m->quarantine_until;
 	}
 	/* The previous run's clients may hold slots on the segments just
-	 * restored: nothing is placed there until they cannot use them. */
-	if (!rc && r.segments && cfg->reserve_slots)
+	 * restored, or be writing puts it placed: nothing is placed there
+	 * until they have stopped (docs/design.md "Writes into placed
+	 * space"). */
+	if (!rc && r.segments)
 		m->fence_until = mst_now() + MST_SLOT_FENCE_MS;
 	if (rc) {
 		if (rc == -ENOMEM)

@@ -15,11 +15,12 @@
 
 /** After a restart or takeover that restored segments, calls that place
  *  (PutStart, PutCommit) wait until this long after the restore (the
- *  master's fence_until; service.c): a client writes into a slot only within
- *  MCS_SLOT_CONTACT_MS (200 ms) of sending a call that the run which gave
- *  the slot answered (PutStartResponse.run), so the slots of the run
- *  before are never written into memory placed since (the margin is for
- *  writes in flight). */
+ *  master's fence_until; service.c; slots on or off): a client writes
+ *  into a slot, or into space a PutStart placed (docs/design.md "Writes
+ *  into placed space"), only within MCS_SLOT_CONTACT_MS (200 ms) of
+ *  sending a call that the run which placed it answered
+ *  (PutStartResponse.run), so the writes of the run before never land
+ *  in memory placed since (the margin is for writes in flight). */
 #define MST_SLOT_FENCE_MS 750
 
 /** Up to want slots of size for client, placed as a plain put (one

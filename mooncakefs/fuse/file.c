@@ -365,7 +365,10 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		return 0;
 	rc = 0;
 	for (int t = 0; !direct && t < STAGE_TRIES; t++) {
+		bool opened;
+
 		rc = open_writer(fs, fh, fh->size);
+		opened = !rc;
 		if (!rc)
 			rc = write_stage(fh);
 		if (fh->writer) {
@@ -375,7 +378,9 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 			if (!rc)
 				rc = c;
 		}
-		if (rc != -EIO || t + 1 == STAGE_TRIES)
+		/* Nothing written when it could not be opened (the master
+		 * unreachable): the error is the publish's. */
+		if (rc != -EIO || !opened || t + 1 == STAGE_TRIES)
 			break;
 		/* A write or its end failed (a member died, the master
 		 * restarted: the space is not ours any more). The stage holds

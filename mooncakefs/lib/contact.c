@@ -77,15 +77,17 @@ int mcs_contact_check(struct mcs_contact *c, struct mcs_master *m, uint64_t run,
 	for (;;) {
 		uint64_t sent, got = 0;
 
-		rc = state(c, run);
-		if (rc != -EAGAIN)
-			break;
-		/* One Ping renews it for every writer waiting here. */
+		if (!state(c, run))
+			return 0;
+		/* Contact is stale, or another run was noted: a Ping of our
+		 * own tells (that run's answer may be to a call the RPC layer
+		 * sent again to a new leader, after an old run's answer to a
+		 * later call). One at a time: a writer that waited here may
+		 * find contact renewed. */
 		pthread_mutex_lock(&c->ping);
-		rc = state(c, run);
-		if (rc != -EAGAIN) {
+		if (!state(c, run)) {
 			pthread_mutex_unlock(&c->ping);
-			break;
+			return 0;
 		}
 		sent = mc_mono_ms();
 		rc = mcs_master_ping(m, &status, NULL, &got);
@@ -94,6 +96,10 @@ int mcs_contact_check(struct mcs_contact *c, struct mcs_master *m, uint64_t run,
 		pthread_mutex_unlock(&c->ping);
 		if (!rc && !got)
 			return 0; /* a master without runs answered */
+		if (!rc && got != run) {
+			rc = MC_EMASTERGONE;
+			break;
+		}
 		if (mc_mono_ms() >= deadline) {
 			rc = rc ? rc : -ETIMEDOUT; /* answers too slow */
 			break;
@@ -110,6 +116,11 @@ int mcs_contact_check(struct mcs_contact *c, struct mcs_master *m, uint64_t run,
 	}
 	if (rc == MC_EMASTERGONE)
 		mc_log_info("store", "%s", mc_strerror(rc));
+	else
+		mc_log_info("store",
+			    "a put's writes gave up waiting for the master "
+			    "that placed them: %s",
+			    mc_strerror(rc));
 	return rc;
 }
 

@@ -49,9 +49,11 @@ void mcs_contact_note(struct mcs_contact *c, uint64_t run, uint64_t sent_ms);
 /**
  * May a write into space that run placed start now? 0: yes (run answered
  * a call sent within MCS_WRITE_CONTACT_MS, or run is 0: a master that
- * does not say). MC_EMASTERGONE: another run serves now (the space is not
- * this put's any more). Otherwise Pings m until contact is back or
- * deadline (mono ms) passes, then the Ping's error.
+ * does not say). Otherwise Pings m (one Ping at a time for all callers):
+ * MC_EMASTERGONE when the master answers with another run (the space is
+ * not this put's any more; another run noted from other answers is only
+ * a reason to ask), 0 when it answers with run; while it does not answer,
+ * Pings every 20 ms until deadline (mono ms), then the Ping's error.
  */
 int mcs_contact_check(struct mcs_contact *c, struct mcs_master *m, uint64_t run,
 		      uint64_t deadline) MC_MUST_CHECK;

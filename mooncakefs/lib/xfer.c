@@ -22,6 +22,7 @@
 #define XFER_SMALL 16u /* calls of up to this many ops allocate nothing */
 #define PART_FIRST (4u << 20) /* the first write's first part */
 #define PART_FIRST_MAX (16u << 20) /* any write's first part */
+#define PART_SHARE_MIN (64u << 10) /* of one op, in a part */
 #define PART_MIN (1u << 20)
 #define PART_MAX (64u << 20)
 _Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
@@ -316,19 +317,26 @@ static void fail_ops(struct mcs_xfer_op *ops, size_t n, int rc)
 		ops[i].result = rc;
 }
 
-/* mcs_xfer_run, with g checked before each pass: its refusal is every
- * op's result left, and returned. */
+/* mcs_xfer_run, with g checked before each pass (its refusal is every
+ * op's result left, and returned); the timeout counts from when g let
+ * the first pass go, *started (may be NULL). */
 static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
-		   uint64_t deadline, const struct mcs_xfer_guard *g)
+		   unsigned timeout_ms, const struct mcs_xfer_guard *g,
+		   uint64_t *started)
 {
 	struct mcs_xfer_op *again;
 	size_t *where, n_again = 0;
+	uint64_t deadline;
 	int rc = guard_ok(g);
 
 	if (rc) {
 		fail_ops(ops, n, rc);
 		return rc;
 	}
+	deadline = mcs_now_ms();
+	if (started)
+		*started = deadline;
+	deadline += timeout_ms;
 	rc = run_pass(x, ops, n, deadline);
 	if (rc)
 		return rc;
@@ -365,7 +373,7 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		 unsigned timeout_ms)
 {
-	return run_ops(x, ops, n, mcs_now_ms() + timeout_ms, NULL);
+	return run_ops(x, ops, n, timeout_ms, NULL, NULL);
 }
 
 /* The next part's bytes: what the last one moved in MCS_XFER_PART_MS at
@@ -377,66 +385,74 @@ static uint64_t next_part(uint64_t bytes, uint64_t ms)
 	return want < PART_MIN ? PART_MIN : want > PART_MAX ? PART_MAX : want;
 }
 
+/* One part: the next share of bytes of every op still to write (all
+ * replicas and keys go side by side, as in one mcs_xfer_run); how many
+ * bytes, the sub-ops in sub[], their ops in idx[], *m of them. */
+static uint64_t take_part(const struct mcs_xfer_op *ops, size_t n,
+			  uint64_t *off, uint64_t part, struct mcs_xfer_op *sub,
+			  size_t *idx, size_t *m)
+{
+	uint64_t share, moved = 0;
+	size_t active = 0;
+
+	for (size_t k = 0; k < n; k++)
+		active += !ops[k].result && off[k] < ops[k].len;
+	*m = 0;
+	if (!active)
+		return 0;
+	share = part / active;
+	if (share < PART_SHARE_MIN)
+		share = PART_SHARE_MIN;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t take = ops[k].len - off[k];
+
+		if (ops[k].result || !take)
+			continue;
+		if (take > share)
+			take = share;
+		sub[*m] = ops[k];
+		sub[*m].local = (char *)ops[k].local + off[k];
+		sub[*m].remote = ops[k].remote + off[k];
+		sub[*m].len = take;
+		idx[(*m)++] = k;
+		off[k] += take;
+		moved += take;
+	}
+	return moved;
+}
+
 int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g)
 {
 	struct mcs_xfer_op *sub;
-	size_t *idx, i = 0;
-	uint64_t total = 0, off = 0, part = atomic_load(&x->part);
+	size_t *idx, m;
+	uint64_t *off, total = 0, part = atomic_load(&x->part), moved;
+	int rc = 0;
 
 	/* The first part at the last write's rate (another peer's, maybe),
 	 * but no more than what most links move within the margin. */
 	if (part > PART_FIRST_MAX)
 		part = PART_FIRST_MAX;
-	int rc = 0;
-
 	for (size_t k = 0; k < n; k++)
 		total += ops[k].len;
 	if (total <= part)
-		return run_ops(x, ops, n, mcs_now_ms() + timeout_ms, g);
+		return run_ops(x, ops, n, timeout_ms, g, NULL);
 	sub = calloc(n, sizeof(*sub));
 	idx = calloc(n, sizeof(*idx));
-	if (!sub || !idx) {
+	off = calloc(n, sizeof(*off));
+	if (!sub || !idx || !off) {
 		free(sub);
 		free(idx);
+		free(off);
 		fail_ops(ops, n, -ENOMEM);
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < n; k++)
 		ops[k].result = 0;
-	while (!rc && i < n) {
-		uint64_t budget = part, moved = 0, t0 = mcs_now_ms();
-		size_t m = 0;
+	while (!rc && (moved = take_part(ops, n, off, part, sub, idx, &m))) {
+		uint64_t t0 = 0;
 
-		/* The ops' next bytes, in order, up to the part's size; an
-		 * op that failed is not written further. */
-		while (i < n && budget) {
-			const struct mcs_xfer_op *op = &ops[i];
-			uint64_t take = op->len - off;
-
-			if (op->result || !take) {
-				i++;
-				off = 0;
-				continue;
-			}
-			if (take > budget)
-				take = budget;
-			sub[m] = *op;
-			sub[m].local = (char *)op->local + off;
-			sub[m].remote = op->remote + off;
-			sub[m].len = take;
-			idx[m++] = i;
-			budget -= take;
-			moved += take;
-			off += take;
-			if (off == op->len) {
-				i++;
-				off = 0;
-			}
-		}
-		if (!m)
-			break;
-		rc = run_ops(x, sub, m, t0 + timeout_ms, g);
+		rc = run_ops(x, sub, m, timeout_ms, g, &t0);
 		for (size_t k = 0; k < m; k++)
 			if (sub[k].result && !ops[idx[k]].result)
 				ops[idx[k]].result = sub[k].result;
@@ -446,11 +462,12 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	}
 	atomic_store(&x->part, part);
 	/* Stopped (the guard, no memory): what was not written fails. */
-	for (size_t k = i; rc && k < n; k++)
-		if (!ops[k].result)
+	for (size_t k = 0; rc && k < n; k++)
+		if (!ops[k].result && off[k] < ops[k].len)
 			ops[k].result = rc;
 	free(sub);
 	free(idx);
+	free(off);
 	return rc;
 }
 

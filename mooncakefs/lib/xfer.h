@@ -63,14 +63,17 @@ struct mcs_xfer_guard {
 #define MCS_XFER_PART_MS 100
 
 /**
- * Write n operations, as mcs_xfer_run, in parts: in the ops' order, each
- * part sized to take about MCS_XFER_PART_MS at the rate the part before
- * moved (1-64 MiB; a write's first part at the previous write's rate, at
- * most 16 MiB, and 4 MiB for the first write), each with its own
- * timeout_ms; a write that fits its first part is one mcs_xfer_run. g
- * (may be NULL) is asked before each part and before a retry: its refusal
- * stops the write, every operation not yet written ends with its code,
- * and it is returned; else 0 (or -ENOMEM, as mcs_xfer_run).
+ * Write n operations, as mcs_xfer_run, in parts: each part the next
+ * bytes of every operation not yet written, side by side (an equal share
+ * of the part each, at least 64 KiB), sized to take about
+ * MCS_XFER_PART_MS at the rate the part before moved (1-64 MiB; a
+ * write's first part at the previous write's rate, at most 16 MiB, and
+ * 4 MiB for the first write). Each part has its own timeout_ms, counted
+ * from when g let it go; a write that fits its first part is one
+ * mcs_xfer_run. g (may be NULL) is asked before each part and before a
+ * retry: its refusal stops the write, every operation not written to its
+ * end ends with its code, and it is returned; else 0 (or -ENOMEM, as
+ * mcs_xfer_run).
  */
 int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g);

@@ -9,6 +9,7 @@ an etcd member killed, a member host lost for good; with the pool's token
 and etcd's own authentication; files across the mounts over a failover."""
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -493,10 +494,16 @@ def test_mounts_across_failover(bed, tmp_path):
     assert r.returncode == 0, r.stderr
     slow = tmp_path / "slow"
     slow.write_bytes(os.urandom(24 << 20))
+    def sent():
+        out = c.host.run(["tc", "-s", "qdisc", "show", "dev", "eth0"])
+        return int(re.search(r"Sent (\d+) bytes", out.stdout).group(1))
+    since = sent()
     cp = subprocess.Popen(c.host.cmd(["cp", str(slow),
                                       str(c.path / "kv" / "slow")]),
                           stderr=subprocess.PIPE, text=True)
-    time.sleep(0.7)
+    # Killed 2 MiB into the close's writes.
+    wait_for(lambda: sent() - since >= 2 << 20, timeout=60,
+             what="the slow copy's writes under way")
     assert cp.poll() is None, "the slow copy ended before the kill"
     t_kill = now()
     leader.kill()

@@ -17,9 +17,9 @@ or reported failed (a writer: its bytes are gone), and a mount's close
 publishes the file all the same (its bytes are still staged); never a
 mix."""
 import os
+import re
 import subprocess
 import sys
-import threading
 import time
 import types
 
@@ -123,11 +123,19 @@ def send(sh, line):
     sh.proc.stdin.write(line.encode() + b"\n")
 
 
-def restart_master_mid_write(bed):
-    """Kill the master a moment into the write, start it again, and put
-    an object from host B as soon as the new master places again: it
-    lands where the write was going (the segment's start)."""
-    time.sleep(0.7)
+def sent_bytes(host, dev):
+    """What the slowed link has sent so far (its qdisc's counter)."""
+    out = host.run(["tc", "-s", "qdisc", "show", "dev", dev]).stdout
+    return int(re.search(r"Sent (\d+) bytes", out).group(1))
+
+
+def restart_master_mid_write(bed, since):
+    """Kill the master 2 MiB into the write (since: the link's counter
+    before it), start it again, and put an object from host B as soon as
+    the new master places again: it lands where the write was going."""
+    h = bed.hosts
+    mctest.wait_for(lambda: sent_bytes(h.a, h.veth[0]) - since >= 2 * MiB,
+                    timeout=30, what="the write under way")
     bed.procs.kill(bed.master.proc)
     killed = time.monotonic()
     bed.master = start_master(bed, bed.master.ports)
@@ -150,8 +158,9 @@ def test_put_goes_again_on_the_new_master(bed):
     assert bed.writer.cmd(f"bput 5 pre/ {3 * MiB} 5", timeout=120) == ok5
     assert bed.other.cmd(f"bget 5 pre/ {3 * MiB} 5", timeout=120) == ok5
     bed.other.ok("rmall force")
+    since = sent_bytes(bed.hosts.a, bed.hosts.veth[0])
     send(bed.writer, f"put mine {40 * MiB} 1")
-    restart_master_mid_write(bed)
+    restart_master_mid_write(bed, since)
     reply = bed.writer.readline(timeout=120)
     # The other client's object is as it put it.
     bed.other.ok(f"check other {20 * MiB} 2")
@@ -167,8 +176,9 @@ def test_writer_fails_and_writes_nothing_more(bed):
     h = bed.writer.cmd(f"wopen w {40 * MiB}")
     assert h.startswith("ok"), h
     handle = h.split()[1]
+    since = sent_bytes(bed.hosts.a, bed.hosts.veth[0])
     send(bed.writer, f"wpiece {handle} 0 {40 * MiB} 3")
-    restart_master_mid_write(bed)
+    restart_master_mid_write(bed, since)
     reply = bed.writer.readline(timeout=120)
     bed.other.ok(f"check other {20 * MiB} 2")
     # The writer's bytes are gone with the master that placed them.
@@ -192,15 +202,18 @@ def test_mount_publishes_again(bed):
               env={"MC_STORE_PING_MS": "200"})
     try:
         data = os.urandom(40 * MiB)
-        f = open(m.kv / "file", "wb")
-        f.write(data)
-        closed = []
-        t = threading.Thread(target=lambda: closed.append(f.close()))
-        t.start()
-        restart_master_mid_write(bed)
-        t.join(120 * mctest.SCALE)
+        src = bed.tmp / "src"
+        src.write_bytes(data)
+        since = sent_bytes(a, bed.hosts.veth[0])
+        # cp in a process of its own: a descriptor of the file open in
+        # this one would be closed (and the file published) in every
+        # child it forks, by exec.
+        cp = subprocess.Popen(["cp", str(src), str(m.kv / "file")],
+                              stderr=subprocess.PIPE, text=True)
+        restart_master_mid_write(bed, since)
+        rc = cp.wait(120 * mctest.SCALE)
         bed.other.ok(f"check other {20 * MiB} 2")
-        assert closed == [None]
+        assert rc == 0, cp.stderr.read()
         with open(m.kv / "file", "rb") as g:
             assert g.read() == data
         assert "writing it again" in m.log(), m.log()[-3000:]

@@ -12,19 +12,35 @@
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
 
+/* Port 1: nothing listens, every Ping is refused at once. */
+static struct mcs_master *dead_master(void)
+{
+	struct mcs_master *m;
+
+	cr_assert_eq(mcs_master_create("127.0.0.1:1", 200, NULL, &m), 0);
+	return m;
+}
+
 Test(contact, fresh_contact_of_the_run_lets_a_write_start)
 {
+	struct mcs_master *m = dead_master();
 	struct mcs_contact c;
+	uint64_t t0;
+	int rc;
 
 	mcs_contact_init(&c);
 	mcs_contact_note(&c, 7, mc_mono_ms());
-	/* No master needed: fresh contact asks nobody. */
-	cr_assert_eq(mcs_contact_check(&c, NULL, 7, mc_mono_ms() + 1000), 0);
-	/* A put placed by another run: its space is not the master's now. */
-	cr_assert_eq(mcs_contact_check(&c, NULL, 5, mc_mono_ms() + 1000),
-		     MC_EMASTERGONE);
+	/* Fresh contact asks nobody. */
+	cr_assert_eq(mcs_contact_check(&c, m, 7, mc_mono_ms() + 1000), 0);
 	/* A master that does not say its run: nothing to check. */
-	cr_assert_eq(mcs_contact_check(&c, NULL, 0, mc_mono_ms() + 1000), 0);
+	cr_assert_eq(mcs_contact_check(&c, m, 0, mc_mono_ms() + 1000), 0);
+	/* A put placed by another run than the one noted: only the master's
+	 * own word says it is gone; without an answer, no write. */
+	t0 = mc_mono_ms();
+	rc = mcs_contact_check(&c, m, 5, t0 + 200);
+	cr_assert(rc < 0 && rc != MC_EMASTERGONE, "rc %d", rc);
+	cr_assert_geq(mc_mono_ms() - t0, 200);
+	mcs_master_destroy(m);
 	mcs_contact_destroy(&c);
 }
 
@@ -57,8 +73,7 @@ Test(contact, stale_contact_and_no_master_waits_out_the_deadline)
 
 	mcs_contact_init(&c);
 	mcs_contact_note(&c, 3, mc_mono_ms() - MCS_WRITE_CONTACT_MS);
-	/* Port 1: nothing listens, every Ping is refused at once. */
-	cr_assert_eq(mcs_master_create("127.0.0.1:1", 200, NULL, &m), 0);
+	m = dead_master();
 	t0 = mc_mono_ms();
 	rc = mcs_contact_check(&c, m, 3, t0 + 300);
 	cr_assert(rc < 0 && rc != MC_EMASTERGONE, "rc %d", rc);
