@@ -45,6 +45,12 @@ def test_replicas_on_distinct_segments(procs, tmp_path, master, members):
         assert len(set(endpoints)) == 3, endpoints
         assert set(endpoints) == {m.name for m in members}
         sh.ok(f"check rep/{i} 200000 {i}")
+    # 3 x 20 MiB: written in parts, each the next bytes of all three
+    # replicas side by side (docs/design.md "Writes into placed space").
+    sh.ok("rmall force")
+    sh.ok(f"put big {20 << 20} 77 3")
+    assert int(sh.ok("desc big").split()[0]) == 3
+    sh.ok(f"check big {20 << 20} 77")
 
 
 def test_batches_with_hits_and_misses(procs, tmp_path, master, members):
