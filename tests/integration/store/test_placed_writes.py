@@ -151,6 +151,18 @@ def restart_master_mid_write(bed, since):
           "after the kill")
 
 
+def across_restart(bed, line):
+    """The writer's command line sent, the master restarted 2 MiB into
+    its write, the other client's object put and checked as it was put;
+    the writer's reply."""
+    since = sent_bytes(bed.hosts.a, bed.hosts.veth[0])
+    send(bed.writer, line)
+    restart_master_mid_write(bed, since)
+    reply = bed.writer.readline(timeout=120)
+    bed.other.ok(f"check other {20 * MiB} 2")
+    return reply
+
+
 def test_put_goes_again_on_the_new_master(bed):
     # A batch whose writes go in parts that span its objects (the slow
     # link makes parts of about 1 MiB): each object reads back whole.
@@ -158,12 +170,7 @@ def test_put_goes_again_on_the_new_master(bed):
     assert bed.writer.cmd(f"bput 5 pre/ {3 * MiB} 5", timeout=120) == ok5
     assert bed.other.cmd(f"bget 5 pre/ {3 * MiB} 5", timeout=120) == ok5
     bed.other.ok("rmall force")
-    since = sent_bytes(bed.hosts.a, bed.hosts.veth[0])
-    send(bed.writer, f"put mine {40 * MiB} 1")
-    restart_master_mid_write(bed, since)
-    reply = bed.writer.readline(timeout=120)
-    # The other client's object is as it put it.
-    bed.other.ok(f"check other {20 * MiB} 2")
+    reply = across_restart(bed, f"put mine {40 * MiB} 1")
     # Put again on the new master, from the start: stored.
     assert reply.startswith("ok"), reply
     bed.writer.ok(f"check mine {40 * MiB} 1")
@@ -176,11 +183,7 @@ def test_writer_fails_and_writes_nothing_more(bed):
     h = bed.writer.cmd(f"wopen w {40 * MiB}")
     assert h.startswith("ok"), h
     handle = h.split()[1]
-    since = sent_bytes(bed.hosts.a, bed.hosts.veth[0])
-    send(bed.writer, f"wpiece {handle} 0 {40 * MiB} 3")
-    restart_master_mid_write(bed, since)
-    reply = bed.writer.readline(timeout=120)
-    bed.other.ok(f"check other {20 * MiB} 2")
+    reply = across_restart(bed, f"wpiece {handle} 0 {40 * MiB} 3")
     # The writer's bytes are gone with the master that placed them.
     assert reply.startswith("err -800"), reply
     reply = bed.writer.cmd(f"wclose {handle} commit")
