@@ -43,6 +43,11 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
 	return 0;
 }
 
+void te_batch_set_write_window(struct te_batch *b, unsigned window_ms)
+{
+	b->write_window_ms = window_ms;
+}
+
 int te_batch_destroy(struct te_batch *b)
 {
 	if (!b)
@@ -168,7 +173,7 @@ static int submit(struct te_batch *b, const struct te_request *reqs, unsigned n,
 {
 	struct te_engine *eng = b->eng;
 	unsigned base = atomic_load(&b->n);
-	uint64_t deadline;
+	uint64_t deadline, now;
 
 	if (n > b->capacity - base)
 		return -E2BIG;
@@ -198,7 +203,8 @@ static int submit(struct te_batch *b, const struct te_request *reqs, unsigned n,
 		}
 		b->tasks[base + i].local_reg = reg;
 	}
-	deadline = mc_mono_ns() + (uint64_t)eng->timeout_ms * 1000000ULL;
+	now = mc_mono_ns();
+	deadline = now + (uint64_t)eng->timeout_ms * 1000000ULL;
 	/*
 	 * Every new task is WAITING and counted in flight before b->n makes
 	 * it visible: a concurrent te_batch_status() never reads the status
@@ -214,6 +220,10 @@ static int submit(struct te_batch *b, const struct te_request *reqs, unsigned n,
 		t->peer = NULL;
 		t->on_done = NULL;
 		t->deadline_ns = deadline;
+		t->send_by_ns = b->write_window_ms &&
+						t->req.opcode == TE_WRITE ?
+					now + b->write_window_ms * 1000000ULL :
+					0;
 		atomic_store(&t->status, TE_WAITING);
 		atomic_store(&t->transferred, 0);
 		atomic_store(&t->error, 0);

@@ -130,6 +130,7 @@ struct te_task {
 	_Atomic int error; /* first error */
 	_Atomic bool timed_out;
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+	uint64_t send_by_ns; /* WRITE: no piece starts after (0: deadline) */
 	struct te_memreg *local_reg;
 	bool ready; /* resolved at submission, not handed over yet */
 	/* A sub-task of GPU staging (stage.c): batch is NULL and this is
@@ -140,6 +141,7 @@ struct te_task {
 struct te_batch {
 	struct te_engine *eng;
 	unsigned capacity;
+	unsigned write_window_ms; /* te_batch_set_write_window */
 	_Atomic unsigned n;
 	_Atomic unsigned inflight;
 	pthread_mutex_t lock;
@@ -219,6 +221,13 @@ struct te_transport_ops {
 	 */
 	int (*serve_handshake)(struct te_transport *tp, uint8_t type,
 			       const char *json, size_t len, char **reply);
+	/**
+	 * te_fence_inbound(): end the connections peers opened to us and
+	 * wait, until deadline_ns, until none of them can move more bytes
+	 * into our memory. 0 or -ETIMEDOUT. Optional (a transport whose
+	 * peers do not write through us has nothing to end).
+	 */
+	int (*fence_inbound)(struct te_transport *tp, uint64_t deadline_ns);
 	/** Fill the resource fields of te_counters (connections,
 	 *  registrations, inflight). Optional. */
 	void (*stats)(struct te_transport *tp, struct te_counters *out);

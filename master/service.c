@@ -113,12 +113,15 @@ static int h_ping(struct call *c)
 	Mcrpc__PingResponse *r =
 		NEW(c, Mcrpc__PingResponse, mcrpc__ping_response__init);
 	struct mst_client *cl;
+	uint64_t now;
 
 	if (!r)
 		return -ENOMEM;
 	c->resp = &r->base;
 	r->view_version = c->m->view_version;
 	r->run = c->m->run;
+	now = mst_now();
+	r->fence_ms = c->m->fence_until > now ? c->m->fence_until - now : 0;
 	if (!id_ok(&q->client_id)) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;

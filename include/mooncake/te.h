@@ -166,6 +166,23 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 int te_unregister(struct te_engine *eng, void *addr);
 
 /**
+ * End every data connection peers opened to this engine before the call,
+ * and return once none of them can move more bytes into our memory: a
+ * WRITE a peer sent before the call lands before it returns or never
+ * (bytes held up in the network and sent again later find the
+ * connection gone). Peers reconnect on their next request. For a pool
+ * member whose master forgot what it placed (a restart, a takeover):
+ * called before it re-mounts, so a dead run's late bytes cannot land on
+ * objects placed afresh (docs/design.md "Writes into placed space").
+ * Covers the tcp transport; same-host peers (shm) copy into our memory
+ * themselves and rdma writes land through the NIC: neither is stopped.
+ * 0, or -ETIMEDOUT when a connection's thread was still inside a request
+ * after timeout_ms (it ends at its own deadline, the engine's timeout).
+ * Thread-safe.
+ */
+int te_fence_inbound(struct te_engine *eng, int timeout_ms);
+
+/**
  * The CUDA device whose memory p points into, or -1 (host memory, managed
  * memory, or no CUDA driver in this process: see te_register). Thread-safe.
  */
@@ -265,6 +282,20 @@ int te_mem_numa_node(const void *addr);
 /** Create a batch that holds up to capacity requests. */
 int te_batch_create(struct te_engine *eng, unsigned capacity,
 		    struct te_batch **out);
+
+/**
+ * Writes submitted through b from now on start only within window_ms of
+ * their submission: a WRITE, or a piece of one, that has not gone out by
+ * then, or whose connection broke after it went and would go again on
+ * another, ends FAILED with -ECONNABORTED instead (what went out before
+ * is not undone). For writes into memory that may be given to others a
+ * while after the writer stopped being allowed there (the store's puts,
+ * docs/design.md "Writes into placed space"), so that no byte leaves
+ * this engine late. 0 (the default): until the engine's timeout. Reads
+ * are not affected. Applies to tcp; shm copies at once, rdma does not
+ * look at it. Not thread-safe against submissions to b.
+ */
+void te_batch_set_write_window(struct te_batch *b, unsigned window_ms);
 
 /**
  * Start n requests. More than the batch has room for is -E2BIG (nothing

@@ -351,7 +351,7 @@ int mcs_master_service_ready(struct mcs_master *m,
 }
 
 int mcs_master_ping(struct mcs_master *m, int *client_status,
-		    uint64_t *view_version, uint64_t *run)
+		    uint64_t *fence_ms, uint64_t *run)
 {
 	Mcrpc__PingRequest req = MCRPC__PING_REQUEST__INIT;
 	Mcrpc__PingResponse *resp = NULL;
@@ -362,8 +362,8 @@ int mcs_master_ping(struct mcs_master *m, int *client_status,
 	if (rc)
 		return rc;
 	*client_status = resp->client_status;
-	if (view_version)
-		*view_version = resp->view_version;
+	if (fence_ms)
+		*fence_ms = resp->fence_ms;
 	if (run)
 		*run = resp->run;
 	mcs_master_free(resp);

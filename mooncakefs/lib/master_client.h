@@ -97,10 +97,12 @@ int mcs_master_call(struct mcs_master *m, uint16_t method, const void *req,
 /** out (may be NULL) gets the version strings. */
 int mcs_master_service_ready(struct mcs_master *m,
 			     Mcrpc__ServiceReadyResponse **out);
-/** *client_status: enum mcs_client_status; view_version and run (the
- *  master's run: PingResponse.run, 0 from a master without) may be NULL. */
+/** *client_status: enum mcs_client_status; fence_ms (how long the master
+ *  still holds puts back after its restore or election: PingResponse.
+ *  fence_ms, 0 from a master without) and run (the master's run:
+ *  PingResponse.run, 0 from a master without) may be NULL. */
 int mcs_master_ping(struct mcs_master *m, int *client_status,
-		    uint64_t *view_version, uint64_t *run);
+		    uint64_t *fence_ms, uint64_t *run);
 /** Tell the master this client is closing (after its unmounts): it then
  *  stops counting it among the active clients at once. */
 int mcs_master_leave(struct mcs_master *m);

@@ -28,9 +28,10 @@ struct mcs_ping {
 
 static void once(struct mcs_ping *p)
 {
+	uint64_t fence_ms = 0;
 	int status = 0, rc;
 
-	rc = mcs_master_ping(p->m, &status, NULL, NULL);
+	rc = mcs_master_ping(p->m, &status, &fence_ms, NULL);
 	if (rc) {
 		if (!p->outage)
 			mc_log_warn("store",
@@ -48,7 +49,7 @@ static void once(struct mcs_ping *p)
 	if (status == MCS_CLIENT_NEED_REMOUNT || (p->owed && p->owed(p->arg))) {
 		if (status == MCS_CLIENT_NEED_REMOUNT)
 			mc_log_info("store", "master asks for a remount");
-		rc = p->remount(p->arg);
+		rc = p->remount(p->arg, fence_ms);
 		if (rc)
 			mc_log_debug("store", "remount: %s", mc_strerror(rc));
 	}

@@ -11,14 +11,16 @@
 #define MCS_PING_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "mc_compiler.h"
 
 struct mcs_master;
 struct mcs_ping;
 
-/* Re-register with the master; 0 when nothing more is owed. */
-typedef int (*mcs_remount_fn)(void *arg);
+/* Re-register with the master; 0 when nothing more is owed. fence_ms:
+ * how long the master still holds puts back (PingResponse.fence_ms). */
+typedef int (*mcs_remount_fn)(void *arg, uint64_t fence_ms);
 /* True while a (re)mount is owed even though the master did not ask. */
 typedef bool (*mcs_owed_fn)(void *arg);
 /* The caller's housekeeping, after every ping the master answered. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "holds.h"
 #include "locs.h"
@@ -65,6 +66,15 @@ bool mcs_key_ok(const char *key)
 }
 
 /* ---- mounting ---------------------------------------------------------- */
+
+/* How long a re-mount waits for peers' requests into our segment to end. */
+#define FENCE_MS 1000u
+/* A re-mount's fence comes when the master's put fence has at most this
+ * long to go (ping_remount). */
+#define REMOUNT_LEAD_MS 150u
+#define REMOUNT_WAIT_MAX_MS 750u
+_Static_assert(200 + MCS_XFER_WRITE_WINDOW_MS + REMOUNT_LEAD_MS <= 750,
+	       "a member's fence follows the last piece of the run before");
 
 static void segment_desc(struct mooncake_store *s, Mcrpc__Segment *d)
 {
@@ -139,11 +149,37 @@ out:
 	return rc;
 }
 
-static int ping_remount(void *arg)
+/*
+ * The master does not know us (it restarted, a standby took the lead, or
+ * it dropped us): what it placed in our segment before is forgotten, and
+ * once we re-mount it places afresh there. Writes of that time which the
+ * network still holds must not land on the new objects, so the
+ * connections peers opened before end first (te_fence_inbound), and not
+ * before the writers of the run before have stopped starting pieces: a
+ * writer starts a part only within 200 ms of that run's last answer and
+ * its pieces within MCS_XFER_WRITE_WINDOW_MS of the part, so a fence
+ * 600 ms or more after the new run began (its fence of 750 ms, fence_ms
+ * of it left, has at most 150 ms to go) sees every connection they went
+ * on (docs/design.md "Writes into placed space"). A fence that cannot
+ * finish leaves the re-mount to the next heartbeat.
+ */
+static int ping_remount(void *arg, uint64_t fence_ms)
 {
 	struct mooncake_store *s = arg;
+	int rc;
 
 	atomic_store(&s->seg_mounted, false);
+	if (fence_ms > REMOUNT_WAIT_MAX_MS)
+		fence_ms = REMOUNT_WAIT_MAX_MS; /* what any master may ask */
+	if (s->seg && fence_ms > REMOUNT_LEAD_MS)
+		usleep((useconds_t)(fence_ms - REMOUNT_LEAD_MS) * 1000u);
+	if (s->seg && (rc = te_fence_inbound(s->eng, FENCE_MS))) {
+		mc_log_warn("store",
+			    "not re-mounting yet: a peer's request into our "
+			    "segment is still under way after %u ms",
+			    FENCE_MS);
+		return rc;
+	}
 	return do_mount(s);
 }
 

@@ -25,6 +25,7 @@
 #define PART_SHARE_MIN (64u << 10) /* of one op, in a part */
 #define PART_MIN (1u << 20)
 #define PART_MAX (64u << 20)
+#define ABORTS_MAX 8 /* parts in a row whose pieces could not start */
 _Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
 
 struct mcs_xfer {
@@ -191,8 +192,9 @@ static void finish_chunk(struct mcs_xfer *x, struct chunk *c,
 	c->b = NULL;
 }
 
+/* One pass over ops; window_ms: te_batch_set_write_window's (0: none). */
 static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
-		    uint64_t deadline)
+		    uint64_t deadline, unsigned window_ms)
 {
 	struct te_request small_reqs[XFER_SMALL], *reqs = small_reqs;
 	size_t small_idx[XFER_SMALL], *idx = small_idx;
@@ -256,6 +258,9 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 						  n_live - off :
 						  XFER_BATCH_CAP);
 		int rc = batch_get(x, &c->b);
+
+		if (!rc)
+			te_batch_set_write_window(c->b, window_ms);
 
 		if (!rc && n_live <= XFER_BATCH_CAP) {
 			/* One chunk: we wait for it at once, so the engine
@@ -324,6 +329,7 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g,
 		   uint64_t *started)
 {
+	unsigned window = g ? MCS_XFER_WRITE_WINDOW_MS : 0;
 	struct mcs_xfer_op *again;
 	size_t *where, n_again = 0;
 	uint64_t deadline;
@@ -337,7 +343,7 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	if (started)
 		*started = deadline;
 	deadline += timeout_ms;
-	rc = run_pass(x, ops, n, deadline);
+	rc = run_pass(x, ops, n, deadline, window);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++)
@@ -362,7 +368,7 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	rc = guard_ok(g);
 	if (rc)
 		fail_ops(again, n_again, rc);
-	if (rc || !run_pass(x, again, n_again, deadline))
+	if (rc || !run_pass(x, again, n_again, deadline, window))
 		for (size_t i = 0; i < n_again; i++)
 			ops[where[i]].result = again[i].result;
 	free(again);
@@ -421,12 +427,24 @@ static uint64_t take_part(const struct mcs_xfer_op *ops, size_t n,
 	return moved;
 }
 
+/* How many of ops ended because their pieces could not start in time. */
+static size_t count_aborted(const struct mcs_xfer_op *ops, size_t n)
+{
+	size_t a = 0;
+
+	for (size_t k = 0; k < n; k++)
+		a += ops[k].result == -ECONNABORTED;
+	return a;
+}
+
 int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g)
 {
 	struct mcs_xfer_op *sub;
 	size_t *idx, m;
 	uint64_t *off, total = 0, part = atomic_load(&x->part), moved;
+	unsigned aborts = 0;
+	bool tried = false;
 	int rc = 0;
 
 	/* The first part at the last write's rate (another peer's, maybe),
@@ -435,8 +453,16 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		part = PART_FIRST_MAX;
 	for (size_t k = 0; k < n; k++)
 		total += ops[k].len;
-	if (total <= part)
-		return run_ops(x, ops, n, timeout_ms, g, NULL);
+	if (total <= part) {
+		rc = run_ops(x, ops, n, timeout_ms, g, NULL);
+		if (rc || !count_aborted(ops, n))
+			return rc;
+		/* The link is slower than the last write's rate: the rest in
+		 * smaller parts. */
+		tried = true;
+		part = total / 4 < PART_MIN ? PART_MIN : total / 4;
+		aborts = 1;
+	}
 	sub = calloc(n, sizeof(*sub));
 	idx = calloc(n, sizeof(*idx));
 	off = calloc(n, sizeof(*off));
@@ -447,15 +473,34 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		fail_ops(ops, n, -ENOMEM);
 		return -ENOMEM;
 	}
-	for (size_t k = 0; k < n; k++)
-		ops[k].result = 0;
+	for (size_t k = 0; k < n; k++) {
+		/* After a whole try: only what it could not start goes. */
+		if (tried && ops[k].result != -ECONNABORTED)
+			off[k] = ops[k].len;
+		else
+			ops[k].result = 0;
+	}
 	while (!rc && (moved = take_part(ops, n, off, part, sub, idx, &m))) {
 		uint64_t t0 = 0;
+		size_t aborted = 0;
 
 		rc = run_ops(x, sub, m, timeout_ms, g, &t0);
-		for (size_t k = 0; k < m; k++)
-			if (sub[k].result && !ops[idx[k]].result)
-				ops[idx[k]].result = sub[k].result;
+		for (size_t k = 0; k < m; k++) {
+			int r = sub[k].result;
+
+			if (r == -ECONNABORTED && !rc && aborts < ABORTS_MAX) {
+				off[idx[k]] -= sub[k].len; /* goes again */
+				aborted++;
+			} else if (r && !ops[idx[k]].result) {
+				ops[idx[k]].result = r;
+			}
+		}
+		if (aborted) {
+			aborts++;
+			part = part / 2 < PART_MIN ? PART_MIN : part / 2;
+			continue;
+		}
+		aborts = 0;
 		/* A small part's time is mostly fixed costs. */
 		if (!rc && moved >= PART_MIN)
 			part = next_part(moved, mcs_now_ms() - t0);

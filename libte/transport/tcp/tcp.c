@@ -120,6 +120,11 @@ static int tcp_read_pipe(struct te_transport *tp, struct te_peer *peer,
 				    deadline_ns);
 }
 
+static int tcp_fence_inbound(struct te_transport *tp, uint64_t deadline_ns)
+{
+	return tcp_server_fence(to_tcp(tp), deadline_ns);
+}
+
 static void tcp_peer_release(struct te_transport *tp, struct te_peer *p)
 {
 	tcp_client_peer_release(to_tcp(tp), p);
@@ -136,6 +141,7 @@ const struct te_transport_ops te_tcp_ops = {
 	.run = tcp_run,
 	.peer_release = tcp_peer_release,
 	.read_pipe = tcp_read_pipe,
+	.fence_inbound = tcp_fence_inbound,
 	.desc_decode = tcp_desc_decode,
 	.desc_free = tcp_desc_free,
 };

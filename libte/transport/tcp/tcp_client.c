@@ -10,7 +10,9 @@
  * receiver then ends the slice it was reading (FAILED, or TIMEOUT past its
  * deadline) and puts the slices still in flight back at the head of the
  * queue if their deadline allows, so another connection retries them
- * (reads and writes of the same bytes are idempotent). A refused
+ * (reads and writes of the same bytes are idempotent). A WRITE slice of a
+ * task with a send-by time (te_batch_set_write_window) starts, first or
+ * again, only before it; later it ends with -ECONNABORTED. A refused
  * connection ends the slice and marks the peer stale, so the next use
  * resolves its name again (a restarted peer has new ports). With the
  * pool's key every connection authenticates before its first request
@@ -48,6 +50,16 @@ struct tcp_slice {
 	uint8_t op;
 	bool sent;
 };
+
+/* May s start (again) now? 0, or the code it ends with. */
+static int may_send(const struct tcp_slice *s, uint64_t now)
+{
+	if (now >= s->task->deadline_ns)
+		return -ETIMEDOUT;
+	if (s->task->send_by_ns && now >= s->task->send_by_ns)
+		return -ECONNABORTED;
+	return 0;
+}
 
 struct tcp_peer;
 
@@ -172,7 +184,7 @@ static struct tcp_slice *break_lane(struct tcp_lane *l)
 		if (s == l->sending)
 			continue;
 		fifo_remove(l, s);
-		if (s->task->deadline_ns > now && !tp->stopping) {
+		if (!may_send(s, now) && !tp->stopping) {
 			queue_front(tp, s);
 		} else {
 			s->next = dead;
@@ -287,9 +299,9 @@ static void *sender(void *arg)
 		if (!tp->q_head)
 			tp->q_tail = NULL;
 		s->next = NULL;
-		if (mc_mono_ns() >= s->task->deadline_ns) {
+		if ((rc = may_send(s, mc_mono_ns()))) {
 			pthread_mutex_unlock(&tp->lock);
-			finish(s, -ETIMEDOUT);
+			finish(s, rc);
 			pthread_mutex_lock(&tp->lock);
 			continue;
 		}
@@ -327,7 +339,7 @@ static void *sender(void *arg)
 		if (gen != l->gen) {
 			/* The connection broke while we wrote: settle s here. */
 			fifo_remove(l, s);
-			if (!rc && s->task->deadline_ns > mc_mono_ns() &&
+			if (!rc && !may_send(s, mc_mono_ns()) &&
 			    !tp->stopping) {
 				queue_front(tp, s);
 				pthread_cond_broadcast(&tp->queue_cond);
@@ -717,16 +729,17 @@ int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n)
 	for (unsigned i = done; rc && i < n_pc; i++) {
 		struct tcp_slice *s = calloc(1, sizeof(*s));
 
-		if (!s || mc_mono_ns() >= deadline) {
+		if (s)
+			*s = (struct tcp_slice){ .task = pc[i].task,
+						 .local = pc[i].local,
+						 .remote = pc[i].remote,
+						 .len = pc[i].len,
+						 .op = pc[i].op };
+		if (!s || may_send(s, mc_mono_ns())) {
 			free(s);
 			te__slice_done(pc[i].task, 0, rc);
 			continue;
 		}
-		*s = (struct tcp_slice){ .task = pc[i].task,
-					 .local = pc[i].local,
-					 .remote = pc[i].remote,
-					 .len = pc[i].len,
-					 .op = pc[i].op };
 		*tail = s;
 		tail = &s->next;
 	}

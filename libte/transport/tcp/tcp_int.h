@@ -60,6 +60,7 @@ struct tcp_transport {
 	pthread_mutex_t conns_lock;
 	struct tcp_conn *conns; /* served connections, for shutdown */
 	_Atomic int n_conns;
+	_Atomic uint64_t fence_gen; /* fences so far (tcp_server.c) */
 	_Atomic int n_lane_threads; /* client threads still running */
 	pthread_cond_t conns_cond; /* signalled when either drops */
 };
@@ -72,6 +73,9 @@ static inline struct tcp_transport *to_tcp(struct te_transport *tp)
 /* tcp_server.c */
 int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen);
 void tcp_server_stop(struct tcp_transport *t);
+/* The fence_inbound op: 0, or -ETIMEDOUT when a connection's thread had
+ * not ended by deadline_ns (it ends at its request's own deadline). */
+int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns);
 
 /* tcp_client.c */
 int tcp_client_submit(struct tcp_transport *t, struct te_task *task);

@@ -12,12 +12,21 @@
  * keep a few persistent lanes each). reg_lock is held for reading while a
  * request's bytes move, so te_unregister() waits for them; each data
  * phase is bounded by the engine's request timeout.
+ *
+ * A fence (te_fence_inbound) marks every connection there is and shuts it
+ * down, and closes those still waiting to be accepted; a marked
+ * connection's thread starts no request more (what one in progress reads
+ * from the socket still lands) and ends, and the fence returns once all
+ * of them have: bytes a peer sent before it that are still in the
+ * network meet a closed socket. A connection the accept thread took
+ * while a fence ran (fence_gen moved meanwhile) is marked as it is added.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mc_busy_poll.h"
@@ -40,6 +49,7 @@ struct tcp_conn {
 	struct tcp_rx rx; /* its requests, once authenticated */
 	pthread_t thread;
 	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
+	_Atomic bool fenced; /* serves nothing more (set under conns_lock) */
 };
 
 static int drain(struct tcp_rx *rx, uint64_t len, uint64_t deadline)
@@ -252,6 +262,8 @@ static void *serve_conn(void *arg)
 			refuse_unauthenticated(t, c->fd, &h);
 			break;
 		}
+		if (atomic_load(&c->fenced))
+			break;
 		if (batch_add(t, b, &h))
 			continue;
 		if (batch_flush(t, c, b) || serve_request(t, c, &c->rx, &h))
@@ -286,8 +298,11 @@ static void *accept_loop(void *arg)
 		pthread_attr_t attr;
 		int fd;
 
+		uint64_t gen;
+
 		if (poll(&p, 1, 200) <= 0)
 			continue;
+		gen = atomic_load(&t->fence_gen);
 		fd = accept4(t->listen_fd, NULL, NULL,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0)
@@ -302,6 +317,10 @@ static void *accept_loop(void *arg)
 		c->fd = fd;
 		mc_busy_poll_init(&c->bp, t->busy_poll_us);
 		pthread_mutex_lock(&t->conns_lock);
+		if (gen != atomic_load(&t->fence_gen)) {
+			atomic_store(&c->fenced, true);
+			shutdown(fd, SHUT_RDWR);
+		}
 		c->next = t->conns;
 		if (t->conns)
 			t->conns->prev = c;
@@ -340,6 +359,58 @@ int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen)
 		return -rc;
 	}
 	return 0;
+}
+
+static bool any_fenced(const struct tcp_transport *t)
+{
+	for (const struct tcp_conn *c = t->conns; c; c = c->next)
+		if (atomic_load(&c->fenced))
+			return true;
+	return false;
+}
+
+int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
+{
+	unsigned n = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->conns_lock);
+	for (struct tcp_conn *c = t->conns; c; c = c->next) {
+		if (!atomic_exchange(&c->fenced, true)) {
+			shutdown(c->fd, SHUT_RDWR);
+			n++;
+		}
+	}
+	/* Those not accepted yet (the listener is non-blocking); then the
+	 * generation, so one the accept thread took meanwhile is marked. */
+	for (int fd;
+	     (fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0; n++)
+		close(fd);
+	atomic_fetch_add(&t->fence_gen, 1);
+	/* conns_cond is broadcast as each connection's thread ends. */
+	while (!rc && any_fenced(t)) {
+		struct timespec ts;
+
+		if (mc_mono_ns() >= deadline_ns) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&t->conns_cond, &t->conns_lock, &ts);
+	}
+	pthread_mutex_unlock(&t->conns_lock);
+	if (n)
+		mc_log_info("te",
+			    "tcp: ended %u connection%s peers opened "
+			    "before the fence%s",
+			    n, n == 1 ? "" : "s",
+			    rc ? " (some still inside a request)" : "");
+	return rc;
 }
 
 void tcp_server_stop(struct tcp_transport *t)

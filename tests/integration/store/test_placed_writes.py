@@ -40,28 +40,47 @@ MiB = 1 << 20
 RATE = "64mbit"  # 8 MB/s from A to B
 
 
-@pytest.fixture
-def bed(procs, tmp_path):
+def slow_link(h, verb="add"):
+    """What A sends to B goes at RATE."""
+    h._sh(*h.a.cmd(["tc", "qdisc", verb, "dev", h.veth[0], "root", "tbf",
+                    "rate", RATE, "burst", "32kb", "latency", "50ms"]))
+
+
+def make_bed(procs, tmp_path, master_on, writer_env=None):
     why = can_make_namespaces()
     if why:
         pytest.skip(why)
     with TwoHosts(procs) as h:
-        # Only what A sends to B is slowed: the pings B's member and
-        # client send to the master, and the answers, stay quick.
-        h._sh(*h.a.cmd(["tc", "qdisc", "add", "dev", h.veth[0], "root",
-                        "tbf", "rate", RATE, "burst", "32kb", "latency",
-                        "50ms"]))
+        slow_link(h)
         bed = types.SimpleNamespace(hosts=h, procs=procs, tmp=tmp_path)
+        bed.master_host = getattr(h, master_on)
         bed.master = start_master(bed)
         bed.member = start_member(bed)
-        bed.writer = shell(bed, h.a, "w")
+        bed.writer = shell(bed, h.a, "w", writer_env)
         bed.other = shell(bed, h.b, "o")
         yield bed
 
 
+@pytest.fixture
+def bed(procs, tmp_path):
+    # The master on A: only what A sends to B is slowed, so the pings
+    # B's member and client send to the master, and the answers, stay
+    # quick.
+    yield from make_bed(procs, tmp_path, "a")
+
+
+@pytest.fixture
+def bed_b(procs, tmp_path):
+    # The master on B with the member and the other client: the writer
+    # on A alone behind the slowed link, over one connection to the
+    # member (so that slices of a part queue behind each other on it).
+    yield from make_bed(procs, tmp_path, "b",
+                        {"MC_TCP_LANES_PER_PEER": "1"})
+
+
 def start_master(bed, ports=None):
-    """The master on host A, with fixed ports when restarted."""
-    a, tmp = bed.hosts.a, bed.tmp
+    """The master on its host, with fixed ports when restarted."""
+    a, tmp = bed.master_host, bed.tmp
     rpc, meta = ports or (free_port(), free_port())
     log = tmp / "master.log"
     if log not in bed.procs.logs:
@@ -101,7 +120,7 @@ def start_member(bed):
     return proc
 
 
-def shell(bed, host, tag):
+def shell(bed, host, tag, env=None):
     """A store_shell on host that contributes no memory."""
     log = bed.tmp / f"shell-{tag}.log"
     bed.procs.logs.append(log)
@@ -109,7 +128,8 @@ def shell(bed, host, tag):
         proc = bed.procs.popen(host.nsenter([binary(*SHELL)]),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=lf, bufsize=0,
-                               env=mctest.te_env({"MC_STORE_PING_MS": "200"}))
+                               env=mctest.te_env({"MC_STORE_PING_MS": "200",
+                                                  **(env or {})}))
     sh = mctest.TeClient(proc, log)
     name = f"{host.addr}:{free_port()}"
     bed.procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
@@ -239,3 +259,46 @@ def test_end_on_the_new_master(bed):
     log = bed.writer.log()
     assert "its writes stopped (No such file or directory)" in log, log[-3000:]
     assert bed.other.cmd("isexist late") == "ok 0"
+
+
+@pytest.mark.parametrize("both_ways", [False, True],
+                         ids=["one_way", "both_ways"])
+def test_bytes_held_up_in_the_network_do_not_land(bed_b, both_ways):
+    """The writer's link is cut in the middle of a part: its bytes wait
+    in its socket while the master restarts and the other client's
+    object takes the space the part was going to. When the link comes
+    back the writer's kernel sends them again; the member, which
+    re-mounted on the new master, must not take them in (it ended every
+    connection opened before its re-mount, docs/design.md "Writes into
+    placed space"), and the other object reads back as put. Cut both
+    ways, the writer learns that the member ended the connection only
+    when the link is back: the slices behind the one it was sending must
+    not go again on a new connection either."""
+    h = bed_b.hosts
+    since = sent_bytes(h.a, h.veth[0])
+    send(bed_b.writer, f"put mine {40 * MiB} 1")
+    mctest.wait_for(lambda: sent_bytes(h.a, h.veth[0]) - since >= 2 * MiB,
+                    timeout=30, what="the write under way")
+    # Cut: what A sends to B (and with both_ways, B to A) goes nowhere
+    # (TCP sends it again later).
+    cuts = [(h.a, h.b.addr)] + ([(h.b, h.a.addr)] if both_ways else [])
+    for host, to in cuts:
+        h._sh(*host.cmd(["ip", "route", "add", "blackhole", f"{to}/32"]))
+    bed_b.procs.kill(bed_b.master.proc)
+    bed_b.master = start_master(bed_b, bed_b.master.ports)
+    deadline = time.monotonic() + 20 * mctest.SCALE
+    while True:
+        reply = bed_b.other.cmd(f"put other {20 * MiB} 2", timeout=60)
+        if reply.startswith("ok") or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert reply.startswith("ok"), reply
+    for host, to in cuts:
+        h._sh(*host.cmd(["ip", "route", "del", "blackhole", f"{to}/32"]))
+    # The writer's put ends (stored on the new master or failed; the
+    # bytes it sent before the cut have reached the member by then).
+    reply = bed_b.writer.readline(timeout=120)
+    print("the writer:", reply)
+    bed_b.other.ok(f"check other {20 * MiB} 2")
+    if reply.startswith("ok"):
+        bed_b.other.ok(f"check mine {40 * MiB} 1")
