@@ -170,7 +170,8 @@ int te_unregister(struct te_engine *eng, void *addr);
  * and return once none of them can move more bytes into our memory: a
  * WRITE a peer sent before the call lands before it returns or never
  * (bytes held up in the network and sent again later find the
- * connection gone). Peers reconnect on their next request. For a pool
+ * connection gone). A peer's next request may meet its connection ended
+ * and fail with the connection's error; later ones reconnect. For a pool
  * member whose master forgot what it placed (a restart, a takeover):
  * called before it re-mounts, so a dead run's late bytes cannot land on
  * objects placed afresh (docs/design.md "Writes into placed space").
