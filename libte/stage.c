@@ -167,6 +167,12 @@ static void chunk_start(struct te_stager *st, struct stage_chunk *c)
 		te__slice_done(&c->sub, 0, -ETIMEDOUT);
 		return;
 	}
+	/* A write with a window (te_batch_set_write_window) that waited for
+	 * a staging buffer past it does not go. */
+	if (p->send_by_ns && mc_mono_ns() >= p->send_by_ns) {
+		te__slice_done(&c->sub, 0, -ECONNABORTED);
+		return;
+	}
 	if (p->req.opcode == TE_WRITE) {
 		rc = use_device(st, dev, &stream);
 		if (!rc)
@@ -340,6 +346,7 @@ int te__stage_submit(struct te_engine *eng, struct te_task *t)
 		c->sub.req.length = len - c->off < chunk ? len - c->off : chunk;
 		c->sub.tp = t->tp;
 		c->sub.deadline_ns = t->deadline_ns;
+		c->sub.send_by_ns = t->send_by_ns;
 		c->sub.on_done = chunk_transferred;
 		atomic_store(&c->sub.status, TE_WAITING);
 		atomic_store(&c->sub.pending, 1);

@@ -122,7 +122,8 @@ struct te_counters {
 	uint64_t served_bytes; /* bytes this engine served to peers */
 	/* Resources the transport holds now (0 where it keeps none): rdma's
 	 * queue pairs, memory regions and work requests posted and not yet
-	 * completed; for leak checks. */
+	 * completed; tcp's connections peers have open to this engine (its
+	 * own to peers not counted); for leak checks. */
 	uint64_t connections, registrations, inflight;
 	/* Requests moved on the thread that submitted them (tcp, through
 	 * te_batch_transfer), not by the transport's own threads. */
@@ -168,9 +169,10 @@ int te_unregister(struct te_engine *eng, void *addr);
 /**
  * End every data connection peers opened to this engine before the call,
  * and return once none of them can move more bytes into our memory: a
- * WRITE a peer sent before the call lands before it returns or never
- * (bytes held up in the network and sent again later find the
- * connection gone). A peer's next request may meet its connection ended
+ * WRITE a peer sent on one lands before it returns or never (bytes held
+ * up in the network and sent again later find the connection gone; the
+ * listener is replaced by a new socket on the same port, so connections
+ * not accepted or not fully made yet are gone too). A peer's next request may meet its connection ended
  * and fail with the connection's error; later ones reconnect. For a pool
  * member whose master forgot what it placed (a restart, a takeover):
  * called before it re-mounts, so a dead run's late bytes cannot land on
@@ -286,15 +288,17 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
 
 /**
  * Writes submitted through b from now on start only within window_ms of
- * their submission: a WRITE, or a piece of one, that has not gone out by
- * then, or whose connection broke after it went and would go again on
- * another, ends FAILED with -ECONNABORTED instead (what went out before
- * is not undone). For writes into memory that may be given to others a
- * while after the writer stopped being allowed there (the store's puts,
- * docs/design.md "Writes into placed space"), so that no byte leaves
- * this engine late. 0 (the default): until the engine's timeout. Reads
- * are not affected. Applies to tcp; shm copies at once, rdma does not
- * look at it. Not thread-safe against submissions to b.
+ * their submission: a piece of a WRITE (a tcp slice, a GPU buffer's
+ * staged chunk) that has not started by then, that would go again on
+ * another connection after its own broke, or whose connection is still
+ * being made, ends FAILED with -ECONNABORTED instead (what started is not
+ * undone, and a piece that started may still be sending). For writes
+ * into memory that may be given to others a while after the writer
+ * stopped being allowed there (the store's puts, docs/design.md "Writes
+ * into placed space"), so that no piece starts late. 0 (the default):
+ * until the engine's timeout. Reads are not affected. Applies to tcp;
+ * shm copies at once, rdma does not look at it. Not thread-safe against
+ * submissions to b.
  */
 void te_batch_set_write_window(struct te_batch *b, unsigned window_ms);
 

@@ -59,6 +59,18 @@ static int state(struct mcs_contact *c, uint64_t run)
 	return rc;
 }
 
+uint64_t mcs_contact_send_by(struct mcs_contact *c, uint64_t run)
+{
+	uint64_t by;
+
+	pthread_mutex_lock(&c->lock);
+	by = c->run == run ? c->sent_ms + MCS_WRITE_CONTACT_MS +
+				     MCS_XFER_WRITE_WINDOW_MS :
+			     mc_mono_ms();
+	pthread_mutex_unlock(&c->lock);
+	return by;
+}
+
 static void pause_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)ms * 1000000L };
@@ -129,13 +141,16 @@ struct guard {
 	uint64_t run;
 };
 
-static int guard_check(void *arg)
+static int guard_check(void *arg, uint64_t *send_by_ms)
 {
 	const struct guard *g = arg;
 	struct mooncake_store *s = g->s;
+	int rc = mcs_contact_check(&s->contact, s->master, g->run,
+				   mc_mono_ms() + atomic_load(&s->transfer_ms));
 
-	return mcs_contact_check(&s->contact, s->master, g->run,
-				 mc_mono_ms() + atomic_load(&s->transfer_ms));
+	if (!rc && g->run)
+		*send_by_ms = mcs_contact_send_by(&s->contact, g->run);
+	return rc;
 }
 
 int mcs_write_placed(struct mooncake_store *s, uint64_t run,

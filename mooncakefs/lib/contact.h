@@ -58,4 +58,10 @@ void mcs_contact_note(struct mcs_contact *c, uint64_t run, uint64_t sent_ms);
 int mcs_contact_check(struct mcs_contact *c, struct mcs_master *m, uint64_t run,
 		      uint64_t deadline) MC_MUST_CHECK;
 
+/** When a write that mcs_contact_check let go must have started its
+ *  pieces (mono ms): MCS_WRITE_CONTACT_MS + MCS_XFER_WRITE_WINDOW_MS
+ *  after the call run last answered was sent, so never later than 600 ms
+ *  after run's last answer; now when another run was noted since. */
+uint64_t mcs_contact_send_by(struct mcs_contact *c, uint64_t run);
+
 #endif

@@ -73,7 +73,9 @@ bool mcs_key_ok(const char *key)
  * long to go (ping_remount). */
 #define REMOUNT_LEAD_MS 150u
 #define REMOUNT_WAIT_MAX_MS 750u
-_Static_assert(200 + MCS_XFER_WRITE_WINDOW_MS + REMOUNT_LEAD_MS <= 750,
+_Static_assert(MCS_WRITE_CONTACT_MS + MCS_XFER_WRITE_WINDOW_MS +
+			       REMOUNT_LEAD_MS <=
+		       750,
 	       "a member's fence follows the last piece of the run before");
 
 static void segment_desc(struct mooncake_store *s, Mcrpc__Segment *d)
@@ -171,16 +173,23 @@ static int ping_remount(void *arg, uint64_t fence_ms)
 	atomic_store(&s->seg_mounted, false);
 	if (fence_ms > REMOUNT_WAIT_MAX_MS)
 		fence_ms = REMOUNT_WAIT_MAX_MS; /* what any master may ask */
-	if (s->seg && fence_ms > REMOUNT_LEAD_MS)
+	if (s->seg && !s->remount_fenced && fence_ms > REMOUNT_LEAD_MS)
 		usleep((useconds_t)(fence_ms - REMOUNT_LEAD_MS) * 1000u);
-	if (s->seg && (rc = te_fence_inbound(s->eng, FENCE_MS))) {
+	/* Once per re-mount: a fence per retry would only fail the
+	 * requests of peers that reconnected meanwhile. */
+	if (s->seg && !s->remount_fenced &&
+	    (rc = te_fence_inbound(s->eng, FENCE_MS))) {
 		mc_log_warn("store",
 			    "not re-mounting yet: a peer's request into our "
 			    "segment is still under way after %u ms",
 			    FENCE_MS);
 		return rc;
 	}
-	return do_mount(s);
+	s->remount_fenced = true;
+	rc = do_mount(s);
+	if (!rc)
+		s->remount_fenced = false;
+	return rc;
 }
 
 /* Give back the slots queued (put_slots.h); all: every slot held. */

@@ -58,6 +58,7 @@ struct mooncake_store {
 	char host_id[MC_HOST_ID_LEN];
 	struct mcs_segment *seg;
 	_Atomic bool seg_mounted; /* the master knows our segment */
+	bool remount_fenced; /* ping thread: fenced for the re-mount owed */
 	pthread_mutex_t mount_lock; /* serialises (re)mounts */
 	struct mcs_staging *staging;
 	struct mcs_xfer *xfer;

@@ -192,9 +192,20 @@ static void finish_chunk(struct mcs_xfer *x, struct chunk *c,
 	c->b = NULL;
 }
 
-/* One pass over ops; window_ms: te_batch_set_write_window's (0: none). */
+/* te_batch_set_write_window's argument for writes that must start by
+ * send_by (mono ms; 0: none, and a moment already past: 1 ms). */
+static unsigned window_left(uint64_t send_by)
+{
+	uint64_t now = mcs_now_ms();
+
+	if (!send_by)
+		return 0;
+	return send_by > now + 1 ? (unsigned)(send_by - now) : 1;
+}
+
+/* One pass over ops; writes start by send_by (mono ms; 0: no limit). */
 static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
-		    uint64_t deadline, unsigned window_ms)
+		    uint64_t deadline, uint64_t send_by)
 {
 	struct te_request small_reqs[XFER_SMALL], *reqs = small_reqs;
 	size_t small_idx[XFER_SMALL], *idx = small_idx;
@@ -260,7 +271,7 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		int rc = batch_get(x, &c->b);
 
 		if (!rc)
-			te_batch_set_write_window(c->b, window_ms);
+			te_batch_set_write_window(c->b, window_left(send_by));
 
 		if (!rc && n_live <= XFER_BATCH_CAP) {
 			/* One chunk: we wait for it at once, so the engine
@@ -303,17 +314,21 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 }
 
 /* Failures that a second try may cure: the peer restarted or went away
- * and the engine has marked it stale; the retry resolves it again. */
+ * and the engine has marked it stale; the retry resolves it again. A
+ * write's pieces that could not start in time go again in a smaller
+ * part (mcs_xfer_write), not here. */
 static bool retryable(int rc)
 {
 	return rc && rc != -ETIMEDOUT && rc != MC_ENOTREG && rc != -EINVAL &&
-	       rc != -ENOMEM;
+	       rc != -ENOMEM && rc != -ECONNABORTED;
 }
 
-/* Before a pass: 0, or the code every op still to run ends with. */
-static int guard_ok(const struct mcs_xfer_guard *g)
+/* Before a pass: 0, or the code every op still to run ends with;
+ * *send_by: when the pass's writes must have started (0: no limit). */
+static int guard_ok(const struct mcs_xfer_guard *g, uint64_t *send_by)
 {
-	return g ? g->check(g->arg) : 0;
+	*send_by = 0;
+	return g ? g->check(g->arg, send_by) : 0;
 }
 
 static void fail_ops(struct mcs_xfer_op *ops, size_t n, int rc)
@@ -329,11 +344,10 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g,
 		   uint64_t *started)
 {
-	unsigned window = g ? MCS_XFER_WRITE_WINDOW_MS : 0;
 	struct mcs_xfer_op *again;
 	size_t *where, n_again = 0;
-	uint64_t deadline;
-	int rc = guard_ok(g);
+	uint64_t deadline, send_by;
+	int rc = guard_ok(g, &send_by);
 
 	if (rc) {
 		fail_ops(ops, n, rc);
@@ -343,7 +357,7 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	if (started)
 		*started = deadline;
 	deadline += timeout_ms;
-	rc = run_pass(x, ops, n, deadline, window);
+	rc = run_pass(x, ops, n, deadline, send_by);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++)
@@ -365,10 +379,10 @@ static int run_ops(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		again[n_again++] = ops[i];
 	}
 	mc_log_debug("store", "retrying %zu of %zu transfers once", n_again, n);
-	rc = guard_ok(g);
+	rc = guard_ok(g, &send_by);
 	if (rc)
 		fail_ops(again, n_again, rc);
-	if (rc || !run_pass(x, again, n_again, deadline, window))
+	if (rc || !run_pass(x, again, n_again, deadline, send_by))
 		for (size_t i = 0; i < n_again; i++)
 			ops[where[i]].result = again[i].result;
 	free(again);
@@ -425,6 +439,15 @@ static uint64_t take_part(const struct mcs_xfer_op *ops, size_t n,
 		moved += take;
 	}
 	return moved;
+}
+
+static uint64_t part_bytes(const struct mcs_xfer_op *sub, size_t m)
+{
+	uint64_t b = 0;
+
+	for (size_t k = 0; k < m; k++)
+		b += sub[k].len;
+	return b;
 }
 
 /* How many of ops ended because their pieces could not start in time. */
@@ -494,6 +517,8 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 			} else if (r && !ops[idx[k]].result) {
 				ops[idx[k]].result = r;
 			}
+			if (r)
+				moved -= sub[k].len;
 		}
 		if (aborted) {
 			aborts++;
@@ -501,8 +526,9 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 			continue;
 		}
 		aborts = 0;
-		/* A small part's time is mostly fixed costs. */
-		if (!rc && moved >= PART_MIN)
+		/* A small part's time is mostly fixed costs; a part that
+		 * failed in places says little about the rate. */
+		if (!rc && moved >= PART_MIN && moved == part_bytes(sub, m))
 			part = next_part(moved, mcs_now_ms() - t0);
 	}
 	atomic_store(&x->part, part);

@@ -52,19 +52,21 @@ int mcs_xfer_run(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		 unsigned timeout_ms);
 
 /** Asked before each part of a write: 0 to go on, else the code the
- *  operations not yet written end with (contact.h). */
+ *  operations not yet written end with (contact.h). On 0, *send_by_ms
+ *  (mono ms; 0: none) is when the part's pieces must have started. */
 struct mcs_xfer_guard {
-	int (*check)(void *arg);
+	int (*check)(void *arg, uint64_t *send_by_ms);
 	void *arg;
 };
 
 /** A part of a write takes about this long (its size from the last
  *  part's rate). */
 #define MCS_XFER_PART_MS 100
-/** A guarded write's pieces start within this long of the part's
- *  submission (te_batch_set_write_window), or go again in a smaller
- *  part after the guard: no byte of it leaves later (docs/design.md
- *  "Writes into placed space"; members fence later than this). */
+/** A guarded write's pieces start within this long after the contact
+ *  window that let the part go (MCS_WRITE_CONTACT_MS after the call the
+ *  run answered: te_batch_set_write_window), or go again in a smaller
+ *  part after the guard: no piece starts later (docs/design.md "Writes
+ *  into placed space"; members fence later than this). */
 #define MCS_XFER_WRITE_WINDOW_MS 400
 
 /**
@@ -78,11 +80,10 @@ struct mcs_xfer_guard {
  * mcs_xfer_run. g (may be NULL) is asked before each part and before a
  * retry: its refusal stops the write, every operation not written to its
  * end ends with its code, and it is returned; else 0 (or -ENOMEM, as
- * mcs_xfer_run). With g, the pieces of a part start within
- * MCS_XFER_WRITE_WINDOW_MS of it; a part whose pieces could not (the
- * link slower than its rate promised) goes again as half as large
- * (down to 1 MiB; after 8 such parts in a row its operations end with
- * -ECONNABORTED).
+ * mcs_xfer_run). With g, the pieces of a part start by the send-by
+ * time g gave; a part whose pieces could not (the link slower than its
+ * rate promised) goes again, after g, as half as large (down to 1 MiB;
+ * after 8 such parts in a row its operations end with -ECONNABORTED).
  */
 int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g);

@@ -120,6 +120,11 @@ static int tcp_read_pipe(struct te_transport *tp, struct te_peer *peer,
 				    deadline_ns);
 }
 
+static void tcp_stats(struct te_transport *tp, struct te_counters *out)
+{
+	out->connections = (uint64_t)atomic_load(&to_tcp(tp)->n_conns);
+}
+
 static int tcp_fence_inbound(struct te_transport *tp, uint64_t deadline_ns)
 {
 	return tcp_server_fence(to_tcp(tp), deadline_ns);
@@ -142,6 +147,7 @@ const struct te_transport_ops te_tcp_ops = {
 	.peer_release = tcp_peer_release,
 	.read_pipe = tcp_read_pipe,
 	.fence_inbound = tcp_fence_inbound,
+	.stats = tcp_stats,
 	.desc_decode = tcp_desc_decode,
 	.desc_free = tcp_desc_free,
 };

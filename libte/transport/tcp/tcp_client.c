@@ -49,6 +49,7 @@ struct tcp_slice {
 	uint64_t remote, len;
 	uint8_t op;
 	bool sent;
+	int why; /* ended by break_lane: may_send's code (0: the I/O error) */
 };
 
 /* May s start (again) now? 0, or the code it ends with. */
@@ -59,6 +60,15 @@ static int may_send(const struct tcp_slice *s, uint64_t now)
 	if (s->task->send_by_ns && now >= s->task->send_by_ns)
 		return -ECONNABORTED;
 	return 0;
+}
+
+/* The last moment s may start. */
+static uint64_t send_by(const struct tcp_slice *s)
+{
+	const struct te_task *t = s->task;
+
+	return t->send_by_ns && t->send_by_ns < t->deadline_ns ? t->send_by_ns :
+								 t->deadline_ns;
 }
 
 struct tcp_peer;
@@ -184,7 +194,8 @@ static struct tcp_slice *break_lane(struct tcp_lane *l)
 		if (s == l->sending)
 			continue;
 		fifo_remove(l, s);
-		if (!may_send(s, now) && !tp->stopping) {
+		s->why = tp->stopping ? 0 : may_send(s, now);
+		if (!s->why && !tp->stopping) {
 			queue_front(tp, s);
 		} else {
 			s->next = dead;
@@ -226,7 +237,9 @@ static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
 	int ms = CONNECT_TIMEOUT_MS, rc;
 	char why[160];
 
-	if (deadline > now && (deadline - now) / 1000000 < (uint64_t)ms)
+	if (deadline <= now)
+		ms = 1;
+	else if ((deadline - now) / 1000000 < (uint64_t)ms)
 		ms = (int)((deadline - now) / 1000000) + 1;
 	rc = mc_net_connect(tp->ip, tp->port, ms, fd);
 	if (rc)
@@ -310,8 +323,10 @@ static void *sender(void *arg)
 				close(l->dead_fd);
 			l->dead_fd = -1;
 			pthread_mutex_unlock(&tp->lock);
-			rc = connect_lane(tp, s->task->deadline_ns, &fd);
+			rc = connect_lane(tp, send_by(s), &fd);
 			pthread_mutex_lock(&tp->lock);
+			if (rc == -ETIMEDOUT && may_send(s, mc_mono_ns()))
+				rc = may_send(s, mc_mono_ns());
 			if (rc) {
 				if (is_connection_error(rc) && !tp->peer_gone)
 					te__peer_invalidate(tp->peer);
@@ -321,6 +336,13 @@ static void *sender(void *arg)
 				continue;
 			}
 			l->fd = fd;
+			/* Connecting took time: the window may be past. */
+			if ((rc = may_send(s, mc_mono_ns()))) {
+				pthread_mutex_unlock(&tp->lock);
+				finish(s, rc);
+				pthread_mutex_lock(&tp->lock);
+				continue;
+			}
 		}
 		/* In flight before sending: replies come back in order. */
 		if (l->if_tail)
@@ -339,13 +361,16 @@ static void *sender(void *arg)
 		if (gen != l->gen) {
 			/* The connection broke while we wrote: settle s here. */
 			fifo_remove(l, s);
-			if (!rc && !may_send(s, mc_mono_ns()) &&
-			    !tp->stopping) {
+			int why = may_send(s, mc_mono_ns());
+
+			if (!rc && !why && !tp->stopping) {
 				queue_front(tp, s);
 				pthread_cond_broadcast(&tp->queue_cond);
 			} else {
 				pthread_mutex_unlock(&tp->lock);
-				finish(s, rc ? rc : -ECONNRESET);
+				finish(s, why == -ECONNABORTED ? why :
+					  rc		       ? rc :
+								 -ECONNRESET);
 				pthread_mutex_lock(&tp->lock);
 			}
 		} else {
@@ -423,7 +448,8 @@ static void *receiver(void *arg)
 		finish(s, rc);
 		for (struct tcp_slice *n; dead; dead = n) {
 			n = dead->next;
-			finish(dead, rc);
+			finish(dead,
+			       dead->why == -ECONNABORTED ? dead->why : rc);
 		}
 		pthread_mutex_lock(&tp->lock);
 	}
@@ -735,9 +761,12 @@ int tcp_client_run(struct tcp_transport *t, struct te_task *tasks, unsigned n)
 						 .remote = pc[i].remote,
 						 .len = pc[i].len,
 						 .op = pc[i].op };
-		if (!s || may_send(s, mc_mono_ns())) {
+		int why = s ? may_send(s, mc_mono_ns()) : 0;
+
+		if (!s || why) {
 			free(s);
-			te__slice_done(pc[i].task, 0, rc);
+			te__slice_done(pc[i].task, 0,
+				       why == -ECONNABORTED ? why : rc);
 			continue;
 		}
 		*tail = s;

@@ -60,7 +60,10 @@ struct tcp_transport {
 	pthread_mutex_t conns_lock;
 	struct tcp_conn *conns; /* served connections, for shutdown */
 	_Atomic int n_conns;
-	_Atomic uint64_t fence_gen; /* fences so far (tcp_server.c) */
+	/* A fence asks the accept thread for a new listener on the same
+	 * port (tcp_server.c): 1 asked, 0 done; relisten_rc its outcome. */
+	_Atomic int relisten;
+	int relisten_rc;
 	_Atomic int n_lane_threads; /* client threads still running */
 	pthread_cond_t conns_cond; /* signalled when either drops */
 };

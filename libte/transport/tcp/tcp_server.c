@@ -13,13 +13,15 @@
  * request's bytes move, so te_unregister() waits for them; each data
  * phase is bounded by the engine's request timeout.
  *
- * A fence (te_fence_inbound) marks every connection there is and shuts it
- * down, and closes those still waiting to be accepted; a marked
+ * A fence (te_fence_inbound) first has the accept thread close its
+ * listener and listen on the same port with a new socket: connections
+ * not accepted yet are reset, and handshakes not finished yet (a peer's
+ * ACK held up in the network) find no listener that knows them. Then it
+ * marks every connection there is and shuts it down; a marked
  * connection's thread starts no request more (what one in progress reads
  * from the socket still lands) and ends, and the fence returns once all
  * of them have: bytes a peer sent before it that are still in the
- * network meet a closed socket. A connection the accept thread took
- * while a fence ran (fence_gen moved meanwhile) is marked as it is added.
+ * network meet a closed socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -288,6 +290,33 @@ static void *serve_conn(void *arg)
 	return NULL;
 }
 
+/* A fence's new listener (accept thread): the same port, else any (the
+ * fence then publishes our descriptor again). */
+static void relisten(struct tcp_transport *t)
+{
+	struct te_engine *eng = t->base.eng;
+	int fd = -1, port = 0, rc;
+
+	close(t->listen_fd);
+	rc = mc_net_listen(eng->ip, t->data_port, 128, 1, &fd, &port);
+	if (rc) {
+		mc_log_warn("te",
+			    "tcp: cannot listen on port %d again after a "
+			    "fence (%s): taking another",
+			    t->data_port, strerror(-rc));
+		rc = mc_net_listen(eng->ip, 0, 128, 1, &fd, &port);
+		rc = rc ? rc : 1;
+	}
+	t->listen_fd = fd; /* -1: none (poll ignores it) */
+	if (fd >= 0)
+		t->data_port = port;
+	pthread_mutex_lock(&t->conns_lock);
+	t->relisten_rc = rc;
+	atomic_store(&t->relisten, 0);
+	pthread_cond_broadcast(&t->conns_cond);
+	pthread_mutex_unlock(&t->conns_lock);
+}
+
 static void *accept_loop(void *arg)
 {
 	struct tcp_transport *t = arg;
@@ -298,11 +327,12 @@ static void *accept_loop(void *arg)
 		pthread_attr_t attr;
 		int fd;
 
-		uint64_t gen;
-
+		if (atomic_load(&t->relisten)) {
+			relisten(t);
+			continue;
+		}
 		if (poll(&p, 1, 200) <= 0)
 			continue;
-		gen = atomic_load(&t->fence_gen);
 		fd = accept4(t->listen_fd, NULL, NULL,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0)
@@ -317,10 +347,6 @@ static void *accept_loop(void *arg)
 		c->fd = fd;
 		mc_busy_poll_init(&c->bp, t->busy_poll_us);
 		pthread_mutex_lock(&t->conns_lock);
-		if (gen != atomic_load(&t->fence_gen)) {
-			atomic_store(&c->fenced, true);
-			shutdown(fd, SHUT_RDWR);
-		}
 		c->next = t->conns;
 		if (t->conns)
 			t->conns->prev = c;
@@ -369,41 +395,58 @@ static bool any_fenced(const struct tcp_transport *t)
 	return false;
 }
 
+/* Wait on conns_cond (conns_lock held) for at most 10 ms; false once
+ * deadline_ns has passed. */
+static bool wait_a_little(struct tcp_transport *t, uint64_t deadline_ns)
+{
+	struct timespec ts;
+
+	if (mc_mono_ns() >= deadline_ns)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 10 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&t->conns_cond, &t->conns_lock, &ts);
+	return true;
+}
+
 int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
 {
 	unsigned n = 0;
-	int rc = 0;
+	int rc = 0, lrc;
 
 	pthread_mutex_lock(&t->conns_lock);
+	/* A new listener first (the accept thread's poll wakes up on the
+	 * shut-down one); conns_cond is broadcast once it is there. */
+	shutdown(t->listen_fd, SHUT_RD);
+	atomic_store(&t->relisten, 1);
+	while (atomic_load(&t->relisten))
+		if (!wait_a_little(t, deadline_ns + 1000000000ULL))
+			break;
+	lrc = atomic_load(&t->relisten) ? -ETIMEDOUT : t->relisten_rc;
+	/* Then every connection from before it. */
 	for (struct tcp_conn *c = t->conns; c; c = c->next) {
 		if (!atomic_exchange(&c->fenced, true)) {
 			shutdown(c->fd, SHUT_RDWR);
 			n++;
 		}
 	}
-	/* Those not accepted yet (the listener is non-blocking); then the
-	 * generation, so one the accept thread took meanwhile is marked. */
-	for (int fd;
-	     (fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0; n++)
-		close(fd);
-	atomic_fetch_add(&t->fence_gen, 1);
 	/* conns_cond is broadcast as each connection's thread ends. */
-	while (!rc && any_fenced(t)) {
-		struct timespec ts;
-
-		if (mc_mono_ns() >= deadline_ns) {
+	while (any_fenced(t)) {
+		if (!wait_a_little(t, deadline_ns)) {
 			rc = -ETIMEDOUT;
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&t->conns_cond, &t->conns_lock, &ts);
 	}
 	pthread_mutex_unlock(&t->conns_lock);
+	if (lrc == 1) /* a new port: peers must learn it */
+		(void)te__publish(t->base.eng);
+	else if (lrc)
+		mc_log_err("te", "tcp: no listener after a fence: %s",
+			   strerror(-lrc));
 	if (n)
 		mc_log_info("te",
 			    "tcp: ended %u connection%s peers opened "

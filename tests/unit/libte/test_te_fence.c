@@ -91,6 +91,15 @@ static struct te_status one(struct pair *p, enum te_opcode op, uint64_t off,
 	return st;
 }
 
+/* Connections peers have open to eng. */
+static uint64_t served(struct te_engine *eng)
+{
+	struct te_counters c;
+
+	cr_assert_eq(te_counters(eng, "tcp", &c), 0);
+	return c.connections;
+}
+
 /* one() after a fence: the first request may meet the ended connection
  * (-ECONNRESET or -EPIPE: the store's transfers go again once); the next
  * one reconnects. */
@@ -162,15 +171,19 @@ Test(te_fence, fenced_connections_end_and_peers_come_back)
 	pair_up(&p);
 	st = one(&p, TE_WRITE, 0, MiB, 0);
 	cr_assert_eq(st.status, TE_COMPLETED);
+	cr_assert_eq(served(p.b), 1);
 	cr_assert_eq(te_fence_inbound(p.b, 1000), 0);
+	cr_assert_eq(served(p.b), 0);
 	/* The peer's connection was ended: it comes back on a new one. */
 	memset(p.local, 0x31, MiB);
 	st = after_fence(&p, TE_WRITE, MiB);
 	cr_assert_eq(st.status, TE_COMPLETED, "error %d", st.error);
 	cr_assert_eq(memcmp(p.mem, p.local, MiB), 0);
+	cr_assert_eq(served(p.b), 1);
 	/* Again (the new connection ends too); the engine doing the
 	 * writing, which serves nothing here, can be fenced as well. */
 	cr_assert_eq(te_fence_inbound(p.b, 1000), 0);
+	cr_assert_eq(served(p.b), 0);
 	cr_assert_eq(te_fence_inbound(p.a, 1000), 0);
 	st = after_fence(&p, TE_READ, MiB);
 	cr_assert_eq(st.status, TE_COMPLETED, "error %d", st.error);
