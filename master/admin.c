@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "ghosts.h"
 #include "master.h"
 #include "mc_auth_http.h"
 #include "mc_log.h"
@@ -160,6 +161,15 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 		      "Space reserved ahead for clients' next puts: slots.", n);
 		GAUGE(b, "master_put_slot_bytes",
 		      "Space reserved ahead for clients' next puts: bytes.",
+		      bytes);
+		mst_ghosts_count(m, &n, &bytes);
+		GAUGE(b, "master_put_ghosts",
+		      "Puts in flight on segments that were dropped, whose "
+		      "ranges new objects avoid: puts.",
+		      n);
+		GAUGE(b, "master_put_ghost_bytes",
+		      "Puts in flight on segments that were dropped, whose "
+		      "ranges new objects avoid: bytes.",
 		      bytes);
 	}
 	COUNTER(b, "master_put_slot_grants_total",

@@ -14,6 +14,7 @@
 #include "evict.h"
 #include "feed.h"
 #include "lifecycle.h"
+#include "ghosts.h"
 #include "master.h"
 #include "mc_log.h"
 #include "mc_map.h"
@@ -171,6 +172,7 @@ void mst_destroy(struct master *m)
 	mst_place_cache_free(m);
 	mst_objmap_free(&m->objs);
 	mst_slots_free_all(m);
+	mst_ghosts_free_all(m);
 	mc_map_destroy(m->hold_ids);
 	if (m->groups)
 		mc_map_foreach(m->groups, free_group, NULL);

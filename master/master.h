@@ -196,6 +196,8 @@ struct mst_place_cache {
 
 #define MST_SLOT_DROPS 16 /* master.slot_drops */
 
+struct mst_ghost;
+
 struct master {
 	pthread_mutex_t lock;
 	struct mst_config cfg;
@@ -231,6 +233,8 @@ struct master {
 	 * takeover (slots.h, MST_SLOT_FENCE_MS); 0 none. Set before the
 	 * master serves, read without the lock. */
 	uint64_t fence_until;
+	/* Ranges of puts in flight on dropped segments (ghosts.c). */
+	struct mst_ghost *ghosts;
 	/* Segments dropped with slots on them (slots.c), a ring. */
 	struct mst_slot_drop {
 		uint8_t id[MST_ID_LEN];

@@ -13,6 +13,7 @@
 #include "db.h"
 #include "dirs.h"
 #include "feed.h"
+#include "ghosts.h"
 #include "master.h"
 #include "master.pb-c.h"
 #include "mc_log.h"
@@ -265,12 +266,20 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 	int rc;
 
 	*out = NULL;
+	/* A put whose segment was dropped while it wrote: the client puts
+	 * it again (ghosts.h). */
+	if ((!o || not_writer(o, client)) &&
+	    mst_ghosts_end(m, client, key, key_len))
+		return MC_STORE_REPLICA_IS_GONE;
 	if (!o || o->state == MST_REMOVING)
 		return MC_STORE_OBJECT_NOT_FOUND;
 	if (not_writer(o, client))
 		return MC_STORE_ILLEGAL_CLIENT;
 	if (o->state != MST_PROCESSING)
 		return 0; /* already complete, or repeated in this batch */
+	/* Its writes are done: the range a dropped replica kept goes. */
+	if (m->ghosts)
+		(void)mst_ghosts_end(m, client, key, key_len);
 	if (!live_replicas(o))
 		return MC_STORE_REPLICA_IS_GONE;
 	o->version = mst_next_version(m);
@@ -306,12 +315,16 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
 
+	if (!o && mst_ghosts_end(m, client, key, key_len))
+		return 0;
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
 	if (not_writer(o, client))
 		return MC_STORE_ILLEGAL_CLIENT;
 	if (o->state != MST_PROCESSING)
 		return MC_STORE_INVALID_WRITE;
+	if (m->ghosts)
+		(void)mst_ghosts_end(m, client, key, key_len);
 	mst_objmap_del(&m->objs, o);
 	mst_object_free(m, o);
 	return 0;

@@ -10,6 +10,7 @@
 #include "ckpt.h"
 #include "db.h"
 #include "feed.h"
+#include "ghosts.h"
 #include "master.h"
 #include "master.pb-c.h"
 #include "mc_log.h"
@@ -183,6 +184,10 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 		struct mst_object *o = all[i];
 		if (!on_seg(o, s))
 			continue;
+		/* Its writer goes on writing (the run is the same): its
+		 * range stays out of new objects if s comes back. */
+		if (o->state == MST_PROCESSING)
+			mst_ghosts_note(m, s, o);
 		if (!strip(o, s)) {
 			if (o->state == MST_COMPLETE && !rc)
 				rc = mst_db_put_object(m->db, o);
@@ -206,6 +211,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 	strip_list(m, &m->orphans, s, &rc);
 	strip_list(m, &m->releasing, s, &rc);
 	mst_slots_strip(m, s);
+	mst_ghosts_segment_gone(m, s);
 	if (!rc)
 		rc = mst_db_del_segment(m->db, s->id);
 	if (!rc)
@@ -316,6 +322,7 @@ int mst_mount(struct master *m, const uint8_t *client,
 	if (rc)
 		return rc;
 	s->fenced_until = mst_slots_drop_fence(m, d->id);
+	mst_ghosts_reserve(m, s);
 	mst_id_hex(d->id, hex);
 	mc_log_notice("master", "segment %s mounted: %s at %s, %llu bytes", hex,
 		      d->name ? d->name : "", d->endpoint,
@@ -408,9 +415,11 @@ void mst_expire_clients(struct master *m, uint64_t now)
 			if (s->owner == c)
 				mst_segment_drop(m, s, "owner timed out");
 		}
+		mst_ghosts_expire(m, now, c->id);
 		*pp = c->next;
 		client_free(m, c);
 	}
+	mst_ghosts_expire(m, now, NULL);
 	mst_ckpt_tick(m, now);
 	for (s = m->segments; s; s = next) {
 		next = s->next;

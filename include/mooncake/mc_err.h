@@ -69,7 +69,9 @@ extern "C" {
 	  "the master could not write its change to etcd (HA)")                \
 	X(EMASTERGONE, -4024, TRANSFER_FAIL,                                   \
 	  "the master that placed this put restarted or lost its lead: its "   \
-	  "writes stopped")
+	  "writes stopped")                                                    \
+	X(EREPLICAGONE, -4025, REPLICA_IS_GONE,                                \
+	  "the segment this put was written to was dropped meanwhile")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

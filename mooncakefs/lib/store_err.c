@@ -61,6 +61,8 @@ int mcs_err_from_store(int code)
 		return MC_ENOLEADER;
 	case MC_STORE_ETCD_OPERATION_ERROR:
 		return MC_EETCD;
+	case MC_STORE_REPLICA_IS_GONE:
+		return MC_EREPLICAGONE;
 	}
 	mc_log_debug("store",
 		     "master answered store code %d (%s): reported "

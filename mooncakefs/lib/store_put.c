@@ -115,6 +115,17 @@ static void ended_gone(struct mooncake_store *s, uint64_t run,
 {
 	int bad = 0;
 
+	/* Its segment was dropped while it wrote (the master kept its range
+	 * out of new objects until now): written again elsewhere. */
+	for (size_t e = 0; e < n_end; e++) {
+		if (keys[ended[e]].result != MC_EREPLICAGONE)
+			continue;
+		mc_log_info("store",
+			    "put %s: its segment was dropped while it was "
+			    "written: putting it again",
+			    keys[ended[e]].key);
+		keys[ended[e]].result = MC_EMASTERGONE;
+	}
 	for (size_t e = 0; e < n_end && !bad; e++)
 		bad = keys[ended[e]].result;
 	if (mcs_contact_blame(s, run, bad) != MC_EMASTERGONE)

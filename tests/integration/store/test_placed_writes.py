@@ -18,6 +18,7 @@ publishes the file all the same (its bytes are still staged); never a
 mix."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ def slow_link(h, verb="add"):
                     "rate", RATE, "burst", "32kb", "latency", "50ms"]))
 
 
-def make_bed(procs, tmp_path, master_on, writer_env=None):
+def make_bed(procs, tmp_path, master_on, writer_env=None, master_args=()):
     why = can_make_namespaces()
     if why:
         pytest.skip(why)
@@ -54,6 +55,7 @@ def make_bed(procs, tmp_path, master_on, writer_env=None):
         slow_link(h)
         bed = types.SimpleNamespace(hosts=h, procs=procs, tmp=tmp_path)
         bed.master_host = getattr(h, master_on)
+        bed.master_args = list(master_args)
         bed.master = start_master(bed)
         bed.member = start_member(bed)
         bed.writer = shell(bed, h.a, "w", writer_env)
@@ -67,6 +69,13 @@ def bed(procs, tmp_path):
     # B's member and client send to the master, and the answers, stay
     # quick.
     yield from make_bed(procs, tmp_path, "a")
+
+
+@pytest.fixture
+def bed_ttl(procs, tmp_path):
+    # As bed, with members dropped after 2 s of silence.
+    yield from make_bed(procs, tmp_path, "a",
+                        master_args=["--client_ttl", "2"])
 
 
 @pytest.fixture
@@ -94,7 +103,8 @@ def start_master(bed, ports=None):
             "--metrics_port", "0", "--enable_http_metadata_server",
             "--http_metadata_server_host", a.addr,
             "--http_metadata_server_port", str(meta),
-            "--db_path", str(tmp / "m.db")]), stdout=lf, stderr=lf)
+            "--db_path", str(tmp / "m.db"), *bed.master_args]),
+            stdout=lf, stderr=lf)
     read_port(pf, proc, log, "mooncake_master")
     return types.SimpleNamespace(
         proc=proc, ports=(rpc, meta), addr=f"{a.addr}:{rpc}",
@@ -149,6 +159,18 @@ def sent_bytes(host, dev):
     return int(re.search(r"Sent (\d+) bytes", out).group(1))
 
 
+def put_other(bed):
+    """The other client's 20 MiB object, put as soon as the master places
+    again (the member re-mounted): where the writer's put was going."""
+    deadline = time.monotonic() + 20 * mctest.SCALE
+    while True:
+        reply = bed.other.cmd(f"put other {20 * MiB} 2", timeout=60)
+        if reply.startswith("ok") or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert reply.startswith("ok"), reply
+
+
 def restart_master_mid_write(bed, since):
     """Kill the master 2 MiB into the write (since: the link's counter
     before it), start it again, and put an object from host B as soon as
@@ -160,13 +182,7 @@ def restart_master_mid_write(bed, since):
     killed = time.monotonic()
     bed.master = start_master(bed, bed.master.ports)
     # The member re-mounts and the fence passes: then the put goes in.
-    deadline = time.monotonic() + 20 * mctest.SCALE
-    while True:
-        reply = bed.other.cmd(f"put other {20 * MiB} 2", timeout=60)
-        if reply.startswith("ok") or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert reply.startswith("ok"), reply
+    put_other(bed)
     print(f"the other object stored {time.monotonic() - killed:.2f} s "
           "after the kill")
 
@@ -286,13 +302,7 @@ def test_bytes_held_up_in_the_network_do_not_land(bed_b, both_ways):
         h._sh(*host.cmd(["ip", "route", "add", "blackhole", f"{to}/32"]))
     bed_b.procs.kill(bed_b.master.proc)
     bed_b.master = start_master(bed_b, bed_b.master.ports)
-    deadline = time.monotonic() + 20 * mctest.SCALE
-    while True:
-        reply = bed_b.other.cmd(f"put other {20 * MiB} 2", timeout=60)
-        if reply.startswith("ok") or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert reply.startswith("ok"), reply
+    put_other(bed_b)
     for host, to in cuts:
         h._sh(*host.cmd(["ip", "route", "del", "blackhole", f"{to}/32"]))
     # The writer's put ends (stored on the new master or failed; the
@@ -302,3 +312,37 @@ def test_bytes_held_up_in_the_network_do_not_land(bed_b, both_ways):
     bed_b.other.ok(f"check other {20 * MiB} 2")
     if reply.startswith("ok"):
         bed_b.other.ok(f"check mine {40 * MiB} 1")
+
+
+def test_put_whose_segment_is_dropped_meanwhile(bed_ttl):
+    """The member stops (SIGSTOP) for longer than client_ttl in the
+    middle of a put: the master drops its segment, and the put with it,
+    while the writer goes on (the master's run is the same, so its check
+    passes). The member comes back and mounts its segment as new memory,
+    and the other client's object goes in. The master keeps the put's
+    range out of it until the writer ends the put (docs/design.md
+    "Writes into placed space"): the other object reads back as put, and
+    the writer, told at its PutEnd that its segment went, puts again."""
+    bed = bed_ttl
+    h = bed.hosts
+    since = sent_bytes(h.a, h.veth[0])
+    send(bed.writer, f"put mine {40 * MiB} 1")
+    mctest.wait_for(lambda: sent_bytes(h.a, h.veth[0]) - since >= 2 * MiB,
+                    timeout=30, what="the write under way")
+    os.kill(bed.member.pid, signal.SIGSTOP)
+    try:
+        mctest.wait_for(lambda: "owner timed out" in
+                        bed.master.log.read_text(errors="replace"),
+                        timeout=30 * mctest.SCALE,
+                        what="the member's segment dropped")
+    finally:
+        os.kill(bed.member.pid, signal.SIGCONT)
+    put_other(bed)
+    reply = bed.writer.readline(timeout=120)
+    bed.other.ok(f"check other {20 * MiB} 2")
+    assert reply.startswith("ok"), reply
+    bed.other.ok(f"check mine {40 * MiB} 1")
+    log = bed.master.log.read_text(errors="replace")
+    assert "kept for put mine" in log, log[-3000:]
+    assert "its segment was dropped while it was written" in \
+        bed.writer.log(), bed.writer.log()[-3000:]
