@@ -224,7 +224,8 @@ struct te_transport_ops {
 	/**
 	 * te_fence_inbound(): end the connections peers opened to us and
 	 * wait, until deadline_ns, until none of them can move more bytes
-	 * into our memory. 0 or -ETIMEDOUT. Optional (a transport whose
+	 * into our memory. 0; 1: done, and our descriptor changed (fence.c
+	 * publishes it again); or an error. Optional (a transport whose
 	 * peers do not write through us has nothing to end).
 	 */
 	int (*fence_inbound)(struct te_transport *tp, uint64_t deadline_ns);

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "mc_log.h"
-#include "mc_time.h"
 #include "te_int.h"
 #include "transport/rdma/topo.h"
 #include "mooncake/mc_err.h"
@@ -86,22 +85,6 @@ int te_counters(struct te_engine *eng, const char *transport,
 	if (tp->ops->stats)
 		tp->ops->stats(tp, out);
 	return 0;
-}
-
-int te_fence_inbound(struct te_engine *eng, int timeout_ms)
-{
-	uint64_t deadline = mc_mono_ns() + (uint64_t)timeout_ms * 1000000ULL;
-	int rc = 0;
-
-	for (int i = 0; i < TE_TP_COUNT; i++) {
-		struct te_transport *tp = eng->tps[i];
-
-		if (tp && tp->ops->fence_inbound) {
-			int r = tp->ops->fence_inbound(tp, deadline);
-			rc = rc ? rc : r;
-		}
-	}
-	return rc;
 }
 
 static bool env_on(const char *name)

@@ -8,12 +8,14 @@
 #include "master.h"
 #include "mc_log.h"
 #include "mst_util.h"
+#include "segments.h"
 
 struct mst_ghost {
 	struct mst_ghost *next;
 	char *endpoint; /* the segment's, as writers address it */
 	uint64_t addr, len; /* absolute: base + offset when placed */
 	uint8_t writer[MST_ID_LEN];
+	uint64_t put_start; /* mono ms: the put's PutStart, its identity */
 	uint64_t until; /* mono ms: the put's release timeout */
 	struct mst_segment *seg; /* where it is reserved now, or NULL */
 	struct mc_alloc_block *blk;
@@ -44,7 +46,8 @@ void mst_ghosts_note(struct master *m, const struct mst_segment *s,
 		g->addr = s->base + mc_alloc_block_offset(r->blk);
 		g->len = mc_alloc_block_size(r->blk);
 		memcpy(g->writer, o->writer, MST_ID_LEN);
-		g->until = mst_now() + m->cfg.release_timeout_ms;
+		g->put_start = o->put_start;
+		g->until = o->put_start + m->cfg.release_timeout_ms;
 		g->key_len = o->key_len;
 		memcpy(g->key, o->key, o->key_len);
 		g->next = m->ghosts;
@@ -65,7 +68,7 @@ void mst_ghosts_segment_gone(struct master *m, const struct mst_segment *s)
 
 void mst_ghosts_reserve(struct master *m, struct mst_segment *s)
 {
-	uint64_t end = s->base + s->size;
+	uint64_t cap = mc_alloc_capacity(s->alloc), end = s->base + cap;
 
 	for (struct mst_ghost *g = m->ghosts; g; g = g->next) {
 		uint64_t lo = g->addr > s->base ? g->addr : s->base;
@@ -79,8 +82,8 @@ void mst_ghosts_reserve(struct master *m, struct mst_segment *s)
 		off = (lo - s->base) / MC_ALLOC_ALIGN * MC_ALLOC_ALIGN;
 		len = (hi - s->base - off + MC_ALLOC_ALIGN - 1) /
 		      MC_ALLOC_ALIGN * MC_ALLOC_ALIGN;
-		if (off + len > s->size)
-			len = s->size - off;
+		if (off + len > cap)
+			len = cap - off;
 		if (mc_alloc_reserve(s->alloc, off, len, &g->blk)) {
 			mc_log_warn("master",
 				    "segment %s: cannot keep the range of put "
@@ -103,8 +106,12 @@ void mst_ghosts_reserve(struct master *m, struct mst_segment *s)
 	}
 }
 
-static void release(struct master *m, struct mst_ghost *g)
+static void release(struct master *m, struct mst_ghost *g, const char *why)
 {
+	mc_log_info("master",
+		    "put %.*s: its range on a dropped segment let "
+		    "go (%s)",
+		    (int)g->key_len, g->key, why);
 	if (g->seg && g->blk) {
 		m->allocated -= mc_alloc_block_size(g->blk);
 		mc_alloc_free(g->seg->alloc, g->blk);
@@ -114,18 +121,19 @@ static void release(struct master *m, struct mst_ghost *g)
 }
 
 bool mst_ghosts_end(struct master *m, const uint8_t *writer, const char *key,
-		    size_t key_len)
+		    size_t key_len, uint64_t put_start)
 {
 	struct mst_ghost **pp = &m->ghosts;
 	bool any = false;
 
-	while (*pp) {
+	while (writer && *pp) {
 		struct mst_ghost *g = *pp;
 
 		if (g->key_len == key_len && !memcmp(g->key, key, key_len) &&
-		    !memcmp(g->writer, writer, MST_ID_LEN)) {
+		    !memcmp(g->writer, writer, MST_ID_LEN) &&
+		    (!put_start || g->put_start == put_start)) {
 			*pp = g->next;
-			release(m, g);
+			release(m, g, "its writer ended the put");
 			any = true;
 		} else {
 			pp = &g->next;
@@ -134,17 +142,18 @@ bool mst_ghosts_end(struct master *m, const uint8_t *writer, const char *key,
 	return any;
 }
 
-void mst_ghosts_expire(struct master *m, uint64_t now, const uint8_t *writer)
+void mst_ghosts_expire(struct master *m, uint64_t now)
 {
 	struct mst_ghost **pp = &m->ghosts;
 
 	while (*pp) {
 		struct mst_ghost *g = *pp;
 
-		if (now >= g->until ||
-		    (writer && !memcmp(g->writer, writer, MST_ID_LEN))) {
+		/* As an unfinished put: never while its writer lives. */
+		if (now >= g->until && !mst_client_find(m, g->writer)) {
 			*pp = g->next;
-			release(m, g);
+			release(m, g,
+				"the release timeout passed, its writer gone");
 		} else {
 			pp = &g->next;
 		}

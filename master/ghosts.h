@@ -11,9 +11,11 @@
  * range (the segment's endpoint and the absolute addresses written,
  * which is how writers address it) and reserves it in any segment of
  * that endpoint mounted later, until the put's writer ends it (its
- * PutEnd or PutRevoke, answered REPLICA_IS_GONE: the client puts again),
- * the writer's client goes away, or the put's release timeout passes.
- * Locking and time as master.h says.
+ * PutEnd or PutRevoke when it has no put of that key in flight any more,
+ * answered REPLICA_IS_GONE: the client puts again; the PutEnd of that
+ * very put when it kept replicas elsewhere), or, as for any unfinished
+ * put, once the release timeout has passed and its writer's client is
+ * gone. Locking and time as master.h says.
  */
 #ifndef MST_GHOSTS_H
 #define MST_GHOSTS_H
@@ -36,14 +38,15 @@ void mst_ghosts_segment_gone(struct master *m, const struct mst_segment *s);
 /** s was mounted as new memory: reserve in it every kept range of its
  *  endpoint that falls inside it. */
 void mst_ghosts_reserve(struct master *m, struct mst_segment *s);
-/** writer ends its put of key (PutEnd or PutRevoke of a key the master
- *  does not know as in flight): its ranges go back to the free space.
- *  True when there were any. */
+/** writer ends its put of key that started at put_start (mono ms; 0:
+ *  any of its puts of key: a PutEnd or PutRevoke for which the master
+ *  has no put of writer's in flight): its ranges go back to the free
+ *  space. True when there were any. writer NULL: none. */
 bool mst_ghosts_end(struct master *m, const uint8_t *writer, const char *key,
-		    size_t key_len);
-/** Ranges whose release timeout passed by now, or whose writer is
- *  writer (a client that went away; NULL: none), go back. */
-void mst_ghosts_expire(struct master *m, uint64_t now, const uint8_t *writer);
+		    size_t key_len, uint64_t put_start);
+/** Ranges whose release timeout passed by now and whose writer's client
+ *  the master no longer knows go back. */
+void mst_ghosts_expire(struct master *m, uint64_t now);
 /** How many ranges are kept, and their bytes (reserved or not). */
 void mst_ghosts_count(const struct master *m, uint64_t *n, uint64_t *bytes);
 void mst_ghosts_free_all(struct master *m);

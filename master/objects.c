@@ -268,8 +268,8 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 	*out = NULL;
 	/* A put whose segment was dropped while it wrote: the client puts
 	 * it again (ghosts.h). */
-	if ((!o || not_writer(o, client)) &&
-	    mst_ghosts_end(m, client, key, key_len))
+	if ((!o || o->state != MST_PROCESSING || not_writer(o, client)) &&
+	    mst_ghosts_end(m, client, key, key_len, 0))
 		return MC_STORE_REPLICA_IS_GONE;
 	if (!o || o->state == MST_REMOVING)
 		return MC_STORE_OBJECT_NOT_FOUND;
@@ -279,7 +279,7 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 		return 0; /* already complete, or repeated in this batch */
 	/* Its writes are done: the range a dropped replica kept goes. */
 	if (m->ghosts)
-		(void)mst_ghosts_end(m, client, key, key_len);
+		(void)mst_ghosts_end(m, client, key, key_len, o->put_start);
 	if (!live_replicas(o))
 		return MC_STORE_REPLICA_IS_GONE;
 	o->version = mst_next_version(m);
@@ -315,7 +315,8 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
 
-	if (!o && mst_ghosts_end(m, client, key, key_len))
+	if ((!o || o->state != MST_PROCESSING || not_writer(o, client)) &&
+	    mst_ghosts_end(m, client, key, key_len, 0))
 		return 0;
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;
@@ -324,7 +325,7 @@ int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 	if (o->state != MST_PROCESSING)
 		return MC_STORE_INVALID_WRITE;
 	if (m->ghosts)
-		(void)mst_ghosts_end(m, client, key, key_len);
+		(void)mst_ghosts_end(m, client, key, key_len, o->put_start);
 	mst_objmap_del(&m->objs, o);
 	mst_object_free(m, o);
 	return 0;

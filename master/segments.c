@@ -209,6 +209,10 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 	}
 	free(all);
 	strip_list(m, &m->orphans, s, &rc);
+	/* Puts pre-empted but not reclaimed: their writers may write. */
+	for (struct mst_object *o = m->releasing; o; o = o->onext)
+		if (!o->orphan && on_seg(o, s))
+			mst_ghosts_note(m, s, o);
 	strip_list(m, &m->releasing, s, &rc);
 	mst_slots_strip(m, s);
 	mst_ghosts_segment_gone(m, s);
@@ -415,11 +419,10 @@ void mst_expire_clients(struct master *m, uint64_t now)
 			if (s->owner == c)
 				mst_segment_drop(m, s, "owner timed out");
 		}
-		mst_ghosts_expire(m, now, c->id);
 		*pp = c->next;
 		client_free(m, c);
 	}
-	mst_ghosts_expire(m, now, NULL);
+	mst_ghosts_expire(m, now);
 	mst_ckpt_tick(m, now);
 	for (s = m->segments; s; s = next) {
 		next = s->next;

@@ -115,6 +115,9 @@ static void ended_gone(struct mooncake_store *s, uint64_t run,
 {
 	int bad = 0;
 
+	for (size_t e = 0; e < n_end && !bad; e++)
+		if (keys[ended[e]].result != MC_EREPLICAGONE)
+			bad = keys[ended[e]].result;
 	/* Its segment was dropped while it wrote (the master kept its range
 	 * out of new objects until now): written again elsewhere. */
 	for (size_t e = 0; e < n_end; e++) {
@@ -126,8 +129,6 @@ static void ended_gone(struct mooncake_store *s, uint64_t run,
 			    keys[ended[e]].key);
 		keys[ended[e]].result = MC_EMASTERGONE;
 	}
-	for (size_t e = 0; e < n_end && !bad; e++)
-		bad = keys[ended[e]].result;
 	if (mcs_contact_blame(s, run, bad) != MC_EMASTERGONE)
 		return;
 	for (size_t e = 0; e < n_end; e++)

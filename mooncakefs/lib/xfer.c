@@ -268,7 +268,9 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		unsigned cnt = (unsigned)(n_live - off < XFER_BATCH_CAP ?
 						  n_live - off :
 						  XFER_BATCH_CAP);
-		int rc = batch_get(x, &c->b);
+		int rc = send_by && mcs_now_ms() >= send_by ?
+				 -ECONNABORTED :
+				 batch_get(x, &c->b);
 
 		if (!rc)
 			te_batch_set_write_window(c->b, window_left(send_by));

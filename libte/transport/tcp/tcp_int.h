@@ -51,7 +51,7 @@ static inline const struct tcp_peer_desc *tcp_desc(struct te_transport *tp,
 struct tcp_transport {
 	struct te_transport base;
 	int listen_fd;
-	int data_port;
+	_Atomic int data_port; /* a fence may move it (tcp_server.c) */
 	uint64_t slice_size;
 	unsigned lanes; /* connections per peer */
 	unsigned busy_poll_us; /* MC_TCP_BUSY_POLL_US; 0: sleep at once */
@@ -76,8 +76,10 @@ static inline struct tcp_transport *to_tcp(struct te_transport *tp)
 /* tcp_server.c */
 int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen);
 void tcp_server_stop(struct tcp_transport *t);
-/* The fence_inbound op: 0, or -ETIMEDOUT when a connection's thread had
- * not ended by deadline_ns (it ends at its request's own deadline). */
+/* The fence_inbound op: 0; 1 when the listener had to take another
+ * port; -ETIMEDOUT when a connection's thread had not ended by
+ * deadline_ns (it ends at its request's own deadline) or no listener
+ * could be made. */
 int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns);
 
 /* tcp_client.c */

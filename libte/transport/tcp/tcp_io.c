@@ -17,7 +17,8 @@
 #include "mc_time.h"
 #include "tcp_int.h"
 
-static int wait_fd(int fd, short events, uint64_t deadline_ns)
+static int wait_fd_ev(int fd, short events, uint64_t deadline_ns,
+		      short *revents)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 	int ms = -1, rc;
@@ -35,7 +36,29 @@ static int wait_fd(int fd, short events, uint64_t deadline_ns)
 		return -errno;
 	if (rc == 0)
 		return -ETIMEDOUT;
+	*revents = p.revents;
 	return 0;
+}
+
+static int wait_fd(int fd, short events, uint64_t deadline_ns)
+{
+	short rev;
+
+	return wait_fd_ev(fd, events, deadline_ns, &rev);
+}
+
+/* Until fd can take more bytes. A peer that closed its side while we
+ * wait has ended the connection (neither end of ours half-closes one):
+ * without this a sender whose peer closed with its window shut would
+ * wait out its deadline (a fenced server, te_fence_inbound). */
+static int wait_out(int fd, uint64_t deadline_ns)
+{
+	short rev = 0;
+	int rc = wait_fd_ev(fd, POLLOUT | POLLRDHUP, deadline_ns, &rev);
+
+	if (!rc && (rev & POLLRDHUP) && !(rev & POLLOUT))
+		return -ECONNRESET;
+	return rc;
 }
 
 /* iovecs with as few sendmsg() calls as the socket allows: a small
@@ -76,7 +99,7 @@ int tcp_io_sendv(int fd, struct iovec *iov, int cnt, uint64_t deadline_ns)
 			continue;
 		if (n < 0 && errno != EAGAIN)
 			return -errno;
-		int rc = wait_fd(fd, POLLOUT, deadline_ns);
+		int rc = wait_out(fd, deadline_ns);
 		if (rc)
 			return rc;
 	}

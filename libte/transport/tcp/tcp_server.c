@@ -290,26 +290,31 @@ static void *serve_conn(void *arg)
 	return NULL;
 }
 
-/* A fence's new listener (accept thread): the same port, else any (the
- * fence then publishes our descriptor again). */
+/* A fence's new listener (accept thread): the same port, else, asked by
+ * a fence (relisten 1), any (relisten_rc 1: the fence's caller publishes
+ * our descriptor again); after a failure the accept loop asks again for
+ * the same port (relisten 2). */
 static void relisten(struct tcp_transport *t)
 {
+	bool may_move = atomic_load(&t->relisten) == 1;
 	struct te_engine *eng = t->base.eng;
 	int fd = -1, port = 0, rc;
 
-	close(t->listen_fd);
-	rc = mc_net_listen(eng->ip, t->data_port, 128, 1, &fd, &port);
-	if (rc) {
+	if (t->listen_fd >= 0)
+		close(t->listen_fd);
+	rc = mc_net_listen(eng->ip, atomic_load(&t->data_port), 128, 1, &fd,
+			   &port);
+	if (rc && may_move) {
 		mc_log_warn("te",
 			    "tcp: cannot listen on port %d again after a "
 			    "fence (%s): taking another",
-			    t->data_port, strerror(-rc));
+			    atomic_load(&t->data_port), strerror(-rc));
 		rc = mc_net_listen(eng->ip, 0, 128, 1, &fd, &port);
 		rc = rc ? rc : 1;
 	}
-	t->listen_fd = fd; /* -1: none (poll ignores it) */
+	t->listen_fd = fd; /* -1: none (accept_loop tries again) */
 	if (fd >= 0)
-		t->data_port = port;
+		atomic_store(&t->data_port, port);
 	pthread_mutex_lock(&t->conns_lock);
 	t->relisten_rc = rc;
 	atomic_store(&t->relisten, 0);
@@ -329,6 +334,12 @@ static void *accept_loop(void *arg)
 
 		if (atomic_load(&t->relisten)) {
 			relisten(t);
+			continue;
+		}
+		if (t->listen_fd < 0) {
+			/* A fence's new listener failed: try again. */
+			usleep(200000);
+			atomic_store(&t->relisten, 2);
 			continue;
 		}
 		if (poll(&p, 1, 200) <= 0)
@@ -371,9 +382,10 @@ static void *accept_loop(void *arg)
 int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen)
 {
 	struct te_engine *eng = t->base.eng;
-	int rc;
+	int rc, port = 0;
 
-	rc = mc_net_listen(eng->ip, 0, 128, 1, &t->listen_fd, &t->data_port);
+	rc = mc_net_listen(eng->ip, 0, 128, 1, &t->listen_fd, &port);
+	atomic_store(&t->data_port, port);
 	if (rc) {
 		snprintf(err, errlen, "tcp transport: cannot listen on %s: %s",
 			 eng->ip, strerror(-rc));
@@ -421,8 +433,8 @@ int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
 	pthread_mutex_lock(&t->conns_lock);
 	/* A new listener first (the accept thread's poll wakes up on the
 	 * shut-down one); conns_cond is broadcast once it is there. */
-	shutdown(t->listen_fd, SHUT_RD);
 	atomic_store(&t->relisten, 1);
+	shutdown(t->listen_fd, SHUT_RD);
 	while (atomic_load(&t->relisten))
 		if (!wait_a_little(t, deadline_ns + 1000000000ULL))
 			break;
@@ -442,11 +454,13 @@ int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
 		}
 	}
 	pthread_mutex_unlock(&t->conns_lock);
-	if (lrc == 1) /* a new port: peers must learn it */
-		(void)te__publish(t->base.eng);
-	else if (lrc)
+	if (lrc < 0)
 		mc_log_err("te", "tcp: no listener after a fence: %s",
 			   strerror(-lrc));
+	if (lrc < 0 && !rc)
+		rc = lrc;
+	if (!rc && lrc == 1)
+		rc = 1; /* another port: our descriptor changed */
 	if (n)
 		mc_log_info("te",
 			    "tcp: ended %u connection%s peers opened "

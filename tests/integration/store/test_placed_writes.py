@@ -344,5 +344,8 @@ def test_put_whose_segment_is_dropped_meanwhile(bed_ttl):
     bed.other.ok(f"check mine {40 * MiB} 1")
     log = bed.master.log.read_text(errors="replace")
     assert "kept for put mine" in log, log[-3000:]
+    # Let go at the writer's PutEnd, not left reserved.
+    assert "put mine: its range on a dropped segment let go (its writer " \
+        "ended the put)" in log, log[-3000:]
     assert "its segment was dropped while it was written" in \
         bed.writer.log(), bed.writer.log()[-3000:]
