@@ -1524,6 +1524,14 @@ int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until)
 	int rc;
 
 	hold_stop(ha); /* lead_main renews the lease from here on */
+	/* The lease ran out during the takeover (a load longer than it
+	 * whose renewal failed, a process stopped meanwhile): another master
+	 * may lead by now, so this one serves nothing, not even for the
+	 * moment lead_main would take to notice. */
+	if (mst_now() >= atomic_load(&ha->deadline)) {
+		restart(ha, "the lease ran out while taking over");
+		return -ETIMEDOUT; /* shutting down: no restart */
+	}
 	ha->db = db;
 	ha->until = until;
 	ha->shipped = mst_db_log_seq(db);

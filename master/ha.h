@@ -84,7 +84,9 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
  * Lead: every change to db goes to the log first; the lease is renewed in
  * the background and *until kept at the mono ms up to which this master
  * may serve (the lease's end as last renewed, less a margin). On losing
- * leadership the process restarts as a standby. 0 or a code.
+ * leadership the process restarts as a standby; a lease that ran out
+ * during the takeover restarts it here, before it serves anything. 0 or
+ * a code.
  */
 int mst_ha_lead(struct mst_ha *ha, struct mst_db *db, _Atomic uint64_t *until);
 

@@ -180,7 +180,9 @@ int te_unregister(struct te_engine *eng, void *addr);
  * Covers the tcp transport; same-host peers (shm) copy into our memory
  * themselves and rdma writes land through the NIC: neither is stopped.
  * 0, or -ETIMEDOUT when a connection's thread was still inside a request
- * after timeout_ms (it ends at its own deadline, the engine's timeout).
+ * after timeout_ms (it ends at its own deadline, the engine's timeout)
+ * or no listener could be made again (the engine keeps trying; a
+ * listener that had to take another port is published again).
  * Thread-safe.
  */
 int te_fence_inbound(struct te_engine *eng, int timeout_ms);
