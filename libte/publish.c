@@ -7,10 +7,13 @@
  *   mooncake/ram/<name>       the segment descriptor (desc.c)
  *
  * Claiming a name: rpc_meta is created only if absent (put_new). If it is
- * held, the recorded address is probed: silence means its owner died and
- * the entry is taken over; an answer means a live engine has the name and
- * creation fails with MC_EMETACONFLICT. The descriptor is published again
- * on every change of the remote-accessible buffers (register.c).
+ * held with our own address, it is ours already. Otherwise the recorded
+ * address is probed: silence means its owner died and the entry is taken
+ * over; an answer means a live engine has the name and creation fails
+ * with MC_EMETACONFLICT. The descriptor is published again on every
+ * change of the remote-accessible buffers (register.c), and both entries
+ * when the engine's user asks (te_publish_again: a metadata service that
+ * forgot them).
  *
  * Calls down only: desc.c (encoding, key names), hs_client.c (the probe),
  * the metadata backend. With P2PHANDSHAKE nothing is published.
@@ -74,6 +77,8 @@ int te__claim_name(struct te_engine *eng, char *err, size_t errlen)
 		return rc;
 	rc = te__rpc_meta_decode(cur, len, ip, sizeof(ip), &port);
 	free(cur);
+	if (!rc && port == eng->rpc_port && !strcmp(ip, eng->ip))
+		return 0; /* ours: published before, by this engine */
 	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS, eng->auth) == 0) {
 		snprintf(err, errlen,
 			 "segment name '%s' is in use by a live engine at "
@@ -90,6 +95,22 @@ int te__claim_name(struct te_engine *eng, char *err, size_t errlen)
 		return rc;
 	return eng->meta->ops->put_new(eng->meta, key, body, strlen(body), err,
 				       errlen);
+}
+
+int te_publish_again(struct te_engine *eng)
+{
+	char err[TE_ERR_LEN];
+	int rc;
+
+	if (eng->p2p || !eng->meta)
+		return 0;
+	rc = te__claim_name(eng, err, sizeof(err));
+	if (rc) {
+		mc_log_err("te", "publishing the address of '%s' again: %s",
+			   eng->name, err);
+		return rc;
+	}
+	return te__publish(eng);
 }
 
 void te__unpublish(struct te_engine *eng)

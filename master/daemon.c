@@ -278,6 +278,8 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!rc && d->ha && d->m->fence_until &&
 	    elected + MST_SLOT_FENCE_MS < d->m->fence_until)
 		d->m->fence_until = elected + MST_SLOT_FENCE_MS;
+	if (!rc && d->ha && elected + MST_SLOT_FENCE_MS < d->m->run_fence_until)
+		d->m->run_fence_until = elected + MST_SLOT_FENCE_MS;
 	if (!rc && d->ha) {
 		rc = mst_ha_lead(d->ha, d->m->db, &d->m->ha_until);
 		d->m->ha_settle_until = mst_now() + 3000;

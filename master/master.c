@@ -84,6 +84,12 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 	 * space"). */
 	if (!rc && r.segments)
 		m->fence_until = mst_now() + MST_SLOT_FENCE_MS;
+	/* With or without a record, members that re-mount wait for it
+	 * before they fence: a master that restarted keeping nothing
+	 * (--db_path memory, or its file lost) cannot tell whether a run
+	 * before it still has writers. */
+	if (!rc)
+		m->run_fence_until = mst_now() + MST_SLOT_FENCE_MS;
 	if (rc) {
 		if (rc == -ENOMEM)
 			snprintf(

@@ -233,6 +233,13 @@ struct master {
 	 * takeover (slots.h, MST_SLOT_FENCE_MS); 0 none. Set before the
 	 * master serves, read without the lock. */
 	uint64_t fence_until;
+	/* Mono ms: the end of the time in which pieces of a run before this
+	 * one may still start (MST_SLOT_FENCE_MS after the start or the
+	 * election, whether or not a run came before: a master without a
+	 * record cannot tell). Members re-mounting fence their connections
+	 * only when it has at most 150 ms left (PingResponse.fence_ms).
+	 * Set before the master serves, read without the lock. */
+	uint64_t run_fence_until;
 	/* Ranges of puts in flight on dropped segments (ghosts.c). */
 	struct mst_ghost *ghosts;
 	/* Segments dropped with slots on them (slots.c), a ring. */

@@ -121,7 +121,8 @@ static int h_ping(struct call *c)
 	r->view_version = c->m->view_version;
 	r->run = c->m->run;
 	now = mst_now();
-	r->fence_ms = c->m->fence_until > now ? c->m->fence_until - now : 0;
+	r->fence_ms =
+		c->m->run_fence_until > now ? c->m->run_fence_until - now : 0;
 	if (!id_ok(&q->client_id)) {
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;

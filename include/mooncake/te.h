@@ -167,6 +167,18 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 int te_unregister(struct te_engine *eng, void *addr);
 
 /**
+ * Write this engine's two metadata entries again (its RPC address under
+ * its name, and its segment descriptor): for a metadata service that may
+ * have lost them, e.g. one that restarted keeping nothing (the master's
+ * embedded service with `--db_path memory`), after which peers could no
+ * longer find this engine. Entries still there are rewritten unchanged.
+ * 0; MC_EMETACONFLICT when a live engine at another address holds the
+ * name meanwhile (nothing is changed then); or the metadata backend's
+ * error. Nothing to do with P2PHANDSHAKE. Thread-safe.
+ */
+int te_publish_again(struct te_engine *eng);
+
+/**
  * End every data connection peers opened to this engine before the call,
  * and return once none of them can move more bytes into our memory: a
  * WRITE a peer sent on one lands before it returns or never (bytes held

@@ -186,6 +186,12 @@ static int ping_remount(void *arg, uint64_t fence_ms)
 		return rc;
 	}
 	s->remount_fenced = true;
+	/* A master that restarted keeping nothing (`--db_path memory`) lost
+	 * its embedded metadata service's entries too: without ours, peers
+	 * can no longer reach us (nor we them, once they do the same). */
+	rc = te_publish_again(s->eng);
+	if (rc && rc != MC_EMETACONFLICT)
+		return rc;
 	rc = do_mount(s);
 	if (!rc)
 		s->remount_fenced = false;

@@ -16,6 +16,7 @@ writer's put either stored (put again on the new master, from the start)
 or reported failed (a writer: its bytes are gone), and a mount's close
 publishes the file all the same (its bytes are still staged); never a
 mix."""
+import datetime
 import os
 import re
 import signal
@@ -76,6 +77,14 @@ def bed_ttl(procs, tmp_path):
     # As bed, with members dropped after 2 s of silence.
     yield from make_bed(procs, tmp_path, "a",
                         master_args=["--client_ttl", "2"])
+
+
+@pytest.fixture
+def bed_mem(procs, tmp_path):
+    # As bed, with a master that keeps no record: a restart knows
+    # nothing of the run before, not even that there was one.
+    yield from make_bed(procs, tmp_path, "a",
+                        master_args=["--db_path", "memory"])
 
 
 @pytest.fixture
@@ -148,6 +157,17 @@ def shell(bed, host, tag, env=None):
     return sh
 
 
+def log_times(path, what):
+    """The times (s) of the lines of a daemon's log that contain what."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if what in line:
+            stamp = datetime.datetime.strptime(" ".join(line.split()[:2]),
+                                               "%Y-%m-%d %H:%M:%S.%f")
+            out.append(stamp.timestamp())
+    return out
+
+
 def send(sh, line):
     """A command whose answer is read later (sh.readline)."""
     sh.proc.stdin.write(line.encode() + b"\n")
@@ -213,6 +233,30 @@ def test_put_goes_again_on_the_new_master(bed):
     bed.other.ok(f"check mine {40 * MiB} 1")
     log = bed.writer.log()
     assert "restarted or lost its lead" in log, log[-3000:]
+
+
+def test_a_master_without_a_record(bed_mem):
+    """A master with `--db_path memory` restarts with no record: no
+    segment restored, nothing to say that a run came before it. The
+    member re-mounts its segment (new memory to this master) while the
+    writer's pieces of the dead run may still start: the new master must
+    not place in it before they have (its fence), nor the member fence
+    its connections before then."""
+    reply = across_restart(bed_mem, f"put mine {40 * MiB} 1")
+    # Put again on the new master: stored, or refused while its pool is
+    # still empty (the member not re-mounted yet): never wrong bytes.
+    if reply.startswith("ok"):
+        bed_mem.other.ok(f"check mine {40 * MiB} 1")
+    else:
+        assert reply.startswith("err -200"), reply
+    # The member fenced no sooner than the dead run's last pieces could
+    # start (600 ms after its last answer, so before the new master
+    # began): the new master's fence_ms made it wait, record or not.
+    served = log_times(bed_mem.master.log, "master: serving RPC on")
+    fenced = log_times(bed_mem.tmp / "member.log",
+                       "opened before the fence")
+    assert len(served) == 2 and fenced, (served, fenced)
+    assert fenced[-1] - served[1] >= 0.5, (served, fenced)
 
 
 def test_writer_fails_and_writes_nothing_more(bed):
