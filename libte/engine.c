@@ -147,6 +147,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 {
 	struct te_engine *eng;
 	char ebuf[TE_ERR_LEN] = "";
+	const char *keep;
 	int rc;
 
 	if (!err) {
@@ -217,6 +218,16 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		if (rc)
 			goto err_self;
 	}
+	keep = getenv("MC_TE_META_CHECK_MS");
+	rc = te__keeper_start(eng, keep && *keep ?
+					   (unsigned)strtoul(keep, NULL, 10) :
+					   10000u);
+	if (rc) {
+		te__keeper_stop(eng);
+		te__unpublish(eng);
+		snprintf(err, errlen, "metadata keeper: %s", mc_strerror(rc));
+		goto err_self;
+	}
 	mc_log_debug("te", "engine '%s' up: rpc %s, metadata %s", eng->name,
 		     eng->rpc_address, cfg->metadata);
 	*out = eng;
@@ -246,6 +257,7 @@ void te_engine_destroy(struct te_engine *eng)
 {
 	if (!eng)
 		return;
+	te__keeper_stop(eng); /* before it could publish them again */
 	te__unpublish(eng);
 	te__rpc_stop(eng);
 	/* Peers first: their per-transport state belongs to the transports. */

@@ -13,7 +13,14 @@
  * with MC_EMETACONFLICT. The descriptor is published again on every
  * change of the remote-accessible buffers (register.c), and both entries
  * when the engine's user asks (te_publish_again: a metadata service that
- * forgot them).
+ * forgot them) or when the keeper finds them gone.
+ *
+ * The keeper: a thread that looks our rpc_meta entry up every
+ * MC_TE_META_CHECK_MS (10 s) and publishes both entries again when the
+ * service answers that it has none (a metadata service that restarted
+ * without a record, as upstream's and mooncake_metad's default); an
+ * entry naming another address is another engine's claim, left alone;
+ * a service that does not answer is asked again next time.
  *
  * Calls down only: desc.c (encoding, key names), hs_client.c (the probe),
  * the metadata backend. With P2PHANDSHAKE nothing is published.
@@ -22,6 +29,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mc_log.h"
 #include "te_int.h"
@@ -111,6 +119,93 @@ int te_publish_again(struct te_engine *eng)
 		return rc;
 	}
 	return te__publish(eng);
+}
+
+/* Whether the service still has our rpc_meta entry: 1 yes (or someone
+ * else's), 0 gone, <0 could not tell. */
+static int entry_there(struct te_engine *eng)
+{
+	char key[TE_NAME_MAX + 64], err[TE_ERR_LEN];
+	char *cur = NULL;
+	size_t len;
+	int rc;
+
+	rc = te__meta_key(eng, key, sizeof(key), "rpc_meta", eng->name);
+	if (rc)
+		return rc;
+	rc = eng->meta->ops->get(eng->meta, key, &cur, &len, err, sizeof(err));
+	free(cur);
+	if (rc == -ENOENT)
+		return 0;
+	return rc ? rc : 1;
+}
+
+static void *keeper_main(void *arg)
+{
+	struct te_engine *eng = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&eng->keep_lock);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += eng->keep_ms / 1000;
+		ts.tv_nsec += (long)(eng->keep_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!eng->keep_quit &&
+		       pthread_cond_timedwait(&eng->keep_cv, &eng->keep_lock,
+					      &ts) != ETIMEDOUT)
+			;
+		if (eng->keep_quit)
+			break;
+		pthread_mutex_unlock(&eng->keep_lock);
+		if (entry_there(eng) == 0) {
+			mc_log_warn("te",
+				    "the metadata service lost the entries of "
+				    "'%s' (restarted?): publishing them again",
+				    eng->name);
+			(void)te_publish_again(eng);
+		}
+		pthread_mutex_lock(&eng->keep_lock);
+	}
+	pthread_mutex_unlock(&eng->keep_lock);
+	return NULL;
+}
+
+int te__keeper_start(struct te_engine *eng, unsigned ms)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	pthread_mutex_init(&eng->keep_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&eng->keep_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	eng->keep_ms = ms;
+	if (eng->p2p || !eng->meta || !ms)
+		return 0;
+	rc = pthread_create(&eng->keep_thread, NULL, keeper_main, eng);
+	if (rc)
+		return -rc;
+	eng->keeping = true;
+	return 0;
+}
+
+void te__keeper_stop(struct te_engine *eng)
+{
+	if (eng->keeping) {
+		pthread_mutex_lock(&eng->keep_lock);
+		eng->keep_quit = true;
+		pthread_cond_signal(&eng->keep_cv);
+		pthread_mutex_unlock(&eng->keep_lock);
+		pthread_join(eng->keep_thread, NULL);
+		eng->keeping = false;
+	}
+	pthread_cond_destroy(&eng->keep_cv);
+	pthread_mutex_destroy(&eng->keep_lock);
 }
 
 void te__unpublish(struct te_engine *eng)

@@ -300,6 +300,13 @@ struct te_engine {
 	_Atomic bool stopping;
 
 	pthread_mutex_t publish_lock;
+	/* The keeper (publish.c): checks that the metadata service still
+	 * has our entries. */
+	pthread_mutex_t keep_lock;
+	pthread_cond_t keep_cv;
+	pthread_t keep_thread;
+	bool keeping, keep_quit;
+	unsigned keep_ms;
 
 	struct te_copier *copier; /* parallel copies of same-host transports */
 
@@ -314,6 +321,11 @@ int te__publish(struct te_engine *eng);
 int te__claim_name(struct te_engine *eng, char *err, size_t errlen);
 /** Remove both entries (engine teardown). */
 void te__unpublish(struct te_engine *eng);
+/** Every ms, look our rpc_meta entry up and publish both again when the
+ *  metadata service no longer has it (it restarted keeping nothing);
+ *  0: never. Stop it before te__unpublish(). */
+int te__keeper_start(struct te_engine *eng, unsigned ms);
+void te__keeper_stop(struct te_engine *eng);
 
 /* memreg.c: find the registration holding [addr, addr+len). */
 struct te_memreg *te__reg_find(struct te_engine *eng, uintptr_t addr,

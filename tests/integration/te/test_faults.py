@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The transfer engine under faults (over tcp unless a test says shm):
 peers killed or stopped in the middle of batches, the metadata service
-gone, a dead peer's name taken over, and a live peer's name refused.
+gone or restarted empty, a dead peer's name taken over, and a live
+peer's name refused.
 tests/tools/te_client is the initiator, driven one command at a time
 between the faults. Timing is only ever asserted as an upper bound on how
 long a failure takes to surface."""
@@ -13,7 +14,8 @@ import urllib.parse
 
 import pytest
 
-from mctest import SCALE, TE_CLIENT, TE_PEER, binary, request, te_env
+from mctest import (SCALE, TE_CLIENT, TE_PEER, binary, request, te_env,
+                    wait_for)
 
 MiB = 1 << 20
 
@@ -245,6 +247,29 @@ def test_killed_peer_restarts_under_same_name(procs, tmp_path, store,
     read_ok(c, "c", p2, MiB, 2, offset=1)
     assert c.quit() == 0
     assert p2.stop() == 0, p2.log()
+
+
+def test_metadata_service_restarted_empty(procs, tmp_path, metad):
+    """mooncake_metad keeps its entries in memory by default (as upstream):
+    restarted, it has none, and peers could no longer find an engine that
+    published before. The engine's keeper finds its rpc_meta entry gone
+    and publishes both entries again; a new client then opens and reads
+    it."""
+    name = "127.0.0.1:31041"
+    p1 = procs.start_te_peer(tmp_path, metad.url, name=name, seed=41,
+                             env={"MC_TE_META_CHECK_MS": "200"})
+    assert rpc_meta(metad, name)
+    procs.kill(metad.proc)
+    m2 = procs.start_metad(tmp_path, name="metad2", port=metad.port)
+    assert m2.port == metad.port
+    wait_for(lambda: rpc_meta(m2, name), timeout=10,
+             what="the peer's entries published again")
+    c = client(procs, tmp_path, m2.url)
+    c.ok(f"open {name}")
+    read_ok(c, "a", p1, MiB, 4)
+    assert c.quit() == 0
+    assert "publishing them again" in p1.log(), p1.log()
+    assert p1.stop() == 0, p1.log()
 
 
 def test_live_name_is_refused(procs, tmp_path, metad):
