@@ -29,9 +29,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mc_log.h"
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -147,13 +147,7 @@ static void *keeper_main(void *arg)
 
 	pthread_mutex_lock(&eng->keep_lock);
 	for (;;) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += eng->keep_ms / 1000;
-		ts.tv_nsec += (long)(eng->keep_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ts = mc_mono_deadline(eng->keep_ms);
 		while (!eng->keep_quit &&
 		       pthread_cond_timedwait(&eng->keep_cv, &eng->keep_lock,
 					      &ts) != ETIMEDOUT)
