@@ -80,6 +80,15 @@ def bed_ttl(procs, tmp_path):
 
 
 @pytest.fixture
+def bed_ttl_release(procs, tmp_path):
+    # As bed_ttl, with abandoned puts reclaimed after 4 s.
+    yield from make_bed(procs, tmp_path, "a",
+                        master_args=["--client_ttl", "2",
+                                     "--put_start_release_timeout_sec",
+                                     "4"])
+
+
+@pytest.fixture
 def bed_mem(procs, tmp_path):
     # As bed, with a master that keeps no record: a restart knows
     # nothing of the run before, not even that there was one.
@@ -368,6 +377,24 @@ def test_put_whose_segment_is_dropped_meanwhile(bed_ttl):
     "Writes into placed space"): the other object reads back as put, and
     the writer, told at its PutEnd that its segment went, puts again."""
     bed = bed_ttl
+    drop_member_mid_put(bed)
+    put_other(bed)
+    reply = bed.writer.readline(timeout=120)
+    bed.other.ok(f"check other {20 * MiB} 2")
+    assert reply.startswith("ok"), reply
+    bed.other.ok(f"check mine {40 * MiB} 1")
+    log = bed.master.log.read_text(errors="replace")
+    assert "kept for put mine" in log, log[-3000:]
+    # Let go at the writer's PutEnd, not left reserved.
+    assert "put mine: its range on a dropped segment let go (its writer " \
+        "ended the put)" in log, log[-3000:]
+    assert "its segment was dropped while it was written" in \
+        bed.writer.log(), bed.writer.log()[-3000:]
+
+
+def drop_member_mid_put(bed):
+    """The writer's 40 MiB put under way, the member stopped until the
+    master drops its segment (client_ttl), then let go on."""
     h = bed.hosts
     since = sent_bytes(h.a, h.veth[0])
     send(bed.writer, f"put mine {40 * MiB} 1")
@@ -381,15 +408,27 @@ def test_put_whose_segment_is_dropped_meanwhile(bed_ttl):
                         what="the member's segment dropped")
     finally:
         os.kill(bed.member.pid, signal.SIGCONT)
-    put_other(bed)
-    reply = bed.writer.readline(timeout=120)
-    bed.other.ok(f"check other {20 * MiB} 2")
-    assert reply.startswith("ok"), reply
-    bed.other.ok(f"check mine {40 * MiB} 1")
-    log = bed.master.log.read_text(errors="replace")
-    assert "kept for put mine" in log, log[-3000:]
-    # Let go at the writer's PutEnd, not left reserved.
-    assert "put mine: its range on a dropped segment let go (its writer " \
-        "ended the put)" in log, log[-3000:]
-    assert "its segment was dropped while it was written" in \
-        bed.writer.log(), bed.writer.log()[-3000:]
+
+
+def test_kept_range_of_a_dead_writer_is_let_go(bed_ttl_release):
+    """As above, but the writer dies (kill -9) while its range is kept:
+    nobody will end its put. Once its client is gone and the put's
+    release timeout has passed, the master lets the range go, and the
+    segment holds an object that needs that space."""
+    bed = bed_ttl_release
+    drop_member_mid_put(bed)
+    mctest.wait_for(lambda: "kept for put mine" in
+                    bed.master.log.read_text(errors="replace"),
+                    timeout=30 * mctest.SCALE,
+                    what="the member re-mounted, the put's range kept")
+    bed.procs.kill(bed.writer.proc)
+    # 60 MiB of the 80 MiB segment cannot fit beside the kept range of
+    # the 40 MiB put; it fits once the range is let go.
+    assert bed.other.cmd(f"put big {60 * MiB} 3", timeout=60) \
+        .startswith("err -200")
+    mctest.wait_for(lambda: "its range on a dropped segment let go (the "
+                    "release timeout passed, its writer gone)" in
+                    bed.master.log.read_text(errors="replace"),
+                    timeout=30 * mctest.SCALE, what="the range let go")
+    bed.other.ok(f"put big {60 * MiB} 3", timeout=60)
+    bed.other.ok(f"check big {60 * MiB} 3")
