@@ -7,8 +7,13 @@
  *    bounded run per tick (10 ms) so the lock is never held for long;
  *  - a put that finds no room (mst_evict_for_put): objects go from the one
  *    segment that can hold the new object once its evictable objects are
- *    gone, and only as many as that takes. A put that no segment could
- *    hold even then evicts nothing and fails at once.
+ *    gone, and only as many as that takes. Whether it can is tried first,
+ *    in the allocator only: the candidates' blocks on that segment are
+ *    freed one by one, least recent first, until a free range is as long
+ *    as the put (they need not be adjacent, and pinned, leased or held
+ *    objects may split the segment so that none ever is), then reserved
+ *    again where they were; only then do those candidates go. A put that
+ *    no segment could hold even then evicts nothing and fails at once.
  * Never during a restart's quarantine (readers from before the restart
  * may hold any object). Every eviction is logged with its reason (one
  * line per second at most, counting what the others evicted).
@@ -131,13 +136,90 @@ static uint64_t group_frees(const struct mst_object *o,
 	return b;
 }
 
+/* A candidate's block on the segment, freed for a trial (fit mode). */
+struct trial_blk {
+	struct mst_replica *r;
+	uint64_t off, len;
+};
+
 /* What one eviction run takes. */
 struct victims {
 	struct mst_object **v;
 	uint64_t n, cap, freed; /* freed: bytes on seg (or everywhere) */
 	const struct mst_segment *seg;
 	int err;
+	/* Fit mode (fit > 0): pick until seg has a free range of fit bytes,
+	 * the picks' blocks on seg freed in the allocator meanwhile
+	 * (tried[]) and reserved again at the end (untry). */
+	uint64_t fit;
+	bool fits;
+	struct trial_blk *tried;
+	uint64_t n_tried, cap_tried;
 };
+
+/* Fit mode: free x's blocks on p->seg for the trial. */
+static void try_free(struct victims *p, struct mst_object *x)
+{
+	struct mst_segment *seg = (struct mst_segment *)p->seg;
+
+	for (unsigned i = 0; i < x->n_repl && !p->err; i++) {
+		struct mst_replica *r = &x->repl[i];
+
+		if (!r->blk || r->seg != seg)
+			continue;
+		if (p->n_tried == p->cap_tried) {
+			uint64_t cap = p->cap_tried ? 2 * p->cap_tried : 64;
+			struct trial_blk *nt =
+				realloc(p->tried, cap * sizeof(*nt));
+			if (!nt) {
+				p->err = -ENOMEM;
+				return;
+			}
+			p->tried = nt;
+			p->cap_tried = cap;
+		}
+		p->tried[p->n_tried++] = (struct trial_blk){
+			r, mc_alloc_block_offset(r->blk),
+			mc_alloc_block_size(r->blk)
+		};
+		mc_alloc_free(seg->alloc, r->blk);
+		r->blk = NULL;
+	}
+	if (!p->err && mc_alloc_largest_free(seg->alloc) >= p->fit)
+		p->fits = true;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct trial_blk *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Fit mode: every block freed for the trial reserved again where it was
+ * (in offset order: the allocator's reserve is O(1) so). Nothing else
+ * allocated meanwhile (the master's lock is held), so each range is free. */
+static void untry(struct victims *p)
+{
+	struct mst_segment *seg = (struct mst_segment *)p->seg;
+
+	qsort(p->tried, p->n_tried, sizeof(*p->tried), by_offset);
+	for (uint64_t i = 0; i < p->n_tried; i++) {
+		struct trial_blk *t = &p->tried[i];
+
+		if (mc_alloc_reserve(seg->alloc, t->off, t->len, &t->r->blk)) {
+			mc_log_err("master",
+				   "eviction: cannot reserve %" PRIu64
+				   " bytes at offset %" PRIu64
+				   " again on segment %s",
+				   t->len, t->off, seg->name ? seg->name : "");
+			abort(); /* the allocator lost track of them */
+		}
+	}
+	free(p->tried);
+	p->tried = NULL;
+	p->n_tried = p->cap_tried = 0;
+}
 
 static void pick_one(struct mst_object *x, void *arg)
 {
@@ -158,16 +240,21 @@ static void pick_one(struct mst_object *x, void *arg)
 	x->evict_mark = true;
 	p->v[p->n++] = x;
 	p->freed += frees(x, p->seg);
+	if (p->fit)
+		try_free(p, x);
 }
 
 /* Evict candidates (only those with a replica on seg, when seg is set)
  * until bytes were freed (on seg) or count objects went, whichever comes
- * first (0: no limit on that measure). Returns the bytes freed. */
+ * first (0: no limit on that measure); with fit (and seg), those that
+ * leave seg a free range of fit bytes, or none when all of them would
+ * not. Returns the bytes freed. */
 static uint64_t evict(struct master *m, const struct mst_segment *seg,
-		      uint64_t bytes, uint64_t count, const char *why)
+		      uint64_t bytes, uint64_t count, uint64_t fit,
+		      const char *why)
 {
 	uint64_t now = mst_now(), wall = mst_wall();
-	struct victims p = { .cap = 256, .seg = seg };
+	struct victims p = { .cap = 256, .seg = seg, .fit = seg ? fit : 0 };
 
 	if (now < m->quarantine_until)
 		return 0;
@@ -183,7 +270,7 @@ static uint64_t evict(struct master *m, const struct mst_segment *seg,
 		for (struct mst_object *o = m->lru_head; o && !p.err;
 		     o = o->lru_next) {
 			if ((bytes && p.freed >= bytes) ||
-			    (count && p.n >= count))
+			    (count && p.n >= count) || p.fits)
 				break;
 			if (o->evict_mark ||
 			    !may_go(m, o, now, wall, soft, pid))
@@ -195,11 +282,17 @@ static uint64_t evict(struct master *m, const struct mst_segment *seg,
 			/* o, or o's whole group */
 			mst_group_each(o, pick_one, &p);
 		}
-		if ((bytes && p.freed >= bytes) || (count && p.n >= count))
+		if ((bytes && p.freed >= bytes) || (count && p.n >= count) ||
+		    p.fits)
 			break;
 	}
 	for (uint64_t i = 0; i < p.n; i++)
 		p.v[i]->evict_mark = false;
+	if (p.fit) {
+		untry(&p);
+		if (!p.fits || p.err)
+			p.n = p.freed = 0; /* it would not fit: nothing goes */
+	}
 	if (p.n && mst_drop_objects(m, p.v, p.n, MCRPC__EVENT_TYPE__EV_EVICT)) {
 		mc_log_err("master", "eviction not recorded; nothing evicted");
 		p.n = p.freed = 0;
@@ -232,7 +325,18 @@ static uint64_t room(const struct mst_segment *s, uint64_t size)
  * that has the bytes free already (fragmented) is taken first, the one
  * with the most room.
  */
-static struct mst_segment *pick_segment(struct master *m, uint64_t size)
+static bool skipped(const struct mst_segment *s,
+		    const struct mst_segment *const *skip, unsigned n_skip)
+{
+	for (unsigned i = 0; i < n_skip; i++)
+		if (skip[i] == s)
+			return true;
+	return false;
+}
+
+static struct mst_segment *pick_segment(struct master *m, uint64_t size,
+					const struct mst_segment *const *skip,
+					unsigned n_skip)
 {
 	uint64_t now = mst_now(), wall = mst_wall(), pid = ++m->evict_pass;
 	bool soft = m->cfg.allow_evict_soft_pinned;
@@ -241,6 +345,8 @@ static struct mst_segment *pick_segment(struct master *m, uint64_t size)
 
 	for (struct mst_segment *s = m->segments; s; s = s->next) {
 		s->evictable = 0;
+		if (skipped(s, skip, n_skip))
+			continue;
 		if (room(s, size) >= size && room(s, size) > best_room) {
 			best = s;
 			best_room = room(s, size);
@@ -252,7 +358,7 @@ static struct mst_segment *pick_segment(struct master *m, uint64_t size)
 		for (unsigned i = 0; i < o->n_repl; i++) {
 			struct mst_segment *s = o->repl[i].seg;
 
-			if (!s || !o->repl[i].blk)
+			if (!s || !o->repl[i].blk || skipped(s, skip, n_skip))
 				continue;
 			s->evictable += mc_alloc_block_size(o->repl[i].blk);
 			if (!best && room(s, size) >= size)
@@ -262,28 +368,34 @@ static struct mst_segment *pick_segment(struct master *m, uint64_t size)
 	return best;
 }
 
+/* Segments a put tries before it gives up (each a walk of the recency
+ * list at worst). */
+#define FIT_TRIES 4
+
 bool mst_evict_for_put(struct master *m, uint64_t size)
 {
+	const struct mst_segment *tried[FIT_TRIES];
 	struct mst_segment *best;
 	char why[160];
 
 	if (!size || mst_now() < m->quarantine_until)
 		return false;
-	best = pick_segment(m, size);
-	if (!best)
-		return false; /* no segment could hold it: evict nothing */
-	snprintf(why, sizeof(why), "for a put of %" PRIu64 " bytes on %s", size,
-		 best->name ? best->name : "a segment");
-	/* Free blocks need not be adjacent: free more each round. */
-	for (unsigned round = 0; round < 16; round++) {
-		uint64_t largest = mc_alloc_largest_free(best->alloc);
-		if (largest >= size)
+	for (unsigned t = 0; t < FIT_TRIES; t++) {
+		best = pick_segment(m, size, tried, t);
+		if (!best)
+			return false; /* no segment could hold it */
+		if (mc_alloc_largest_free(best->alloc) >= size)
 			return true;
-		if (!evict(m, best, (size - largest) << (round < 6 ? round : 6),
-			   0, why))
-			break;
+		snprintf(why, sizeof(why),
+			 "for a put of %" PRIu64 " bytes on %s", size,
+			 best->name ? best->name : "a segment");
+		/* Those that leave a free range of size, or none. */
+		(void)evict(m, best, 0, 0, size, why);
+		if (mc_alloc_largest_free(best->alloc) >= size)
+			return true;
+		tried[t] = best; /* pinned objects split it: the next */
 	}
-	return mc_alloc_largest_free(best->alloc) >= size;
+	return false;
 }
 
 void mst_evict_tick(struct master *m)
@@ -303,7 +415,7 @@ void mst_evict_tick(struct master *m)
 		/* At most EVICT_RUN_MAX objects per tick (the lock is held
 		 * throughout): the next tick goes on. */
 		evict(m, NULL, (uint64_t)((double)m->allocated - target),
-		      EVICT_RUN_MAX, why);
+		      EVICT_RUN_MAX, 0, why);
 	}
 	note(m, 0, 0, NULL); /* what waited for its second */
 }

@@ -57,6 +57,40 @@ def test_put_no_segment_can_hold_evicts_nothing(procs, tmp_path):
         cleanup_segments([x.port for x in ms])
 
 
+def test_put_that_pinned_objects_split_evicts_nothing(procs, tmp_path):
+    """One 64 MiB segment: A (32 MiB), s0-s3 (4 MiB each), P (1 MiB),
+    t0-t1 (5 MiB each), 5 MiB free at the end, laid out in that order; A
+    and P read (so leased for a minute); P's put also reserved space
+    after it for the client's next puts of 1 MiB. A 20 MiB put has 26 MiB
+    or more of free and evictable bytes, but P splits them into 16 MiB and
+    at most 15: it cannot fit whatever goes. It failed only after evicting s0-s3 and t0-t1 (the
+    bytes added up, the ranges did not); now nothing goes. A 14 MiB put
+    that the s range can hold evicts s0-s3 only."""
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "60000",
+                 "--eviction_high_watermark_ratio", "1.0", n=1,
+                 size="64MiB")
+    try:
+        sh = Shell(procs, tmp_path, m)
+        MiB = 1 << 20
+        sh.ok(f"put A {32 * MiB} 1")
+        small = fill(sh, "s", 4, 4 * MiB)
+        sh.ok(f"put P {MiB} 2")
+        small += fill(sh, "t", 2, 5 * MiB)
+        for k in ("A", "P"):
+            assert sh.cmd(f"get {k}").startswith("ok"), k
+        assert sh.code(f"put big {20 * MiB} 3") == -200
+        # (No existence check of the small ones here: it would lease
+        # them, and leased objects do not go.)
+        assert m.metric("master_evicted_key_count") == 0
+        sh.ok(f"put mid {14 * MiB} 4")
+        sh.ok(f"check mid {14 * MiB} 4")
+        assert sh.exist(small) == [0, 0, 0, 0, 1, 1]
+        assert sh.exist(["A", "P"]) == [1, 1]
+        assert m.metric("master_evicted_key_count") == 4
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def test_put_evicts_from_one_segment_only_what_it_needs(procs, tmp_path):
     """A full pool (128 objects of 256 KiB in 4 x 8 MiB; watermark
     eviction off) and a 6 MiB put: objects go from one segment only, as
