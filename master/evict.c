@@ -178,10 +178,9 @@ static void try_free(struct victims *p, struct mst_object *x)
 			p->tried = nt;
 			p->cap_tried = cap;
 		}
-		p->tried[p->n_tried++] = (struct trial_blk){
-			r, mc_alloc_block_offset(r->blk),
-			mc_alloc_block_size(r->blk)
-		};
+		p->tried[p->n_tried++] =
+			(struct trial_blk){ r, mc_alloc_block_offset(r->blk),
+					    mc_alloc_block_size(r->blk) };
 		mc_alloc_free(seg->alloc, r->blk);
 		r->blk = NULL;
 	}
