@@ -266,6 +266,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		if (!rc) {
 			set_size(fh, size);
 			fh->dirty = true;
+			fh->if_absent = false;
 			goto out;
 		}
 		fh->writer = NULL;
@@ -277,6 +278,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
 	set_size(fh, fh->stage.size);
 	fh->dirty = true;
+	fh->if_absent = false;
 	content_changed(fs, fh);
 out:
 	pthread_mutex_unlock(&fh->lock);
@@ -302,6 +304,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	if (rc)
 		goto out;
 	fh->dirty = true;
+	fh->if_absent = false;
 	content_changed(fs, fh);
 	if (fh->writer) {
 		rc = mcfs_errno(
@@ -342,8 +345,8 @@ static int write_stage(struct mcfs_fh *fh)
 /* The committed temporary object becomes the name's version. */
 static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 {
-	return mcfs_errno(
-		mooncake_store_rename(fs->store, fh->tmp_key, fh->key, false));
+	return mcfs_errno(mooncake_store_rename(fs->store, fh->tmp_key, fh->key,
+						fh->if_absent));
 }
 
 static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
@@ -415,6 +418,10 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		if (rc)
 			(void)mooncake_store_remove(fs->store, fh->tmp_key,
 						    true);
+		/* Made empty for a name someone published meanwhile: theirs
+		 * stays, and this handle published nothing. */
+		if (rc == -EEXIST && fh->if_absent)
+			rc = 0;
 	}
 	if (rc) {
 		atomic_fetch_add(&fs->n_errors, 1);

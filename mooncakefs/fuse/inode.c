@@ -512,6 +512,11 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 		unlink_name(fs, n);
 		n->turned_away = true;
 		rc = -ESTALE;
+	} else if (write && n->created && !n->version && n->n_writers) {
+		/* Another writer of a file being created: an inode of its own
+		 * (kv.c), not one whose size the kernel grows with the
+		 * creator's writes (an O_APPEND would start there). */
+		rc = -ESTALE;
 	} else if (write) {
 		unlink_name(fs, n);
 		if (!n->n_writers++)

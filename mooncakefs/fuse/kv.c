@@ -45,6 +45,14 @@
 #define BUF_SIZE MCFS_READ_MAX
 #define PAGE 1000
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* ---- names and keys ------------------------------------------------------ */
 
 /* The key of name inside directory dir, malloc'd; -ENOENT when the name
@@ -219,6 +227,19 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		/* Or a file this mount is creating (published at close). */
 		*out = mcfs_node_creating(fs, dir, name);
 		rc = 0;
+		if (*out && stale) {
+			/* A thread turned away from the creator's inode: the
+			 * file as it is published so far (empty), on an inode
+			 * of its own. */
+			struct mcfs_node *c = *out;
+			mooncake_obj_stat_t empty = { .mtime_ms = c->mtime_ms };
+
+			empty.attr = mcfs_node_attr(fs, c);
+			*out = mcfs_node_private(fs, dir, name, key, &empty,
+						 pid, stale == 2);
+			mcfs_node_forget(fs, c->ino, 1);
+			rc = *out ? 0 : -ENOMEM;
+		}
 	} else {
 		rc = mcfs_errno(rc);
 	}
@@ -362,12 +383,25 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 	if (*out)
 		return 0;
 	rc = mooncake_store_object_open(fs->store, n->key, out);
+	/* A file being created (by this mount) and not published yet: its
+	 * version is empty, for readers and for writers that start from it
+	 * (flock's lock file, two O_CREAT|O_APPEND opens). */
+	if (rc == MC_STORE_OBJECT_NOT_FOUND && !n->version &&
+	    !atomic_load(&n->unlinked) && !atomic_load(&n->create_failed))
+		return 0;
 	if (rc)
 		return mcfs_errno(rc);
 	if (mooncake_store_object_version(*out) == n->version)
 		return 0;
 	mooncake_store_object_close(*out);
 	*out = NULL;
+	/* This thread's own inode for a name that was not published when it
+	 * looked (kv lookup): published since, by the creator. The kernel
+	 * retries a stale open only once, so it opens what it looked at:
+	 * the empty file (a writer publishes only if written, or if the
+	 * name is still free). */
+	if (!n->version && n->owner == pid && !n->created)
+		return 0;
 	mcfs_node_retire(fs, n);
 	if (n->parent)
 		mcfs_stale_note(fs, n->parent->ino, n->name, pid, write);
@@ -435,12 +469,15 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		rc = open_version(fs, n, pid, write, &obj);
 	if (!rc && write) {
 		rc = start_writer(fs, n, obj, out);
+		/* Starting from a name not published yet (open_version). */
+		if (!rc && !obj && !(flags & O_TRUNC))
+			(*out)->if_absent = true;
 		mooncake_store_object_close(obj);
 	} else if (!rc) {
 		fh = mcfs_fh_new(FH_READ, n->ino);
 		if (fh) {
-			fh->obj = obj;
-			fh->size = mooncake_store_object_size(obj);
+			fh->obj = obj; /* NULL: empty (open_version) */
+			fh->size = obj ? mooncake_store_object_size(obj) : 0;
 			*out = fh;
 		} else {
 			mooncake_store_object_close(obj);
@@ -464,7 +501,8 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return rc;
 	/* The file being written is an inode of its own (version 0 until
 	 * published; later lookups find the published version). */
-	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0, 0, attr);
+	n = mcfs_node_child(fs, dir, name, MCFS_KV_FILE, key, 0, 0,
+			    (uint64_t)(now_ns() / 1000000), attr);
 	free(key);
 	if (!n)
 		return -ENOMEM;
@@ -476,6 +514,8 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		rc = start_writer(fs, n, NULL, out);
 		if (rc)
 			mcfs_node_close(fs, n->ino, true);
+		else
+			(*out)->if_absent = true; /* unless written */
 	}
 	if (rc) {
 		mcfs_node_forget(fs, n->ino, 1);
@@ -788,14 +828,6 @@ int mcfs_kv_readlink(struct mcfs *fs, struct mcfs_node *n, char *buf,
 }
 
 /* ---- attributes ------------------------------------------------------- */
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 mooncake_fs_attr_t mcfs_new_attr(struct mcfs *fs, fuse_req_t req,
 				 struct mcfs_node *dir, mode_t mode)

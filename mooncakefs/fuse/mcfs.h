@@ -197,6 +197,9 @@ struct mcfs_fh {
 	mooncake_writer_t writer; /* direct: not yet published */
 	mooncake_fs_attr_t sent; /* the attributes its writer was opened with */
 	bool dirty; /* changed since opened or last published */
+	/* Empty as the name was not published yet, and nothing written:
+	 * its publish makes the name only if no one else did meanwhile. */
+	bool if_absent;
 	bool published; /* at least once */
 	bool bound; /* its last publish bound its created node (file.c) */
 	bool published_direct; /* the content is the name's object, not

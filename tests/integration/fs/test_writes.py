@@ -336,3 +336,73 @@ def test_a_file_unlinked_or_replaced_while_written_stays_gone(mnt):
         assert os.fstat(r.fileno()).st_nlink == 0
         assert r.read() == b"renamed"
     assert mnt.log().count("could not be published") == 0
+
+
+def test_a_file_being_created_opens_again(mnt):
+    """A file created and still open, not yet published (nothing written,
+    no close): every other open of its name worked on a local filesystem
+    and failed here (ENOENT for a writer that starts from its content,
+    ESTALE for a reader), which broke `flock LOCKFILE cmd` and two
+    O_CREAT opens racing. Others now see it empty, on an inode of their
+    own; one that writes nothing does not publish its empty file over
+    what the creator publishes."""
+    kv = mnt.kv
+    # flock(1): the second opens the lock file O_RDONLY|O_CREAT while the
+    # first holds it, created and empty.
+    sh(f"cd {kv}; flock L sleep 1 & sleep 0.3; flock L true; wait")
+    assert sh(f"exec 3>>{kv}/n1; cat {kv}/n1; exec 3>&-") == b""
+    sh(f"exec 3>>{kv}/n2; echo hi >> {kv}/n2; exec 3>&-")
+    assert (kv / "n2").read_bytes() == b"hi\n"
+    fd = os.open(kv / "n3", os.O_CREAT | os.O_WRONLY)
+    os.write(fd, b"abc")
+    fd2 = os.open(kv / "n3", os.O_CREAT | os.O_WRONLY)
+    fd3 = os.open(kv / "n3", os.O_RDONLY)
+    assert os.read(fd3, 10) == b""
+    for f in (fd2, fd3, fd):
+        os.close(f)
+    assert (kv / "n3").read_bytes() == b"abc"
+
+
+def test_two_threads_create_one_name(mnt):
+    """Two threads open one new name with O_CREAT at once: both opens
+    work, in every access mode (they failed ENOENT or ESTALE most of the
+    time)."""
+    import threading
+    modes = {"append": os.O_APPEND | os.O_WRONLY, "rdwr": os.O_RDWR,
+             "wronly": os.O_WRONLY, "rdonly": os.O_RDONLY}
+    errors = []
+    for mode, fl in modes.items():
+        for i in range(15):
+            path = mnt.kv / f"race_{mode}_{i}"
+
+            def go():
+                try:
+                    fd = os.open(path, os.O_CREAT | fl)
+                    if fl != os.O_RDONLY:
+                        os.write(fd, b"x")
+                    os.close(fd)
+                except OSError as e:
+                    errors.append((path.name, e))
+            ts = [threading.Thread(target=go) for _ in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            want = {b""} if fl == os.O_RDONLY else {b"x", b"xx"}
+            assert path.read_bytes() in want, path
+    assert not errors, errors
+
+
+def test_a_new_file_shows_its_creation_time(mnt):
+    """Stat of a file created and not yet published showed 1970 (and the
+    kernel kept that for its attribute timeout)."""
+    import time
+    path = mnt.kv / "fresh"
+    before = time.time() - 2
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+    try:
+        assert os.fstat(fd).st_mtime > before
+        assert os.stat(path).st_mtime > before
+    finally:
+        os.close(fd)
+    assert os.stat(path).st_mtime > before
