@@ -178,7 +178,8 @@ int main(int argc, char **argv)
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
-	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) || mcfs_splice_init(&fs))
+	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) ||
+	    mcfs_splice_init(&fs) || mcfs_locks_init(&fs.locks))
 		goto out;
 	if (check_master(&fs.o, &fs.max_key))
 		goto out;
@@ -246,6 +247,7 @@ out:
 	}
 	mcfs_stage_pool_fini(&fs.stage_pool);
 	mcfs_splice_fini(&fs);
+	mcfs_locks_fini(fs.locks);
 	fuse_opt_free_args(&fargs);
 	mcfs_free_opts(&fs.o);
 	free(fs.default_segment);

@@ -223,6 +223,7 @@ struct mcfs {
 	struct fuse_session *se;
 	mooncake_store_t store;
 	struct mcfs_ra_pool *ra; /* read-ahead of remote objects */
+	struct mcfs_locks *locks; /* flock and POSIX locks, by name */
 	/* set up in the background so the mount does not wait for the
 	 * segment to be pre-faulted */
 	pthread_mutex_t ready_lock;
@@ -600,6 +601,26 @@ int mcfs_virt_open(struct mcfs *fs, struct mcfs_node *n, int flags,
 /* watch.c: follow the change feed, invalidate the kernel's caches */
 int mcfs_watch_start(struct mcfs *fs);
 void mcfs_watch_stop(struct mcfs *fs);
+
+/* ---- locks.c: flock and POSIX locks, kept per name -------------------- */
+struct flock;
+struct mcfs_locks;
+int mcfs_locks_init(struct mcfs_locks **out);
+void mcfs_locks_fini(struct mcfs_locks *l);
+/** flock(2) op (LOCK_SH/EX/UN, LOCK_NB) of the description owner on
+ *  key; replies to req, at once or once granted (EINTR if interrupted). */
+void mcfs_locks_flock(struct mcfs *fs, fuse_req_t req, const char *key,
+		      uint64_t owner, int op);
+/** fcntl F_SETLK (sleep: F_SETLKW) of process owner on key; replies. */
+void mcfs_locks_setlk(struct mcfs *fs, fuse_req_t req, const char *key,
+		      uint64_t owner, const struct flock *lk, bool sleep);
+/** fcntl F_GETLK: the first lock of another owner in the way; replies. */
+void mcfs_locks_getlk(struct mcfs *fs, fuse_req_t req, const char *key,
+		      uint64_t owner, const struct flock *lk);
+/** Release owner's flock (flock) or POSIX locks on key, and answer the
+ *  waiters that it let in (a release, a flush). */
+void mcfs_locks_drop(struct mcfs *fs, const char *key, uint64_t owner,
+		     bool flock);
 
 /* ops.c: the FUSE operations, dispatching on the node's kind */
 extern const struct fuse_lowlevel_ops mcfs_ops;

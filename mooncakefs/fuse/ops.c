@@ -112,6 +112,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+	/* Locks by name, not by the kernel's inodes (locks.c). */
+	if (conn->capable & FUSE_CAP_FLOCK_LOCKS)
+		conn->want |= FUSE_CAP_FLOCK_LOCKS;
+	if (conn->capable & FUSE_CAP_POSIX_LOCKS)
+		conn->want |= FUSE_CAP_POSIX_LOCKS;
 	(void)userdata;
 }
 
@@ -815,12 +820,82 @@ static int publish(struct mcfs *fs, struct mcfs_fh *fh, bool invalidate)
 	return rc;
 }
 
+/* ---- locks ------------------------------------------------------------- */
+
+/* The name locks of ino are kept under (locks.c): its key, or its number
+ * for what has none (a checkpoint's file, a generated one). NULL: the
+ * inode is gone. */
+static const char *lock_key(struct mcfs *fs, fuse_ino_t ino, char *buf,
+			    size_t len)
+{
+	struct mcfs_node *n = mcfs_node_get(fs, ino);
+
+	if (!n)
+		return NULL;
+	if ((n->kind == MCFS_KV_FILE || n->kind == MCFS_KV_DIR) && n->key)
+		return n->key;
+	snprintf(buf, len, "#%llu", (unsigned long long)ino);
+	return buf;
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	char buf[32];
+	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+
+	if (!key)
+		fuse_reply_err(req, ENOENT);
+	else
+		mcfs_locks_flock(fs, req, key, fi->lock_owner, op);
+}
+
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	char buf[32];
+	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+
+	if (!key)
+		fuse_reply_err(req, ENOENT);
+	else
+		mcfs_locks_getlk(fs, req, key, fi->lock_owner, lock);
+}
+
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
+{
+	struct mcfs *fs = fuse_req_userdata(req);
+	char buf[32];
+	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+
+	if (!key)
+		fuse_reply_err(req, ENOENT);
+	else
+		mcfs_locks_setlk(fs, req, key, fi->lock_owner, lock,
+				 sleep != 0);
+}
+
+/* A close by a process ends its POSIX locks (flush), the description's
+ * release its flock locks. */
+static void drop_locks(struct mcfs *fs, fuse_ino_t ino,
+		       const struct fuse_file_info *fi, bool flock)
+{
+	char buf[32];
+	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+
+	if (key)
+		mcfs_locks_drop(fs, key, fi->lock_owner, flock);
+}
+
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_fh *fh = fh_of(fi);
 
-	(void)ino;
+	drop_locks(fs, ino, fi, false);
 	/* Every close() of a descriptor of the file: what it wrote is the
 	 * name's version, and the error of making it so is close()'s (cp
 	 * reports it). The handle stays writable through other copies. */
@@ -844,7 +919,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_fh *fh = fh_of(fi);
 
-	(void)ino;
+	if (fi->flock_release)
+		drop_locks(fs, ino, fi, true);
 	if (fh->kind == FH_WRITE) {
 		/* No flush came after the last change (a writable mmap):
 		 * publish now; nobody is left to tell if that fails. */
@@ -942,8 +1018,11 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	(void)ino;
-	mcfs_fh_free(fuse_req_userdata(req), fh_of(fi));
+	struct mcfs *fs = fuse_req_userdata(req);
+
+	if (fi->flock_release)
+		drop_locks(fs, ino, fi, true);
+	mcfs_fh_free(fs, fh_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -980,4 +1059,7 @@ const struct fuse_lowlevel_ops mcfs_ops = {
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
+	.flock = op_flock,
+	.getlk = op_getlk,
+	.setlk = op_setlk,
 };

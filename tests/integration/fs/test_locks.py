@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""File locks on the mount, kept by the daemon per name (mooncakefs/fuse/
+locks.c): flock(1) and Python's fcntl.flock/lockf between processes.
+One name is several kernel inodes here (a version each, a writer's own),
+so locks the kernel kept on its inodes let two processes hold one lock
+file at once: four flock(1) loops incrementing a counter under a lock
+file they created lost increments."""
+import fcntl
+import os
+import subprocess
+import sys
+import time
+
+
+def sh(cmd, cwd, timeout=120):
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, cwd=cwd,
+                       timeout=timeout)
+    assert p.returncode == 0, f"{cmd}: {p.stderr.decode(errors='replace')}"
+    return p.stdout
+
+
+def py(code, timeout=60):
+    """A Python child (another process: its own lock owner)."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_flock_counter_under_a_fresh_lock_file(mnt):
+    """Four processes, 25 increments each, under a lock file that does not
+    exist yet (the first to lock creates it while the others open it) and
+    a counter file rewritten at every step (a new version each time)."""
+    count = ("for i in $(seq 25); do flock cnt.lock sh -c "
+             "'n=$(cat cnt 2>/dev/null || echo 0); echo $((n+1)) > cnt'; "
+             "done")
+    sh(f"for j in 1 2 3 4; do ({count}) & done; wait", mnt.kv)
+    assert (mnt.kv / "cnt").read_bytes() == b"100\n"
+
+
+def test_flock_conflicts_waits_and_is_interrupted(mnt):
+    kv = mnt.kv
+    holder = subprocess.Popen(["flock", "L", "sleep", "3"], cwd=kv)
+    try:
+        time.sleep(0.5)
+        # Non-blocking: refused while held.
+        assert subprocess.run(["flock", "-n", "L", "true"],
+                              cwd=kv).returncode == 1
+        # Shared against exclusive: refused too.
+        assert subprocess.run(["flock", "-s", "-n", "L", "true"],
+                              cwd=kv).returncode == 1
+        # A waiter interrupted (SIGINT) ends at once, not when granted.
+        t0 = time.monotonic()
+        r = subprocess.run(["timeout", "-s", "INT", "0.5", "flock", "L",
+                            "true"], cwd=kv)
+        assert r.returncode == 124
+        assert time.monotonic() - t0 < 2
+        # A waiter is granted once the holder is done.
+        t0 = time.monotonic()
+        sh("flock L true", kv)
+        assert time.monotonic() - t0 > 1
+    finally:
+        holder.wait(10)
+    # Shared locks share.
+    sh("flock -s L sleep 1 & sleep 0.3; flock -s -n L true; wait", kv)
+
+
+def test_flock_survives_a_new_version_of_its_file(mnt):
+    """The lock is the name's: writing the lock file (a new version, a new
+    inode) while it is held does not let another process in."""
+    kv = mnt.kv
+    (kv / "lk").write_bytes(b"1")
+    f = open(kv / "lk", "rb")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        (kv / "lk").write_bytes(b"2")
+        out = py(f"""
+import fcntl
+f = open({str(kv / 'lk')!r}, 'rb')
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print('taken')
+except BlockingIOError:
+    print('held')
+""")
+        assert out == "held"
+    finally:
+        f.close()  # releases it
+    out = py(f"""
+import fcntl
+f = open({str(kv / 'lk')!r}, 'rb')
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print('taken')
+""")
+    assert out == "taken"
+
+
+def test_flock_held_by_a_writer(mnt):
+    """A process holding the lock through a descriptor open for writing
+    (whose inode lookups no longer return) and another opening the name
+    to read it (on an inode of its own): one lock all the same."""
+    kv = mnt.kv
+    (kv / "wl").write_bytes(b"1")
+    fd = os.open(kv / "wl", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        out = py(f"""
+import fcntl, os
+fd = os.open({str(kv / 'wl')!r}, os.O_RDONLY)
+for how in (fcntl.LOCK_EX, fcntl.LOCK_SH):
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+        print('taken')
+    except BlockingIOError:
+        print('held')
+""")
+        assert out.split() == ["held", "held"], out
+    finally:
+        os.close(fd)
+
+
+def test_posix_locks(mnt):
+    """fcntl record locks (lockf): byte ranges per process, conflicts,
+    F_GETLK naming the holder, released when the holder closes any
+    descriptor of the file."""
+    kv = mnt.kv
+    path = str(kv / "rec")
+    (kv / "rec").write_bytes(b"x" * 100)
+    f = open(path, "r+b")
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX, 10, 0)  # bytes 0-9
+        out = py(f"""
+import fcntl, struct
+f = open({path!r}, 'r+b')
+res = []
+for start in (0, 5, 10, 50):
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, start)
+        res.append('ok')
+        fcntl.lockf(f, fcntl.LOCK_UN, 10, start)
+    except OSError:
+        res.append('busy')
+lk = struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0)
+t, w, s, l, pid = struct.unpack('hhqqi', fcntl.fcntl(f, fcntl.F_GETLK, lk))
+print(' '.join(res), t == fcntl.F_WRLCK, s, l, pid)
+""")
+        assert out == f"busy busy ok ok True 0 10 {os.getpid()}", out
+        # Any close by the holder ends its locks.
+        os.close(os.open(path, os.O_RDONLY))
+        out = py(f"""
+import fcntl
+f = open({path!r}, 'r+b')
+fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+print('taken')
+""")
+        assert out == "taken"
+    finally:
+        f.close()
