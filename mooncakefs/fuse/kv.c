@@ -55,9 +55,9 @@ static int64_t now_ns(void)
 
 /* ---- names and keys ------------------------------------------------------ */
 
-/* The key of name inside directory dir, malloc'd; -ENOENT when the name
- * cannot be a key, -ENAMETOOLONG for a name longer than NAME_MAX or a key
- * longer than the master accepts, -ENOMEM; *hidden for internal keys. */
+/* The key of name inside directory dir, malloc'd; -ENAMETOOLONG for a
+ * name longer than NAME_MAX or a key longer than the master accepts,
+ * -ENOMEM; *hidden for internal keys. */
 static int child_key(const struct mcfs *fs, const struct mcfs_node *dir,
 		     const char *name, char **out, bool *hidden)
 {
@@ -70,7 +70,7 @@ static int child_key(const struct mcfs *fs, const struct mcfs_node *dir,
 		return -ENAMETOOLONG;
 	comp = mcfs_unescape(name, &clen);
 	if (!comp)
-		return -ENOENT;
+		return -ENOMEM;
 	if (plen + clen > fs->max_key) {
 		free(comp);
 		return -ENAMETOOLONG;

@@ -312,7 +312,8 @@ int mcfs_wait_ready(struct mcfs *fs);
 /* names.c: key components <-> path names */
 /** Escape one key component for display; malloc'd. */
 char *mcfs_escape(const char *comp, size_t len);
-/** Unescape a path name; malloc'd key component, NULL if malformed. */
+/** The key component of a path name (names.c); malloc'd, NULL: no
+ *  memory. Every name is one. */
 char *mcfs_unescape(const char *name, size_t *len);
 /** Hidden internal names (temporary keys of writes in progress). */
 bool mcfs_hidden_key(const char *key);

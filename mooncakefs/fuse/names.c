@@ -1,81 +1,80 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Key components <-> path names. A key "a/b/c" is the file kv/a/b/c; a
- * component that cannot be a path name is shown escaped:
- *   '%' -> %25,  "." -> %2E,  ".." -> %2E%2E,  "" (as in "a//b") -> %00
- * Every other byte is shown as is. Looking a name up decodes any %XX, so
- * both spellings reach the same key. docs/design.md lists the rules.
+ * Key components <-> path names. A key "a/b/c" is the file kv/a/b/c, and
+ * a name is its key component as it is, '%' and all: a file made as
+ * "100%" or "a%20b" has that key, and is listed so. Only the three
+ * components that cannot be path names are shown as tokens:
+ *   "" (as in "a//b") -> %00,  "." -> %2E,  ".." -> %2E%2E
+ * and a component that is itself such a token, after any number of
+ * "%25", is shown with one "%25" more (the key "%2E" is the name
+ * "%25%2E"), so every component has one name and every name one key.
+ * docs/design.md lists the rules.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "mc_parse.h"
 #include "mcfs.h"
+
+static const char *const TOKENS[] = { "%00", "%2E", "%2E%2E" };
+static const char *const SPECIAL[] = { "", ".", ".." };
+
+/* Whether s (len bytes) is "%25" repeated, then a token. */
+static bool token_like(const char *s, size_t len)
+{
+	while (len >= 3 && !memcmp(s, "%25", 3)) {
+		s += 3;
+		len -= 3;
+	}
+	for (size_t i = 0; i < 3; i++)
+		if (len == strlen(TOKENS[i]) && !memcmp(s, TOKENS[i], len))
+			return true;
+	return false;
+}
+
+static char *dup_n(const char *s, size_t len)
+{
+	char *out = malloc(len + 1);
+
+	if (out) {
+		memcpy(out, s, len);
+		out[len] = 0;
+	}
+	return out;
+}
 
 char *mcfs_escape(const char *comp, size_t len)
 {
-	size_t n = 0;
-	char *out, *p;
+	char *out;
 
-	if (len == 0)
-		return strdup("%00");
-	if (len == 1 && comp[0] == '.')
-		return strdup("%2E");
-	if (len == 2 && comp[0] == '.' && comp[1] == '.')
-		return strdup("%2E%2E");
-	for (size_t i = 0; i < len; i++)
-		n += comp[i] == '%' ? 3 : 1;
-	out = malloc(n + 1);
-	if (!out)
-		return NULL;
-	p = out;
-	for (size_t i = 0; i < len; i++) {
-		if (comp[i] == '%') {
-			memcpy(p, "%25", 3);
-			p += 3;
-		} else {
-			*p++ = comp[i];
-		}
+	for (size_t i = 0; i < 3; i++)
+		if (len == strlen(SPECIAL[i]) && !memcmp(comp, SPECIAL[i], len))
+			return strdup(TOKENS[i]);
+	if (!token_like(comp, len))
+		return dup_n(comp, len);
+	out = malloc(len + 4);
+	if (out) {
+		memcpy(out, "%25", 3);
+		memcpy(out + 3, comp, len);
+		out[len + 3] = 0;
 	}
-	*p = 0;
 	return out;
 }
 
 char *mcfs_unescape(const char *name, size_t *len)
 {
-	size_t n = strlen(name), j = 0;
-	char *out;
+	size_t n = strlen(name);
 
-	if (!strcmp(name, "%00")) {
-		*len = 0;
-		return strdup("");
+	for (size_t i = 0; i < 3; i++)
+		if (!strcmp(name, TOKENS[i])) {
+			*len = strlen(SPECIAL[i]);
+			return strdup(SPECIAL[i]);
+		}
+	if (n > 3 && token_like(name, n)) { /* one "%25" less */
+		*len = n - 3;
+		return dup_n(name + 3, n - 3);
 	}
-	out = malloc(n + 1);
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (name[i] != '%') {
-			out[j++] = name[i];
-			continue;
-		}
-		if (i + 2 >= n) {
-			free(out);
-			return NULL;
-		}
-		int h = mc_parse_hexdigit(name[i + 1]),
-		    l = h < 0 ? -1 : mc_parse_hexdigit(name[i + 2]);
-		if (h < 0 || l < 0 || (h == 0 && l == 0) ||
-		    (h == 2 && l == 15)) {
-			/* malformed, a NUL, or a '/' inside a component */
-			free(out);
-			return NULL;
-		}
-		out[j++] = (char)(h << 4 | l);
-		i += 2;
-	}
-	out[j] = 0;
-	*len = j;
-	return out;
+	*len = n;
+	return dup_n(name, n);
 }
 
 bool mcfs_hidden_key(const char *key)

@@ -16,19 +16,29 @@ from mount import Shell, random_bytes, write_random
 def test_escaped_names(mounts, procs, tmp_path, master):
     mnt = mounts(seg="512MiB", opts="xattr")
     sh = Shell(procs, tmp_path, master)
-    for key in ("esc/a//b", "esc/x/./y", "esc/p%q", "esc/..", "esc/z"):
+    for key in ("esc/a//b", "esc/x/./y", "esc/p%q", "esc/..", "esc/z",
+                "esc/%2E"):
         sh.ok(f"put {key} 10 1")
     names = sorted(os.listdir(mnt.kv / "esc"))
-    assert names == ["%2E%2E", "a", "p%25q", "x", "z"], names
+    assert names == ["%25%2E", "%2E%2E", "a", "p%q", "x", "z"], names
     assert os.listdir(mnt.kv / "esc" / "a") == ["%00"]
     assert os.listdir(mnt.kv / "esc" / "a" / "%00") == ["b"]
     assert os.listdir(mnt.kv / "esc" / "x" / "%2E") == ["y"]
-    assert os.path.getsize(mnt.kv / "esc" / "p%25q") == 10
+    assert os.path.getsize(mnt.kv / "esc" / "p%q") == 10
     assert os.path.getsize(mnt.kv / "esc" / "%2E%2E") == 10
-    # Both spellings reach the same key when looked up.
-    assert os.path.getsize(mnt.kv / "esc" / "%7A") == 10
-    assert os.getxattr(mnt.kv / "esc" / "p%25q",
+    assert os.getxattr(mnt.kv / "esc" / "p%q",
                        "user.mooncake.key") == b"esc/p%q"
+    assert os.getxattr(mnt.kv / "esc" / "%25%2E",
+                       "user.mooncake.key") == b"esc/%2E"
+    # Names with '%' made through the mount are their keys, as they are
+    # (they were decoded as %XX, or refused EINVAL).
+    for name in ("100%", "100%done", "a%20b", "r%41", "x%2Fy"):
+        (mnt.kv / "esc" / name).write_bytes(name.encode())
+        assert os.getxattr(mnt.kv / "esc" / name,
+                           "user.mooncake.key") == f"esc/{name}".encode()
+    assert {"100%", "100%done", "a%20b", "r%41", "x%2Fy"} <= \
+        set(os.listdir(mnt.kv / "esc"))
+    assert not (mnt.kv / "esc" / "%7A").exists()
 
 
 def test_known_size_writes_go_straight_to_replicas(mnt):
