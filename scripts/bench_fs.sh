@@ -54,7 +54,7 @@
 #
 # Usage: scripts/bench_fs.sh [--repeat N] [--seconds S] [--size SIZE]
 #                            [--keys N] [--segment_size SIZE]
-#                            [--only read,lib,remote,write,meta]
+#                            [--only read,lib,remote,write,meta,locks]
 #                            [--results FILE]
 #   --repeat N           runs of every case (default 3); medians reported
 #   --seconds S          time-based cases (default 2)
@@ -76,7 +76,7 @@ seconds=2
 size=1GiB
 nkeys=100000
 segsize=3GiB
-only=read,lib,remote,write,meta
+only=read,lib,remote,write,meta,locks
 results_copy=
 tmp=
 shm=
@@ -586,6 +586,61 @@ for i in range(n):
 	rm -rf "$shm/meta"
 fi
 
+# Lock and unlock pairs per second on one file: flock (LOCK_EX then
+# LOCK_UN) and POSIX (lockf), by one process, then by two processes
+# taking turns on one file (each waiting for the other: the contended
+# case). The mount keeps locks in its daemon (docs/design.md, "Locks"):
+# a FUSE round trip each; tmpfs keeps them in the kernel.
+cat >"$tmp/locks.py" <<'PYEOF'
+import fcntl, json, os, sys, time
+path, secs, kind, procs = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def lock(f, ex):
+    if kind == "flock":
+        fcntl.flock(f, fcntl.LOCK_EX if ex else fcntl.LOCK_UN)
+    else:
+        fcntl.lockf(f, fcntl.LOCK_EX if ex else fcntl.LOCK_UN)
+open(path, "a").close()
+r, w = os.pipe()
+kids = []
+for _ in range(procs):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        f = open(path, "r+")
+        n, t0 = 0, time.monotonic()
+        while time.monotonic() - t0 < secs:
+            for _ in range(100):
+                lock(f, True)
+                lock(f, False)
+            n += 100
+        os.write(w, f"{n / (time.monotonic() - t0)}\n".encode())
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+for pid in kids:
+    os.waitpid(pid, 0)
+print(sum(float(x) for x in os.read(r, 4096).decode().split()))
+PYEOF
+if phase locks; then
+	echo "bench_fs: locks ($repeat x)" >&2
+	mkdir -p "$shm/locks" "$mnt/kv/fsbench/locks"
+	for ((r = 1; r <= repeat; r++)); do
+		for kind in flock lockf; do
+			for procs in 1 2; do
+				for target in tmpfs mount; do
+					d=$shm/locks
+					[[ $target == mount ]] && d=$mnt/kv/fsbench/locks
+					n=$(python3 "$tmp/locks.py" "$d/f" "$seconds" \
+						"$kind" "$procs") ||
+						die "locks on $d failed"
+					record "{\"kind\": \"locks\", \"target\": \"$target\", \"op\": \"$kind\", \"procs\": $procs, \"rep\": $r, \"per_s\": $n}"
+				done
+			done
+		done
+	done
+	rm -rf "$shm/locks"
+fi
+
 read -r load1 _ </proc/loadavg
 if [[ -n $results_copy ]]; then
 	cp "$res" "$results_copy"
@@ -768,6 +823,20 @@ if any(r["kind"] == "ls" for r in rows):
     if pk:
         print(f"\nKeys put with batch_put_from (1000 per call): "
               f"{pk[0]['keys_per_s']:.0f} keys/s.")
+    print()
+
+if any(r["kind"] == "locks" for r in rows):
+    print("### Locks: lock and unlock pairs per second on one file\n")
+    print("| lock | processes | tmpfs | mooncakefs | mount / tmpfs |")
+    print("|---|---:|---:|---:|---:|")
+    for op in ("flock", "lockf"):
+        for procs in (1, 2):
+            t = pick("locks", "per_s", target="tmpfs", op=op, procs=procs)
+            m = pick("locks", "per_s", target="mount", op=op, procs=procs)
+            txt, _ = paired("locks", "per_s",
+                            dict(target="mount", op=op, procs=procs),
+                            dict(target="tmpfs", op=op, procs=procs))
+            print(f"| {op} | {procs} | {f(t, 0)} | {f(m, 0)} | {txt} |")
     print()
 
 if targets_met:

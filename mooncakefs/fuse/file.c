@@ -419,9 +419,13 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 			(void)mooncake_store_remove(fs->store, fh->tmp_key,
 						    true);
 		/* Made empty for a name someone published meanwhile: theirs
-		 * stays, and this handle published nothing. */
-		if (rc == -EEXIST && fh->if_absent)
-			rc = 0;
+		 * stays, and this handle published nothing (no attributes
+		 * of its own on their object, no version of its own bound). */
+		if (rc == -EEXIST && fh->if_absent) {
+			fh->bound = false;
+			fh->dirty = false;
+			return 0;
+		}
 	}
 	if (rc) {
 		atomic_fetch_add(&fs->n_errors, 1);
@@ -445,7 +449,7 @@ int mcfs_file_publish(struct mcfs *fs, struct mcfs_fh *fh, bool *changed)
 	pthread_mutex_lock(&fh->lock);
 	*changed = fh->dirty && !fh->error;
 	rc = publish_locked(fs, fh);
-	*changed = *changed && !rc;
+	*changed = *changed && !rc && fh->published;
 	if (fh->node && fh->node->created)
 		atomic_store(&fh->node->create_failed, rc && !fh->published);
 	pthread_mutex_unlock(&fh->lock);

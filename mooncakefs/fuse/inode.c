@@ -197,6 +197,24 @@ static struct mcfs_node *find_ino(struct mcfs *fs, uint64_t ino)
 	return n;
 }
 
+char *mcfs_node_lock_key(struct mcfs *fs, uint64_t ino)
+{
+	struct mcfs_node *n;
+	char *key = NULL, buf[32];
+
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_ino(fs, ino);
+	if (n && (n->kind == MCFS_KV_FILE || n->kind == MCFS_KV_DIR) &&
+	    n->key) {
+		key = strdup(n->key);
+	} else if (n) {
+		snprintf(buf, sizeof(buf), "#%llu", (unsigned long long)ino);
+		key = strdup(buf);
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return key;
+}
+
 struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino)
 {
 	struct mcfs_node *n;

@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mcfs.h"
 #include "mooncake/mc_err.h"
 
@@ -400,7 +401,8 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 	 * retries a stale open only once, so it opens what it looked at:
 	 * the empty file (a writer publishes only if written, or if the
 	 * name is still free). */
-	if (!n->version && n->owner == pid && !n->created)
+	if (!n->version && n->owner == pid && !n->created &&
+	    n->owner_until_ms > mc_mono_ms())
 		return 0;
 	mcfs_node_retire(fs, n);
 	if (n->parent)
@@ -490,8 +492,8 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 }
 
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   const mooncake_fs_attr_t *attr, struct mcfs_node **node,
-		   struct mcfs_fh **out)
+		   const mooncake_fs_attr_t *attr, int flags,
+		   struct mcfs_node **node, struct mcfs_fh **out)
 {
 	struct mcfs_node *n;
 	char *key;
@@ -514,7 +516,7 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		rc = start_writer(fs, n, NULL, out);
 		if (rc)
 			mcfs_node_close(fs, n->ino, true);
-		else
+		else if (!(flags & O_TRUNC))
 			(*out)->if_absent = true; /* unless written */
 	}
 	if (rc) {
@@ -649,8 +651,10 @@ static int rename_dir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	}
 	if (!rc)
 		rc = mcfs_errno(mooncake_store_rename_dir(fs->store, fp, tp));
-	if (!rc)
+	if (!rc) {
 		mcfs_node_renamed_dir(fs, dir, name, newdir, newname, fp, tp);
+		mcfs_locks_rename(fs, fp, tp, true);
+	}
 	free(fp);
 	free(tp);
 	return rc;
@@ -701,6 +705,7 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	if (!rc && strcmp(from, to)) {
 		(void)mcfs_node_unlinked(fs, newdir, newname); /* replaced */
 		mcfs_node_renamed(fs, dir, name, newdir, newname, to);
+		mcfs_locks_rename(fs, from, to, false);
 	}
 	rc = mcfs_errno(rc);
 out:

@@ -197,14 +197,16 @@ static int cut(struct lk_name *n, uint64_t owner, bool flock, uint64_t start,
 /* Give w's owner what it asks for (nothing conflicts). */
 static int grant(struct lk_name *n, const struct lk_hold *w)
 {
-	struct lk_hold *h;
-	int rc = cut(n, w->owner, w->flock, w->start, w->end);
+	struct lk_hold *h = NULL;
+	int rc;
 
-	if (rc || w->type == F_UNLCK)
+	if (w->type != F_UNLCK && !(h = malloc(sizeof(*h))))
+		return -ENOMEM; /* before anything changed */
+	rc = cut(n, w->owner, w->flock, w->start, w->end);
+	if (rc || !h) {
+		free(h);
 		return rc;
-	h = malloc(sizeof(*h));
-	if (!h)
-		return -ENOMEM;
+	}
 	*h = *w;
 	h->next = n->holds;
 	n->holds = h;
@@ -249,17 +251,18 @@ static void on_interrupt(fuse_req_t req, void *data)
 	struct lk_wait *gone = NULL;
 
 	pthread_mutex_lock(&l->mu);
-	for (struct lk_name *n = l->names; n && !gone; n = n->next)
+	for (struct lk_name *n = l->names; n; n = n->next)
 		for (struct lk_wait **pp = &n->waits; *pp; pp = &(*pp)->next)
 			if ((*pp)->id == id) {
 				gone = *pp;
 				*pp = gone->next;
 				gone->next = NULL;
-				name_gc(l, n);
-				break;
+				name_gc(l, n); /* may free n: look no further */
+				goto out;
 			}
-	if (!gone) /* not queued yet (or answered already: harmless) */
-		l->intr[l->n_intr++ % INTR_RING] = id;
+	/* Not queued yet (or answered already: harmless). */
+	l->intr[l->n_intr++ % INTR_RING] = id;
+out:
 	pthread_mutex_unlock(&l->mu);
 	answer(gone, EINTR);
 }
@@ -414,6 +417,62 @@ void mcfs_locks_getlk(struct mcfs *fs, fuse_req_t req, const char *key,
 	}
 	pthread_mutex_unlock(&l->mu);
 	fuse_reply_lock(req, &out);
+}
+
+void mcfs_locks_rename(struct mcfs *fs, const char *from, const char *to,
+		       bool prefix)
+{
+	struct mcfs_locks *l = fs->locks;
+	size_t fl = strlen(from), tl = strlen(to);
+	struct lk_name *moved = NULL, **pp;
+
+	pthread_mutex_lock(&l->mu);
+	for (pp = &l->names; *pp;) {
+		struct lk_name *n = *pp, *m;
+		size_t rest;
+
+		if (prefix ? strncmp(n->key, from, fl) : strcmp(n->key, from)) {
+			pp = &n->next;
+			continue;
+		}
+		rest = strlen(n->key) - fl;
+		m = calloc(1, sizeof(*m) + tl + rest + 1);
+		if (!m) { /* stays under its old name */
+			pp = &n->next;
+			continue;
+		}
+		memcpy(m->key, to, tl);
+		memcpy(m->key + tl, n->key + fl, rest + 1);
+		m->holds = n->holds;
+		m->waits = n->waits;
+		m->next = moved;
+		moved = m;
+		*pp = n->next;
+		free(n);
+	}
+	/* Onto any entry of the new names (a rename over a locked file:
+	 * both sets of holders keep what they hold). */
+	while (moved) {
+		struct lk_name *m = moved, *t = name_of(l, m->key, false);
+
+		moved = m->next;
+		if (!t) {
+			m->next = l->names;
+			l->names = m;
+			continue;
+		}
+		struct lk_hold **hp = &t->holds;
+		struct lk_wait **wp = &t->waits;
+
+		while (*hp)
+			hp = &(*hp)->next;
+		*hp = m->holds;
+		while (*wp)
+			wp = &(*wp)->next;
+		*wp = m->waits;
+		free(m);
+	}
+	pthread_mutex_unlock(&l->mu);
 }
 
 /* What owner holds on key (flock: its flock locks, else its POSIX

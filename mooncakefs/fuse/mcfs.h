@@ -323,6 +323,9 @@ bool mcfs_hidden_key(const char *key);
 int mcfs_itab_init(struct mcfs *fs);
 void mcfs_itab_free(struct mcfs *fs);
 struct mcfs_node *mcfs_node_get(struct mcfs *fs, uint64_t ino);
+/** The name ino's locks are kept under (locks.c): its key, or "#ino"
+ *  for what has none; malloc'd, NULL when ino is gone (or no memory). */
+char *mcfs_node_lock_key(struct mcfs *fs, uint64_t ino);
 /**
  * Find or make the child node (a file: of that version), taking a lookup
  * reference. Retired nodes are never found: a new one is made.
@@ -441,10 +444,12 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir,
 int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		 struct mcfs_fh **out);
 /** A new file of the caller's: attr as the caller's create() gives it
- *  (mode with type, uid, gid; the times are set here). */
+ *  (mode with type, uid, gid; the times are set here); flags the
+ *  open's (without O_TRUNC, a file left empty is made only if the name
+ *  is still free when published). */
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
-		   const mooncake_fs_attr_t *attr, struct mcfs_node **node,
-		   struct mcfs_fh **out);
+		   const mooncake_fs_attr_t *attr, int flags,
+		   struct mcfs_node **node, struct mcfs_fh **out);
 /** Reply to a read of an FH_READ handle (from the segment when it is
  *  this daemon's: one copy). */
 void mcfs_kv_read(fuse_req_t req, struct mcfs *fs, struct mcfs_fh *fh,
@@ -618,6 +623,10 @@ void mcfs_locks_setlk(struct mcfs *fs, fuse_req_t req, const char *key,
 /** fcntl F_GETLK: the first lock of another owner in the way; replies. */
 void mcfs_locks_getlk(struct mcfs *fs, fuse_req_t req, const char *key,
 		      uint64_t owner, const struct flock *lk);
+/** A rename: the locks of key from (prefix: of every key starting with
+ *  from) go to the new name. */
+void mcfs_locks_rename(struct mcfs *fs, const char *from, const char *to,
+		       bool prefix);
 /** Release owner's flock (flock) or POSIX locks on key, and answer the
  *  waiters that it let in (a release, a flush). */
 void mcfs_locks_drop(struct mcfs *fs, const char *key, uint64_t owner,

@@ -426,7 +426,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	(void)rdev;
 	if (!rc) {
 		a = mcfs_new_attr(fs, req, p, mode);
-		rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+		rc = mcfs_kv_create(fs, p, name, &a, 0, &n, &fh);
 	}
 	if (!rc) {
 		rc = mcfs_file_publish(fs, fh, &changed);
@@ -672,7 +672,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = dir_for_change(fs, parent, &p);
 		if (!rc) {
 			a = mcfs_new_attr(fs, req, p, S_IFREG | (mode & 07777));
-			rc = mcfs_kv_create(fs, p, name, &a, &n, &fh);
+			rc = mcfs_kv_create(fs, p, name, &a, fi->flags, &n,
+					    &fh);
 		}
 	}
 	if (rc) {
@@ -822,84 +823,71 @@ static int publish(struct mcfs *fs, struct mcfs_fh *fh, bool invalidate)
 
 /* ---- locks ------------------------------------------------------------- */
 
-/* The name locks of ino are kept under (locks.c): its key, or its number
- * for what has none (a checkpoint's file, a generated one). NULL: the
- * inode is gone. */
-static const char *lock_key(struct mcfs *fs, fuse_ino_t ino, char *buf,
-			    size_t len)
-{
-	struct mcfs_node *n = mcfs_node_get(fs, ino);
-
-	if (!n)
-		return NULL;
-	if ((n->kind == MCFS_KV_FILE || n->kind == MCFS_KV_DIR) && n->key)
-		return n->key;
-	snprintf(buf, len, "#%llu", (unsigned long long)ino);
-	return buf;
-}
-
 static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     int op)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
-	char buf[32];
-	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+	char *key = mcfs_node_lock_key(fs, ino);
 
 	if (!key)
 		fuse_reply_err(req, ENOENT);
 	else
 		mcfs_locks_flock(fs, req, key, fi->lock_owner, op);
+	free(key);
 }
 
 static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
-	char buf[32];
-	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+	char *key = mcfs_node_lock_key(fs, ino);
 
 	if (!key)
 		fuse_reply_err(req, ENOENT);
 	else
 		mcfs_locks_getlk(fs, req, key, fi->lock_owner, lock);
+	free(key);
 }
 
 static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock, int sleep)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
-	char buf[32];
-	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+	char *key = mcfs_node_lock_key(fs, ino);
 
 	if (!key)
 		fuse_reply_err(req, ENOENT);
 	else
 		mcfs_locks_setlk(fs, req, key, fi->lock_owner, lock,
 				 sleep != 0);
+	free(key);
 }
 
 /* A close by a process ends its POSIX locks (flush), the description's
- * release its flock locks. */
+ * release its flock locks: after what it wrote is published, so that a
+ * process the lock lets in reads it. */
 static void drop_locks(struct mcfs *fs, fuse_ino_t ino,
 		       const struct fuse_file_info *fi, bool flock)
 {
-	char buf[32];
-	const char *key = lock_key(fs, ino, buf, sizeof(buf));
+	char *key = mcfs_node_lock_key(fs, ino);
 
 	if (key)
 		mcfs_locks_drop(fs, key, fi->lock_owner, flock);
+	free(key);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_fh *fh = fh_of(fi);
+	int rc;
 
-	drop_locks(fs, ino, fi, false);
 	/* Every close() of a descriptor of the file: what it wrote is the
 	 * name's version, and the error of making it so is close()'s (cp
 	 * reports it). The handle stays writable through other copies. */
-	reply_rc(req, fh->kind == FH_WRITE ? publish(fs, fh, true) : 0);
+	rc = fh->kind == FH_WRITE ? publish(fs, fh, true) : 0;
+	drop_locks(fs, ino, fi, false);
+	reply_rc(req, rc);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -919,8 +907,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct mcfs *fs = fuse_req_userdata(req);
 	struct mcfs_fh *fh = fh_of(fi);
 
-	if (fi->flock_release)
-		drop_locks(fs, ino, fi, true);
 	if (fh->kind == FH_WRITE) {
 		/* No flush came after the last change (a writable mmap):
 		 * publish now; nobody is left to tell if that fails. */
@@ -931,6 +917,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 				    "published: %s",
 				    fh->key, strerror(-rc));
 	}
+	if (fi->flock_release)
+		drop_locks(fs, ino, fi, true);
 	if (fh->kind == FH_READ || fh->kind == FH_WRITE)
 		mcfs_node_close(fs, fh->ino, fh->kind == FH_WRITE);
 	mcfs_fh_free(fs, fh);

@@ -190,8 +190,11 @@ static int ping_remount(void *arg, uint64_t fence_ms)
 	 * its embedded metadata service's entries too: without ours, peers
 	 * can no longer reach us (nor we them, once they do the same). */
 	rc = te_publish_again(s->eng);
-	if (rc && rc != MC_EMETACONFLICT)
-		return rc;
+	if (rc) /* the engine's keeper tries again; the mount goes on */
+		mc_log_warn("store",
+			    "publishing this client's transfer-engine entries "
+			    "again: %s",
+			    mc_strerror(rc));
 	rc = do_mount(s);
 	if (!rc)
 		s->remount_fenced = false;

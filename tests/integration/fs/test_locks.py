@@ -156,3 +156,30 @@ print('taken')
         assert out == "taken"
     finally:
         f.close()
+
+
+def test_locks_follow_a_rename(mnt):
+    """A lock held on a file that is then renamed (alone, or with its
+    directory) is the new name's: another process cannot take it there,
+    and can once it is released."""
+    kv = mnt.kv
+    (kv / "d").mkdir()
+    (kv / "d" / "a").write_bytes(b"1")
+    f = open(kv / "d" / "a", "rb")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        os.rename(kv / "d" / "a", kv / "d" / "b")
+        os.rename(kv / "d", kv / "e")
+        probe = f"""
+import fcntl
+f = open({str(kv / 'e' / 'b')!r}, 'rb')
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print('taken')
+except BlockingIOError:
+    print('held')
+"""
+        assert py(probe) == "held"
+    finally:
+        f.close()
+    assert py(probe) == "taken"
