@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mc_log.h"
 #include "mc_time.h"
@@ -45,6 +46,9 @@
 
 #define BUF_SIZE MCFS_READ_MAX
 #define PAGE 1000
+/* How long an open waits for a created file's publish under way. */
+#define PUBLISH_WAIT_US 2000
+#define PUBLISH_WAIT_TRIES 50
 
 static int64_t now_ns(void)
 {
@@ -384,6 +388,15 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 	if (*out)
 		return 0;
 	rc = mooncake_store_object_open(fs->store, n->key, out);
+	/* A created file whose first publish is under way binds its node to
+	 * the version just before the rename that makes it the name's
+	 * (file.c): the rename lands within a master call. */
+	for (int i = 0; rc == MC_STORE_OBJECT_NOT_FOUND && n->created &&
+			n->version && i < PUBLISH_WAIT_TRIES;
+	     i++) {
+		usleep(PUBLISH_WAIT_US);
+		rc = mooncake_store_object_open(fs->store, n->key, out);
+	}
 	/* A file being created (by this mount) and not published yet: its
 	 * version is empty, for readers and for writers that start from it
 	 * (flock's lock file, two O_CREAT|O_APPEND opens). */
