@@ -256,7 +256,7 @@ struct page_ctx {
 	struct mcfs_dirlist *d;
 	size_t plen;
 	char *last; /* last name from the master (the next cursor) */
-	char *last_file; /* dedup: a key "x" and the directory "x/" */
+	char *last_file; /* dedup: a key "x" and the directory "x/" (raw) */
 	int err;
 };
 
@@ -290,11 +290,12 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 			pc->d, name, e->name,
 			e->is_prefix ? MCFS_KV_DIR : MCFS_KV_FILE, e->version,
 			e->size, e->mtime_ms, &e->attr);
-	if (!e->is_prefix) {
+	free(name);
+	if (!e->is_prefix) { /* the raw component, as rest is compared */
 		free(pc->last_file);
-		pc->last_file = name;
-	} else {
-		free(name);
+		pc->last_file = strndup(rest, len);
+		if (!pc->last_file)
+			pc->err = -ENOMEM;
 	}
 }
 

@@ -39,6 +39,11 @@ def test_escaped_names(mounts, procs, tmp_path, master):
     assert {"100%", "100%done", "a%20b", "r%41", "x%2Fy"} <= \
         set(os.listdir(mnt.kv / "esc"))
     assert not (mnt.kv / "esc" / "%7A").exists()
+    # A key that is also a directory shows once, as the file, whatever
+    # its name looks like.
+    for key in ("dup/%2E", "dup/%2E/y", "dup/p%q", "dup/p%q/y"):
+        sh.ok(f"put {key} 10 1")
+    assert sorted(os.listdir(mnt.kv / "dup")) == ["%25%2E", "p%q"]
 
 
 def test_known_size_writes_go_straight_to_replicas(mnt):
