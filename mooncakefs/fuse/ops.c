@@ -823,43 +823,47 @@ static int publish(struct mcfs *fs, struct mcfs_fh *fh, bool invalidate)
 
 /* ---- locks ------------------------------------------------------------- */
 
-static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		     int op)
+/* The name ino's locks are kept under (malloc'd), or NULL with ENOENT
+ * replied. */
+static char *lock_key_or_reply(fuse_req_t req, fuse_ino_t ino)
 {
-	struct mcfs *fs = fuse_req_userdata(req);
-	char *key = mcfs_node_lock_key(fs, ino);
+	char *key = mcfs_node_lock_key(fuse_req_userdata(req), ino);
 
 	if (!key)
 		fuse_reply_err(req, ENOENT);
-	else
-		mcfs_locks_flock(fs, req, key, fi->lock_owner, op);
+	return key;
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
+{
+	char *key = lock_key_or_reply(req, ino);
+
+	if (key)
+		mcfs_locks_flock(fuse_req_userdata(req), req, key,
+				 fi->lock_owner, op);
 	free(key);
 }
 
 static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock)
 {
-	struct mcfs *fs = fuse_req_userdata(req);
-	char *key = mcfs_node_lock_key(fs, ino);
+	char *key = lock_key_or_reply(req, ino);
 
-	if (!key)
-		fuse_reply_err(req, ENOENT);
-	else
-		mcfs_locks_getlk(fs, req, key, fi->lock_owner, lock);
+	if (key)
+		mcfs_locks_getlk(fuse_req_userdata(req), req, key,
+				 fi->lock_owner, lock);
 	free(key);
 }
 
 static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock, int sleep)
 {
-	struct mcfs *fs = fuse_req_userdata(req);
-	char *key = mcfs_node_lock_key(fs, ino);
+	char *key = lock_key_or_reply(req, ino);
 
-	if (!key)
-		fuse_reply_err(req, ENOENT);
-	else
-		mcfs_locks_setlk(fs, req, key, fi->lock_owner, lock,
-				 sleep != 0);
+	if (key)
+		mcfs_locks_setlk(fuse_req_userdata(req), req, key,
+				 fi->lock_owner, lock, sleep != 0);
 	free(key);
 }
 

@@ -183,3 +183,37 @@ except BlockingIOError:
     finally:
         f.close()
     assert py(probe) == "taken"
+
+
+def test_a_holder_killed_lets_the_lock_go(mnt):
+    """kill -9 of a process holding a flock or a POSIX lock (its
+    descriptors closed by the kernel: release and flush) leaves the lock
+    free; a waiter killed -9 leaves nothing behind either."""
+    kv = mnt.kv
+    for lk in ("fcntl.flock(f, fcntl.LOCK_EX)",
+               "fcntl.lockf(f, fcntl.LOCK_EX)"):
+        holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, sys, time
+f = open({str(kv / 'k')!r}, 'a+')
+{lk}
+print('locked', flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "locked"
+        waiter = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl
+f = open({str(kv / 'k')!r}, 'a+')
+{lk}
+"""])
+        time.sleep(0.3)
+        waiter.kill()
+        waiter.wait(10)
+        holder.kill()
+        holder.wait(10)
+        take = lk.replace("LOCK_EX)", "LOCK_EX | fcntl.LOCK_NB)")
+        assert py(f"""
+import fcntl
+f = open({str(kv / 'k')!r}, 'a+')
+{take}
+print('taken')
+""") == "taken"
