@@ -54,13 +54,15 @@
 #
 # Usage: scripts/bench_fs.sh [--repeat N] [--seconds S] [--size SIZE]
 #                            [--keys N] [--segment_size SIZE]
-#                            [--only read,lib,remote,write,meta,locks]
+#                            [--only read,lib,remote,write,meta,locks,trees]
+#                            [--files N]
 #                            [--results FILE]
 #   --repeat N           runs of every case (default 3); medians reported
 #   --seconds S          time-based cases (default 2)
 #   --size SIZE          the file read and written (default 1GiB)
 #   --keys N             keys listed and stat'ed (default 100000)
 #   --segment_size SIZE  the mount's contribution (default 3GiB)
+#   --files N            files of the trees phase (default 1000)
 #   --only LIST          phases to run (default all)
 #   --results FILE       also keep every run's figures there (JSON lines)
 # Takes about 6 minutes with the defaults (10 with --repeat 5).
@@ -76,7 +78,8 @@ seconds=2
 size=1GiB
 nkeys=100000
 segsize=3GiB
-only=read,lib,remote,write,meta,locks
+only=read,lib,remote,write,meta,locks,trees
+nfiles=1000
 results_copy=
 tmp=
 shm=
@@ -90,6 +93,7 @@ while [[ $# -gt 0 ]]; do
 	--seconds) seconds=$2; shift 2 ;;
 	--size) size=$2; shift 2 ;;
 	--keys) nkeys=$2; shift 2 ;;
+	--files) nfiles=$2; shift 2 ;;
 	--segment_size) segsize=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--results) results_copy=$2; shift 2 ;;
@@ -641,6 +645,38 @@ if phase locks; then
 	rm -rf "$shm/locks"
 fi
 
+# Trees of small files: tar -x and rsync -a create every file with O_EXCL
+# (exclusive between mounts: a publish at the create, docs/design.md),
+# cp -r with O_TRUNC; --files files of 4 KiB, files per second.
+if phase trees; then
+	echo "bench_fs: trees ($repeat x)" >&2
+	mkdir -p "$tmp/tree/d"
+	for ((i = 0; i < nfiles; i++)); do
+		head -c 4096 /dev/urandom >"$tmp/tree/d/f$i"
+	done
+	tar cf "$tmp/tree.tar" -C "$tmp/tree" d
+	for ((r = 1; r <= repeat; r++)); do
+		for tool in tar rsync cp; do
+			for target in tmpfs mount; do
+				d=$shm/trees
+				[[ $target == mount ]] && d=$mnt/kv/fsbench/trees
+				mkdir -p "$d"
+				t0=$(date +%s%N)
+				case $tool in
+				tar) tar xf "$tmp/tree.tar" -C "$d" ;;
+				rsync) rsync -a "$tmp/tree/d/" "$d/d/" ;;
+				cp) cp -r "$tmp/tree/d" "$d/d" ;;
+				esac
+				t1=$(date +%s%N)
+				n=$(find "$d/d" -type f | wc -l)
+				((n == nfiles)) || die "$tool into $d: $n of $nfiles files"
+				rm -rf "$d"
+				record "{\"kind\": \"trees\", \"target\": \"$target\", \"op\": \"$tool\", \"rep\": $r, \"per_s\": $((nfiles * 1000000000 / (t1 - t0)))}"
+			done
+		done
+	done
+fi
+
 read -r load1 _ </proc/loadavg
 if [[ -n $results_copy ]]; then
 	cp "$res" "$results_copy"
@@ -837,6 +873,18 @@ if any(r["kind"] == "locks" for r in rows):
                             dict(target="mount", op=op, procs=procs),
                             dict(target="tmpfs", op=op, procs=procs))
             print(f"| {op} | {procs} | {f(t, 0)} | {f(m, 0)} | {txt} |")
+    print()
+
+if any(r["kind"] == "trees" for r in rows):
+    print("### Trees of 4 KiB files: files per second\n")
+    print("| tool | tmpfs | mooncakefs | mount / tmpfs |")
+    print("|---|---:|---:|---:|")
+    for op in ("tar", "rsync", "cp"):
+        t = pick("trees", "per_s", target="tmpfs", op=op)
+        m = pick("trees", "per_s", target="mount", op=op)
+        txt, _ = paired("trees", "per_s", dict(target="mount", op=op),
+                        dict(target="tmpfs", op=op))
+        print(f"| {op} | {f(t, 0)} | {f(m, 0)} | {txt} |")
     print()
 
 if targets_met:

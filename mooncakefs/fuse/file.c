@@ -424,7 +424,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		if (rc == -EEXIST && fh->if_absent) {
 			fh->bound = false;
 			fh->dirty = false;
-			return 0;
+			return fh->excl ? -EEXIST : 0;
 		}
 	}
 	if (rc) {
@@ -435,6 +435,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 	}
 	publish_attr(fs, fh);
 	fh->dirty = false;
+	fh->if_absent = fh->excl = false; /* the name is this version now */
 	fh->published = true;
 	fh->published_direct = direct;
 	atomic_fetch_add(&fs->n_writes, 1);

@@ -505,6 +505,26 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 	return rc;
 }
 
+/* O_EXCL (and mknod): the name is made now, empty, and only if no one
+ * made it meanwhile. Within one mount the kernel's lookup under the
+ * directory's lock saw to that already; another mount's create of the
+ * same new name is seen only here (the lock-file idiom between hosts).
+ * The handle then writes on as over its own published file. */
+static int create_exclusive(struct mcfs *fs, struct mcfs_node *n,
+			    struct mcfs_fh *fh)
+{
+	bool changed;
+	int rc;
+
+	fh->if_absent = fh->excl = true;
+	rc = mcfs_file_publish(fs, fh, &changed);
+	if (rc) {
+		mcfs_node_close(fs, n->ino, true);
+		mcfs_fh_free(fs, fh);
+	}
+	return rc;
+}
+
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   const mooncake_fs_attr_t *attr, int flags,
 		   struct mcfs_node **node, struct mcfs_fh **out)
@@ -533,6 +553,8 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		else if (!(flags & O_TRUNC))
 			(*out)->if_absent = true; /* unless written */
 	}
+	if (!rc && (flags & O_EXCL))
+		rc = create_exclusive(fs, n, *out);
 	if (rc) {
 		mcfs_node_forget(fs, n->ino, 1);
 		return rc;

@@ -200,6 +200,9 @@ struct mcfs_fh {
 	/* Empty as the name was not published yet, and nothing written:
 	 * its publish makes the name only if no one else did meanwhile. */
 	bool if_absent;
+	/* O_EXCL or mknod: a name someone made meanwhile fails the publish
+	 * with EEXIST instead (kv.c makes such a name at once). */
+	bool excl;
 	bool published; /* at least once */
 	bool bound; /* its last publish bound its created node (file.c) */
 	bool published_direct; /* the content is the name's object, not
@@ -446,7 +449,8 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 /** A new file of the caller's: attr as the caller's create() gives it
  *  (mode with type, uid, gid; the times are set here); flags the
  *  open's (without O_TRUNC, a file left empty is made only if the name
- *  is still free when published). */
+ *  is still free when published; with O_EXCL the name is made here,
+ *  empty, and -EEXIST if another mount made it first). */
 int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   const mooncake_fs_attr_t *attr, int flags,
 		   struct mcfs_node **node, struct mcfs_fh **out);

@@ -420,20 +420,17 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct mcfs_node *p, *n = NULL;
 	struct mcfs_fh *fh = NULL;
 	mooncake_fs_attr_t a;
-	bool changed;
 	int rc = S_ISREG(mode) ? dir_for_change(fs, parent, &p) : -EPERM;
 
 	(void)rdev;
 	if (!rc) {
+		/* Made at once, as an O_EXCL create. */
 		a = mcfs_new_attr(fs, req, p, mode);
-		rc = mcfs_kv_create(fs, p, name, &a, 0, &n, &fh);
+		rc = mcfs_kv_create(fs, p, name, &a, O_EXCL, &n, &fh);
 	}
 	if (!rc) {
-		rc = mcfs_file_publish(fs, fh, &changed);
 		mcfs_node_close(fs, n->ino, true);
 		mcfs_fh_free(fs, fh);
-		if (rc)
-			mcfs_node_forget(fs, n->ino, 1);
 	}
 	if (rc)
 		reply_rc(req, rc);

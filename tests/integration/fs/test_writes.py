@@ -406,3 +406,43 @@ def test_a_new_file_shows_its_creation_time(mnt):
     finally:
         os.close(fd)
     assert os.stat(path).st_mtime > before
+
+
+def test_exclusive_create_across_mounts(mounts):
+    """O_CREAT|O_EXCL and mknod are exclusive between mounts, as on NFS:
+    the lock-file idiom (git's index.lock, lockfile, `set -C`) holds
+    between hosts. Both opens succeeded when the name was new to both
+    mounts (the second publish found the name taken and reported
+    nothing), so two hosts each believed they held the lock."""
+    a = mounts(seg="64MiB", name="a")
+    b = mounts(seg="0", name="b")
+    excl = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+    for i in range(5):
+        # The name is new to both mounts: b looked it up before a made it.
+        assert not (b.kv / f"lock{i}").exists()
+        fa = os.open(a.kv / f"lock{i}", excl)
+        try:
+            with pytest.raises(FileExistsError):
+                os.close(os.open(b.kv / f"lock{i}", excl))
+        finally:
+            os.close(fa)
+        # The winner's content is what the name holds.
+        assert (b.kv / f"lock{i}").read_bytes() == b""
+    # Held open and written by the first: the second still fails, and the
+    # first's bytes are published at its close.
+    fa = os.open(a.kv / "held", excl)
+    os.write(fa, b"pid 1\n")
+    with pytest.raises(FileExistsError):
+        os.open(b.kv / "held", excl)
+    os.close(fa)
+    assert (b.kv / "held").read_bytes() == b"pid 1\n"
+    # mknod: the same.
+    os.mknod(a.kv / "node", 0o644 | 0o100000)
+    with pytest.raises(FileExistsError):
+        os.mknod(b.kv / "node", 0o644 | 0o100000)
+    # `set -C` (noclobber) in the shell of another host.
+    os.close(os.open(a.kv / "clob", excl))
+    p = subprocess.run(["bash", "-c", f"set -C; echo x > {b.kv}/clob"],
+                       capture_output=True)
+    assert p.returncode != 0
+    assert (a.kv / "clob").read_bytes() == b""
