@@ -24,6 +24,33 @@
 #include "mooncake/mc_err.h"
 #include "store_int.h"
 
+/* How long a mount waits for another process to let go of its segment:
+ * the daemon of the mount before, whose umount returned while it was
+ * still leaving the pool (a few seconds at most; longer, another live
+ * process holds that segment_name, and the join fails as it would have). */
+#define JOIN_WAIT_MS 20000
+#define JOIN_POLL_MS 100
+
+static int join(struct mcfs *fs, const struct mcs_cfg_args *a)
+{
+	for (unsigned waited = 0;; waited += JOIN_POLL_MS) {
+		int rc = mcs_store_setup(fs->store, a);
+
+		if (rc != MC_ESEGEXISTS || waited >= JOIN_WAIT_MS ||
+		    atomic_load(&fs->stop))
+			return mc_err_to_store(rc);
+		if (!waited)
+			mc_log_notice("mcfs",
+				      "segment %s is held by another process "
+				      "(the mount before, leaving?): waiting "
+				      "up to %u s",
+				      a->segment_name ? a->segment_name :
+							a->default_segment_name,
+				      JOIN_WAIT_MS / 1000);
+		usleep(JOIN_POLL_MS * 1000);
+	}
+}
+
 static void *setup_main(void *arg)
 {
 	struct mcfs *fs = arg;
@@ -47,7 +74,7 @@ static void *setup_main(void *arg)
 		.tenant_id = "default",
 	};
 
-	rc = mc_err_to_store(mcs_store_setup(fs->store, &a));
+	rc = join(fs, &a);
 	if (!rc) {
 		mooncake_store_set_timeouts(fs->store, fs->o.rpc_timeout_ms, 0);
 		rc = mcfs_bufs_init(fs, fs->o.threads + 4);
@@ -222,6 +249,7 @@ int main(int argc, char **argv)
 	rc = fuse_session_loop_mt(fs.se, lc);
 	ret = rc < 0 ? 1 : 0;
 	mc_log_notice("mcfs", "unmounted %s", fs.o.mountpoint);
+	atomic_store(&fs.stop, true); /* a join still waiting gives up */
 
 out_unmount:
 	fuse_session_unmount(fs.se);

@@ -155,3 +155,20 @@ def test_token_named_only_in_the_config_file(procs, tmp_path, master,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "authentication required" in p.stderr, p.stderr
+
+
+def test_mount_again_right_after_umount(mounts):
+    """umount returns while the daemon is still leaving the pool (it
+    lets go of its segment a second or more later); a mount of the same
+    segment right after it (a restart of the mount unit, a script) found
+    the segment in use, gave up joining, and answered EIO on kv/ for
+    good. It now waits for the leaving daemon and joins."""
+    m = mounts(seg="64MiB", name="again")
+    (m.kv / "before").write_bytes(b"x")
+    for _ in range(2):
+        m.umount()
+        assert not is_mounted(m.path)
+        m.mount()
+        (m.kv / "after").write_bytes(b"y")
+        assert (m.kv / "after").read_bytes() == b"y"
+    assert "held by another process" in m.log()
