@@ -138,6 +138,24 @@ static void discard(struct master *m, struct mst_object *o)
 	m->stats.discarded_bytes += o->size * o->n_repl;
 }
 
+void mst_puts_writer_gone(struct master *m, const uint8_t *client)
+{
+	struct mst_object *next;
+	unsigned n = 0;
+
+	for (struct mst_object *o = m->pend_head; o; o = next) {
+		next = o->lru_next;
+		if (o->state == MST_PROCESSING &&
+		    !memcmp(o->writer, client, MST_ID_LEN)) {
+			discard(m, o);
+			n++;
+		}
+	}
+	if (n)
+		mc_log_info("master",
+			    "%u unfinished puts of a client gone given up", n);
+}
+
 /* OBJECT_ALREADY_EXISTS (*out the object) when key is complete or a put
  * of it is in progress; an unfinished put older than the discard timeout
  * gives way. */

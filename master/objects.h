@@ -44,6 +44,10 @@ void mst_put_end_apply(struct master *m, struct mst_object *o);
 void mst_put_end_fail(struct master *m, struct mst_object *o);
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 		   size_t key_len);
+/** The client's unfinished puts give way now, as past the discard
+ *  timeout (their memory is released after the release timeout: a write
+ *  of theirs may still be landing): it expired or left, no PutEnd comes. */
+void mst_puts_writer_gone(struct master *m, const uint8_t *client);
 /** HA: within the settle window after a takeover (segments' owners are
  *  re-mounting; master.h ha_settle_until). */
 bool mst_ha_settling(const struct master *m);

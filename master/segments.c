@@ -39,6 +39,7 @@ static void client_free(struct master *m, struct mst_client *c)
 {
 	(void)mc_map_del(m->client_ids, (const char *)c->id, MST_ID_LEN);
 	mst_ckpt_client_gone(m, c->id);
+	mst_puts_writer_gone(m, c->id);
 	free(c);
 }
 

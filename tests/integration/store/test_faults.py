@@ -187,6 +187,30 @@ def test_slow_writer_keeps_its_memory(procs, tmp_path):
         cleanup_segments([x.port for x in ms])
 
 
+def test_put_after_its_writer_died_mid_put(procs, tmp_path):
+    """A writer killed between PutStart and PutEnd: once the master drops
+    it (client_ttl), its unfinished put gives way, so the next put of
+    that key goes through. It waited for the discard timeout instead
+    (30 s by default; 120 s here), stalling the batch it was in."""
+    m = Master(procs, tmp_path, "--put_start_discard_timeout_sec", "120",
+               "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m, size="16MiB")]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        dead = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
+        dead.ok(f"wopen k {1 << 20}")
+        dead.proc.kill()
+        other = Shell(procs, tmp_path, m)
+        t0 = time.monotonic()
+        other.ok(f"put k {1 << 20} 5", timeout=60)
+        # client_ttl, the expiry's sweep and the put's retries; far from
+        # the discard timeout.
+        assert time.monotonic() - t0 < 30
+        other.ok(f"check k {1 << 20} 5")
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def kv(reply):
     """'a=1 b=2 rest...' -> {'a': '1', 'b': '2'}."""
     return dict(x.split("=", 1) for x in reply.split() if "=" in x)
