@@ -219,6 +219,8 @@ MOONCAKE_API int64_t mooncake_store_remove_all(mooncake_store_t store,
 /** Make memory usable by the zero-copy calls. A registered buffer it
  *  overlaps was freed without unregistering (live buffers never overlap):
  *  its registration is replaced, unless a transfer still uses it (-600).
+ *  A range wholly inside one registration (a view of a live buffer) keeps
+ *  that registration and is 0, except with rdma (replaced, as above).
  *  Unregister takes the start address: unknown is -600, in use by a
  *  transfer -714 OBJECT_REPLICA_BUSY. */
 MOONCAKE_API int mooncake_store_register_buffer(mooncake_store_t store,

@@ -809,12 +809,28 @@ MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t s)
  * freed without unregistering and reused by the allocator (connectors do
  * so). Kept, it would make every copy of the new buffer fail. A
  * registration a transfer still uses is not replaced (-EBUSY).
+ *
+ * Except a range inside one registration: a view into a live buffer (a
+ * slice of a connector's pool) as likely as reused memory, and the
+ * registration covers it either way, for transports that read the memory
+ * where it is now (tcp, shared memory): nothing changes, 0. RDMA's memory
+ * regions pin the pages they were made on, so there it is replaced.
  */
 static int register_over(struct mooncake_store *s, void *buffer, size_t size)
 {
 	struct mcs_range old;
 	int rc;
 
+	if (mcs_regs_overlap(&s->regs, buffer, size, &old) &&
+	    old.addr <= (uintptr_t)buffer &&
+	    (uintptr_t)buffer + size <= old.addr + old.len &&
+	    !(s->protocol && !strcmp(s->protocol, "rdma"))) {
+		mc_log_debug("store",
+			     "register_buffer %p (%zu bytes): inside the "
+			     "registration of %p (%zu bytes), kept",
+			     buffer, size, (void *)old.addr, old.len);
+		return 0;
+	}
 	while ((rc = te_register(s->eng, buffer, size, "cpu:0", false)) ==
 		       -EEXIST &&
 	       mcs_regs_overlap(&s->regs, buffer, size, &old)) {

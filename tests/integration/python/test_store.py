@@ -312,7 +312,7 @@ def test_setup_forms_and_errors(master, members, stores, mstore):
 
 
 def test_config_from_file_and_environment(master, members, stores,
-                                          tmp_path, monkeypatch):
+                                          tmp_path, monkeypatch, capfd):
     """Empty arguments fall back to MOONCAKE_CONFIG_PATH (whose other
     programs' keys are tolerated), then to MOONCAKE_* variables."""
     path = tmp_path / "mooncake.json"
@@ -337,6 +337,15 @@ def test_config_from_file_and_environment(master, members, stores,
     assert e.init_all("tcp", "") == 0
     assert e.get("cfg/file") == b"x" * 100
     assert e.get_hostname().startswith("127.0.0.1:")
+    # init_all takes local_buffer_size from the file too (it set none),
+    # and the connectors' keys in it are not warned of.
+    monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(path))
+    capfd.readouterr()
+    f = stores()
+    assert f.init_all("tcp", "") == 0
+    err = capfd.readouterr().err
+    assert "staging 16777216 bytes" in err, err  # "16MB"
+    assert "unknown key" not in err, err
 
 
 # ---- the simple and zero-copy calls --------------------------------------
@@ -491,9 +500,9 @@ def test_small_and_unregistered_buffers(master, members, stores):
     assert s.batch_put_from(["u/1"], [addr(src)], [src.nbytes]) == [-600]
     assert s.is_exist("u/1") == 0
     assert s.register_buffer(addr(src), src.nbytes) == 0
-    # Overlapping a registration replaces it (memory freed and reused).
+    # A range inside a registration keeps it (a view of a live buffer;
+    # partial overlaps replace: test_register_over_stale_registration).
     assert s.register_buffer(addr(src) + 4096, 4096) == 0
-    assert s.put_from("u/1", addr(src), src.nbytes) == -600
     assert s.register_buffer(addr(src), src.nbytes) == 0
     assert s.put_from("u/1", addr(src), src.nbytes) == 0
     assert s.get_into("u/1", addr(dst), dst.nbytes) == -600
@@ -541,6 +550,25 @@ def test_register_over_stale_registration(master, members, stores):
     assert s.unregister_buffer(addr(arena)) == -600
     assert s.unregister_buffer(addr(new)) == 0
     assert s.unregister_buffer(addr(out)) == 0
+
+
+def test_register_a_part_of_a_registered_buffer(master, members, stores):
+    """A view into a live registered buffer registered on its own (a
+    connector registering a slice of its pool): 0, and the whole buffer
+    stays registered. It replaced the whole one's registration (as if its
+    memory had been freed), so every later copy into or out of the rest
+    of the pool failed -600."""
+    s = setup7(stores(), master, seg=0)
+    pool = rand_bytes(8 << 20, 13)
+    assert s.register_buffer(addr(pool), pool.nbytes) == 0
+    assert s.put_from("part/0", addr(pool), 4096) == 0
+    side = pool[4 << 20:5 << 20]
+    assert s.register_buffer(addr(side), side.nbytes) == 0
+    assert s.put_from("part/1", addr(pool), 4096) == 0
+    assert s.put_from("part/2", addr(side), 4096) == 0
+    assert s.get_into("part/0", addr(pool) + (6 << 20), 4096) == 4096
+    assert np.array_equal(pool[6 << 20:(6 << 20) + 4096], pool[:4096])
+    assert s.unregister_buffer(addr(pool)) == 0
 
 
 def test_full_pool_and_recovery(master, members, stores, mstore):
