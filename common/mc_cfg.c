@@ -222,6 +222,14 @@ static int json_scalar_text(json_t *v, char *buf, size_t len)
 	}
 }
 
+static bool is_foreign(const struct mc_cfg_spec *spec, const char *key)
+{
+	for (const char *const *f = spec->foreign; f && *f; f++)
+		if (!strcmp(*f, key))
+			return true;
+	return false;
+}
+
 int mc_cfg_load_json(const struct mc_cfg_spec *spec, void *cfg,
 		     const char *text, size_t len, const char *source,
 		     char *err, size_t errlen)
@@ -254,8 +262,14 @@ int mc_cfg_load_json(const struct mc_cfg_spec *spec, void *cfg,
 					  "%s: unknown key '%s'", source, key);
 				break;
 			}
-			mc_log_warn("config", "%s: ignoring unknown key '%s'",
-				    source, key);
+			if (is_foreign(spec, key))
+				mc_log_debug("config",
+					     "%s: '%s' is not ours: ignored",
+					     source, key);
+			else
+				mc_log_warn("config",
+					    "%s: ignoring unknown key '%s'",
+					    source, key);
 			continue;
 		}
 		snprintf(src, sizeof(src), "%s: key '%s'", source, key);

@@ -64,6 +64,10 @@ struct mc_cfg_spec {
 	const struct mc_opt *opts;
 	size_t n_opts;
 	bool strict;
+	/* Keys other programs keep in the same file (NULL-terminated, or
+	 * NULL): not ours, ignored without a warning (others are warned of:
+	 * a misspelt key of ours). */
+	const char *const *foreign;
 	const char *env_prefix; /* e.g. "MOONCAKE_METAD_"; NULL: no env */
 	const char *config_opt; /* option naming the JSON file, or NULL */
 	const char *config_env; /* env naming the JSON file, or NULL */

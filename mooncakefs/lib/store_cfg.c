@@ -85,12 +85,27 @@ static const struct mc_opt mcs_opts[] = {
 	    "empty: the default tenant (docs/design.md \"Tenants\")."),
 };
 
+/* What the connectors' own settings put in MOONCAKE_CONFIG_PATH's file
+ * beside ours: LMCache's (transfer_timeout, storage_root_dir,
+ * prefer_local_alloc, save_chunk_meta) and vLLM's (mode, enable_offload).
+ * docs/config.md. */
+static const char *const foreign_keys[] = {
+	"transfer_timeout",
+	"storage_root_dir",
+	"prefer_local_alloc",
+	"save_chunk_meta",
+	"mode",
+	"enable_offload",
+	NULL,
+};
+
 const struct mc_cfg_spec mcs_cfg_spec = {
 	.prog = "libmooncake",
 	.summary = "Mooncake Store client configuration.",
 	.opts = mcs_opts,
 	.n_opts = sizeof(mcs_opts) / sizeof(mcs_opts[0]),
 	.strict = false,
+	.foreign = foreign_keys,
 	.env_prefix = NULL,
 	.config_opt = NULL,
 	.config_env = "MOONCAKE_CONFIG_PATH",

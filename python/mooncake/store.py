@@ -496,6 +496,10 @@ def parse_size(name, value):
     return n
 
 
+# libmooncake's MOONCAKE_SIZE_UNSET: the size from the configuration.
+_SIZE_UNSET = (1 << 64) - 1
+
+
 def _host(host):
     """local_hostname as the C library parses it: a bare IPv6 address
     ("::1", what vLLM's get_ip() returns on IPv6 hosts) in brackets."""
@@ -741,8 +745,14 @@ class MooncakeDistributedStore:
     def init_all(self, protocol, device_name, mount_segment_size=16 << 20):
         """Upstream's init_all: setup with everything else from the
         configuration (MOONCAKE_CONFIG_PATH, MOONCAKE_*)."""
-        return self.setup("", "", mount_segment_size, 0, protocol,
-                          device_name, "")
+        try:
+            seg = parse_size("mount_segment_size", mount_segment_size)
+        except ValueError as e:
+            log.error("%s", e)
+            return INVALID_PARAMS
+        # local_buffer_size unset: the configuration's, not none.
+        return self._setup("", "", seg, _SIZE_UNSET, protocol, device_name,
+                           "")
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address,
                     ipc_socket_path=""):
