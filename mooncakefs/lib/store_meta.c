@@ -11,6 +11,15 @@
 #include "locs.h"
 #include "store_int.h"
 
+/* The master says key is not there (removed or replaced by another
+ * client, within the rest of a read lease): a get of this client's no
+ * longer reads it from the location cache either, so that this client's
+ * answers agree. */
+static void gone(struct mooncake_store *s, const char *key)
+{
+	mcs_locs_drop(s->locs, key);
+}
+
 MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)
 {
 	int res = 0, rc = mcs_enter(s);
@@ -20,6 +29,8 @@ MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)
 	rc = mcs_key_ok(key) ?
 		     mcs_master_exist(s->master, false, &key, 1, &res) :
 		     -EINVAL;
+	if (!rc && !res)
+		gone(s, key);
 	mcs_leave(s);
 	return rc ? mc_err_to_store(rc) : res < 0 ? mc_err_to_store(res) : res;
 }
@@ -92,6 +103,8 @@ MOONCAKE_API int mooncake_store_batch_is_exist(mooncake_store_t s,
 	for (size_t j = 0; j < b.n; j++) {
 		int r = rc ? rc : res[j];
 		results[b.live[j]] = r < 0 ? mc_err_to_store(r) : r;
+		if (!rc && !r)
+			gone(s, b.names[j]);
 	}
 	batch_end(s, &b);
 	return 0;
@@ -107,6 +120,9 @@ MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t s,
 		return rc;
 	rc = mcs_key_ok(key) ? mcs_master_get_size(s->master, &key, 1, &size) :
 			       -EINVAL;
+	if (!rc && size < 0 &&
+	    mc_err_to_store((int)size) == MC_STORE_OBJECT_NOT_FOUND)
+		gone(s, key);
 	mcs_leave(s);
 	if (rc)
 		return mc_err_to_store(rc);

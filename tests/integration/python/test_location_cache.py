@@ -113,6 +113,34 @@ def test_second_get_skips_the_master(master, members, stores, monkeypatch):
     assert off.location_cache_stats()["hits"] == 0
 
 
+def test_answers_of_the_master_drop_a_cached_key(master, members, stores,
+                                               monkeypatch):
+    """Another client removes a key this one has cached: once the master
+    tells this client the key is gone (is_exist, batch_is_exist,
+    get_size), its gets agree (-704), rather than serving the cached old
+    bytes for the rest of the lease while is_exist says 0."""
+    monkeypatch.setenv("MC_LOCATION_CACHE_KEYS", "65536")
+    a = client(stores, master, monkeypatch)
+    b = client(stores, master, monkeypatch)
+    size = 4096
+    dst = np.zeros(size, np.uint8)
+    assert a.register_buffer(addr(dst), dst.nbytes) == 0
+    for i, ask in enumerate(("is_exist", "batch_is_exist", "get_size")):
+        key = f"lc/gone/{ask}"
+        assert b.put(key, stamp("gon", i, size).tobytes()) == 0
+        assert a.get_into(key, addr(dst), size) == size
+        assert a.get_into(key, addr(dst), size) == size  # cached
+        assert b.remove(key, True) == 0
+        if ask == "is_exist":
+            assert a.is_exist(key) == 0
+        elif ask == "batch_is_exist":
+            assert a.batch_is_exist([key]) == [0]
+        else:
+            assert a.get_size(key) == -704
+        assert a.get_into(key, addr(dst), size) == -704, ask
+        assert a.batch_get_into([key], [addr(dst)], [size]) == [-704]
+
+
 def test_hot_key_stays_cached_and_leased(master, members, stores,
                                          monkeypatch):
     """A key read again and again stays in the cache across many leases
