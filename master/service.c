@@ -536,6 +536,7 @@ static void end_finish(void *arg, size_t i, bool committed)
 	if (o && o->state == MST_ENDING) {
 		if (committed) {
 			mst_put_end_apply(t->c->m, o);
+			t->r->results[i]->version = o->version;
 			return;
 		}
 		mst_put_end_fail(t->c->m, o);

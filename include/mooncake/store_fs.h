@@ -291,6 +291,11 @@ MOONCAKE_API int mooncake_store_writer_write(mooncake_writer_t w, uint64_t off,
  * returns the write's code; a revoke frees the memory at once.
  */
 MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit);
+/** writer_close(w, true), and *version the object's version once
+ *  committed (0 on failure, or when the master does not say: one from
+ *  before 2026-12-06, or a retry after a takeover). */
+MOONCAKE_API int mooncake_store_writer_commit(mooncake_writer_t w,
+					      uint64_t *version);
 
 /* ---- change feed ---------------------------------------------------------- */
 

@@ -135,15 +135,19 @@ static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
  * rename, so that a lookup the rename's change event causes finds it (and
  * the event, naming that version, leaves the kernel's entry alone); a
  * later publish by anyone else makes the node stale the usual way. */
-static void rebind(struct mcfs *fs, struct mcfs_fh *fh)
+static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 {
 	mooncake_obj_stat_t st;
 
 	fh->bound = false;
 	if (!fh->node || !fh->node->created)
 		return;
-	/* NULL attributes: the node's are the writer's already. */
-	if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
+	/* NULL attributes: the node's are the writer's already. The commit
+	 * said the version (the object's mtime is its ms): no Stat. */
+	if (version)
+		fh->bound = mcfs_node_rebind(fs, fh->node, version, fh->size,
+					     version / 1000000, NULL);
+	else if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
 		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
 					     st.mtime_ms, NULL);
 }
@@ -349,9 +353,22 @@ static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 						fh->if_absent));
 }
 
+/* Commit (PutEnd) or revoke the handle's writer; *version: the committed
+ * object's, 0 when not said. */
+static int end_writer(struct mcfs_fh *fh, bool commit, uint64_t *version)
+{
+	mooncake_writer_t w = fh->writer;
+
+	fh->writer = NULL;
+	*version = 0;
+	return mcfs_errno(commit ? mooncake_store_writer_commit(w, version) :
+				   mooncake_store_writer_close(w, false));
+}
+
 static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	bool direct = fh->writer != NULL;
+	uint64_t version = 0;
 	int rc;
 
 	if (fh->node && atomic_load(&fh->node->unlinked)) {
@@ -375,9 +392,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		if (!rc)
 			rc = write_stage(fh);
 		if (fh->writer) {
-			int c = mcfs_errno(mooncake_store_writer_close(
-				fh->writer, rc == 0));
-			fh->writer = NULL;
+			int c = end_writer(fh, rc == 0, &version);
 			if (!rc)
 				rc = c;
 		}
@@ -394,16 +409,14 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		(void)mooncake_store_remove(fs->store, fh->tmp_key, true);
 	}
 	if (fh->writer) { /* direct */
-		int c = mcfs_errno(
-			mooncake_store_writer_close(fh->writer, rc == 0));
-		fh->writer = NULL;
+		int c = end_writer(fh, rc == 0, &version);
 		if (!rc)
 			rc = c;
 		if (rc && direct) /* what was written is gone */
 			fh->error = rc;
 	}
 	if (!rc) {
-		rebind(fs, fh);
+		rebind(fs, fh, version);
 		rc = rename_over(fs, fh);
 		if (rc && fh->node)
 			mcfs_node_retire(fs, fh->node);

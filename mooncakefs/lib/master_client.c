@@ -585,12 +585,22 @@ static int tk_keys_call(struct mcs_master *m, uint16_t method,
 }
 
 int mcs_master_put_end(struct mcs_master *m, bool batch,
-		       const char *const *keys, size_t n, int *results)
+		       const char *const *keys, size_t n, int *results,
+		       uint64_t *versions)
 {
-	return tk_keys_call(m,
-			    batch ? MCRPC__METHOD__BATCH_PUT_END :
-				    MCRPC__METHOD__PUT_END,
-			    keys, n, false, results);
+	Mcrpc__KeysResponse *resp = NULL;
+	int rc = tk_call(m,
+			 batch ? MCRPC__METHOD__BATCH_PUT_END :
+				 MCRPC__METHOD__PUT_END,
+			 keys, n, 0, &resp);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; versions && i < n; i++)
+		versions[i] = i < resp->n_results && resp->results[i] ?
+				      resp->results[i]->version :
+				      0;
+	return keys_results(resp, n, results);
 }
 
 int mcs_master_put_revoke(struct mcs_master *m, bool batch,

@@ -139,9 +139,11 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 int mcs_master_put_commit(struct mcs_master *m, const char *key, uint64_t slot,
 			  uint32_t reserve, const uint64_t *release,
 			  size_t n_release, Mcrpc__PutCommitResponse **out);
-/** PutEnd / BatchPutEnd; results[i] per key. */
+/** PutEnd / BatchPutEnd; results[i] per key, and versions[i] (unless
+ *  versions is NULL) the object's version or 0 when not said. */
 int mcs_master_put_end(struct mcs_master *m, bool batch,
-		       const char *const *keys, size_t n, int *results);
+		       const char *const *keys, size_t n, int *results,
+		       uint64_t *versions);
 int mcs_master_put_revoke(struct mcs_master *m, bool batch,
 			  const char *const *keys, size_t n, int *results);
 

@@ -90,7 +90,8 @@ static void finish(struct mooncake_store *s, struct mcs_put_key *keys,
 	} else {
 		for (size_t i = 0; i < n; i++)
 			names[i] = keys[idx[i]].key;
-		rc = end ? mcs_master_put_end(s->master, batch, names, n, res) :
+		rc = end ? mcs_master_put_end(s->master, batch, names, n, res,
+					      NULL) :
 			   mcs_master_put_revoke(s->master, batch, names, n,
 						 res);
 	}

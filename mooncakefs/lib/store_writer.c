@@ -44,6 +44,7 @@ struct mooncake_writer {
 	struct mcs_loc *repl;
 	uint64_t run; /* the master's run that placed the replicas */
 	atomic_int error; /* the first failure (internal code), sticky */
+	uint64_t version; /* committed: the object's (0: not said) */
 	pthread_mutex_t lock; /* of done */
 	struct mcs_extents done; /* bytes written */
 };
@@ -296,7 +297,7 @@ static int end_put(struct mooncake_writer *w)
 	rc = fill_gaps(w);
 	if (rc)
 		return rc;
-	rc = mcs_master_put_end(s->master, false, &key, 1, &res);
+	rc = mcs_master_put_end(s->master, false, &key, 1, &res, &w->version);
 	return mcs_contact_blame(s, w->run, rc ? rc : res);
 }
 
@@ -322,20 +323,33 @@ static int close_writer(struct mooncake_writer *w, bool commit)
 	return commit ? rc : rrc;
 }
 
-MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit)
+static int close_free(struct mooncake_writer *w, bool commit, uint64_t *version)
 {
 	int rc;
 
-	if (!w)
-		return MC_STORE_INVALID_PARAMS;
 	/* After the store's close() the master discards the put itself. */
 	rc = mcs_enter(w->s);
 	if (!rc) {
 		rc = mc_err_to_store(close_writer(w, commit));
 		mcs_leave(w->s);
 	}
+	if (version)
+		*version = rc ? 0 : w->version;
 	pthread_mutex_destroy(&w->lock);
 	mcs_extents_free(&w->done);
 	free(w);
 	return rc;
+}
+
+MOONCAKE_API int mooncake_store_writer_close(mooncake_writer_t w, bool commit)
+{
+	return w ? close_free(w, commit, NULL) : MC_STORE_INVALID_PARAMS;
+}
+
+MOONCAKE_API int mooncake_store_writer_commit(mooncake_writer_t w,
+					      uint64_t *version)
+{
+	if (version)
+		*version = 0;
+	return w ? close_free(w, true, version) : MC_STORE_INVALID_PARAMS;
 }
