@@ -22,6 +22,45 @@
 #include "util.h"
 #include "xfer.h"
 
+/*
+ * fork(): the child has none of a handle's threads, and shares its
+ * connections and its segment with the parent. A handle made or set up
+ * before a fork is unusable in the child (-1010: set one up there), and
+ * its close() there only forgets it: it must not unmount the parent's
+ * segment, nor wait for threads the child lacks or for locks they held
+ * (it hung for good). A handle set up in the child works there.
+ */
+static _Atomic unsigned forks;
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	atomic_fetch_add(&forks, 1);
+}
+
+static void watch_forks(void)
+{
+	if (pthread_atfork(NULL, NULL, on_fork_child))
+		mc_log_warn("store", "pthread_atfork failed: a child of "
+				     "fork() must not use its parent's store");
+}
+
+static bool forked(const struct mooncake_store *s)
+{
+	return s->forks != atomic_load_explicit(&forks, memory_order_relaxed);
+}
+
+static int refuse_forked(void)
+{
+	static atomic_bool said;
+
+	if (!atomic_exchange(&said, true))
+		mc_log_warn("store",
+			    "a store set up before fork() is used in the "
+			    "child: refused (-1010); set one up in the child");
+	return MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
+}
+
 MOONCAKE_API mooncake_store_t mooncake_store_create(void)
 {
 	struct mooncake_store *s = calloc(1, sizeof(*s));
@@ -29,6 +68,8 @@ MOONCAKE_API mooncake_store_t mooncake_store_create(void)
 
 	if (!s)
 		return NULL;
+	pthread_once(&forks_once, watch_forks);
+	s->forks = atomic_load(&forks);
 	pthread_rwlockattr_init(&a);
 	/* close() must not starve behind a steady stream of calls. */
 	pthread_rwlockattr_setkind_np(
@@ -47,6 +88,8 @@ int mcs_enter(struct mooncake_store *s)
 {
 	if (!s)
 		return MC_STORE_INVALID_PARAMS;
+	if (forked(s))
+		return refuse_forked();
 	pthread_rwlock_rdlock(&s->lock);
 	if (s->state != MCS_READY) {
 		pthread_rwlock_unlock(&s->lock);
@@ -608,6 +651,7 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 			atomic_store(&s->transfer_ms, 0);
 	} else {
 		s->state = MCS_READY;
+		s->forks = atomic_load(&forks);
 		mc_log_info("store",
 			    "joined the pool as %s (master %s, segment %llu "
 			    "bytes, staging %llu bytes)",
@@ -644,6 +688,10 @@ MOONCAKE_API int mooncake_store_close(mooncake_store_t s)
 {
 	if (!s)
 		return MC_STORE_INVALID_PARAMS;
+	if (forked(s)) { /* the parent's: left alone (no lock taken) */
+		s->state = MCS_CLOSED;
+		return 0;
+	}
 	pthread_rwlock_wrlock(&s->lock);
 	if (s->state == MCS_READY) {
 		teardown(s, true);

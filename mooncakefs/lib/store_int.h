@@ -49,6 +49,7 @@ enum mcs_state { MCS_NEW = 0, MCS_READY, MCS_CLOSED };
 struct mooncake_store {
 	pthread_rwlock_t lock;
 	enum mcs_state state;
+	unsigned forks; /* the process's fork count when made or set up */
 	struct mcs_cfg cfg;
 	char *name; /* the engine's name, kept until destroy */
 	const char *protocol; /* what the segment speaks (check_protocol) */

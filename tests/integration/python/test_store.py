@@ -836,6 +836,72 @@ sys.stdin.readline()
     assert not os.path.exists(shm)
 
 
+def test_fork_leaves_the_parents_store_alone(master, members, tmp_path,
+                                            python_env):
+    """A process forks after setup (multiprocessing's fork start method,
+    a worker pool): the child's close() of the inherited store, and its
+    interpreter's exit (which closes every store), hung for good (threads
+    the child does not have), and would have unmounted the parent's
+    segment. In the child the inherited store answers -1010 and its close
+    only forgets it; a store set up in the child works; the parent goes
+    on untouched."""
+    import subprocess
+    import sys
+    import mctest
+    script = tmp_path / "forker.py"
+    script.write_text(f"""
+import os, sys
+sys.path.insert(0, {os.path.join(mctest.SOURCE, "python")!r})
+from mooncake.store import MooncakeDistributedStore
+def mk(seg):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", {master.metadata!r}, seg, {BUF}, "tcp",
+                   "", {master.addr!r}) == 0
+    return s
+s = mk({SEG})
+assert s.put("fork/k", b"v" * 1000) == 0
+for how in ("close", "exit", "own"):
+    pid = os.fork()
+    if pid == 0:
+        assert s.is_exist("fork/k") == -1010, how
+        assert s.put("fork/c", b"c") == -1010, how
+        if how == "close":
+            assert s.close() == 0
+        if how == "own":
+            t = mk(0)
+            assert t.get("fork/k") == b"v" * 1000
+            assert t.put("fork/own", b"o" * 10) == 0
+            t.close()
+        sys.exit(0)  # atexit closes every store
+    _, st = os.waitpid(pid, 0)
+    assert st == 0, (how, st)
+    assert s.is_exist("fork/k") == 1
+    assert s.get("fork/k") == b"v" * 1000
+    assert s.put(f"fork/after-{{how}}", b"a" * 100) == 0
+    assert s.get(f"fork/after-{{how}}") == b"a" * 100
+assert s.get("fork/own") == b"o" * 10
+print(s.get_hostname(), flush=True)
+sys.stdin.readline()
+s.close()
+""")
+    p = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=python_env)
+    try:
+        import select
+        # A child that hangs (as it did) must fail the test, not hang it.
+        assert select.select([p.stdout], [], [], 60)[0], "forks hung"
+        name = p.stdout.readline().strip()
+        assert name, p.stderr.read() if p.poll() is not None else ""
+        assert name in master.segments()  # the children left it alone
+        out, err = p.communicate("exit\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+
+
 # ---- what this build refuses ----------------------------------------------
 
 GPU_SCRIPT = r"""
