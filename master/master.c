@@ -294,11 +294,20 @@ static void sweep_abandoned(struct master *m, uint64_t now)
 	}
 }
 
+/* A gap between ticks this long is the master's own stall. */
+#define STALL_MS 1000u
+
 void mst_tick(struct master *m)
 {
 	uint64_t now = mst_now(), frees0 = m->frees;
 
 	if (now - m->last_slow_tick >= 100) {
+		/* The master itself did not run (stopped, a VM paused, the
+		 * lock held that long): its clients' pings waited for it, so
+		 * their silence meanwhile is not theirs. */
+		if (m->last_slow_tick && now - m->last_slow_tick > STALL_MS)
+			mst_clients_stalled(m, now - m->last_slow_tick - 100,
+					    now);
 		m->last_slow_tick = now;
 		mst_expire_clients(m, now);
 		expire_holds(m, now);

@@ -398,6 +398,18 @@ int mst_unmount(struct master *m, const uint8_t *client, const uint8_t *seg)
 	return 0;
 }
 
+void mst_clients_stalled(struct master *m, uint64_t ms, uint64_t now)
+{
+	mc_log_notice("master",
+		      "this master did not run for %llu ms (stopped or "
+		      "paused?): its clients' silence meanwhile is not "
+		      "counted against their client_ttl",
+		      (unsigned long long)ms);
+	for (struct mst_client *c = m->clients; c; c = c->next)
+		c->last_seen = c->last_seen + ms < now ? c->last_seen + ms :
+							 now;
+}
+
 void mst_expire_clients(struct master *m, uint64_t now)
 {
 	struct mst_client **pp = &m->clients;

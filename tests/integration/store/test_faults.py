@@ -211,6 +211,33 @@ def test_put_after_its_writer_died_mid_put(procs, tmp_path):
         cleanup_segments([x.port for x in ms])
 
 
+def test_master_paused_longer_than_client_ttl_keeps_its_members(procs,
+                                                                tmp_path):
+    """The master stopped for longer than client_ttl (SIGSTOP here; a VM
+    paused, swapped out): its members went on pinging, yet at its resume
+    it dropped every one of them, with their objects, before it read the
+    pings waiting for it. Silence while the master itself did not run is
+    not counted now."""
+    import signal
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m, size="16MiB")]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        sh = Shell(procs, tmp_path, m)
+        for i in range(5):
+            sh.ok(f"put p/{i} 100000 {i}")
+        m.proc.send_signal(signal.SIGSTOP)
+        time.sleep(5)
+        m.proc.send_signal(signal.SIGCONT)
+        time.sleep(3)  # past client_ttl after the resume: pings came
+        assert len(m.segments()) == 1
+        for i in range(5):
+            sh.ok(f"check p/{i} 100000 {i}")
+        assert "owner timed out" not in m.log()
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def kv(reply):
     """'a=1 b=2 rest...' -> {'a': '1', 'b': '2'}."""
     return dict(x.split("=", 1) for x in reply.split() if "=" in x)
