@@ -58,6 +58,10 @@ struct mst_client {
 	uint8_t id[MST_ID_LEN];
 	uint64_t last_seen; /* mono ms */
 	uint32_t n_slots; /* reserved space held (slots.h) */
+	/* It mounted or re-mounted (with no segment, too) since it was
+	 * made here; one made by another call (a checkpoint's hold) has not,
+	 * and its ping is answered "re-mount" until it does. */
+	bool joined;
 	struct mst_client *next;
 };
 

@@ -323,6 +323,7 @@ int mst_mount(struct master *m, const uint8_t *client,
 	c = mst_client_touch(m, client);
 	if (!c)
 		return MC_STORE_INTERNAL_ERROR;
+	c->joined = true;
 	rc = seg_new(m, c, d, &s);
 	if (rc)
 		return rc;
@@ -354,6 +355,7 @@ int mst_remount(struct master *m, const uint8_t *client,
 	c = mst_client_touch(m, client);
 	if (!c)
 		return MC_STORE_INTERNAL_ERROR;
+	c->joined = true;
 	/* The record changes only when the description does (a master on
 	 * a full disk still re-adopts an unchanged segment), and first. */
 	if (!same_desc(s, d)) {

@@ -130,7 +130,9 @@ static int h_ping(struct call *c)
 	cl = mst_client_find(c->m, q->client_id.data);
 	if (cl)
 		cl->last_seen = mst_now();
-	r->client_status = cl ? 1 : 2;
+	/* Made anew by a checkpoint call after it expired: its segment is
+	 * gone until it re-mounts (it stayed out of the pool for good). */
+	r->client_status = cl && cl->joined ? 1 : 2;
 	/* A holder of checkpoint shards from before a restart is back. */
 	if (!cl && mst_ckpt_restored_client(c->m, q->client_id.data))
 		cl = mst_client_touch(c->m, q->client_id.data);
@@ -165,6 +167,7 @@ static int h_remount(struct call *c)
 	Mcrpc__ReMountSegmentResponse *r =
 		NEW(c, Mcrpc__ReMountSegmentResponse,
 		    mcrpc__re_mount_segment_response__init);
+	struct mst_client *cl;
 
 	if (!r)
 		return -ENOMEM;
@@ -173,8 +176,10 @@ static int h_remount(struct call *c)
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	if (!mst_client_touch(c->m, q->client_id.data))
+	cl = mst_client_touch(c->m, q->client_id.data);
+	if (!cl)
 		return -ENOMEM;
+	cl->joined = true;
 	r->results = ARRAY(c, int32_t, q->n_segments);
 	r->objects = ARRAY(c, uint64_t, q->n_segments);
 	if (!r->results || !r->objects)

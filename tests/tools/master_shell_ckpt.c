@@ -5,6 +5,8 @@
  * (byte i/8 >> i%8) & 1.
  *   client HEXID                  -> ok   (this shell is now that client)
  *   ping                          -> ok status=1|2
+ *   join                          -> ok   (ReMountSegment with no segment:
+ *                                    registers as a client, as setup does)
  *   leave                         -> ok
  *   ckpt-create NAME SHARD_SIZE[/NCRCS] ENTRY[,ENTRY...] [ENDPOINT]
  *                                 -> ok ID
@@ -299,6 +301,11 @@ int shell_ckpt(struct mcs_master **m, const char *addr, char **a, int n)
 			shell_err(rc);
 		else
 			printf("ok status=%d\n", status);
+	} else if (!strcmp(c, "join") && n == 1) {
+		Mcrpc__ReMountSegmentResponse *r = NULL;
+		int rc = mcs_master_remount(*m, NULL, 0, &r);
+		mcs_master_free(r);
+		ok_plain(rc);
 	} else if (!strcmp(c, "leave") && n == 1)
 		ok_plain(mcs_master_leave(*m));
 	else if (!strcmp(c, "ckpt-create") && (n == 4 || n == 5))

@@ -294,6 +294,33 @@ def test_dropped_clients_lose_their_holders(procs, tmp_path):
     assert holders(p, "c") == {}
 
 
+def test_a_client_made_by_a_checkpoint_call_is_asked_to_join(procs,
+                                                             tmp_path):
+    """A holder the master dropped (client_ttl: a stopped or paused
+    process) whose next call is a checkpoint's hold, before its ping: the
+    hold made it a client again, its pings were answered "known"
+    (status 1), so it never re-mounted and its memory stayed out of the
+    pool for good. Until it registers again its pings say "re-mount" (2);
+    then 1."""
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    p = shell(procs, tmp_path, m, P)
+    p.ok("join")
+    assert p.ok("ping") == "status=1"
+    cid = int(p.ok(f"ckpt-create c {KB64} f:{2 * KB64} p"))
+    a = shell(procs, tmp_path, m, A)
+    a.ok("join")
+    a.ok(f"ckpt-hold {cid} a 01")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and A in holders(p, "c"):
+        p.ok("ping")
+        time.sleep(0.3)
+    assert A not in holders(p, "c")  # dropped: silent past client_ttl
+    a.ok(f"ckpt-hold {cid} a 01")  # its first call after the stall
+    assert a.ok("ping") == "status=2"
+    a.ok("join")
+    assert a.ok("ping") == "status=1"
+
+
 def test_feed_events(procs, tmp_path, master):
     ms = shell(procs, tmp_path, master, P)
     epoch, last, _, _ = ms.watch(0, 0)
