@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Daemon plumbing shared by every main(): see mc_daemon.h. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,25 @@ bool mc_daemon_heap_is_huge(void)
 	return t && strstr(t, HUGETLB_TUNABLE "1");
 }
 
+void mc_daemon_exec_self(char *const *argv)
+{
+	char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	static const char deleted[] = " (deleted)";
+
+	/* The binary by its name: the process keeps it as its name (comm:
+	 * pgrep, pkill, ps -C, ss -p), where /proc/self/exe made it "exe".
+	 * A binary replaced meanwhile (an upgrade) is run as it was. */
+	if (n > 0 && (size_t)n < sizeof(path) - 1) {
+		path[n] = '\0';
+		if ((size_t)n <= sizeof(deleted) - 1 ||
+		    strcmp(path + n - (sizeof(deleted) - 1), deleted)) {
+			execv(path, argv);
+		}
+	}
+	execv("/proc/self/exe", argv);
+}
+
 void mc_daemon_huge_heap(char **argv, const char **why)
 {
 	const char *old = getenv("GLIBC_TUNABLES");
@@ -157,7 +177,7 @@ void mc_daemon_huge_heap(char **argv, const char **why)
 		return;
 	}
 	free(val);
-	execv("/proc/self/exe", argv);
+	mc_daemon_exec_self(argv);
 	*why = strerror(errno);
 	/* Not on huge pages after all: say so to anyone who asks. */
 	if (old)

@@ -55,6 +55,9 @@ int mc_daemon_exit_code(int rc);
  * opened: they would not survive, or leak into, the new image.
  */
 void mc_daemon_huge_heap(char **argv, const char **why);
+/** execv() of this process's own binary with argv, by its path so that
+ *  the process keeps its name; returns only on failure (errno). */
+void mc_daemon_exec_self(char *const *argv);
 
 /** Whether this process's heap was asked onto huge pages
  *  (GLIBC_TUNABLES has glibc.malloc.hugetlb=1). */

@@ -20,6 +20,7 @@
 #include "ha_int.h"
 #include "mc_auth_http.h"
 #include "mc_cfg.h"
+#include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
@@ -1179,7 +1180,7 @@ static void restart(struct mst_ha *ha, const char *why)
 		   "standby",
 		   why);
 	if (ha->argv) {
-		execv("/proc/self/exe", ha->argv);
+		mc_daemon_exec_self(ha->argv);
 		mc_log_err("master", "HA: execv: %s", strerror(errno));
 	}
 	_exit(75);

@@ -91,6 +91,15 @@ def test_leases_and_remove(procs, tmp_path, master, members):
     assert master.metric("master_key_count") == 0
 
 
+def test_the_process_keeps_its_name(master):
+    """The master re-executes itself to put its heap on huge pages (and
+    an HA leader that loses its lease, to restart as a standby): through
+    /proc/self/exe, which named the process "exe", so pgrep, pkill,
+    killall, ps -C and ss -p did not find mooncake_master."""
+    with open(f"/proc/{master.proc.pid}/comm") as f:
+        assert f.read().strip() == "mooncake_master"
+
+
 def test_admin_http(procs, tmp_path, master, members):
     sh = Shell(procs, tmp_path, master)
     sh.ok("put web/x 1234 1")
