@@ -135,8 +135,9 @@ static int set_value(const struct mc_opt *o, void *cfg, const char *text,
 	    (d < o->min || d > o->max))
 		return fail(
 			err, errlen, -ERANGE,
-			"%s: value '%s' for '%s' is out of range [%.15g, %.15g]",
-			src, text, o->name, o->min, o->max);
+			"%s: value '%s' for '%s' is out of range [%.15g, %.15g]%s",
+			src, text, o->name, o->min, o->max,
+			o->type == MC_OPT_DURATION ? " ms" : "");
 
 	switch (o->type) {
 	case MC_OPT_BOOL:

@@ -29,6 +29,13 @@
 		.offset = offsetof(struct master_cfg, f), .def = d, .min = lo, \
 		.max = hi, .help = h                                           \
 	}
+/* A duration of at least lo ms. */
+#define DURMIN(n, f, d, unit, lo, h)                                \
+	{                                                           \
+		.name = n, .type = MC_OPT_DURATION,                 \
+		.offset = offsetof(struct master_cfg, f), .def = d, \
+		.unit_ms = unit, .min = lo, .max = 1e12, .help = h  \
+	}
 #define DUR(n, f, d, unit, h)                                       \
 	{                                                           \
 		.name = n, .type = MC_OPT_DURATION,                 \
@@ -73,9 +80,9 @@ static const struct mc_opt master_opts[] = {
 	OPT("eviction_high_watermark_ratio", MC_OPT_DOUBLE,
 	    eviction_high_watermark_ratio, "0.90", 0, 1,
 	    "Used fraction of the pool above which eviction runs."),
-	DUR("client_ttl", client_ttl, "10", 1000,
-	    "A client silent this long loses its segments (bare numbers "
-	    "are seconds)."),
+	DURMIN("client_ttl", client_ttl, "10", 1000, 1000,
+	       "A client silent this long loses its segments (bare numbers "
+	       "are seconds; at least 1 s: clients ping once a second)."),
 	OPT("memory_allocator", MC_OPT_STRING, memory_allocator, "offset", 0, 0,
 	    "Accepted: 'offset' (TLSF here) or 'cachelib' (same)."),
 	OPT("allocation_strategy", MC_OPT_STRING, allocation_strategy, "random",

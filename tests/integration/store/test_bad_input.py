@@ -48,6 +48,19 @@ def test_empty_key_is_600_in_every_command(master, tmp_path, args):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("ttl", ["0", "500ms"])
+def test_master_refuses_a_client_ttl_below_a_second(ttl):
+    """--client_ttl 0 was accepted: every member was dropped and
+    re-mounted each second and acknowledged puts were lost."""
+    import subprocess
+    from mctest import binary
+    p = subprocess.run([binary("master", "mooncake_master"),
+                        "--client_ttl", ttl, "--db_path", "memory"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert "'client_ttl' is out of range [1000," in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("n", ["0", "-1", "9"])
 def test_cli_replicas_out_of_range(master, member, tmp_path, n):
     src = tmp_path / "in"
