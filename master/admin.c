@@ -185,17 +185,15 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 		m->stats.slot_reclaimed);
 	for (size_t i = 0; i < mc_rpc_method_count(); i++) {
 		const struct mc_rpc_method *md = mc_rpc_method_at(i);
+		/* One TYPE and one sample per name: requests_total is
+		 * below, for every method. */
 		if (md->batch && !strncmp(md->metric, "batch_", 6)) {
 			mc_sbuf_printf(
 				b,
-				"# TYPE master_%s_requests_total counter\n"
-				"master_%s_requests_total %llu\n"
 				"# TYPE master_%s_items_total counter\n"
 				"master_%s_items_total %llu\n"
 				"# TYPE master_%s_failed_items_total counter\n"
 				"master_%s_failed_items_total %llu\n",
-				md->metric, md->metric,
-				(unsigned long long)m->stats.requests[i],
 				md->metric, md->metric,
 				(unsigned long long)m->stats.batch_items[i],
 				md->metric, md->metric,

@@ -122,6 +122,18 @@ def test_admin_http(procs, tmp_path, master, members):
         or master.metric("master_total_capacity_bytes") >= 3 * 32 * 10**6
     st, body = master.http("/health")
     assert st == 200 and '"ok"' in body
+    # The exposition format: one TYPE line and one sample per name (the
+    # batch methods' requests_total came twice: strict parsers refused
+    # the whole scrape).
+    st, text = master.http("/metrics")
+    types = [ln.split()[2] for ln in text.splitlines()
+             if ln.startswith("# TYPE ")]
+    samples = [ln.split()[0] for ln in text.splitlines()
+               if ln and not ln.startswith("#")]
+    dup = {n for n in types if types.count(n) > 1}
+    assert not dup, sorted(dup)
+    dup = {n for n in samples if samples.count(n) > 1}
+    assert not dup, sorted(dup)
 
 
 def frame(method, body, rid=1, magic=0x3152434D, version=1, kind=0):
