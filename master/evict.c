@@ -377,7 +377,10 @@ bool mst_evict_for_put(struct master *m, uint64_t size)
 	struct mst_segment *best;
 	char why[160];
 
-	if (!size || mst_now() < m->quarantine_until)
+	/* --eviction_ratio 0 turns eviction off, for puts too (upstream
+	 * evicts only with a ratio above 0): a full pool is -200. */
+	if (!size || mst_now() < m->quarantine_until ||
+	    m->cfg.eviction_ratio <= 0)
 		return false;
 	for (unsigned t = 0; t < FIT_TRIES; t++) {
 		best = pick_segment(m, size, tried, t);

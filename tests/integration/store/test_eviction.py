@@ -146,3 +146,23 @@ def test_full_pool_answers_200_and_recovers(procs, tmp_path):
         assert sh.code(f"put huge {64 << 20} 1") in (-200, -600)
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_eviction_ratio_0_turns_eviction_off(procs, tmp_path):
+    """--eviction_ratio 0 ("0 disables eviction", as upstream, which
+    evicts only with a ratio above 0): a put into a full pool evicted for
+    itself anyway. Now it is -200 and every object stays."""
+    m, ms = pool(procs, tmp_path, "--eviction_ratio", "0", n=1)
+    try:
+        sh = Shell(procs, tmp_path, m)
+        keys, code = [], 0
+        for i in range(100):
+            code = sh.code(f"put full/{i} {1 << 20} {i}")
+            if code:
+                break
+            keys.append(f"full/{i}")
+        assert code == -200 and len(keys) >= 8, (code, len(keys))
+        assert m.metric("master_evicted_key_count") == 0
+        assert sh.exist(keys) == [1] * len(keys)
+    finally:
+        cleanup_segments([x.port for x in ms])
