@@ -287,7 +287,12 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
 	if (!rc) {
-		d->admin_ctx.db_path = d->ha ? cfg->db_path : NULL;
+		/* GET /ha/snapshot: a standby's copy, and an operator's
+		 * backup of a running master, HA or not (not of a record in
+		 * memory only). */
+		bool mem = !cfg->db_path || !*cfg->db_path ||
+			   !strcmp(cfg->db_path, "memory");
+		d->admin_ctx.db_path = mem ? NULL : cfg->db_path;
 		rc = start_admin(d, cfg);
 	}
 	if (!rc && d->ha) {
