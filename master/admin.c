@@ -360,8 +360,8 @@ static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
 		return;
 	}
 	mc_log_notice("master",
-		      "HA: record copied for a standby (%lld bytes, "
-		      "op log entry %llu)",
+		      "record copied for a standby or a backup (%lld "
+		      "bytes, op log entry %llu)",
 		      (long long)st.st_size, (unsigned long long)seq);
 	resp->status = 200;
 	resp->content_type = "application/vnd.sqlite3";
