@@ -153,6 +153,55 @@ static const struct mc_opt master_opts[] = {
 	    "implemented (docs/design.md \"Tenants\")."),
 	OPT("enable_kv_events", MC_OPT_BOOL, enable_kv_events, "false", 0, 0,
 	    "ZMQ KV events: not supported (see the Watch RPC)."),
+/* Upstream's companions of features not here: accepted so that any
+	 * upstream command line starts this master, without effect. */
+#define UPB(n, what)                                \
+	OPT(n, MC_OPT_BOOL, up_bool, "false", 0, 0, \
+	    "Upstream's (" what "): accepted, no effect here.")
+#define UPN(n, what)                             \
+	OPT(n, MC_OPT_DOUBLE, up_num, "0", 0, 0, \
+	    "Upstream's (" what "): accepted, no effect here.")
+#define UPS(n, f, what)                    \
+	OPT(n, MC_OPT_STRING, f, "", 0, 0, \
+	    "Upstream's (" what "): accepted, no effect here.")
+	UPN("global_file_segment_size", "legacy DISK replicas"),
+	UPB("offload_on_evict", "SSD offload"),
+	UPB("offload_force_evict", "SSD offload"),
+	UPN("offloading_queue_limit", "SSD offload"),
+	UPN("offload_cap_ratio", "SSD offload"),
+	UPB("promotion_on_hit", "SSD offload"),
+	UPN("promotion_admission_threshold", "SSD offload"),
+	UPN("promotion_queue_limit", "SSD offload"),
+	UPN("promotion_max_per_heartbeat", "SSD offload"),
+	UPN("quota_bytes", "disk tier"),
+	UPB("enable_disk_eviction", "disk tier"),
+	UPS("tenant_quota_connector_type", up_tenant_quota_connector_type,
+	    "tenant quotas"),
+	UPS("tenant_quota_connector_uri", up_tenant_quota_connector_uri,
+	    "tenant quotas"),
+	UPS("cxl_path", up_cxl_path, "CXL memory"),
+	OPT("cxl_size", MC_OPT_SIZE, up_size, "0", 0, 0,
+	    "Upstream's (CXL memory): accepted, no effect here."),
+	UPN("nof_eviction_ratio", "NoF segments"),
+	UPN("nof_eviction_high_watermark_ratio", "NoF segments"),
+	UPN("max_total_finished_tasks", "copy and move tasks"),
+	UPN("max_total_pending_tasks", "copy and move tasks"),
+	UPN("max_total_processing_tasks", "copy and move tasks"),
+	UPN("pending_task_timeout_sec", "copy and move tasks"),
+	UPN("processing_task_timeout_sec", "copy and move tasks"),
+	UPN("max_retry_attempts", "copy and move tasks"),
+	UPS("dynamic_replication_mode", up_dynamic_replication_mode,
+	    "hot-key replicas"),
+	UPS("kv_events_bind_endpoint", up_kv_events_bind_endpoint, "KV events"),
+	UPS("kv_events_backend_id", up_kv_events_backend_id, "KV events"),
+	UPN("snapshot_interval_seconds", "snapshots"),
+	UPN("snapshot_retention_count", "snapshots"),
+	UPN("oplog_batch_max_entries",
+	    "op log: one entry per transaction here"),
+	UPN("oplog_poll_interval_ms", "op log: a standby polls every TTL/10"),
+#undef UPB
+#undef UPN
+#undef UPS
 	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
 	    "JSON file with any of these options as keys."),
 	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,

@@ -49,6 +49,14 @@ struct master_cfg {
 	bool enable_cxl;
 	bool enable_multi_tenants;
 	bool enable_kv_events;
+	/* Upstream's flags of features this master does not have, accepted
+	 * and ignored (their values land here, unused). */
+	bool up_bool;
+	double up_num;
+	uint64_t up_size;
+	char *up_tenant_quota_connector_type, *up_tenant_quota_connector_uri;
+	char *up_cxl_path, *up_kv_events_bind_endpoint;
+	char *up_kv_events_backend_id, *up_dynamic_replication_mode;
 	char *config_path;
 	int v;
 	/* ours */

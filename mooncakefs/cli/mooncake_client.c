@@ -41,6 +41,9 @@ struct client_cfg {
 	char *log_file;
 	char *config_path;
 	int v;
+	/* upstream's, of features not here */
+	bool enable_offload, enable_http_server;
+	int64_t http_port;
 };
 
 #define OPT(n, t, f, d, lo, hi, h)                                             \
@@ -98,6 +101,14 @@ static const struct mc_opt client_opts[] = {
 	    "Append logs to this file instead of stderr."),
 	OPT("config_path", MC_OPT_STRING, config_path, NULL, 0, 0,
 	    "JSON file with any of these options as keys."),
+	OPT("enable_offload", MC_OPT_BOOL, enable_offload, "false", 0, 0,
+	    "Upstream's SSD offload: not supported yet (refused when on)."),
+	OPT("enable_http_server", MC_OPT_BOOL, enable_http_server, "false", 0,
+	    0,
+	    "Upstream's client HTTP server: not supported (refused when "
+	    "on)."),
+	OPT("http_port", MC_OPT_INT, http_port, "9300", 0, 65535,
+	    "Upstream's client HTTP port: accepted, no effect here."),
 	OPT("v", MC_OPT_VERBOSITY, v, "0", 0, 9,
 	    "Verbosity: -v or -v=1 debug, -v=2 trace (MC_LOG_LEVEL also)."),
 };
@@ -212,6 +223,13 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "mooncake_client: log file %s: %s\n",
 			cfg.log_file, mc_strerror(rc));
+		goto out;
+	}
+	if (cfg.enable_offload || cfg.enable_http_server) {
+		mc_log_err("client", "--%s is not supported by this member yet",
+			   cfg.enable_offload ? "enable_offload" :
+						"enable_http_server");
+		rc = -EINVAL; /* exit 2 */
 		goto out;
 	}
 	mc_daemon_block_signals(&sigs);

@@ -61,6 +61,21 @@ def test_master_refuses_a_client_ttl_below_a_second(ttl):
     assert "'client_ttl' is out of range [1000," in p.stderr, p.stderr
 
 
+def test_member_upstream_flags():
+    """mooncake_client takes upstream's --http_port and refuses, by name,
+    what it does not have (--enable_offload, --enable_http_server): all
+    three were unknown flags."""
+    import subprocess
+    from mctest import binary
+    exe = binary("mooncakefs", "cli", "mooncake_client")
+    for flag in ("--enable_offload=true", "--enable_http_server=true"):
+        p = subprocess.run([exe, flag, "--http_port", "9300",
+                            "--master_server_address", "127.0.0.1:1"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, p
+        assert f"{flag.split('=')[0]} is not supported" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("n", ["0", "-1", "9"])
 def test_cli_replicas_out_of_range(master, member, tmp_path, n):
     src = tmp_path / "in"

@@ -100,6 +100,36 @@ def test_the_process_keeps_its_name(master):
         assert f.read().strip() == "mooncake_master"
 
 
+UPSTREAM_FLAGS = [
+    # mooncake.md 3.13: companions of features this master does not have,
+    # at upstream's defaults; each one made the master exit 2.
+    "--offload_on_evict=false", "--offload_force_evict=false",
+    "--offloading_queue_limit=50000", "--offload_cap_ratio=0.5",
+    "--promotion_on_hit=false", "--promotion_admission_threshold=2",
+    "--promotion_queue_limit=50000", "--promotion_max_per_heartbeat=1",
+    "--quota_bytes=0", "--enable_disk_eviction=true",
+    "--global_file_segment_size=9223372036854775807",
+    "--tenant_quota_connector_type=file", "--tenant_quota_connector_uri=",
+    "--cxl_path=/dev/dax0.0", "--cxl_size=8GiB",
+    "--nof_eviction_ratio=0.05", "--nof_eviction_high_watermark_ratio=0.9",
+    "--max_total_finished_tasks=10000", "--max_total_pending_tasks=10000",
+    "--max_total_processing_tasks=10000", "--pending_task_timeout_sec=300",
+    "--processing_task_timeout_sec=300", "--max_retry_attempts=10",
+    "--dynamic_replication_mode=off", "--kv_events_bind_endpoint=",
+    "--kv_events_backend_id=", "--snapshot_interval_seconds=300",
+    "--snapshot_retention_count=3", "--oplog_batch_max_entries=100",
+    "--oplog_poll_interval_ms=1000",
+]
+
+
+def test_upstream_command_lines_start(procs, tmp_path):
+    """operations.md: every upstream mooncake_master command line starts
+    it unchanged; these flags were refused (exit 2, unknown flag)."""
+    m = Master(procs, tmp_path, *UPSTREAM_FLAGS)
+    st, body = m.http("/health")
+    assert st == 200, body
+
+
 def test_admin_http(procs, tmp_path, master, members):
     sh = Shell(procs, tmp_path, master)
     sh.ok("put web/x 1234 1")
