@@ -347,6 +347,29 @@ int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
 	return API(rc);
 }
 
+int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name)
+{
+	struct mcs_ckpt_served *sv;
+	int rc;
+
+	if (!c || !name)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(c->store);
+	if (rc)
+		return rc;
+	sv = mcs_ckpt_srv_find_name(c->srv, name);
+	if (!sv || !sv->root) {
+		rc = -ENOENT;
+	} else {
+		pthread_mutex_lock(&sv->lock);
+		sv->owns_root = true;
+		pthread_mutex_unlock(&sv->lock);
+	}
+	mcs_ckpt_served_put(sv);
+	mcs_leave(c->store);
+	return API(rc);
+}
+
 int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
 {
 	struct mcs_ckpt_served *sv;

@@ -250,6 +250,33 @@ def test_copy_to_final_name_then_seal(procs, tmp_path, master, mounts):
     assert p.returncode == 1
 
 
+def test_rm_of_a_sealed_checkpoint_frees_its_files(procs, tmp_path, master,
+                                                  mounts):
+    """A checkpoint sealed through a mount is served from its files in
+    the mount's cache; `rm -r ckpt/NAME` unpublished it but its files
+    stayed there until the unmount, so a long-lived mount that publishes
+    weights filled its disk. They go once no read of them is in flight."""
+    src = tmp_path / "model"
+    make_model(src)
+    a = mounts(name="a")
+    b = mounts(name="b")
+    cache = tmp_path / "ckpt-cache"
+
+    def sealed():
+        return [p for p in cache.rglob("*") if p.parent.name == ".sealed"]
+    stage = a.path / "ckpt" / ".w.tmp"
+    subprocess.run(["cp", "-r", str(src), str(stage)], check=True)
+    os.rename(stage, a.path / "ckpt" / "w")
+    wait_for(lambda: "w" in os.listdir(b.path / "ckpt"), timeout=10 * SCALE,
+             what="sealed")
+    assert tree_bytes(b.path / "ckpt" / "w") == tree_bytes(src)
+    assert len(sealed()) == 1
+    subprocess.run(["rm", "-r", str(a.path / "ckpt" / "w")], check=True)
+    wait_for(lambda: not sealed(), timeout=10 * SCALE,
+             what="the sealed files removed")
+    assert "w" not in os.listdir(a.path / "ckpt")
+
+
 def test_reader_mount_killed_and_remounted(procs, tmp_path, master, mounts):
     src = tmp_path / "model"
     make_model(src)
