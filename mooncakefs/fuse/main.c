@@ -21,6 +21,7 @@
 #include "mc_log.h"
 #include "mc_rpc_client.h"
 #include "mcfs.h"
+#include "segment.h"
 #include "mooncake/mc_err.h"
 #include "store_int.h"
 
@@ -172,6 +173,36 @@ static char *default_segment_name(const struct mcfs_opts *o)
 	return s;
 }
 
+/* Before mounting, what would make the pool's join fail for good: an
+ * unknown protocol, a kept segment another live process holds (waited
+ * for: the daemon of the mount before may still be leaving). The mount
+ * failed for neither, and answered EIO until unmounted. */
+static int check_joinable(const struct mcfs *fs)
+{
+	const char *p = fs->o.protocol, *name = fs->o.segment_name;
+
+	if (p && *p && strcmp(p, "tcp") && strcmp(p, "rdma")) {
+		fprintf(stderr, "mooncakefs: protocol=%s: tcp or rdma\n", p);
+		return -EINVAL;
+	}
+	if (!name || !*name)
+		name = fs->default_segment;
+	if (!fs->o.segment_size || !name)
+		return 0;
+	for (unsigned waited = 0; mcs_segment_held(name);
+	     waited += JOIN_POLL_MS) {
+		if (waited >= JOIN_WAIT_MS) {
+			fprintf(stderr,
+				"mooncakefs: segment %s is in use by a live "
+				"process (another mount of it?)\n",
+				name);
+			return -EBUSY;
+		}
+		usleep(JOIN_POLL_MS * 1000);
+	}
+	return 0;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -208,7 +239,7 @@ int main(int argc, char **argv)
 	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) ||
 	    mcfs_splice_init(&fs) || mcfs_locks_init(&fs.locks))
 		goto out;
-	if (check_master(&fs.o, &fs.max_key))
+	if (check_joinable(&fs) || check_master(&fs.o, &fs.max_key))
 		goto out;
 	fs.store = mooncake_store_create();
 	if (!fs.store)

@@ -71,6 +71,13 @@ static int check_free(const char *name, char *err, size_t errlen)
 	return rc;
 }
 
+bool mcs_segment_held(const char *name)
+{
+	char err[8];
+
+	return check_free(name, err, sizeof(err)) == MC_ESEGEXISTS;
+}
+
 /* The message for a /dev/shm that cannot hold the segment. */
 static void no_room(const char *name, size_t len, char *err, size_t errlen)
 {

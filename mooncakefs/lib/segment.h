@@ -71,6 +71,9 @@ int mcs_segment_name(const char *engine_name, char *out,
  * live process holds the memory of that name, -ENOSPC when /dev/shm cannot
  * hold a kept segment (err names the fix), else te's codes; err says why.
  */
+/** A live process holds the kept segment of this name (its memory in
+ *  /dev/shm is locked). */
+bool mcs_segment_held(const char *name);
 int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 		     bool keep, struct mcs_segment **out, char *err,
 		     size_t errlen) MC_MUST_CHECK;

@@ -162,7 +162,9 @@ def test_mount_again_right_after_umount(mounts):
     lets go of its segment a second or more later); a mount of the same
     segment right after it (a restart of the mount unit, a script) found
     the segment in use, gave up joining, and answered EIO on kv/ for
-    good. It now waits for the leaving daemon and joins."""
+    good. The mount now waits for the leaving daemon, then joins. An
+    unknown protocol fails the mount itself (it mounted, and answered
+    EIO on kv/ until unmounted)."""
     m = mounts(seg="64MiB", name="again")
     (m.kv / "before").write_bytes(b"x")
     for _ in range(2):
@@ -171,4 +173,10 @@ def test_mount_again_right_after_umount(mounts):
         m.mount()
         (m.kv / "after").write_bytes(b"y")
         assert (m.kv / "after").read_bytes() == b"y"
-    assert "held by another process" in m.log()
+    m.umount()
+    p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
+                        m.options() + ",protocol=foo"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "protocol=foo: tcp or rdma" in p.stderr, \
+        p.stderr
+    assert not is_mounted(m.path)
