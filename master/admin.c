@@ -172,6 +172,9 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 		      "ranges new objects avoid: bytes.",
 		      bytes);
 	}
+	GAUGE(b, "master_db_write_failing",
+	      "1 while the record cannot be written (changes fail).",
+	      (uint64_t)mst_db_failing(m->db));
 	COUNTER(b, "master_put_slot_grants_total",
 		"Slots of reserved space handed out.", m->stats.slot_grants);
 	COUNTER(b, "master_put_slot_commits_total",
@@ -417,11 +420,18 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		pthread_mutex_lock(&m->lock);
 		uint64_t up = mst_now() - m->started;
 		pthread_mutex_unlock(&m->lock);
+		/* Reads go on; changes fail until the record can be written
+		 * (its disk full): "degraded", still 200 (a restart would not
+		 * help; a liveness probe must not kill it). */
+		bool failing = mst_db_failing(m->db);
 		reply_json(resp, 200,
-			   json_pack("{s:s,s:s,s:s,s:I}", "status", "ok",
-				     "role", "master", "version",
-				     MC_VERSION_STRING, "uptime_ms",
-				     (json_int_t)up));
+			   json_pack("{s:s,s:s,s:s,s:I,s:s}", "status",
+				     failing ? "degraded" : "ok", "role",
+				     "master", "version", MC_VERSION_STRING,
+				     "uptime_ms", (json_int_t)up, "record",
+				     failing ? "not writable (see the log): "
+					       "changes fail" :
+					       "ok"));
 	} else if (!strcmp(req->path, "/get_all_segments")) {
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_segment *s = m->segments; s; s = s->next)

@@ -91,6 +91,7 @@ static int db_fail(struct mst_db *db, const char *what)
 {
 	uint64_t now = mst_now();
 
+	atomic_store(&db->failing, true);
 	if (db->err_at && now - db->err_at < 1000) {
 		db->err_quiet++;
 		return MC_STORE_INTERNAL_ERROR;
@@ -362,12 +363,21 @@ int mst_db_commit(struct mst_db *db)
 	}
 	rc = step_done(db, db->commit, "commit");
 	mst_db_log_committed(db, rc == 0);
+	if (!rc && atomic_load(&db->failing)) {
+		atomic_store(&db->failing, false);
+		mc_log_notice("master", "the record is writable again");
+	}
 
 	if (rc) {
 		mst_db_rollback(db);
 		fence(db);
 	}
 	return rc;
+}
+
+bool mst_db_failing(struct mst_db *db)
+{
+	return db && atomic_load(&db->failing);
 }
 
 void mst_db_rollback(struct mst_db *db)

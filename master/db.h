@@ -151,6 +151,8 @@ bool mst_db_logged(const struct mst_db *db);
 int mst_db_begin(struct mst_db *db);
 int mst_db_commit(struct mst_db *db);
 void mst_db_rollback(struct mst_db *db);
+/** A write failed and no commit succeeded since (a full disk). */
+bool mst_db_failing(struct mst_db *db);
 
 int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s);
 int mst_db_del_segment(struct mst_db *db, const uint8_t *id);

@@ -10,6 +10,7 @@
 #define SQLITE_ENABLE_SESSION 1 /* the changeset reader and changegroup */
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,6 +46,9 @@ struct mst_db {
 	 * every change): when the last line went, how many since. */
 	uint64_t err_at;
 	uint64_t err_quiet;
+	/* A write failed and none committed since (a full disk): /health
+	 * says so; the next commit logs that the record is writable. */
+	_Atomic bool failing;
 	/* The op log (db_log.c): with log_ops set, every transaction's
 	 * changes are captured (db_rec.c) and appended after COMMIT. */
 	const struct mst_db_log_ops *log_ops;

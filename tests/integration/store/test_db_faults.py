@@ -52,6 +52,11 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         failed = [k for k, c in codes.items() if c]
         assert failed, "the full disk refused no put"
         assert set(codes.values()) <= {0, -1}, codes  # -1: INTERNAL_ERROR
+        # /health said "ok" throughout: it says what fails now.
+        import json
+        st, body = m.http("/health")
+        assert st == 200 and json.loads(body)["status"] == "degraded", body
+        assert m.metric("master_db_write_failing") == 1
         for k, c in codes.items():
             if c == 0:
                 stored[k] = 100 + int(k.split("/")[1])
@@ -104,6 +109,9 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
             if k not in stored:
                 sh.ok(f"put {k} {OBJ} 9")
                 stored[k] = 9
+        st, body = m.http("/health")
+        assert json.loads(body)["status"] == "ok", body
+        assert m.metric("master_db_write_failing") == 0
         restart_and_check(m, sh, stored, removed)
     finally:
         cleanup_segments([member.port])
