@@ -326,7 +326,11 @@ void mcs_ckpt_unserve(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
 	pthread_mutex_unlock(&c->alock);
 }
 
-int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
+/* fn on the checkpoint name served here, inside the handle: its code,
+ * or -ENOENT (as a store code) when name is not served here. */
+static int on_served(mooncake_ckpt_t *c, const char *name,
+		     int (*fn)(struct mooncake_ckpt *c,
+			       struct mcs_ckpt_served *sv))
 {
 	struct mcs_ckpt_served *sv;
 	int rc;
@@ -337,37 +341,37 @@ int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
 	if (rc)
 		return rc;
 	sv = mcs_ckpt_srv_find_name(c->srv, name);
-	if (!sv) {
-		rc = -ENOENT;
-	} else {
-		mcs_ckpt_unserve(c, sv);
-		mcs_ckpt_served_put(sv);
-	}
+	rc = sv ? fn(c, sv) : -ENOENT;
+	mcs_ckpt_served_put(sv);
 	mcs_leave(c->store);
 	return API(rc);
 }
 
+static int unserve_one(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+{
+	mcs_ckpt_unserve(c, sv);
+	return 0;
+}
+
+int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
+{
+	return on_served(c, name, unserve_one);
+}
+
+static int own_root(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+{
+	(void)c;
+	if (!sv->root)
+		return -ENOENT;
+	pthread_mutex_lock(&sv->lock);
+	sv->owns_root = true;
+	pthread_mutex_unlock(&sv->lock);
+	return 0;
+}
+
 int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name)
 {
-	struct mcs_ckpt_served *sv;
-	int rc;
-
-	if (!c || !name)
-		return MC_STORE_INVALID_PARAMS;
-	rc = mcs_enter(c->store);
-	if (rc)
-		return rc;
-	sv = mcs_ckpt_srv_find_name(c->srv, name);
-	if (!sv || !sv->root) {
-		rc = -ENOENT;
-	} else {
-		pthread_mutex_lock(&sv->lock);
-		sv->owns_root = true;
-		pthread_mutex_unlock(&sv->lock);
-	}
-	mcs_ckpt_served_put(sv);
-	mcs_leave(c->store);
-	return API(rc);
+	return on_served(c, name, own_root);
 }
 
 int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
