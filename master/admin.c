@@ -27,9 +27,10 @@
 #include "objects.h"
 #include "segments.h"
 #include "slots.h"
+#include "admin_int.h"
 
-static void reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
-		     const char *type)
+void mst_admin_reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
+			const char *type)
 {
 	if (b->oom) {
 		free(b->p);
@@ -42,7 +43,7 @@ static void reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 	resp->body_len = b->len;
 }
 
-static void reply_json(struct mc_http_response *resp, int status, json_t *j)
+void mst_admin_reply_json(struct mc_http_response *resp, int status, json_t *j)
 {
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
@@ -263,25 +264,27 @@ static void query_key(struct master *m, const char *query,
 	struct mst_object *o;
 
 	if (mc_http_query_get(query, "key", key, sizeof(key), &n) || !n) {
-		reply_json(resp, 400,
-			   json_pack("{s:b,s:i,s:s}", "success", 0,
-				     "error_code", MC_STORE_INVALID_PARAMS,
-				     "error", "missing or bad ?key="));
+		mst_admin_reply_json(resp, 400,
+				     json_pack("{s:b,s:i,s:s}", "success", 0,
+					       "error_code",
+					       MC_STORE_INVALID_PARAMS, "error",
+					       "missing or bad ?key="));
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
 	if (mst_stat(m, key, n, &o)) {
 		pthread_mutex_unlock(&m->lock);
-		reply_json(resp, 404,
-			   json_pack("{s:b,s:i,s:s}", "success", 0,
-				     "error_code", MC_STORE_OBJECT_NOT_FOUND,
-				     "error", "object not found"));
+		mst_admin_reply_json(resp, 404,
+				     json_pack("{s:b,s:i,s:s}", "success", 0,
+					       "error_code",
+					       MC_STORE_OBJECT_NOT_FOUND,
+					       "error", "object not found"));
 		return;
 	}
 	json_t *j =
 		json_pack("{s:b,s:o}", "success", 1, "data", replicas_json(o));
 	pthread_mutex_unlock(&m->lock);
-	reply_json(resp, 200, j);
+	mst_admin_reply_json(resp, 200, j);
 }
 
 static void batch_query(struct master *m, const char *query,
@@ -294,10 +297,11 @@ static void batch_query(struct master *m, const char *query,
 	if (!keys || !data || mc_http_query_get(query, "keys", keys, cap, &n)) {
 		free(keys);
 		json_decref(data);
-		reply_json(resp, 400,
-			   json_pack("{s:b,s:i,s:s}", "success", 0,
-				     "error_code", MC_STORE_INVALID_PARAMS,
-				     "error", "missing or bad ?keys=a,b"));
+		mst_admin_reply_json(resp, 400,
+				     json_pack("{s:b,s:i,s:s}", "success", 0,
+					       "error_code",
+					       MC_STORE_INVALID_PARAMS, "error",
+					       "missing or bad ?keys=a,b"));
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
@@ -321,8 +325,8 @@ static void batch_query(struct master *m, const char *query,
 	}
 	pthread_mutex_unlock(&m->lock);
 	free(keys);
-	reply_json(resp, 200,
-		   json_pack("{s:b,s:o}", "success", 1, "data", data));
+	mst_admin_reply_json(
+		resp, 200, json_pack("{s:b,s:o}", "success", 1, "data", data));
 }
 
 /* GET /ha/snapshot: the record as an sqlite file, copied aside then sent
@@ -408,7 +412,7 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		pthread_mutex_lock(&m->lock);
 		metrics(m, &b);
 		pthread_mutex_unlock(&m->lock);
-		reply_sb(resp, &b, "text/plain; version=0.0.4");
+		mst_admin_reply_sb(resp, &b, "text/plain; version=0.0.4");
 	} else if (!strcmp(req->path, "/metrics/summary")) {
 		pthread_mutex_lock(&m->lock);
 		char *s = mst_admin_summary(m);
@@ -424,21 +428,22 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		 * (its disk full): "degraded", still 200 (a restart would not
 		 * help; a liveness probe must not kill it). */
 		bool failing = mst_db_failing(m->db);
-		reply_json(resp, 200,
-			   json_pack("{s:s,s:s,s:s,s:I,s:s}", "status",
-				     failing ? "degraded" : "ok", "role",
-				     "master", "version", MC_VERSION_STRING,
-				     "uptime_ms", (json_int_t)up, "record",
-				     failing ? "not writable (see the log): "
-					       "changes fail" :
-					       "ok"));
+		mst_admin_reply_json(
+			resp, 200,
+			json_pack("{s:s,s:s,s:s,s:I,s:s}", "status",
+				  failing ? "degraded" : "ok", "role", "master",
+				  "version", MC_VERSION_STRING, "uptime_ms",
+				  (json_int_t)up, "record",
+				  failing ? "not writable (see the log): "
+					    "changes fail" :
+					    "ok"));
 	} else if (!strcmp(req->path, "/get_all_segments")) {
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_segment *s = m->segments; s; s = s->next)
 			if (s->owner)
 				mc_sbuf_printf(&b, "%s\n", s->name);
 		pthread_mutex_unlock(&m->lock);
-		reply_sb(resp, &b, "text/plain");
+		mst_admin_reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/get_all_keys")) {
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
@@ -446,9 +451,19 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 			mc_sbuf_put(&b, "\n", 1);
 		}
 		pthread_mutex_unlock(&m->lock);
-		reply_sb(resp, &b, "text/plain");
+		mst_admin_reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/ha/snapshot") && a->db_path) {
 		snapshot(a, resp);
+	} else if (!strcmp(req->path, "/role")) {
+		(void)mc_http_replyf(resp, 200, "leader");
+	} else if (!strcmp(req->path, "/ha_status")) {
+		(void)mc_http_replyf(resp, 200, "serving");
+	} else if (!strcmp(req->path, "/leader")) {
+		mst_admin_leader(a, resp);
+	} else if (!strcmp(req->path, "/query_segment")) {
+		mst_admin_query_segment(m, req->query, resp);
+	} else if (!strcmp(req->path, "/get_segments_detail")) {
+		mst_admin_segments_detail(m, resp);
 	} else if (!strcmp(req->path, "/query_key")) {
 		query_key(m, req->query, resp);
 	} else if (!strcmp(req->path, "/batch_query_keys")) {

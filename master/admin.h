@@ -20,6 +20,8 @@ struct mc_auth_key;
 struct mc_auth_replay;
 
 /* What the handler serves, and whom. */
+struct mst_ha;
+
 struct mst_admin {
 	struct master *m;
 	/* With a key, every path but /health and /metrics (which show no
@@ -27,8 +29,12 @@ struct mst_admin {
 	 * otherwise. NULL: open, as upstream. */
 	const struct mc_auth_key *key;
 	struct mc_auth_replay *replay;
-	/* HA: the record's file, for GET /ha/snapshot (NULL: not served). */
+	/* The record's file, for GET /ha/snapshot (NULL: not served). */
 	const char *db_path;
+	/* HA: this leader and the address clients reach it at (/leader);
+	 * NULL without HA. */
+	const struct mst_ha *ha;
+	const char *leader_addr;
 };
 
 /** An mc_http_handler_fn with arg = struct mst_admin *. */

@@ -37,6 +37,7 @@ struct mst_daemon {
 	bool auth; /* key holds the pool's key */
 	struct mc_auth_key key;
 	struct mst_admin admin_ctx;
+	char leader_addr[300]; /* HA: what master_view names (/leader) */
 	bool report; /* a metrics summary every 10 s */
 	bool ticking;
 	atomic_bool stop;
@@ -293,6 +294,14 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		bool mem = !cfg->db_path || !*cfg->db_path ||
 			   !strcmp(cfg->db_path, "memory");
 		d->admin_ctx.db_path = mem ? NULL : cfg->db_path;
+		if (d->ha) {
+			snprintf(d->leader_addr, sizeof(d->leader_addr),
+				 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" :
+								 "%s:%lld",
+				 cfg->rpc_address, (long long)cfg->rpc_port);
+			d->admin_ctx.ha = d->ha;
+			d->admin_ctx.leader_addr = d->leader_addr;
+		}
 		rc = start_admin(d, cfg);
 	}
 	if (!rc && d->ha) {

@@ -152,6 +152,26 @@ def test_admin_http(procs, tmp_path, master, members):
         or master.metric("master_total_capacity_bytes") >= 3 * 32 * 10**6
     st, body = master.http("/health")
     assert st == 200 and '"ok"' in body
+    # Upstream's view pages (404 before 2026-12-06).
+    import json
+    assert master.http("/role") == (200, "leader")
+    assert master.http("/ha_status") == (200, "serving")
+    assert json.loads(master.http("/leader")[1]) == {"present": False}
+    name = members[0].name
+    st, body = master.http(f"/query_segment?segment={name}")
+    lines = body.splitlines()
+    assert st == 200 and lines[0] == name, body
+    assert lines[1].startswith("Used(bytes): ") and \
+        lines[2].startswith("Capacity(bytes) : "), body
+    assert int(lines[2].split(": ")[1]) >= 32 * 10**6
+    assert master.http("/query_segment?segment=nope")[0] == 404
+    st, body = master.http("/get_segments_detail")
+    d = json.loads(body)
+    assert st == 200 and d["total_segments"] == 3, body
+    seg = {x["segment_name"]: x for x in d["segments"]}[name]
+    assert seg["status"] == "OK" and seg["protocol"] == "tcp", seg
+    assert seg["allocator_capacity_bytes"] >= 32 * 10**6
+    assert seg["base_address"].startswith("0x") and seg["te_endpoint"]
     # The exposition format: one TYPE line and one sample per name (the
     # batch methods' requests_total came twice: strict parsers refused
     # the whole scrape).
