@@ -424,11 +424,16 @@ void mst_expire_clients(struct master *m, uint64_t now)
 			continue;
 		}
 		char hex[2 * MST_ID_LEN + 1];
+		bool owns = false;
 		mst_id_hex(c->id, hex);
-		mc_log_warn("master",
-			    "client %s silent for more than %llu ms: removing "
-			    "it and its segments",
-			    hex, (unsigned long long)m->cfg.client_ttl_ms);
+		for (s = m->segments; s; s = s->next)
+			owns |= s->owner == c;
+		/* One that owns nothing (a process killed and restarted,
+		 * whose successor re-adopted its segment) is no alarm. */
+		mc_log(owns ? MC_LOG_WARN : MC_LOG_INFO, "master",
+		       "client %s silent for more than %llu ms: removing it%s",
+		       hex, (unsigned long long)m->cfg.client_ttl_ms,
+		       owns ? " and its segments" : " (it owns no segment)");
 		for (s = m->segments; s; s = next) {
 			next = s->next;
 			if (s->owner == c)

@@ -329,11 +329,15 @@ static int cmd_info(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 	if (localtime_r(&t, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 	mc_cli_human(r->size, sz, sizeof(sz));
+	char soft[48] = "no"; /* not pinned: not "0 ms left" */
+	if (r->soft_pin_ms)
+		snprintf(soft, sizeof(soft), "%" PRIu64 " ms left",
+			 r->soft_pin_ms);
 	printf("key       %s\nsize      %" PRIu64 " (%s)\nwritten   %s\n"
 	       "lease     %" PRIu64 " ms left\nholds     %u\nhard pin  %s\n"
-	       "soft pin  %" PRIu64 " ms left\nreplicas  %u\n",
+	       "soft pin  %s\nreplicas  %u\n",
 	       key, r->size, sz, when, r->lease_ms, r->holds,
-	       r->hard_pin ? "yes" : "no", r->soft_pin_ms, r->replicas);
+	       r->hard_pin ? "yes" : "no", soft, r->replicas);
 	for (size_t i = 0; i < r->n_replica_list; i++)
 		printf("  %s @ 0x%" PRIx64 " (%s)\n",
 		       r->replica_list[i]->endpoint,
