@@ -213,7 +213,15 @@ void te__unpublish(struct te_engine *eng)
 		if (te__meta_key(eng, key, sizeof(key), kinds[i], eng->name))
 			continue;
 		int rc = eng->meta->ops->del(eng->meta, key, err, sizeof(err));
-		if (rc && rc != -ENOENT)
-			mc_log_warn("te", "removing %s: %s", key, err);
+		if (rc && rc != -ENOENT) {
+			/* The same service has the others: one timeout at
+			 * exit is enough (stale entries are taken over by
+			 * name later). */
+			mc_log_warn("te", "removing %s: %s%s", key, err,
+				    i + 1 < MC_ARRAY_SIZE(kinds) ?
+					    " (the other entry is left too)" :
+					    "");
+			break;
+		}
 	}
 }

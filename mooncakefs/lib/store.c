@@ -286,6 +286,11 @@ static void teardown(struct mooncake_store *s, bool leave)
 	bool dropped = false, registered = s->ping != NULL;
 	int rc;
 
+	/* Leaving calls the master a few times (slots, unmount, leave): a
+	 * master out of reach is not waited for long by any of them (a
+	 * member's exit took the RPC timeout several times over). */
+	if (s->master && mcs_master_timeout(s->master) > 1000)
+		mcs_master_set_timeout(s->master, 1000);
 	mcs_ping_stop(s->ping);
 	s->ping = NULL;
 	/* Objects left open lose their holds now (released, not expired). */
@@ -307,11 +312,8 @@ static void teardown(struct mooncake_store *s, bool leave)
 	}
 	/* Stop counting among the master's clients now, not client_ttl
 	 * from now; a master out of reach is not waited for long. */
-	if (registered && s->master) {
-		if (mcs_master_timeout(s->master) > 1000)
-			mcs_master_set_timeout(s->master, 1000);
+	if (registered && s->master)
 		(void)mcs_master_leave(s->master);
-	}
 	/* te.h: batches and segments before the engine. */
 	mcs_xfer_destroy(s->xfer);
 	s->xfer = NULL;
