@@ -55,7 +55,11 @@ struct mcfs_ckpt {
 
 int mcfs_ckpt_init(struct mcfs *fs)
 {
-	const char *seg = fs->o.segment_name  ? fs->o.segment_name :
+	/* An empty segment_name= is unset, as for the library (it named
+	 * the cache's base itself, and the cleanup below emptied every
+	 * mount's cache on the host). */
+	const char *seg = fs->o.segment_name && *fs->o.segment_name ?
+				  fs->o.segment_name :
 			  fs->default_segment ? fs->default_segment :
 						"mount";
 	const char *base = fs->o.ckpt_cache ? fs->o.ckpt_cache :

@@ -20,6 +20,7 @@
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_rpc_client.h"
+#include "mc_time.h"
 #include "mcfs.h"
 #include "segment.h"
 #include "mooncake/mc_err.h"
@@ -34,20 +35,32 @@
 
 static int join(struct mcfs *fs, const struct mcs_cfg_args *a)
 {
-	for (unsigned waited = 0;; waited += JOIN_POLL_MS) {
-		int rc = mcs_store_setup(fs->store, a);
+	const char *name = a->segment_name && *a->segment_name ?
+				   a->segment_name :
+				   a->default_segment_name;
+	uint64_t until = mc_mono_ms() + JOIN_WAIT_MS;
+	bool said = false;
 
-		if (rc != MC_ESEGEXISTS || waited >= JOIN_WAIT_MS ||
-		    atomic_load(&fs->stop))
+	for (;;) {
+		int rc = 0;
+
+		/* The mount before lets go of its segment first, then of
+		 * its engine's port and metadata entries. */
+		if (!name || !mcs_segment_held(name))
+			rc = mcs_store_setup(fs->store, a);
+		else
+			rc = MC_ESEGEXISTS;
+		if ((rc != MC_ESEGEXISTS && rc != -EADDRINUSE &&
+		     rc != MC_EMETACONFLICT) ||
+		    mc_mono_ms() >= until || atomic_load(&fs->stop))
 			return mc_err_to_store(rc);
-		if (!waited)
+		if (!said)
 			mc_log_notice("mcfs",
-				      "segment %s is held by another process "
-				      "(the mount before, leaving?): waiting "
-				      "up to %u s",
-				      a->segment_name ? a->segment_name :
-							a->default_segment_name,
-				      JOIN_WAIT_MS / 1000);
+				      "segment %s or its address is held by "
+				      "another process (the mount before, "
+				      "leaving?): waiting up to %u s",
+				      name ? name : "", JOIN_WAIT_MS / 1000);
+		said = true;
 		usleep(JOIN_POLL_MS * 1000);
 	}
 }
@@ -236,10 +249,14 @@ int main(int argc, char **argv)
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
 	pthread_cond_init(&fs.ready_cond, NULL);
+	/* Before ckpt_init: it empties this segment's checkpoint cache, which
+	 * a live mount of the segment (refused below) still serves from. */
+	if (check_joinable(&fs))
+		goto out;
 	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) ||
 	    mcfs_splice_init(&fs) || mcfs_locks_init(&fs.locks))
 		goto out;
-	if (check_joinable(&fs) || check_master(&fs.o, &fs.max_key))
+	if (check_master(&fs.o, &fs.max_key))
 		goto out;
 	fs.store = mooncake_store_create();
 	if (!fs.store)

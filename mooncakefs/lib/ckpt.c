@@ -184,7 +184,9 @@ static void drop_holder(void *arg, struct mcs_ckpt_served *sv)
 
 void mooncake_ckpt_close(mooncake_ckpt_t *c)
 {
-	if (!c)
+	/* A child of fork(): the threads to stop are the parent's (joining
+	 * them hung for good), as is what they serve; nothing is freed. */
+	if (!c || mcs_store_forked(c->store))
 		return;
 	keeper_stop(c);
 	if (!mcs_enter(c->store)) {

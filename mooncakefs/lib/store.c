@@ -47,7 +47,21 @@ static void watch_forks(void)
 
 static bool forked(const struct mooncake_store *s)
 {
-	return s->forks != atomic_load_explicit(&forks, memory_order_relaxed);
+	return atomic_load_explicit(&s->forks, memory_order_relaxed) !=
+	       atomic_load_explicit(&forks, memory_order_relaxed);
+}
+
+bool mcs_store_forked(const struct mooncake_store *s)
+{
+	return s && forked(s);
+}
+
+/* The parent's handle, in a child: set up (or closed) before the fork,
+ * so its lock may be held by a thread the child does not have. A handle
+ * never set up may be set up in the child. */
+static bool parents(const struct mooncake_store *s)
+{
+	return forked(s) && s->state != MCS_NEW;
 }
 
 static int refuse_forked(void)
@@ -629,6 +643,8 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 	char err[MC_ERR_LEN] = "";
 	int rc;
 
+	if (parents(s))
+		return MCS_EBADSTATE;
 	pthread_rwlock_wrlock(&s->lock);
 	if (s->state != MCS_NEW) {
 		pthread_rwlock_unlock(&s->lock);
@@ -653,7 +669,7 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 			atomic_store(&s->transfer_ms, 0);
 	} else {
 		s->state = MCS_READY;
-		s->forks = atomic_load(&forks);
+		atomic_store(&s->forks, atomic_load(&forks));
 		mc_log_info("store",
 			    "joined the pool as %s (master %s, segment %llu "
 			    "bytes, staging %llu bytes)",
@@ -794,6 +810,8 @@ MOONCAKE_API int mooncake_store_set_timeouts(mooncake_store_t s,
 
 	if (!s)
 		return MC_STORE_INVALID_PARAMS;
+	if (parents(s))
+		return refuse_forked();
 	pthread_rwlock_rdlock(&s->lock);
 	if (s->state == MCS_CLOSED) {
 		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
@@ -819,6 +837,8 @@ MOONCAKE_API int mooncake_store_set_tenant(mooncake_store_t s,
 
 	if (!s)
 		return MC_STORE_INVALID_PARAMS;
+	if (parents(s))
+		return refuse_forked();
 	if (why) {
 		mc_log_err("store", "tenant_id '%s': %s", tenant_id, why);
 		return MC_STORE_INVALID_PARAMS;
@@ -845,7 +865,7 @@ MOONCAKE_API const char *mooncake_store_get_hostname(mooncake_store_t s)
 {
 	const char *name;
 
-	if (!s)
+	if (!s || parents(s))
 		return NULL;
 	pthread_rwlock_rdlock(&s->lock);
 	name = s->state == MCS_READY ? s->name : NULL;

@@ -49,7 +49,7 @@ enum mcs_state { MCS_NEW = 0, MCS_READY, MCS_CLOSED };
 struct mooncake_store {
 	pthread_rwlock_t lock;
 	enum mcs_state state;
-	unsigned forks; /* the process's fork count when made or set up */
+	_Atomic unsigned forks; /* the process's fork count, made/set up */
 	struct mcs_cfg cfg;
 	char *name; /* the engine's name, kept until destroy */
 	const char *protocol; /* what the segment speaks (check_protocol) */
@@ -85,6 +85,9 @@ void mcs_leave(struct mooncake_store *s);
 
 /** setup() with every setting (mooncake_client passes segment_name). */
 int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a);
+/** The handle was made or set up before a fork and this is the child:
+ *  its threads, locks and connections are the parent's (store.c). */
+bool mcs_store_forked(const struct mooncake_store *s);
 
 /* ---- put/get engines (store_put.c, store_get.c) -------------------------- */
 

@@ -17,7 +17,7 @@
  * answers agree. */
 static void gone(struct mooncake_store *s, const char *key)
 {
-	mcs_locs_drop(s->locs, key);
+	mcs_locs_forget(s->locs, key); /* and lists asked for before */
 }
 
 MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)

@@ -843,8 +843,8 @@ def test_fork_leaves_the_parents_store_alone(master, members, tmp_path,
     interpreter's exit (which closes every store), hung for good (threads
     the child does not have), and would have unmounted the parent's
     segment. In the child the inherited store answers -1010 and its close
-    only forgets it; a store set up in the child works; the parent goes
-    on untouched."""
+    only forgets it (a checkpoint handle's close too); a store set up in
+    the child works; the parent goes on untouched."""
     import subprocess
     import sys
     import mctest
@@ -860,6 +860,9 @@ def mk(seg):
     return s
 s = mk({SEG})
 assert s.put("fork/k", b"v" * 1000) == 0
+# A checkpoint handle too: its close joins threads the child lacks.
+from mooncake.p2p import P2PStore
+p2p = P2PStore(s)
 for how in ("close", "exit", "own"):
     pid = os.fork()
     if pid == 0:
@@ -873,13 +876,23 @@ for how in ("close", "exit", "own"):
             assert t.put("fork/own", b"o" * 10) == 0
             t.close()
         sys.exit(0)  # atexit closes every store
-    _, st = os.waitpid(pid, 0)
+    import time
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        raise SystemExit(f"{{how}}: the child hung at its exit")
     assert st == 0, (how, st)
     assert s.is_exist("fork/k") == 1
     assert s.get("fork/k") == b"v" * 1000
     assert s.put(f"fork/after-{{how}}", b"a" * 100) == 0
     assert s.get(f"fork/after-{{how}}") == b"a" * 100
 assert s.get("fork/own") == b"o" * 10
+p2p.close()
 print(s.get_hostname(), flush=True)
 sys.stdin.readline()
 s.close()
