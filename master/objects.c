@@ -328,13 +328,35 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
 		      o->version);
 }
 
+/* A put of client's given up while it was away (past client_ttl:
+ * mst_puts_writer_gone) or pre-empted, revoked now: its writer writes no
+ * more, so its memory goes (waiting for the writer to be gone, it stayed
+ * for as long as that client came back and lived). */
+static bool revoke_discarded(struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len)
+{
+	for (struct mst_object **pp = &m->releasing; *pp; pp = &(*pp)->onext) {
+		struct mst_object *o = *pp;
+
+		if (o->key_len != key_len || memcmp(o->key, key, key_len) ||
+		    not_writer(o, client))
+			continue;
+		*pp = o->onext;
+		m->stats.released++;
+		mst_object_free(m, o);
+		return true;
+	}
+	return false;
+}
+
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,
 		   size_t key_len)
 {
 	struct mst_object *o = mst_objmap_get(&m->objs, key, key_len);
 
 	if ((!o || o->state != MST_PROCESSING || not_writer(o, client)) &&
-	    mst_ghosts_end(m, client, key, key_len, 0))
+	    (mst_ghosts_end(m, client, key, key_len, 0) ||
+	     (client && revoke_discarded(m, client, key, key_len))))
 		return 0;
 	if (!o)
 		return MC_STORE_OBJECT_NOT_FOUND;

@@ -60,6 +60,9 @@ struct mcfs_opts {
 	unsigned threads;
 	bool read_only;
 	bool xattr; /* serve user.mooncake.* (getxattr, listxattr) */
+	/* O_CREAT|O_EXCL exclusive between mounts too (kv.c): off, the
+	 * kernel's exclusivity within this mount only */
+	bool excl_create;
 	bool fsname_set;
 	bool foreground, debug;
 	bool allow_other, default_permissions;

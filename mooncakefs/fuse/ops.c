@@ -668,9 +668,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	} else {
 		rc = dir_for_change(fs, parent, &p);
 		if (!rc) {
+			/* Within this mount the kernel's lookup made O_EXCL
+			 * exclusive already; between mounts only when asked
+			 * (excl_create: a publish at each such create, which
+			 * cp, tar and rsync make for every file). */
+			int fl = fs->o.excl_create ? fi->flags :
+						     fi->flags & ~O_EXCL;
 			a = mcfs_new_attr(fs, req, p, S_IFREG | (mode & 07777));
-			rc = mcfs_kv_create(fs, p, name, &a, fi->flags, &n,
-					    &fh);
+			rc = mcfs_kv_create(fs, p, name, &a, fl, &n, &fh);
 		}
 	}
 	if (rc) {

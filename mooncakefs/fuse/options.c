@@ -154,7 +154,7 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	}
 	if (!strcmp(kv, "syslog") || !strcmp(kv, "foreground") ||
 	    !strcmp(kv, "debug") || !strcmp(kv, "xattr") ||
-	    !strcmp(kv, "splice_read")) {
+	    !strcmp(kv, "splice_read") || !strcmp(kv, "excl_create")) {
 		b = true;
 		if (v && mc_parse_bool(v, &b))
 			return bad(kv, v);
@@ -166,6 +166,8 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 			o->xattr = b;
 		else if (kv[0] == 'f')
 			o->foreground = b;
+		else if (kv[0] == 'e')
+			o->excl_create = b;
 		else
 			o->debug = o->foreground = b;
 		return 0;
@@ -257,6 +259,10 @@ void mcfs_usage(FILE *out)
 		"                        through a pipe, without a copy in "
 		"the daemon (1)\n"
 		"  threads=N             FUSE worker threads (8)\n"
+		"  excl_create           O_CREAT|O_EXCL exclusive between "
+		"mounts too (lock files\n"
+		"                        between hosts; each such create "
+		"publishes at once)\n"
 		"  xattr                 serve the user.mooncake.* attributes "
 		"(off: getxattr is not\n"
 		"                        implemented, so ls -l sends none)\n"
@@ -403,7 +409,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 {
 	json_t *j = json_pack(
 		"{s:s,s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:f,s:f,s:f,s:i,s:I,s:i,s:i,"
-		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s,s:I,s:I,s:b}",
+		"s:b,s:b,s:b,s:b,s:I,s:I,s:i,s:i,s:i,s:s,s:I,s:I,s:b,s:b}",
 		"master", o->master, "metadata", o->metadata, "local_hostname",
 		o->local_hostname, "segment_size", (json_int_t)o->segment_size,
 		"buffer_size", (json_int_t)o->buffer_size, "protocol",
@@ -420,7 +426,7 @@ int mcfs_opts_json(const struct mcfs_opts *o, char **out, size_t *len)
 		(int)o->file_mode, "dir_mode", (int)o->dir_mode, "mountpoint",
 		o->mountpoint, "read_ahead", (json_int_t)o->read_ahead,
 		"read_ahead_limit", (json_int_t)o->read_ahead_limit,
-		"splice_read", o->splice_read);
+		"splice_read", o->splice_read, "excl_create", o->excl_create);
 	char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 
 	json_decref(j);

@@ -409,13 +409,15 @@ def test_a_new_file_shows_its_creation_time(mnt):
 
 
 def test_exclusive_create_across_mounts(mounts):
-    """O_CREAT|O_EXCL and mknod are exclusive between mounts, as on NFS:
-    the lock-file idiom (git's index.lock, lockfile, `set -C`) holds
-    between hosts. Both opens succeeded when the name was new to both
-    mounts (the second publish found the name taken and reported
-    nothing), so two hosts each believed they held the lock."""
-    a = mounts(seg="64MiB", name="a")
-    b = mounts(seg="0", name="b")
+    """With excl_create, O_CREAT|O_EXCL is exclusive between mounts, as
+    on NFS (mknod always): the lock-file idiom (git's index.lock,
+    lockfile, `set -C`) holds between hosts. Both opens succeeded when
+    the name was new to both mounts (the second publish found the name
+    taken and reported nothing), so two hosts each believed they held the
+    lock. Without the option (the default: cp, tar and rsync create
+    every file with O_EXCL) only within a mount."""
+    a = mounts(seg="64MiB", name="a", opts="excl_create")
+    b = mounts(seg="0", name="b", opts="excl_create")
     excl = os.O_CREAT | os.O_EXCL | os.O_WRONLY
     for i in range(5):
         # The name is new to both mounts: b looked it up before a made it.

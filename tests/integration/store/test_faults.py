@@ -211,6 +211,37 @@ def test_put_after_its_writer_died_mid_put(procs, tmp_path):
         cleanup_segments([x.port for x in ms])
 
 
+def test_writer_back_after_client_ttl_frees_its_put(procs, tmp_path):
+    """A writer stalled past client_ttl (SIGSTOP: a GC pause, a
+    partition): the master gives its unfinished put up. When it comes
+    back, its PutEnd fails and its revoke frees the memory; the memory
+    waited for the writer to be gone, so it stayed allocated for as long
+    as that (live) client did."""
+    import signal
+    m = Master(procs, tmp_path, "--client_ttl", "2",
+               "--put_start_release_timeout_sec", "6")
+    ms = [Member(procs, tmp_path, m, size="16MiB")]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        w = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
+        base = m.metric("master_allocated_bytes")
+        h = w.ok(f"wopen stalled {4 << 20}")
+        assert m.metric("master_allocated_bytes") >= base + (4 << 20)
+        clients = m.metric("master_active_clients")
+        w.proc.send_signal(signal.SIGSTOP)
+        # Past client_ttl (its put given up), back before the release
+        # timeout: the memory then waited for a writer that never goes.
+        eventually(lambda: m.metric("master_active_clients") < clients,
+                   timeout=10, what="the writer dropped")
+        w.proc.send_signal(signal.SIGCONT)
+        assert w.code(f"wclose {h} commit") != 0  # given up meanwhile
+        eventually(lambda: m.metric("master_allocated_bytes") <= base,
+                   timeout=10, what="the given-up put's memory freed")
+        assert w.code("size stalled") == -704
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def test_master_paused_longer_than_client_ttl_keeps_its_members(procs,
                                                                 tmp_path):
     """The master stopped for longer than client_ttl (SIGSTOP here; a VM
