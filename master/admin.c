@@ -454,10 +454,16 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		mst_admin_reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/ha/snapshot") && a->db_path) {
 		snapshot(a, resp);
-	} else if (!strcmp(req->path, "/role")) {
-		(void)mc_http_replyf(resp, 200, "leader");
-	} else if (!strcmp(req->path, "/ha_status")) {
-		(void)mc_http_replyf(resp, 200, "serving");
+	} else if (!strcmp(req->path, "/role") ||
+		   !strcmp(req->path, "/ha_status")) {
+		/* Only a serving master answers; an HA leader whose lease
+		 * ran out serves nothing until it restarts as a standby. */
+		uint64_t until = atomic_load(&m->ha_until);
+		bool lapsed = until && mst_now() >= until;
+		(void)mc_http_replyf(resp, 200,
+				     lapsed		 ? "standby" :
+				     req->path[1] == 'r' ? "leader" :
+							   "serving");
 	} else if (!strcmp(req->path, "/leader")) {
 		mst_admin_leader(a, resp);
 	} else if (!strcmp(req->path, "/query_segment")) {

@@ -90,8 +90,11 @@ static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 static int db_fail(struct mst_db *db, const char *what)
 {
 	uint64_t now = mst_now();
+	int ec = sqlite3_errcode(db->h) & 0xff;
 
-	atomic_store(&db->failing, true);
+	/* What a full or failing disk gives (a write's): /health says so. */
+	if (ec == SQLITE_FULL || ec == SQLITE_IOERR || ec == SQLITE_READONLY)
+		atomic_store(&db->failing, true);
 	if (db->err_at && now - db->err_at < 1000) {
 		db->err_quiet++;
 		return MC_STORE_INTERNAL_ERROR;

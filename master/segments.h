@@ -29,7 +29,8 @@ struct mst_segment *mst_segment_find(struct master *m, const uint8_t *id);
 void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why);
 void mst_expire_clients(struct master *m, uint64_t now);
 /** The master did not run for ms (up to now): its clients' silence then
- *  is not counted (their last_seen moves on by ms, at most to now). */
+ *  is not counted (their last_seen moves on by ms, at most to now),
+ *  unless one was seen within those ms (calls were served). */
 void mst_clients_stalled(struct master *m, uint64_t ms, uint64_t now);
 /** A client closing (Ping with leaving): forgotten at once unless it still
  *  owns a segment. Its unfinished puts then have no writer. */

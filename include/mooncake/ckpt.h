@@ -126,11 +126,12 @@ MOONCAKE_API int mooncake_ckpt_get_buffers(mooncake_ckpt_t *c, const char *name,
 					   void *const *bufs,
 					   const size_t *sizes, size_t n);
 
-/** The directory name is served from here (publish_dir's dir) is the
+/** dir, which name is served from here (publish_dir's dir), is the
  *  handle's from now on: removed once it is no longer served (an unserve,
  *  a remove, the close; readers in flight finish first). -ENOENT (-704)
- *  when name is not served here. */
-MOONCAKE_API int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name);
+ *  when name is not served here from dir. */
+MOONCAKE_API int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name,
+					 const char *dir);
 /** Stop serving name here (the master forgets this holder of it). */
 MOONCAKE_API int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name);
 /** Unpublish name for everyone (its holders stop serving it). */

@@ -296,7 +296,7 @@ static int seal(struct mcfs *fs, const char *name, const char *as)
 	}
 	/* Its sealed files go once it is no longer served here (rm -r of
 	 * it, after the reads in flight): they stayed until the unmount. */
-	if (mooncake_ckpt_hand_over(h, as))
+	if (mooncake_ckpt_hand_over(h, as, to))
 		mc_log_warn("mcfs", "%s: kept until the unmount", to);
 	mc_log_notice("mcfs", "checkpoint %s sealed (from ckpt/%s)", as, name);
 	return 0;

@@ -3,6 +3,7 @@
  * (include/mooncake/ckpt.h; publishing in ckpt_publish.c, fetching in
  * ckpt_get.c). */
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,9 +331,9 @@ void mcs_ckpt_unserve(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
 
 /* fn on the checkpoint name served here, inside the handle: its code,
  * or -ENOENT (as a store code) when name is not served here. */
-static int on_served(mooncake_ckpt_t *c, const char *name,
+static int on_served(mooncake_ckpt_t *c, const char *name, const void *arg,
 		     int (*fn)(struct mooncake_ckpt *c,
-			       struct mcs_ckpt_served *sv))
+			       struct mcs_ckpt_served *sv, const void *arg))
 {
 	struct mcs_ckpt_served *sv;
 	int rc;
@@ -343,27 +344,31 @@ static int on_served(mooncake_ckpt_t *c, const char *name,
 	if (rc)
 		return rc;
 	sv = mcs_ckpt_srv_find_name(c->srv, name);
-	rc = sv ? fn(c, sv) : -ENOENT;
+	rc = sv ? fn(c, sv, arg) : -ENOENT;
 	mcs_ckpt_served_put(sv);
 	mcs_leave(c->store);
 	return API(rc);
 }
 
-static int unserve_one(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+static int unserve_one(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv,
+		       const void *arg)
 {
+	(void)arg;
 	mcs_ckpt_unserve(c, sv);
 	return 0;
 }
 
 int mooncake_ckpt_unserve(mooncake_ckpt_t *c, const char *name)
 {
-	return on_served(c, name, unserve_one);
+	return on_served(c, name, NULL, unserve_one);
 }
 
-static int own_root(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
+/* arg: the directory it must be served from (not another of that name). */
+static int own_root(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv,
+		    const void *arg)
 {
 	(void)c;
-	if (!sv->root)
+	if (!sv->root || !arg || strcmp(sv->root, arg))
 		return -ENOENT;
 	pthread_mutex_lock(&sv->lock);
 	sv->owns_root = true;
@@ -371,9 +376,15 @@ static int own_root(struct mooncake_ckpt *c, struct mcs_ckpt_served *sv)
 	return 0;
 }
 
-int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name)
+int mooncake_ckpt_hand_over(mooncake_ckpt_t *c, const char *name,
+			    const char *dir)
 {
-	return on_served(c, name, own_root);
+	char real[PATH_MAX];
+
+	/* Served from its real path (publish_dir). */
+	if (!dir || !realpath(dir, real))
+		return MC_STORE_INVALID_PARAMS;
+	return on_served(c, name, real, own_root);
 }
 
 int mooncake_ckpt_remove(mooncake_ckpt_t *c, const char *name)
