@@ -402,10 +402,15 @@ int mst_unmount(struct master *m, const uint8_t *client, const uint8_t *seg)
 
 void mst_clients_stalled(struct master *m, uint64_t ms, uint64_t now)
 {
-	/* A client seen meanwhile: calls were served, only the ticker was
-	 * held up (the lock, the scheduler); silence counts as it was. */
+	/* A client seen in the first half of the gap: calls were served,
+	 * only the ticker was held up (the lock, the scheduler), and silence
+	 * counts as it was (pings come every second). Pings served after a
+	 * resume, before this tick (they waited for the master), are no
+	 * such sign. */
+	uint64_t tail = ms / 2 > 250 ? ms / 2 : 250;
+	uint64_t from = now - ms, to = now > tail ? now - tail : 0;
 	for (struct mst_client *c = m->clients; c; c = c->next)
-		if (c->last_seen + ms > now)
+		if (c->last_seen > from && c->last_seen < to)
 			return;
 	mc_log_notice("master",
 		      "this master did not run for %llu ms (stopped or "
