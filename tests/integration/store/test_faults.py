@@ -6,6 +6,7 @@ acknowledged object back, new puts do not overwrite old ones, a client
 started afterwards finds every owner), the CLI round trip of a 100 MiB
 file across a master restart, and a reader joining while the master's
 disk is full."""
+import contextlib
 import hashlib
 import json
 import os
@@ -19,6 +20,19 @@ from pool import Master, Member, Shell, cli, cleanup_segments, eventually
 def owners(sh, key):
     desc = sh.ok(f"desc {key}").split()
     return [d.split("@")[0] for d in desc[1:]]
+
+
+@contextlib.contextmanager
+def pool_of_one(procs, tmp_path, *args):
+    """A master started with args and one 16 MiB member, its segment
+    mounted; the member's shared memory cleaned up after."""
+    m = Master(procs, tmp_path, *args)
+    ms = [Member(procs, tmp_path, m, size="16MiB")]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        yield m
+    finally:
+        cleanup_segments([x.port for x in ms])
 
 
 def test_killed_member_loses_replicas_after_client_ttl(procs, tmp_path):
@@ -161,11 +175,9 @@ def test_slow_writer_keeps_its_memory(procs, tmp_path):
     """An unfinished put is reclaimed after the release timeout only once
     its writer is gone: a live, slow writer finishes intact, and the
     memory of a killed one comes back."""
-    m = Master(procs, tmp_path, "--put_start_release_timeout_sec", "1",
-               "--put_start_discard_timeout_sec", "1", "--client_ttl", "2")
-    ms = [Member(procs, tmp_path, m, size="16MiB")]
-    try:
-        eventually(lambda: len(m.segments()) == 1, what="segment")
+    with pool_of_one(procs, tmp_path, "--put_start_release_timeout_sec",
+                     "1", "--put_start_discard_timeout_sec", "1",
+                     "--client_ttl", "2") as m:
         slow = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
         h = slow.ok(f"wopen slow {4 << 20}")
         time.sleep(7)  # past the release timeout and a sweep (every 5 s)
@@ -183,8 +195,6 @@ def test_slow_writer_keeps_its_memory(procs, tmp_path):
         eventually(lambda: m.metric("master_allocated_bytes")
                    <= before - (4 << 20), timeout=20,
                    what="the dead writer's memory reclaimed")
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def test_put_after_its_writer_died_mid_put(procs, tmp_path):
@@ -192,11 +202,8 @@ def test_put_after_its_writer_died_mid_put(procs, tmp_path):
     it (client_ttl), its unfinished put gives way, so the next put of
     that key goes through. It waited for the discard timeout instead
     (30 s by default; 120 s here), stalling the batch it was in."""
-    m = Master(procs, tmp_path, "--put_start_discard_timeout_sec", "120",
-               "--client_ttl", "2")
-    ms = [Member(procs, tmp_path, m, size="16MiB")]
-    try:
-        eventually(lambda: len(m.segments()) == 1, what="segment")
+    with pool_of_one(procs, tmp_path, "--put_start_discard_timeout_sec",
+                     "120", "--client_ttl", "2") as m:
         dead = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
         dead.ok(f"wopen k {1 << 20}")
         dead.proc.kill()
@@ -207,8 +214,6 @@ def test_put_after_its_writer_died_mid_put(procs, tmp_path):
         # the discard timeout.
         assert time.monotonic() - t0 < 30
         other.ok(f"check k {1 << 20} 5")
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def test_writer_back_after_client_ttl_frees_its_put(procs, tmp_path):
@@ -218,11 +223,8 @@ def test_writer_back_after_client_ttl_frees_its_put(procs, tmp_path):
     waited for the writer to be gone, so it stayed allocated for as long
     as that (live) client did."""
     import signal
-    m = Master(procs, tmp_path, "--client_ttl", "2",
-               "--put_start_release_timeout_sec", "6")
-    ms = [Member(procs, tmp_path, m, size="16MiB")]
-    try:
-        eventually(lambda: len(m.segments()) == 1, what="segment")
+    with pool_of_one(procs, tmp_path, "--client_ttl", "2",
+                     "--put_start_release_timeout_sec", "6") as m:
         w = Shell(procs, tmp_path, m, env={"MC_STORE_PING_MS": "200"})
         base = m.metric("master_allocated_bytes")
         h = w.ok(f"wopen stalled {4 << 20}")
@@ -238,8 +240,6 @@ def test_writer_back_after_client_ttl_frees_its_put(procs, tmp_path):
         eventually(lambda: m.metric("master_allocated_bytes") <= base,
                    timeout=10, what="the given-up put's memory freed")
         assert w.code("size stalled") == -704
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def test_master_paused_longer_than_client_ttl_keeps_its_members(procs,
@@ -250,10 +250,7 @@ def test_master_paused_longer_than_client_ttl_keeps_its_members(procs,
     pings waiting for it. Silence while the master itself did not run is
     not counted now."""
     import signal
-    m = Master(procs, tmp_path, "--client_ttl", "2")
-    ms = [Member(procs, tmp_path, m, size="16MiB")]
-    try:
-        eventually(lambda: len(m.segments()) == 1, what="segment")
+    with pool_of_one(procs, tmp_path, "--client_ttl", "2") as m:
         sh = Shell(procs, tmp_path, m)
         for i in range(5):
             sh.ok(f"put p/{i} 100000 {i}")
@@ -265,8 +262,6 @@ def test_master_paused_longer_than_client_ttl_keeps_its_members(procs,
         for i in range(5):
             sh.ok(f"check p/{i} 100000 {i}")
         assert "owner timed out" not in m.log()
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def kv(reply):
