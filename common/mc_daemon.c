@@ -76,11 +76,26 @@ void mc_daemon_block_signals(sigset_t *set)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+bool mc_daemon_signal_stops(int sig)
+{
+	int rc;
+
+	if (sig != SIGHUP || !mc_log_to_file())
+		return true;
+	rc = mc_log_reopen();
+	if (rc)
+		mc_log_err("log", "SIGHUP: cannot reopen the log file: %s",
+			   mc_strerror(rc));
+	else
+		mc_log_notice("log", "SIGHUP: log file reopened");
+	return false;
+}
+
 int mc_daemon_wait_signal(const sigset_t *set)
 {
 	int sig = 0;
 
-	while (sigwait(set, &sig) != 0)
+	while (sigwait(set, &sig) != 0 || !mc_daemon_signal_stops(sig))
 		;
 	return sig;
 }

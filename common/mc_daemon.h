@@ -36,7 +36,16 @@ int mc_daemon_setup_logging(const char *ident, int verbosity,
 /** Block SIGINT, SIGTERM and SIGHUP in this and all later threads. */
 void mc_daemon_block_signals(sigset_t *set);
 
-/** Wait for one of the blocked signals; returns its number. */
+/**
+ * Act on a signal taken from the blocked set. SIGHUP while logs go to a
+ * file reopens the file (logrotate's postrotate) and returns false: the
+ * daemon goes on. Any other (and SIGHUP without a log file: its terminal
+ * hung up) returns true: the daemon should stop.
+ */
+bool mc_daemon_signal_stops(int sig);
+
+/** Wait for a blocked signal that stops the daemon (see
+ *  mc_daemon_signal_stops()); returns its number. */
 int mc_daemon_wait_signal(const sigset_t *set);
 
 /** Write "PORT\n" to path atomically (tmp file + rename). */

@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <sys/time.h>
 #include <syslog.h>
@@ -22,6 +24,10 @@ _Atomic int mc_log_level_ = MC_LOG_INFO;
 static mc_log_sink_fn sink_fn;
 static void *sink_arg;
 static int sink_fd = STDERR_FILENO;
+/* The file sink's absolute path, for mc_log_reopen(): kept in static
+ * storage so a signal handler can reopen without allocating. */
+static char sink_path[PATH_MAX];
+static bool stderr_captured;
 
 static const struct {
 	const char *name;
@@ -118,6 +124,8 @@ void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
 		close(sink_fd);
 		sink_fd = STDERR_FILENO;
 	}
+	sink_path[0] = '\0';
+	stderr_captured = false;
 }
 
 static void syslog_sink(int level, const char *line, void *arg)
@@ -132,21 +140,65 @@ int mc_log_use_syslog(const char *ident)
 	return 0;
 }
 
+static int open_log(const char *path)
+{
+	return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+}
+
 int mc_log_use_file(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	char abs[PATH_MAX];
+	size_t dir = 0;
+	int fd, n;
 
+	/* Absolute, so a reopen after a chdir (daemonizing) finds it. */
+	if (path[0] != '/') {
+		if (!getcwd(abs, sizeof(abs)))
+			return -errno;
+		dir = strlen(abs);
+	}
+	n = snprintf(abs + dir, sizeof(abs) - dir, "%s%s",
+		     path[0] != '/' ? "/" : "", path);
+	if (n < 0 || (size_t)n >= sizeof(abs) - dir)
+		return -ENAMETOOLONG;
+	fd = open_log(abs);
 	if (fd < 0)
 		return -errno;
 	mc_log_set_sink(NULL, NULL);
 	sink_fd = fd;
+	memcpy(sink_path, abs, sizeof(sink_path));
 	return 0;
+}
+
+bool mc_log_to_file(void)
+{
+	return !sink_fn && sink_path[0];
+}
+
+int mc_log_reopen(void)
+{
+	int fd, rc = 0;
+
+	if (!mc_log_to_file())
+		return -ENOENT;
+	fd = open_log(sink_path);
+	if (fd < 0)
+		return -errno;
+	/* dup2 swaps the file under sink_fd atomically: a line written
+	 * meanwhile goes to the old file or the new, never nowhere. */
+	if (dup2(fd, sink_fd) < 0)
+		rc = -errno;
+	else if (stderr_captured && dup2(fd, STDERR_FILENO) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
 }
 
 void mc_log_capture_stderr(void)
 {
-	if (!sink_fn && sink_fd != STDERR_FILENO)
-		(void)dup2(sink_fd, STDERR_FILENO);
+	if (!sink_fn && sink_fd != STDERR_FILENO &&
+	    dup2(sink_fd, STDERR_FILENO) >= 0)
+		stderr_captured = true;
 }
 
 void mc_log_emit(int level, const char *subsys, const char *fmt, ...)

@@ -20,6 +20,7 @@
 #define MC_LOG_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "mc_compiler.h"
 
@@ -57,6 +58,17 @@ int mc_log_use_syslog(const char *ident);
 
 /** Append lines to a file (O_APPEND|O_CLOEXEC); 0 or -errno. */
 int mc_log_use_file(const char *path) MC_MUST_CHECK;
+
+/** Whether lines go to a file (mc_log_use_file() and no sink since). */
+bool mc_log_to_file(void);
+
+/**
+ * Open the log file again by its path and send lines (and a captured
+ * stderr) there: after logrotate moved it away. Async-signal-safe (open,
+ * dup2, close), so a signal handler may call it. 0, -ENOENT when lines do
+ * not go to a file, or -errno (the old file stays in use).
+ */
+int mc_log_reopen(void);
 
 /** Point stderr at the log file, when lines go to one (after daemonizing
  * sent stderr to /dev/null): what the process or a runtime writes there

@@ -469,8 +469,12 @@ static int tail_all(struct mst_ha *ha, struct mst_db *db, char *err,
 static bool signalled(const sigset_t *sigs)
 {
 	struct timespec zero = { 0, 0 };
+	int sig;
 
-	return sigs && sigtimedwait(sigs, NULL, &zero) > 0;
+	while (sigs && (sig = sigtimedwait(sigs, NULL, &zero)) > 0)
+		if (mc_daemon_signal_stops(sig))
+			return true;
+	return false;
 }
 
 /* Campaign once: 1 elected, 0 someone else leads, or a code. */

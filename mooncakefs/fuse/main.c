@@ -224,6 +224,26 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static void on_hangup(int sig)
+{
+	(void)sig;
+	(void)mc_log_reopen(); /* async-signal-safe; -ENOENT with syslog */
+}
+
+/* libfuse stops the session on SIGHUP, as on a terminal's hangup. A
+ * mount that logs to a file, or has no terminal (daemonized), reopens its
+ * log instead: logrotate's postrotate must not unmount the pool. */
+static void keep_mounted_on_hangup(const struct mcfs_opts *o)
+{
+	struct sigaction sa = { .sa_handler = on_hangup,
+				.sa_flags = SA_RESTART };
+
+	if (!o->log_file && o->foreground)
+		return;
+	sigemptyset(&sa.sa_mask);
+	(void)sigaction(SIGHUP, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
@@ -283,6 +303,7 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	if (!fs.o.foreground)
 		mc_log_capture_stderr();
+	keep_mounted_on_hangup(&fs.o);
 	if (pthread_create(&setup, NULL, setup_main, &fs) == 0)
 		setup_started = true;
 	else

@@ -50,11 +50,11 @@ class Mount:
 
     def __init__(self, procs, tmp_path, master, name="mnt", seg="64MiB",
                  opts="", segment_name=None, env=None, path=None,
-                 prefix=()):
+                 prefix=(), log_file=True):
         """path: the mount point (default tmp_path/name); logs stay in
         tmp_path either way. master: anything with .addr and .metadata.
         prefix: the command the daemon starts under (e.g. a namespace's
-        nsenter)."""
+        nsenter). log_file=False: the daemon logs to syslog."""
         self.procs, self.tmp, self.master = procs, tmp_path, master
         self.env, self.prefix = env, list(prefix)
         self.path = path or tmp_path / name
@@ -64,14 +64,16 @@ class Mount:
         self.segment_name = segment_name or f"t{os.getpid()}_{name}_" \
             f"{free_port()}"
         self.opts = opts
+        self.log_file = log_file
         procs.logs.append(self.log_path)
         self.mount()
 
     def options(self):
         # Checkpoint caches in the test's directory: a mount killed by
         # the cleanup leaves nothing in /var/cache.
+        log = f"log_file={self.log_path}" if self.log_file else "syslog"
         o = (f"metadata={self.master.metadata},segment_size={self.seg},"
-             f"log_file={self.log_path},segment_name={self.segment_name},"
+             f"{log},segment_name={self.segment_name},"
              f"rpc_timeout=2000,ckpt_cache={self.tmp}/ckpt-cache")
         return o + ("," + self.opts if self.opts else "")
 

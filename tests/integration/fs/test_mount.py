@@ -3,7 +3,9 @@
 never the machine's), and umount: the node leaves the pool."""
 import os
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -180,3 +182,26 @@ def test_mount_again_right_after_umount(mounts):
     assert p.returncode != 0 and "protocol=foo: tcp or rdma" in p.stderr, \
         p.stderr
     assert not is_mounted(m.path)
+
+
+def test_sighup_keeps_the_mount(mounts):
+    """libfuse ends the session on SIGHUP: logrotate's postrotate (kill
+    -HUP) unmounted the pool, and the node left with its objects. A
+    mount logging to a file reopens it instead; a daemonized mount
+    without one (no terminal to hang up) ignores it."""
+    m = mounts(name="hup")
+    (m.kv / "a").write_bytes(b"x" * 4096)
+    os.rename(m.log_path, str(m.log_path) + ".1")
+    os.kill(m.pid(), signal.SIGHUP)
+    wait_for(lambda: m.log_path.exists(), what="log file reopened")
+    assert is_mounted(m.path)
+    assert (m.kv / "a").read_bytes() == b"x" * 4096
+    m.umount()
+    wait_for(lambda: "unmounted" in m.log(), what="lines in the new log")
+    m.log_file = False
+    m.mount()
+    (m.kv / "b").write_bytes(b"y" * 4096)
+    os.kill(m.pid(), signal.SIGHUP)
+    time.sleep(0.5)
+    assert is_mounted(m.path)
+    assert (m.kv / "b").read_bytes() == b"y" * 4096

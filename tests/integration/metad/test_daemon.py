@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """mooncake_metad as an operator meets it: exact bind address, strict
-flags and config files with named errors, gflags syntax."""
+flags and config files with named errors, gflags syntax, SIGHUP."""
 import json
 import os
+import signal
 import subprocess
 
 import pytest
 
-from mctest import METAD, binary, request
+from mctest import METAD, binary, request, wait_for
 
 
 def listeners(port):
@@ -104,3 +105,17 @@ def test_max_body_flag(procs, tmp_path):
     d = procs.start_metad(tmp_path, "--max_body_size", "1K")
     assert request(d.port, "PUT", "/metadata?key=a", body=b"x" * 1025)[0] == 413
     assert request(d.port, "PUT", "/metadata?key=a", body=b"x" * 1024)[0] == 200
+
+
+def test_sighup_reopens_the_log_file(procs, tmp_path):
+    """logrotate's postrotate sends SIGHUP: with --log_file the service
+    reopens the file and keeps its entries (it stopped before)."""
+    log = tmp_path / "svc.log"
+    d = procs.start_metad(tmp_path, "--log_file", str(log))
+    assert request(d.port, "PUT", "/metadata?key=k", body=b"v")[0] == 200
+    os.rename(log, tmp_path / "svc.log.1")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: log.exists() and "log file reopened" in log.read_text(),
+             what="log reopened")
+    assert d.proc.poll() is None
+    assert request(d.port, "GET", "/metadata?key=k")[:2] == (200, b"v")

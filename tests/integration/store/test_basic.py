@@ -2,15 +2,18 @@
 """Three pool members on loopback: puts and gets with checksums, replicas
 on distinct segments, batches with hits and misses, leases, the admin
 HTTP, malformed frames, and the CLI. And the master's heap on huge pages
-(it re-executes itself with glibc's tunable unless told otherwise)."""
+(it re-executes itself with glibc's tunable unless told otherwise), and
+SIGHUP (logrotate's postrotate)."""
+import os
 import random
+import signal
 import socket
 import struct
 
 import pytest
 
 from mctest import binary, wait_for
-from pool import MASTER, Master, Shell, cli, eventually
+from pool import MASTER, Master, Member, Shell, cli, eventually
 
 
 def test_random_puts_and_gets_verify(procs, tmp_path, master, members):
@@ -98,6 +101,35 @@ def test_the_process_keeps_its_name(master):
     killall, ps -C and ss -p did not find mooncake_master."""
     with open(f"/proc/{master.proc.pid}/comm") as f:
         assert f.read().strip() == "mooncake_master"
+
+
+def test_sighup_reopens_the_log_file(procs, tmp_path):
+    """logrotate moves a log away and sends SIGHUP (postrotate): the
+    master and a pool member stopped (the member left the pool with its
+    objects). With a --log_file they reopen it and go on; without one
+    (stderr: a terminal that hung up) SIGHUP still stops them, exit 0."""
+    m = Master(procs, tmp_path, "--log_file", str(tmp_path / "m.log"))
+    mem = Member(procs, tmp_path, m, extra=("--log_file",
+                                            str(tmp_path / "c.log")))
+    sh = Shell(procs, tmp_path, m)
+    sh.ok("put rot/a 4096 1")
+    for name, proc in (("m", m.proc), ("c", mem.proc)):
+        os.rename(tmp_path / f"{name}.log", tmp_path / f"{name}.log.1")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: os.path.exists(tmp_path / f"{name}.log") and
+                 "log file reopened" in
+                 open(tmp_path / f"{name}.log").read(),
+                 what=f"{name}.log reopened")
+        assert proc.poll() is None
+        assert "log file reopened" not in \
+            open(tmp_path / f"{name}.log.1").read()
+    assert mem.name in m.segments()
+    assert sh.code("get rot/a") == 0
+    mem.stop()
+    assert "leaving the pool" in open(tmp_path / "c.log").read()
+    plain = Master(procs, tmp_path, name="plain")
+    plain.proc.send_signal(signal.SIGHUP)
+    assert plain.proc.wait(30) == 0
 
 
 UPSTREAM_FLAGS = [

@@ -275,6 +275,33 @@ Test(mc_log_file, use_file_appends, .init = tmp_setup, .fini = tmp_teardown)
 	cr_expect_eq(strchr(nl, '\n'), buf + strlen(buf) - 1);
 }
 
+/* logrotate moves the file away; mc_log_reopen() opens it again by the
+ * path it was given, also a relative one after a chdir (daemonizing). */
+Test(mc_log_file, reopen_after_rotation, .init = tmp_setup,
+     .fini = tmp_teardown)
+{
+	char buf[8192], rotated[160];
+
+	cr_expect_eq(mc_log_reopen(), -ENOENT, "no file sink yet");
+	cr_assert_eq(chdir(tmpdir), 0);
+	cr_assert_eq(mc_log_use_file("log"), 0);
+	cr_expect(mc_log_to_file());
+	cr_assert_eq(chdir("/"), 0);
+	mc_log_info("file", "before");
+	snprintf(rotated, sizeof(rotated), "%s.1", logpath);
+	cr_assert_eq(rename(logpath, rotated), 0);
+	cr_assert_eq(mc_log_reopen(), 0);
+	mc_log_info("file", "after");
+	slurp(rotated, buf, sizeof(buf));
+	cr_expect(strstr(buf, "before") && !strstr(buf, "after"), "'%s'", buf);
+	slurp(logpath, buf, sizeof(buf));
+	cr_expect(strstr(buf, "after") && !strstr(buf, "before"), "'%s'", buf);
+	unlink(rotated);
+	mc_log_set_sink(capture_sink, NULL);
+	cr_expect(!mc_log_to_file());
+	cr_expect_eq(mc_log_reopen(), -ENOENT);
+}
+
 Test(mc_log_file, use_file_bad_path)
 {
 	cr_expect_eq(mc_log_use_file("/nonexistent-dir/x/y.log"), -ENOENT);
