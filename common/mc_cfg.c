@@ -198,6 +198,19 @@ int mc_cfg_set(const struct mc_cfg_spec *spec, void *cfg, const char *name,
 	return set_value(o, cfg, value, "set", err, errlen);
 }
 
+/* A string option back to its default (NULL when it has none). */
+static int unset_string(const struct mc_opt *o, void *cfg, const char *src,
+			char *err, size_t errlen)
+{
+	char **slot = FIELD(cfg, o, char *);
+
+	if (o->def)
+		return set_value(o, cfg, o->def, src, err, errlen);
+	free(*slot);
+	*slot = NULL;
+	return 0;
+}
+
 /* A JSON scalar as the text the flag parser would see. */
 static int json_scalar_text(json_t *v, char *buf, size_t len)
 {
@@ -274,6 +287,13 @@ int mc_cfg_load_json(const struct mc_cfg_spec *spec, void *cfg,
 			continue;
 		}
 		snprintf(src, sizeof(src), "%s: key '%s'", source, key);
+		if (json_is_null(val) && o->type == MC_OPT_STRING) {
+			/* As --dump_config writes an unset string: unset. */
+			rc = unset_string(o, cfg, src, err, errlen);
+			if (rc)
+				break;
+			continue;
+		}
 		if (json_scalar_text(val, buf, sizeof(buf))) {
 			rc = fail(err, errlen, MC_EBADCONFIG,
 				  "%s: expected a %s value for '%s'", source,

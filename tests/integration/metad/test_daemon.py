@@ -119,3 +119,23 @@ def test_sighup_reopens_the_log_file(procs, tmp_path):
              what="log reopened")
     assert d.proc.poll() is None
     assert request(d.port, "GET", "/metadata?key=k")[:2] == (200, b"v")
+
+
+@pytest.mark.parametrize("prog", ["metad", "master", "client"])
+def test_dump_config_loads_back(tmp_path, prog):
+    """--dump_config's output is a config file: it was refused ("expected
+    a string value for 'config_path'": its unset strings are null)."""
+    path = {"metad": METAD, "master": ("master", "mooncake_master"),
+            "client": ("mooncakefs", "cli", "mooncake_client")}[prog]
+    first = subprocess.run([binary(*path), "--dump_config"],
+                           capture_output=True, text=True, timeout=30)
+    assert first.returncode == 0, first.stderr
+    cfg = tmp_path / "dumped.json"
+    cfg.write_text(first.stdout)
+    again = subprocess.run([binary(*path), "--config_path", str(cfg),
+                            "--dump_config"],
+                           capture_output=True, text=True, timeout=30)
+    assert again.returncode == 0, again.stderr
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert b.pop("config_path") == str(cfg) and a.pop("config_path") is None
+    assert a == b

@@ -566,11 +566,25 @@ Test(cfg, json_bad_value_refused_in_both_modes)
 			     MC_EBADCONFIG);
 		expect_err_has("name");
 		err[0] = '\0';
-		cr_expect_eq(LOAD_JSON(specs[i], "{\"name\": null}"),
+		cr_expect_eq(LOAD_JSON(specs[i], "{\"port\": null}"),
 			     MC_EBADCONFIG);
-		expect_err_has("name");
+		expect_err_has("port");
 	}
 	cr_expect_eq(cfg.port, 8080);
+}
+
+/* --dump_config writes an unset string as null: it loads as the
+ * option's default (NULL for one without). */
+Test(cfg, json_null_string_is_its_default)
+{
+	cr_assert_eq(LOAD_JSON(&strict_spec, "{\"name\": \"x\", "
+					     "\"token\": \"t\"}"),
+		     0, "%s", err);
+	cr_assert_eq(LOAD_JSON(&strict_spec, "{\"name\": null, "
+					     "\"token\": null}"),
+		     0, "%s", err);
+	cr_expect_str_eq(cfg.name, "mc");
+	cr_expect_null(cfg.token);
 }
 
 Test(cfg, json_malformed)
@@ -931,13 +945,13 @@ Test(cfg, dump_json_is_loadable)
 	root = dump_to_json(&text);
 	ttl = json_dumps(json_object_get(root, "ttl"), JSON_ENCODE_ANY);
 	cr_assert_not_null(ttl);
-	/* null means unset; the file layer refuses it, so leave them out. */
-	json_object_del(root, "config");
-	json_object_del(root, "token");
+	/* The dump as is: its nulls (unset strings) load back as unset. */
+	cr_expect(json_is_null(json_object_get(root, "token")));
 	again = json_dumps(root, 0);
 	cr_assert_not_null(again);
 
 	cr_assert_eq(mc_cfg_defaults(&strict_spec, &c2, err, sizeof(err)), 0);
+	c2.token = strdup("set before");
 	cr_expect_eq(mc_cfg_load_json(&strict_spec, &c2, again, strlen(again),
 				      "dump", err, sizeof(err)),
 		     0, "%s", err);
@@ -950,6 +964,12 @@ Test(cfg, dump_json_is_loadable)
 	cr_expect_eq(c2.ttl_ms, 2000,
 		     "ttl of 2000 ms dumped as %s, read back as %llu ms", ttl,
 		     (unsigned long long)c2.ttl_ms);
+	cr_expect_null(c2.token);
+	/* null is "unset" for strings only. */
+	cr_expect_neq(mc_cfg_load_json(&strict_spec, &c2, "{\"port\": null}",
+				       14, "dump", err, sizeof(err)),
+		      0);
+	cr_expect(strstr(err, "'port'") != NULL, "%s", err);
 	mc_cfg_release(&strict_spec, &c2);
 	free(ttl);
 	free(again);
