@@ -424,6 +424,14 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 		.reserve_slots = (uint32_t)c->put_reserve_slots,
 		.reserve_max_size = c->put_reserve_max_size,
 	};
+	if (c->memory_allocator && strcmp(c->memory_allocator, "offset") &&
+	    strcmp(c->memory_allocator, "cachelib")) {
+		mc_log_err("master",
+			   "--memory_allocator=%s: use offset or cachelib "
+			   "(both are TLSF here)",
+			   c->memory_allocator);
+		return MC_EXIT_USAGE;
+	}
 	if (parse_strategy(c->allocation_strategy, &out->strategy)) {
 		mc_log_err("master",
 			   "--allocation_strategy=%s: use random, "

@@ -61,6 +61,22 @@ def test_master_refuses_a_client_ttl_below_a_second(ttl):
     assert "'client_ttl' is out of range [1000," in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("flag,needle", [
+    ("--memory_allocator=slab", "--memory_allocator=slab: use offset or "
+     "cachelib"),
+    ("--allocation_strategy=best", "--allocation_strategy=best: use random"),
+])
+def test_master_refuses_unknown_allocators(flag, needle):
+    """A misspelt --memory_allocator was accepted silently."""
+    import subprocess
+    from mctest import binary
+    p = subprocess.run([binary("master", "mooncake_master"), flag,
+                        "--db_path", "memory", "--rpc_port", "0"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert needle in p.stderr, p.stderr
+
+
 def test_member_upstream_flags():
     """mooncake_client takes upstream's --http_port and refuses, by name,
     what it does not have (--enable_offload, --enable_http_server): all
