@@ -163,6 +163,39 @@ static void content_changed(struct mcfs *fs, struct mcfs_fh *fh)
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
+/* The open file was renamed through this mount (mv of a file still being
+ * written: logrotate's rename before its HUP, a download moved to its
+ * final name): its node has the new key, and the handle publishes there,
+ * not under the old name, where a new file may be by now. Under fh->lock. */
+static int follow_rename(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	char *key = NULL, *name = NULL;
+	uint64_t parent = 0;
+	int rc = 0;
+
+	if (!fh->node)
+		return 0;
+	pthread_mutex_lock(&fs->itab_lock);
+	if (strcmp(fh->node->key, fh->key)) {
+		key = strdup(fh->node->key);
+		name = strdup(fh->node->name);
+		parent = fh->node->parent ? fh->node->parent->ino : 0;
+		rc = key && name ? 1 : -ENOMEM;
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	if (rc <= 0) {
+		free(key);
+		free(name);
+		return rc;
+	}
+	free(fh->key);
+	free(fh->name);
+	fh->key = key;
+	fh->name = name;
+	fh->parent_ino = parent;
+	return 0;
+}
+
 /* The stage becomes a copy of the open object obj. */
 static int stage_copy(struct mcfs *fs, struct mcfs_fh *fh,
 		      mooncake_object_t obj)
@@ -227,7 +260,9 @@ static int to_stage(struct mcfs *fs, struct mcfs_fh *fh)
 		return rc;
 	}
 	if (fh->published_direct) {
-		rc = stage_from(fs, fh, fh->key);
+		rc = follow_rename(fs, fh);
+		if (!rc)
+			rc = stage_from(fs, fh, fh->key);
 		if (!rc)
 			fh->published_direct = false;
 		return rc;
@@ -383,7 +418,9 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		return fh->error;
 	if (!fh->dirty)
 		return 0;
-	rc = 0;
+	rc = follow_rename(fs, fh);
+	if (rc)
+		return rc;
 	for (int t = 0; !direct && t < STAGE_TRIES; t++) {
 		bool opened;
 

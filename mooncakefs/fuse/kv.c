@@ -696,11 +696,30 @@ static int rename_dir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	return rc;
 }
 
+/* A file this mount is creating has no object at the master yet: it
+ * moves here (its writer publishes under the new name, file.c); what the
+ * new name held is replaced now, as by any rename. */
+static int rename_creating(struct mcfs *fs, const char *to, unsigned flags)
+{
+	mooncake_obj_stat_t st;
+	int rc;
+
+	if (flags & RENAME_NOREPLACE) {
+		rc = mooncake_store_stat(fs->store, to, &st);
+		return rc == MC_STORE_OBJECT_NOT_FOUND ? 0 :
+		       rc			       ? rc :
+			    MC_STORE_OBJECT_ALREADY_EXISTS;
+	}
+	rc = mooncake_store_remove(fs->store, to, true);
+	return rc == MC_STORE_OBJECT_NOT_FOUND ? 0 : rc;
+}
+
 int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   struct mcfs_node *newdir, const char *newname,
 		   unsigned flags)
 {
 	char *from = NULL, *to = NULL;
+	struct mcfs_node *creating;
 	bool h1, h2, isdir = false;
 	int rc = writable_dir(fs, dir);
 
@@ -737,6 +756,11 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		rc = rename_dir(fs, dir, name, newdir, newname, from, to,
 				flags);
 		goto out;
+	}
+	if (rc == MC_STORE_OBJECT_NOT_FOUND &&
+	    (creating = mcfs_node_creating(fs, dir, name))) {
+		mcfs_node_forget(fs, creating->ino, 1);
+		rc = rename_creating(fs, to, flags);
 	}
 	if (!rc && strcmp(from, to)) {
 		(void)mcfs_node_unlinked(fs, newdir, newname); /* replaced */

@@ -338,6 +338,50 @@ def test_a_file_unlinked_or_replaced_while_written_stays_gone(mnt):
     assert mnt.log().count("could not be published") == 0
 
 
+def test_a_file_renamed_while_written_keeps_its_writes(mnt):
+    """mv of a file still open for writing (logrotate's rename before its
+    HUP, a download moved to its final name): the writer's later writes
+    belong to the file under its new name. They were published under the
+    old name, overwriting the new file made there meanwhile."""
+    kv = mnt.kv
+    fd = os.open(kv / "lg", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, b"old1\n")
+    os.fsync(fd)
+    os.rename(kv / "lg", kv / "lg.1")
+    (kv / "lg").write_bytes(b"NEW FILE\n")
+    os.write(fd, b"old2\n")
+    os.fsync(fd)
+    assert (kv / "lg.1").read_bytes() == b"old1\nold2\n"
+    os.write(fd, b"old3\n")
+    os.close(fd)
+    assert (kv / "lg").read_bytes() == b"NEW FILE\n"
+    assert (kv / "lg.1").read_bytes() == b"old1\nold2\nold3\n"
+    # Renamed twice, the second time into a directory, before its first
+    # publish after the open (rewritten in place, written directly).
+    os.mkdir(kv / "done")
+    (kv / "dl").write_bytes(b"x" * 4096)
+    with open(kv / "dl", "r+b") as w:
+        w.write(b"y" * 4096)
+        os.rename(kv / "dl", kv / "dl.part")
+        os.rename(kv / "dl.part", kv / "done" / "dl")
+        w.write(b"z" * 100)
+    assert sorted(os.listdir(kv)) == ["done", "lg", "lg.1"]
+    assert (kv / "done" / "dl").read_bytes() == b"y" * 4096 + b"z" * 100
+    # A new file not published yet (no close, no fsync), renamed over
+    # an existing one (a temporary file os.replace()d while open): the
+    # rename failed ENOENT.
+    (kv / "target").write_bytes(b"old target")
+    with open(kv / "target.tmp", "wb") as w:
+        w.write(b"new ")
+        w.flush()
+        os.replace(kv / "target.tmp", kv / "target")
+        assert os.stat(kv / "target").st_size == 4
+        assert not (kv / "target.tmp").exists()
+        w.write(b"target")
+    assert (kv / "target").read_bytes() == b"new target"
+    assert not (kv / "target.tmp").exists()
+
+
 def test_a_file_being_created_opens_again(mnt):
     """A file created and still open, not yet published (nothing written,
     no close): every other open of its name worked on a local filesystem
