@@ -77,15 +77,30 @@ static int plus_entry(struct mcfs *fs, struct mcfs_node *dir,
 		      const struct mcfs_dirent *de, struct fuse_entry_param *e,
 		      struct mcfs_node **out)
 {
-	struct mcfs_node *n = mcfs_node_child(
-		fs, dir, de->name, de->kind, de->key, de->version, de->size,
-		de->mtime_ms,
-		de->kind == MCFS_KV_FILE || de->kind == MCFS_KV_DIR ||
-				de->kind == MCFS_CKPT_NODE ?
-			&de->attr :
-			NULL);
-	bool gen = de->kind == MCFS_VFILE; /* generated at open */
+	struct mcfs_node *n;
+	/* A file this mount is creating (version 0, mcfs_kv_list): its own
+	 * node, not cached (it changes as it is written); none when it was
+	 * published or closed meanwhile: the name alone (ino 0). */
+	bool creating = de->kind == MCFS_KV_FILE && !de->version;
+	bool gen = de->kind == MCFS_VFILE || creating; /* made at open */
 
+	if (creating) {
+		n = mcfs_node_creating(fs, dir, de->name);
+		if (!n) {
+			e->attr.st_ino = 1;
+			e->attr.st_mode = S_IFREG;
+			*out = NULL;
+			return 0;
+		}
+	} else {
+		n = mcfs_node_child(fs, dir, de->name, de->kind, de->key,
+				    de->version, de->size, de->mtime_ms,
+				    de->kind == MCFS_KV_FILE ||
+						    de->kind == MCFS_KV_DIR ||
+						    de->kind == MCFS_CKPT_NODE ?
+					    &de->attr :
+					    NULL);
+	}
 	if (!n)
 		return -ENOMEM;
 	e->ino = n->ino;

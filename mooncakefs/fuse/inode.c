@@ -479,6 +479,13 @@ static void open_del(struct mcfs_node *n)
 	n->op_prev = NULL;
 }
 
+/* Under itab_lock. */
+static bool creating_in(const struct mcfs_node *n, const struct mcfs_node *dir)
+{
+	return n->parent == dir && n->n_writers && n->created && !n->version &&
+	       !atomic_load(&n->unlinked) && !atomic_load(&n->create_failed);
+}
+
 struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 				     const char *name)
 {
@@ -486,14 +493,33 @@ struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 
 	pthread_mutex_lock(&fs->itab_lock);
 	for (n = fs->open_nodes; n; n = n->op_next)
-		if (n->parent == dir && n->n_writers && n->created &&
-		    !n->version && !atomic_load(&n->unlinked) &&
-		    !atomic_load(&n->create_failed) && !strcmp(n->name, name)) {
+		if (creating_in(n, dir) && !strcmp(n->name, name)) {
 			n->nlookup++;
 			break;
 		}
 	pthread_mutex_unlock(&fs->itab_lock);
 	return n;
+}
+
+int mcfs_node_creating_list(struct mcfs *fs, struct mcfs_node *dir,
+			    struct mcfs_dirlist *d)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (struct mcfs_node *n = fs->open_nodes; n && !rc; n = n->op_next) {
+		bool seen = false;
+
+		if (!creating_in(n, dir))
+			continue;
+		for (size_t i = 0; i < d->n_ents && !seen; i++)
+			seen = !strcmp(d->ents[i].name, n->name);
+		if (!seen)
+			rc = mcfs_dirent_add(d, n->name, n->key, MCFS_KV_FILE,
+					     0, 0, n->mtime_ms, &n->attr);
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+	return rc;
 }
 
 bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,

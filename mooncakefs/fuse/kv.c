@@ -299,6 +299,29 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 	}
 }
 
+/* After the master's last page: the files this mount is creating here
+ * (published at their first close or fsync, unknown to the master until
+ * then), so that `ls` shows a file being copied in. A name the master
+ * listed (someone published it meanwhile) is not listed twice. */
+static int list_creating(struct mcfs *fs, struct mcfs_node *dir,
+			 struct mcfs_dirlist *d)
+{
+	struct mcfs_dirlist c = { 0 };
+	mooncake_obj_stat_t st;
+	int rc = mcfs_node_creating_list(fs, dir, &c);
+
+	for (size_t i = 0; !rc && i < c.n_ents; i++) {
+		const struct mcfs_dirent *e = &c.ents[i];
+
+		if (mooncake_store_stat(fs->store, e->key, &st) ==
+		    MC_STORE_OBJECT_NOT_FOUND)
+			rc = mcfs_dirent_add(d, e->name, e->key, e->kind, 0, 0,
+					     e->mtime_ms, &e->attr);
+	}
+	mcfs_dirlist_free(&c);
+	return rc;
+}
+
 int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
 {
 	struct page_ctx pc = { .d = d };
@@ -320,7 +343,7 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
 		d->cursor = pc.last;
 	}
 	d->eof = !trunc;
-	return 0;
+	return d->eof ? list_creating(fs, dir, d) : 0;
 }
 
 /* ---- registered read buffers ------------------------------------------- */

@@ -351,6 +351,10 @@ void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
  *  none. */
 struct mcfs_node *mcfs_node_creating(struct mcfs *fs, struct mcfs_node *dir,
 				     const char *name);
+/** Add the files this mount is creating in dir (as mcfs_node_creating())
+ *  to d, once per name, as entries of version 0; 0 or -ENOMEM. */
+int mcfs_node_creating_list(struct mcfs *fs, struct mcfs_node *dir,
+			    struct mcfs_dirlist *d);
 /** (dir, name) was unlinked or replaced through this mount: its open
  *  nodes show no link and their writers publish nothing more
  *  (mcfs_node.unlinked). Were there any not marked before? */

@@ -382,6 +382,25 @@ def test_a_file_renamed_while_written_keeps_its_writes(mnt):
     assert not (kv / "target.tmp").exists()
 
 
+def test_a_file_being_written_is_listed(mnt):
+    """A new file is published at its first close or fsync; until then
+    `ls` did not show it (a large cp into the mount was invisible until
+    it ended), though its name answered stat. Listed once, with ls -l,
+    also when the directory has published files and after it closes."""
+    kv = mnt.kv
+    (kv / "d").mkdir()
+    (kv / "d" / "a").write_bytes(b"a")
+    with open(kv / "d" / "b.part", "wb") as w:
+        w.write(b"x" * 5000)
+        w.flush()
+        assert sorted(os.listdir(kv / "d")) == ["a", "b.part"]
+        out = subprocess.run(["ls", "-l", str(kv / "d")], check=True,
+                             capture_output=True, text=True).stdout
+        assert "b.part" in out and " 5000 " in out, out
+    assert sorted(os.listdir(kv / "d")) == ["a", "b.part"]
+    assert os.stat(kv / "d" / "b.part").st_size == 5000
+
+
 def test_a_file_being_created_opens_again(mnt):
     """A file created and still open, not yet published (nothing written,
     no close): every other open of its name worked on a local filesystem
