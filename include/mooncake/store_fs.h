@@ -175,6 +175,9 @@ typedef struct mooncake_pool_stat {
 	uint64_t keys;
 	uint32_t clients;
 	uint32_t segments; /* mounted (those capacity counts) */
+	/* The largest mounted segment's size: an object (a file) is stored
+	 * whole in one segment per replica, so no larger one fits. */
+	uint64_t largest_segment;
 } mooncake_pool_stat_t;
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t store,

@@ -77,19 +77,19 @@ static void set_size(struct mcfs_fh *fh, uint64_t size)
 		atomic_store(&fh->node->written_size, size);
 }
 
-/* EFBIG for a size beyond the whole pool's capacity, which no eviction
- * could make room for (and asking the master for it would evict what it
- * can first); else rc. Asks the master only for sizes past the capacity it
- * last reported. */
+/* EFBIG for a size beyond the largest segment (an object is stored whole
+ * in one segment), which no eviction could make room for (and asking the
+ * master for it would evict what it can first); else rc. Asks the master
+ * only for sizes past the largest segment it last reported. */
 static int space_error(struct mcfs *fs, int rc, uint64_t size)
 {
 	mooncake_pool_stat_t ps;
 
-	if (size <= atomic_load(&fs->capacity_seen) ||
+	if (size <= atomic_load(&fs->largest_seen) ||
 	    mooncake_store_pool_stat(fs->store, &ps))
 		return rc;
-	atomic_store(&fs->capacity_seen, ps.capacity);
-	return size > ps.capacity ? -EFBIG : rc;
+	atomic_store(&fs->largest_seen, ps.largest_segment);
+	return size > ps.largest_segment ? -EFBIG : rc;
 }
 
 /* A writer of size bytes under a new temporary key. */

@@ -236,7 +236,8 @@ struct mcfs {
 	pthread_cond_t ready_cond;
 	int ready; /* 0 pending, 1 ready, < 0 failed (a store code) */
 	size_t max_key; /* the master's longest key (ENAMETOOLONG beyond) */
-	_Atomic uint64_t capacity_seen; /* the pool's, as last reported */
+	/* The largest segment, as last reported: a file must fit one. */
+	_Atomic uint64_t largest_seen;
 	/* inode table */
 	pthread_mutex_t itab_lock;
 	struct mcfs_node **by_ino, **by_name;

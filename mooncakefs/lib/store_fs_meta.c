@@ -261,6 +261,7 @@ MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
 					  mooncake_pool_stat_t *out)
 {
 	Mcrpc__GetStatusResponse *r = NULL;
+	uint64_t largest = 0;
 	uint32_t mounted = 0;
 	int rc;
 
@@ -273,14 +274,22 @@ MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
 	mcs_leave(s);
 	if (rc)
 		return mc_err_to_store(rc);
-	for (size_t i = 0; i < r->n_segments; i++)
-		mounted += r->segments[i] && r->segments[i]->mounted;
+	for (size_t i = 0; i < r->n_segments; i++) {
+		const Mcrpc__SegmentStatus *st = r->segments[i];
+
+		if (!st || !st->mounted)
+			continue;
+		mounted++;
+		if (st->segment && st->segment->size > largest)
+			largest = st->segment->size;
+	}
 	*out = (mooncake_pool_stat_t){
 		.capacity = r->capacity,
 		.allocated = r->allocated,
 		.keys = r->keys,
 		.clients = r->clients,
 		.segments = mounted,
+		.largest_segment = largest,
 	};
 	mcs_master_free(r);
 	return 0;

@@ -60,8 +60,10 @@ int main(void)
 	     "would be longer than the master's `max_key_length` (refused "
 	     "before anything is made); a symbolic link's target over 4095 "
 	     "bytes |");
-	puts("| `EFBIG` | a truncate, a write or a publish past the whole "
-	     "pool's capacity (the file is left as it was) |");
+	puts("| `EFBIG` | a truncate, a write or a publish past the largest "
+	     "segment's size: a file is stored whole in one segment, so it "
+	     "can never fit, whatever `df` shows free (the file is left as it "
+	     "was) |");
 	puts("| `ENODEV` | a writable shared mmap of a file open for writing |");
 	puts("| `EIO` | the master unreachable past `rpc_timeout`, a failed "
 	     "transfer, anything the table does not name |");

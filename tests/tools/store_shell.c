@@ -91,6 +91,7 @@
  *                                  -> ok N truncated=0|1 NAME:SIZE[:/] ...
  *   pool                           pool_stat -> ok capacity=C allocated=A
  *                                  keys=K clients=N segments=M
+ *                                  largest=L
  *   watch EPOCH AFTER WAIT_MS      watch -> ok epoch=E after=A reset=0|1
  *                                  TYPE:KEY[>TO] ... (the call's count is
  *                                  checked: the events, or 1 for a reset)
@@ -1386,9 +1387,10 @@ static int cmd_pool(int argc, char **argv)
 	if (rc)
 		return reply_err(rc, NULL);
 	return reply("ok capacity=%" PRIu64 " allocated=%" PRIu64
-		     " keys=%" PRIu64 " clients=%" PRIu32 " segments=%" PRIu32,
+		     " keys=%" PRIu64 " clients=%" PRIu32 " segments=%" PRIu32
+		     " largest=%" PRIu64,
 		     st.capacity, st.allocated, st.keys, st.clients,
-		     st.segments);
+		     st.segments, st.largest_segment);
 }
 
 static const char *ev_name(enum mooncake_event_type t)

@@ -283,6 +283,32 @@ def test_a_failed_publish_keeps_the_previous_version(mounts):
     reader.close()
 
 
+def test_a_file_larger_than_any_segment_is_efbig(mounts):
+    """A file is stored whole in one segment: one larger than the
+    largest, though the pool has room for it in all (df shows it free),
+    was ENOSPC ("No space left on device") and looked like a full pool.
+    Now EFBIG ("File too large") at once, and the pool is untouched."""
+    a = mounts(seg="64MiB", name="a", opts="staging_limit=256MiB")
+    mounts(seg="64MiB", name="b")
+    keep = write_random(a.kv / "keep", MiB, 1)
+    st = os.statvfs(a.path)
+    assert st.f_bavail * st.f_frsize > 100 * MiB
+    with open(a.kv / "big", "wb") as f:
+        f.write(b"b" * (80 * MiB))
+        with pytest.raises(OSError) as e:
+            f.flush()
+            os.fsync(f.fileno())
+        assert e.value.errno == errno.EFBIG
+        with pytest.raises(OSError) as e:
+            f.close()
+        assert e.value.errno == errno.EFBIG
+    with pytest.raises(OSError) as e:
+        os.truncate(a.kv / "keep", 80 * MiB)
+    assert e.value.errno == errno.EFBIG
+    assert (a.kv / "keep").read_bytes() == keep
+    write_random(a.kv / "fits", 60 * MiB, 2)  # within one segment
+
+
 def test_a_failed_write_publishes_nothing(mounts):
     """Past the staging limit a write fails, and the version it belonged
     to is never published: no reader finds a file with a hole."""

@@ -315,6 +315,7 @@ def test_pool_figures_match_the_master(procs, tmp_path, master, members):
     assert same()
     p = kv(sh.ok("pool"))
     assert p["segments"] == "3" and int(p["capacity"]) > 0
+    assert 3 * int(p["largest"]) == int(p["capacity"])  # members alike
     sh.ok(f"put p1 {MiB} 1 2")
     assert same()
     assert int(kv(sh.ok("pool"))["allocated"]) >= \
