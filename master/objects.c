@@ -270,6 +270,9 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 /* A put is finished or revoked only by the client that started it (when
  * the request names one): a put pre-empted after the discard timeout
  * must not complete its successor. */
+static bool revoke_discarded(struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len);
+
 static bool not_writer(const struct mst_object *o, const uint8_t *client)
 {
 	return client && o->state == MST_PROCESSING &&
@@ -293,8 +296,16 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 		return MC_STORE_OBJECT_NOT_FOUND;
 	if (not_writer(o, client))
 		return MC_STORE_ILLEGAL_CLIENT;
-	if (o->state != MST_PROCESSING)
-		return 0; /* already complete, or repeated in this batch */
+	if (o->state != MST_PROCESSING) {
+		/* Already complete, or repeated in this batch: a put of an
+		 * existing key is success (objects are immutable). If this
+		 * client's own put of it was pre-empted (older than the
+		 * discard timeout), its writes are done now: that memory
+		 * goes at once, not after the release timeout. */
+		if (client)
+			(void)revoke_discarded(m, client, key, key_len);
+		return 0;
+	}
 	/* Its writes are done: the range a dropped replica kept goes. */
 	if (m->ghosts)
 		(void)mst_ghosts_end(m, client, key, key_len, o->put_start);

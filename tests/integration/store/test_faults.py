@@ -216,6 +216,28 @@ def test_put_after_its_writer_died_mid_put(procs, tmp_path):
         other.ok(f"check k {1 << 20} 5")
 
 
+def test_a_pre_empted_put_frees_its_memory_at_its_commit(procs, tmp_path):
+    """A put left unfinished past the discard timeout gives way to
+    another client's put of the key. Its writer's commit then answers
+    success (the key holds a complete object: a put of an existing key,
+    upstream's rule) and its pre-empted memory stayed allocated until the
+    release timeout (600 s by default). It goes at that commit now."""
+    with pool_of_one(procs, tmp_path, "--put_start_discard_timeout_sec",
+                     "2", "--put_start_release_timeout_sec", "600") as m:
+        a = Shell(procs, tmp_path, m)
+        b = Shell(procs, tmp_path, m)
+        base = m.metric("master_allocated_bytes")
+        h = a.ok(f"wopen k {4 << 20}")
+        # 2 MiB: past --put_reserve_max_size, no slots kept for b
+        b.ok(f"put k {2 << 20} 5", timeout=60)  # pre-empts after 2 s
+        assert m.metric("master_put_start_discard_cnt") == 1
+        assert m.metric("master_allocated_bytes") == base + (6 << 20)
+        assert a.code(f"wclose {h} commit") == 0
+        assert m.metric("master_put_start_release_cnt") == 1
+        assert m.metric("master_allocated_bytes") == base + (2 << 20)
+        a.ok(f"check k {2 << 20} 5")
+
+
 def test_writer_back_after_client_ttl_frees_its_put(procs, tmp_path):
     """A writer stalled past client_ttl (SIGSTOP: a GC pause, a
     partition): the master gives its unfinished put up. When it comes
