@@ -272,6 +272,8 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
  * must not complete its successor. */
 static bool revoke_discarded(struct master *m, const uint8_t *client,
 			     const char *key, size_t key_len);
+static size_t discarded_puts(const struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len);
 
 static bool not_writer(const struct mst_object *o, const uint8_t *client)
 {
@@ -300,9 +302,13 @@ int mst_put_end_prepare(struct master *m, const uint8_t *client,
 		/* Already complete, or repeated in this batch: a put of an
 		 * existing key is success (objects are immutable). If this
 		 * client's own put of it was pre-empted (older than the
-		 * discard timeout), its writes are done now: that memory
-		 * goes at once, not after the release timeout. */
-		if (client)
+		 * discard timeout) by another client's, its writes are done
+		 * now: that memory goes at once, not after the release
+		 * timeout. Not when the client has several such puts (its
+		 * threads, each still maybe writing: which one ends here is
+		 * not said), nor when the object is its own (a repeat). */
+		if (client && memcmp(o->writer, client, MST_ID_LEN) &&
+		    discarded_puts(m, client, key, key_len) == 1)
 			(void)revoke_discarded(m, client, key, key_len);
 		return 0;
 	}
@@ -343,6 +349,18 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
  * mst_puts_writer_gone) or pre-empted, revoked now: its writer writes no
  * more, so its memory goes (waiting for the writer to be gone, it stayed
  * for as long as that client came back and lived). */
+/* How many of client's pre-empted puts of key wait for release. */
+static size_t discarded_puts(const struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len)
+{
+	size_t n = 0;
+
+	for (const struct mst_object *o = m->releasing; o; o = o->onext)
+		n += o->key_len == key_len && !memcmp(o->key, key, key_len) &&
+		     !not_writer(o, client);
+	return n;
+}
+
 static bool revoke_discarded(struct master *m, const uint8_t *client,
 			     const char *key, size_t key_len)
 {

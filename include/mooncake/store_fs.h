@@ -175,8 +175,10 @@ typedef struct mooncake_pool_stat {
 	uint64_t keys;
 	uint32_t clients;
 	uint32_t segments; /* mounted (those capacity counts) */
-	/* The largest mounted segment's size: an object (a file) is stored
-	 * whole in one segment per replica, so no larger one fits. */
+	/* The largest segment's size (of those capacity counts, restored
+	 * ones awaiting their owner included): an object (a file) is stored
+	 * whole in one segment per replica, so no larger one fits. 0: no
+	 * segment. */
 	uint64_t largest_segment;
 } mooncake_pool_stat_t;
 

@@ -87,8 +87,7 @@ static int plus_entry(struct mcfs *fs, struct mcfs_node *dir,
 	if (creating) {
 		n = mcfs_node_creating(fs, dir, de->name);
 		if (!n) {
-			e->attr.st_ino = 1;
-			e->attr.st_mode = S_IFREG;
+			e->attr.st_mode = S_IFREG; /* st_ino 0, as readdir's */
 			*out = NULL;
 			return 0;
 		}

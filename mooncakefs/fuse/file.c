@@ -88,6 +88,8 @@ static int space_error(struct mcfs *fs, int rc, uint64_t size)
 	if (size <= atomic_load(&fs->largest_seen) ||
 	    mooncake_store_pool_stat(fs->store, &ps))
 		return rc;
+	if (!ps.largest_segment)
+		return rc; /* no segment at all (yet): not known */
 	atomic_store(&fs->largest_seen, ps.largest_segment);
 	return size > ps.largest_segment ? -EFBIG : rc;
 }
@@ -194,6 +196,29 @@ static int follow_rename(struct mcfs *fs, struct mcfs_fh *fh)
 	fh->name = name;
 	fh->parent_ino = parent;
 	return 0;
+}
+
+/* The handle's name, as follow_rename() finds it, with its stripe of
+ * fs->name_locks locked (*stripe): no rename through the mount moves or
+ * replaces it until the caller unlocks. Under fh->lock. */
+static int lock_name(struct mcfs *fs, struct mcfs_fh *fh, unsigned *stripe)
+{
+	for (;;) {
+		int rc = follow_rename(fs, fh);
+		bool same = true;
+
+		if (rc)
+			return rc;
+		*stripe = mcfs_name_lock(fs, fh->key);
+		if (fh->node) {
+			pthread_mutex_lock(&fs->itab_lock);
+			same = !strcmp(fh->node->key, fh->key);
+			pthread_mutex_unlock(&fs->itab_lock);
+		}
+		if (same)
+			return 0;
+		pthread_mutex_unlock(&fs->name_locks[*stripe]); /* moved */
+	}
 }
 
 /* The stage becomes a copy of the open object obj. */
@@ -418,7 +443,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		return fh->error;
 	if (!fh->dirty)
 		return 0;
-	rc = follow_rename(fs, fh);
+	rc = follow_rename(fs, fh); /* for the logs meanwhile */
 	if (rc)
 		return rc;
 	for (int t = 0; !direct && t < STAGE_TRIES; t++) {
@@ -453,8 +478,22 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 			fh->error = rc;
 	}
 	if (!rc) {
+		unsigned stripe;
+
+		rc = lock_name(fs, fh, &stripe);
+		if (rc)
+			return rc;
+		if (fh->node && atomic_load(&fh->node->unlinked)) {
+			/* Unlinked or renamed over while it was written. */
+			pthread_mutex_unlock(&fs->name_locks[stripe]);
+			(void)mooncake_store_remove(fs->store, fh->tmp_key,
+						    true);
+			fh->dirty = false;
+			return 0;
+		}
 		rebind(fs, fh, version);
 		rc = rename_over(fs, fh);
+		pthread_mutex_unlock(&fs->name_locks[stripe]);
 		if (rc && fh->node)
 			mcfs_node_retire(fs, fh->node);
 		if (rc && direct) {

@@ -145,9 +145,58 @@ static struct mcfs_node *node_new(struct mcfs *fs, struct mcfs_node *parent,
 	return n;
 }
 
+static unsigned name_stripe(const char *key)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *key; key++)
+		h = (h ^ (unsigned char)*key) * 16777619u;
+	return h % MCFS_NAME_LOCKS;
+}
+
+unsigned mcfs_name_lock(struct mcfs *fs, const char *key)
+{
+	unsigned i = name_stripe(key);
+
+	pthread_mutex_lock(&fs->name_locks[i]);
+	return i;
+}
+
+void mcfs_name_lock2(struct mcfs *fs, const char *a, const char *b)
+{
+	unsigned i = name_stripe(a), j = name_stripe(b);
+
+	pthread_mutex_lock(&fs->name_locks[i < j ? i : j]);
+	if (i != j)
+		pthread_mutex_lock(&fs->name_locks[i < j ? j : i]);
+}
+
+void mcfs_name_unlock2(struct mcfs *fs, const char *a, const char *b)
+{
+	unsigned i = name_stripe(a), j = name_stripe(b);
+
+	if (i != j)
+		pthread_mutex_unlock(&fs->name_locks[j]);
+	pthread_mutex_unlock(&fs->name_locks[i]);
+}
+
+void mcfs_name_lock_all(struct mcfs *fs)
+{
+	for (unsigned i = 0; i < MCFS_NAME_LOCKS; i++)
+		pthread_mutex_lock(&fs->name_locks[i]);
+}
+
+void mcfs_name_unlock_all(struct mcfs *fs)
+{
+	for (unsigned i = MCFS_NAME_LOCKS; i-- > 0;)
+		pthread_mutex_unlock(&fs->name_locks[i]);
+}
+
 int mcfs_itab_init(struct mcfs *fs)
 {
 	pthread_mutex_init(&fs->itab_lock, NULL);
+	for (unsigned i = 0; i < MCFS_NAME_LOCKS; i++)
+		pthread_mutex_init(&fs->name_locks[i], NULL);
 	fs->n_buckets = ROOT_BUCKETS;
 	fs->by_ino = calloc(fs->n_buckets, sizeof(*fs->by_ino));
 	fs->by_name = calloc(fs->n_buckets, sizeof(*fs->by_name));
@@ -184,6 +233,8 @@ void mcfs_itab_free(struct mcfs *fs)
 	fs->by_ino = fs->by_name = NULL;
 	fs->kept_inos = NULL;
 	pthread_mutex_destroy(&fs->itab_lock);
+	for (unsigned i = 0; i < MCFS_NAME_LOCKS; i++)
+		pthread_mutex_destroy(&fs->name_locks[i]);
 }
 
 /* Caller holds itab_lock. */

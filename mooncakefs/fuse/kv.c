@@ -708,12 +708,17 @@ static int rename_dir(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 			rc = rc == MC_STORE_OBJECT_NOT_FOUND ? 0 :
 							       mcfs_errno(rc);
 	}
-	if (!rc)
-		rc = mcfs_errno(mooncake_store_rename_dir(fs->store, fp, tp));
+	if (rc)
+		goto out;
+	/* Every key under it moves: no publish lands meanwhile (file.c). */
+	mcfs_name_lock_all(fs);
+	rc = mcfs_errno(mooncake_store_rename_dir(fs->store, fp, tp));
 	if (!rc) {
 		mcfs_node_renamed_dir(fs, dir, name, newdir, newname, fp, tp);
 		mcfs_locks_rename(fs, fp, tp, true);
 	}
+	mcfs_name_unlock_all(fs);
+out:
 	free(fp);
 	free(tp);
 	return rc;
@@ -737,12 +742,51 @@ static int rename_creating(struct mcfs *fs, const char *to, unsigned flags)
 	return rc == MC_STORE_OBJECT_NOT_FOUND ? 0 : rc;
 }
 
+/* A file's rename, or a new file's (rename_creating), under the two
+ * names' stripes: no publish of either name through this mount (file.c)
+ * lands between the master's rename and the nodes' (it would make the old
+ * name again, or overwrite what was renamed over). A store code, or 1:
+ * from is a directory after all. */
+static int rename_file(struct mcfs *fs, struct mcfs_node *dir, const char *name,
+		       struct mcfs_node *newdir, const char *newname,
+		       const char *from, const char *to, unsigned flags)
+{
+	struct mcfs_node *creating = NULL;
+	bool isdir = false;
+	int rc = 0;
+
+	mcfs_name_lock2(fs, from, to);
+	/* Not over a file this mount is creating either: ls shows it. */
+	if ((flags & RENAME_NOREPLACE) &&
+	    (creating = mcfs_node_creating(fs, newdir, newname))) {
+		mcfs_node_forget(fs, creating->ino, 1);
+		rc = MC_STORE_OBJECT_ALREADY_EXISTS;
+	}
+	if (!rc)
+		rc = mooncake_store_rename(fs->store, from, to,
+					   (flags & RENAME_NOREPLACE) != 0);
+	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, from, &isdir) &&
+	    isdir) {
+		rc = 1;
+	} else if (rc == MC_STORE_OBJECT_NOT_FOUND &&
+		   (creating = mcfs_node_creating(fs, dir, name))) {
+		mcfs_node_forget(fs, creating->ino, 1);
+		rc = rename_creating(fs, to, flags);
+	}
+	if (!rc && strcmp(from, to)) {
+		(void)mcfs_node_unlinked(fs, newdir, newname); /* replaced */
+		mcfs_node_renamed(fs, dir, name, newdir, newname, to);
+		mcfs_locks_rename(fs, from, to, false);
+	}
+	mcfs_name_unlock2(fs, from, to);
+	return rc;
+}
+
 int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		   struct mcfs_node *newdir, const char *newname,
 		   unsigned flags)
 {
 	char *from = NULL, *to = NULL;
-	struct mcfs_node *creating;
 	bool h1, h2, isdir = false;
 	int rc = writable_dir(fs, dir);
 
@@ -772,25 +816,12 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	}
 	if (rc)
 		goto out;
-	rc = mooncake_store_rename(fs->store, from, to,
-				   (flags & RENAME_NOREPLACE) != 0);
-	if (rc == MC_STORE_OBJECT_NOT_FOUND && !dir_exists(fs, from, &isdir) &&
-	    isdir) {
+	rc = rename_file(fs, dir, name, newdir, newname, from, to, flags);
+	if (rc == 1) /* from is a directory after all */
 		rc = rename_dir(fs, dir, name, newdir, newname, from, to,
 				flags);
-		goto out;
-	}
-	if (rc == MC_STORE_OBJECT_NOT_FOUND &&
-	    (creating = mcfs_node_creating(fs, dir, name))) {
-		mcfs_node_forget(fs, creating->ino, 1);
-		rc = rename_creating(fs, to, flags);
-	}
-	if (!rc && strcmp(from, to)) {
-		(void)mcfs_node_unlinked(fs, newdir, newname); /* replaced */
-		mcfs_node_renamed(fs, dir, name, newdir, newname, to);
-		mcfs_locks_rename(fs, from, to, false);
-	}
-	rc = mcfs_errno(rc);
+	else
+		rc = mcfs_errno(rc);
 out:
 	free(from);
 	free(to);

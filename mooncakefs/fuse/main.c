@@ -226,8 +226,11 @@ static uint64_t now_ms(void)
 
 static void on_hangup(int sig)
 {
+	int saved = errno;
+
 	(void)sig;
 	(void)mc_log_reopen(); /* async-signal-safe; -ENOENT with syslog */
+	errno = saved;
 }
 
 /* libfuse stops the session on SIGHUP, as on a terminal's hangup. A
@@ -238,7 +241,7 @@ static void keep_mounted_on_hangup(const struct mcfs_opts *o)
 	struct sigaction sa = { .sa_handler = on_hangup,
 				.sa_flags = SA_RESTART };
 
-	if (!o->log_file && o->foreground)
+	if (!mc_log_to_file() && o->foreground)
 		return;
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(SIGHUP, &sa, NULL);

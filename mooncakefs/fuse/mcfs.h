@@ -177,6 +177,7 @@ struct mcfs_dirlist {
 };
 
 #define MCFS_NO_SIZE UINT64_MAX
+#define MCFS_NAME_LOCKS 16
 /* The largest read the kernel sends (max_read) and the daemon serves. */
 #define MCFS_READ_MAX (1u << 20)
 
@@ -238,6 +239,11 @@ struct mcfs {
 	size_t max_key; /* the master's longest key (ENAMETOOLONG beyond) */
 	/* The largest segment, as last reported: a file must fit one. */
 	_Atomic uint64_t largest_seen;
+	/* A name's last step of a publish (the rename of the committed
+	 * object under the name) against a rename through the mount of
+	 * that name: striped by key (mcfs_name_lock). Order: fh->lock, then
+	 * these (in index order), then itab_lock. */
+	pthread_mutex_t name_locks[MCFS_NAME_LOCKS];
 	/* inode table */
 	pthread_mutex_t itab_lock;
 	struct mcfs_node **by_ino, **by_name;
@@ -347,6 +353,15 @@ mooncake_fs_attr_t mcfs_node_attr(struct mcfs *fs, const struct mcfs_node *n);
 void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 			const mooncake_fs_attr_t *a);
 void mcfs_node_forget(struct mcfs *fs, uint64_t ino, uint64_t n);
+/** Lock the stripe of fs->name_locks that key falls in; its index. */
+unsigned mcfs_name_lock(struct mcfs *fs, const char *key);
+/** Lock the stripes of two keys (one lock when they share one), in
+ *  order; mcfs_name_unlock2() with the same keys undoes it. */
+void mcfs_name_lock2(struct mcfs *fs, const char *a, const char *b);
+void mcfs_name_unlock2(struct mcfs *fs, const char *a, const char *b);
+/** Every stripe (a directory's rename moves keys of any stripe). */
+void mcfs_name_lock_all(struct mcfs *fs);
+void mcfs_name_unlock_all(struct mcfs *fs);
 /** A file of (dir, name) created by this mount and not yet published
  *  (the master does not know it yet), counted as looked up; NULL if
  *  none. */

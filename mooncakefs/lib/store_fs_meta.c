@@ -277,9 +277,11 @@ MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
 	for (size_t i = 0; i < r->n_segments; i++) {
 		const Mcrpc__SegmentStatus *st = r->segments[i];
 
-		if (!st || !st->mounted)
+		if (!st)
 			continue;
-		mounted++;
+		mounted += st->mounted;
+		/* Restored ones too, as capacity counts them: their owners
+		 * re-mount within a ping of a restart. */
 		if (st->segment && st->segment->size > largest)
 			largest = st->segment->size;
 	}

@@ -406,6 +406,30 @@ def test_a_file_renamed_while_written_keeps_its_writes(mnt):
         w.write(b"target")
     assert (kv / "target").read_bytes() == b"new target"
     assert not (kv / "target.tmp").exists()
+    # Without replacing (mv --no-clobber's renameat2): a file this mount
+    # is creating counts as existing, as ls shows it.
+    with open(kv / "creating", "wb") as w:
+        w.write(b"mine")
+        w.flush()
+        with pytest.raises(OSError) as e:
+            renameat2_noreplace(kv / "target", kv / "creating")
+        assert e.value.errno == errno.EEXIST
+        renameat2_noreplace(kv / "creating", kv / "created")
+        with pytest.raises(OSError) as e:
+            renameat2_noreplace(kv / "created", kv / "target")
+        assert e.value.errno == errno.EEXIST
+    assert (kv / "created").read_bytes() == b"mine"
+    assert (kv / "target").read_bytes() == b"new target"
+
+
+def renameat2_noreplace(src, dst):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_noreplace = -100, 1
+    if libc.renameat2(at_fdcwd, str(src).encode(), at_fdcwd,
+                      str(dst).encode(), rename_noreplace):
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 def test_a_file_being_written_is_listed(mnt):
