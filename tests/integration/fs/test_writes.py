@@ -422,6 +422,44 @@ def test_a_file_renamed_while_written_keeps_its_writes(mnt):
     assert (kv / "target").read_bytes() == b"new target"
 
 
+def test_a_close_racing_a_rename_lands_under_the_new_name(mounts):
+    """A close racing an mv of its file: the new name holds the closed
+    content, whole, and the old name nothing, for every mount. (The
+    publish's last step and the rename exclude each other since the
+    review of 2026-12-06; before, a rename landing between the publish's
+    reading of its name and its final rename left the closed bytes under
+    the old name. That window is the last milliseconds of the close, after
+    the kernel's writeback: this loop did not hit it against the code
+    before, so it checks the outcome, not that window.)"""
+    import threading
+    import time
+    a = mounts(seg="256MiB", name="a", opts="staging_limit=256MiB")
+    b = mounts(seg="0", name="b")
+    v1, v2 = b"1" * MiB, b"2" * (48 * MiB)
+    for i in range(12):
+        f, g = a.kv / f"race{i}", a.kv / f"raced{i}"
+        # The rename at 0-55 ms: the close first writes the kernel's
+        # dirty pages, then publishes (its FLUSH).
+        w = open(f, "wb")
+        w.write(v1)
+        w.flush()
+        os.fsync(w.fileno())  # published once: the master has f
+        w.seek(0)
+        w.write(v2)
+        w.flush()
+        closer = threading.Thread(target=w.close)
+        closer.start()
+        time.sleep(0.005 * i)
+        os.rename(f, g)
+        closer.join()
+        names = sorted(n for n in os.listdir(b.kv) if n.endswith(f"e{i}") or
+                       n.endswith(f"d{i}"))
+        assert names == [f"raced{i}"], i
+        # A stat takes no lease: the unlink frees the memory at once.
+        assert os.stat(b.kv / f"raced{i}").st_size == len(v2), i
+        os.unlink(g)
+
+
 def renameat2_noreplace(src, dst):
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
