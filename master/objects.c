@@ -270,15 +270,49 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 /* A put is finished or revoked only by the client that started it (when
  * the request names one): a put pre-empted after the discard timeout
  * must not complete its successor. */
-static bool revoke_discarded(struct master *m, const uint8_t *client,
-			     const char *key, size_t key_len);
-static size_t discarded_puts(const struct master *m, const uint8_t *client,
-			     const char *key, size_t key_len);
-
 static bool not_writer(const struct mst_object *o, const uint8_t *client)
 {
 	return client && o->state == MST_PROCESSING &&
 	       memcmp(o->writer, client, MST_ID_LEN);
+}
+
+/* o, on the releasing list, is a put of key by client, given up while it
+ * was away (past client_ttl: mst_puts_writer_gone) or pre-empted. */
+static bool discarded_of(const struct mst_object *o, const uint8_t *client,
+			 const char *key, size_t key_len)
+{
+	return o->key_len == key_len && !memcmp(o->key, key, key_len) &&
+	       !not_writer(o, client);
+}
+
+/* How many of client's given-up puts of key wait for release. */
+static size_t discarded_puts(const struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len)
+{
+	size_t n = 0;
+
+	for (const struct mst_object *o = m->releasing; o; o = o->onext)
+		n += discarded_of(o, client, key, key_len);
+	return n;
+}
+
+/* A given-up put of client's, revoked now: its writer writes no more, so
+ * its memory goes (waiting for the writer to be gone, it stayed for as
+ * long as that client came back and lived). */
+static bool revoke_discarded(struct master *m, const uint8_t *client,
+			     const char *key, size_t key_len)
+{
+	for (struct mst_object **pp = &m->releasing; *pp; pp = &(*pp)->onext) {
+		struct mst_object *o = *pp;
+
+		if (!discarded_of(o, client, key, key_len))
+			continue;
+		*pp = o->onext;
+		m->stats.released++;
+		mst_object_free(m, o);
+		return true;
+	}
+	return false;
 }
 
 int mst_put_end_prepare(struct master *m, const uint8_t *client,
@@ -343,39 +377,6 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
 	m->n_complete++;
 	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_PUT, o->key, o->key_len, NULL, 0,
 		      o->version);
-}
-
-/* A put of client's given up while it was away (past client_ttl:
- * mst_puts_writer_gone) or pre-empted, revoked now: its writer writes no
- * more, so its memory goes (waiting for the writer to be gone, it stayed
- * for as long as that client came back and lived). */
-/* How many of client's pre-empted puts of key wait for release. */
-static size_t discarded_puts(const struct master *m, const uint8_t *client,
-			     const char *key, size_t key_len)
-{
-	size_t n = 0;
-
-	for (const struct mst_object *o = m->releasing; o; o = o->onext)
-		n += o->key_len == key_len && !memcmp(o->key, key, key_len) &&
-		     !not_writer(o, client);
-	return n;
-}
-
-static bool revoke_discarded(struct master *m, const uint8_t *client,
-			     const char *key, size_t key_len)
-{
-	for (struct mst_object **pp = &m->releasing; *pp; pp = &(*pp)->onext) {
-		struct mst_object *o = *pp;
-
-		if (o->key_len != key_len || memcmp(o->key, key, key_len) ||
-		    not_writer(o, client))
-			continue;
-		*pp = o->onext;
-		m->stats.released++;
-		mst_object_free(m, o);
-		return true;
-	}
-	return false;
 }
 
 int mst_put_revoke(struct master *m, const uint8_t *client, const char *key,

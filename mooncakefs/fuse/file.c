@@ -168,7 +168,9 @@ static void content_changed(struct mcfs *fs, struct mcfs_fh *fh)
 /* The open file was renamed through this mount (mv of a file still being
  * written: logrotate's rename before its HUP, a download moved to its
  * final name): its node has the new key, and the handle publishes there,
- * not under the old name, where a new file may be by now. Under fh->lock. */
+ * not under the old name, where a new file may be by now. 0 unchanged, 1
+ * moved (fh->key, name and parent_ino now the node's), -ENOMEM. Under
+ * fh->lock. */
 static int follow_rename(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	char *key = NULL, *name = NULL;
@@ -195,29 +197,25 @@ static int follow_rename(struct mcfs *fs, struct mcfs_fh *fh)
 	fh->key = key;
 	fh->name = name;
 	fh->parent_ino = parent;
-	return 0;
+	return 1;
 }
 
-/* The handle's name, as follow_rename() finds it, with its stripe of
- * fs->name_locks locked (*stripe): no rename through the mount moves or
- * replaces it until the caller unlocks. Under fh->lock. */
+/* The handle's name (following renames) with its stripe of
+ * fs->name_locks locked (*stripe): a rename through the mount of that name
+ * takes the stripe too, so the name stays the handle's until the caller
+ * unlocks. Under fh->lock. */
 static int lock_name(struct mcfs *fs, struct mcfs_fh *fh, unsigned *stripe)
 {
 	for (;;) {
-		int rc = follow_rename(fs, fh);
-		bool same = true;
+		int rc;
 
-		if (rc)
-			return rc;
 		*stripe = mcfs_name_lock(fs, fh->key);
-		if (fh->node) {
-			pthread_mutex_lock(&fs->itab_lock);
-			same = !strcmp(fh->node->key, fh->key);
-			pthread_mutex_unlock(&fs->itab_lock);
-		}
-		if (same)
+		rc = follow_rename(fs, fh);
+		if (!rc)
 			return 0;
-		pthread_mutex_unlock(&fs->name_locks[*stripe]); /* moved */
+		pthread_mutex_unlock(&fs->name_locks[*stripe]);
+		if (rc < 0)
+			return rc;
 	}
 }
 
@@ -286,7 +284,7 @@ static int to_stage(struct mcfs *fs, struct mcfs_fh *fh)
 	}
 	if (fh->published_direct) {
 		rc = follow_rename(fs, fh);
-		if (!rc)
+		if (rc >= 0)
 			rc = stage_from(fs, fh, fh->key);
 		if (!rc)
 			fh->published_direct = false;
@@ -443,9 +441,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		return fh->error;
 	if (!fh->dirty)
 		return 0;
-	rc = follow_rename(fs, fh); /* for the logs meanwhile */
-	if (rc)
-		return rc;
+	rc = 0;
 	for (int t = 0; !direct && t < STAGE_TRIES; t++) {
 		bool opened;
 
