@@ -195,6 +195,7 @@ void te__rpc_stop(struct te_engine *eng)
 	if (eng->rpc_fd < 0)
 		return;
 	atomic_store(&eng->stopping, true);
+	shutdown(eng->rpc_fd, SHUT_RD); /* wakes the thread's poll now */
 	pthread_join(eng->rpc_thread, NULL);
 	close(eng->rpc_fd);
 	eng->rpc_fd = -1;

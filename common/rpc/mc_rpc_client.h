@@ -62,4 +62,11 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 /** Close idle connections (after the master is known to have gone). */
 void mc_rpc_client_reset(struct mc_rpc_client *c);
 
+/**
+ * For shutdown, from any thread: calls under way end now (the connections
+ * of up to 16 of them are shut down; they return an error) and later
+ * calls return -ECANCELED. Not undone; destroy() still frees c.
+ */
+void mc_rpc_client_abort(struct mc_rpc_client *c);
+
 #endif

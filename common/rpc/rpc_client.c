@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "mooncake/mc_err.h"
 
 #define MAX_IDLE 16
+#define MAX_BUSY 16
 
 static uint64_t mono_ms(void);
 
@@ -36,6 +38,11 @@ struct mc_rpc_client {
 	int idle[MAX_IDLE];
 	unsigned idle_tmo[MAX_IDLE]; /* the timeout set on each idle socket */
 	unsigned n_idle;
+	/* Connections in a call (up to MAX_BUSY tracked), which
+	 * mc_rpc_client_abort() shuts down; aborted: calls refused. */
+	int busy[MAX_BUSY];
+	unsigned n_busy;
+	bool aborted;
 	struct mc_busy_poll bp; /* waiting for answers */
 	bool has_key; /* set before the first call */
 	struct mc_auth_key key;
@@ -78,6 +85,17 @@ int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 void mc_rpc_client_reset(struct mc_rpc_client *c)
 {
 	pthread_mutex_lock(&c->lock);
+	while (c->n_idle)
+		close(c->idle[--c->n_idle]);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mc_rpc_client_abort(struct mc_rpc_client *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->aborted = true;
+	for (unsigned i = 0; i < c->n_busy; i++)
+		shutdown(c->busy[i], SHUT_RDWR);
 	while (c->n_idle)
 		close(c->idle[--c->n_idle]);
 	pthread_mutex_unlock(&c->lock);
@@ -131,6 +149,32 @@ static int authenticate(struct mc_rpc_client *c, int fd, unsigned *tmo)
 	return mc_rpc_auth_client(fd, &c->key);
 }
 
+/* Track fd as in a call (c->lock held). */
+static void track(struct mc_rpc_client *c, int fd)
+{
+	if (c->n_busy < MAX_BUSY)
+		c->busy[c->n_busy++] = fd;
+}
+
+/* fd is no longer in a call (c->lock held). */
+static void untrack(struct mc_rpc_client *c, int fd)
+{
+	for (unsigned i = 0; i < c->n_busy; i++)
+		if (c->busy[i] == fd) {
+			c->busy[i] = c->busy[--c->n_busy];
+			return;
+		}
+}
+
+/* Close a connection taken for a call. */
+static void drop(struct mc_rpc_client *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	untrack(c, fd);
+	pthread_mutex_unlock(&c->lock);
+	close(fd);
+}
+
 /* A pooled connection (unless fresh), or a new one. */
 static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 		bool *pooled)
@@ -139,10 +183,15 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	int rc, port;
 
 	pthread_mutex_lock(&c->lock);
+	if (c->aborted) {
+		pthread_mutex_unlock(&c->lock);
+		return -ECANCELED;
+	}
 	if (c->n_idle && !fresh) {
 		c->n_idle--;
 		*fd = c->idle[c->n_idle];
 		*tmo = c->idle_tmo[c->n_idle];
+		track(c, *fd);
 		pthread_mutex_unlock(&c->lock);
 		*pooled = true;
 		return 0;
@@ -158,12 +207,16 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	if (rc)
 		return rc;
 	(void)mc_net_set_nodelay(*fd);
-	if (c->has_key) {
+	pthread_mutex_lock(&c->lock);
+	rc = c->aborted ? -ECANCELED : 0;
+	if (!rc)
+		track(c, *fd);
+	pthread_mutex_unlock(&c->lock);
+	if (!rc && c->has_key)
 		rc = authenticate(c, *fd, tmo);
-		if (rc) {
-			close(*fd);
-			return rc;
-		}
+	if (rc) {
+		drop(c, *fd);
+		return rc;
 	}
 	return 0;
 }
@@ -171,7 +224,8 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 static void give(struct mc_rpc_client *c, int fd, unsigned tmo)
 {
 	pthread_mutex_lock(&c->lock);
-	if (c->n_idle < MAX_IDLE) {
+	untrack(c, fd);
+	if (!c->aborted && c->n_idle < MAX_IDLE) {
 		c->idle_tmo[c->n_idle] = tmo;
 		c->idle[c->n_idle++] = fd;
 		fd = -1;
@@ -270,7 +324,7 @@ static int call_once(struct mc_rpc_client *c, const struct mc_rpc_method *m,
 			give(c, fd, tmo);
 			break;
 		}
-		close(fd);
+		drop(c, fd);
 		/* A stale pooled connection (the master restarted, or
 		 * closed it idle or to make room): no answer came, the
 		 * request was not handled; send it on a new connection. */

@@ -338,13 +338,21 @@ typedef struct mooncake_event {
  * restarted (the caller must forget everything it cached; the cursor then
  * points at the present), or a code. *reset may be NULL. Uses its own
  * connections, so a long poll blocks nobody else; close() of the store
- * ends a waiting watch within about a second (-1010).
+ * and mooncake_store_watch_stop() end a waiting watch at once (-1010).
  */
 MOONCAKE_API int mooncake_store_watch(mooncake_store_t store, uint64_t *epoch,
 				      uint64_t *after, unsigned wait_ms,
 				      void (*fn)(void *arg,
 						 const mooncake_event_t *e),
 				      void *arg, bool *reset);
+
+/**
+ * Stop following the change feed, from any thread: watches waiting now
+ * return -1010 at once and later ones too, while the rest of the store
+ * works on (for a caller that shuts its watcher down before it closes the
+ * store). Returns 0, or -1010 before setup and after close.
+ */
+MOONCAKE_API int mooncake_store_watch_stop(mooncake_store_t store);
 
 #ifdef __cplusplus
 }

@@ -162,6 +162,8 @@ static void *watch_main(void *arg)
 		int rc = mooncake_store_watch(fs->store, &epoch, &after, 1000,
 					      on_event, fs, &reset);
 		if (rc < 0) {
+			if (atomic_load(&fs->stop))
+				break; /* mcfs_watch_stop() ended the poll */
 			if (!failing)
 				mc_log_warn(
 					"mcfs",
@@ -196,7 +198,9 @@ int mcfs_watch_start(struct mcfs *fs)
 void mcfs_watch_stop(struct mcfs *fs)
 {
 	atomic_store(&fs->stop, true);
-	if (fs->watch_started)
+	if (fs->watch_started) {
+		(void)mooncake_store_watch_stop(fs->store); /* ends its poll */
 		pthread_join(fs->watch_thread, NULL);
+	}
 	fs->watch_started = false;
 }

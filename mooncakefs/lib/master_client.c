@@ -24,6 +24,7 @@ struct mcs_master {
 	uint8_t client_id[MCS_CLIENT_ID_LEN];
 	pthread_mutex_t long_lock;
 	struct mc_rpc_client *rpc_long; /* Watch long polls, made lazily */
+	atomic_bool watch_stopped; /* mcs_master_watch_stop() was called */
 	bool auth;
 	struct mc_auth_key key;
 	/* Tenants (docs/design.md "Tenants"): ".tenants/T/" of a non-default
@@ -924,6 +925,15 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 	return keys_outcome(rc, resp);
 }
 
+void mcs_master_watch_stop(struct mcs_master *m)
+{
+	pthread_mutex_lock(&m->long_lock);
+	atomic_store(&m->watch_stopped, true);
+	if (m->rpc_long)
+		mc_rpc_client_abort(m->rpc_long);
+	pthread_mutex_unlock(&m->long_lock);
+}
+
 int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 		     unsigned wait_ms, unsigned max, Mcrpc__WatchResponse **out)
 {
@@ -946,7 +956,9 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 	}
 	/* Long polls get their own pool, with a timeout that covers them. */
 	pthread_mutex_lock(&m->long_lock);
-	if (!m->rpc_long) {
+	if (atomic_load(&m->watch_stopped)) {
+		rc = -ECANCELED;
+	} else if (!m->rpc_long) {
 		rc = mc_rpc_client_create(m->addr,
 					  mc_rpc_client_timeout(m->rpc) +
 						  WATCH_MAX_WAIT_MS,
@@ -963,5 +975,7 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 	rc = call_on(c, MCRPC__METHOD__WATCH, &req, out);
 	if (!rc)
 		tk_events(m, *out);
+	else if (atomic_load(&m->watch_stopped))
+		rc = -ECANCELED; /* the poll was cut short on purpose */
 	return rc;
 }

@@ -212,5 +212,7 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 		     unsigned wait_ms, unsigned max,
 		     Mcrpc__WatchResponse **out);
+/** Ends long polls under way now and refuses later ones (-ECANCELED). */
+void mcs_master_watch_stop(struct mcs_master *m);
 
 #endif

@@ -710,6 +710,8 @@ MOONCAKE_API int mooncake_store_close(mooncake_store_t s)
 		s->state = MCS_CLOSED;
 		return 0;
 	}
+	/* A watch holds the handle for its long poll: end it first. */
+	(void)mooncake_store_watch_stop(s);
 	pthread_rwlock_wrlock(&s->lock);
 	if (s->state == MCS_READY) {
 		teardown(s, true);

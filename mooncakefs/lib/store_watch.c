@@ -134,6 +134,8 @@ MOONCAKE_API int mooncake_store_watch(mooncake_store_t s, uint64_t *epoch,
 	if (!s || !epoch || !after)
 		return MC_STORE_INVALID_PARAMS;
 	rc = watch_poll(s, epoch, after, wait_ms, &r, &closed);
+	if (rc == -ECANCELED) /* mooncake_store_watch_stop() */
+		return MC_STORE_UNAVAILABLE_IN_CURRENT_STATUS;
 	if (rc)
 		return closed ? rc : mc_err_to_store(rc);
 	/* Callbacks run outside the handle: they may call the store. */
@@ -173,4 +175,15 @@ MOONCAKE_API int mooncake_store_watch(mooncake_store_t s, uint64_t *epoch,
 	*after = r->last;
 	mcs_master_free(r);
 	return n;
+}
+
+MOONCAKE_API int mooncake_store_watch_stop(mooncake_store_t s)
+{
+	int rc = mcs_enter(s);
+
+	if (rc)
+		return rc;
+	mcs_master_watch_stop(s->master);
+	mcs_leave(s);
+	return 0;
 }

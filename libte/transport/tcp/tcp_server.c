@@ -473,6 +473,13 @@ int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
 void tcp_server_stop(struct tcp_transport *t)
 {
 	atomic_store(&t->stopping, true);
+	/* Wake the accept thread's poll now rather than at its next
+	 * timeout. listen_fd changes only in relisten(), which a fence
+	 * starts under conns_lock and which ends with relisten at 0. */
+	pthread_mutex_lock(&t->conns_lock);
+	if (!atomic_load(&t->relisten) && t->listen_fd >= 0)
+		shutdown(t->listen_fd, SHUT_RD);
+	pthread_mutex_unlock(&t->conns_lock);
 	pthread_join(t->accept_thread, NULL);
 	close(t->listen_fd);
 	pthread_mutex_lock(&t->conns_lock);

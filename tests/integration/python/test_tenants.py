@@ -8,6 +8,7 @@ import ctypes
 import json
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -167,6 +168,44 @@ def test_watch_sees_own_tenant(master, members, stores, mstore):
     assert [(t, k, to) for t, k, to in wa.poll()] == \
         [(1, "moved", ""), (2, "moved", "")]
     assert a.get("moved") == b""
+
+
+def waiting_watch(w, wait_ms=30000):
+    """A thread in a long poll of w for up to wait_ms; its result in
+    out["rc"] once it returns."""
+    out = {}
+
+    def run():
+        out["rc"] = w.fn(w.store._h, ctypes.byref(w.epoch),
+                         ctypes.byref(w.after), wait_ms, w.cb, None, None)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(0.5)  # into its long poll
+    assert t.is_alive() and not w.events
+    return t, out
+
+
+def test_watch_stop_ends_a_waiting_watch(master, members, stores, mstore):
+    """mooncake_store_watch_stop() ends a watch in a 30 s long poll at once
+    (-1010), and every later one, while the store works on; close() ends
+    one too (a mount's daemon exits right after umount thanks to this)."""
+    s = client(stores, master)
+    w = Watch(mstore, s)
+    stop = mstore._L.mooncake_store_watch_stop
+    stop.argtypes = [ctypes.c_void_p]
+    t, out = waiting_watch(w)
+    assert stop(s._h) == 0
+    t.join(15)
+    assert not t.is_alive() and out["rc"] == -1010, out
+    assert w.fn(s._h, ctypes.byref(w.epoch), ctypes.byref(w.after), 30000,
+                w.cb, None, None) == -1010
+    assert s.put("after-stop", b"v") == 0 and s.get("after-stop") == b"v"
+    s2 = client(stores, master)
+    t, out = waiting_watch(Watch(mstore, s2))
+    s2.close()
+    t.join(15)
+    assert not t.is_alive() and out["rc"] == -1010, out
+    assert stop(s2._h) == -1010  # after close
 
 
 def test_remove_all_and_regex_stay_inside(master, members, stores, mstore):
