@@ -279,6 +279,21 @@ void mcs_locs_forget(struct mcs_locs *c, const char *key)
 	del(c, key, true, false);
 }
 
+void mcs_locs_sized(struct mcs_locs *c, const char *key, uint64_t size)
+{
+	struct loc *l;
+
+	if (!c || !key)
+		return;
+	pthread_mutex_lock(&c->lock);
+	l = find(c, key);
+	if (l && l->size != size) {
+		c->gen++;
+		(void)mc_map_del(c->map, key, strlen(key));
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void mcs_locs_clear(struct mcs_locs *c)
 {
 	struct mc_map *fresh = NULL, *old = NULL;

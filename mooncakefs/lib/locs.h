@@ -84,6 +84,9 @@ void mcs_locs_drop(struct mcs_locs *c, const char *key);
 /** Drop key, and keep lists asked for before from entering (a remove or
  *  rename of this client's). */
 void mcs_locs_forget(struct mcs_locs *c, const char *key);
+/** The master says key's object has size bytes: forget a cached object
+ *  of another size (replaced since), as mcs_locs_forget(). */
+void mcs_locs_sized(struct mcs_locs *c, const char *key, uint64_t size);
 /** Forget every key (remove_all, remove_by_regex, a prefix rename). */
 void mcs_locs_clear(struct mcs_locs *c);
 /** Count a hit that could not be used (the key is then dropped). */

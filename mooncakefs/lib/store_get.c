@@ -231,10 +231,14 @@ out:
 }
 
 /* A hit that may work through the master: its read failed or outlasted
- * the lease (the object may have moved); the rest is the answer. */
+ * the lease (the object may have moved), or the cached object does not
+ * fit the buffer (-EINVAL: the caller may have sized it for a newer
+ * object, e.g. by get_size, which asks the master); the rest is the
+ * answer. */
 static bool hit_failed(int64_t r)
 {
-	return r == MC_ETRANSFER || r == MC_ELEASEEXPIRED || r == MC_ENOTREADY;
+	return r == MC_ETRANSFER || r == MC_ELEASEEXPIRED ||
+	       r == MC_ENOTREADY || r == -EINVAL;
 }
 
 /* Keys of live[] in the location cache: read from their holders at once

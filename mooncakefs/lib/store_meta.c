@@ -20,6 +20,17 @@ static void gone(struct mooncake_store *s, const char *key)
 	mcs_locs_forget(s->locs, key); /* and lists asked for before */
 }
 
+/* The master's answer to a size question: a missing key is gone(), and a
+ * cached object of another size was replaced (a get sized by this answer
+ * reads the new object, not the cached one). */
+static void sized(struct mooncake_store *s, const char *key, int64_t size)
+{
+	if (size >= 0)
+		mcs_locs_sized(s->locs, key, (uint64_t)size);
+	else if (mc_err_to_store((int)size) == MC_STORE_OBJECT_NOT_FOUND)
+		gone(s, key);
+}
+
 MOONCAKE_API int mooncake_store_is_exist(mooncake_store_t s, const char *key)
 {
 	int res = 0, rc = mcs_enter(s);
@@ -120,9 +131,8 @@ MOONCAKE_API int64_t mooncake_store_get_size(mooncake_store_t s,
 		return rc;
 	rc = mcs_key_ok(key) ? mcs_master_get_size(s->master, &key, 1, &size) :
 			       -EINVAL;
-	if (!rc && size < 0 &&
-	    mc_err_to_store((int)size) == MC_STORE_OBJECT_NOT_FOUND)
-		gone(s, key);
+	if (!rc)
+		sized(s, key, size);
 	mcs_leave(s);
 	if (rc)
 		return mc_err_to_store(rc);
@@ -142,9 +152,11 @@ MOONCAKE_API int mooncake_store_batch_get_size(mooncake_store_t s,
 	for (size_t i = 0; i < count; i++)
 		sizes[i] = MC_STORE_INVALID_PARAMS;
 	rc = b.n ? mcs_master_get_size(s->master, b.names, b.n, b.res) : 0;
-	for (size_t j = 0; !rc && j < b.n; j++)
+	for (size_t j = 0; !rc && j < b.n; j++) {
 		sizes[b.live[j]] = got[j] < 0 ? mc_err_to_store((int)got[j]) :
 						got[j];
+		sized(s, b.names[j], got[j]);
+	}
 	batch_end(s, &b);
 	return rc ? mc_err_to_store(rc) : 0;
 }

@@ -1123,23 +1123,40 @@ class MooncakeDistributedStore:
 
     def _get_many(self, keys, handles):
         """Objects of keys as bytes (b"" when missing) or, with handles, as
-        BufferHandle (None when missing). Sizes first (get_size per key:
-        the C API has no batch form), then one batch_get_into: into one
-        region for bytes, straight into each handle otherwise."""
+        BufferHandle (None when missing). Sizes first (one batch_get_size),
+        then one batch_get_into: into one region for bytes, straight into
+        each handle otherwise. A key replaced by a larger object between
+        the two (its read refused: the buffer is too small) is read again
+        at its new size, up to three more times."""
         kb = _keys(keys)
-        sizes = self._sizes(kb)
+        out = [None if handles else b""] * len(kb)
+        todo = list(range(len(kb)))
+        for _ in range(4):
+            sizes = self._sizes([kb[i] for i in todo])
+            got = self._get_sized([kb[i] for i in todo], sizes, handles)
+            again = []
+            for i, size, r in zip(todo, sizes, got):
+                if r == INVALID_PARAMS and size > 0:
+                    again.append(i)  # grew meanwhile (or a bad read)
+                elif not isinstance(r, int):
+                    out[i] = r
+            if not again:
+                break
+            todo = again
+        return out
+
+    def _get_sized(self, kb, sizes, handles):
+        """Read keys kb of the sizes given: per key its bytes (or
+        BufferHandle), or a code (0 for a key not read: missing, empty)."""
         live = [i for i, s in enumerate(sizes) if s > 0]
+        out = [0] * len(kb)
+        if not live:
+            return out
         if handles:
             bufs = [BufferHandle(s) if s > 0 else None for s in sizes]
-            got = self._read(kb, bufs, sizes, live) if live else {}
-            out = [None] * len(kb)
-            for i, r in got.items():
-                if r >= 0:
-                    out[i] = bufs[i] if r == sizes[i] else \
-                        BufferHandle(bufs[i][:r])
-            return out
-        out = [b""] * len(kb)
-        if not live:
+            for i, r in self._read(kb, bufs, sizes, live).items():
+                out[i] = r if r < 0 else bufs[i] if r == sizes[i] else \
+                    BufferHandle(bufs[i][:r])
             return out
         region = bytearray(sum(sizes[i] for i in live))
         # One region, one registration: key i reads into region[off[i]:].
@@ -1151,7 +1168,7 @@ class MooncakeDistributedStore:
         base, view = _address(region)
         rc = _L.mooncake_store_register_buffer(self._h, base, len(region))
         if rc:
-            return out
+            return [rc] * len(kb)
         try:
             m = len(live)
             res = (c_int64 * m)()
@@ -1162,10 +1179,9 @@ class MooncakeDistributedStore:
         finally:
             _L.mooncake_store_unregister_buffer(self._h, base)
             del view
-        if rc >= 0:
-            for j, i in enumerate(live):
-                if res[j] >= 0:
-                    out[i] = bytes(mv[offs[i]:offs[i] + res[j]])
+        for j, i in enumerate(live):
+            r = rc if rc < 0 else res[j]
+            out[i] = r if r < 0 else bytes(mv[offs[i]:offs[i] + r])
         mv.release()
         return out
 

@@ -141,6 +141,44 @@ def test_answers_of_the_master_drop_a_cached_key(master, members, stores,
         assert a.batch_get_into([key], [addr(dst)], [size]) == [-704]
 
 
+def test_object_replaced_by_one_of_another_size(master, members, stores,
+                                               monkeypatch):
+    """Another client replaces a key this one has cached with an object of
+    another size: get() (get_size, then a read into a buffer of that size)
+    returns the new object, not b"" (the cached old one did not fit the
+    buffer, and the cache answered before the master), and a get of a key
+    replaced by a larger object between the two steps is read again."""
+    a = client(stores, master, monkeypatch)
+    b = client(stores, master, monkeypatch)
+    big, small = stamp("big", 1, 256 << 10), stamp("sml", 2, 64 << 10)
+    assert b.put("lc/resized", big.tobytes()) == 0
+    assert a.get("lc/resized") == big.tobytes()
+    assert a.get("lc/resized") == big.tobytes()  # cached now
+    assert b.upsert("lc/resized", small.tobytes()) == 0
+    assert a.get("lc/resized") == small.tobytes()
+    assert a.get_batch(["lc/resized"]) == [small.tobytes()]
+    # Growing, raced: every get is one of the two objects, whole.
+    stop, seen = threading.Event(), []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            v = (big if i % 2 else small).tobytes()
+            assert b.upsert("lc/resized", v) == 0
+            i += 1
+            time.sleep(0.002)  # replaced objects a read holds: a few MB
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        end = time.time() + 3
+        while time.time() < end:
+            seen.append(a.get("lc/resized"))
+    finally:
+        stop.set()
+        t.join()
+    assert seen and all(v in (big.tobytes(), small.tobytes()) for v in seen)
+
+
 def test_hot_key_stays_cached_and_leased(master, members, stores,
                                          monkeypatch):
     """A key read again and again stays in the cache across many leases
