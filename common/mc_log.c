@@ -175,6 +175,11 @@ bool mc_log_to_file(void)
 	return !sink_fn && sink_path[0];
 }
 
+bool mc_log_to_stderr(void)
+{
+	return !sink_fn && !sink_path[0];
+}
+
 int mc_log_reopen(void)
 {
 	int fd, rc = 0;

@@ -61,6 +61,8 @@ int mc_log_use_file(const char *path) MC_MUST_CHECK;
 
 /** Whether lines go to a file (mc_log_use_file() and no sink since). */
 bool mc_log_to_file(void);
+/** Whether lines go to stderr (no file, no sink such as syslog). */
+bool mc_log_to_stderr(void);
 
 /**
  * Open the log file again by its path and send lines (and a captured

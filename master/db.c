@@ -367,8 +367,15 @@ int mst_db_commit(struct mst_db *db)
 	rc = step_done(db, db->commit, "commit");
 	mst_db_log_committed(db, rc == 0);
 	if (!rc && atomic_load(&db->failing)) {
+		uint64_t now = mst_now();
+
 		atomic_store(&db->failing, false);
-		mc_log_notice("master", "the record is writable again");
+		/* On a disk that stays nearly full, commits fail and pass
+		 * by turns: said once, then at most every 10 s. */
+		if (!db->ok_said_at || now - db->ok_said_at >= 10000) {
+			mc_log_notice("master", "the record is writable again");
+			db->ok_said_at = now;
+		}
 	}
 
 	if (rc) {

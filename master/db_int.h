@@ -46,6 +46,7 @@ struct mst_db {
 	 * every change): when the last line went, how many since. */
 	uint64_t err_at;
 	uint64_t err_quiet;
+	uint64_t ok_said_at; /* mono ms: "writable again" last logged */
 	/* A write failed and none committed since (a full disk): /health
 	 * says so; the next commit logs that the record is writable. */
 	_Atomic bool failing;

@@ -432,6 +432,29 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 			   c->memory_allocator);
 		return MC_EXIT_USAGE;
 	}
+	if (c->db_path && !*c->db_path) {
+		/* An unset shell variable, most likely: a record in memory
+		 * would lose everything at the next restart, silently. */
+		mc_log_err("master", "--db_path is empty: give a file, or "
+				     "'memory' for no durable record");
+		return MC_EXIT_USAGE;
+	}
+	if (c->eviction_high_watermark_ratio <= 0) {
+		mc_log_err(
+			"master",
+			"--eviction_high_watermark_ratio=0: every object "
+			"would be evicted as soon as written; use a ratio "
+			"above 0 (0.90 by default), or --eviction_ratio 0 to "
+			"turn eviction off");
+		return MC_EXIT_USAGE;
+	}
+	if (c->eviction_ratio > c->eviction_high_watermark_ratio)
+		mc_log_warn("master",
+			    "--eviction_ratio %.2f is above "
+			    "--eviction_high_watermark_ratio %.2f: each "
+			    "eviction empties the pool",
+			    c->eviction_ratio,
+			    c->eviction_high_watermark_ratio);
 	if (parse_strategy(c->allocation_strategy, &out->strategy)) {
 		mc_log_err("master",
 			   "--allocation_strategy=%s: use random, "

@@ -148,6 +148,22 @@ static bool on_seg(const struct mst_object *o, const struct mst_segment *s)
 	return false;
 }
 
+/* The latest end (mono ms) of reads that clients may make of o's memory
+ * under a lease or a hold given by this run, or `end` if later. */
+static uint64_t readers_end(const struct master *m, const struct mst_object *o,
+			    uint64_t end)
+{
+	uint64_t e = o->lease_until > o->read_lease_until ? o->lease_until :
+							    o->read_lease_until;
+
+	if (o->state != MST_COMPLETE && !o->orphan)
+		return end; /* never read: a put under way */
+	/* A hold lasts hold_ttl_ms after its last renewal, at most now. */
+	if (o->holds && mst_now() + m->cfg.hold_ttl_ms > e)
+		e = mst_now() + m->cfg.hold_ttl_ms;
+	return e > end ? e : end;
+}
+
 /* In the caller's transaction (*rc: its state): orphans that lose their
  * last replica lose their row too. */
 static void strip_list(struct master *m, struct mst_object **list,
@@ -178,6 +194,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 
 	struct mst_object **all = NULL;
 	size_t n_all = 0;
+	uint64_t readers = 0;
 
 	if (mst_objmap_snapshot(&m->objs, &all, &n_all))
 		n_all = 0; /* out of memory: replicas stay until the next try */
@@ -185,6 +202,7 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 		struct mst_object *o = all[i];
 		if (!on_seg(o, s))
 			continue;
+		readers = readers_end(m, o, readers);
 		/* Its writer goes on writing (the run is the same): its
 		 * range stays out of new objects if s comes back. */
 		if (o->state == MST_PROCESSING)
@@ -209,6 +227,13 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 		lost++;
 	}
 	free(all);
+	for (struct mst_object *o = m->orphans; o; o = o->onext)
+		if (on_seg(o, s))
+			readers = readers_end(m, o, readers);
+	/* If this memory comes back as a new segment (its owner re-mounts
+	 * after it expired, or with another size), nothing is placed in it
+	 * while those readers may still read it. */
+	mst_seg_fence_note(m, s->id, readers ? readers : mst_now());
 	strip_list(m, &m->orphans, s, &rc);
 	/* Puts pre-empted but not reclaimed: their writers may write. */
 	for (struct mst_object *o = m->releasing; o; o = o->onext)
@@ -336,6 +361,30 @@ int mst_mount(struct master *m, const uint8_t *client,
 	return 0;
 }
 
+/*
+ * s was re-mounted by an owner that kept its memory, but this run does not
+ * know it (it started without a record, or lost it): clients of the run
+ * before may still read objects there under holds given before the
+ * restart, for up to a hold's TTL after this master started. Nothing is
+ * placed in s until then, so none of them reads new bytes as old ones.
+ */
+static void fence_previous_run(struct master *m, struct mst_segment *s)
+{
+	uint64_t until = m->started + m->cfg.hold_ttl_ms, now = mst_now();
+
+	/* Dropped by this run: its readers were noted then (a drop note,
+	 * mst_seg_fence_note(), already set s->fenced_until). */
+	if (!s || until <= now || s->fenced_until >= until ||
+	    mst_seg_dropped_here(m, s->id))
+		return;
+	s->fenced_until = until;
+	mc_log_notice("master",
+		      "segment %s at %s was not in the record: nothing is "
+		      "placed in it for %.1f s (readers of the previous run "
+		      "may still read its memory)",
+		      s->name, s->endpoint, (double)(until - now) / 1000.0);
+}
+
 int mst_remount(struct master *m, const uint8_t *client,
 		const struct mst_seg_desc *d, uint64_t *objects)
 {
@@ -349,7 +398,15 @@ int mst_remount(struct master *m, const uint8_t *client,
 		return rc;
 	s = mst_segment_find(m, d->id);
 	if (!s || s->size != d->size) {
+		bool unknown = !s;
+
+		/* Its owner (who knows the id) gave the memory another size:
+		 * what it held is gone, whoever owned it before. */
+		if (s)
+			mst_segment_drop(m, s, "re-mounted with another size");
 		rc = mst_mount(m, client, d);
+		if (!rc && unknown)
+			fence_previous_run(m, mst_segment_find(m, d->id));
 		return rc ? rc : 1;
 	}
 	c = mst_client_touch(m, client);

@@ -171,18 +171,34 @@ static bool stripped(struct master *m, struct mst_object *o, const void *arg)
 	return !j;
 }
 
-void mst_slots_strip(struct master *m, const struct mst_segment *s)
+void mst_seg_fence_note(struct master *m, const uint8_t *id, uint64_t until)
 {
 	struct mst_slot_drop *d;
+
+	d = &m->slot_drops[m->next_slot_drop++ % MST_SLOT_DROPS];
+	memcpy(d->id, id, MST_ID_LEN);
+	d->until = until;
+}
+
+void mst_slots_strip(struct master *m, const struct mst_segment *s)
+{
 	uint64_t gone = 0;
 
 	/* A slot has one replica: a slot on s is gone with it. */
 	free_gone(m, stripped, s, &gone);
-	if (!gone)
-		return;
-	d = &m->slot_drops[m->next_slot_drop++ % MST_SLOT_DROPS];
-	memcpy(d->id, s->id, MST_ID_LEN);
-	d->until = mst_now() + mst_slot_use_ms(m) + MST_SLOT_FENCE_MS;
+	if (gone)
+		mst_seg_fence_note(m, s->id,
+				   mst_now() + mst_slot_use_ms(m) +
+					   MST_SLOT_FENCE_MS);
+}
+
+bool mst_seg_dropped_here(const struct master *m, const uint8_t *id)
+{
+	for (unsigned i = 0; i < MST_SLOT_DROPS; i++)
+		if (m->slot_drops[i].until &&
+		    !memcmp(m->slot_drops[i].id, id, MST_ID_LEN))
+			return true;
+	return false;
 }
 
 uint64_t mst_slots_drop_fence(struct master *m, const uint8_t *id)

@@ -54,8 +54,16 @@ void mst_slots_sweep(struct master *m, uint64_t now);
  *  comes back as a new segment (mounted as new after a partition), no
  *  replica is placed on it before mst_slots_drop_fence() says. */
 void mst_slots_strip(struct master *m, const struct mst_segment *s);
+/** Note that segment id was dropped and its memory may be used until
+ *  `until` (mono ms; now or earlier: not at all): if it comes back as a
+ *  new segment, nothing is placed there before (the last MST_SLOT_DROPS
+ *  notes are kept). */
+void mst_seg_fence_note(struct master *m, const uint8_t *id, uint64_t until);
+/** Whether segment id is among the last ones this run dropped. */
+bool mst_seg_dropped_here(const struct master *m, const uint8_t *id);
 /** For a segment mounted as new: until when (mono ms) it takes no new
- *  replica, 0 when its id was not dropped with slots lately. */
+ *  replica, 0 when its id was not dropped lately with slots, or with
+ *  objects whose readers may read on (mst_seg_fence_note()). */
 uint64_t mst_slots_drop_fence(struct master *m, const uint8_t *id);
 /** Slots held now, and their bytes (metrics). */
 void mst_slots_count(const struct master *m, uint64_t *n, uint64_t *bytes);

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "mc_log.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
 #include "segment.h"
@@ -142,6 +143,17 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 	seg->pool = (uint8_t *)seg->map + MCS_SEG_HDR_LEN;
 	seg->size = size;
 	h = seg->map;
+	if (!memcmp(h->magic, MCS_SEG_MAGIC, sizeof(h->magic)) &&
+	    h->version == MCS_SEG_VERSION && h->size != size) {
+		/* The same segment with another size: the master is told (a
+		 * re-mount of its id), drops what it held and takes it anew. */
+		mc_log_warn("store",
+			    "segment %s was kept with %llu bytes and is now "
+			    "given %llu: the objects it held are dropped",
+			    name, (unsigned long long)h->size,
+			    (unsigned long long)size);
+		h->size = size;
+	}
 	if (!memcmp(h->magic, MCS_SEG_MAGIC, sizeof(h->magic)) &&
 	    h->version == MCS_SEG_VERSION && h->size == size) {
 		memcpy(seg->id, h->id, sizeof(seg->id));

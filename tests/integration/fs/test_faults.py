@@ -34,6 +34,27 @@ def test_daemon_killed_then_remounted(mounts, master):
         assert open(m.kv / name, "rb").read() == data
 
 
+def test_daemon_remounted_with_another_size(mounts, master):
+    """The kept segment re-mounted with another segment_size: its objects
+    are dropped at once, said on both sides, not left listed as "mounted"
+    (with reads failing) until the old owner's client_ttl ends."""
+    m = mounts(seg="32MiB")
+    write_random(m.kv / "old", 300000, 1)
+    os.kill(m.pid(), signal.SIGKILL)
+    wait_for(lambda: enotconn(m.kv), what="ENOTCONN")
+    umount(m.path, lazy=True)
+    m.seg = "48MiB"
+    m.mount()
+    wait_for(lambda: "re-mounted with another size" in master.log(),
+             what="the old segment dropped")
+    assert "was kept with 33554432 bytes and is now given 50331648" in \
+        m.log()
+    assert len(master.segments()) == 1
+    assert not os.path.exists(m.kv / "old")
+    new = write_random(m.kv / "new", 300000, 2)
+    assert open(m.kv / "new", "rb").read() == new
+
+
 def test_master_down_gives_eio_then_recovers(mounts, master, tmp_path):
     m = mounts(seg="64MiB")
     old = write_random(m.kv / "old", 2 << 20, 1)
@@ -54,6 +75,64 @@ def test_master_down_gives_eio_then_recovers(mounts, master, tmp_path):
     assert open(m.kv / "old", "rb").read() == old
     new = write_random(m.kv / "new", 1 << 20, 2)
     assert open(m.kv / "new", "rb").read() == new
+
+
+def test_master_restarted_without_record_never_gives_other_bytes(
+        procs, tmp_path):
+    """A file open for reading when the master restarts with no record
+    (--db_path memory, or its file lost): its object is gone, and the
+    memory it was in comes back as a new segment. New files written then
+    must not land where the open file's reads still go: the master places
+    nothing in a re-mounted segment it did not know for a hold's TTL, so
+    the open file reads EIO (or its own bytes), never the new file's."""
+    from mount import Mount
+    from pool import Master
+    master = Master(procs, tmp_path, "--db_path", "memory",
+                    "--default_kv_lease_ttl", "1000")
+    m = Mount(procs, tmp_path, master, seg="32MiB")
+    try:
+        restarted_without_record(m, master)
+    finally:
+        m.cleanup()
+
+
+def restarted_without_record(m, master):
+    old = write_random(m.kv / "victim", 2 << 20, 1)
+    f = open(m.kv / "victim", "rb", buffering=0)
+    assert f.read(4096) == old[:4096]
+    master.kill()
+    master.start()
+    wait_for(lambda: len(master.segments()) == 1, timeout=20,
+             what="the mount's segment re-mounted")
+    filler = random_bytes(24 << 20, 2)
+    try:
+        with open(m.kv / "filler", "wb") as g:
+            g.write(filler)
+        wrote = True
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e  # nothing placed there yet
+        wrote = False
+    f.seek(0)
+    try:
+        got = f.read()
+        assert got == old, "the open file read other bytes"
+    except OSError as e:
+        assert e.errno == errno.EIO, e
+    f.close()
+    assert "was not in the record: nothing is placed in it" in master.log()
+    # Once readers of the run before are surely done (3 lease TTLs after
+    # the start), the segment takes new files again.
+    if not wrote:
+        def fits():
+            try:
+                with open(m.kv / "filler", "wb") as g:
+                    g.write(filler)
+                return True
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                return False
+        wait_for(fits, timeout=20, what="the segment placeable again")
+    assert open(m.kv / "filler", "rb").read() == filler
 
 
 def test_full_pool_gives_enospc_and_nothing_partial(mounts, tmp_path):

@@ -91,9 +91,12 @@ def bed_ttl_release(procs, tmp_path):
 @pytest.fixture
 def bed_mem(procs, tmp_path):
     # As bed, with a master that keeps no record: a restart knows
-    # nothing of the run before, not even that there was one.
+    # nothing of the run before, not even that there was one. So it
+    # places nothing in re-mounted segments for a hold's TTL (readers of
+    # the run before): 3 leases of 2 s here.
     yield from make_bed(procs, tmp_path, "a",
-                        master_args=["--db_path", "memory"])
+                        master_args=["--db_path", "memory",
+                                     "--default_kv_lease_ttl", "2000"])
 
 
 @pytest.fixture
