@@ -80,8 +80,17 @@ bool mc_daemon_signal_stops(int sig)
 {
 	int rc;
 
-	if (sig != SIGHUP || !mc_log_to_file())
+	if (sig != SIGHUP)
 		return true;
+	if (!mc_log_to_file()) {
+		/* A terminal's hangup stops it; otherwise (syslog, stderr
+		 * into journald or a file) it is a reload or logrotate's
+		 * postrotate, which must not stop a master or a member. */
+		if (mc_log_to_stderr() && isatty(STDERR_FILENO))
+			return true;
+		mc_log_notice("log", "SIGHUP ignored: no log file to reopen");
+		return false;
+	}
 	rc = mc_log_reopen();
 	if (rc)
 		mc_log_err("log", "SIGHUP: cannot reopen the log file: %s",

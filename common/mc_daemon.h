@@ -39,8 +39,9 @@ void mc_daemon_block_signals(sigset_t *set);
 /**
  * Act on a signal taken from the blocked set. SIGHUP while logs go to a
  * file reopens the file (logrotate's postrotate) and returns false: the
- * daemon goes on. Any other (and SIGHUP without a log file: its terminal
- * hung up) returns true: the daemon should stop.
+ * daemon goes on; so does SIGHUP with logs to syslog, or to a stderr that
+ * is not a terminal (a reload, a stray HUP). Any other (and SIGHUP with
+ * logs to a terminal: it hung up) returns true: the daemon should stop.
  */
 bool mc_daemon_signal_stops(int sig);
 

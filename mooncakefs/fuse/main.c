@@ -234,14 +234,15 @@ static void on_hangup(int sig)
 }
 
 /* libfuse stops the session on SIGHUP, as on a terminal's hangup. A
- * mount that logs to a file, or has no terminal (daemonized), reopens its
- * log instead: logrotate's postrotate must not unmount the pool. */
+ * mount that logs to a file, to syslog or to no terminal (daemonized, or
+ * under systemd) reopens its log instead, if any: logrotate's postrotate
+ * or a reload must not unmount the pool. */
 static void keep_mounted_on_hangup(const struct mcfs_opts *o)
 {
 	struct sigaction sa = { .sa_handler = on_hangup,
 				.sa_flags = SA_RESTART };
 
-	if (!mc_log_to_file() && o->foreground)
+	if (mc_log_to_stderr() && isatty(STDERR_FILENO) && o->foreground)
 		return;
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(SIGHUP, &sa, NULL);

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -119,6 +120,12 @@ def test_sighup_reopens_the_log_file(procs, tmp_path):
              what="log reopened")
     assert d.proc.poll() is None
     assert request(d.port, "GET", "/metadata?key=k")[:2] == (200, b"v")
+    # With --syslog there is nothing to reopen: ignored, as a reload.
+    s = procs.start_metad(tmp_path, "--syslog")
+    s.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert s.proc.poll() is None
+    assert request(s.port, "PUT", "/metadata?key=k", body=b"v")[0] == 200
 
 
 @pytest.mark.parametrize("prog", ["metad", "master", "client"])

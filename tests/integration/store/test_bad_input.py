@@ -65,13 +65,17 @@ def test_master_refuses_a_client_ttl_below_a_second(ttl):
     ("--memory_allocator=slab", "--memory_allocator=slab: use offset or "
      "cachelib"),
     ("--allocation_strategy=best", "--allocation_strategy=best: use random"),
+    ("--eviction_high_watermark_ratio=0", "every object would be evicted"),
+    ("--db_path=", "--db_path is empty"),
 ])
 def test_master_refuses_unknown_allocators(flag, needle):
-    """A misspelt --memory_allocator was accepted silently."""
+    """A misspelt --memory_allocator was accepted silently; so were a
+    watermark of 0 (every put evicted within a second) and an empty
+    --db_path (an unset variable: no durable record, silently)."""
     import subprocess
     from mctest import binary
-    p = subprocess.run([binary("master", "mooncake_master"), flag,
-                        "--db_path", "memory", "--rpc_port", "0"],
+    p = subprocess.run([binary("master", "mooncake_master"),
+                        "--db_path", "memory", flag, "--rpc_port", "0"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p
     assert needle in p.stderr, p.stderr

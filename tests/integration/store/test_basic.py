@@ -106,8 +106,10 @@ def test_the_process_keeps_its_name(master):
 def test_sighup_reopens_the_log_file(procs, tmp_path):
     """logrotate moves a log away and sends SIGHUP (postrotate): the
     master and a pool member stopped (the member left the pool with its
-    objects). With a --log_file they reopen it and go on; without one
-    (stderr: a terminal that hung up) SIGHUP still stops them, exit 0."""
+    objects). With a --log_file they reopen it and go on; with --syslog,
+    or stderr that is not a terminal (journald, a redirection: a reload
+    or a stray HUP), they ignore it; only on a terminal (it hung up) does
+    SIGHUP stop them, exit 0."""
     m = Master(procs, tmp_path, "--log_file", str(tmp_path / "m.log"))
     mem = Member(procs, tmp_path, m, extra=("--log_file",
                                             str(tmp_path / "c.log")))
@@ -127,9 +129,25 @@ def test_sighup_reopens_the_log_file(procs, tmp_path):
     assert sh.code("get rot/a") == 0
     mem.stop()
     assert "leaving the pool" in open(tmp_path / "c.log").read()
-    plain = Master(procs, tmp_path, name="plain")
-    plain.proc.send_signal(signal.SIGHUP)
-    assert plain.proc.wait(30) == 0
+    for name, extra in (("plain", ()), ("syslog", ("--syslog",))):
+        other = Master(procs, tmp_path, *extra, name=name)
+        other.proc.send_signal(signal.SIGHUP)
+        if not extra:
+            wait_for(lambda: "SIGHUP ignored" in other.log(),
+                     what="SIGHUP ignored")
+        assert other.http("/health")[0] == 200
+        assert other.proc.poll() is None
+    main, sub = os.openpty()
+    tty = procs.popen([binary(*MASTER), "--rpc_address", "127.0.0.1",
+                       "--rpc_port", "0", "--metrics_port", "0",
+                       "--db_path", "memory"], stdout=sub, stderr=sub)
+    os.close(sub)
+    out = b""
+    while b"serving RPC" not in out:
+        out += os.read(main, 4096)
+    tty.send_signal(signal.SIGHUP)
+    assert tty.wait(30) == 0
+    os.close(main)
 
 
 UPSTREAM_FLAGS = [
