@@ -177,6 +177,7 @@ def _destroy(state):
         state.regions.clear()
         large = list(state.large)
         state.large.clear()
+        state.handed.clear()
     if not eng:
         return
     for b in batches + state.zombies:
@@ -229,6 +230,7 @@ class _State:
         self.regions = []         # managed slab regions
         self.large = []           # managed buffers above the largest slab
         self.free_lists = {}      # slab size -> [addresses]
+        self.handed = {}          # managed buffers handed out -> length
 
 
 # Managed buffers: slabs of powers of two from 4 KiB to 4 MiB, carved
@@ -485,12 +487,15 @@ class TransferEngine:
             if addr:
                 with st.lock:
                     st.large.append(addr)
+                    st.handed[addr] = length
             return addr
         size = _slab_size(length)
         with st.lock:
             free = st.free_lists.setdefault(size, [])
             if free:
-                return free.pop()
+                addr = free.pop()
+                st.handed[addr] = length
+                return addr
         base = self._new_region(eng, _REGION)
         if not base:
             return 0
@@ -498,7 +503,9 @@ class TransferEngine:
             st.regions.append(base)
             free = st.free_lists.setdefault(size, [])
             free.extend(range(base + _REGION - size, base - 1, -size))
-            return free.pop()
+            addr = free.pop()
+            st.handed[addr] = length
+            return addr
 
     @staticmethod
     def _new_region(eng, length):
@@ -516,27 +523,23 @@ class TransferEngine:
         return out.value
 
     def free_managed_buffer(self, buffer_addr, length):
-        """0, or ERR_INVALID_ARGUMENT (-1) for an address
-        allocate_managed_buffer did not return for that length."""
+        """0, or ERR_INVALID_ARGUMENT (-1), freeing nothing, for an
+        address allocate_managed_buffer did not return for that length
+        (or one freed already)."""
         buffer_addr, length = int(buffer_addr), int(length)
         eng = self._eng()
         st = self._st
-        if length > _SLAB_MAX:
-            with st.lock:
-                if buffer_addr not in st.large:
-                    return ERR_INVALID_ARGUMENT
-                st.large.remove(buffer_addr)
-            _L.mooncake_te_unregister(eng, buffer_addr)
-            _L.mooncake_te_mem_free(eng, buffer_addr)
-            return 0
-        size = _slab_size(max(length, 1))
         with st.lock:
-            ok = any(r <= buffer_addr < r + _REGION and
-                     (buffer_addr - r) % size == 0 for r in st.regions)
-            free = st.free_lists.setdefault(size, [])
-            if not ok or buffer_addr in free:
+            if st.handed.get(buffer_addr) != length:
                 return ERR_INVALID_ARGUMENT
-            free.append(buffer_addr)
+            del st.handed[buffer_addr]
+            if length <= _SLAB_MAX:
+                st.free_lists.setdefault(_slab_size(length), []).append(
+                    buffer_addr)
+                return 0
+            st.large.remove(buffer_addr)
+        _L.mooncake_te_unregister(eng, buffer_addr)
+        _L.mooncake_te_mem_free(eng, buffer_addr)
         return 0
 
     def get_first_buffer_address(self, segment_name):
@@ -571,6 +574,10 @@ class TransferEngine:
     def _segment(self, target):
         """The cached te_segment of a target name (opened on first use),
         or None (logged)."""
+        if not isinstance(target, str) or not target:
+            log.warning("open segment %r: the target must be a segment name "
+                        "(a str, \"host:port\")", target)
+            return None
         st = self._st
         with st.lock:
             seg = st.segs.get(target)
@@ -595,6 +602,10 @@ class TransferEngine:
 
     def send_probe(self, peer_server_name):
         """0 when the peer answers (its segment opens afresh), -1 else."""
+        if not isinstance(peer_server_name, str) or not peer_server_name:
+            log.warning("send_probe(%r): the peer must be a segment name "
+                        "(a str, \"host:port\")", peer_server_name)
+            return -1
         out = c_void_p()
         err = ctypes.create_string_buffer(_ERRLEN)
         rc = _L.mooncake_te_segment_open(

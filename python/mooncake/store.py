@@ -32,6 +32,7 @@ import atexit
 import ctypes
 import enum
 import ipaddress
+import json
 import logging
 import mmap
 import operator
@@ -60,6 +61,7 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ReplicaDescriptor",
 OK = 0
 INTERNAL_ERROR = -1
 NO_AVAILABLE_HANDLE = -200
+INVALID_KEY = -400
 INVALID_PARAMS = -600
 OBJECT_NOT_FOUND = -704
 UNAVAILABLE_IN_CURRENT_STATUS = -1010
@@ -386,6 +388,26 @@ def _keys(keys):
     return [_key(k) for k in keys]
 
 
+def _key_list(keys, what):
+    """keys, where a list of keys is expected: a str or bytes given
+    instead (each of its characters would be taken for a key) is a
+    TypeError, as upstream's binding raises for it."""
+    if isinstance(keys, (str, bytes, bytearray)):
+        raise TypeError(f"{what}(): expected a list of keys, not "
+                        f"{type(keys).__name__} {keys[:40]!r}")
+    return keys
+
+
+def _count(v):
+    """v as a non-negative int (an address, offset or size), or None for
+    a negative number or anything but an integer."""
+    try:
+        v = operator.index(v)
+    except TypeError:
+        return None
+    return v if v >= 0 else None
+
+
 def _key_array(keys):
     """(const char *keys[], keepalive), keys as _key() gives them. Keys
     that are all ASCII str without NUL are joined into one NUL-separated
@@ -546,6 +568,55 @@ def _tenant(tenant_id):
     return tenant_id, None
 
 
+def _configured(key, env, value, default):
+    """A setup() string as libmooncake resolves it (common/mc_cfg.c,
+    mooncakefs/lib/store_cfg.c): the argument when not empty, else the
+    MOONCAKE_* variable, else the key of MOONCAKE_CONFIG_PATH's file,
+    else the default."""
+    if value:
+        return value
+    if os.environ.get(env):
+        return os.environ[env]
+    path = os.environ.get("MOONCAKE_CONFIG_PATH")
+    if path:
+        try:
+            with open(path) as f:
+                v = json.load(f).get(key)
+        except (OSError, ValueError, AttributeError):
+            v = None
+        if v and isinstance(v, str):
+            return v
+    return default
+
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _metadata_problem(conn):
+    """Why the transfer engine cannot use the metadata connection string
+    conn (libte/meta/meta.c, te_meta_open_key), or None: a scheme other
+    than http://, https:// and etcd:// (a string without one is an etcd
+    address)."""
+    m = _SCHEME_RE.match(conn)
+    if conn == "P2PHANDSHAKE" or not m or \
+            m.group(1).lower() in ("http", "https", "etcd"):
+        return None
+    if m.group(1).lower() == "redis":
+        return ("redis:// metadata is not supported by this build (use "
+                "http://host:port/metadata or etcd://host:port)")
+    return (f"the metadata address is not understood: unknown scheme "
+            f"'{m.group(1)}://' (use http://host:port/metadata, "
+            f"etcd://host:port or P2PHANDSHAKE)")
+
+
+def _rdma_check(dev):
+    """mooncake_te_rdma_check(): (code, reason); 0 when rdma serves, 1
+    when tcp serves instead, as the user allows, < 0 when neither."""
+    err = ctypes.create_string_buffer(512)
+    rc = _L.mooncake_te_rdma_check(dev.encode() if dev else None, err, 512)
+    return rc, err.value.decode(errors="replace")
+
+
 def _reachable(address, timeout=3.0):
     """True when something accepts TCP connections at "host:port"."""
     if not isinstance(address, str) or ":" not in address:
@@ -557,6 +628,37 @@ def _reachable(address, timeout=3.0):
             return True
     except (OSError, ValueError):
         return False
+
+
+def _protocol(proto, dev):
+    """(protocol, why not): the protocol libmooncake sets up with, the
+    argument else the configuration's (mooncakefs/lib/store.c,
+    check_protocol), "tcp" for rdma where tcp stands in as the user
+    allows (MC_RDMA_FALLBACK_TCP); and why it cannot serve, or None."""
+    used = _configured("protocol", "MOONCAKE_PROTOCOL", proto, "tcp")
+    if used == "rdma":
+        rc, err = _rdma_check(_configured("device_name", "MOONCAKE_DEVICE",
+                                          dev, ""))
+        if rc < 0:
+            return used, err
+        return ("rdma" if rc == OK else "tcp"), None
+    if used != "tcp":
+        return used, "is not available in this build of libmooncake"
+    return used, None
+
+
+def _refusal(proto, dev, meta):
+    """The words for setup's NOT_SUPPORTED (-1012), naming what
+    libmooncake refused: the protocol (one this build lacks, or rdma
+    where no device serves), else the metadata address."""
+    used, why = _protocol(proto, dev)
+    if why:
+        return (f"setup(): protocol {used!r}: {why} (NOT_SUPPORTED -1012); "
+                f"use protocol='tcp'")
+    conn = _configured("metadata_server", "MOONCAKE_TE_META_DATA_SERVER",
+                       meta, "P2PHANDSHAKE")
+    why = _metadata_problem(conn) or "refused by libmooncake (see its log)"
+    return f"setup(): metadata_server {conn!r}: {why} (NOT_SUPPORTED -1012)"
 
 
 class _MemPool:
@@ -618,8 +720,13 @@ class MooncakeDistributedStore:
         self._home = None            # setup_dummy's mooncake_client
         self._sess_lock = threading.Lock()
         self._get_sessions = {}      # key bytes -> mooncake_object_t
-        self._put_sessions = {}      # key bytes -> mooncake_writer_t
-        self._regs = {}              # register_buffer: address -> size
+        self._put_sessions = {}      # key bytes -> (mooncake_writer_t, size)
+        # register_buffer's registrations as libmooncake holds them
+        # (address -> size), and the views: ranges inside one of them,
+        # registered with 0 and left as they were (register_over).
+        self._regs = {}
+        self._views = {}
+        self._rdma = False           # set up over rdma (no views then)
         # What must close before this store does (mooncake.p2p's
         # P2PStore handles): closed first by close().
         self._dependents = weakref.WeakSet()
@@ -729,15 +836,11 @@ class MooncakeDistributedStore:
                 rc = _L.mooncake_store_setup(self._h, s(host), s(meta), seg,
                                              buf, s(proto), s(dev),
                                              s(master))
+            # register_buffer's record follows the transport: over rdma
+            # a range inside a registration replaces it (register_over).
+            self._rdma = rc == OK and _protocol(proto, dev)[0] == "rdma"
         if rc == NOT_SUPPORTED:
-            why = "is not available in this build of libmooncake"
-            if proto == "rdma":
-                err = ctypes.create_string_buffer(512)
-                if _L.mooncake_te_rdma_check(s(dev), err, 512) < 0:
-                    why = err.value.decode(errors="replace")
-            raise NotSupportedError(
-                f"setup(): protocol {proto or '(from the configuration)'!r}: "
-                f"{why} (NOT_SUPPORTED -1012); use protocol='tcp'")
+            raise NotSupportedError(_refusal(proto, dev, meta))
         if rc:
             log.error("setup failed: %s", strerror(rc))
         return rc
@@ -796,6 +899,10 @@ class MooncakeDistributedStore:
             dep.close()
         with self._setup_lock:
             self._end_sessions()
+            with self._sess_lock:
+                # the handle's registrations go with it
+                self._regs.clear()
+                self._views.clear()
             self._closed = True
             self._home = None
             return _L.mooncake_store_close(self._h)
@@ -892,9 +999,12 @@ class MooncakeDistributedStore:
         """Register memory for the zero-copy calls: host memory, or CUDA
         device memory (a tensor's data_ptr(); the transfer engine stages
         it through pinned host buffers, docs/design.md "GPU memory"); 0 or
-        a code (-600 when it overlaps a registered buffer). A device
-        memory where the process has no CUDA driver raises
-        NotSupportedError."""
+        a code. A range inside a registered buffer (a view of it) is 0
+        and leaves that buffer registered as it is (over rdma it replaces
+        it); one that overlaps registered buffers otherwise replaces them
+        (their memory was freed without unregistering), -600 when a
+        transfer still uses one. A device memory where the process has
+        no CUDA driver raises NotSupportedError."""
         buffer_ptr = int(buffer_ptr)
         rc = _L.mooncake_store_register_buffer(self._h, buffer_ptr, size)
         if rc == NOT_SUPPORTED:
@@ -902,21 +1012,74 @@ class MooncakeDistributedStore:
                 f"register_buffer({buffer_ptr:#x}): device memory is not "
                 f"supported by this build (NOT_SUPPORTED -1012)")
         if rc == OK:
-            end = buffer_ptr + int(size)
-            with self._sess_lock:
-                # the library replaced stale registrations it overlapped
-                for a in [a for a, n in self._regs.items()
-                          if a < end and buffer_ptr < a + n]:
-                    del self._regs[a]
-                self._regs[buffer_ptr] = int(size)
+            self._registered(buffer_ptr, int(size), True)
         return rc
 
     def unregister_buffer(self, buffer_ptr):
-        rc = _L.mooncake_store_unregister_buffer(self._h, int(buffer_ptr))
+        """0 or a code (-600 for an address not registered). A view
+        (register_buffer) that does not start where its buffer does is
+        forgotten (0), its buffer staying registered; at the buffer's
+        start address the buffer itself is unregistered."""
+        buffer_ptr = int(buffer_ptr)
+        with self._sess_lock:
+            if self._views.pop(buffer_ptr, None) is not None:
+                return OK
+        rc = _L.mooncake_store_unregister_buffer(self._h, buffer_ptr)
         if rc == OK:
-            with self._sess_lock:
-                self._regs.pop(int(buffer_ptr), None)
+            self._unregistered(buffer_ptr)
         return rc
+
+    # The record of registrations follows libmooncake's register_over
+    # (mooncakefs/lib/store.c): the ranged calls check their ranges
+    # against it, since the C library would copy into or out of any memory
+    # through its staging buffer.
+
+    def _registered(self, ptr, size, mine):
+        """Record a register_buffer of [ptr, +size) that returned 0: a
+        range inside a registration leaves it as it was (a view; rdma
+        excepted), any other replaced the registrations it overlaps.
+        mine: register_buffer's (recorded), else a copying call's
+        registration for the call (unregistered before it returns)."""
+        end = ptr + size
+        with self._sess_lock:
+            if not self._regs and not mine:
+                return
+            over = [a for a, n in self._regs.items()
+                    if a < end and ptr < a + n]
+            if len(over) == 1 and not self._rdma and over[0] <= ptr and \
+                    end <= over[0] + self._regs[over[0]]:
+                if mine and ptr != over[0]:
+                    self._views[ptr] = size
+                return
+            for a in over:
+                self._drop(a)
+            if mine:
+                self._regs[ptr] = size
+
+    def _unregistered(self, ptr):
+        """Record an unregister of ptr that returned 0."""
+        with self._sess_lock:
+            if ptr in self._regs:
+                self._drop(ptr)
+
+    def _drop(self, a):
+        """Forget registration a and the views inside it; caller holds
+        _sess_lock."""
+        end = a + self._regs.pop(a)
+        for v in [v for v in self._views if a <= v < end]:
+            del self._views[v]
+
+    def _register_for_call(self, base, size):
+        """Register a copying call's own buffer: 0 or a code."""
+        rc = _L.mooncake_store_register_buffer(self._h, base, size)
+        if rc == OK and self._regs:
+            self._registered(base, size, False)
+        return rc
+
+    def _unregister_for_call(self, base):
+        if _L.mooncake_store_unregister_buffer(self._h, base) == OK and \
+                self._regs:
+            self._unregistered(base)
 
     def _capacity(self, ptr):
         """Bytes from ptr to the end of the buffer registered around it
@@ -943,7 +1106,7 @@ class MooncakeDistributedStore:
 
     def batch_put_from(self, keys, buffer_ptrs, sizes,
                        config=_DEFAULT_CONFIG):
-        n = len(keys)
+        n = len(_key_list(keys, "batch_put_from"))
         if not n:
             return []
         if len(buffer_ptrs) != n or len(sizes) != n:
@@ -961,7 +1124,7 @@ class MooncakeDistributedStore:
         return [rc] * n if rc < 0 else res[:]
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
-        n = len(keys)
+        n = len(_key_list(keys, "batch_get_into"))
         if not n:
             return []
         if len(buffer_ptrs) != n or len(sizes) != n:
@@ -993,7 +1156,7 @@ class MooncakeDistributedStore:
                                      config=_DEFAULT_CONFIG):
         """Object i is the concatenation of the buffers all_buffer_ptrs[i]
         (sizes all_sizes[i]); list of 0 or a code."""
-        n = len(keys)
+        n = len(_key_list(keys, "batch_put_from_multi_buffers"))
         if not n:
             return []
         if len(all_buffer_ptrs) != n or len(all_sizes) != n:
@@ -1016,7 +1179,7 @@ class MooncakeDistributedStore:
         """Object i is scattered over all_buffer_ptrs[i]; list of bytes
         read or a code. prefer_alloc_in_same_node is accepted for
         upstream's signature (a replica on this host is always preferred)."""
-        n = len(keys)
+        n = len(_key_list(keys, "batch_get_into_multi_buffers"))
         if not n:
             return []
         if len(all_buffer_ptrs) != n or len(all_sizes) != n:
@@ -1051,7 +1214,7 @@ class MooncakeDistributedStore:
                 cfg, res)
             return [rc] * n if rc < 0 else res[:]
         base, view = _address(region)
-        rc = _L.mooncake_store_register_buffer(self._h, base, len(region))
+        rc = self._register_for_call(base, len(region))
         if rc:
             return [rc] * n
         try:
@@ -1063,7 +1226,7 @@ class MooncakeDistributedStore:
                 self._h, kb, _array(c_void_p, ptrs), _array(c_size_t, sizes),
                 n, cfg, res)
         finally:
-            _L.mooncake_store_unregister_buffer(self._h, base)
+            self._unregister_for_call(base)
             del view
         return [rc] * n if rc < 0 else res[:]
 
@@ -1079,7 +1242,7 @@ class MooncakeDistributedStore:
     def put_batch(self, keys, values, config=_DEFAULT_CONFIG):
         """Store several bytes-like values in one call; 0 when all
         succeeded, else the first key's code."""
-        if len(keys) != len(values):
+        if len(_key_list(keys, "put_batch")) != len(values):
             return INVALID_PARAMS
         if not keys:
             return OK
@@ -1103,8 +1266,7 @@ class MooncakeDistributedStore:
         try:
             for i in live:
                 addr, view = _address(bufs[i])
-                rc = _L.mooncake_store_register_buffer(self._h, addr,
-                                                       len(bufs[i]))
+                rc = self._register_for_call(addr, len(bufs[i]))
                 if rc:
                     return {i: rc for i in live}
                 addrs.append(addr)
@@ -1118,7 +1280,7 @@ class MooncakeDistributedStore:
             return {i: (rc if rc < 0 else res[j]) for j, i in enumerate(live)}
         finally:
             for addr in addrs:
-                _L.mooncake_store_unregister_buffer(self._h, addr)
+                self._unregister_for_call(addr)
             del views
 
     def _get_many(self, keys, handles):
@@ -1166,7 +1328,7 @@ class MooncakeDistributedStore:
             off += sizes[i]
         mv = memoryview(region)
         base, view = _address(region)
-        rc = _L.mooncake_store_register_buffer(self._h, base, len(region))
+        rc = self._register_for_call(base, len(region))
         if rc:
             return [rc] * len(kb)
         try:
@@ -1177,7 +1339,7 @@ class MooncakeDistributedStore:
                 _array(c_void_p, [base + offs[i] for i in live]),
                 _array(c_size_t, [sizes[i] for i in live]), m, res)
         finally:
-            _L.mooncake_store_unregister_buffer(self._h, base)
+            self._unregister_for_call(base)
             del view
         for j, i in enumerate(live):
             r = rc if rc < 0 else res[j]
@@ -1192,6 +1354,7 @@ class MooncakeDistributedStore:
 
     def get_batch(self, keys):
         """list of bytes (empty for missing keys and errors)."""
+        _key_list(keys, "get_batch")
         return self._get_many(keys, False) if keys else []
 
     def get_buffer(self, key):
@@ -1200,6 +1363,7 @@ class MooncakeDistributedStore:
 
     def batch_get_buffer(self, keys):
         """list of BufferHandle, None where a key is missing."""
+        _key_list(keys, "batch_get_buffer")
         return self._get_many(keys, True) if keys else []
 
     # ---- metadata calls ----------------------------------------------------
@@ -1209,7 +1373,7 @@ class MooncakeDistributedStore:
         return _L.mooncake_store_is_exist(self._h, _key(key))
 
     def batch_is_exist(self, keys):
-        n = len(keys)
+        n = len(_key_list(keys, "batch_is_exist"))
         if not n:
             return []
         ka, _kb = _key_array(keys)
@@ -1225,7 +1389,7 @@ class MooncakeDistributedStore:
         return _L.mooncake_store_remove(self._h, _key(key), bool(force))
 
     def batch_remove(self, keys, force=False):
-        n = len(keys)
+        n = len(_key_list(keys, "batch_remove"))
         if not n:
             return []
         ka, _kb = _key_array(keys)
@@ -1262,7 +1426,7 @@ class MooncakeDistributedStore:
         """{key: [ReplicaDescriptor, ...]} for the keys that exist. One
         call per key: the C API has no batch form (python/README.md)."""
         out = {}
-        for k in keys:
+        for k in _key_list(keys, "batch_get_replica_desc"):
             d = self.get_replica_desc(k)
             if d:
                 out[k] = d
@@ -1300,11 +1464,15 @@ class MooncakeDistributedStore:
         [all_src_offsets[i][j][k], +all_sizes[i][j][k]) of the object at
         buffer_ptrs[i] + all_dst_offsets[i][j][k]. Returns results of the
         same shape: bytes copied per range, or a code (-704 missing key,
-        -600 for mismatched lists). A range past the object's end, or
-        past the end of the buffer registered (register_buffer) around
-        buffer_ptrs[i], is -600 and copies nothing; so is every range of
-        a buffer not registered. Each key is looked up once per call."""
+        -600 for mismatched lists). Offsets and sizes are non-negative
+        ints: a range that is not, or passes the object's end, or the end
+        of the buffer registered (register_buffer) around buffer_ptrs[i],
+        is -600 and copies nothing; so is every range of a buffer not
+        registered. Each key is looked up once per call."""
         n = len(buffer_ptrs)
+        _key_list(all_keys, "get_into_ranges")
+        for keys in all_keys:
+            _key_list(keys, "get_into_ranges")
         shape_ok = (len(all_keys) == n and len(all_dst_offsets) == n and
                     len(all_src_offsets) == n and len(all_sizes) == n)
 
@@ -1324,8 +1492,8 @@ class MooncakeDistributedStore:
                 if not (len(keys) == len(dsts) == len(srcs) == len(sizes)):
                     out.append(bad(keys, dsts))
                     continue
-                base = int(buffer_ptrs[i])
-                cap = self._capacity(base)
+                base = _count(buffer_ptrs[i])
+                cap = self._capacity(base) if base is not None else 0
                 row = []
                 for key, d, so, sz in zip(keys, dsts, srcs, sizes):
                     if not (len(d) == len(so) == len(sz)):
@@ -1339,12 +1507,16 @@ class MooncakeDistributedStore:
                         row.append([rc] * len(d))
                         continue
                     size = _L.mooncake_store_object_size(obj)
-                    row.append([
-                        INVALID_PARAMS
-                        if int(o) + int(z) > size or int(dd) + int(z) > cap
-                        else _L.mooncake_store_object_read(
-                            obj, int(o), base + int(dd), int(z))
-                        for dd, o, z in zip(d, so, sz)])
+                    got = []
+                    for dd, o, z in zip(d, so, sz):
+                        dd, o, z = _count(dd), _count(o), _count(z)
+                        if dd is None or o is None or z is None or \
+                                not cap or o + z > size or dd + z > cap:
+                            got.append(INVALID_PARAMS)
+                        else:
+                            got.append(_L.mooncake_store_object_read(
+                                obj, o, base + dd, z))
+                    row.append(got)
                 out.append(row)
             return out
         finally:
@@ -1358,7 +1530,7 @@ class MooncakeDistributedStore:
         0 per key, or a code (-704 missing). A key already in a session
         is looked up again."""
         out = []
-        for key in keys:
+        for key in _key_list(keys, "batch_get_session_start"):
             kb = _key(key)
             obj, rc = self._open(kb)
             with self._sess_lock:
@@ -1370,14 +1542,34 @@ class MooncakeDistributedStore:
             out.append(rc)
         return out
 
+    def _ranges(self, ptrs, sizes, offs, size):
+        """One key's ranges as [(address, size, offset)], or None unless
+        all are non-negative ints, each [offset, +size) inside the object
+        (size bytes) and [address, +size) inside a buffer registered with
+        register_buffer."""
+        if not (len(ptrs) == len(sizes) == len(offs)):
+            return None
+        out = []
+        for p, z, o in zip(ptrs, sizes, offs):
+            p, z, o = _count(p), _count(z), _count(o)
+            if p is None or z is None or o is None or o + z > size:
+                return None
+            cap = self._capacity(p)
+            if not cap or z > cap:
+                return None
+            out.append((p, z, o))
+        return out
+
     def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs,
                                            all_sizes, all_src_offsets):
         """For each key in a get session: copy [all_src_offsets[i][k],
         +all_sizes[i][k]) of its object to all_buffer_ptrs[i][k]. Bytes
         copied per key, or a code: -600 when the key has no session, the
-        lists differ in length or a range passes the object's end
-        (nothing is copied for that key), -707 when its hold lapsed."""
-        n = len(keys)
+        lists differ in length, or a range is not non-negative ints,
+        passes the object's end or does not lie inside a buffer
+        registered with register_buffer (nothing is copied for that
+        key); -707 when its hold lapsed."""
+        n = len(_key_list(keys, "batch_get_into_multi_buffer_ranges"))
         if len(all_buffer_ptrs) != n or len(all_sizes) != n or \
                 len(all_src_offsets) != n:
             return [INVALID_PARAMS] * n
@@ -1386,17 +1578,15 @@ class MooncakeDistributedStore:
                                           all_src_offsets):
             with self._sess_lock:
                 obj = self._get_sessions.get(_key(key))
-            if not obj or not (len(ptrs) == len(sizes) == len(offs)):
-                out.append(INVALID_PARAMS)
-                continue
-            size = _L.mooncake_store_object_size(obj)
-            if any(int(o) + int(z) > size for o, z in zip(offs, sizes)):
+            ranges = self._ranges(
+                ptrs, sizes, offs,
+                _L.mooncake_store_object_size(obj)) if obj else None
+            if ranges is None:
                 out.append(INVALID_PARAMS)
                 continue
             total = 0
-            for p, z, o in zip(ptrs, sizes, offs):
-                r = _L.mooncake_store_object_read(obj, int(o), int(p),
-                                                  int(z))
+            for p, z, o in ranges:
+                r = _L.mooncake_store_object_read(obj, o, p, z)
                 if r < 0:
                     total = r
                     break
@@ -1410,6 +1600,7 @@ class MooncakeDistributedStore:
 
     def batch_get_session_end(self, keys):
         """Release the keys' get sessions; 0."""
+        _key_list(keys, "batch_get_session_end")
         with self._sess_lock:
             objs = [self._get_sessions.pop(_key(k), None) for k in keys]
         for obj in objs:
@@ -1427,8 +1618,9 @@ class MooncakeDistributedStore:
         """Reserve objects of the given sizes, written later by
         batch_put_from_multi_buffer_ranges and made readable by
         batch_put_session_end: 0 per key or a code (-705 when the key
-        exists, -200 when the pool is full)."""
-        n = len(keys)
+        exists, -200 when the pool is full, -600 for a size that is not a
+        positive int: an empty object is refused, as by put)."""
+        n = len(_key_list(keys, "batch_put_session_start"))
         if len(sizes) != n:
             return [INVALID_PARAMS] * n
         try:
@@ -1438,7 +1630,8 @@ class MooncakeDistributedStore:
         out = []
         for key, size in zip(keys, sizes):
             kb = _key(key)
-            if kb is None:
+            size = _count(size)
+            if kb is None or not size:
                 out.append(INVALID_PARAMS)
                 continue
             with self._sess_lock:
@@ -1447,11 +1640,11 @@ class MooncakeDistributedStore:
                 out.append(INVALID_PARAMS)
                 continue
             w = c_void_p()
-            rc = _L.mooncake_store_writer_open(self._h, kb, int(size), cfg,
+            rc = _L.mooncake_store_writer_open(self._h, kb, size, cfg,
                                                byref(w))
             if rc == 0:
                 with self._sess_lock:
-                    self._put_sessions[kb] = w.value
+                    self._put_sessions[kb] = (w.value, size)
             out.append(rc)
         return out
 
@@ -1459,8 +1652,11 @@ class MooncakeDistributedStore:
                                            all_sizes, all_dst_offsets):
         """Write all_sizes[i][k] bytes at all_buffer_ptrs[i][k] to offset
         all_dst_offsets[i][k] of key i's reserved object: 0 per key or a
-        code (-600 without a session or past the object's end)."""
-        n = len(keys)
+        code: -600 without a session, when the lists differ in length, or
+        when a range is not non-negative ints, passes the object's end
+        or does not lie inside a buffer registered with register_buffer
+        (nothing is written for that key then)."""
+        n = len(_key_list(keys, "batch_put_from_multi_buffer_ranges"))
         if len(all_buffer_ptrs) != n or len(all_sizes) != n or \
                 len(all_dst_offsets) != n:
             return [INVALID_PARAMS] * n
@@ -1468,23 +1664,24 @@ class MooncakeDistributedStore:
         for key, ptrs, sizes, offs in zip(keys, all_buffer_ptrs, all_sizes,
                                           all_dst_offsets):
             with self._sess_lock:
-                w = self._put_sessions.get(_key(key))
-            if not w or not (len(ptrs) == len(sizes) == len(offs)):
+                w, size = self._put_sessions.get(_key(key), (None, 0))
+            ranges = self._ranges(ptrs, sizes, offs, size) if w else None
+            if ranges is None:
                 out.append(INVALID_PARAMS)
                 continue
             rc = OK
-            for p, z, o in zip(ptrs, sizes, offs):
-                rc = _L.mooncake_store_writer_write(w, int(o), int(p), int(z))
+            for p, z, o in ranges:
+                rc = _L.mooncake_store_writer_write(w, o, p, z)
                 if rc:
                     break
             out.append(rc)
         return out
 
-    def _end_put(self, keys, commit):
+    def _end_put(self, keys, commit, what):
         out = []
-        for key in keys:
+        for key in _key_list(keys, what):
             with self._sess_lock:
-                w = self._put_sessions.pop(_key(key), None)
+                w, _ = self._put_sessions.pop(_key(key), (None, 0))
             out.append(_L.mooncake_store_writer_close(w, commit) if w
                        else INVALID_PARAMS)
         return out
@@ -1492,17 +1689,17 @@ class MooncakeDistributedStore:
     def batch_put_session_end(self, keys):
         """Commit the keys' reserved objects (readable from now on; bytes
         never written read as zeros): 0 per key or a code."""
-        return self._end_put(keys, True)
+        return self._end_put(keys, True, "batch_put_session_end")
 
     def batch_put_session_revoke(self, keys):
         """Drop the keys' reserved objects: 0 per key or a code."""
-        return self._end_put(keys, False)
+        return self._end_put(keys, False, "batch_put_session_revoke")
 
     def _end_sessions(self):
         """close(): release every session still open."""
         with self._sess_lock:
             objs = list(self._get_sessions.values())
-            writers = list(self._put_sessions.values())
+            writers = [w for w, _ in self._put_sessions.values()]
             self._get_sessions.clear()
             self._put_sessions.clear()
         for obj in objs:
@@ -1518,8 +1715,13 @@ class MooncakeDistributedStore:
     # holding the old one keep reading it.
 
     @staticmethod
-    def _tmp_key(kb):
-        return kb + b".mc-upsert." + os.urandom(8).hex().encode()
+    def _tmp_key(kb, short=False):
+        """An upsert's temporary key: "<key>.mc-upsert.<16 hex>"; short,
+        one no longer than the key (its head, then the tag), which fits
+        wherever the key does (the master's max_key_length, a tenant's
+        prefix), for a key the tag would make too long."""
+        tag = b".mc-upsert." + os.urandom(8).hex().encode()
+        return kb[:max(len(kb) - len(tag), 0)] + tag if short else kb + tag
 
     def _publish(self, pairs):
         """Rename each (tmp, key) whose put returned 0; codes per pair."""
@@ -1533,17 +1735,28 @@ class MooncakeDistributedStore:
         return out
 
     def _upsert_many(self, keys, put):
-        """put(tmp_keys) -> codes; then the renames."""
+        """put(tmp_keys, indices) -> codes; then the renames. A key whose
+        temporary key is too long (-400) is put again under a short
+        one."""
         kbs = [_key(k) for k in keys]
-        tmps = [self._tmp_key(kb) if kb is not None else None for kb in kbs]
-        live = [i for i, t in enumerate(tmps) if t is not None]
         codes = [INVALID_PARAMS] * len(keys)
-        if live:
-            res = put([tmps[i] for i in live], live)
-            done = self._publish([(tmps[i], kbs[i], r)
-                                  for i, r in zip(live, res)])
-            for i, r in zip(live, done):
-                codes[i] = r
+        live = [i for i, kb in enumerate(kbs) if kb is not None]
+        for short in (False, True):
+            if not live:
+                break
+            tmps = [self._tmp_key(kbs[i], short) for i in live]
+            res = put(tmps, live)
+            done, again = [], []
+            for i, tmp, rc in zip(live, tmps, res):
+                if rc == INVALID_KEY and not short:
+                    again.append(i)
+                else:
+                    done.append((i, tmp, rc))
+            published = self._publish([(tmp, kbs[i], rc)
+                                       for i, tmp, rc in done])
+            for (i, _, _), rc in zip(done, published):
+                codes[i] = rc
+            live = again
         return codes
 
     def upsert(self, key, value, config=_DEFAULT_CONFIG):
@@ -1558,7 +1771,7 @@ class MooncakeDistributedStore:
     def upsert_batch(self, keys, values, config=_DEFAULT_CONFIG):
         """put_batch() that replaces: 0 when all succeeded, else the first
         failure's code."""
-        if len(keys) != len(values):
+        if len(_key_list(keys, "upsert_batch")) != len(values):
             return INVALID_PARAMS
         if not keys:
             return OK
@@ -1573,7 +1786,7 @@ class MooncakeDistributedStore:
     def batch_upsert_from(self, keys, buffer_ptrs, sizes,
                           config=_DEFAULT_CONFIG):
         """batch_put_from() that replaces: 0 or a code per key."""
-        n = len(keys)
+        n = len(_key_list(keys, "batch_upsert_from"))
         if len(buffer_ptrs) != n or len(sizes) != n:
             return [INVALID_PARAMS] * n
         if not n:

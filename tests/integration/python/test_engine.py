@@ -300,6 +300,30 @@ def test_transfer_failures(pair):
     assert np.array_equal(dst[:16], src[:16])
 
 
+def test_target_that_is_no_name(pair, meng):
+    """A target that is not a segment name (None, an int, "") fails as
+    an unknown peer does: it raised AttributeError."""
+    a, b, sess = pair
+    src, dst = buf(4096, 4), buf(4096)
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    assert b.register_memory(dst.ctypes.data, dst.nbytes) == 0
+    s, d = src.ctypes.data, dst.ctypes.data
+    for target in (None, 1234, ""):
+        assert a.transfer_sync_write(target, s, d, 16) == -1
+        assert a.transfer_sync_read(target, s, d, 16) == -1
+        assert a.transfer_sync(target, s, d, 16, meng.TransferOpcode.Write,
+                               meng.TransferNotify("n", "m")) == -1
+        assert a.batch_transfer_sync_write(target, [s], [d], [16]) == -1
+        assert a.batch_transfer_async_write(target, [s], [d], [16]) == 0
+        assert a.transfer_submit_write(target, s, d, 16) == -1
+        assert a.get_first_buffer_address(target) == 0
+        assert a.send_probe(target) == -1
+    assert not dst.any()
+    assert b.get_notifies() == []
+    assert a.transfer_sync_write(sess, s, d, 16) == 0
+    assert np.array_equal(dst[:16], src[:16])
+
+
 def test_async_and_status(pair):
     a, b, sess = pair
     src, dst = buf(4 << 20, 3), buf(4 << 20)
@@ -412,6 +436,35 @@ def test_managed_buffers(pair):
     assert a.free_managed_buffer(addrs[5], sizes[5]) == -1   # large, twice
     assert a.allocate_managed_buffer(4096) in addrs
     assert a.allocate_managed_buffer(0) == 0
+
+
+def test_free_managed_buffer_of_another_length(pair):
+    """free_managed_buffer takes the length allocate_managed_buffer was
+    given: another is -1 and frees nothing. It was 0, and the buffer went
+    to the free list of that length's slabs (a 1 MiB buffer freed as
+    4096 bytes was handed out again as a 4 KiB one)."""
+    a, _, _ = pair
+    small = a.allocate_managed_buffer(4096)
+    mid = a.allocate_managed_buffer(1 << 20)
+    large = a.allocate_managed_buffer(5 << 20)
+    assert small and mid and large
+    assert a.free_managed_buffer(small, 100) == -1
+    assert a.free_managed_buffer(small, 8192) == -1
+    assert a.free_managed_buffer(mid, 4096) == -1
+    assert a.free_managed_buffer(large, 4 << 20) == -1
+    assert a.free_managed_buffer(large, 6 << 20) == -1
+    got = [a.allocate_managed_buffer(4096) for _ in range(3)]
+    assert not {small, mid, large} & set(got)
+    a.write_bytes_to_buffer(large, b"x" * 16, 16)
+    assert a.read_bytes_from_buffer(large, 16) == b"x" * 16  # not unmapped
+    for x, n in [(small, 4096), (mid, 1 << 20), (large, 5 << 20)] + \
+            [(g, 4096) for g in got]:
+        assert a.free_managed_buffer(x, n) == 0
+        assert a.free_managed_buffer(x, n) == -1
+    # a buffer asked for with 100 bytes is freed with 100
+    x = a.allocate_managed_buffer(100)
+    assert a.free_managed_buffer(x, 4096) == -1
+    assert a.free_managed_buffer(x, 100) == 0
 
 
 def test_first_buffer_and_probe(pair):

@@ -311,6 +311,87 @@ def test_setup_forms_and_errors(master, members, stores, mstore):
                      "127.0.0.1:1") < 0
 
 
+def test_setup_names_what_is_not_supported(master, members, stores, mstore,
+                                           monkeypatch):
+    """A metadata address the transfer engine does not understand is
+    NOT_SUPPORTED (-1012) from libmooncake: the error said protocol
+    'tcp' was not available; it names the metadata address now. A
+    protocol from the configuration is named as it is."""
+    s = stores()
+    with pytest.raises(mstore.NotSupportedError) as e:
+        s.setup("127.0.0.1", "nonsense://x", 0, BUF, "tcp", "", master.addr)
+    assert e.value.code == -1012
+    assert "metadata_server 'nonsense://x'" in str(e.value), str(e.value)
+    assert "not understood" in str(e.value)
+    assert "protocol" not in str(e.value)
+    with pytest.raises(mstore.NotSupportedError,
+                       match="metadata_server 'redis://127.0.0.1:6379'"):
+        s.setup("127.0.0.1", "redis://127.0.0.1:6379", 0, BUF, "tcp", "",
+                master.addr)
+    monkeypatch.setenv("MOONCAKE_TE_META_DATA_SERVER", "bogus://y")
+    with pytest.raises(mstore.NotSupportedError,
+                       match="metadata_server 'bogus://y'"):
+        s.setup("127.0.0.1", "", 0, BUF, "tcp", "", master.addr)
+    monkeypatch.delenv("MOONCAKE_TE_META_DATA_SERVER")
+    monkeypatch.setenv("MOONCAKE_PROTOCOL", "ucx")
+    with pytest.raises(mstore.NotSupportedError, match="protocol 'ucx'"):
+        s.setup("127.0.0.1", master.metadata, 0, BUF, "", "", master.addr)
+    monkeypatch.delenv("MOONCAKE_PROTOCOL")
+    assert s.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                   master.addr) == 0
+
+
+def test_a_str_for_a_list_of_keys_is_a_type_error(master, members, stores):
+    """A str (or bytes) where a list of keys goes is a TypeError, as
+    upstream's binding raises: each of its characters was taken for a
+    key (batch_is_exist("abc") was [0, 0, 0], put_batch("abc", ...) put
+    keys "a", "b" and "c")."""
+    s = setup7(stores(), master, seg=0)
+    buf = rand_bytes(4096, 17)
+    assert s.register_buffer(addr(buf), buf.nbytes) == 0
+    p, e = addr(buf), [[]] * 3
+    calls = {
+        "batch_is_exist": lambda k: s.batch_is_exist(k),
+        "batch_remove": lambda k: s.batch_remove(k, True),
+        "get_batch": lambda k: s.get_batch(k),
+        "batch_get_buffer": lambda k: s.batch_get_buffer(k),
+        "put_batch": lambda k: s.put_batch(k, [b"v"] * 3),
+        "upsert_batch": lambda k: s.upsert_batch(k, [b"v"] * 3),
+        "batch_put_from": lambda k: s.batch_put_from(k, [p] * 3, [8] * 3),
+        "batch_upsert_from": lambda k: s.batch_upsert_from(k, [p] * 3,
+                                                           [8] * 3),
+        "batch_get_into": lambda k: s.batch_get_into(k, [p] * 3, [8] * 3),
+        "batch_put_from_multi_buffers": lambda k:
+            s.batch_put_from_multi_buffers(k, [[p]] * 3, [[8]] * 3),
+        "batch_get_into_multi_buffers": lambda k:
+            s.batch_get_into_multi_buffers(k, [[p]] * 3, [[8]] * 3),
+        "batch_get_replica_desc": lambda k: s.batch_get_replica_desc(k),
+        "batch_get_session_start": lambda k: s.batch_get_session_start(k),
+        "batch_get_into_multi_buffer_ranges": lambda k:
+            s.batch_get_into_multi_buffer_ranges(k, e, e, e),
+        "batch_get_session_end": lambda k: s.batch_get_session_end(k),
+        "batch_put_session_start": lambda k:
+            s.batch_put_session_start(k, [8] * 3),
+        "batch_put_from_multi_buffer_ranges": lambda k:
+            s.batch_put_from_multi_buffer_ranges(k, e, e, e),
+        "batch_put_session_end": lambda k: s.batch_put_session_end(k),
+        "batch_put_session_revoke": lambda k:
+            s.batch_put_session_revoke(k),
+        "get_into_ranges": lambda k: s.get_into_ranges(
+            [p], [k], [[[0]]] * 3, [[[0]]] * 3, [[[8]]] * 3),
+    }
+    for keys in ("abc", b"abc"):
+        for name, call in calls.items():
+            with pytest.raises(TypeError, match="list of keys"):
+                call(keys)
+                pytest.fail(f"{name}({keys!r}) took it")
+    with pytest.raises(TypeError, match="list of keys"):
+        s.get_into_ranges([p], "a", [[[0]]], [[[0]]], [[[8]]])
+    assert s.batch_is_exist(["a", "b", "c"]) == [0, 0, 0]
+    assert s.batch_is_exist(["abc"]) == [0]
+    assert s.unregister_buffer(addr(buf)) == 0
+
+
 def test_config_from_file_and_environment(master, members, stores,
                                           tmp_path, monkeypatch, capfd):
     """Empty arguments fall back to MOONCAKE_CONFIG_PATH (whose other
@@ -569,6 +650,57 @@ def test_register_a_part_of_a_registered_buffer(master, members, stores):
     assert s.get_into("part/0", addr(pool) + (6 << 20), 4096) == 4096
     assert np.array_equal(pool[6 << 20:(6 << 20) + 4096], pool[:4096])
     assert s.unregister_buffer(addr(pool)) == 0
+
+
+def test_register_a_view_keeps_the_buffer_for_ranges(master, members,
+                                                    stores):
+    """A view registered inside a registered buffer leaves the buffer
+    registered in the C library, and so in the package's record, which
+    the ranged calls check: it dropped the buffer, so ranges into the
+    rest of it were -600 (get_into still worked), and unregistering the
+    view was -600 though registering it was 0."""
+    s = setup7(stores(), master, seg=0)
+    val = rand_bytes(4096, 16)
+    assert s.put("view/a", val.tobytes()) == 0
+    big = np.zeros(1 << 20, dtype=np.uint8)
+    b, at = addr(big), 512 << 10
+
+    def ranges(off):
+        return s.get_into_ranges([b], [["view/a"]], [[[off]]], [[[0]]],
+                                 [[[4096]]])[0][0][0]
+    assert s.register_buffer(b, big.nbytes) == 0
+    assert s.register_buffer(b, 4096) == 0             # at its start
+    assert s.register_buffer(b + 8192, 4096) == 0      # inside
+    assert ranges(at) == 4096
+    assert np.array_equal(big[at:at + 4096], val)
+    assert s.batch_get_session_start(["view/a"]) == [0]
+    assert s.batch_get_into_multi_buffer_ranges(
+        ["view/a"], [[b + (768 << 10)]], [[4096]], [[0]]) == [4096]
+    # The view inside unregisters as it registered; the buffer stays.
+    assert s.unregister_buffer(b + 8192) == 0
+    assert s.unregister_buffer(b + 8192) == -600
+    assert s.get_into("view/a", b + at, 4096) == 4096
+    assert ranges(at + 4096) == 4096
+    # At the buffer's start the buffer itself goes, as in the C library,
+    # and the views inside it with it.
+    assert s.register_buffer(b + 8192, 4096) == 0
+    assert s.unregister_buffer(b) == 0
+    assert s.get_into("view/a", b + at, 4096) == -600
+    assert ranges(at) == -600
+    assert s.batch_get_into_multi_buffer_ranges(
+        ["view/a"], [[b + at]], [[16]], [[0]]) == [-600]
+    assert s.unregister_buffer(b + 8192) == -600
+    assert s.unregister_buffer(b) == -600
+    # A range overlapping a registration without being inside it
+    # replaces it (test_register_over_stale_registration): ranges follow.
+    assert s.register_buffer(b, 8192) == 0
+    assert s.register_buffer(b + 4096, 8192) == 0
+    assert ranges(0) == -600 and ranges(8192) == -600
+    assert s.get_into_ranges([b + 4096], [["view/a"]], [[[4096]]], [[[0]]],
+                             [[[4096]]]) == [[[4096]]]
+    assert s.unregister_buffer(b) == -600
+    assert s.unregister_buffer(b + 4096) == 0
+    assert s.batch_get_session_end(["view/a"]) == 0
 
 
 def test_full_pool_and_recovery(master, members, stores, mstore):

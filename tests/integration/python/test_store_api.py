@@ -356,6 +356,95 @@ def test_get_into_ranges(master, members, stores, mstore):
                              [[[16]]]) == [[[-600]]]
 
 
+def test_ranges_refuse_negative_offsets_and_sizes(master, members, stores):
+    """Offsets and sizes of the ranged reads are non-negative ints: a
+    negative destination offset wrote before the registered buffer (far
+    before it, the process died of SIGSEGV), a negative source offset
+    read 0 bytes and size -1 copied the whole object past the buffer's
+    end. Each is -600 now, and nothing is copied."""
+    s = setup7(stores(), master)
+    obj = rand(4096, 40)
+    assert s.put("neg/a", obj.tobytes()) == 0
+    arena = np.zeros(3 * 4096, np.uint8)
+    mid = addr(arena) + 4096          # 100 registered bytes in the middle
+    assert s.register_buffer(mid, 100) == 0
+    for dst, src, size in [(-4096, 0, 4096), (0, -100, 200), (0, 0, -1),
+                           (-1, 0, 1), (0, 0, 1.0), (0, None, 1)]:
+        assert s.get_into_ranges([mid], [["neg/a"]], [[[dst]]], [[[src]]],
+                                 [[[size]]]) == [[[-600]]], (dst, src, size)
+    assert not arena.any()
+    # a range that is all right still copies, beside a bad one
+    assert s.get_into_ranges([mid], [["neg/a"]], [[[10, -10]]],
+                             [[[100, 0]]], [[[90, 10]]]) == [[[90, -600]]]
+    assert np.array_equal(arena[4106:4196], obj[100:190])
+    arena[4106:4196] = 0
+    # far before the buffer (this was a SIGSEGV), and a negative buffer
+    assert s.get_into_ranges([mid], [["neg/a"]], [[[-(1 << 40)]]], [[[0]]],
+                             [[[16]]]) == [[[-600]]]
+    assert s.get_into_ranges([-mid], [["neg/a"]], [[[0]]], [[[0]]],
+                             [[[16]]]) == [[[-600]]]
+    # the session form: -600 for the key, nothing copied
+    assert s.batch_get_session_start(["neg/a"]) == [0]
+    for size, src in [(-1, 0), (16, -50), (-16, 32)]:
+        assert s.batch_get_into_multi_buffer_ranges(
+            ["neg/a"], [[mid]], [[size]], [[src]]) == [-600], (size, src)
+    assert s.batch_get_into_multi_buffer_ranges(
+        ["neg/a"], [[mid, mid + 50]], [[50, 50]], [[0, -50]]) == [-600]
+    assert not arena.any()
+    assert s.batch_get_into_multi_buffer_ranges(
+        ["neg/a"], [[mid]], [[100]], [[0]]) == [100]
+    assert np.array_equal(arena[4096:4196], obj[:100])
+    assert s.batch_get_session_end(["neg/a"]) == 0
+
+
+def test_session_ranges_need_registered_buffers(master, members, stores):
+    """batch_get_into_multi_buffer_ranges and
+    batch_put_from_multi_buffer_ranges take memory registered with
+    register_buffer, as get_into_ranges does: they copied into or out of
+    any address (the staging buffer made it work), so memory never
+    registered was written and a bad pointer killed the process. A range
+    not inside a registered buffer is -600 for its key, nothing
+    copied."""
+    s = setup7(stores(), master)
+    obj = rand(8192, 41)
+    assert s.put("sr/a", obj.tobytes()) == 0
+    buf = np.zeros(8192, np.uint8)
+    assert s.register_buffer(addr(buf), 4096) == 0     # the first half
+    loose = bytearray(4096)                             # never registered
+    la = ctypes.addressof(ctypes.c_char.from_buffer(loose))
+    assert s.batch_get_session_start(["sr/a"]) == [0]
+    got = s.batch_get_into_multi_buffer_ranges
+    assert got(["sr/a"], [[la]], [[100]], [[0]]) == [-600]
+    assert not any(loose)
+    # past the registered half, beside a good range: nothing copied
+    assert got(["sr/a"], [[addr(buf), addr(buf) + 4000]], [[16, 200]],
+               [[0, 0]]) == [-600]
+    assert got(["sr/a"], [[addr(buf) + 4096]], [[16]], [[0]]) == [-600]
+    assert not buf.any()
+    assert got(["sr/a"], [[addr(buf), addr(buf) + 96]], [[96, 4000]],
+               [[4096, 4192]]) == [4096]
+    assert np.array_equal(buf[:4096], obj[4096:])
+    # addresses nobody mapped (these killed the process)
+    assert got(["sr/a"], [[0x1000]], [[16]], [[0]]) == [-600]
+    assert got(["sr/a"], [[0]], [[16]], [[0]]) == [-600]
+    assert s.batch_get_session_end(["sr/a"]) == 0
+    # put sessions likewise
+    assert s.batch_put_session_start(["sr/w"], [4096]) == [0]
+    put = s.batch_put_from_multi_buffer_ranges
+    loose[:] = obj[:4096].tobytes()
+    for ptr, size, off in [(la, 4096, 0), (addr(buf) + 4000, 200, 0),
+                           (0x1000, 100, 0), (addr(buf), -1, 0),
+                           (addr(buf), 16, -16), (-addr(buf), 16, 0)]:
+        assert put(["sr/w"], [[ptr]], [[size]], [[off]]) == [-600], \
+            (ptr, size, off)
+    assert put(["sr/w"], [[addr(buf), la]], [[2048, 2048]],
+               [[0, 2048]]) == [-600]
+    assert put(["sr/w"], [[addr(buf)]], [[4096]], [[0]]) == [0]
+    assert s.batch_put_session_end(["sr/w"]) == [0]
+    assert s.get("sr/w") == obj[4096:].tobytes()
+    assert s.unregister_buffer(addr(buf)) == 0
+
+
 # ---- put sessions, upserts ---------------------------------------------------
 
 def test_put_sessions(master, members, stores, mstore):
@@ -424,6 +513,46 @@ def test_upserts(master, members, stores, mstore):
     assert s.register_buffer(addr(meta), meta.nbytes) == 0
     assert s.put_from_with_metadata("u/m", addr(src), addr(meta), 64, 6) == 0
     assert s.get("u/m") == b"HEADER" + src[:64].tobytes()
+
+
+def test_upsert_of_a_long_key(master, members, stores):
+    """Any key put takes, upsert takes: its temporary key
+    "<key>.mc-upsert.<16 hex>" made a key of more than 4068 bytes too
+    long (-400), a tenant's more so (its prefix counts)."""
+    s = setup7(stores(), master)
+    long = "L" * 4090
+    assert s.put(long, b"old") == 0
+    assert s.upsert(long, b"new") == 0
+    assert s.get(long) == b"new"
+    assert s.upsert_batch([long, "ul/short"], [b"two", b"s"]) == 0
+    assert s.get_batch([long, "ul/short"]) == [b"two", b"s"]
+    assert s.upsert_parts("M" * 4096, b"a", b"b") == 0    # the longest
+    assert s.get("M" * 4096) == b"ab"
+    assert s.put("L" * 4097, b"x") == -400               # too long
+    assert s.upsert("L" * 4097, b"x") == -400
+    # a tenant's key: the master's key is ".tenants/t1/<key>"
+    t = stores()
+    assert t.setup("127.0.0.1", master.metadata, 0, BUF, "tcp", "",
+                   master.addr, tenant_id="t1") == 0
+    tk = "T" * (4096 - len(".tenants/t1/"))
+    assert t.put(tk, b"old") == 0
+    assert t.upsert(tk, b"new") == 0 and t.get(tk) == b"new"
+    # no temporary key is left behind, in either
+    assert s.remove_by_regex(r".*\.mc-upsert\..*", True) == 0
+    assert t.remove_by_regex(r".*\.mc-upsert\..*", True) == 0
+
+
+def test_put_session_sizes_are_positive(master, members, stores):
+    """A put session of size 0 committed an empty object, which put
+    refuses (-600); a negative size was -200 (NO_AVAILABLE_HANDLE), and
+    a float was taken. Each is -600 at batch_put_session_start now."""
+    s = setup7(stores(), master)
+    assert s.put("ps0/a", b"") == -600
+    keys = ["ps0/a", "ps0/b", "ps0/c", "ps0/d"]
+    assert s.batch_put_session_start(keys, [0, -1, 1.0, 4096]) == \
+        [-600, -600, -600, 0]
+    assert s.batch_put_session_end(keys) == [-600, -600, -600, 0]
+    assert s.batch_is_exist(keys) == [0, 0, 0, 1]
 
 
 # ---- python -m mooncake.http_metadata_server --------------------------------
