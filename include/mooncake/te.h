@@ -139,6 +139,13 @@ struct te_counters {
 int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		     char *err, size_t errlen);
 
+/**
+ * Whether te_engine_create() would understand the metadata connection
+ * string (its scheme and form), without contacting the service: 0, or a
+ * code with the reason in err.
+ */
+int te_metadata_check(const char *metadata, char *err, size_t errlen);
+
 /** Remove this engine's metadata entries and free it. Every batch must
  *  have been destroyed first (so no request is in flight), and every
  *  segment closed. */

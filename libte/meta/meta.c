@@ -11,6 +11,7 @@
 
 #include "meta.h"
 #include "mooncake/mc_err.h"
+#include "mooncake/te.h"
 
 /*
  * Length of the URI scheme conn starts with ("etcd" for "etcd://..."), or
@@ -38,6 +39,15 @@ int te_meta_open(const char *conn, struct te_meta **out, char *err,
 		 size_t errlen)
 {
 	return te_meta_open_key(conn, NULL, out, err, errlen);
+}
+
+int te_metadata_check(const char *metadata, char *err, size_t errlen)
+{
+	struct te_meta *m = NULL;
+	int rc = te_meta_open(metadata, &m, err, errlen);
+
+	te_meta_close(m);
+	return rc;
 }
 
 int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,

@@ -46,8 +46,9 @@ int mcfs_wait_ready(struct mcfs *fs)
 	pthread_mutex_lock(&fs->ready_lock);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 60; /* pre-faulting a large segment takes a while */
-	while (!fs->ready && pthread_cond_timedwait(&fs->ready_cond,
-						    &fs->ready_lock, &ts) == 0)
+	while (!fs->ready && !fs->join_failing &&
+	       pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock, &ts) ==
+		       0)
 		;
 	r = fs->ready;
 	pthread_mutex_unlock(&fs->ready_lock);

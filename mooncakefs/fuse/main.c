@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,12 +66,10 @@ static int join(struct mcfs *fs, const struct mcs_cfg_args *a)
 	}
 }
 
-static void *setup_main(void *arg)
+/* How the mount joins the pool (mcs_store_setup's arguments). */
+static struct mcs_cfg_args join_args(const struct mcfs *fs)
 {
-	struct mcfs *fs = arg;
-	int rc;
-
-	struct mcs_cfg_args a = {
+	return (struct mcs_cfg_args){
 		.local_hostname = fs->o.local_hostname,
 		.metadata_server = fs->o.metadata,
 		.global_segment_size = fs->o.segment_size,
@@ -87,8 +86,83 @@ static void *setup_main(void *arg)
 		 * MOONCAKE_TENANT_ID its clients' configuration names. */
 		.tenant_id = "default",
 	};
+}
 
-	rc = join(fs, &a);
+/* A failure to join that waiting can mend (the master or the metadata
+ * service not up yet, as at boot), rather than the configuration. */
+static bool join_may_work_later(int rc)
+{
+	switch (rc) {
+	case MC_STORE_RPC_FAIL:
+	case MC_STORE_RPC_TIMEOUT:
+	case MC_STORE_ETCD_OPERATION_ERROR:
+	case MC_STORE_UNAVAILABLE_IN_CURRENT_MODE:
+	case MC_STORE_TRANSFER_FAIL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Sleep ms, or less once the mount is stopping; false then. */
+static bool nap_unless_stopping(struct mcfs *fs, unsigned ms)
+{
+	for (unsigned t = 0; t < ms && !atomic_load(&fs->stop); t += 100)
+		usleep(100 * 1000);
+	return !atomic_load(&fs->stop);
+}
+
+/* Join, again and again while what fails may work later (logged at the
+ * first failure and every minute); the last code. */
+static int join_retrying(struct mcfs *fs, const struct mcs_cfg_args *a)
+{
+	uint64_t said = 0;
+	int rc;
+
+	while ((rc = join(fs, a)) && join_may_work_later(rc)) {
+		uint64_t now = mc_mono_ms();
+
+		pthread_mutex_lock(&fs->ready_lock);
+		fs->join_failing = true; /* waiting callers answer EIO */
+		pthread_cond_broadcast(&fs->ready_cond);
+		pthread_mutex_unlock(&fs->ready_lock);
+
+		if (!said || now - said >= 60000) {
+			mc_log_err(
+				"mcfs",
+				"joining the pool at %s: %s; trying again "
+				"every 2 s (operations answer EIO until then)",
+				fs->o.master, mooncake_store_strerror(rc));
+			said = now;
+		}
+		if (!nap_unless_stopping(fs, 2000))
+			break;
+	}
+	if (!rc && said)
+		mc_log_notice("mcfs", "joined the pool at %s at last",
+			      fs->o.master);
+	return rc;
+}
+
+/* The pool cannot be joined for good: leave no mount behind that answers
+ * EIO forever. The session ends at its next request, which this makes. */
+static void unmount_self(struct mcfs *fs)
+{
+	struct stat st;
+
+	mc_log_err("mcfs", "unmounting %s: it cannot join the pool",
+		   fs->o.mountpoint);
+	fuse_session_exit(fs->se);
+	(void)stat(fs->o.mountpoint, &st);
+}
+
+static void *setup_main(void *arg)
+{
+	struct mcfs *fs = arg;
+	struct mcs_cfg_args a = join_args(fs);
+	int rc;
+
+	rc = join_retrying(fs, &a);
 	if (!rc) {
 		mooncake_store_set_timeouts(fs->store, fs->o.rpc_timeout_ms, 0);
 		rc = mcfs_bufs_init(fs, fs->o.threads + 4);
@@ -112,6 +186,8 @@ static void *setup_main(void *arg)
 	fs->ready = rc ? (rc < 0 ? rc : -1) : 1;
 	pthread_cond_broadcast(&fs->ready_cond);
 	pthread_mutex_unlock(&fs->ready_lock);
+	if (rc && !atomic_load(&fs->stop))
+		unmount_self(fs);
 	return NULL;
 }
 
@@ -193,9 +269,15 @@ static char *default_segment_name(const struct mcfs_opts *o)
 static int check_joinable(const struct mcfs *fs)
 {
 	const char *p = fs->o.protocol, *name = fs->o.segment_name;
+	struct mcs_cfg_args a = join_args(fs);
+	char err[MC_ERR_LEN] = "";
 
 	if (p && *p && strcmp(p, "tcp") && strcmp(p, "rdma")) {
 		fprintf(stderr, "mooncakefs: protocol=%s: tcp or rdma\n", p);
+		return -EINVAL;
+	}
+	if (mcs_join_check(&a, err, sizeof(err))) {
+		fprintf(stderr, "mooncakefs: %s\n", err);
 		return -EINVAL;
 	}
 	if (!name || !*name)
@@ -275,8 +357,11 @@ int main(int argc, char **argv)
 	pthread_cond_init(&fs.ready_cond, NULL);
 	/* Before ckpt_init: it empties this segment's checkpoint cache, which
 	 * a live mount of the segment (refused below) still serves from. */
-	if (check_joinable(&fs))
+	rc = check_joinable(&fs);
+	if (rc) {
+		ret = rc == -EINVAL ? 2 : 1; /* the options, or a busy name */
 		goto out;
+	}
 	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) ||
 	    mcfs_splice_init(&fs) || mcfs_locks_init(&fs.locks))
 		goto out;

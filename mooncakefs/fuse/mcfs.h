@@ -236,6 +236,7 @@ struct mcfs {
 	pthread_mutex_t ready_lock;
 	pthread_cond_t ready_cond;
 	int ready; /* 0 pending, 1 ready, < 0 failed (a store code) */
+	bool join_failing; /* pending, after a failed try: answer EIO now */
 	size_t max_key; /* the master's longest key (ENAMETOOLONG beyond) */
 	/* The largest segment, as last reported: a file must fit one. */
 	_Atomic uint64_t largest_seen;

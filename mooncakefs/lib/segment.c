@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -92,6 +93,41 @@ static void no_room(const char *name, size_t len, char *err, size_t errlen)
 		 "%zu MiB: enlarge it (docker run --shm-size=%zum, or "
 		 "mount -o remount,size=... /dev/shm)",
 		 name, avail >> 20, len >> 20, (len >> 20) + 64);
+}
+
+int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
+{
+	char path[MCS_SEG_NAME_MAX + 64];
+	size_t len = MCS_SEG_HDR_LEN + (size_t)size;
+	unsigned long long avail = 0;
+	struct statvfs vfs;
+	struct stat st;
+
+	if (size < MCS_SEG_MIN_SIZE || size > SIZE_MAX - MCS_SEG_HDR_LEN) {
+		snprintf(err, errlen,
+			 "global_segment_size %llu: at least 1 MiB "
+			 "(or 0 for none)",
+			 (unsigned long long)size);
+		return -EINVAL;
+	}
+	if (!name_ok(name)) {
+		snprintf(err, errlen,
+			 "segment_name '%s': 1 to %d characters, no '/'", name,
+			 MCS_SEG_NAME_MAX);
+		return -EINVAL;
+	}
+	if (statvfs("/dev/shm", &vfs))
+		return 0; /* no /dev/shm to measure: the setup will tell */
+	avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
+	/* A kept segment of this name already holds its blocks. */
+	snprintf(path, sizeof(path), "/dev/shm/mooncake.seg.%s", name);
+	if (!stat(path, &st))
+		avail += (unsigned long long)st.st_blocks * 512;
+	if (avail < len) {
+		no_room(name, len, err, errlen);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,

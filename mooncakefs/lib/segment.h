@@ -74,6 +74,11 @@ int mcs_segment_name(const char *engine_name, char *out,
 /** A live process holds the kept segment of this name (its memory in
  *  /dev/shm is locked). */
 bool mcs_segment_held(const char *name);
+/** Whether a kept segment of this name and size could be made: a valid
+ *  name and size, and room in /dev/shm (counting a kept segment's own
+ *  blocks). 0, or -EINVAL / -ENOSPC with the reason in err. */
+int mcs_segment_check(const char *name, uint64_t size, char *err,
+		      size_t errlen);
 int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 		     bool keep, struct mcs_segment **out, char *err,
 		     size_t errlen) MC_MUST_CHECK;

@@ -681,6 +681,46 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 	return rc;
 }
 
+/* The machine's physical memory in bytes (UINT64_MAX when unknown). */
+static uint64_t mcs_phys_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size :
+				       UINT64_MAX;
+}
+
+int mcs_join_check(const struct mcs_cfg_args *a, char *err, size_t errlen)
+{
+	struct mcs_cfg cfg = { 0 };
+	const char *n;
+	bool asked;
+	int rc = mcs_cfg_load(&cfg, a, err, errlen);
+
+	if (rc) {
+		mcs_cfg_release(&cfg);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	rc = te_metadata_check(cfg.metadata_server, err, errlen);
+	if (!rc && cfg.global_segment_size > mcs_phys_bytes()) {
+		snprintf(err, errlen,
+			 "global_segment_size %llu MiB: more than this "
+			 "machine's memory (%llu MiB)",
+			 (unsigned long long)(cfg.global_segment_size >> 20),
+			 (unsigned long long)(mcs_phys_bytes() >> 20));
+		rc = -EINVAL;
+	}
+	asked = cfg.segment_name && *cfg.segment_name;
+	n = asked ? cfg.segment_name : cfg.default_segment_name;
+	if (!rc && cfg.global_segment_size && cfg.keep_segment && n && *n) {
+		rc = mcs_segment_check(n, cfg.global_segment_size, err, errlen);
+		if (rc == -ENOSPC && !asked)
+			rc = 0; /* private memory instead, with a warning */
+	}
+	mcs_cfg_release(&cfg);
+	return rc;
+}
+
 MOONCAKE_API int
 mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
 		     const char *metadata_server, uint64_t global_segment_size,

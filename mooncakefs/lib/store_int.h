@@ -85,6 +85,13 @@ void mcs_leave(struct mooncake_store *s);
 
 /** setup() with every setting (mooncake_client passes segment_name). */
 int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a);
+/**
+ * What would make mcs_store_setup() with a fail for good, found without
+ * contacting anyone: the configuration, the metadata connection string's
+ * form, a kept segment's name and (when segment_name is given) room in
+ * /dev/shm. 0, or a code with the reason in err.
+ */
+int mcs_join_check(const struct mcs_cfg_args *a, char *err, size_t errlen);
 /** The handle was made or set up before a fork and this is the child:
  *  its threads, locks and connections are the parent's (store.c). */
 bool mcs_store_forked(const struct mooncake_store *s);

@@ -90,13 +90,15 @@ def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
     namespace of the test's own) contributing 256 MiB: its kept segment
     does not fit, so it warns, naming the fix, and serves from private
     memory; never a SIGBUS. With segment_name= (shared memory asked for)
-    the pool is not joined (kv/ answers EIO) and the log says why."""
+    the mount itself fails and says why (it mounted, and kv/ answered
+    EIO)."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("a tmpfs in a mount namespace needs root")
     mp = tmp_path / "small"
     mp.mkdir()
     for named in (False, True):
         log = tmp_path / f"small-{named}.log"
+        log.touch()
         procs.logs.append(log)
         opts = (f"metadata={master.metadata},segment_size=256M,"
                 f"log_file={log}" +
@@ -113,10 +115,11 @@ def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
                             "20" if named else "300"],
                            capture_output=True, text=True, timeout=120)
         text = log.read_text(errors="replace")
-        assert "--shm-size" in text, text
         if named:
-            assert p.returncode != 0 and "hello" not in p.stdout, p.stdout
+            assert p.returncode == 8 and "--shm-size" in p.stderr, \
+                p.stderr + text
         else:
+            assert "--shm-size" in text, text
             assert p.returncode == 0 and p.stdout == "hello\n", \
                 p.stderr + text
             assert "private memory" in text, text
@@ -182,6 +185,42 @@ def test_mount_again_right_after_umount(mounts):
     assert p.returncode != 0 and "protocol=foo: tcp or rdma" in p.stderr, \
         p.stderr
     assert not is_mounted(m.path)
+    # So do other options the pool's join refuses for good: they mounted
+    # (exit 0) and answered EIO until unmounted.
+    for opt, needle in (
+            ("segment_name=a/b", "segment_name 'a/b': 1 to 200 characters"),
+            ("metadata=nonsense://x", "unknown metadata scheme"),
+            ("segment_size=100T", "more than this machine's memory")):
+        p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
+                            m.options() + "," + opt],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and needle in p.stderr, (opt, p.stderr)
+        assert not is_mounted(m.path)
+
+
+def test_mount_joins_once_the_metadata_service_is_up(mounts, procs,
+                                                    tmp_path):
+    """At boot the mount may come before the metadata service: it
+    mounted, failed to join and answered EIO for good. It now tries again
+    every 2 s, says so in its log, and works once the service is up."""
+    from mctest import free_port
+    port = free_port()
+    m = mounts(seg="32MiB", name="boot")
+    m.umount()
+    p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
+                        m.options() +
+                        f",metadata=http://127.0.0.1:{port}/metadata"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    with pytest.raises(OSError):
+        (m.kv / "early").write_bytes(b"x")
+    wait_for(lambda: "trying again every 2 s" in m.log(),
+             what="the join retried")
+    procs.start_metad(tmp_path, port=port)
+    wait_for(lambda: "joined the pool at" in m.log().split("unmounted")[-1],
+             timeout=30, what="the join done")
+    (m.kv / "late").write_bytes(b"y" * 4096)
+    assert (m.kv / "late").read_bytes() == b"y" * 4096
 
 
 def test_sighup_keeps_the_mount(mounts):
