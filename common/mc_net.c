@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mc_net.h"
+#include "mooncake/mc_err.h"
 
 static int resolve(const char *host, int port, int passive,
 		   struct addrinfo **res)
@@ -31,7 +32,7 @@ static int resolve(const char *host, int port, int passive,
 	if (rc == EAI_SYSTEM)
 		return -errno;
 	if (rc == EAI_NONAME || rc == EAI_FAIL || rc == EAI_NODATA)
-		return -ENOENT;
+		return MC_EHOSTNAME;
 	if (rc)
 		return -EADDRNOTAVAIL;
 	return 0;

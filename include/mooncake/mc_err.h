@@ -57,7 +57,8 @@ extern "C" {
 	  "not supported by this build or peer")                               \
 	X(EAUTHREQUIRED, -4019, ILLEGAL_CLIENT,                                \
 	  "authentication required: set --auth_token_file / "                  \
-	  "MOONCAKE_AUTH_TOKEN_FILE to the pool's token")                      \
+	  "MOONCAKE_AUTH_TOKEN_FILE to the pool's token (a mount: "            \
+	  "-o auth_token_file=)")                                              \
 	X(EAUTHFAILED, -4020, ILLEGAL_CLIENT,                                  \
 	  "authentication failed: this token is not the peer's")               \
 	X(EAUTHOFF, -4021, ILLEGAL_CLIENT,                                     \
@@ -71,7 +72,9 @@ extern "C" {
 	  "the master that placed this put restarted or lost its lead: its "   \
 	  "writes stopped")                                                    \
 	X(EREPLICAGONE, -4025, REPLICA_IS_GONE,                                \
-	  "the segment this put was written to was dropped meanwhile")
+	  "the segment this put was written to was dropped meanwhile")         \
+	X(EHOSTNAME, -4026, RPC_FAIL,                                          \
+	  "host name not found (not an address, and DNS does not know it)")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

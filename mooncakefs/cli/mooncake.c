@@ -27,6 +27,7 @@
 #include "mc_cfg.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
+#include "mc_net.h"
 #include "mc_rpc_client.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
@@ -433,6 +434,57 @@ out:
 	return ret;
 }
 
+/* Whether file is "-" (stdout) or exists as something other than a
+ * regular file (/dev/null, a pipe, a terminal): written in a stream. */
+static bool streamed(const char *file)
+{
+	struct stat st;
+
+	return !strcmp(file, "-") || (!stat(file, &st) && !S_ISREG(st.st_mode));
+}
+
+/* get into a stream: the object read into memory, then written out. */
+static int get_streamed(mooncake_store_t s, const char *key, int64_t size,
+			const char *file)
+{
+	bool out = !strcmp(file, "-");
+	int fd = out ? STDOUT_FILENO : open(file, O_WRONLY | O_CLOEXEC);
+	void *p = MAP_FAILED;
+	int64_t got = -1;
+	int ret = 1, wr;
+
+	if (fd < 0) {
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		return 1;
+	}
+	if (size)
+		p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (size && p == MAP_FAILED) {
+		fprintf(stderr, "mooncake: get: %s\n", strerror(errno));
+	} else {
+		got = size ? mooncake_store_register_buffer(s, p,
+							    (size_t)size) :
+			     0;
+		if (!got && size)
+			got = mooncake_store_get_into(s, key, p, (size_t)size);
+		if (got < 0)
+			mc_cli_fail("get", (int)got);
+		else if ((wr = mc_net_write_all(fd, p, (size_t)got)))
+			fprintf(stderr, "mooncake: %s: %s\n", file,
+				strerror(-wr));
+		else
+			ret = 0;
+		if (size)
+			mooncake_store_unregister_buffer(s, p);
+	}
+	if (p != MAP_FAILED)
+		munmap(p, (size_t)size);
+	if (!out)
+		close(fd);
+	return ret;
+}
+
 static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 {
 	mooncake_store_t s = mc_cli_join(cfg);
@@ -447,6 +499,11 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 		mc_cli_fail(key, (int)size);
 		mooncake_store_destroy(s);
 		return 1;
+	}
+	if (streamed(file)) {
+		ret = get_streamed(s, key, size, file);
+		mooncake_store_destroy(s);
+		return ret;
 	}
 	fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || ftruncate(fd, size)) {
@@ -491,6 +548,12 @@ static int cmd_rm(const struct cli_cfg *cfg, const char *key)
 		return 1;
 	rc = mooncake_store_remove(s, key, cfg->force);
 	mooncake_store_destroy(s);
+	if (rc == MC_STORE_OBJECT_HAS_LEASE)
+		fprintf(stderr,
+			"mooncake: %s was read within the last lease "
+			"(--default_kv_lease_ttl of the master): try "
+			"again after it, or rm --force\n",
+			key);
 	return rc ? mc_cli_fail(key, rc) : 0;
 }
 

@@ -9,6 +9,7 @@
  * the master.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,24 @@ static int check_joinable(const struct mcfs *fs)
 	return 0;
 }
 
+/* A log_file= that cannot be written fails the mount (it mounted, and
+ * its logs went nowhere). */
+static int check_log_file(const struct mcfs_opts *o)
+{
+	int fd;
+
+	if (!o->log_file)
+		return 0;
+	fd = open(o->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "mooncakefs: log_file=%s: %s\n", o->log_file,
+			strerror(errno));
+		return -EINVAL;
+	}
+	close(fd);
+	return 0;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -357,7 +376,9 @@ int main(int argc, char **argv)
 	pthread_cond_init(&fs.ready_cond, NULL);
 	/* Before ckpt_init: it empties this segment's checkpoint cache, which
 	 * a live mount of the segment (refused below) still serves from. */
-	rc = check_joinable(&fs);
+	rc = check_log_file(&fs.o);
+	if (!rc)
+		rc = check_joinable(&fs);
 	if (rc) {
 		ret = rc == -EINVAL ? 2 : 1; /* the options, or a busy name */
 		goto out;

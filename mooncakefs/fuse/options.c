@@ -104,11 +104,17 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	if (!strcmp(kv, "ckpt_cache_size"))
 		return v && !mc_parse_size(v, &o->ckpt_cache_size) ? 0 :
 								     bad(kv, v);
-	if (!strcmp(kv, "read_ahead"))
-		return v && !mc_parse_size(v, &o->read_ahead) &&
-				       o->read_ahead <= (64u << 20) ?
-			       0 :
-			       bad(kv, v);
+	if (!strcmp(kv, "read_ahead")) {
+		if (!v || mc_parse_size(v, &o->read_ahead))
+			return bad(kv, v);
+		if (o->read_ahead <= (64u << 20))
+			return 0;
+		fprintf(stderr,
+			"mooncakefs: option read_ahead: '%s' is more than "
+			"the most, 64MiB\n",
+			v);
+		return -EINVAL;
+	}
 	if (!strcmp(kv, "read_ahead_limit"))
 		return v && !mc_parse_size(v, &o->read_ahead_limit) ?
 			       0 :

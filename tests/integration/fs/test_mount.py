@@ -190,7 +190,10 @@ def test_mount_again_right_after_umount(mounts):
     for opt, needle in (
             ("segment_name=a/b", "segment_name 'a/b': 1 to 200 characters"),
             ("metadata=nonsense://x", "unknown metadata scheme"),
-            ("segment_size=100T", "more than this machine's memory")):
+            ("segment_size=100T", "more than this machine's memory"),
+            ("log_file=/nonexistent/x.log", "log_file=/nonexistent/x.log: "
+             "No such file or directory"),
+            ("read_ahead=1G", "is more than the most, 64MiB")):
         p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
                             m.options() + "," + opt],
                            capture_output=True, text=True, timeout=60)

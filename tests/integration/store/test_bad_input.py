@@ -96,6 +96,39 @@ def test_member_upstream_flags():
         assert f"{flag.split('=')[0]} is not supported" in p.stderr, p.stderr
 
 
+def test_cli_master_host_not_found():
+    """A master address whose host DNS does not know was reported as "No
+    such file or directory (-704 OBJECT_NOT_FOUND)", as if a key were
+    missing."""
+    import subprocess
+    from mctest import binary
+    for addr in ("nohost.invalid:50051", "garbage"):
+        p = subprocess.run([binary("mooncakefs", "cli", "mooncake"),
+                            "--master", addr, "status"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, p
+        assert "host name not found" in p.stderr and "-704" not in \
+            p.stderr, p.stderr
+
+
+def test_cli_get_to_stdout_and_devices(master, member, tmp_path):
+    """`mooncake get KEY -` wrote a file named "-", and get to /dev/null
+    or a pipe failed "Invalid argument" (a device cannot be truncated):
+    "-" is stdout now, and what is not a regular file is written in a
+    stream. rm of a key read within the lease says what to do."""
+    src = tmp_path / "in"
+    src.write_text("hello, stream\n" * 1000)
+    cli(master, "put", str(src), "s")
+    p = cli(master, "get", "s", "-")
+    assert p.stdout == src.read_text()
+    assert not (tmp_path / "-").exists()
+    cli(master, "get", "s", "/dev/null")
+    p = cli(master, "rm", "s", check=False)
+    assert p.returncode == 1 and "OBJECT_HAS_LEASE" in p.stderr, p.stderr
+    assert "rm --force" in p.stderr, p.stderr
+    cli(master, "--force", "rm", "s")
+
+
 @pytest.mark.parametrize("n", ["0", "-1", "9"])
 def test_cli_replicas_out_of_range(master, member, tmp_path, n):
     src = tmp_path / "in"
