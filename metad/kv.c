@@ -145,9 +145,13 @@ static int open_sqlite(struct metad_kv *kv, const char *path, bool full_sync,
 	sqlite3_busy_timeout(kv->db, 5000);
 	if (db_exec(kv->db, "PRAGMA journal_mode=WAL") ||
 	    db_exec(kv->db, full_sync ? "PRAGMA synchronous=FULL" :
-					"PRAGMA synchronous=NORMAL"))
-		return db_fail(kv, "set WAL mode (is it an sqlite file?)", err,
-			       errlen);
+					"PRAGMA synchronous=NORMAL")) {
+		snprintf(err, errlen,
+			 "metadata store %s: set WAL mode (is it an sqlite "
+			 "file?): %s",
+			 path, sqlite3_errmsg(kv->db));
+		return MC_EDB;
+	}
 	rc = check_schema(kv, err, errlen);
 	if (rc)
 		return rc;

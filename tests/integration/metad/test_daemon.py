@@ -146,3 +146,13 @@ def test_dump_config_loads_back(tmp_path, prog):
     a, b = json.loads(first.stdout), json.loads(again.stdout)
     assert b.pop("config_path") == str(cfg) and a.pop("config_path") is None
     assert a == b
+
+
+def test_store_that_is_not_sqlite_is_named(tmp_path):
+    """A --store file that is not an sqlite database: the message named
+    no file ("metadata store: set WAL mode ...")."""
+    bad = tmp_path / "notdb"
+    bad.write_text("garbage\n" * 100)
+    p = run_metad("--port", "0", "--store", f"sqlite:{bad}")
+    assert p.returncode != 0, p
+    assert f"metadata store {bad}: set WAL mode" in p.stderr, p.stderr
