@@ -357,6 +357,7 @@ static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
 	}
 	fd = rc ? -1 : open(path, O_RDONLY | O_CLOEXEC);
 	(void)unlink(path);
+	mst_db_unlink_sides(path); /* the copy's closed -wal and -shm */
 	if (fd < 0 || fstat(fd, &st)) {
 		if (fd >= 0)
 			close(fd);

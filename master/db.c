@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,16 @@ static const char *const upgrade_2_3 =
 /* Schema 4 added the objects' group ids (NULL: none). */
 static const char *const upgrade_3_4 =
 	"ALTER TABLE objects ADD COLUMN grp BLOB;";
+
+void mst_db_unlink_sides(const char *path)
+{
+	char side[PATH_MAX + 8];
+
+	snprintf(side, sizeof(side), "%s-wal", path);
+	(void)unlink(side);
+	snprintf(side, sizeof(side), "%s-shm", path);
+	(void)unlink(side);
+}
 
 static int prep(struct mst_db *db, const char *sql, sqlite3_stmt **st)
 {

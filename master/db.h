@@ -145,6 +145,8 @@ int mst_db_snapshot(struct mst_db *db, pthread_mutex_t *lock, const char *path,
 		    uint64_t *seq, char *err, size_t errlen);
 /** The op log entry the record in file path holds (0 none). */
 int mst_db_file_seq(const char *path, uint64_t *seq);
+/** Remove path's sqlite side files (-wal, -shm) of a closed record. */
+void mst_db_unlink_sides(const char *path);
 /** true while changes go to an op log (this master leads an HA group). */
 bool mst_db_logged(const struct mst_db *db);
 

@@ -809,7 +809,7 @@ static int copy_record(struct mst_ha *ha, struct mst_db **db,
 		       size_t errlen)
 {
 	struct mc_etcd_kv kv;
-	char url[300], tmp[PATH_MAX], side[PATH_MAX + 8];
+	char url[300], tmp[PATH_MAX];
 	uint64_t seq = 0;
 	int rc = mc_etcd_get(&ha->cli, ha->admin_key, &kv, err, errlen);
 
@@ -834,10 +834,8 @@ static int copy_record(struct mst_ha *ha, struct mst_db **db,
 	}
 	mst_db_close(*db);
 	*db = NULL;
-	snprintf(side, sizeof(side), "%s-wal", db_path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-shm", db_path);
-	unlink(side);
+	mst_db_unlink_sides(db_path);
+	mst_db_unlink_sides(tmp); /* left by reading its op log entry */
 	if (rename(tmp, db_path)) {
 		snprintf(err, errlen, "%.300s: %s", db_path, strerror(errno));
 		return -errno;
@@ -1033,7 +1031,11 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 	if (rc)
 		return rc;
 	led = mst_db_ha_led(db);
-	ha_sbuf_start(ha);
+	rc = ha_sbuf_start(ha, err, errlen);
+	if (rc) {
+		mst_db_close(db);
+		return rc;
+	}
 	ha_sbuf_set_open(&ha->sb, !led);
 	mc_log_notice("master",
 		      "HA: standby %s (cluster key %s, lease %u s), record "

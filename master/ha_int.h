@@ -215,7 +215,9 @@ int ha_isr_may_campaign(struct mst_ha *ha, char *err, size_t errlen);
 /* ha_sbuf.c: following. */
 /** Listen on the RPC address for the leader's stream (a failure to
  *  listen is logged: the standby then follows the etcd log only). */
-void ha_sbuf_start(struct mst_ha *ha);
+/** Listen for the leader's stream on the master's RPC address: 0, or a
+ *  code with the reason in err (the port is taken). */
+int ha_sbuf_start(struct mst_ha *ha, char *err, size_t errlen);
 void ha_sbuf_stop(struct mst_ha *ha);
 /** Take entries or not (a record that led takes none until reconciled). */
 void ha_sbuf_set_open(struct ha_sbuf *sb, bool open);

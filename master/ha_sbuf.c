@@ -257,7 +257,7 @@ static long long incarnation_of(void *arg)
 	return atomic_load(&ha->lease) ? atomic_load(&ha->incarnation) : 0;
 }
 
-void ha_sbuf_start(struct mst_ha *ha)
+int ha_sbuf_start(struct mst_ha *ha, char *errbuf, size_t errlen)
 {
 	struct mc_rpc_server_cfg cfg = {
 		.name = "standby",
@@ -273,14 +273,18 @@ void ha_sbuf_start(struct mst_ha *ha)
 	ha->sb.incarnation = incarnation_of;
 	ha->sb.inc_arg = ha;
 	if (!ha->listen_port)
-		return; /* tests of ha.c alone: no RPC address */
+		return 0; /* tests of ha.c alone: no RPC address */
 	rc = mc_rpc_server_start(&cfg, handle, &ha->sb, &ha->sb.srv, err,
 				 sizeof(err));
+	/* The same port serves RPC once this master leads: a standby that
+	 * cannot have it would be elected, then fail to serve, and leave
+	 * the pool without a leader. */
 	if (rc)
-		mc_log_warn("master",
-			    "HA: cannot take the leader's stream on %s:%d "
-			    "(%s); following the etcd log only",
-			    ha->listen_host, ha->listen_port, err);
+		snprintf(errbuf, errlen,
+			 "HA: cannot listen on the RPC address %s:%d (%s): "
+			 "not joining as a standby",
+			 ha->listen_host, ha->listen_port, err);
+	return rc;
 }
 
 void ha_sbuf_stop(struct mst_ha *ha)

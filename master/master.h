@@ -198,7 +198,7 @@ struct mst_place_cache {
 	bool valid;
 };
 
-#define MST_SLOT_DROPS 16 /* master.slot_drops */
+#define MST_SLOT_DROPS 64 /* master.slot_drops */
 
 struct mst_ghost;
 
@@ -246,12 +246,12 @@ struct master {
 	uint64_t run_fence_until;
 	/* Ranges of puts in flight on dropped segments (ghosts.c). */
 	struct mst_ghost *ghosts;
-	/* Segments dropped with slots on them (slots.c), a ring. */
+	/* Segments dropped lately, and until when their memory may still
+	 * be used (slots.c, mst_seg_fence_note()). */
 	struct mst_slot_drop {
 		uint8_t id[MST_ID_LEN];
 		uint64_t until; /* mono ms */
 	} slot_drops[MST_SLOT_DROPS];
-	unsigned next_slot_drop;
 	struct mst_hold *holds;
 	struct mc_map *hold_ids; /* id -> hold, for renewals and releases */
 	struct mc_map *groups; /* group id -> struct mst_group * (groups.c) */

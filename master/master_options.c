@@ -439,7 +439,7 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 				     "'memory' for no durable record");
 		return MC_EXIT_USAGE;
 	}
-	if (c->eviction_high_watermark_ratio <= 0) {
+	if (c->eviction_high_watermark_ratio <= 0 && c->eviction_ratio > 0) {
 		mc_log_err(
 			"master",
 			"--eviction_high_watermark_ratio=0: every object "

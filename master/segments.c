@@ -233,6 +233,12 @@ void mst_segment_drop(struct master *m, struct mst_segment *s, const char *why)
 	/* If this memory comes back as a new segment (its owner re-mounts
 	 * after it expired, or with another size), nothing is placed in it
 	 * while those readers may still read it. */
+	/* A fence it had (readers of the run before, a quarantine) goes
+	 * on too. */
+	if (s->fenced_until > readers)
+		readers = s->fenced_until;
+	if (m->quarantine_until > readers)
+		readers = m->quarantine_until;
 	mst_seg_fence_note(m, s->id, readers ? readers : mst_now());
 	strip_list(m, &m->orphans, s, &rc);
 	/* Puts pre-empted but not reclaimed: their writers may write. */

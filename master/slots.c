@@ -173,9 +173,21 @@ static bool stripped(struct master *m, struct mst_object *o, const void *arg)
 
 void mst_seg_fence_note(struct master *m, const uint8_t *id, uint64_t until)
 {
-	struct mst_slot_drop *d;
+	struct mst_slot_drop *d = &m->slot_drops[0];
 
-	d = &m->slot_drops[m->next_slot_drop++ % MST_SLOT_DROPS];
+	/* The same id's note, else the one that ends first (ended ones
+	 * first): a live fence goes only when every note is live. */
+	for (unsigned i = 0; i < MST_SLOT_DROPS; i++) {
+		struct mst_slot_drop *e = &m->slot_drops[i];
+
+		if (e->until && !memcmp(e->id, id, MST_ID_LEN)) {
+			if (e->until < until)
+				e->until = until;
+			return;
+		}
+		if (e->until < d->until)
+			d = e;
+	}
 	memcpy(d->id, id, MST_ID_LEN);
 	d->until = until;
 }

@@ -56,8 +56,8 @@ void mst_slots_sweep(struct master *m, uint64_t now);
 void mst_slots_strip(struct master *m, const struct mst_segment *s);
 /** Note that segment id was dropped and its memory may be used until
  *  `until` (mono ms; now or earlier: not at all): if it comes back as a
- *  new segment, nothing is placed there before (the last MST_SLOT_DROPS
- *  notes are kept). */
+ *  new segment, nothing is placed there before (MST_SLOT_DROPS notes are
+ *  kept: when every one is live, the one that ends first is replaced). */
 void mst_seg_fence_note(struct master *m, const uint8_t *id, uint64_t until);
 /** Whether segment id is among the last ones this run dropped. */
 bool mst_seg_dropped_here(const struct master *m, const uint8_t *id);

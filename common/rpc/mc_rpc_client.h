@@ -35,6 +35,11 @@ void mc_rpc_client_destroy(struct mc_rpc_client *c);
 void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms);
 unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c);
 
+/** Connect timeout, ms (0: the call's timeout), for a client whose calls
+ *  wait long (long polls) but whose connects should not. */
+void mc_rpc_client_set_connect_timeout(struct mc_rpc_client *c,
+				       unsigned connect_ms);
+
 /** Default busy-polling window for answers, us (mc_busy_poll.h). */
 #define MC_RPC_BUSY_POLL_US 200u
 

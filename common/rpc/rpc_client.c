@@ -42,7 +42,8 @@ struct mc_rpc_client {
 	 * mc_rpc_client_abort() shuts down; aborted: calls refused. */
 	int busy[MAX_BUSY];
 	unsigned n_busy;
-	bool aborted;
+	atomic_bool aborted;
+	unsigned connect_ms; /* 0: timeout_ms */
 	struct mc_busy_poll bp; /* waiting for answers */
 	bool has_key; /* set before the first call */
 	struct mc_auth_key key;
@@ -93,7 +94,7 @@ void mc_rpc_client_reset(struct mc_rpc_client *c)
 void mc_rpc_client_abort(struct mc_rpc_client *c)
 {
 	pthread_mutex_lock(&c->lock);
-	c->aborted = true;
+	atomic_store(&c->aborted, true);
 	for (unsigned i = 0; i < c->n_busy; i++)
 		shutdown(c->busy[i], SHUT_RDWR);
 	while (c->n_idle)
@@ -121,6 +122,12 @@ void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms)
 unsigned mc_rpc_client_timeout(const struct mc_rpc_client *c)
 {
 	return c->timeout_ms;
+}
+
+void mc_rpc_client_set_connect_timeout(struct mc_rpc_client *c,
+				       unsigned connect_ms)
+{
+	c->connect_ms = connect_ms;
 }
 
 void mc_rpc_client_set_busy_poll(struct mc_rpc_client *c, unsigned max_us)
@@ -183,7 +190,7 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	int rc, port;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->aborted) {
+	if (atomic_load(&c->aborted)) {
 		pthread_mutex_unlock(&c->lock);
 		return -ECANCELED;
 	}
@@ -203,12 +210,14 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	*tmo = 0;
 	if (!port)
 		return -EAGAIN; /* HA: no leader known */
-	rc = mc_net_connect(host, port, (int)c->timeout_ms, fd);
+	rc = mc_net_connect(
+		host, port,
+		(int)(c->connect_ms ? c->connect_ms : c->timeout_ms), fd);
 	if (rc)
 		return rc;
 	(void)mc_net_set_nodelay(*fd);
 	pthread_mutex_lock(&c->lock);
-	rc = c->aborted ? -ECANCELED : 0;
+	rc = atomic_load(&c->aborted) ? -ECANCELED : 0;
 	if (!rc)
 		track(c, *fd);
 	pthread_mutex_unlock(&c->lock);
@@ -225,7 +234,7 @@ static void give(struct mc_rpc_client *c, int fd, unsigned tmo)
 {
 	pthread_mutex_lock(&c->lock);
 	untrack(c, fd);
-	if (!c->aborted && c->n_idle < MAX_IDLE) {
+	if (!atomic_load(&c->aborted) && c->n_idle < MAX_IDLE) {
 		c->idle_tmo[c->n_idle] = tmo;
 		c->idle[c->n_idle++] = fd;
 		fd = -1;
@@ -425,6 +434,10 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		rc = call_once(c, m, method, h.req_id, frame, len, resp);
 		if (!c->leader || !leader_gone(rc, *resp))
 			break;
+		if (atomic_load(&c->aborted)) { /* not a leader gone: us */
+			rc = -ECANCELED;
+			break;
+		}
 		/* The same request again, on whoever leads now, until the
 		 * failover window closes. */
 		if (!until)

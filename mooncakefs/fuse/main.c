@@ -9,6 +9,7 @@
  * the master.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,6 +100,7 @@ static bool join_may_work_later(int rc)
 	case MC_STORE_ETCD_OPERATION_ERROR:
 	case MC_STORE_UNAVAILABLE_IN_CURRENT_MODE:
 	case MC_STORE_TRANSFER_FAIL:
+	case MC_STORE_INTERNAL_ERROR: /* e.g. a metadata service's 5xx */
 		return true;
 	default:
 		return false;
@@ -120,9 +122,13 @@ static int join_retrying(struct mcfs *fs, const struct mcs_cfg_args *a)
 	uint64_t said = 0;
 	int rc;
 
-	while ((rc = join(fs, a)) && join_may_work_later(rc)) {
-		uint64_t now = mc_mono_ms();
+	for (;;) {
+		uint64_t now;
 
+		rc = join(fs, a);
+		if (!rc || !join_may_work_later(rc))
+			break;
+		now = mc_mono_ms();
 		pthread_mutex_lock(&fs->ready_lock);
 		fs->join_failing = true; /* waiting callers answer EIO */
 		pthread_cond_broadcast(&fs->ready_cond);
@@ -138,6 +144,10 @@ static int join_retrying(struct mcfs *fs, const struct mcs_cfg_args *a)
 		}
 		if (!nap_unless_stopping(fs, 2000))
 			break;
+		/* This try may take a while (a large segment): wait for it. */
+		pthread_mutex_lock(&fs->ready_lock);
+		fs->join_failing = false;
+		pthread_mutex_unlock(&fs->ready_lock);
 	}
 	if (!rc && said)
 		mc_log_notice("mcfs", "joined the pool at %s at last",
@@ -146,15 +156,21 @@ static int join_retrying(struct mcfs *fs, const struct mcs_cfg_args *a)
 }
 
 /* The pool cannot be joined for good: leave no mount behind that answers
- * EIO forever. The session ends at its next request, which this makes. */
+ * EIO forever. The session ends at its next request, which this makes:
+ * the lookup of a name never asked before (the kernel may answer the
+ * root's attributes from its cache). */
 static void unmount_self(struct mcfs *fs)
 {
+	char path[PATH_MAX];
 	struct stat st;
 
 	mc_log_err("mcfs", "unmounting %s: it cannot join the pool",
 		   fs->o.mountpoint);
 	fuse_session_exit(fs->se);
-	(void)stat(fs->o.mountpoint, &st);
+	snprintf(path, sizeof(path), "%s/.mooncake-unmount-%d-%llu",
+		 fs->o.mountpoint, (int)getpid(),
+		 (unsigned long long)mc_mono_ms());
+	(void)stat(path, &st);
 }
 
 static void *setup_main(void *arg)
@@ -317,6 +333,36 @@ static int check_log_file(const struct mcfs_opts *o)
 	return 0;
 }
 
+/* A second daemon on a mount point that is already a mooncakefs mount
+ * stacked over it: the one below went on contributing to the pool,
+ * hidden. Refused (-EBUSY). */
+static int check_not_mounted(const char *mountpoint)
+{
+	char real[PATH_MAX], line[8192];
+	FILE *f;
+	int rc = 0;
+
+	if (!realpath(mountpoint, real))
+		return 0; /* fuse_session_mount will say what is wrong */
+	f = fopen("/proc/self/mounts", "re");
+	if (!f)
+		return 0;
+	while (!rc && fgets(line, sizeof(line), f)) {
+		char dev[256], dir[PATH_MAX], type[64];
+
+		if (sscanf(line, "%255s %4095s %63s", dev, dir, type) == 3 &&
+		    !strcmp(type, "fuse.mooncakefs") && !strcmp(dir, real))
+			rc = -EBUSY;
+	}
+	fclose(f);
+	if (rc)
+		fprintf(stderr,
+			"mooncakefs: %s is already a mooncakefs mount "
+			"(umount it first)\n",
+			mountpoint);
+	return rc;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -378,6 +424,8 @@ int main(int argc, char **argv)
 	 * a live mount of the segment (refused below) still serves from. */
 	rc = check_log_file(&fs.o);
 	if (!rc)
+		rc = check_not_mounted(fs.o.mountpoint);
+	if (!rc)
 		rc = check_joinable(&fs);
 	if (rc) {
 		ret = rc == -EINVAL ? 2 : 1; /* the options, or a busy name */
@@ -427,6 +475,10 @@ int main(int argc, char **argv)
 	fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
 	rc = fuse_session_loop_mt(fs.se, lc);
 	ret = rc < 0 ? 1 : 0;
+	pthread_mutex_lock(&fs.ready_lock);
+	if (fs.ready < 0)
+		ret = 1; /* it unmounted itself: the pool could not be joined */
+	pthread_mutex_unlock(&fs.ready_lock);
 	mc_log_notice("mcfs", "unmounted %s", fs.o.mountpoint);
 	atomic_store(&fs.stop, true); /* a join still waiting gives up */
 

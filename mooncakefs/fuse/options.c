@@ -388,9 +388,18 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 			return -ENOMEM;
 	}
 	if (!o->fsname_set) {
-		/* df and /proc/mounts show the pool's master. */
-		char arg[300];
-		snprintf(arg, sizeof(arg), "-ofsname=%s", o->master);
+		/* df and /proc/mounts show the pool's master; commas (an
+		 * etcd:// list) escaped, or libfuse would split the option. */
+		char arg[600];
+		size_t n = (size_t)snprintf(arg, sizeof(arg), "-ofsname=");
+
+		for (const char *c = o->master; *c && n + 3 < sizeof(arg);
+		     c++) {
+			if (*c == ',' || *c == '\\')
+				arg[n++] = '\\';
+			arg[n++] = *c;
+		}
+		arg[n] = '\0';
 		if (fuse_opt_add_arg(fargs, arg))
 			return -ENOMEM;
 	}

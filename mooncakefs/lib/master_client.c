@@ -963,8 +963,11 @@ int mcs_master_watch(struct mcs_master *m, uint64_t epoch, uint64_t after,
 					  mc_rpc_client_timeout(m->rpc) +
 						  WATCH_MAX_WAIT_MS,
 					  &m->rpc_long);
-		if (!rc)
+		if (!rc) {
 			mc_rpc_client_set_busy_poll(m->rpc_long, 0);
+			mc_rpc_client_set_connect_timeout(
+				m->rpc_long, mc_rpc_client_timeout(m->rpc));
+		}
 		if (!rc && m->auth)
 			mc_rpc_client_set_auth(m->rpc_long, &m->key);
 	}

@@ -275,7 +275,12 @@ class Bed:
              f"ckpt_cache={self.tmp / 'ckpt'}")
         if opts:
             o += "," + opts
-        r = subprocess.run(h.cmd([binary(*MCFS), self.client_master(),
+        # Mounts name etcd's endpoints with commas, as operations.md
+        # shows (they broke the daemon's own fsname= option once).
+        master = self.client_master()
+        if master == self.master_url:
+            master = master.replace(";", ",")
+        r = subprocess.run(h.cmd([binary(*MCFS), master,
                                   str(mnt), "-o", o]),
                            capture_output=True, text=True, timeout=60,
                            env=self.env())

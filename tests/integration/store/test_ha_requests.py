@@ -46,8 +46,9 @@ import time
 import pytest
 
 from ha_pool import ETCDCTL, Etcd, HaMaster, Pool
-from mctest import SCALE, memory_cgroup, sanitizers, status_kib, wait_for
-from pool import Member, cleanup_segments, cli
+from mctest import (SCALE, binary, memory_cgroup, sanitizers, status_kib,
+                    wait_for)
+from pool import MASTER, Member, cleanup_segments, cli
 
 CLUSTER = "hareq"
 REMOVE = 30  # Method.REMOVE (common/rpc/master.proto)
@@ -203,7 +204,16 @@ def test_new_standby_copies_the_record_the_log_no_longer_reaches(
     m3 = HaMaster(procs, tmp_path, etcd, "m3")
     wait_for(lambda: "record replaced by the leader's copy" in m3.log(),
              timeout=30 * SCALE, what="m3 copies the record")
+    # The copy leaves no files behind on either side (each snapshot left
+    # its -wal and -shm, 32 KiB, and the standby its .incoming ones).
+    left = [p.name for p in tmp_path.iterdir()
+            if ".snapshot." in p.name or ".incoming" in p.name]
+    assert not left, left
     cli(pool, "put", str(f), "new")
+    # In the etcd log, where m3 reads it (it may not be in the stream's
+    # in-sync set yet): the leader writes it within 100 ms. The CLI took
+    # longer to close than that until its close got fast.
+    wait_logged(etcd, m3)
     # m3 alone is left: it has everything, old and new.
     procs.kill(m1.proc)
     procs.kill(m2.proc)
@@ -689,3 +699,30 @@ def test_standby_refused_memory_fails_its_takeover_clearly(
         assert f"restored 1 segments and {n} objects" in roomy.log()
     finally:
         cleanup_segments([member.port])
+
+
+def test_standby_whose_rpc_port_is_taken_does_not_join(bed, tmp_path):
+    """A master whose RPC port was taken (by anything: an outgoing
+    connection's local port in a rolling restart) joined as a standby,
+    following the etcd log only; elected later, it failed to serve and
+    exited, leaving the pool without a leader. It exits at once now."""
+    etcd, m1, m2, pool, _ = bed
+    squat = socket.socket()
+    squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squat.bind(("127.0.0.1", 0))
+    squat.listen(1)
+    try:
+        port = squat.getsockname()[1]
+        p = subprocess.run(
+            [binary(*MASTER), "--enable_ha", "--etcd_endpoints", etcd.addr,
+             "--cluster_id", "hareq", "--ha_lease_ttl_sec", "2",
+             "--rpc_address", "127.0.0.1", "--rpc_port", str(port),
+             "--metrics_host", "127.0.0.1", "--metrics_port", "0",
+             "--db_path", str(tmp_path / "m3.db")],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        squat.close()
+    assert p.returncode != 0, p.stderr
+    assert "cannot listen on the RPC address" in p.stderr, p.stderr
+    assert etcd.get(f"mooncake-store/{CLUSTER}/standby/127.0.0.1:{port}") \
+        == "", "it registered as a standby"
