@@ -36,7 +36,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mooncake_master: log file %s: %s\n",
 			cfg.log_file, mc_strerror(rc));
 		mc_cfg_release(&master_cfg_spec, &cfg);
-		return mc_daemon_exit_code(rc);
+		return MC_EXIT_USAGE; /* the flag names what cannot be */
 	}
 	if (huge_why)
 		mc_log_warn(

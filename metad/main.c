@@ -36,6 +36,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "mooncake_metad: log file %s: %s\n",
 			cfg.log_file, mc_strerror(rc));
+		rc = MC_EBADCONFIG; /* exit 2: the flag names what cannot be */
 		goto out;
 	}
 	mc_daemon_block_signals(&sigs);

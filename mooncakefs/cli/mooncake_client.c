@@ -223,6 +223,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "mooncake_client: log file %s: %s\n",
 			cfg.log_file, mc_strerror(rc));
+		rc = MC_EBADCONFIG; /* exit 2: the flag names what cannot be */
 		goto out;
 	}
 	if (cfg.enable_offload || cfg.enable_http_server) {

@@ -156,3 +156,15 @@ def test_store_that_is_not_sqlite_is_named(tmp_path):
     p = run_metad("--port", "0", "--store", f"sqlite:{bad}")
     assert p.returncode != 0, p
     assert f"metadata store {bad}: set WAL mode" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("prog", ["metad", "master", "client"])
+def test_log_file_that_cannot_be_opened_is_a_usage_error(prog):
+    """A --log_file in a directory that does not exist exited 1 (a runtime
+    failure); it is the configuration's error: 2, naming the file."""
+    path = {"metad": METAD, "master": ("master", "mooncake_master"),
+            "client": ("mooncakefs", "cli", "mooncake_client")}[prog]
+    p = subprocess.run([binary(*path), "--log_file", "/nonexistent/x.log"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert "log file /nonexistent/x.log: No such file" in p.stderr, p.stderr
