@@ -16,6 +16,7 @@
 
 #include "admin.h"
 #include "ghosts.h"
+#include "ha.h"
 #include "master.h"
 #include "mc_auth_http.h"
 #include "mc_log.h"
@@ -429,15 +430,21 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		 * (its disk full): "degraded", still 200 (a restart would not
 		 * help; a liveness probe must not kill it). */
 		bool failing = mst_db_failing(m->db);
-		mst_admin_reply_json(
-			resp, 200,
-			json_pack("{s:s,s:s,s:s,s:I,s:s}", "status",
-				  failing ? "degraded" : "ok", "role", "master",
-				  "version", MC_VERSION_STRING, "uptime_ms",
-				  (json_int_t)up, "record",
-				  failing ? "not writable (see the log): "
-					    "changes fail" :
-					    "ok"));
+		json_t *j = json_pack(
+			"{s:s,s:s,s:s,s:I,s:s}", "status",
+			failing ? "degraded" : "ok", "role",
+			/* With HA only the leader serves this port. */
+			a->ha ? "leader" : "master", "version",
+			MC_VERSION_STRING, "uptime_ms", (json_int_t)up,
+			"record",
+			failing ? "not writable (see the log): changes fail" :
+				  "ok");
+
+		if (j && a->ha)
+			json_object_set_new(
+				j, "epoch",
+				json_integer((json_int_t)mst_ha_epoch(a->ha)));
+		mst_admin_reply_json(resp, 200, j);
 	} else if (!strcmp(req->path, "/get_all_segments")) {
 		pthread_mutex_lock(&m->lock);
 		for (struct mst_segment *s = m->segments; s; s = s->next)

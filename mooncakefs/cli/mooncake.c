@@ -220,6 +220,13 @@ static int cmd_status(struct mc_rpc_client *c, const struct cli_cfg *cfg)
 		 * -1011: it has no status of the pool to give. */
 		int ret = mc_cli_fail(cfg->master, r->code);
 
+		if (r->code == MC_STORE_UNAVAILABLE_IN_CURRENT_MODE)
+			fprintf(stderr,
+				"mooncake: %s is an HA standby, or stopped "
+				"leading: give the pool's etcd:// address "
+				"(--master) to reach its leader\n",
+				cfg->master);
+
 		protobuf_c_message_free_unpacked(&r->base, NULL);
 		return ret;
 	}

@@ -115,6 +115,15 @@ class HaMaster:
                                re.M).group(1))
 
 
+    def health(self):
+        """/health of the admin port it logged when it began serving last,
+        as a dict."""
+        port = re.findall(r"admin HTTP on [^ ]*:(\d+),", self.log())[-1]
+        st, body, _ = request(int(port), "GET", "/health")
+        assert st == 200, st
+        return json.loads(body)
+
+
 class Pool:
     """What pool.Member and pool.cli take as a master: the etcd address."""
 

@@ -144,6 +144,8 @@ def test_standby_takes_over_with_every_object(bed, tmp_path):
     etcd, m1, m2, pool, _ = bed
     assert etcd.get(f"mooncake-store/{CLUSTER}/master_view") == \
         f"127.0.0.1:{m1.port}"
+    health = m1.health()
+    assert health["role"] == "leader" and health["epoch"] > 0, health
     files = {}
     for i in range(5):
         f = tmp_path / f"obj{i}"
