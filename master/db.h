@@ -99,6 +99,13 @@ int mst_db_log_wait_logged(struct mst_db *db, uint64_t seq);
  */
 uint64_t mst_db_ha_led(struct mst_db *db);
 int mst_db_set_ha_led(struct mst_db *db, uint64_t epoch);
+/**
+ * A number kept in the record's meta table under k (0: none; setting 0
+ * removes it), outside the op log: set while no log ops are set. HA keeps
+ * its marks there (ha.c: which leaderships this record led and followed).
+ */
+uint64_t mst_db_meta_u64(struct mst_db *db, const char *k);
+int mst_db_set_meta_u64(struct mst_db *db, const char *k, uint64_t v);
 /** The last sequence number in the record (0: none yet). */
 uint64_t mst_db_log_seq(const struct mst_db *db);
 /**

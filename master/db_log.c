@@ -153,39 +153,51 @@ int mst_db_log_wait_logged(struct mst_db *db, uint64_t seq)
 				    0;
 }
 
-uint64_t mst_db_ha_led(struct mst_db *db)
+uint64_t mst_db_meta_u64(struct mst_db *db, const char *k)
 {
 	sqlite3_stmt *st;
 	uint64_t e = 0;
 
-	if (sqlite3_prepare_v2(db->h, "SELECT v FROM meta WHERE k='ha_led'", -1,
-			       &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db->h, "SELECT v FROM meta WHERE k=?1", -1, &st,
+			       NULL) != SQLITE_OK)
 		return 0;
+	sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		e = (uint64_t)sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return e;
 }
 
-int mst_db_set_ha_led(struct mst_db *db, uint64_t epoch)
+int mst_db_set_meta_u64(struct mst_db *db, const char *k, uint64_t epoch)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	if (db->log_ops)
 		return -EBUSY; /* it would go into the log */
-	rc = sqlite3_prepare_v2(
-		db->h,
-		epoch ? "INSERT OR REPLACE INTO meta VALUES('ha_led', ?1)" :
-			"DELETE FROM meta WHERE k='ha_led'",
-		-1, &st, NULL);
+	rc = sqlite3_prepare_v2(db->h,
+				epoch ? "INSERT OR REPLACE INTO meta "
+					"VALUES(?1, ?2)" :
+					"DELETE FROM meta WHERE k=?1",
+				-1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return MC_EDB;
+	sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC);
 	if (epoch)
-		sqlite3_bind_int64(st, 1, (sqlite3_int64)epoch);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)epoch);
 	rc = step1(st);
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : MC_EDB;
+}
+
+uint64_t mst_db_ha_led(struct mst_db *db)
+{
+	return mst_db_meta_u64(db, "ha_led");
+}
+
+int mst_db_set_ha_led(struct mst_db *db, uint64_t epoch)
+{
+	return mst_db_set_meta_u64(db, "ha_led", epoch);
 }
 
 uint64_t mst_db_log_seq(const struct mst_db *db)

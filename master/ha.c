@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -548,6 +549,59 @@ static int in_log(struct mst_ha *ha, uint64_t seq, char *err, size_t errlen)
 }
 
 /*
+ * The key of the leader of `epoch`: "<first entry> <token>", the token a
+ * random number of that leadership (written by take_over()). etcd's epochs
+ * start again low when etcd is rebuilt, so an epoch alone does not name a
+ * leadership; with its token it does. 1 with *tok (0: a key from before
+ * tokens), 0 when there is no such key, or a code.
+ */
+static int leader_token(struct mst_ha *ha, uint64_t epoch, uint64_t *tok,
+			char *err, size_t errlen)
+{
+	struct mc_etcd_kv *kvs = NULL;
+	char from[KEY_MAX], to[KEY_MAX];
+	size_t n = 0;
+	bool more;
+	int rc;
+
+	*tok = 0;
+	leader_key(ha, epoch, from);
+	leader_key(ha, epoch + 1, to);
+	rc = mc_etcd_range(&ha->cli, from, to, 1, &kvs, &n, &more, NULL, err,
+			   errlen);
+	if (rc)
+		return rc;
+	if (n) {
+		const char *sp = memchr(kvs[0].val, ' ', kvs[0].len);
+
+		if (sp)
+			*tok = strtoull(sp + 1, NULL, 16);
+	}
+	mc_etcd_kvs_free(kvs, n);
+	return n > 0;
+}
+
+/* Leaders' keys in [from_epoch, to_epoch) (to 0: no end): 1 when there
+ * is one, 0 when none, or a code. */
+static int any_leader(struct mst_ha *ha, uint64_t from_epoch, uint64_t to_epoch,
+		      char *err, size_t errlen)
+{
+	struct mc_etcd_kv *kvs = NULL;
+	char from[KEY_MAX], to[KEY_MAX];
+	size_t n = 0;
+	bool more;
+	int rc;
+
+	leader_key(ha, from_epoch, from);
+	if (to_epoch)
+		leader_key(ha, to_epoch, to);
+	rc = mc_etcd_range(&ha->cli, from, to_epoch ? to : ha->leaders_end, 1,
+			   &kvs, &n, &more, NULL, err, errlen);
+	mc_etcd_kvs_free(kvs, n);
+	return rc ? rc : n > 0;
+}
+
+/*
  * A record that led at epoch `led` (group commit: it may hold changes
  * committed there that never reached the log). 0: it holds none (the
  * mark is cleared; follow the log as usual); 1: not known yet, no later
@@ -586,6 +640,33 @@ static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
 			return -ESPIPE;
 		}
 	} else {
+		/* Every leader keeps its key: a log whose leaders do not
+		 * include this record's epoch, though others led since etcd
+		 * began, is another history (etcd was reset, or restored from
+		 * a backup older than that election). Its entries are not
+		 * this record's, whatever their numbers: applied on top, they
+		 * would name memory this record gave to other objects. */
+		uint64_t tok, mine = mst_db_meta_u64(db, "ha_led_tok");
+
+		rc = leader_token(ha, led, &tok, err, errlen);
+		if (rc == 1 && mine && tok && tok != mine)
+			rc = 0; /* that epoch's leader is another's */
+		if (!rc) {
+			rc = any_leader(ha, 0, 0, err, errlen);
+			rc = rc > 0 ? 2 : rc;
+		}
+		if (rc == 2) {
+			snprintf(err, errlen,
+				 "this record led (epoch %" PRIu64
+				 "), but etcd's log knows no such leader: etcd "
+				 "was reset or restored from an older backup, "
+				 "and what this record holds past the log is "
+				 "lost",
+				 led);
+			return -ESPIPE;
+		}
+		if (rc < 0)
+			return rc;
 		rc = in_log(ha, seq, err, errlen);
 		if (rc <= 0)
 			return rc < 0 ? rc : 1;
@@ -682,10 +763,10 @@ static int adopt_stream(struct mst_ha *ha, struct mst_db *db, char *err,
 static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 		     char *err, size_t errlen)
 {
-	uint64_t epoch = (uint64_t)atomic_load(&ha->epoch), next;
+	uint64_t epoch = (uint64_t)atomic_load(&ha->epoch), next, tok = 0;
 	struct mc_etcd_cmp cmp = { .key = ha->view,
 				   .create_rev = (long long)epoch };
-	char from[KEY_MAX], lkey[KEY_MAX], v[32], b[32];
+	char from[KEY_MAX], lkey[KEY_MAX], v[48], b[32];
 	char isr[32];
 	struct mc_etcd_op ops[5] = {
 		{ .kind = MC_ETCD_OP_DEL, .end = ha->oplog_end },
@@ -726,7 +807,11 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 	entry_key(ha, next, 0, from);
 	ops[0].key = led ? ha->oplog : from;
 	leader_key(ha, epoch, lkey);
-	ops[2].len = (size_t)snprintf(v, sizeof(v), "%" PRIu64, next);
+	if (getrandom(&tok, sizeof(tok), 0) != sizeof(tok))
+		tok = (uint64_t)mst_now() * 2654435761u ^ (uint64_t)getpid();
+	tok |= 1;
+	ops[2].len = (size_t)snprintf(v, sizeof(v), "%" PRIu64 " %" PRIx64,
+				      next, tok);
 	ops[3].len = (size_t)snprintf(isr, sizeof(isr), "%" PRIu64 "\n", epoch);
 	ops[4].len = (size_t)snprintf(b, sizeof(b), "%" PRIu64, next);
 	rc = mc_etcd_txn(&ha->cli, &cmp, 1, ops, led ? 5 : 4, NULL, err,
@@ -744,6 +829,12 @@ static int take_over(struct mst_ha *ha, struct mst_db *db, uint64_t *led_p,
 			      "(entry %" PRIu64 "); standbys copy the record",
 			      next);
 	rc = mst_db_set_ha_led(db, epoch);
+	if (!rc)
+		rc = mst_db_set_meta_u64(db, "ha_led_tok", tok);
+	if (!rc)
+		rc = mst_db_set_meta_u64(db, "ha_seen", epoch);
+	if (!rc)
+		rc = mst_db_set_meta_u64(db, "ha_seen_tok", tok);
 	if (rc)
 		snprintf(err, errlen, "marking the record as leading failed");
 	return rc;
@@ -1016,6 +1107,48 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 	ha->pf.ready = ready;
 }
 
+/*
+ * The leader named in master_view is at epoch e (0: none). One older than
+ * the newest this record followed or led (`seen`) means etcd's history
+ * was reset or restored: this record's entries past the log are another
+ * history, and applying the log on top would make a record that names
+ * memory given to other objects: -ESPIPE (copy the leader's record). A
+ * newer one is remembered.
+ */
+static int check_epoch(struct mst_ha *ha, struct mst_db *db, uint64_t e,
+		       uint64_t *checked, char *err, size_t errlen)
+{
+	uint64_t seen = mst_db_meta_u64(db, "ha_seen");
+	uint64_t seen_tok = mst_db_meta_u64(db, "ha_seen_tok"), tok;
+	int rc;
+
+	if (!e || e == *checked)
+		return 0;
+	if (e < seen) {
+		snprintf(err, errlen,
+			 "the leader's epoch %" PRIu64 " is older than the "
+			 "newest this record followed (%" PRIu64 "): etcd "
+			 "was reset or restored from an older backup",
+			 e, seen);
+		return -ESPIPE;
+	}
+	rc = leader_token(ha, e, &tok, err, errlen);
+	if (rc <= 0)
+		return rc; /* not written yet: again next time */
+	if (e == seen && seen_tok && tok && tok != seen_tok) {
+		snprintf(err, errlen,
+			 "the leader of epoch %" PRIu64 " is not the one this "
+			 "record followed: etcd was rebuilt or restored",
+			 e);
+		return -ESPIPE;
+	}
+	if (mst_db_set_meta_u64(db, "ha_seen", e) ||
+	    mst_db_set_meta_u64(db, "ha_seen_tok", tok))
+		return MC_EDB;
+	*checked = e;
+	return 0;
+}
+
 int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		  const sigset_t *sigs, char *err, size_t errlen)
 {
@@ -1024,6 +1157,9 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 	uint64_t next_ka = 0, shown = UINT64_MAX, logged = 0, led;
 	long long shown_lease = 0;
 	uint64_t absent_since = 0; /* mono ms master_view was first seen gone */
+	/* master_view's epoch, last seen, and the last checked against the
+	 * record's (check_epoch()). */
+	uint64_t leader_epoch = 0, checked = 0;
 	char e2[MC_ERR_LEN] = "";
 	int rc;
 
@@ -1061,6 +1197,9 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 				ha_sbuf_set_open(&ha->sb, true);
 			}
 		}
+		if (!rc && !led)
+			rc = check_epoch(ha, db, leader_epoch, &checked, e2,
+					 sizeof(e2));
 		if (!rc && !led) {
 			rc = tail_all(ha, db, e2, sizeof(e2));
 			ha_sbuf_trim(&ha->sb, mst_db_log_seq(db));
@@ -1079,6 +1218,10 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			}
 			if (!rc) {
 				led = 0;
+				/* The copy follows the leader's history. */
+				checked = 0;
+				if (mst_db_set_meta_u64(db, "ha_seen", 0))
+					rc = MC_EDB;
 				ha_sbuf_set_open(&ha->sb, true);
 			}
 		}
@@ -1103,6 +1246,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			mc_etcd_kv_clear(&view);
 			rc = mc_etcd_get(&ha->cli, ha->view, &view, e2,
 					 sizeof(e2));
+			if (rc == 1)
+				leader_epoch = (uint64_t)view.create_rev;
 			if (rc != 0)
 				absent_since = 0;
 			else if (!absent_since)

@@ -5,6 +5,7 @@ high availability"). The multi-host bed is tests/integration/ha/bed.py."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 from mctest import binary, request, wait_for
@@ -16,9 +17,9 @@ ETCDCTL = "/usr/bin/etcdctl"
 
 class Etcd:
     def __init__(self, procs, tmp_path):
+        self.procs, self.tmp = procs, tmp_path
         self.port, peer = free_port(), free_port()
-        log = open(tmp_path / "etcd.log", "ab")
-        self.proc = procs.popen([ETCD, "--name", "e0", "--data-dir",
+        self.argv = [ETCD, "--name", "e0", "--data-dir",
                      str(tmp_path / "etcd"),
                      "--listen-client-urls", f"http://127.0.0.1:{self.port}",
                      "--advertise-client-urls",
@@ -26,10 +27,22 @@ class Etcd:
                      "--listen-peer-urls", f"http://127.0.0.1:{peer}",
                      "--initial-advertise-peer-urls",
                      f"http://127.0.0.1:{peer}",
-                     "--initial-cluster", f"e0=http://127.0.0.1:{peer}"],
-                    stdout=log, stderr=log)
-        log.close()
+                     "--initial-cluster", f"e0=http://127.0.0.1:{peer}"]
         procs.logs.append(tmp_path / "etcd.log")
+        self.start()
+
+    def restart(self, wipe=False):
+        """Stopped (kill -9) and started again on the same ports; wipe:
+        with its data gone (an etcd rebuilt from nothing)."""
+        self.procs.kill(self.proc)
+        if wipe:
+            shutil.rmtree(self.tmp / "etcd")
+        self.start()
+
+    def start(self):
+        log = open(self.tmp / "etcd.log", "ab")
+        self.proc = self.procs.popen(self.argv, stdout=log, stderr=log)
+        log.close()
 
         def healthy():
             try:

@@ -728,3 +728,64 @@ def test_standby_whose_rpc_port_is_taken_does_not_join(bed, tmp_path):
     assert "cannot listen on the RPC address" in p.stderr, p.stderr
     assert etcd.get(f"mooncake-store/{CLUSTER}/standby/127.0.0.1:{port}") \
         == "", "it registered as a standby"
+
+
+@pytest.mark.parametrize("holder", ["leader", "follower"])
+def test_etcd_rebuilt_from_nothing_never_gives_wrong_bytes(
+        bed, procs, tmp_path, holder):
+    """etcd's data lost (rebuilt from nothing, or restored from an older
+    backup): its epochs start again low and its op log is another history
+    with the same entry numbers. A master whose record had led (or
+    followed) a newer history applied that log on top of its own entries,
+    and once elected served keys of its history at memory the new one gave
+    to other objects: wrong bytes. It copies the leader's record now, so
+    every key reads back as it was put, or is gone (what the lost etcd
+    alone held)."""
+    etcd, m1, m2, pool, _ = bed
+    view = f"mooncake-store/{CLUSTER}/master_view"
+    vals = {}
+
+    def put(key):
+        f = tmp_path / key
+        f.write_bytes(os.urandom(8192))
+        cli(pool, "put", str(f), key, timeout=60)
+        vals[key] = f.read_bytes()
+    for i in range(4):
+        put(f"a{i}")
+    wait_logged(etcd, m2)
+    # The holder of the old history: m1 (its leader) or m3 (following
+    # it). c* are in its record and the old etcd only.
+    old = m1
+    if holder == "follower":
+        old = HaMaster(procs, tmp_path, etcd, "m3")
+        wait_logged(etcd, old)
+    m2.procs.kill(m2.proc)
+    for i in range(4):
+        put(f"c{i}")
+    if holder == "follower":
+        wait_logged(etcd, old)
+        old.procs.kill(old.proc)
+    m1.procs.kill(m1.proc)
+    etcd.restart(wipe=True)
+    # m2 leads the new etcd from its record (a*): b* get the entry
+    # numbers c* had, and likely their memory.
+    m2.start()
+    wait_for(m2.leading, timeout=60 * SCALE, what="m2 elected")
+    for i in range(4):
+        put(f"b{i}")
+    old.start()
+    wait_for(lambda: "HA: standby" in old.log().split("heap on")[-1],
+             timeout=60 * SCALE, what="the old history's master a standby")
+    wait_logged(etcd, old)
+    m2.procs.kill(m2.proc)
+    wait_for(old.leading, timeout=60 * SCALE, what="it elected")
+    assert etcd.get(view) == f"127.0.0.1:{old.port}"
+    assert "copying the leader's record" in old.log()
+    got = {}
+    for key, want in vals.items():
+        out = tmp_path / f"{key}.out"
+        p = cli(pool, "get", key, str(out), timeout=60, check=False)
+        got[key] = p.returncode == 0
+        if got[key]:
+            assert out.read_bytes() == want, f"{key}: other bytes"
+    assert all(got[f"a{i}"] and got[f"b{i}"] for i in range(4)), got
