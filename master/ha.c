@@ -304,9 +304,12 @@ static int renew_due(struct mst_ha *ha, uint64_t *next, const char *when,
 	*next = now + (rc ? 100 : ha->ttl_s * 1000 / 3);
 	if (rc == -ETIMEDOUT)
 		return rc;
-	if (rc)
+	/* Retried every 100 ms: said once a second. */
+	if (rc && now - ha->renew_said >= 1000) {
 		mc_log_warn("master", "HA: renewing the lease%s: %s", when,
 			    err);
+		ha->renew_said = now;
+	}
 	return 0;
 }
 
@@ -1313,7 +1316,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 /* ---- leading ------------------------------------------------------------ */
 
 /* Stop leading now: start again as a standby. */
-static void set_lost(struct mst_ha *ha);
+static void set_lost(struct mst_ha *ha, const char *why);
 
 static void restart(struct mst_ha *ha, const char *why)
 {
@@ -1323,7 +1326,7 @@ static void restart(struct mst_ha *ha, const char *why)
 		if (!atomic_exchange(&ha->lost, true))
 			mc_log_err("master", "HA: no longer the leader (%s)",
 				   why);
-		set_lost(ha);
+		set_lost(ha, why);
 		return;
 	}
 	mc_log_err("master",
@@ -1339,8 +1342,12 @@ static void restart(struct mst_ha *ha, const char *why)
 
 /* Leading no more: nothing more is committed or served, waiters are
  * answered, and lead_main restarts the process as a standby. */
-static void set_lost(struct mst_ha *ha)
+static void set_lost(struct mst_ha *ha, const char *why)
 {
+	const char *none = NULL;
+
+	/* The first reason stays: it is what ended the leadership. */
+	atomic_compare_exchange_strong(&ha->lost_why, &none, why);
 	atomic_store(&ha->lost, true);
 	if (ha->until)
 		atomic_store(ha->until, 1);
@@ -1374,7 +1381,7 @@ static void append(void *arg, uint64_t seq, void *entry, size_t len)
 		 * change the log lacks, and the restart reconciles it. */
 		pthread_mutex_unlock(&ha->q_mu);
 		if (!e)
-			set_lost(ha);
+			set_lost(ha, "out of memory for the op log");
 		free(entry);
 		free(e);
 		return;
@@ -1484,12 +1491,14 @@ static int send_txn(struct mst_ha *ha, struct txn *t)
 			mc_log_err("master",
 				   "HA: op log write refused: master_view is "
 				   "no longer ours");
-			set_lost(ha);
+			set_lost(ha, "etcd refused the op log's write: "
+				     "master_view is no longer ours");
 			return -1;
 		}
 		if (mst_now() >= atomic_load(&ha->deadline)) {
 			mc_log_err("master", "HA: op log write: %s", err);
-			set_lost(ha);
+			set_lost(ha, "the op log could not be written to etcd "
+				     "within the lease");
 			return -1;
 		}
 		if (mst_now() - logged >= 1000) {
@@ -1556,7 +1565,7 @@ static void *ship_main(void *arg)
 	struct txn *t = calloc(1, sizeof(*t));
 
 	if (!t) {
-		set_lost(ha);
+		set_lost(ha, "out of memory for the op log");
 		return NULL;
 	}
 	pthread_mutex_lock(&ha->q_mu);
@@ -1650,9 +1659,13 @@ static void *lead_main(void *arg)
 	while (!atomic_load(&ha->stop)) {
 		uint64_t now = mst_now();
 
-		if (atomic_load(&ha->lost))
-			restart(ha, "the op log refused a change or the record "
-				    "fell behind it");
+		if (atomic_load(&ha->lost)) {
+			const char *why = atomic_load(&ha->lost_why);
+
+			restart(ha, why ? why :
+					  "the op log refused a change or the "
+					  "record fell behind it");
+		}
 		if (renew_due(ha, &next_ka, "", err, sizeof(err)))
 			restart(ha, err);
 		if (mst_now() >= atomic_load(&ha->deadline))

@@ -109,6 +109,8 @@ struct mst_ha {
 	atomic_llong epoch;
 	atomic_ullong deadline; /* mono ms: lead until then at most */
 	atomic_bool lost, stop;
+	_Atomic(const char *) lost_why; /* a static string: why lost */
+	uint64_t renew_said; /* mono ms a failed renewal was last logged */
 	atomic_bool stopping; /* the master is shutting down (mst_ha_stopping) */
 	struct mst_db *db; /* leading */
 	_Atomic uint64_t *until; /* the master's ha_until */

@@ -109,6 +109,16 @@ static int ask(struct mc_rpc_leader *l)
 		return rc;
 	}
 	if (rc == 0) {
+		/* No leader yet, or another cluster id than the masters':
+		 * the key says which (once in a while). */
+		if (!l->warned_at || l->asked_at - l->warned_at >= 5000) {
+			mc_log_warn("rpc",
+				    "no master leads: etcd has no %s (the "
+				    "cluster id comes from %s, and must be "
+				    "the masters' --cluster_id)",
+				    l->key, MC_RPC_LEADER_ENV_CLUSTER);
+			l->warned_at = l->asked_at;
+		}
 		l->port = 0;
 		return -EAGAIN;
 	}

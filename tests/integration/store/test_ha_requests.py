@@ -789,3 +789,18 @@ def test_etcd_rebuilt_from_nothing_never_gives_wrong_bytes(
         if got[key]:
             assert out.read_bytes() == want, f"{key}: other bytes"
     assert all(got[f"a{i}"] and got[f"b{i}"] for i in range(4)), got
+
+
+def test_client_with_another_cluster_id_is_told_which_key(bed, tmp_path):
+    """A client whose MOONCAKE_CLUSTER_ID is not the masters' was told
+    only "no master leads (HA): none named in etcd": now it names the key
+    it read and where the cluster id comes from."""
+    etcd, m1, m2, pool, _ = bed
+    env = dict(os.environ, MOONCAKE_CLUSTER_ID="other",
+               MC_RPC_FAILOVER_MS="1000")
+    p = subprocess.run([binary("mooncakefs", "cli", "mooncake"), "--master",
+                        pool.addr, "status"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert p.returncode != 0, p
+    assert "etcd has no mooncake-store/other/master_view" in p.stderr and \
+        "MOONCAKE_CLUSTER_ID" in p.stderr, p.stderr
