@@ -1208,10 +1208,13 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			ha_sbuf_trim(&ha->sb, mst_db_log_seq(db));
 		}
 		if (rc == -ESPIPE) {
-			mc_log_notice("master",
-				      "HA: %s: copying the leader's "
-				      "record",
-				      e2);
+			/* A record that led, or holds another history, loses
+			 * what it holds past the log; a trimmed log loses
+			 * nothing (the copy has it all). */
+			mc_log(led || checked != leader_epoch ? MC_LOG_WARN :
+								MC_LOG_NOTICE,
+			       "master", "HA: %s: copying the leader's record",
+			       e2);
 			rc = copy_record(ha, &db, db_path, db_flags, e2,
 					 sizeof(e2));
 			if (!db) {
