@@ -52,6 +52,7 @@ struct ha_member {
 	bool req; /* acknowledgements wait for it (it may be listed) */
 	bool sure; /* listed in the in-sync key, with this incarnation */
 	uint64_t fail_ms; /* mono ms of the first failed call in a row */
+	bool said; /* a failure before it was ever in sync was logged */
 	bool gone; /* its standby key is gone: end once out of the set */
 	bool done; /* its thread ended */
 };

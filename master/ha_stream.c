@@ -259,6 +259,16 @@ static bool after_call(struct ha_member *m, int rc,
 	m->next = 0;
 	if (!m->fail_ms)
 		m->fail_ms = now;
+	/* Never in sync: say why once (a token it does not share, ...),
+	 * or the operator sees only "streaming entries to standby". */
+	if (!m->want && !m->said && now - m->fail_ms >= OUT_MS) {
+		mc_log_warn("master",
+			    "HA: standby %s does not take the stream (%s): "
+			    "it follows the etcd log only",
+			    m->addr,
+			    rc ? mc_strerror(rc) : mc_strerror(r->code));
+		m->said = true;
+	}
 	if (m->want && now - m->fail_ms >= OUT_MS) {
 		mc_log_warn("master",
 			    "HA: standby %s out of sync (%s): acknowledging "

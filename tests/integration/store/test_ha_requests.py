@@ -804,3 +804,19 @@ def test_client_with_another_cluster_id_is_told_which_key(bed, tmp_path):
     assert p.returncode != 0, p
     assert "etcd has no mooncake-store/other/master_view" in p.stderr and \
         "MOONCAKE_CLUSTER_ID" in p.stderr, p.stderr
+
+
+def test_standby_refusing_the_stream_is_logged_by_the_leader(
+        bed, procs, tmp_path):
+    """A standby that refuses the leader's stream (here it has a token the
+    leader lacks, as midway through a token rotation) was logged only on
+    its side; the leader said "streaming entries" and no more."""
+    etcd, m1, m2, pool, _ = bed
+    tok = tmp_path / "token"
+    tok.write_text("ab" * 32 + "\n")
+    os.chmod(tok, 0o600)
+    m3 = HaMaster(procs, tmp_path, etcd, "m3",
+                  extra=("--auth_token_file", str(tok)))
+    wait_for(lambda: f"HA: standby 127.0.0.1:{m3.port} does not take the "
+             "stream" in m1.log(), timeout=30 * SCALE,
+             what="the leader saying the standby refuses its stream")
