@@ -440,10 +440,16 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 			failing ? "not writable (see the log): changes fail" :
 				  "ok");
 
-		if (j && a->ha)
+		if (j && a->ha) {
 			json_object_set_new(
 				j, "epoch",
 				json_integer((json_int_t)mst_ha_epoch(a->ha)));
+			/* What standbys' keys are compared with (upgrades). */
+			json_object_set_new(
+				j, "op_log_entry",
+				json_integer(
+					(json_int_t)mst_db_log_seq(m->db)));
+		}
 		mst_admin_reply_json(resp, 200, j);
 	} else if (!strcmp(req->path, "/get_all_segments")) {
 		pthread_mutex_lock(&m->lock);

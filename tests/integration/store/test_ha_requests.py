@@ -152,6 +152,8 @@ def test_standby_takes_over_with_every_object(bed, tmp_path):
         f.write_bytes(os.urandom(4096 * (i + 1)))
         cli(pool, "put", str(f), f"k{i}")
         files[f"k{i}"] = f
+    # Each put is an entry (a standby's key is compared with this).
+    assert m1.health()["op_log_entry"] >= health["op_log_entry"] + 5
     m1.procs.kill(m1.proc)
     wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
     assert "HA: elected leader" in m2.log()
