@@ -551,6 +551,26 @@ static int in_log(struct mst_ha *ha, uint64_t seq, char *err, size_t errlen)
 	return whole;
 }
 
+/* The first leader's key in [from_epoch, to_epoch) (to 0: no end) into
+ * *kv: 1, 0 when there is none, or a code. */
+static int first_leader(struct mst_ha *ha, uint64_t from_epoch,
+			uint64_t to_epoch, struct mc_etcd_kv **kv, size_t *n,
+			char *err, size_t errlen)
+{
+	char from[KEY_MAX], to[KEY_MAX];
+	bool more;
+	int rc;
+
+	*kv = NULL;
+	*n = 0;
+	leader_key(ha, from_epoch, from);
+	if (to_epoch)
+		leader_key(ha, to_epoch, to);
+	rc = mc_etcd_range(&ha->cli, from, to_epoch ? to : ha->leaders_end, 1,
+			   kv, n, &more, NULL, err, errlen);
+	return rc ? rc : *n > 0;
+}
+
 /*
  * The key of the leader of `epoch`: "<first entry> <token>", the token a
  * random number of that leadership (written by take_over()). etcd's epochs
@@ -561,47 +581,30 @@ static int in_log(struct mst_ha *ha, uint64_t seq, char *err, size_t errlen)
 static int leader_token(struct mst_ha *ha, uint64_t epoch, uint64_t *tok,
 			char *err, size_t errlen)
 {
-	struct mc_etcd_kv *kvs = NULL;
-	char from[KEY_MAX], to[KEY_MAX];
-	size_t n = 0;
-	bool more;
-	int rc;
+	struct mc_etcd_kv *kvs;
+	size_t n;
+	int rc = first_leader(ha, epoch, epoch + 1, &kvs, &n, err, errlen);
 
 	*tok = 0;
-	leader_key(ha, epoch, from);
-	leader_key(ha, epoch + 1, to);
-	rc = mc_etcd_range(&ha->cli, from, to, 1, &kvs, &n, &more, NULL, err,
-			   errlen);
-	if (rc)
-		return rc;
-	if (n) {
+	if (rc == 1) {
 		const char *sp = memchr(kvs[0].val, ' ', kvs[0].len);
 
 		if (sp)
 			*tok = strtoull(sp + 1, NULL, 16);
 	}
 	mc_etcd_kvs_free(kvs, n);
-	return n > 0;
+	return rc;
 }
 
-/* Leaders' keys in [from_epoch, to_epoch) (to 0: no end): 1 when there
- * is one, 0 when none, or a code. */
-static int any_leader(struct mst_ha *ha, uint64_t from_epoch, uint64_t to_epoch,
-		      char *err, size_t errlen)
+/* Whether any leader's key is there (1), none (0), or a code. */
+static int any_leader(struct mst_ha *ha, char *err, size_t errlen)
 {
-	struct mc_etcd_kv *kvs = NULL;
-	char from[KEY_MAX], to[KEY_MAX];
-	size_t n = 0;
-	bool more;
-	int rc;
+	struct mc_etcd_kv *kvs;
+	size_t n;
+	int rc = first_leader(ha, 0, 0, &kvs, &n, err, errlen);
 
-	leader_key(ha, from_epoch, from);
-	if (to_epoch)
-		leader_key(ha, to_epoch, to);
-	rc = mc_etcd_range(&ha->cli, from, to_epoch ? to : ha->leaders_end, 1,
-			   &kvs, &n, &more, NULL, err, errlen);
 	mc_etcd_kvs_free(kvs, n);
-	return rc ? rc : n > 0;
+	return rc;
 }
 
 /*
@@ -615,19 +618,16 @@ static int any_leader(struct mst_ha *ha, uint64_t from_epoch, uint64_t to_epoch,
 static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
 		       char *err, size_t errlen)
 {
-	struct mc_etcd_kv *kvs = NULL;
-	char from[KEY_MAX];
-	size_t n = 0;
-	bool more;
+	struct mc_etcd_kv *kvs;
+	size_t n;
 	uint64_t seq = mst_db_log_seq(db);
-	int rc;
+	int rc = first_leader(ha, led + 1, 0, &kvs, &n, err, errlen);
 
-	leader_key(ha, led + 1, from);
-	rc = mc_etcd_range(&ha->cli, from, ha->leaders_end, 1, &kvs, &n, &more,
-			   NULL, err, errlen);
-	if (rc)
+	if (rc <= 0)
+		mc_etcd_kvs_free(kvs, n);
+	if (rc < 0)
 		return rc;
-	if (n) {
+	if (rc) {
 		/* The next leader wrote from entry `first` on: everything
 		 * this record holds below it is the log's. */
 		uint64_t first = strtoull(kvs[0].val, NULL, 10);
@@ -655,7 +655,7 @@ static int resolve_led(struct mst_ha *ha, struct mst_db *db, uint64_t led,
 		if (rc == 1 && mine && tok && tok != mine)
 			rc = 0; /* that epoch's leader is another's */
 		if (!rc) {
-			rc = any_leader(ha, 0, 0, err, errlen);
+			rc = any_leader(ha, err, errlen);
 			rc = rc > 0 ? 2 : rc;
 		}
 		if (rc == 2) {

@@ -95,14 +95,9 @@ static void no_room(const char *name, size_t len, char *err, size_t errlen)
 		 name, avail >> 20, len >> 20, (len >> 20) + 64);
 }
 
-int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
+/* A segment's name and size as the options give them: 0 or -EINVAL. */
+static int check_args(const char *name, uint64_t size, char *err, size_t errlen)
 {
-	char path[MCS_SEG_NAME_MAX + 64];
-	size_t len = MCS_SEG_HDR_LEN + (size_t)size;
-	unsigned long long avail = 0;
-	struct statvfs vfs;
-	struct stat st;
-
 	if (size < MCS_SEG_MIN_SIZE || size > SIZE_MAX - MCS_SEG_HDR_LEN) {
 		snprintf(err, errlen,
 			 "global_segment_size %llu: at least 1 MiB "
@@ -116,6 +111,20 @@ int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
 			 MCS_SEG_NAME_MAX);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
+{
+	char path[MCS_SEG_NAME_MAX + 64];
+	size_t len = MCS_SEG_HDR_LEN + (size_t)size;
+	unsigned long long avail = 0;
+	struct statvfs vfs;
+	struct stat st;
+	int rc = check_args(name, size, err, errlen);
+
+	if (rc)
+		return rc;
 	if (statvfs("/dev/shm", &vfs))
 		return 0; /* no /dev/shm to measure: the setup will tell */
 	avail = (unsigned long long)vfs.f_bavail * vfs.f_frsize;
@@ -139,19 +148,9 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 	char shm_name[MCS_SEG_NAME_MAX + 8];
 	int rc;
 
-	if (size < MCS_SEG_MIN_SIZE || size > SIZE_MAX - MCS_SEG_HDR_LEN) {
-		snprintf(err, errlen,
-			 "global_segment_size %llu: at least 1 MiB "
-			 "(or 0 for none)",
-			 (unsigned long long)size);
-		return -EINVAL;
-	}
-	if (!name_ok(name)) {
-		snprintf(err, errlen,
-			 "segment_name '%s': 1 to %d characters, no '/'", name,
-			 MCS_SEG_NAME_MAX);
-		return -EINVAL;
-	}
+	rc = check_args(name, size, err, errlen);
+	if (rc)
+		return rc;
 	rc = keep ? check_free(name, err, errlen) : 0;
 	if (rc)
 		return rc;
