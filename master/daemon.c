@@ -161,7 +161,9 @@ static int load_key(struct mst_daemon *d, const struct master_cfg *cfg)
 				  sizeof(err));
 	if (rc) {
 		mc_log_err("master", "--auth_token_file: %s", err);
-		return rc;
+		/* The file named is wrong (mode, owner, length, missing):
+		 * a configuration error, exit 2. */
+		return rc == -ENOMEM ? rc : MC_EBADCONFIG;
 	}
 	if (!d->auth) {
 		mc_log_info("master", "no --auth_token_file: RPC, admin and "

@@ -3,6 +3,7 @@
  * mooncake_metad: the HTTP metadata service transfer engines use to find
  * each other. Parses its configuration, serves until SIGINT/SIGTERM, exits.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
 				  sizeof(err));
 	if (rc) {
 		mc_log_err("metad", "--auth_token_file: %s", err);
+		if (rc != -ENOMEM)
+			rc = MC_EBADCONFIG; /* exit 2: the file named is wrong */
 		goto out;
 	}
 	if (auth)

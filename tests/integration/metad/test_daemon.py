@@ -168,3 +168,21 @@ def test_log_file_that_cannot_be_opened_is_a_usage_error(prog):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p
     assert "log file /nonexistent/x.log: No such file" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("prog", ["metad", "master"])
+def test_token_file_open_to_others_is_a_usage_error(tmp_path, prog):
+    """A token file readable by others (or not the owner's) is refused, as
+    ssh refuses such a key; the service exited 1 (a runtime failure) where
+    the configuration is wrong: 2."""
+    path = {"metad": METAD, "master": ("master", "mooncake_master")}[prog]
+    tok = tmp_path / "token"
+    tok.write_text("ab" * 32 + "\n")
+    os.chmod(tok, 0o644)
+    p = subprocess.run([binary(*path), "--auth_token_file", str(tok),
+                        *(["--db_path", "memory", "--rpc_port", "0",
+                           "--metrics_port", "0"] if prog == "master" else
+                          ["--port", "0"])],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p
+    assert "too open" in p.stderr, p.stderr
