@@ -6,14 +6,32 @@
  * (daemon.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
+#include "db.h"
 #include "master_options.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mooncake/mc_err.h"
+
+/* A start that failed (a port taken, ...) leaves no record files behind
+ * that it made itself: an empty record and its metadata store. */
+static void remove_new_record(const char *path)
+{
+	char md[PATH_MAX];
+
+	(void)unlink(path);
+	mst_db_unlink_sides(path);
+	if (snprintf(md, sizeof(md), "%s-metadata", path) < (int)sizeof(md)) {
+		(void)unlink(md);
+		mst_db_unlink_sides(md);
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -22,6 +40,7 @@ int main(int argc, char **argv)
 	struct mst_daemon *d = NULL;
 	const char *huge_why = NULL;
 	sigset_t sigs;
+	bool fresh;
 	int rc, code;
 
 	if (mc_daemon_load_config(&master_cfg_spec, &cfg, argc, argv, &code)) {
@@ -55,7 +74,11 @@ int main(int argc, char **argv)
 		return code;
 	}
 	mc_daemon_block_signals(&sigs);
+	fresh = cfg.db_path && *cfg.db_path && strcmp(cfg.db_path, "memory") &&
+		access(cfg.db_path, F_OK);
 	rc = mst_daemon_start(&cfg, &mc, &sigs, argv, &d);
+	if (rc && rc != -EINTR && fresh)
+		remove_new_record(cfg.db_path);
 	if (!rc) {
 		rc = mc_daemon_wait_signal(&sigs);
 		mc_log_notice("master", "signal %d: stopping", rc);

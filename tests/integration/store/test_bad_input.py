@@ -205,3 +205,36 @@ def test_other_user_reads_over_tcp(procs, tmp_path, master, member):
         assert "reading it over tcp" in p.stderr, p.stderr[-3000:]
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def test_master_that_cannot_start_leaves_no_new_record(tmp_path):
+    """A master whose port is taken left an empty record and metadata
+    store behind (files an operator then wonders about); one it did not
+    make itself (an existing record) is kept."""
+    import socket
+    import subprocess
+    from mctest import binary
+    squat = socket.socket()
+    squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squat.bind(("127.0.0.1", 0))
+    squat.listen(1)
+    port = squat.getsockname()[1]
+    db = tmp_path / "m.db"
+
+    def start():
+        return subprocess.run(
+            [binary("master", "mooncake_master"), "--rpc_address",
+             "127.0.0.1", "--rpc_port", str(port), "--metrics_port", "0",
+             "--db_path", str(db), "--enable_http_metadata_server",
+             "--http_metadata_server_host", "127.0.0.1",
+             "--http_metadata_server_port", "0"],
+            capture_output=True, text=True, timeout=60)
+    try:
+        p = start()
+        assert p.returncode == 1 and "Address already in use" in p.stderr
+        assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+        db.write_bytes(b"")  # the operator's own (an empty file here)
+        p = start()
+        assert p.returncode == 1 and db.exists()
+    finally:
+        squat.close()
