@@ -1121,12 +1121,13 @@ static void prefault_step(struct mst_ha *ha, struct mst_db *db,
 static int check_epoch(struct mst_ha *ha, struct mst_db *db, uint64_t e,
 		       uint64_t *checked, char *err, size_t errlen)
 {
-	uint64_t seen = mst_db_meta_u64(db, "ha_seen");
-	uint64_t seen_tok = mst_db_meta_u64(db, "ha_seen_tok"), tok;
+	uint64_t seen, seen_tok, tok;
 	int rc;
 
 	if (!e || e == *checked)
-		return 0;
+		return 0; /* every poll: nothing read from the record */
+	seen = mst_db_meta_u64(db, "ha_seen");
+	seen_tok = mst_db_meta_u64(db, "ha_seen_tok");
 	if (e < seen) {
 		snprintf(err, errlen,
 			 "the leader's epoch %" PRIu64 " is older than the "

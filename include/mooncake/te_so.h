@@ -46,6 +46,10 @@ MOONCAKE_API void mooncake_te_engine_destroy(struct te_engine *eng);
  *  serves as the user allows, else MC_ENOTSUPPORTED with err. */
 MOONCAKE_API int mooncake_te_rdma_check(const char *devices, char *err,
 					size_t errlen);
+/** te_metadata_check(): 0 when the metadata connection string's form is
+ *  understood, else a code with err (contacts nobody). */
+MOONCAKE_API int mooncake_te_metadata_check(const char *metadata, char *err,
+					    size_t errlen);
 MOONCAKE_API const char *mooncake_te_engine_name(const struct te_engine *eng);
 MOONCAKE_API const char *
 mooncake_te_engine_rpc_address(const struct te_engine *eng);

@@ -81,6 +81,7 @@ int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
 				 "build (use http:// or etcd://)");
 		else
 			snprintf(err, errlen,
+				 "the metadata address is not understood: "
 				 "unknown metadata scheme '%.*s://' in "
 				 "'%.200s' (use http://, etcd:// or "
 				 "P2PHANDSHAKE)",

@@ -38,6 +38,11 @@ int mooncake_te_rdma_check(const char *devices, char *err, size_t errlen)
 	return te_rdma_check(devices, err, errlen);
 }
 
+int mooncake_te_metadata_check(const char *metadata, char *err, size_t errlen)
+{
+	return te_metadata_check(metadata, err, errlen);
+}
+
 void mooncake_te_engine_destroy(struct te_engine *eng)
 {
 	if (eng)

@@ -589,24 +589,14 @@ def _configured(key, env, value, default):
     return default
 
 
-_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
 def _metadata_problem(conn):
     """Why the transfer engine cannot use the metadata connection string
-    conn (libte/meta/meta.c, te_meta_open_key), or None: a scheme other
-    than http://, https:// and etcd:// (a string without one is an etcd
-    address)."""
-    m = _SCHEME_RE.match(conn)
-    if conn == "P2PHANDSHAKE" or not m or \
-            m.group(1).lower() in ("http", "https", "etcd"):
-        return None
-    if m.group(1).lower() == "redis":
-        return ("redis:// metadata is not supported by this build (use "
-                "http://host:port/metadata or etcd://host:port)")
-    return (f"the metadata address is not understood: unknown scheme "
-            f"'{m.group(1)}://' (use http://host:port/metadata, "
-            f"etcd://host:port or P2PHANDSHAKE)")
+    conn, in its own words (te_metadata_check), or None."""
+    err = ctypes.create_string_buffer(512)
+    fn = _L.mooncake_te_metadata_check
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    rc = fn(conn.encode(), err, 512)
+    return err.value.decode(errors="replace") if rc else None
 
 
 def _rdma_check(dev):
