@@ -333,6 +333,26 @@ static int check_log_file(const struct mcfs_opts *o)
 	return 0;
 }
 
+/* /proc/self/mounts writes space, tab, newline and backslash in paths as
+ * \ooo: decoded in place. */
+static char *unescape_octal(char *p)
+{
+	char *w = p;
+
+	for (const char *r = p; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' &&
+		    r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 |
+				      (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+	return p;
+}
+
 /* A second daemon on a mount point that is already a mooncakefs mount
  * stacked over it: the one below went on contributing to the pool,
  * hidden. Refused (-EBUSY). */
@@ -351,7 +371,8 @@ static int check_not_mounted(const char *mountpoint)
 		char dev[256], dir[PATH_MAX], type[64];
 
 		if (sscanf(line, "%255s %4095s %63s", dev, dir, type) == 3 &&
-		    !strcmp(type, "fuse.mooncakefs") && !strcmp(dir, real))
+		    !strcmp(type, "fuse.mooncakefs") &&
+		    !strcmp(unescape_octal(dir), real))
 			rc = -EBUSY;
 	}
 	fclose(f);

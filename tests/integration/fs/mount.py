@@ -5,6 +5,7 @@ import contextlib
 import errno
 import mmap
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,9 +35,12 @@ PIPE_MAX = "/proc/sys/fs/pipe-max-size"
 
 
 def is_mounted(path):
+    # mountinfo writes a space in a path as \040 (and tab, newline, \).
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
+        return any(re.sub(r"\\([0-3][0-7][0-7])",
+                          lambda m: chr(int(m.group(1), 8)),
+                          line.split()[4]) == path for line in f)
 
 
 def umount(path, lazy=False):

@@ -247,3 +247,17 @@ def test_sighup_keeps_the_mount(mounts):
     time.sleep(0.5)
     assert is_mounted(m.path)
     assert (m.kv / "b").read_bytes() == b"y" * 4096
+
+
+def test_second_daemon_on_a_mount_is_refused(mounts, tmp_path):
+    """A second mooncakefs on a mount point that already is one stacked
+    over it, and the one below went on contributing, hidden: refused now,
+    also where the path has a space (written \\040 in /proc/mounts)."""
+    m = mounts(seg="32MiB", name="twice", path=tmp_path / "with space")
+    (m.kv / "a").write_bytes(b"x")
+    p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
+                        m.options() + ",segment_name=other"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p
+    assert "is already a mooncakefs mount" in p.stderr, p.stderr
+    assert (m.kv / "a").read_bytes() == b"x"
