@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_net.h"
@@ -206,6 +207,23 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 	return rc;
 }
 
+/* A token file that cannot be used (missing, too open, empty) is a
+ * configuration error, exit 2, as for the master and metad; the join
+ * would fail with the file's errno as if the pool had refused it. */
+static int check_token(const char *path)
+{
+	char err[MC_ERR_LEN] = "";
+	struct mc_auth_key key;
+	bool have;
+	int rc = mc_auth_key_load_opt(path, &have, &key, err, sizeof(err));
+
+	mc_auth_key_clear(&key);
+	if (!rc)
+		return 0;
+	mc_log_err("client", "--auth_token_file: %s", err);
+	return rc == -ENOMEM ? rc : MC_EBADCONFIG;
+}
+
 int main(int argc, char **argv)
 {
 	struct client_cfg cfg = { 0 };
@@ -233,6 +251,9 @@ int main(int argc, char **argv)
 		rc = -EINVAL; /* exit 2 */
 		goto out;
 	}
+	rc = check_token(cfg.auth_token_file);
+	if (rc)
+		goto out;
 	mc_daemon_block_signals(&sigs);
 
 	if (!strcmp(cfg.host, "0.0.0.0")) {

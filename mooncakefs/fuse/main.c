@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_rpc_client.h"
@@ -211,28 +212,39 @@ static void *setup_main(void *arg)
 /*
  * Without -o auth_token_file= or MOONCAKE_AUTH_TOKEN_FILE, the token the
  * config file (MOONCAKE_CONFIG_PATH) names, as the library finds it: the
- * mount's own RPC clients and the library's then hold the same one.
+ * mount's own RPC clients and the library's then hold the same one. A
+ * token file that cannot be used (missing, too open, empty) fails the
+ * mount before it mounts, as the other options do.
  */
-static int token_from_config(struct mcfs_opts *o)
+static int resolve_token(struct mcfs_opts *o)
 {
 	char err[MC_ERR_LEN] = "";
+	struct mc_auth_key key;
 	struct mcs_cfg c;
-	int rc;
+	bool have;
+	int rc = 0;
 
-	if (o->auth_token_file && *o->auth_token_file)
-		return 0;
-	rc = mcs_cfg_load(&c, NULL, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "mooncakefs: %s\n", err);
-		return rc;
+	if (!o->auth_token_file || !*o->auth_token_file) {
+		rc = mcs_cfg_load(&c, NULL, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "mooncakefs: %s\n", err);
+			return rc;
+		}
+		if (c.auth_token_file && *c.auth_token_file) {
+			free(o->auth_token_file);
+			o->auth_token_file = strdup(c.auth_token_file);
+			if (!o->auth_token_file)
+				rc = -ENOMEM;
+		}
+		mcs_cfg_release(&c);
+		if (rc)
+			return rc;
 	}
-	if (c.auth_token_file && *c.auth_token_file) {
-		free(o->auth_token_file);
-		o->auth_token_file = strdup(c.auth_token_file);
-		if (!o->auth_token_file)
-			rc = -ENOMEM;
-	}
-	mcs_cfg_release(&c);
+	rc = mc_auth_key_load_opt(o->auth_token_file, &have, &key, err,
+				  sizeof(err));
+	if (rc)
+		fprintf(stderr, "mooncakefs: auth_token_file: %s\n", err);
+	mc_auth_key_clear(&key);
 	return rc;
 }
 
@@ -426,7 +438,7 @@ int main(int argc, char **argv)
 	int rc, ret = 1;
 
 	rc = mcfs_parse_opts(argc, argv, &fs.o, &fargs);
-	if (!rc && token_from_config(&fs.o))
+	if (!rc && resolve_token(&fs.o))
 		rc = -EINVAL;
 	if (rc) {
 		fuse_opt_free_args(&fargs);

@@ -193,7 +193,9 @@ def test_mount_again_right_after_umount(mounts):
             ("segment_size=100T", "more than this machine's memory"),
             ("log_file=/nonexistent/x.log", "log_file=/nonexistent/x.log: "
              "No such file or directory"),
-            ("read_ahead=1G", "is more than the most, 64MiB")):
+            ("read_ahead=1G", "is more than the most, 64MiB"),
+            ("auth_token_file=/nonexistent/tok",
+             "cannot open token file /nonexistent/tok")):
         p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
                             m.options() + "," + opt],
                            capture_output=True, text=True, timeout=60)

@@ -132,6 +132,27 @@ def test_token_open_to_others_is_refused(pool, shared):
     assert "too open" in p.stderr and "chmod 600" in p.stderr, p.stderr
 
 
+def test_member_with_an_unusable_token_file_exits_2(pool, shared):
+    """mooncake_client took a token file it could not use (too open,
+    missing) for the pool refusing it: exit 1 after a join attempt, with
+    "No such file or directory (OBJECT_NOT_FOUND)". It is a configuration
+    error, exit 2, before joining, as for the master and metad."""
+    from pool import MEMBER
+    master, tok = pool
+    loose = token_file(shared / "loose-member", tok.read_text().strip(),
+                       0o644)
+    for path, needle in ((loose, "too open"),
+                         (shared / "absent-token", "cannot open token file")):
+        p = subprocess.run([binary(*MEMBER), "--master_server_address",
+                            master.addr, "--auth_token_file", str(path),
+                            "--global_segment_size", "16MiB", "--host",
+                            "127.0.0.1"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (path, p.returncode, p.stderr)
+        assert needle in p.stderr and "cannot join" not in p.stderr, \
+            p.stderr
+
+
 def test_other_user_can_neither_read_the_token_nor_use_the_pool(
         procs, tmp_path, pool, shared):
     master, tok = pool
