@@ -332,7 +332,8 @@ static void batch_query(struct master *m, const char *query,
 
 /* GET /ha/snapshot: the record as an sqlite file, copied aside then sent
  * from the open (already unlinked) copy. */
-static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
+static void snapshot(const struct mst_admin *a, struct master *m,
+		     struct mc_http_response *resp)
 {
 	static atomic_uint n;
 	char path[PATH_MAX], err[512] = "";
@@ -346,12 +347,11 @@ static void snapshot(const struct mst_admin *a, struct mc_http_response *resp)
 		(void)mc_http_replyf(resp, 500, "path too long\n");
 		return;
 	}
-	rc = mst_db_snapshot(a->m->db, &a->m->lock, path, &seq, err,
-			     sizeof(err));
+	rc = mst_db_snapshot(m->db, &m->lock, path, &seq, err, sizeof(err));
 	/* Group commit: the copy may hold changes not yet in the log; it
 	 * goes out only once they are (a standby must never hold a change
 	 * the log may lose). */
-	if (!rc && mst_db_log_wait_logged(a->m->db, seq)) {
+	if (!rc && mst_db_log_wait_logged(m->db, seq)) {
 		rc = MC_STORE_UNAVAILABLE_IN_CURRENT_MODE;
 		snprintf(err, sizeof(err),
 			 "this master stopped leading while copying");
@@ -400,7 +400,7 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		      struct mc_http_response *resp)
 {
 	const struct mst_admin *a = arg;
-	struct master *m = a->m;
+	struct master *m = atomic_load(&((struct mst_admin *)arg)->m);
 	struct mc_sbuf b = { 0 };
 
 	if (strcmp(req->method, "GET")) {
@@ -410,10 +410,21 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 	}
 	if (!authorized(a, req, resp))
 		return;
+	if (!m) {
+		mst_admin_standby(a, req, resp);
+		return;
+	}
 	if (!strcmp(req->path, "/metrics")) {
 		pthread_mutex_lock(&m->lock);
 		metrics(m, &b);
 		pthread_mutex_unlock(&m->lock);
+		if (a->ha) {
+			GAUGE(&b, "master_ha_is_leader",
+			      "1 on the HA leader that serves, else 0.", 1);
+			GAUGE(&b, "master_ha_op_log_entry",
+			      "The last op log entry the record holds.",
+			      mst_db_log_seq(m->db));
+		}
 		mst_admin_reply_sb(resp, &b, "text/plain; version=0.0.4");
 	} else if (!strcmp(req->path, "/metrics/summary")) {
 		pthread_mutex_lock(&m->lock);
@@ -467,7 +478,7 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		pthread_mutex_unlock(&m->lock);
 		mst_admin_reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/ha/snapshot") && a->db_path) {
-		snapshot(a, resp);
+		snapshot(a, m, resp);
 	} else if (!strcmp(req->path, "/role") ||
 		   !strcmp(req->path, "/ha_status")) {
 		/* Only a serving master answers; an HA leader whose lease

@@ -12,6 +12,8 @@
 #ifndef MASTER_ADMIN_H
 #define MASTER_ADMIN_H
 
+#include <stdint.h>
+
 #include "mc_http.h"
 
 struct master;
@@ -23,7 +25,10 @@ struct mc_auth_replay;
 struct mst_ha;
 
 struct mst_admin {
-	struct master *m;
+	/* NULL while an HA master does not serve (a standby, or elected and
+	 * loading): its pages then come from ha (mst_ha_status). */
+	_Atomic(struct master *) m;
+	uint64_t started; /* mono ms the daemon started */
 	/* With a key, every path but /health and /metrics (which show no
 	 * keys) requires a signed request (common/mc_auth_http.h); 401
 	 * otherwise. NULL: open, as upstream. */
@@ -31,9 +36,9 @@ struct mst_admin {
 	struct mc_auth_replay *replay;
 	/* The record's file, for GET /ha/snapshot (NULL: not served). */
 	const char *db_path;
-	/* HA: this leader and the address clients reach it at (/leader);
-	 * NULL without HA. */
-	const struct mst_ha *ha;
+	/* HA: this master and the address clients reach it at once it leads
+	 * (/leader); NULL without HA. */
+	struct mst_ha *ha;
 	const char *leader_addr;
 };
 

@@ -20,6 +20,11 @@ void mst_admin_reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 /** status with j as compact JSON (j is taken), 500 when out of memory. */
 void mst_admin_reply_json(struct mc_http_response *resp, int status, json_t *j);
 
+/** Every page of an HA master that does not serve yet (admin_standby.c):
+ *  what it is, or 503 naming the leader. */
+void mst_admin_standby(const struct mst_admin *a,
+		       const struct mc_http_request *req,
+		       struct mc_http_response *resp);
 /** GET /leader: upstream's {"present", "leader_address", "view_version"}. */
 void mst_admin_leader(const struct mst_admin *a, struct mc_http_response *resp);
 /** GET /query_segment?segment=NAME: upstream's text (used and capacity). */

@@ -137,7 +137,7 @@ static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
 	};
 	int rc;
 
-	d->admin_ctx.m = d->m;
+	d->admin_ctx.started = mst_now();
 	if (d->auth) {
 		d->admin_ctx.key = &d->key;
 		rc = mc_auth_replay_create(&d->admin_ctx.replay);
@@ -145,10 +145,12 @@ static int start_admin(struct mst_daemon *d, const struct master_cfg *cfg)
 			return rc;
 	}
 	rc = mc_http_server_start(&hc, &d->admin, err, sizeof(err));
-
-	if (rc)
+	if (rc) {
 		mc_log_err("master", "admin HTTP: %s", err);
-	return rc;
+		return rc;
+	}
+	return write_port(cfg->metrics_port_file, mc_http_server_port(d->admin),
+			  "admin");
 }
 
 /* The pool's key, when --auth_token_file names one. */
@@ -218,7 +220,8 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 	return rc;
 }
 
-/* --enable_ha: follow the leader's op log until elected (ha.h). */
+/* --enable_ha: follow the leader's op log until elected (ha.h); the
+ * admin port answers as a standby's meanwhile (admin_standby.c). */
 static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		     const sigset_t *sigs, char *const *argv)
 {
@@ -240,9 +243,20 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" : "%s:%lld",
 		 cfg->rpc_address, (long long)cfg->rpc_port);
 	rc = mst_ha_open(&hc, &d->ha, err, sizeof(err));
-	if (!rc)
-		rc = mst_ha_follow(d->ha, cfg->db_path, db_flags(cfg), sigs,
-				   err, sizeof(err));
+	if (rc) {
+		mc_log_err("master", "%s", err);
+		return rc;
+	}
+	d->admin_ctx.ha = d->ha;
+	rc = start_admin(d, cfg);
+	if (rc)
+		return rc;
+	mc_log_notice("master",
+		      "admin HTTP on %s:%d (a standby's until "
+		      "elected)",
+		      cfg->metrics_host, mc_http_server_port(d->admin));
+	rc = mst_ha_follow(d->ha, cfg->db_path, db_flags(cfg), sigs, err,
+			   sizeof(err));
 	if (rc && rc != -EINTR)
 		mc_log_err("master", "%s", err);
 	return rc;
@@ -260,6 +274,10 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	*out = NULL;
 	if (!d)
 		return -ENOMEM;
+	/* GET /ha/snapshot: a standby's copy, and an operator's backup of a
+	 * running master, HA or not (not of a record in memory only). */
+	if (cfg->db_path && *cfg->db_path && strcmp(cfg->db_path, "memory"))
+		d->admin_ctx.db_path = cfg->db_path;
 	rc = load_key(d, cfg);
 	if (!rc && cfg->enable_ha)
 		rc = ha_follow(d, cfg, sigs, argv);
@@ -289,22 +307,18 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	}
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
+	if (!rc && !d->admin)
+		rc = start_admin(d, cfg);
 	if (!rc) {
-		/* GET /ha/snapshot: a standby's copy, and an operator's
-		 * backup of a running master, HA or not (not of a record in
-		 * memory only). */
-		bool mem = !cfg->db_path || !*cfg->db_path ||
-			   !strcmp(cfg->db_path, "memory");
-		d->admin_ctx.db_path = mem ? NULL : cfg->db_path;
 		if (d->ha) {
 			snprintf(d->leader_addr, sizeof(d->leader_addr),
 				 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" :
 								 "%s:%lld",
 				 cfg->rpc_address, (long long)cfg->rpc_port);
-			d->admin_ctx.ha = d->ha;
 			d->admin_ctx.leader_addr = d->leader_addr;
 		}
-		rc = start_admin(d, cfg);
+		/* The admin pages of the pool from here on. */
+		atomic_store(&d->admin_ctx.m, d->m);
 	}
 	if (!rc && d->ha) {
 		char a[300];
@@ -331,9 +345,6 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		rc = write_port(cfg->port_file, mc_rpc_server_port(d->rpc),
 				"RPC");
 	}
-	if (!rc)
-		rc = write_port(cfg->metrics_port_file,
-				mc_http_server_port(d->admin), "admin");
 	if (rc) {
 		mst_daemon_stop(d);
 		return rc;
@@ -352,8 +363,9 @@ void mst_daemon_stop(struct mst_daemon *d)
 		pthread_join(d->ticker, NULL);
 	}
 	mc_rpc_server_stop(d->rpc);
-	mst_ha_close(d->ha); /* after the last change: steps down */
+	/* Before mst_ha_close(): its pages read d->ha. */
 	mc_http_server_stop(d->admin);
+	mst_ha_close(d->ha); /* after the last change: steps down */
 	mc_auth_replay_destroy(d->admin_ctx.replay);
 	mc_http_server_stop(d->meta_srv);
 	metad_destroy(d->meta);

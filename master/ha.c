@@ -109,6 +109,7 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 		pthread_mutex_init(&ha->q_mu, NULL);
 		pthread_mutex_init(&ha->isr_mu, NULL);
+		pthread_mutex_init(&ha->st_mu, NULL);
 		ha_sbuf_init(&ha->sb);
 		pthread_cond_init(&ha->q_cv, &ca);
 		pthread_cond_init(&ha->done_cv, &ca);
@@ -130,6 +131,7 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	if (ha->poll_ms > 250)
 		ha->poll_ms = 250;
 	ha->argv = cfg->argv;
+	ha->st_state = "starting";
 	ha->pf.on = cfg->prefault;
 	snprintf(ha->advertise, sizeof(ha->advertise), "%s", cfg->advertise);
 	snprintf(ha->listen_host, sizeof(ha->listen_host), "%s",
@@ -204,6 +206,7 @@ void mst_ha_close(struct mst_ha *ha)
 	free(ha->stage);
 	ha_sbuf_fini(&ha->sb);
 	pthread_mutex_destroy(&ha->isr_mu);
+	pthread_mutex_destroy(&ha->st_mu);
 	pthread_cond_destroy(&ha->q_cv);
 	pthread_cond_destroy(&ha->done_cv);
 	pthread_cond_destroy(&ha->mem_cv);
@@ -220,6 +223,37 @@ void mst_ha_stopping(struct mst_ha *ha)
 long long mst_ha_epoch(const struct mst_ha *ha)
 {
 	return ha ? atomic_load(&ha->epoch) : 0;
+}
+
+void mst_ha_status(struct mst_ha *ha, struct mst_ha_status *out)
+{
+	pthread_mutex_lock(&ha->st_mu);
+	*out = (struct mst_ha_status){
+		.state = ha->st_state,
+		.elected = atomic_load(&ha->epoch) != 0,
+		.applied = ha->st_applied,
+		.leader_epoch = ha->st_epoch,
+	};
+	memcpy(out->leader, ha->st_leader, sizeof(out->leader));
+	pthread_mutex_unlock(&ha->st_mu);
+}
+
+/* The follow loop: what the admin pages show. state NULL: unchanged;
+ * view NULL: no leader in master_view (epoch 0), else its value. */
+static void set_status(struct mst_ha *ha, const char *state, uint64_t applied,
+		       const struct mc_etcd_kv *view, bool view_seen)
+{
+	pthread_mutex_lock(&ha->st_mu);
+	if (state)
+		ha->st_state = state;
+	ha->st_applied = applied;
+	if (view_seen) {
+		ha->st_epoch = view ? (uint64_t)view->create_rev : 0;
+		snprintf(ha->st_leader, sizeof(ha->st_leader), "%.*s",
+			 view && view->val ? (int)view->len : 0,
+			 view && view->val ? view->val : "");
+	}
+	pthread_mutex_unlock(&ha->st_mu);
 }
 
 static void entry_key(const struct mst_ha *ha, uint64_t seq, unsigned part,
@@ -1181,8 +1215,11 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 		      "HA: standby %s (cluster key %s, lease %u s), record "
 		      "at op log entry %" PRIu64,
 		      ha->advertise, ha->view, ha->ttl_s, mst_db_log_seq(db));
+	set_status(ha, "standby", mst_db_log_seq(db), NULL, false);
 	for (;;) {
 		uint64_t now = mst_now();
+		int view_rc =
+			-1; /* master_view: 1 there, 0 gone, < 0 unknown */
 
 		if (signalled(sigs)) {
 			rc = -EINTR;
@@ -1216,8 +1253,13 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 								MC_LOG_NOTICE,
 			       "master", "HA: %s: copying the leader's record",
 			       e2);
+			set_status(ha, "recovering", mst_db_log_seq(db), NULL,
+				   false);
 			rc = copy_record(ha, &db, db_path, db_flags, e2,
 					 sizeof(e2));
+			if (db)
+				set_status(ha, "standby", mst_db_log_seq(db),
+					   NULL, false);
 			if (!db) {
 				snprintf(err, errlen, "HA: %s", e2);
 				ha_sbuf_stop(ha);
@@ -1253,6 +1295,7 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			mc_etcd_kv_clear(&view);
 			rc = mc_etcd_get(&ha->cli, ha->view, &view, e2,
 					 sizeof(e2));
+			view_rc = rc;
 			if (rc == 1)
 				leader_epoch = (uint64_t)view.create_rev;
 			if (rc != 0)
@@ -1283,6 +1326,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 				/* The lease renewed from here on: the log's
 				 * tail, then the caller's load of the record,
 				 * may outlast it. */
+				set_status(ha, "leader_warmup",
+					   mst_db_log_seq(db), NULL, false);
 				rc = hold_start(ha, e2, sizeof(e2));
 				if (!rc)
 					rc = take_over(ha, db, &led, e2,
@@ -1290,6 +1335,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 				if (!rc)
 					break;
 				hold_stop(ha);
+				set_status(ha, "standby", mst_db_log_seq(db),
+					   NULL, false);
 				if (rc == -ESPIPE || rc == MC_EDB) {
 					snprintf(err, errlen, "HA: %s", e2);
 					break;
@@ -1300,6 +1347,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			mc_log_warn("master", "HA: etcd: %s", e2);
 			logged = now;
 		}
+		set_status(ha, NULL, mst_db_log_seq(db),
+			   view_rc == 1 ? &view : NULL, view_rc >= 0);
 		prefault_step(ha, db, db_path);
 		ha_sleep_ms(ha->poll_ms);
 	}

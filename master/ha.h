@@ -102,4 +102,19 @@ void mst_ha_stopping(struct mst_ha *ha);
 /** The epoch (master_view's create revision) while leading, else 0. */
 long long mst_ha_epoch(const struct mst_ha *ha);
 
+/** A master before it serves, as its admin pages show it. */
+struct mst_ha_status {
+	/* Upstream's /ha_status words: "starting", "standby" (following
+	 * the log), "recovering" (copying the leader's record),
+	 * "leader_warmup" (elected, loading the record). */
+	const char *state;
+	bool elected;
+	uint64_t applied; /* the last op log entry the record holds */
+	uint64_t leader_epoch; /* of the leader in master_view, 0: none */
+	char leader[200]; /* its RPC "host:port", "" when none */
+};
+
+/** Where the follow loop stands (any thread). */
+void mst_ha_status(struct mst_ha *ha, struct mst_ha_status *out);
+
 #endif

@@ -151,6 +151,12 @@ struct mst_ha {
 	bool holding;
 	atomic_bool hold_stop;
 	uint64_t isr_epoch; /* following: the in-sync key's leader */
+	/* What the admin pages show until this master serves
+	 * (mst_ha_status): set by the follow loop. */
+	pthread_mutex_t st_mu;
+	const char *st_state; /* a static string, upstream's words */
+	uint64_t st_applied, st_epoch;
+	char st_leader[200]; /* master_view's value, "" when none */
 };
 
 /* ha.c */

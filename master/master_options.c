@@ -255,7 +255,8 @@ static const struct mc_opt master_opts[] = {
 	OPT("port_file", MC_OPT_STRING, port_file, NULL, 0, 0,
 	    "Write the RPC port to this file once serving."),
 	OPT("metrics_port_file", MC_OPT_STRING, metrics_port_file, NULL, 0, 0,
-	    "Write the admin HTTP port to this file once serving."),
+	    "Write the admin HTTP port to this file once it listens (an "
+	    "HA standby's from its start)."),
 	OPT("metadata_port_file", MC_OPT_STRING, metadata_port_file, NULL, 0, 0,
 	    "Write the metadata HTTP port to this file once serving."),
 	OPT("log_file", MC_OPT_STRING, log_file, NULL, 0, 0,

@@ -128,6 +128,12 @@ class HaMaster:
                                re.M).group(1))
 
 
+    def standby_admin(self):
+        """The admin port it logged as a standby (it answers there from
+        its start, and keeps it once elected)."""
+        return int(re.findall(r"admin HTTP on [^ ]*:(\d+) \(a standby",
+                              self.log())[-1])
+
     def health(self):
         """/health of the admin port it logged when it began serving last,
         as a dict."""

@@ -32,6 +32,7 @@ docs/design.md "High availability"):
 The multi-host cases (network namespaces, partitions, etcd members lost)
 are tests/integration/ha/.
 """
+import json
 import os
 import re
 import shutil
@@ -166,6 +167,57 @@ def test_standby_takes_over_with_every_object(bed, tmp_path):
     # The new leader takes new objects too.
     cli(pool, "put", str(files["k0"]), "after")
     assert "after" in cli(pool, "ls").stdout
+
+
+def test_standby_answers_on_its_admin_port(bed, tmp_path):
+    """A standby's admin port was closed until it was elected: a liveness
+    probe or a Prometheus scrape of every master saw it dead, and an
+    operator could not ask a master what it is. As upstream's standbys,
+    it answers /health (200, "role": "standby"), /role, /ha_status,
+    /leader and /metrics, with how far its record follows the log; pages
+    of the pool answer 503 naming the leader. Elected, the same port
+    serves as the leader's."""
+    from mctest import request
+    etcd, m1, m2, pool, _ = bed
+    f = tmp_path / "obj"
+    f.write_bytes(os.urandom(8192))
+    cli(pool, "put", str(f), "seen")
+    port = m2.standby_admin()
+
+    def get(path):
+        st, body, _ = request(port, "GET", path)
+        return st, body.decode()
+
+    def caught_up():
+        st, body = get("/health")
+        assert st == 200, (st, body)
+        h = json.loads(body)
+        return h if h["op_log_entry"] >= m1.health()["op_log_entry"] \
+            else None
+    h = wait_for(caught_up, timeout=30, what="standby caught up")
+    assert h["status"] == "ok" and h["role"] == "standby", h
+    assert h["ha_state"] == "standby", h
+    assert h["leader_address"] == f"127.0.0.1:{m1.port}", h
+    assert h["view_version"] == m1.health()["epoch"], h
+    assert get("/role") == (200, "standby")
+    assert get("/ha_status") == (200, "standby")
+    st, body = get("/leader")
+    assert st == 200 and json.loads(body)["present"] is True, body
+    assert json.loads(body)["leader_address"] == f"127.0.0.1:{m1.port}"
+    st, body = get("/metrics")
+    assert st == 200 and re.search(r"^master_ha_is_leader 0$", body, re.M)
+    assert re.search(rf"^master_ha_op_log_entry {h['op_log_entry']}$",
+                     body, re.M), body
+    st, body = get("/get_all_keys")
+    assert st == 503 and f"leader at 127.0.0.1:{m1.port}" in body, body
+    assert m1.metric("master_ha_is_leader") == 1
+    m1.procs.kill(m1.proc)
+    wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
+    assert get("/role") == (200, "leader")
+    st, body = get("/health")
+    assert st == 200 and json.loads(body)["role"] == "leader", body
+    st, body = get("/get_all_keys")
+    assert st == 200 and "seen" in body.split(), body
 
 
 def test_retried_request_is_applied_once(bed, tmp_path):
