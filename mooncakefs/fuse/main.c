@@ -467,15 +467,24 @@ int main(int argc, char **argv)
 	if (mcfs_itab_init(&fs) || mcfs_ckpt_init(&fs) ||
 	    mcfs_splice_init(&fs) || mcfs_locks_init(&fs.locks))
 		goto out;
-	if (check_master(&fs.o, &fs.max_key))
+	rc = check_master(&fs.o, &fs.max_key);
+	if (rc) {
+		/* A token the master refuses, or none where it wants one: the
+		 * options, as a token file that cannot be read. */
+		if (rc == MC_EAUTHREQUIRED || rc == MC_EAUTHFAILED ||
+		    rc == MC_EAUTHOFF)
+			ret = 2;
 		goto out;
+	}
 	fs.store = mooncake_store_create();
 	if (!fs.store)
 		goto out;
 
 	fs.se = fuse_session_new(&fargs, &mcfs_ops, sizeof(mcfs_ops), &fs);
-	if (!fs.se)
+	if (!fs.se) {
+		ret = 2; /* libfuse said which option it does not know */
 		goto out;
+	}
 	if (fuse_set_signal_handlers(fs.se))
 		goto out_session;
 	if (fuse_session_mount(fs.se, fs.o.mountpoint)) {

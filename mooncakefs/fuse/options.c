@@ -75,6 +75,9 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 
 	if (eq)
 		*eq = 0;
+	/* Before '-' becomes '_': x-systemd.automount and the like. */
+	if (is_ignored(kv))
+		return 0;
 	for (char *c = kv; *c; c++)
 		if (*c == '-')
 			*c = '_';
