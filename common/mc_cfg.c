@@ -455,12 +455,20 @@ int mc_cfg_parse_args(const struct mc_cfg_spec *spec, void *cfg, int argc,
 					    "unexpected argument '%s'", a);
 			if (!res->positional)
 				res->positional = &argv[i];
-			/* Positionals must be contiguous to share argv. */
-			if (res->positional + res->n_positional != &argv[i])
-				return fail(err, errlen, -EINVAL,
-					    "argument '%s': put flags before "
-					    "positional arguments",
-					    a);
+			/* Flags may come anywhere, as with gflags and getopt
+			 * ("rm --force KEY"): the argument moves down next to
+			 * the others, over flags already parsed, so that the
+			 * positionals share argv. */
+			if (res->positional + res->n_positional != &argv[i]) {
+				char **dst =
+					res->positional + res->n_positional;
+				char *arg = argv[i];
+
+				memmove(dst + 1, dst,
+					(size_t)(&argv[i] - dst) *
+						sizeof(*dst));
+				*dst = arg;
+			}
 			res->n_positional++;
 			continue;
 		}

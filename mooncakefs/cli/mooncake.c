@@ -43,18 +43,25 @@
 	}
 
 static const struct mc_opt cli_opts[] = {
-	OPT("master", "MOONCAKE_MASTER", MC_OPT_STRING, master,
-	    "127.0.0.1:50051", 0, 0,
+	/* Unset here: the MOONCAKE_CONFIG_PATH file's, else DEF_* (pool()). */
+	OPT("master", "MOONCAKE_MASTER", MC_OPT_STRING, master, NULL, 0, 0,
 	    "Master RPC address host:port, or etcd://h1:2379;h2:2379 for HA "
-	    "masters (the leader is read from etcd)."),
+	    "masters (the leader is read from etcd); unset: the "
+	    "MOONCAKE_CONFIG_PATH file's master_server_address, else "
+	    "127.0.0.1:50051."),
 	OPT("metadata", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING, metadata,
-	    "http://127.0.0.1:8080/metadata", 0, 0,
-	    "Transfer engine metadata service (put/get)."),
+	    NULL, 0, 0,
+	    "Transfer engine metadata service (put, get, ckpt); unset: the "
+	    "MOONCAKE_CONFIG_PATH file's metadata_server, else "
+	    "http://127.0.0.1:8080/metadata."),
 	OPT("local_hostname", "MOONCAKE_LOCAL_HOSTNAME", MC_OPT_STRING,
-	    local_hostname, "127.0.0.1", 0, 0,
-	    "This client's address (put/get)."),
-	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, "tcp", 0,
-	    0, "Transfer protocol (put/get)."),
+	    local_hostname, NULL, 0, 0,
+	    "This client's address (put, get, ckpt); unset: the file's "
+	    "local_hostname, else 127.0.0.1."),
+	OPT("protocol", "MOONCAKE_PROTOCOL", MC_OPT_STRING, protocol, NULL, 0,
+	    0,
+	    "Transfer protocol (put, get, ckpt); unset: the file's "
+	    "protocol, else tcp."),
 	OPT("replicas", NULL, MC_OPT_INT, replicas, "1", 0, 0,
 	    "put: replicas on distinct segments, 1 to 8 (else -600, as "
 	    "libmooncake answers)."),
@@ -107,6 +114,53 @@ static const struct mc_cfg_spec cli_spec = {
 	.max_positional = 4,
 	.positional_help = "COMMAND [ARGS]",
 };
+
+/* A flag or variable left unset: the MOONCAKE_CONFIG_PATH file's value
+ * (as every libmooncake client reads it), else def. */
+static int take(char **dst, char *from_file, const char *def)
+{
+	if (*dst)
+		return 0;
+	*dst = strdup(from_file && *from_file ? from_file : def);
+	return *dst ? 0 : -ENOMEM;
+}
+
+/* The pool's addresses, as the store client resolves them: flags over
+ * MOONCAKE_* over the MOONCAKE_CONFIG_PATH file; over the CLI's defaults
+ * (local ones: a master on this host with its metadata service). */
+static int pool(struct cli_cfg *cfg)
+{
+	const char *path = getenv("MOONCAKE_CONFIG_PATH");
+	struct mcs_cfg f = { 0 };
+	char err[MC_ERR_LEN] = "";
+	int rc = 0;
+
+	if (path && *path &&
+	    (!cfg->master || !cfg->metadata || !cfg->local_hostname ||
+	     !cfg->protocol)) {
+		/* Other programs' keys: the library's own read warns of them
+		 * (put, get, ckpt), once is enough. */
+		int level = mc_log_get_level();
+
+		mc_log_set_level(MC_LOG_ERROR);
+		rc = mc_cfg_load_file(&mcs_cfg_spec, &f, path, err,
+				      sizeof(err));
+		mc_log_set_level(level);
+	}
+	if (rc) {
+		fprintf(stderr, "mooncake: MOONCAKE_CONFIG_PATH: %s\n", err);
+	} else if (take(&cfg->master, f.master_server_address,
+			"127.0.0.1:50051") ||
+		   take(&cfg->metadata, f.metadata_server,
+			"http://127.0.0.1:8080/metadata") ||
+		   take(&cfg->local_hostname, f.local_hostname, "127.0.0.1") ||
+		   take(&cfg->protocol, f.protocol, "tcp")) {
+		fprintf(stderr, "mooncake: out of memory\n");
+		rc = -ENOMEM;
+	}
+	mcs_cfg_release(&f);
+	return rc;
+}
 
 int mc_cli_fail(const char *what, int code)
 {
@@ -603,12 +657,18 @@ int main(int argc, char **argv)
 		mc_cfg_release(&cli_spec, &cfg);
 		return code;
 	}
+	/* MC_LOG_LEVEL, then -v over it, as the daemons. */
+	mc_log_init_from_env();
 	if (cfg.v)
 		mc_log_set_level(mc_cfg_verbosity_level(cfg.v));
 	n = res.n_positional;
 	cmd = n ? res.positional[0] : NULL;
 	if (!cmd) {
 		ret = usage();
+		goto out;
+	}
+	if (pool(&cfg)) {
+		ret = MC_EXIT_USAGE;
 		goto out;
 	}
 	if (!replicas_ok(cfg.replicas)) {

@@ -4,16 +4,18 @@ on distinct segments, batches with hits and misses, leases, the admin
 HTTP, malformed frames, and the CLI. And the master's heap on huge pages
 (it re-executes itself with glibc's tunable unless told otherwise), and
 SIGHUP (logrotate's postrotate)."""
+import json
 import os
 import random
 import signal
 import socket
 import struct
+import subprocess
 
 import pytest
 
 from mctest import binary, wait_for
-from pool import MASTER, Master, Member, Shell, cli, eventually
+from pool import CLI, MASTER, Master, Member, Shell, cli, eventually
 
 
 def test_random_puts_and_gets_verify(procs, tmp_path, master, members):
@@ -326,6 +328,41 @@ def test_cli(procs, tmp_path, master, members):
     assert p.returncode == 1 and "OBJECT_NOT_FOUND" in p.stderr
     p = cli(master, "frobnicate", check=False)
     assert p.returncode == 2
+    # Flags between positional arguments, as gflags takes them (was:
+    # "put flags before positional arguments", exit 2).
+    cli(master, "put", "--replicas", "2", str(src), "files/c")
+    assert "replicas  2" in cli(master, "info", "files/c").stdout
+    cli(master, "rm", "--force", "files/c")
+    assert "files/c" not in cli(master, "ls", "files/").stdout
+    # MC_LOG_LEVEL sets the CLI's level as the daemons' (was: WARN,
+    # whatever it said; only -v changed it).
+    env = dict(os.environ, MOONCAKE_MASTER=master.addr,
+               MOONCAKE_TE_META_DATA_SERVER=master.metadata)
+    quiet = subprocess.run([binary(*CLI), "get", "files/b", str(dst)],
+                           capture_output=True, text=True, env=env,
+                           timeout=60)
+    loud = subprocess.run([binary(*CLI), "get", "files/b", str(dst)],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(env, MC_LOG_LEVEL="debug"))
+    assert quiet.returncode == 0 and loud.returncode == 0, loud.stderr
+    assert " D " not in quiet.stderr and " D " in loud.stderr, loud.stderr
+    # Addresses named only by the MOONCAKE_CONFIG_PATH file, as vLLM's
+    # and LMCache's is written (was: the CLI's defaults won over it).
+    conf = tmp_path / "mooncake.json"
+    conf.write_text(json.dumps({
+        "master_server_address": master.addr,
+        "metadata_server": master.metadata, "local_hostname": "127.0.0.1",
+        "lmcache_only_key": 1}))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MOONCAKE_")}
+    env["MOONCAKE_CONFIG_PATH"] = str(conf)
+    for args in (["status"], ["get", "files/b", str(dst)]):
+        p = subprocess.run([binary(*CLI), *args], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert p.returncode == 0, (args, p.stderr)
+    assert f"master {master.addr}" in subprocess.run(
+        [binary(*CLI), "status"], capture_output=True, text=True, env=env,
+        timeout=60).stdout
     # The CLI runs above left the pool as they closed: only the members
     # count as clients, long before client_ttl (10 s) would drop them.
     eventually(lambda: master.metric("master_active_clients")

@@ -440,6 +440,40 @@ Test(cfg, positionals)
 	expect_err_has("extra");
 }
 
+/* Flags between positionals, as gflags and getopt take them ("mooncake
+ * rm --force KEY", "put --replicas 2 FILE KEY"): the positionals come
+ * out in order, contiguous, and the flags between apply. */
+Test(cfg, flags_between_positionals)
+{
+	static const struct mc_cfg_spec three = {
+		.prog = "mcthree",
+		.summary = "Three positionals.",
+		.opts = topts,
+		.n_opts = MC_ARRAY_SIZE(topts),
+		.strict = true,
+		.max_positional = 3,
+	};
+
+	cr_assert_eq(PARSE(&three, "put", "--port", "7", "a", "--name=n", "b"),
+		     0, "%s", err);
+	cr_assert_eq(res.n_positional, 3);
+	cr_expect_str_eq(res.positional[0], "put");
+	cr_expect_str_eq(res.positional[1], "a");
+	cr_expect_str_eq(res.positional[2], "b");
+	cr_expect_eq(cfg.port, 7);
+	cr_expect_str_eq(cfg.name, "n");
+
+	cr_assert_eq(PARSE(&three, "rm", "--enable-foo", "k", "--", "-z"), 0,
+		     "%s", err);
+	cr_assert_eq(res.n_positional, 3);
+	cr_expect_str_eq(res.positional[1], "k");
+	cr_expect_str_eq(res.positional[2], "-z");
+	cr_expect(cfg.enable_foo);
+
+	cr_expect_eq(PARSE(&three, "a", "--port=1", "b", "c", "d"), -EINVAL);
+	expect_err_has("'d'");
+}
+
 Test(cfg, string_replaced_without_leak)
 {
 	cr_assert_eq(PARSE(&strict_spec, "--name=a", "--name=b", "--name", ""),
