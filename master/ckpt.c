@@ -530,7 +530,10 @@ static int pack_record(struct master *m, const Mcrpc__CkptCreateRequest *q,
 	r.publisher = q->client_id;
 	r.link = is_link ? in->link : (char *)"";
 	r.shards = (uint32_t)shards;
-	r.nfiles = (uint32_t)in->n_files;
+	/* What `ls` shows as files: regular ones, not the directories and
+	 * links among the entries. */
+	for (size_t i = 0; i < in->n_files; i++)
+		r.nfiles += S_ISREG(files[i].mode);
 	*len = mcrpc__ckpt__get_packed_size(&r);
 	*buf = malloc(*len ? *len : 1);
 	if (!*buf)

@@ -250,7 +250,16 @@ int mc_cli_ckpt(const struct cli_cfg *cfg, int n, const char *const *pos)
 	if (!strcmp(pos[1], "seal"))
 		return n == 3 ? seal(pos[2]) : 2;
 	block_signals();
-	s = mc_cli_join(cfg);
+	if (strcmp(pos[1], "publish") && strcmp(pos[1], "get")) {
+		/* ls, info, link, rm ask the master only: no metadata
+		 * service needed (it may be down, or elsewhere). */
+		struct cli_cfg master_only = *cfg;
+
+		master_only.metadata = (char *)"P2PHANDSHAKE";
+		s = mc_cli_join(&master_only);
+	} else {
+		s = mc_cli_join(cfg);
+	}
 	if (!s)
 		return 1;
 	rc = mooncake_ckpt_open(s, &o, &c);

@@ -8,6 +8,7 @@ errors a user meets (a taken name, a non-empty target, a missing name)."""
 import json
 import os
 import random
+import re
 import signal
 import stat
 import subprocess
@@ -103,6 +104,19 @@ def test_publish_fetch_serve_on(procs, tmp_path, master):
                   "llama", "--shard_size", "1MiB", tag="pub")
     ls = cli(master, "ckpt", "ls").stdout
     assert "llama" in ls and "1 holders" in ls
+    # The 5 regular files, not the 2 directories and the symlink with
+    # them (was: 8 "files").
+    assert re.search(r"\b5 files\b", ls), ls
+    # ls and info ask the master only: they work with the metadata
+    # service unreachable (were: -900 RPC_FAIL "joining the pool").
+    from mctest import free_port
+    env = dict(os.environ, MOONCAKE_MASTER=master.addr,
+               MOONCAKE_TE_META_DATA_SERVER=
+               f"http://127.0.0.1:{free_port()}/metadata")
+    for args in (["ls"], ["info", "llama"]):
+        p = subprocess.run([binary(*CLI), "ckpt", *args], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "llama" in p.stdout, (args, p.stderr)
     inf = info(master, "llama")
     # 4 + 2 + 1 + 1 shards of 1 MiB; the empty file has none.
     assert inf["shards"] == 8 and inf["holders"] == 1

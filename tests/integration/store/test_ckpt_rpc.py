@@ -78,7 +78,8 @@ def test_create_list_info_remove_and_validation(procs, tmp_path, master):
     i1 = int(ms.ok(f"ckpt-create llama {KB64} a:100000,b/c:0,b:dir,l:>a"))
     c = info(ms, "llama")
     assert c["id"] == str(i1) and c["shards"] == "2"
-    assert c["size"] == "100000" and c["nfiles"] == "4"
+    # nfiles: the regular files a and b/c, not the directory and link
+    assert c["size"] == "100000" and c["nfiles"] == "2"
     assert c["holders"] == "0" and c["lost"] == "2"
     assert c["publisher"] == P and c["link"] == "-"
     assert c["files"] == "a:100644:100000:0,b/c:100644:0:2,b:40755:0:0," \
