@@ -244,7 +244,7 @@ int mc_cli_ckpt(const struct cli_cfg *cfg, int n, const char *const *pos)
 	if (n < 2) {
 		fprintf(stderr, "usage: mooncake ckpt publish DIR NAME | ls "
 				"[PREFIX] | get NAME DIR | info NAME | link "
-				"NAME TARGET | rm NAME | seal NAME\n");
+				"NAME TARGET | rm NAME | seal NAME|PATH\n");
 		return 2;
 	}
 	if (!strcmp(pos[1], "seal"))

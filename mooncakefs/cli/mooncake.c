@@ -107,7 +107,8 @@ static const struct mc_cfg_spec cli_spec = {
 	.summary = "Inspect and manage the Mooncake pool: status, ls [PREFIX], "
 		   "info KEY, put FILE KEY, get KEY FILE, rm KEY; checkpoints: "
 		   "ckpt publish DIR NAME | ls [PREFIX] | get NAME DIR | "
-		   "info NAME | link NAME TARGET | rm NAME.",
+		   "info NAME | link NAME TARGET | rm NAME | seal NAME|PATH (a "
+		   "directory copied into a mount's ckpt/).",
 	.opts = cli_opts,
 	.n_opts = sizeof(cli_opts) / sizeof(cli_opts[0]),
 	.strict = true,
@@ -620,12 +621,14 @@ static int cmd_rm(const struct cli_cfg *cfg, const char *key)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: mooncake [options] status | ls [PREFIX] | "
-			"info KEY | put FILE KEY | get KEY FILE | rm KEY\n"
-			"       mooncake [options] ckpt publish DIR NAME | ls "
-			"[PREFIX] | get NAME DIR | info NAME |\n"
-			"                          link NAME TARGET | rm NAME\n"
-			"       mooncake --help\n");
+	fprintf(stderr,
+		"usage: mooncake [options] status | ls [PREFIX] | "
+		"info KEY | put FILE KEY | get KEY FILE | rm KEY\n"
+		"       mooncake [options] ckpt publish DIR NAME | ls "
+		"[PREFIX] | get NAME DIR | info NAME |\n"
+		"                          link NAME TARGET | rm NAME | "
+		"seal NAME|PATH\n"
+		"       mooncake --help\n");
 	return MC_EXIT_USAGE;
 }
 
