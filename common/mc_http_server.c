@@ -8,10 +8,12 @@
  * The completion callback frees the request in every case, including a
  * client that disconnects mid-body.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "mc_http.h"
+#include "mc_http_deadline.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_ratelimit.h"
@@ -33,6 +36,7 @@ struct mc_http_server {
 	int port;
 	_Atomic size_t inflight; /* body buffer bytes of all requests */
 	struct mc_ratelimit rl_budget;
+	struct mc_http_deadlines *deadlines; /* NULL: none (out of memory) */
 };
 
 struct req_state {
@@ -51,6 +55,53 @@ struct req_state {
 #define REQUEST_LINE_MAX (1u << 20)
 /* Body buffers of all requests together, when cfg->max_inflight is 0. */
 #define INFLIGHT_DEFAULT (64u << 20)
+/* A request begun (its connection opened, or its request line read) must
+ * have arrived whole within this (mc_http_deadline.h). */
+#define REQUEST_DEADLINE_MS 30000u
+
+/* MC_HTTP_REQUEST_DEADLINE_MS (1000 to 3600000), else the default. */
+static unsigned request_deadline_ms(void)
+{
+	const char *e = getenv("MC_HTTP_REQUEST_DEADLINE_MS");
+	long v = e ? strtol(e, NULL, 10) : 0;
+
+	return v >= 1000 && v <= 3600000 ? (unsigned)v : REQUEST_DEADLINE_MS;
+}
+
+/* The connection's watch (NULL when it has none). */
+static struct mc_http_watched *watched(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct mc_http_server *s = cls;
+	const union MHD_ConnectionInfo *fd, *addr;
+	char peer[64] = "?";
+
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		mc_http_unwatch(s->deadlines, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	addr = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (fd && addr && addr->client_addr &&
+	    addr->client_addr->sa_family == AF_INET) {
+		const struct sockaddr_in *in =
+			(const struct sockaddr_in *)(const void *)
+				addr->client_addr;
+		(void)inet_ntop(AF_INET, &in->sin_addr, peer, sizeof(peer));
+	}
+	*socket_context =
+		fd ? mc_http_watch(s->deadlines, fd->connect_fd, peer) : NULL;
+}
 
 int mc_http_reply(struct mc_http_response *resp, int status,
 		  const char *content_type, const void *body, size_t len)
@@ -89,8 +140,10 @@ int mc_http_replyf(struct mc_http_response *resp, int status, const char *fmt,
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
+	struct mc_http_server *s = cls;
 	struct req_state *st = calloc(1, sizeof(*st));
 
+	mc_http_watch_arm(s->deadlines, watched(c));
 	if (st) {
 		st->uri = strdup(uri ? uri : "");
 		st->uri_at = uri;
@@ -104,6 +157,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct mc_http_server *s = cls;
 	struct req_state *st = *con_cls;
 
+	/* A request refused before its handler (413, 400) ends here too. */
+	mc_http_watch_disarm(s->deadlines, watched(c));
 	if (!st)
 		return;
 	atomic_fetch_sub(&s->inflight, st->cap);
@@ -322,6 +377,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	if (st->too_big)
 		return send_refusal(c, 413, "request body too large\n");
 
+	mc_http_watch_disarm(s->deadlines, watched(c));
 	q = strchr(st->uri, '?');
 	if (q)
 		*q++ = '\0';
@@ -379,9 +435,11 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			 cfg->host, cfg->port, strerror(-rc));
 		goto err_free;
 	}
+	s->deadlines = mc_http_deadlines_start(s->name, request_deadline_ms());
 	s->mhd = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
 		MHD_OPTION_THREAD_POOL_SIZE,
 		(unsigned)(cfg->threads > 1 ? cfg->threads : 1),
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
@@ -393,6 +451,7 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 		(unsigned)(cfg->max_connections ? cfg->max_connections : 1024),
 		MHD_OPTION_END);
 	if (!s->mhd) {
+		mc_http_deadlines_stop(s->deadlines);
 		rc = -EIO;
 		snprintf(err, errlen, "%s: cannot start HTTP server on %s:%d",
 			 s->name, cfg->host, s->port);
@@ -419,6 +478,7 @@ void mc_http_server_stop(struct mc_http_server *s)
 	if (!s)
 		return;
 	MHD_stop_daemon(s->mhd);
+	mc_http_deadlines_stop(s->deadlines);
 	close(s->listen_fd);
 	free(s->host);
 	free(s->name);

@@ -13,10 +13,11 @@
  * This file writes and reads the rest and names the metadata keys
  * (te__meta_key). Our extensions, which upstream readers ignore:
  * "mc_host_id" (same host and network namespace test) and per buffer
- * "mc_shm_path", "mc_shm_offset" and "mc_shm_ino" (where a same-host peer
- * can map it: a file under /dev/shm/ or the owner's descriptor
- * /proc/<pid>/fd/<n>, and the inode the peer must find there; a
- * descriptor without one is ignored). Decoding bounds every count and
+ * "mc_shm_path", "mc_shm_offset", "mc_shm_ino" and "mc_shm_tag" (where a
+ * same-host peer can map it: a file under /dev/shm/ or the owner's
+ * descriptor /proc/<pid>/fd/<n>, the inode the peer must find there, and
+ * the tag the file's last page must hold, mem.c; a descriptor without an
+ * inode, or a buffer without a tag, is not mapped). Decoding bounds every count and
  * string; it parses bytes from the network and is fuzzed
  * (tests/fuzz/fuzz_te_desc.c).
  *
@@ -108,6 +109,12 @@ static int decode_buffer(json_t *b, struct te_buffer_desc *d)
 		/* A descriptor's number is only worth its inode. */
 		if (!d->shm_ino &&
 		    !strncmp(json_string_value(shm), "/proc/", 6))
+			return 0;
+		/* Without the file's tag (a peer before it) the file is not
+		 * mapped: its buffers are read over tcp. */
+		if (copy_str(b, "mc_shm_tag", d->shm_tag, sizeof(d->shm_tag),
+			     true) ||
+		    strlen(d->shm_tag) != TE_SHM_TAG_HEX)
 			return 0;
 		d->shm_path = strdup(json_string_value(shm));
 		if (!d->shm_path)
@@ -277,6 +284,8 @@ char *te__describe(struct te_engine *eng)
 			json_object_set_new(
 				b, "mc_shm_ino",
 				json_integer((json_int_t)r->shm_ino));
+			json_object_set_new(b, "mc_shm_tag",
+					    json_string(r->shm_tag));
 		}
 		json_array_append_new(bufs, b);
 	}

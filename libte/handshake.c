@@ -18,12 +18,15 @@
  * listener) and hs_client.c (requests to peers) sit on top of it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
 #include "mc_net.h"
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -110,13 +113,54 @@ int te__hs_send(int fd, uint8_t type, const char *json, size_t len)
 	return rc ? rc : mc_net_write_all(fd, json, len);
 }
 
+/* The calling thread's deadline for te__hs_recv (mono ms, 0: none). */
+static _Thread_local uint64_t recv_deadline;
+
+void te__hs_recv_deadline(uint64_t deadline_ms)
+{
+	recv_deadline = deadline_ms;
+}
+
+/* mc_net_read_all(), ending at the thread's deadline: -ETIMEDOUT. */
+static int read_all(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	if (!recv_deadline)
+		return mc_net_read_all(fd, buf, len);
+	while (len) {
+		uint64_t now = mc_mono_ms();
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+		int r;
+
+		if (now >= recv_deadline)
+			return -ETIMEDOUT;
+		r = poll(&pf, 1, (int)(recv_deadline - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r ? -errno : -ETIMEDOUT;
+		n = read(fd, p, len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int te__hs_recv(int fd, size_t max, uint8_t **buf, size_t *len)
 {
 	uint64_t n;
 	uint8_t *b;
 	int rc;
 
-	rc = mc_net_read_all(fd, &n, 8);
+	rc = read_all(fd, &n, 8);
 	if (rc)
 		return rc;
 	if (n < 1 || n > max)
@@ -125,7 +169,7 @@ int te__hs_recv(int fd, size_t max, uint8_t **buf, size_t *len)
 	if (!b)
 		return -ENOMEM;
 	memcpy(b, &n, 8);
-	rc = mc_net_read_all(fd, b + 8, n);
+	rc = read_all(fd, b + 8, n);
 	if (rc) {
 		free(b);
 		return rc;

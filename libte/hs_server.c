@@ -11,7 +11,9 @@
  * (te__notif_push). engine.c starts and stops it.
  *
  * Threads: one listener thread serves requests one at a time; each is
- * small and bounded by a 2 s socket timeout.
+ * small, and a connection gets 2 s in all to send its frames (a peer
+ * dripping one byte a second held every other caller's Probe, Notify and
+ * RDMA connection set-up before).
  */
 #include <errno.h>
 #include <poll.h>
@@ -137,7 +139,9 @@ static void *rpc_thread(void *arg)
 		fd = accept4(eng->rpc_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
+		te__hs_recv_deadline(mc_mono_ms() + HS_SERVE_TIMEOUT_MS);
 		serve_one(eng, fd);
+		te__hs_recv_deadline(0);
 		close(fd);
 	}
 	return NULL;

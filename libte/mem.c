@@ -20,6 +20,15 @@
  * memory is its (peers test it to see the owner alive), and the pages are
  * faulted in by background threads (populate.c) after te_mem_alloc()
  * returns; te_mem_wait() waits for them.
+ *
+ * The file is one page longer than the memory: that page holds
+ * TE_SHM_MAGIC and a secret drawn for this allocation (its tag), which
+ * the descriptor names. A peer maps the file only if it finds the tag
+ * there (shm.c), so only a process that could read the file can name it:
+ * a descriptor that names another user's segment or another program's
+ * file is not mapped with the reader's rights. A named file that exists
+ * must be ours (another user may have made it first, to read what we
+ * keep in it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +41,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "mc_log.h"
 #include "te_int.h"
 
 struct shm_alloc {
@@ -40,6 +50,7 @@ struct shm_alloc {
 	size_t len;
 	char *path; /* what peers open; NULL: private, not shareable */
 	uint64_t ino;
+	char tag[TE_SHM_TAG_HEX + 1]; /* of the file's last page, hex */
 	bool named; /* /dev/shm/mooncake.<name>, kept after us */
 	bool unlinked; /* te_mem_unlink() removed the name */
 	int fd; /* holds a shared flock: peers test it to see we are alive */
@@ -50,7 +61,7 @@ static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_alloc *allocs;
 
 char *te__mem_shm_path(uintptr_t addr, size_t len, uint64_t *offset,
-		       uint64_t *ino)
+		       uint64_t *ino, char tag[TE_SHM_TAG_HEX + 1])
 {
 	char *path = NULL;
 
@@ -61,11 +72,34 @@ char *te__mem_shm_path(uintptr_t addr, size_t len, uint64_t *offset,
 				path = strdup(a->path);
 			*offset = addr - a->addr;
 			*ino = a->ino;
+			memcpy(tag, a->tag, TE_SHM_TAG_HEX + 1);
 			break;
 		}
 	}
 	pthread_mutex_unlock(&alloc_lock);
 	return path;
+}
+
+/* An existing named file must be ours and closed to others: another user
+ * may have made it first (a name is easy to guess) to read or change
+ * what we would keep in it. */
+static int check_owner(int fd, const char *path)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (st.st_uid != geteuid()) {
+		mc_log_err("te",
+			   "%s belongs to uid %u, not to this process's "
+			   "user (%u): not used (remove it if it is not "
+			   "meant to be shared)",
+			   path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & 077) && fchmod(fd, st.st_mode & 0700))
+		return -errno;
+	return 0;
 }
 
 /*
@@ -101,6 +135,13 @@ static int open_named(const char *name, size_t len, struct shm_alloc *a)
 	if (fd < 0 && errno == EEXIST) {
 		created = false;
 		fd = shm_open(path, O_RDWR | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			rc = check_owner(fd, path);
+			if (rc) {
+				close(fd);
+				return rc;
+			}
+		}
 	}
 	if (fd < 0)
 		return -errno;
@@ -110,12 +151,15 @@ static int open_named(const char *name, size_t len, struct shm_alloc *a)
 	 * gone (the kernel drops the lock when we die). Taken at once.
 	 */
 	(void)flock(fd, LOCK_SH);
-	rc = check_room(fd, len);
-	if (!rc && ftruncate(fd, (off_t)len))
+	rc = check_room(fd, len + TE_SHM_TAG_PAGE);
+	if (!rc && ftruncate(fd, (off_t)(len + TE_SHM_TAG_PAGE)))
 		rc = -errno;
 	/* Reserve every block now: a fault on a full tmpfs is SIGBUS. */
-	if (!rc && fallocate(fd, 0, 0, (off_t)len) && errno != EOPNOTSUPP)
+	if (!rc && fallocate(fd, 0, 0, (off_t)(len + TE_SHM_TAG_PAGE)) &&
+	    errno != EOPNOTSUPP)
 		rc = -errno;
+	if (!rc)
+		rc = te__shm_tag_write(fd, len, a->tag);
 	if (!rc && fstat(fd, &st))
 		rc = -errno;
 	if (rc) {
@@ -144,10 +188,18 @@ static int open_unnamed(size_t len, struct shm_alloc *a)
 	if (fd < 0)
 		return -errno;
 	(void)flock(fd, LOCK_SH);
-	if (ftruncate(fd, (off_t)len) || fstat(fd, &st)) {
+	if (ftruncate(fd, (off_t)(len + TE_SHM_TAG_PAGE)) || fstat(fd, &st)) {
 		int rc = -errno;
 		close(fd);
 		return rc;
+	}
+	{
+		int rc = te__shm_tag_write(fd, len, a->tag);
+
+		if (rc) {
+			close(fd);
+			return rc;
+		}
 	}
 	a->fd = fd;
 	a->ino = (uint64_t)st.st_ino;

@@ -100,7 +100,7 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 		snprintf(r->location, sizeof(r->location), "%s",
 			 location && *location ? location : "*");
 	if (!gpu)
-		r->shm_path = te__mem_shm_path(a, len, &off, &ino);
+		r->shm_path = te__mem_shm_path(a, len, &off, &ino, r->shm_tag);
 	r->shm_offset = off;
 	r->shm_ino = ino;
 

@@ -50,6 +50,11 @@
 #include "transport/registry.h"
 #include "mooncake/te.h"
 
+/* The tag page at the end of a te_mem_alloc() file (mem.c). */
+#define TE_SHM_TAG_PAGE 4096u
+#define TE_SHM_TAG_BYTES 32u
+#define TE_SHM_TAG_HEX (2 * TE_SHM_TAG_BYTES)
+#define TE_SHM_MAGIC "MCSHMTAG"
 #define TE_MAX_TRANSPORTS 5
 #define TE_MAX_BUFFERS 4096 /* per descriptor */
 #define TE_LOCATION_LEN 64
@@ -78,6 +83,7 @@ struct te_memreg {
 	char *shm_path; /* file peers open (te_mem_alloc) or NULL */
 	uint64_t shm_offset; /* of addr inside that file */
 	uint64_t shm_ino; /* that file's inode number */
+	char shm_tag[TE_SHM_TAG_HEX + 1]; /* that file's tag (mem.c) */
 	_Atomic int busy; /* requests of this engine using it */
 	/* Each transport's state for it (reg_add op), e.g. rdma's MRs. */
 	void *tp_priv[TE_MAX_TRANSPORTS];
@@ -90,6 +96,8 @@ struct te_buffer_desc {
 	char *shm_path; /* our extension: mappable by same-host peers */
 	uint64_t shm_offset;
 	uint64_t shm_ino; /* 0: not published (then not checked) */
+	/* The tag the file must hold (mem.c): without it, not mapped. */
+	char shm_tag[TE_SHM_TAG_HEX + 1];
 };
 
 /* A peer's parsed segment descriptor plus per-transport state. */
@@ -351,10 +359,23 @@ int te__reg_remove(struct te_engine *eng, uintptr_t addr,
 void te__reg_free(struct te_memreg *r);
 void te__regs_free(struct te_engine *eng);
 
-/* mem.c: the file behind te_mem_alloc() memory holding [addr, addr+len)
- * (malloc'd; NULL when none or private), its offset and inode there. */
+/*
+ * mem.c: the file behind te_mem_alloc() memory holding [addr, addr+len)
+ * (malloc'd; NULL when none or private), its offset and inode there, and
+ * its tag (hex). The file ends with a page past the memory holding
+ * TE_SHM_MAGIC and a random secret of this allocation: a same-host peer
+ * maps the file only when it holds the tag the descriptor names, so a
+ * descriptor naming another file (a peer's lie: another pool's segment,
+ * another program's memory) is not mapped with the reader's rights.
+ */
 char *te__mem_shm_path(uintptr_t addr, size_t len, uint64_t *offset,
-		       uint64_t *ino);
+		       uint64_t *ino, char tag[TE_SHM_TAG_HEX + 1]);
+
+/* shm_tag.c: write a fresh tag into the page after len bytes of fd (its
+ * hex into tag); does the file of size bytes end with tag? */
+int te__shm_tag_write(int fd, uint64_t len,
+		      char tag[TE_SHM_TAG_HEX + 1]) MC_MUST_CHECK;
+bool te__shm_tag_ok(int fd, uint64_t size, const char *tag);
 
 /* populate.c: fault [base, base+len) in from background threads. */
 struct te_populate;
@@ -505,8 +526,11 @@ int te__hs_decode(const uint8_t *buf, size_t len, size_t max, uint8_t *type,
 /** Write one frame of len bytes of JSON. */
 int te__hs_send(int fd, uint8_t type, const char *json, size_t len);
 /** Read one frame of at most max bytes into a malloc'd buffer (header
- *  included). */
+ *  included); -ETIMEDOUT past the thread's te__hs_recv_deadline(). */
 int te__hs_recv(int fd, size_t max, uint8_t **buf, size_t *len);
+/** The calling thread's te__hs_recv() end all frames together (mono ms;
+ *  0: none, each read then ends after the socket's timeout). */
+void te__hs_recv_deadline(uint64_t deadline_ms);
 int te__hs_parse_notify(const char *json, size_t len, char **name,
 			char **msg) MC_MUST_CHECK;
 /*

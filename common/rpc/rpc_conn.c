@@ -210,6 +210,11 @@ static int serve_one(struct conn *c)
 					      "not a request frame");
 		return rc ? rc : -EPROTO;
 	}
+	/* Before authenticating, a request is refused without reading its
+	 * body: anyone who can connect could otherwise hold the in-flight
+	 * budget that authenticated clients' requests need. */
+	if (h.kind == MC_RPC_REQUEST && c->auth != CONN_AUTHED)
+		return mc_rpc_conn_auth(c, &h);
 	rc = read_body(c, h.length, deadline);
 	if (rc) {
 		if (rc == -ETIMEDOUT)

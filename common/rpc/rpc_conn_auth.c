@@ -8,10 +8,13 @@
  * says why, and is logged (rate-limited: a peer can cause it at will).
  */
 #include <errno.h>
+#include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "mc_log.h"
 #include "mc_net.h"
@@ -49,6 +52,30 @@ static int deny(struct conn *c, const char *why, int rc)
 	return rc;
 }
 
+/* The request's body, unread (rpc_conn.c does not buffer a request
+ * before authentication), is read and dropped for at most 200 ms: closing
+ * with it unread would reset the connection, and the client could lose
+ * the answer that says why. */
+static void drain(int fd, uint32_t left)
+{
+	uint64_t end = mc_rpc_now_ms() + 200;
+	char junk[4096];
+
+	(void)shutdown(fd, SHUT_WR);
+	while (left) {
+		uint64_t now = mc_rpc_now_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+			return;
+		n = read(fd, junk, left < sizeof(junk) ? left : sizeof(junk));
+		if (n <= 0)
+			return;
+		left -= (uint32_t)n;
+	}
+}
+
 /* A request before authenticating (a client without a token, upstream's
  * included): a code every client decodes, a flag ours turns into
  * MC_EAUTHREQUIRED. */
@@ -66,6 +93,8 @@ static int refuse_request(struct conn *c, const struct mc_rpc_hdr *h)
 		return rc;
 	rc = mc_net_write_all(c->fd, frame, len);
 	free(frame);
+	if (!rc)
+		drain(c->fd, h->length);
 	return rc ? rc : MC_EAUTHREQUIRED;
 }
 

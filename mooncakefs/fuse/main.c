@@ -335,7 +335,8 @@ static int check_log_file(const struct mcfs_opts *o)
 
 	if (!o->log_file)
 		return 0;
-	fd = open(o->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	/* 0640 as the daemons' logs: they name keys. */
+	fd = open(o->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		fprintf(stderr, "mooncakefs: log_file=%s: %s\n", o->log_file,
 			strerror(errno));

@@ -9,9 +9,12 @@
  *
  * Safety: the path must lie under /dev/shm/ or be /proc/<pid>/fd/<n>
  * (checked when decoding the descriptor), the file must be the published
- * inode and at least as large as the published range (checked with fstat
- * before mapping, so a truncated file cannot SIGBUS us); the owner
- * reserved its blocks (te_mem_alloc), so no fault inside it can either.
+ * inode, at least as large as the published range plus the tag page
+ * (checked with fstat before mapping, so a truncated file cannot SIGBUS
+ * us), and its last page must hold the descriptor's tag (mem.c: only a
+ * process that could read the file knows it, so a peer cannot make us
+ * map a file it could not open itself); the owner reserved its blocks
+ * (te_mem_alloc), so no fault inside it can either.
  * Mappings live as long as the cached peer. The owner holds a shared
  * flock on its file while alive; before each copy we try an exclusive
  * one, and getting it means the owner died: the request fails and the
@@ -90,8 +93,12 @@ static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 			  (strncmp(b->shm_path, "/proc/", 6) ? O_NOFOLLOW : 0));
 	if (fd < 0)
 		return -errno;
+	/* The range lies before the tag page (mem.c). */
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size < b->shm_offset + b->length) {
+	    (uint64_t)st.st_size < TE_SHM_TAG_PAGE ||
+	    (uint64_t)st.st_size - TE_SHM_TAG_PAGE < b->shm_offset ||
+	    (uint64_t)st.st_size - TE_SHM_TAG_PAGE - b->shm_offset <
+		    b->length) {
 		close(fd);
 		return -EBADMSG;
 	}
@@ -100,6 +107,13 @@ static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 	if (b->shm_ino && (uint64_t)st.st_ino != b->shm_ino) {
 		close(fd);
 		return -ESTALE;
+	}
+	/* A file that does not hold the descriptor's tag is not the peer's
+	 * (it names a file it could not read: another user's segment or
+	 * some program's memory, opened here with our rights). */
+	if (!te__shm_tag_ok(fd, (uint64_t)st.st_size, b->shm_tag)) {
+		close(fd);
+		return -EACCES;
 	}
 	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 (off_t)aligned);

@@ -164,3 +164,35 @@ def test_ambiguous_content_length_is_400(metad, bystander, lengths):
     resp = raw(metad.port, b"PUT /metadata?key=cl HTTP/1.1\r\nHost: x\r\n"
                b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
     assert status_of(resp) == 200, resp[:300]
+
+
+def test_slow_request_is_cut_at_its_deadline(procs, tmp_path, monkeypatch):
+    """A client sending one header line at a time never went idle long
+    enough for the idle timeout: a thousand of them held every slot
+    (slowloris). A request must now arrive whole within its deadline
+    (MC_HTTP_REQUEST_DEADLINE_MS, 30 s by default; 2 s here)."""
+    import select
+    import time
+    monkeypatch.setenv("MC_HTTP_REQUEST_DEADLINE_MS", "2000")
+    d = procs.start_metad(tmp_path, name="slow")
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    s.sendall(b"GET /metadata?key=x HTTP/1.1\r\nHost: a\r\n")
+    closed = False
+    end = time.monotonic() + 20 * SCALE
+    try:
+        while not closed and time.monotonic() < end:
+            try:
+                s.sendall(b"X-Drip: 1\r\n")
+            except OSError:
+                closed = True
+                break
+            if select.select([s], [], [], 0.5)[0]:
+                closed = s.recv(4096) == b""
+    except ConnectionResetError:
+        closed = True
+    finally:
+        s.close()
+    assert closed, "the dripping request was never cut"
+    assert request(d.port, "GET", "/health")[0] == 200
+    assert "did not send a whole request within 2 s" in \
+        open(d.log_path).read()

@@ -132,6 +132,40 @@ def test_token_open_to_others_is_refused(pool, shared):
     assert "too open" in p.stderr and "chmod 600" in p.stderr, p.stderr
 
 
+def test_unauthenticated_bodies_do_not_hold_the_budget(procs, tmp_path,
+                                                      shared):
+    """The master read a request's body before checking that the
+    connection had authenticated: a few connections without the token,
+    each holding a large request nearly sent, took the in-flight budget
+    and the pool's own clients' requests failed (-900). Such a request is
+    now refused without its body being kept."""
+    import socket
+    import struct
+    tok = token_file(shared / "budget-token")
+    m = Master(procs, tmp_path, "--rpc_max_inflight_bytes", "4MiB",
+               token=tok, name="budget")
+    held = []
+    for i in range(8):
+        s = socket.create_connection(("127.0.0.1", m.rpc_port), timeout=10)
+        body = 1 << 20
+        s.sendall(struct.pack("<4sBBHIIQ", b"MCR1", 1, 0, 30, body, 0,
+                              i + 1) + b"\0" * (body - 100))
+        held.append(s)
+    try:
+        env = {"MOONCAKE_AUTH_TOKEN_FILE": str(tok)}
+        for _ in range(3):
+            p = run_cli(m, "ls", env=env)
+            assert p.returncode == 0, p.stderr
+        assert "would exceed --rpc_max_inflight_bytes" not in m.log()
+        # Each held connection was answered and closed.
+        for s in held:
+            s.settimeout(10)
+            assert s.recv(64), "no answer before the close"
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_member_with_an_unusable_token_file_exits_2(pool, shared):
     """mooncake_client took a token file it could not use (too open,
     missing) for the pool refusing it: exit 1 after a join attempt, with

@@ -287,3 +287,38 @@ def test_metadata_http_bodies_keep_memory_bounded(procs, tmp_path,
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_dripping_handshake_holds_no_one_else(procs, tmp_path, master):
+    """A member's handshake listener serves one connection at a time: one
+    that announced a large frame and sent a byte a second held every
+    other caller's Probe (and Notify, and RDMA connection set-up) for as
+    long as it went on. A connection now has 2 s in all."""
+    m = Member(procs, tmp_path, master)
+    stop = threading.Event()
+
+    def drip():
+        s = socket.create_connection(("127.0.0.1", m.port), timeout=30)
+        try:
+            s.sendall(struct.pack("<Q", 1 << 20) + b"\x03")
+            while not stop.wait(0.5):
+                s.sendall(b" ")
+        except OSError:
+            pass  # closed by the listener: the point
+        finally:
+            s.close()
+    t = threading.Thread(target=drip)
+    t.start()
+    try:
+        time.sleep(0.5)
+        # The drip goes on until the end: before, this waited for good
+        # (the socket's timeout).
+        with socket.create_connection(("127.0.0.1", m.port),
+                                      timeout=30 * mctest.SCALE) as s:
+            s.sendall(struct.pack("<Q", 3) + b"\x03{}")
+            n = struct.unpack("<Q", s.recv(8, socket.MSG_WAITALL))[0]
+            reply = s.recv(n, socket.MSG_WAITALL)
+        assert reply[:1] == b"\x03" and b"success" in reply, reply
+    finally:
+        stop.set()
+        t.join()

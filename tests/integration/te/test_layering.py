@@ -13,7 +13,8 @@ import subprocess
 from mctest import BUILD
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "libte")
-FOR_TRANSPORTS = {"task.c", "memreg.c", "copy.c", "gpu.c", "hs_client.c"}
+FOR_TRANSPORTS = {"task.c", "memreg.c", "copy.c", "gpu.c", "hs_client.c",
+                  "shm_tag.c"}
 
 
 def transports():
