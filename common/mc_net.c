@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -240,4 +242,31 @@ void mc_net_peer_name(int fd, char *out, size_t len)
 		}
 	}
 	snprintf(out, len, "%s:%d", ip, port);
+}
+
+int mc_net_if_ipv4(const char *ifname, char *out, size_t len)
+{
+	struct ifaddrs *ifs, *i;
+	int rc = ifname ? -ENODEV : -EADDRNOTAVAIL;
+
+	if (getifaddrs(&ifs))
+		return -errno;
+	for (i = ifs; i; i = i->ifa_next) {
+		const struct sockaddr_in *sin;
+
+		if (ifname ? strcmp(i->ifa_name, ifname) :
+			     (i->ifa_flags & IFF_LOOPBACK) != 0)
+			continue;
+		rc = -EADDRNOTAVAIL; /* the interface is there */
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    !(i->ifa_flags & IFF_UP))
+			continue;
+		sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
+		if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len)) {
+			rc = 0;
+			break;
+		}
+	}
+	freeifaddrs(ifs);
+	return rc;
 }

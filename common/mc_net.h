@@ -48,4 +48,11 @@ int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
 /** "ip:port" of a connected socket's peer ("?:0" when unknown), for logs. */
 void mc_net_peer_name(int fd, char *out, size_t len);
 
+/**
+ * The first IPv4 address of interface ifname that is up, as text; ifname
+ * NULL: of the first non-loopback interface that is up. -ENODEV when
+ * there is no such interface, -EADDRNOTAVAIL when it has no address.
+ */
+int mc_net_if_ipv4(const char *ifname, char *out, size_t len) MC_MUST_CHECK;
+
 #endif

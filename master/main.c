@@ -17,6 +17,7 @@
 #include "master_options.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
+#include "mc_net.h"
 #include "mooncake/mc_err.h"
 
 /* A start that failed (a port taken, ...) leaves no record files behind
@@ -31,6 +32,42 @@ static void remove_new_record(const char *path)
 		(void)unlink(md);
 		mst_db_unlink_sides(md);
 	}
+}
+
+/*
+ * --rpc_interface NAME (upstream's): the RPC listens on, and HA advertises,
+ * that interface's IPv4 address, unless --rpc_address names one. It was
+ * accepted and did nothing: the listener stayed on every interface.
+ */
+static int rpc_interface(struct master_cfg *cfg)
+{
+	char ip[64];
+	int rc;
+
+	if (!cfg->rpc_interface || !*cfg->rpc_interface)
+		return 0;
+	if (strcmp(cfg->rpc_address, "0.0.0.0")) {
+		mc_log_warn("master",
+			    "--rpc_interface %s: ignored, --rpc_address %s "
+			    "names the address",
+			    cfg->rpc_interface, cfg->rpc_address);
+		return 0;
+	}
+	rc = mc_net_if_ipv4(cfg->rpc_interface, ip, sizeof(ip));
+	if (rc) {
+		mc_log_err("master", "--rpc_interface %s: %s",
+			   cfg->rpc_interface,
+			   rc == -ENODEV ? "no such interface" :
+					   "no IPv4 address that is up");
+		return MC_EXIT_USAGE;
+	}
+	free(cfg->rpc_address);
+	cfg->rpc_address = strdup(ip);
+	if (!cfg->rpc_address)
+		return MC_EXIT_FAILURE;
+	mc_log_info("master", "--rpc_interface %s: RPC on %s",
+		    cfg->rpc_interface, ip);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -69,6 +106,8 @@ int main(int argc, char **argv)
 			"heap on transparent huge pages (GLIBC_TUNABLES=%s)",
 			getenv("GLIBC_TUNABLES"));
 	code = master_cfg_core(&cfg, &mc);
+	if (!code)
+		code = rpc_interface(&cfg);
 	if (code) {
 		mc_cfg_release(&master_cfg_spec, &cfg);
 		return code;

@@ -50,7 +50,8 @@ static const struct mc_opt master_opts[] = {
 	OPT("rpc_address", MC_OPT_STRING, rpc_address, "0.0.0.0", 0, 0,
 	    "Address the RPC listener binds, exactly."),
 	OPT("rpc_interface", MC_OPT_STRING, rpc_interface, "", 0, 0,
-	    "Accepted for compatibility; use --rpc_address."),
+	    "Network interface whose IPv4 address the RPC binds and HA "
+	    "advertises (upstream's), unless --rpc_address names one."),
 	OPTA("rpc_thread_num", "max_threads", MC_OPT_INT, rpc_thread_num, "0",
 	     0, 4096,
 	     "Accepted; every connection has its own thread (0 = default)."),

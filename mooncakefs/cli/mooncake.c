@@ -163,6 +163,21 @@ static int pool(struct cli_cfg *cfg)
 	return rc;
 }
 
+/* A key on a line of its own: control characters and backslashes as
+ * \ooo (as ls -b), so a key cannot forge lines or drive the terminal. */
+static void put_name(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			printf("\\%03o", c);
+		else
+			putchar(c);
+	}
+	putchar('\n');
+}
+
 int mc_cli_fail(const char *what, int code)
 {
 	fprintf(stderr, "mooncake: %s: %s (%d %s)\n", what,
@@ -352,8 +367,8 @@ static int cmd_ls(struct mc_rpc_client *c, const struct cli_cfg *cfg,
 		for (size_t i = 0; i < r->n_entries; i++) {
 			if (cfg->limit && shown >= (uint64_t)cfg->limit)
 				break;
-			printf("%12" PRIu64 "  %s\n", r->entries[i]->size,
-			       r->entries[i]->name);
+			printf("%12" PRIu64 "  ", r->entries[i]->size);
+			put_name(r->entries[i]->name);
 			shown++;
 		}
 		bool more = r->truncated && r->n_entries &&

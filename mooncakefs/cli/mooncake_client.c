@@ -9,8 +9,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -126,30 +124,6 @@ static const struct mc_cfg_spec client_spec = {
 	.config_env = "MOONCAKE_CLIENT_CONFIG_PATH",
 };
 
-/* --host 0.0.0.0: the first non-loopback IPv4 address that is up. */
-static int first_ipv4(char *out, size_t len)
-{
-	struct ifaddrs *ifs, *i;
-	int rc = -EADDRNOTAVAIL;
-
-	if (getifaddrs(&ifs))
-		return -errno;
-	for (i = ifs; i; i = i->ifa_next) {
-		const struct sockaddr_in *sin;
-
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
-			continue;
-		sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
-		if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len)) {
-			rc = 0;
-			break;
-		}
-	}
-	freeifaddrs(ifs);
-	return rc;
-}
-
 /* --port 0: a port free right now (the engine binds it just after). */
 static int free_port(const char *host, int *port)
 {
@@ -257,7 +231,7 @@ int main(int argc, char **argv)
 	mc_daemon_block_signals(&sigs);
 
 	if (!strcmp(cfg.host, "0.0.0.0")) {
-		rc = first_ipv4(host, sizeof(host));
+		rc = mc_net_if_ipv4(NULL, host, sizeof(host));
 		if (rc) {
 			mc_log_err("client",
 				   "--host 0.0.0.0: this host has no "

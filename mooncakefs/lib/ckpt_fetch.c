@@ -176,6 +176,10 @@ int mcs_ckpt_fetch_from(const struct mcs_ckpt_fetch_cfg *cfg,
 	if (!into)
 		into = buf;
 	rc = read_shard(cfg, lay, shard, src->endpoint, into);
+	/* Bytes that failed their check do not stay in the caller's
+	 * memory (another holder's replace them, or the get fails). */
+	if (rc == MC_ECHECKSUM && into != buf)
+		memset(into, 0, sh->len);
 	if (!rc)
 		rc = mcs_ckpt_served_write(dst, shard, into);
 	if (!rc)
@@ -221,6 +225,14 @@ static bool master_retry(int rc, unsigned *tries)
 
 #define RETRY_MS 250
 
+/* No holder left after one's copy failed its check (the master drops a
+ * copy reported corrupt): the caller hears of the mismatch, -801, not of
+ * a missing replica. */
+static int corrupt_or(int rc, bool corrupt)
+{
+	return rc == -ENODATA && corrupt ? MC_ECHECKSUM : rc;
+}
+
 int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			 struct mcs_ckpt_served *dst, uint32_t shard)
 {
@@ -230,6 +242,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 	size_t nex = 0;
 	uint8_t *buf = NULL;
 	unsigned mtries = 0, waits = 0;
+	bool corrupt = false;
 	int rc = -EIO;
 
 	if (shard >= lay->nshards)
@@ -262,6 +275,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			continue;
 		}
 		rc = mcs_ckpt_fetch_from(cfg, dst, shard, src, buf);
+		corrupt |= rc == MC_ECHECKSUM;
 		if (rc && nex < MCS_CKPT_TRIES &&
 		    (owned[nex] = strdup(src->endpoint)))
 			exclude[nex] = owned[nex], nex++;
@@ -273,7 +287,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 	for (size_t i = 0; i < nex; i++)
 		free(owned[i]);
 	free(buf);
-	return rc;
+	return corrupt_or(rc, corrupt);
 }
 
 /* ---- every shard, several at once ----------------------------------------- */
@@ -288,6 +302,7 @@ struct run {
 	uint8_t *fails; /* per shard: failed sources */
 	unsigned inflight;
 	int err;
+	bool corrupt; /* a copy failed its check */
 	mooncake_ckpt_progress_t prog;
 	char **sources; /* endpoints in use, one per worker */
 };
@@ -409,6 +424,7 @@ static void *work(void *arg)
 		r->inflight--;
 		if (rc) {
 			mcs_bit_clear(r->claimed, shard);
+			r->corrupt |= rc == MC_ECHECKSUM;
 			r->prog.retries++;
 			if (++r->fails[shard] >= MCS_CKPT_TRIES)
 				r->err = r->err ? r->err : rc;
@@ -483,5 +499,5 @@ out:
 	free(r.claimed);
 	free(r.fails);
 	free(r.sources);
-	return r.err;
+	return corrupt_or(r.err, r.corrupt);
 }

@@ -657,6 +657,12 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 		pthread_rwlock_unlock(&s->lock);
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}
+	if (s->cfg.storage_root_dir && *s->cfg.storage_root_dir)
+		mc_log_warn("store",
+			    "storage_root_dir %s: disk replicas (upstream's) "
+			    "are not supported here; objects live in the "
+			    "pool's memory only and nothing is written there",
+			    s->cfg.storage_root_dir);
 	rc = do_setup(s);
 	if (rc) {
 		teardown(s, false);

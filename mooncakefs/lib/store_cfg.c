@@ -78,6 +78,11 @@ static const struct mc_opt mcs_opts[] = {
 	    "hold it); empty: unnamed memory that dies with the process "
 	    "(mooncake_client, the mount: a kept segment named after the "
 	    "engine or mount point, where /dev/shm has room)."),
+	OPT("storage_root_dir", "MOONCAKE_STORAGE_ROOT_DIR", MC_OPT_STRING,
+	    storage_root_dir, "", 0, 0,
+	    "Upstream's shared-filesystem disk replicas (LMCache's key of "
+	    "that name sets it): not supported, objects live in memory "
+	    "only; set, setup says so in a warning."),
 	OPT("tenant_id", "MOONCAKE_TENANT_ID", MC_OPT_STRING, tenant_id,
 	    "default", 0, 0,
 	    "This client's key namespace: 1-64 of [A-Za-z0-9_.-]; a tenant "
@@ -86,17 +91,12 @@ static const struct mc_opt mcs_opts[] = {
 };
 
 /* What the connectors' own settings put in MOONCAKE_CONFIG_PATH's file
- * beside ours: LMCache's (transfer_timeout, storage_root_dir,
- * prefer_local_alloc, save_chunk_meta) and vLLM's (mode, enable_offload).
- * docs/config.md. */
+ * beside ours: LMCache's (transfer_timeout, prefer_local_alloc,
+ * save_chunk_meta) and vLLM's (mode, enable_offload). docs/config.md. */
 static const char *const foreign_keys[] = {
-	"transfer_timeout",
-	"storage_root_dir",
-	"prefer_local_alloc",
-	"save_chunk_meta",
-	"mode",
-	"enable_offload",
-	NULL,
+	"transfer_timeout", "prefer_local_alloc",
+	"save_chunk_meta",  "mode",
+	"enable_offload",   NULL,
 };
 
 const struct mc_cfg_spec mcs_cfg_spec = {

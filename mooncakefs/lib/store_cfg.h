@@ -36,6 +36,7 @@ struct mcs_cfg {
 	bool keep_segment; /* from args */
 	char *default_segment_name; /* from args; NULL: the engine name */
 	char *tenant_id; /* "default", "" or NULL: the default tenant */
+	char *storage_root_dir; /* upstream's disk replicas: a warning */
 };
 
 /* What setup() was given; NULL strings and 0 sizes mean "not given". */

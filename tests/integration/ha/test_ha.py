@@ -15,7 +15,7 @@ import threading
 import time
 
 from bed import now
-from mctest import wait_for
+from mctest import SCALE, wait_for
 
 DEFAULT_TTL = 5  # --ha_lease_ttl_sec's default (case 1 keeps it)
 
@@ -213,14 +213,17 @@ def test_member_link_cut(bed, tmp_path):
     wait_for(lambda: victim.seg in segs_now(leader), timeout=30,
              what="the member's segment mounted again")
     assert victim.proc.poll() is None, victim.log()[-3000:]
-    landed = None
-    for i in range(60):
+    # Nothing is placed in the memory while readers of what it held may
+    # still read it (the objects' leases, segments.c's fence): by time,
+    # not by count (60 puts took 5 s on a quiet machine, inside it).
+    landed, i, end = None, 0, now() + 30 * SCALE
+    while not landed and now() < end:
         key = f"after/{i}"
+        i += 1
         r, data = put(bed, cl, tmp_path, key)
         assert r.returncode == 0, r.stderr
         if replicas_of(bed, cl, key) == [victim.seg]:
             landed = (key, data)
-            break
     assert landed, "no new put landed on the member's segment again"
     r, got = get(bed, cl, tmp_path, landed[0])
     assert r.returncode == 0 and got == landed[1], r.stderr

@@ -254,6 +254,24 @@ def test_get_replica_addresses_and_sizes(p2ps, p2p_mod):
     assert out[0] == b"bytes are fine to publish"
 
 
+def test_copy_failing_its_check_is_801_and_not_left(p2ps, p2p_mod):
+    """A holder whose memory changed after register (its copy fails the
+    crc32c recorded at publish): get_replica raised -710
+    REPLICA_NOT_FOUND (the master drops a copy reported corrupt, so no
+    holder was left) and left the bytes that failed the check in the
+    caller's buffer. It is -801, as the README says, and that shard's
+    bytes are not left there."""
+    pub, rd = p2ps(), p2ps()
+    src = bytearray(pattern(5, 3 * SHARD).tobytes())
+    pub.register("mut", [src])
+    src[100] ^= 0xFF
+    out = bytearray(3 * SHARD)
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
+        rd.get_replica("mut", [out])
+    assert ei.value.code == -801, ei.value
+    assert out[:SHARD] == bytes(SHARD)
+
+
 # ---- ours: directories, progress, links, removal ---------------------------
 
 def make_tree(root):

@@ -182,6 +182,28 @@ def test_upstream_command_lines_start(procs, tmp_path):
     assert st == 200, body
 
 
+def test_rpc_interface_binds_its_address(procs, tmp_path):
+    """--rpc_interface (upstream's) was accepted and did nothing: the RPC
+    listened on every interface. It binds the interface's IPv4 address;
+    an interface that does not exist is a configuration error."""
+    pf, log = tmp_path / "rpc.port", tmp_path / "iface.log"
+    with open(log, "wb") as f:
+        p = procs.popen([binary(*MASTER), "--rpc_interface", "lo",
+                         "--rpc_port", "0", "--metrics_port", "0",
+                         "--db_path", "memory", "--port_file", str(pf)],
+                        stdout=f, stderr=f)
+    wait_for(lambda: pf.exists() and pf.read_text().strip(),
+             what="master port file")
+    assert "serving RPC on 127.0.0.1:" in log.read_text(), log.read_text()
+    procs.kill(p, signal.SIGTERM)
+    p = subprocess.run([binary(*MASTER), "--rpc_interface", "nosuch0",
+                        "--rpc_port", "0", "--metrics_port", "0",
+                        "--db_path", "memory"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "--rpc_interface nosuch0: no such interface" in p.stderr
+
+
 def test_admin_http(procs, tmp_path, master, members):
     sh = Shell(procs, tmp_path, master)
     sh.ok("put web/x 1234 1")
@@ -334,6 +356,13 @@ def test_cli(procs, tmp_path, master, members):
     assert "replicas  2" in cli(master, "info", "files/c").stdout
     cli(master, "rm", "--force", "files/c")
     assert "files/c" not in cli(master, "ls", "files/").stdout
+    # A key with a newline or an escape cannot forge ls lines or reach
+    # the terminal: shown as \ooo, as ls -b does.
+    cli(master, "put", str(src), "files/nl\n   999 fake\x1b[2J")
+    out = cli(master, "ls", "files/nl").stdout
+    assert out.count("\n") == 1 and "\x1b" not in out, out
+    assert "files/nl\\012   999 fake\\033[2J" in out, out
+    cli(master, "rm", "--force", "files/nl\n   999 fake\x1b[2J")
     # MC_LOG_LEVEL sets the CLI's level as the daemons' (was: WARN,
     # whatever it said; only -v changed it).
     env = dict(os.environ, MOONCAKE_MASTER=master.addr,
@@ -363,6 +392,13 @@ def test_cli(procs, tmp_path, master, members):
     assert f"master {master.addr}" in subprocess.run(
         [binary(*CLI), "status"], capture_output=True, text=True, env=env,
         timeout=60).stdout
+    # LMCache's storage_root_dir (upstream's disk replicas) was ignored
+    # without a word: setup says they are not supported.
+    env["MOONCAKE_STORAGE_ROOT_DIR"] = str(tmp_path / "disk")
+    p = subprocess.run([binary(*CLI), "get", "files/b", str(dst)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0 and "disk replicas" in p.stderr, p.stderr
+    assert not (tmp_path / "disk").exists()
     # The CLI runs above left the pool as they closed: only the members
     # count as clients, long before client_ttl (10 s) would drop them.
     eventually(lambda: master.metric("master_active_clients")
