@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Signed HTTP requests (mc_auth_http.h). The replay cache is a ring of the
- * last MC_AUTH_HTTP_NONCES accepted nonces, searched linearly: admin and
- * metadata traffic is light, and a ring needs no expiry.
+ * Signed HTTP requests (mc_auth_http.h). The replay cache holds every
+ * nonce accepted while its timestamp could still pass the window check
+ * (an open-addressing table; a slot whose time is over is free again),
+ * so a request cannot be replayed inside the window however many came
+ * after it. It held the last 4096 before: after 4096 other requests a
+ * captured one was accepted again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,11 +20,19 @@
 #define NONCE_HEX 32 /* 16 random bytes */
 #define MAC_HEX (2 * MC_AUTH_MAC_LEN)
 
+struct seen {
+	char nonce[NONCE_HEX];
+	uint64_t until; /* unix s past which the nonce cannot pass; 0: free */
+};
+
 struct mc_auth_replay {
 	pthread_mutex_t lock;
-	unsigned next, used;
-	char seen[MC_AUTH_HTTP_NONCES][NONCE_HEX];
+	struct seen *t;
+	size_t cap, used; /* slots; slots with a nonce (live or over) */
 };
+
+/* At most this many nonces in the window (a signed request each). */
+#define REPLAY_MAX (1u << 20)
 
 static void mac_of(const struct mc_auth_key *key, const char *method,
 		   const char *path, const char *query, const void *body,
@@ -78,6 +89,12 @@ int mc_auth_replay_create(struct mc_auth_replay **out)
 
 	if (!r)
 		return -ENOMEM;
+	r->cap = MC_AUTH_HTTP_NONCES;
+	r->t = calloc(r->cap, sizeof(*r->t));
+	if (!r->t) {
+		free(r);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&r->lock, NULL);
 	*out = r;
 	return 0;
@@ -88,23 +105,77 @@ void mc_auth_replay_destroy(struct mc_auth_replay *r)
 	if (!r)
 		return;
 	pthread_mutex_destroy(&r->lock);
+	free(r->t);
 	free(r);
 }
 
-/* Record nonce; false when it was seen already. */
-static bool replay_first(struct mc_auth_replay *r, const char *nonce)
+/* The nonce is random hex: its first 16 digits are hash enough. */
+static size_t slot_of(const char *nonce, size_t cap)
 {
-	bool first = true;
+	uint64_t h = 0;
+
+	for (int i = 0; i < 16; i++)
+		h = h << 4 | (uint64_t)(nonce[i] <= '9' ? nonce[i] - '0' :
+							  nonce[i] - 'a' + 10);
+	return (size_t)(h & (cap - 1));
+}
+
+/* Under the lock: the table again with only the nonces still live, in
+ * cap slots (a power of two, more than twice those). */
+static int rebuild(struct mc_auth_replay *r, uint64_t now, size_t cap)
+{
+	struct seen *t = calloc(cap, sizeof(*t));
+	size_t used = 0;
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->cap; i++) {
+		size_t j;
+
+		if (r->t[i].until < now)
+			continue;
+		for (j = slot_of(r->t[i].nonce, cap); t[j].until;
+		     j = (j + 1) & (cap - 1))
+			;
+		t[j] = r->t[i];
+		used++;
+	}
+	free(r->t);
+	r->t = t;
+	r->cap = cap;
+	r->used = used;
+	return 0;
+}
+
+/* Record nonce, signed at ts; false when it was seen in its window (or
+ * the table cannot take it: refused rather than let through). */
+static bool replay_first(struct mc_auth_replay *r, const char *nonce,
+			 uint64_t ts, uint64_t now)
+{
+	bool first = false;
+	size_t j, live = 0;
 
 	pthread_mutex_lock(&r->lock);
-	for (unsigned i = 0; i < r->used && first; i++)
-		first = memcmp(r->seen[i], nonce, NONCE_HEX) != 0;
-	if (first) {
-		memcpy(r->seen[r->next], nonce, NONCE_HEX);
-		r->next = (r->next + 1) % MC_AUTH_HTTP_NONCES;
-		if (r->used < MC_AUTH_HTTP_NONCES)
-			r->used++;
+	if (2 * (r->used + 1) > r->cap) {
+		size_t cap = r->cap;
+
+		for (size_t i = 0; i < r->cap; i++)
+			live += r->t[i].until >= now;
+		while (cap < 4 * (live + 1) && cap < 2 * REPLAY_MAX)
+			cap *= 2;
+		if (live >= REPLAY_MAX || rebuild(r, now, cap))
+			goto out;
 	}
+	for (j = slot_of(nonce, r->cap); r->t[j].until;
+	     j = (j + 1) & (r->cap - 1))
+		if (!memcmp(r->t[j].nonce, nonce, NONCE_HEX) &&
+		    r->t[j].until >= now)
+			goto out;
+	memcpy(r->t[j].nonce, nonce, NONCE_HEX);
+	r->t[j].until = ts + MC_AUTH_HTTP_WINDOW_S + 1;
+	r->used++;
+	first = true;
+out:
 	pthread_mutex_unlock(&r->lock);
 	return first;
 }
@@ -177,7 +248,7 @@ int mc_auth_http_check(const struct mc_auth_key *key, struct mc_auth_replay *r,
 		       "with this pool's token";
 		return -EACCES;
 	}
-	if (r && !replay_first(r, nonce)) {
+	if (r && !replay_first(r, nonce, ts, now_s)) {
 		*why = "replayed request (nonce seen before)";
 		return -EACCES;
 	}

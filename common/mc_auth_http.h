@@ -10,7 +10,9 @@
  * query "\n" ts "\n" nonce "\n" hex(SHA-256(body))), with path and query
  * exactly as sent (query "" when none) and key as in mc_auth.h. A server
  * accepts ts within MC_AUTH_HTTP_WINDOW_S of its clock and each nonce once
- * among the last MC_AUTH_HTTP_NONCES it accepted.
+ * while its ts is in that window (a replay cache starts with room for
+ * MC_AUTH_HTTP_NONCES and grows to a million nonces in the window; past
+ * that, signed requests are refused until the oldest age out).
  *
  * Thread safety: signing is pure; a replay cache has its own lock.
  */
