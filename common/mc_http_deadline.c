@@ -67,8 +67,7 @@ static void *watch_main(void *arg)
 				    "%u s (%u more closings not logged)",
 				    d->name, shut, peer, d->deadline_ms / 1000,
 				    dropped);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		ts = mc_mono_deadline(1000);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -79,11 +78,15 @@ struct mc_http_deadlines *mc_http_deadlines_start(const char *name,
 						  unsigned deadline_ms)
 {
 	struct mc_http_deadlines *d = calloc(1, sizeof(*d));
+	pthread_condattr_t ca;
 
 	if (!d)
 		return NULL;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->cond, NULL);
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	d->head.next = d->head.prev = &d->head;
 	d->deadline_ms = deadline_ms;
 	snprintf(d->name, sizeof(d->name), "%s", name ? name : "http");

@@ -55,8 +55,8 @@ struct req_state {
 #define REQUEST_LINE_MAX (1u << 20)
 /* Body buffers of all requests together, when cfg->max_inflight is 0. */
 #define INFLIGHT_DEFAULT (64u << 20)
-/* A request begun (its connection opened, or its request line read) must
- * have arrived whole within this (mc_http_deadline.h). */
+/* A request must have arrived whole this long after its connection
+ * opened or the request before it ended (mc_http_deadline.h). */
 #define REQUEST_DEADLINE_MS 30000u
 
 /* MC_HTTP_REQUEST_DEADLINE_MS (1000 to 3600000), else the default. */
@@ -140,10 +140,10 @@ int mc_http_replyf(struct mc_http_response *resp, int status, const char *fmt,
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-	struct mc_http_server *s = cls;
 	struct req_state *st = calloc(1, sizeof(*st));
 
-	mc_http_watch_arm(s->deadlines, watched(c));
+	(void)cls;
+	(void)c;
 	if (st) {
 		st->uri = strdup(uri ? uri : "");
 		st->uri_at = uri;
@@ -157,8 +157,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct mc_http_server *s = cls;
 	struct req_state *st = *con_cls;
 
-	/* A request refused before its handler (413, 400) ends here too. */
-	mc_http_watch_disarm(s->deadlines, watched(c));
+	/* The next request may begin at once: its deadline runs from here
+	 * (a connection's first, from its opening); a request refused
+	 * before its handler (413, 400) ends here too. */
+	mc_http_watch_arm(s->deadlines, watched(c));
 	if (!st)
 		return;
 	atomic_fetch_sub(&s->inflight, st->cap);

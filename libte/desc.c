@@ -74,13 +74,15 @@ static const char *digits(const char *p)
 	return q > p && !(*q >= '0' && *q <= '9') ? q : NULL;
 }
 
-/* A file under /dev/shm, or a descriptor: /proc/<pid>/fd/<n>. */
+/* A file te_mem_alloc() makes: /dev/shm/mooncake.<name> (one component:
+ * no directory of someone else's on the way), or a descriptor,
+ * /proc/<pid>/fd/<n> (shm.c checks that it is a mooncake memfd). */
 static bool shm_path_ok(const char *path)
 {
 	const char *p;
 
-	if (!strncmp(path, "/dev/shm/", 9))
-		return !strstr(path, "/..");
+	if (!strncmp(path, "/dev/shm/mooncake.", 18))
+		return !strchr(path + 9, '/');
 	if (strncmp(path, "/proc/", 6))
 		return false;
 	p = digits(path + 6);

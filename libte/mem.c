@@ -89,12 +89,15 @@ static int check_owner(int fd, const char *path)
 
 	if (fstat(fd, &st))
 		return -errno;
-	if (st.st_uid != geteuid()) {
+	/* One name only: a hard link made by another user to a file of
+	 * ours (or root's) is not a segment of this name. */
+	if (st.st_uid != geteuid() || st.st_nlink != 1) {
 		mc_log_err("te",
 			   "%s belongs to uid %u, not to this process's "
-			   "user (%u): not used (remove it if it is not "
-			   "meant to be shared)",
-			   path, (unsigned)st.st_uid, (unsigned)geteuid());
+			   "user (%u), or has %u names: not used (remove it "
+			   "if it is not meant to be shared)",
+			   path, (unsigned)st.st_uid, (unsigned)geteuid(),
+			   (unsigned)st.st_nlink);
 		return -EPERM;
 	}
 	if ((st.st_mode & 077) && fchmod(fd, st.st_mode & 0700))

@@ -36,12 +36,17 @@ static void to_hex(const uint8_t *b, size_t n, char *out)
 int te__shm_tag_write(int fd, uint64_t len, char tag[TE_SHM_TAG_HEX + 1])
 {
 	struct tag_page t;
+	ssize_t n;
 
 	memcpy(t.magic, TE_SHM_MAGIC, sizeof(t.magic));
 	if (getrandom(t.secret, sizeof(t.secret), 0) != sizeof(t.secret))
 		return -EIO;
-	if (pwrite(fd, &t, sizeof(t), (off_t)len) != (ssize_t)sizeof(t))
-		return errno ? -errno : -EIO;
+	n = pwrite(fd, &t, sizeof(t), (off_t)len);
+
+	if (n != (ssize_t)sizeof(t)) {
+		explicit_bzero(&t, sizeof(t));
+		return n < 0 ? -errno : -EIO;
+	}
 	to_hex(t.secret, sizeof(t.secret), tag);
 	explicit_bzero(&t, sizeof(t));
 	return 0;

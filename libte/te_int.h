@@ -51,7 +51,7 @@
 #include "mooncake/te.h"
 
 /* The tag page at the end of a te_mem_alloc() file (mem.c). */
-#define TE_SHM_TAG_PAGE 4096u
+#define TE_SHM_TAG_PAGE TE_MEM_EXTRA
 #define TE_SHM_TAG_BYTES 32u
 #define TE_SHM_TAG_HEX (2 * TE_SHM_TAG_BYTES)
 #define TE_SHM_MAGIC "MCSHMTAG"

@@ -47,6 +47,10 @@ void mst_admin_standby(const struct mst_admin *a,
 	struct mst_ha_status st;
 	struct mc_sbuf b = { 0 };
 
+	if (!a->ha) { /* not reached: a master without HA serves at once */
+		(void)mc_http_replyf(resp, 503, "starting\n");
+		return;
+	}
 	mst_ha_status(a->ha, &st);
 	if (!strcmp(req->path, "/health")) {
 		health(a, &st, resp);

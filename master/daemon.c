@@ -307,8 +307,6 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	}
 	if (!rc && cfg->enable_http_metadata_server)
 		rc = start_metadata(d, cfg);
-	if (!rc && !d->admin)
-		rc = start_admin(d, cfg);
 	if (!rc) {
 		if (d->ha) {
 			snprintf(d->leader_addr, sizeof(d->leader_addr),
@@ -317,9 +315,12 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 				 cfg->rpc_address, (long long)cfg->rpc_port);
 			d->admin_ctx.leader_addr = d->leader_addr;
 		}
-		/* The admin pages of the pool from here on. */
+		/* The admin pages of the pool from here on (without HA, before
+		 * the server starts: it has no standby's pages to show). */
 		atomic_store(&d->admin_ctx.m, d->m);
 	}
+	if (!rc && !d->admin)
+		rc = start_admin(d, cfg);
 	if (!rc && d->ha) {
 		char a[300];
 

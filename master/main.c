@@ -105,9 +105,10 @@ int main(int argc, char **argv)
 			"master",
 			"heap on transparent huge pages (GLIBC_TUNABLES=%s)",
 			getenv("GLIBC_TUNABLES"));
-	code = master_cfg_core(&cfg, &mc);
+	/* Before the checks of master_cfg_core: HA wants an address. */
+	code = rpc_interface(&cfg);
 	if (!code)
-		code = rpc_interface(&cfg);
+		code = master_cfg_core(&cfg, &mc);
 	if (code) {
 		mc_cfg_release(&master_cfg_spec, &cfg);
 		return code;

@@ -221,6 +221,9 @@ int te_mem_device(const void *p);
  */
 int te_mem_copy(void *dst, const void *src, size_t len);
 
+/** What a te_mem_alloc() file holds past the memory (its tag page). */
+#define TE_MEM_EXTRA 4096u
+
 /**
  * Allocate len bytes of zeroed memory a peer on the same host can map, so
  * transfers to it use the "shm" transport. Register it with te_register()
@@ -233,8 +236,13 @@ int te_mem_copy(void *dst, const void *src, size_t len);
  *
  * Named: /dev/shm/mooncake.<name> ('/' becomes '_'), kept after the
  * process so the next one of that name finds its bytes. Its blocks are
- * reserved before it is mapped: -ENOSPC when /dev/shm cannot hold len
- * more bytes (a file of another size is resized).
+ * reserved before it is mapped: -ENOSPC when /dev/shm cannot hold
+ * len + TE_MEM_EXTRA more bytes (a file of another size is resized). An
+ * existing file of another user (or with several names) is -EPERM.
+ *
+ * Either file is TE_MEM_EXTRA bytes longer than the memory: that page
+ * holds a tag drawn for the allocation, which same-host peers check
+ * before they map the file (docs/design.md).
  *
  * Returns once the memory is reserved; its pages are faulted in by
  * background threads meanwhile (te_mem_wait()). No fault can fail with a

@@ -103,15 +103,19 @@ static void print_entry(void *arg, const mooncake_ckpt_entry_t *e)
 {
 	char size[32];
 
+	char name[4 * 256 + 16], link[4 * 256 + 16];
+
 	(void)arg;
+	mc_cli_escape(e->name, name, sizeof(name));
 	if (e->link) {
-		printf("%s -> %s\n", e->name, e->link);
+		printf("%s -> %s\n", name,
+		       mc_cli_escape(e->link, link, sizeof(link)));
 		return;
 	}
 	mc_cli_human(e->total_size, size, sizeof(size));
 	printf("%-32s %10s %6" PRIu32 " files %6" PRIu32 " shards %4" PRIu32
 	       " holders%s\n",
-	       e->name, size, e->files, e->shards, e->holders,
+	       name, size, e->files, e->shards, e->holders,
 	       e->lost_shards ? " (shards without holder!)" : "");
 }
 

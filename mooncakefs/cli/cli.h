@@ -35,6 +35,11 @@ struct cli_cfg {
 
 /** Print "mooncake: WHAT: message (code NAME)"; returns 1. */
 int mc_cli_fail(const char *what, int code);
+
+/** s with control characters and backslashes as \ooo (as ls -b), into
+ *  out (n bytes; cut short if it does not fit): a name printed with it
+ *  cannot forge lines or drive the terminal. Returns out. */
+const char *mc_cli_escape(const char *s, char *out, size_t n);
 /** Join the pool as a client without a segment (NULL: said why). */
 mooncake_store_t mc_cli_join(const struct cli_cfg *cfg);
 /** Human size: "1.5 GiB". */

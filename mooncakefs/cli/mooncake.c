@@ -149,13 +149,21 @@ static int pool(struct cli_cfg *cfg)
 		mc_log_set_level(level);
 	}
 	if (rc) {
-		fprintf(stderr, "mooncake: MOONCAKE_CONFIG_PATH: %s\n", err);
-	} else if (take(&cfg->master, f.master_server_address,
-			"127.0.0.1:50051") ||
-		   take(&cfg->metadata, f.metadata_server,
-			"http://127.0.0.1:8080/metadata") ||
-		   take(&cfg->local_hostname, f.local_hostname, "127.0.0.1") ||
-		   take(&cfg->protocol, f.protocol, "tcp")) {
+		/* status, ls, info need none of it: say so, go on with the
+		 * defaults (put and get meet the file again in the library). */
+		fprintf(stderr,
+			"mooncake: MOONCAKE_CONFIG_PATH: %s (its addresses "
+			"not used)\n",
+			err);
+		mcs_cfg_release(&f);
+		f = (struct mcs_cfg){ 0 };
+		rc = 0;
+	}
+	if (take(&cfg->master, f.master_server_address, "127.0.0.1:50051") ||
+	    take(&cfg->metadata, f.metadata_server,
+		 "http://127.0.0.1:8080/metadata") ||
+	    take(&cfg->local_hostname, f.local_hostname, "127.0.0.1") ||
+	    take(&cfg->protocol, f.protocol, "tcp")) {
 		fprintf(stderr, "mooncake: out of memory\n");
 		rc = -ENOMEM;
 	}
@@ -163,19 +171,28 @@ static int pool(struct cli_cfg *cfg)
 	return rc;
 }
 
-/* A key on a line of its own: control characters and backslashes as
- * \ooo (as ls -b), so a key cannot forge lines or drive the terminal. */
-static void put_name(const char *s)
+const char *mc_cli_escape(const char *s, char *out, size_t n)
 {
-	for (; *s; s++) {
+	size_t o = 0;
+
+	for (; *s && o + 5 < n; s++) {
 		unsigned char c = (unsigned char)*s;
 
 		if (c < 0x20 || c == 0x7f || c == '\\')
-			printf("\\%03o", c);
+			o += (size_t)snprintf(out + o, n - o, "\\%03o", c);
 		else
-			putchar(c);
+			out[o++] = (char)c;
 	}
-	putchar('\n');
+	out[o] = '\0';
+	return out;
+}
+
+/* A key on a line of its own (mc_cli_escape()). */
+static void put_name(const char *s)
+{
+	char buf[4 * 4096 + 16];
+
+	puts(mc_cli_escape(s, buf, sizeof(buf)));
 }
 
 int mc_cli_fail(const char *what, int code)

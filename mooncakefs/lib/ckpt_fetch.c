@@ -176,9 +176,10 @@ int mcs_ckpt_fetch_from(const struct mcs_ckpt_fetch_cfg *cfg,
 	if (!into)
 		into = buf;
 	rc = read_shard(cfg, lay, shard, src->endpoint, into);
-	/* Bytes that failed their check do not stay in the caller's
-	 * memory (another holder's replace them, or the get fails). */
-	if (rc == MC_ECHECKSUM && into != buf)
+	/* Bytes not checked whole (a copy that failed its check, or cut
+	 * short) do not stay in the caller's memory: another holder's
+	 * replace them, or the get fails. */
+	if (rc && into != buf)
 		memset(into, 0, sh->len);
 	if (!rc)
 		rc = mcs_ckpt_served_write(dst, shard, into);
@@ -275,7 +276,7 @@ int mcs_ckpt_fetch_shard(const struct mcs_ckpt_fetch_cfg *cfg,
 			continue;
 		}
 		rc = mcs_ckpt_fetch_from(cfg, dst, shard, src, buf);
-		corrupt |= rc == MC_ECHECKSUM;
+		corrupt |= result_of(rc) == MCS_CKPT_CORRUPT;
 		if (rc && nex < MCS_CKPT_TRIES &&
 		    (owned[nex] = strdup(src->endpoint)))
 			exclude[nex] = owned[nex], nex++;
@@ -424,7 +425,7 @@ static void *work(void *arg)
 		r->inflight--;
 		if (rc) {
 			mcs_bit_clear(r->claimed, shard);
-			r->corrupt |= rc == MC_ECHECKSUM;
+			r->corrupt |= result_of(rc) == MCS_CKPT_CORRUPT;
 			r->prog.retries++;
 			if (++r->fails[shard] >= MCS_CKPT_TRIES)
 				r->err = r->err ? r->err : rc;

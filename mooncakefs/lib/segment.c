@@ -117,7 +117,7 @@ static int check_args(const char *name, uint64_t size, char *err, size_t errlen)
 int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
 {
 	char path[MCS_SEG_NAME_MAX + 64];
-	size_t len = MCS_SEG_HDR_LEN + (size_t)size;
+	size_t len = MCS_SEG_HDR_LEN + (size_t)size + TE_MEM_EXTRA;
 	unsigned long long avail = 0;
 	struct statvfs vfs;
 	struct stat st;

@@ -33,7 +33,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "mc_log.h"
@@ -78,6 +80,20 @@ static int find_buffer(struct te_peer *p, uint64_t addr, uint64_t len)
 	return -1;
 }
 
+/* /proc/<pid>/fd/<n> names a memfd te_mem_alloc() made ("mooncake"). */
+static bool memfd_of_ours(const char *path)
+{
+	static const char want[] = "/memfd:mooncake";
+	char link[64];
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+
+	if (n < (ssize_t)sizeof(want) - 1)
+		return false;
+	link[n] = '\0';
+	return !strncmp(link, want, sizeof(want) - 1) &&
+	       (!link[sizeof(want) - 1] || link[sizeof(want) - 1] == ' ');
+}
+
 static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -87,12 +103,26 @@ static int map_buffer(struct te_buffer_desc *b, struct shm_map *m)
 	void *p;
 	int fd, rc;
 
-	/* A descriptor's /proc link is followed; a /dev/shm name is not. */
-	fd = open(b->shm_path,
-		  O_RDWR | O_CLOEXEC |
-			  (strncmp(b->shm_path, "/proc/", 6) ? O_NOFOLLOW : 0));
+	bool proc = !strncmp(b->shm_path, "/proc/", 6);
+	struct statfs fs;
+
+	/* A descriptor's /proc link is followed, if it is a memfd of
+	 * te_mem_alloc()'s; a /dev/shm name is not. */
+	if (proc && !memfd_of_ours(b->shm_path))
+		return -EACCES;
+	/* O_NOCTTY | O_NONBLOCK: whatever the name, opening it must not
+	 * make it our terminal or wait. */
+	fd = open(b->shm_path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+				       (proc ? 0 : O_NOFOLLOW));
 	if (fd < 0)
 		return -errno;
+	/* Shared memory only (tmpfs, a memfd, hugetlbfs): never a file on
+	 * a disk that happens to end with a tag. */
+	if (fstatfs(fd, &fs) ||
+	    (fs.f_type != TMPFS_MAGIC && fs.f_type != HUGETLBFS_MAGIC)) {
+		close(fd);
+		return -EACCES;
+	}
 	/* The range lies before the tag page (mem.c). */
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size < TE_SHM_TAG_PAGE ||

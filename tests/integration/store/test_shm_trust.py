@@ -40,7 +40,7 @@ def test_descriptor_naming_another_file_is_not_mapped(procs, tmp_path,
     cli(master, "put", str(bait), "bait")
     # Root's segment of another pool (or another program's memory): 0600,
     # held by a live owner (a shared flock, as every segment's owner).
-    victim = f"/dev/shm/mc-victim-{os.getpid()}"
+    victim = f"/dev/shm/mooncake.victim-{os.getpid()}"
     procs.own_shm(victim)
     fd = os.open(victim, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     os.write(fd, b"V" * (40 << 20))
