@@ -193,6 +193,31 @@ def test_slow_request_is_cut_at_its_deadline(procs, tmp_path, monkeypatch):
     finally:
         s.close()
     assert closed, "the dripping request was never cut"
+    # The same on a keep-alive connection's second request, dripped
+    # before its request line is even whole.
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 200")
+    closed = False
+    end = time.monotonic() + 20 * SCALE
+    try:
+        for ch in b"GET /metadata?key=x HTTP/1.1\r\n" * 100:
+            if time.monotonic() > end:
+                break
+            try:
+                s.sendall(bytes([ch]))
+            except OSError:
+                closed = True
+                break
+            if select.select([s], [], [], 0.3)[0]:
+                if s.recv(4096) == b"":
+                    closed = True
+                    break
+    except ConnectionResetError:
+        closed = True
+    finally:
+        s.close()
+    assert closed, "a dripping second request was never cut"
     assert request(d.port, "GET", "/health")[0] == 200
     assert "did not send a whole request within 2 s" in \
         open(d.log_path).read()

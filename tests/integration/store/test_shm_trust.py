@@ -98,3 +98,30 @@ def test_segment_file_made_first_by_another_user_is_refused(
     # Nothing was kept in it.
     assert os.stat(path).st_size == 0
     assert os.stat(path).st_uid == OTHER
+
+
+def test_segment_file_with_another_name_is_refused(procs, tmp_path, master):
+    """A kept segment's name made a hard link to some other file of this
+    user (another program's shared memory): the owner's uid matched, and
+    the file was truncated and used as pool memory. A file with more than
+    one name is refused."""
+    port = free_port()
+    path = shm_segment(f"127.0.0.1:{port}")
+    other = f"/dev/shm/mc-other-{os.getpid()}"
+    procs.own_shm(path, other)
+    with open(other, "wb") as f:
+        f.write(b"O" * 4096)
+    os.link(other, path)
+    log = tmp_path / "member.log"
+    with open(log, "wb") as f:
+        p = subprocess.run(
+            [binary(*MEMBER), "--host", "127.0.0.1", "--port", str(port),
+             "--global_segment_size", "16MB",
+             "--master_server_address", master.addr,
+             "--metadata_server", master.metadata],
+            stdout=f, stderr=f, timeout=60)
+    text = log.read_text(errors="replace")
+    assert p.returncode != 0, text
+    assert "or has 2 names" in text, text
+    with open(other, "rb") as f:
+        assert f.read() == b"O" * 4096
