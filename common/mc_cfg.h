@@ -87,7 +87,10 @@ enum mc_cfg_action {
 struct mc_cfg_result {
 	enum mc_cfg_action action;
 	int n_positional;
-	char **positional; /* borrowed from argv */
+	/* Borrowed from argv: the positional arguments, in order. Flags may
+	 * come between them (as getopt, argv is then reordered: the
+	 * positionals moved next to each other, the same pointers). */
+	char **positional;
 };
 
 /**
