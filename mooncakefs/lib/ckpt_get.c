@@ -3,6 +3,7 @@
  * from there (include/mooncake/ckpt.h; docs/design.md, "Checkpoints"). */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,13 +16,15 @@
 #include "ckpt_master.h"
 #include "mc_log.h"
 
-/* 0 when dir is (now) an empty directory, else a code (logged). */
-static int empty_dir(const char *dir)
+/* 0 when dir is (now) an empty directory, else a code (logged); *made:
+ * this call made it. */
+static int empty_dir(const char *dir, bool *made)
 {
 	struct dirent *e;
 	DIR *d;
 
-	if (mkdir(dir, 0755) && errno != EEXIST) {
+	*made = !mkdir(dir, 0755);
+	if (!*made && errno != EEXIST) {
 		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
 		return -errno;
 	}
@@ -200,6 +203,7 @@ int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name, const char *dir,
 	struct mcs_ckpt_layout *lay = NULL;
 	struct mcs_ckpt_served *sv = NULL;
 	char root[PATH_MAX];
+	bool made = false;
 	int rc;
 
 	if (!c || !dir || !name)
@@ -209,7 +213,7 @@ int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name, const char *dir,
 		return rc;
 	rc = mcs_ckpt_lookup(c, name, &lay);
 	if (!rc)
-		rc = empty_dir(dir);
+		rc = empty_dir(dir, &made);
 	if (!rc && !realpath(dir, root))
 		rc = -errno;
 	if (!rc)
@@ -227,6 +231,9 @@ int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name, const char *dir,
 		finish(sv->lay, root);
 	else if (sv)
 		mcs_ckpt_undo(sv->lay, root);
+	/* A fetch that failed leaves no directory it made (emptied above). */
+	if (rc && made)
+		(void)rmdir(dir);
 	mcs_ckpt_served_put(sv);
 	mcs_ckpt_layout_free(lay);
 	mcs_leave(c->store);

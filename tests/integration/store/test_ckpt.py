@@ -148,8 +148,13 @@ def test_publish_fetch_serve_on(procs, tmp_path, master):
     p = cli(master, "ckpt", "get", "llama", str(tmp_path / "r3"),
             check=False, timeout=60)
     assert p.returncode == 1 and "-710" in p.stderr, p.stderr
-    # A failed fetch leaves nothing behind.
-    assert not os.listdir(tmp_path / "r3")
+    # A failed fetch leaves nothing behind, not even the directory it
+    # made (it was left, empty); one that was there stays.
+    assert not (tmp_path / "r3").exists()
+    (tmp_path / "r4").mkdir()
+    p = cli(master, "ckpt", "get", "llama", str(tmp_path / "r4"),
+            check=False, timeout=60)
+    assert p.returncode == 1 and os.listdir(tmp_path / "r4") == []
 
 
 def test_changed_copy_is_passed_over(procs, tmp_path, master):
