@@ -38,12 +38,23 @@ class Master:
         self.key = mctest.auth_key(token) if token else None
         if token:
             self.args = (*args, "--auth_token_file", str(token))
-        self.rpc_port = rpc_port or free_port()
-        self.meta_port = meta_port or free_port()
-        self.admin_port = admin_port or free_port()
         self.db = str(db or tmp_path / f"{name}.db")
         self.proc = None
-        self.start()
+        # A port of our choosing can be taken between free_port() and the
+        # master's bind (a connection of a test running beside this one):
+        # then other ports, as Member does.
+        for attempt in range(5):
+            self.rpc_port = rpc_port or free_port()
+            self.meta_port = meta_port or free_port()
+            self.admin_port = admin_port or free_port()
+            try:
+                self.start()
+                return
+            except RuntimeError as e:
+                chosen = not (rpc_port and meta_port and admin_port)
+                if not chosen or attempt == 4 or \
+                        "Address already in use" not in str(e):
+                    raise
 
     def start(self, *extra):
         log_path = self.tmp / f"{self.name}.log"
