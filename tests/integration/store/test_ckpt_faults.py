@@ -199,7 +199,8 @@ def test_truncated_copy_is_passed_over(procs, tmp_path, master, source):
     p = cli(master, "ckpt", "get", "m", str(tmp_path / "r3"), check=False,
             timeout=60)
     assert p.returncode == 1 and "-710" in p.stderr, p.stderr
-    assert not os.listdir(tmp_path / "r3")
+    # Nothing left behind, not the directory the get made either.
+    assert not (tmp_path / "r3").exists()
     r1.stop()
 
 
