@@ -291,6 +291,10 @@ def wait_logged(etcd, standby):
         [ETCDCTL, "--endpoints", etcd.addr, "get", "--prefix", "--keys-only",
          f"mooncake-store/{CLUSTER}/oplog/"], capture_output=True, text=True,
         timeout=30, env=dict(os.environ, ETCDCTL_API="3")).stdout.split()
+    if not keys:
+        # The leader trims the log below every standby's position: all of
+        # it gone, every standby holds it all (a slow run, ASan, once).
+        return
     last = max(int(k.rsplit("/", 2)[-2]) for k in keys)
     key = f"mooncake-store/{CLUSTER}/standby/127.0.0.1:{standby.port}"
     wait_for(lambda: int((etcd.get(key) or "0").split()[0]) >= last,
