@@ -59,11 +59,6 @@ void mst_admin_reply_json(struct mc_http_response *resp, int status, json_t *j)
 	resp->body_len = strlen(s);
 }
 
-#define GAUGE(b, name, help, v)                                 \
-	mc_sbuf_printf(b,                                       \
-		       "# HELP " name " " help "\n# TYPE " name \
-		       " gauge\n" name " %llu\n",               \
-		       (unsigned long long)(v))
 #define COUNTER(b, name, help, v)                               \
 	mc_sbuf_printf(b,                                       \
 		       "# HELP " name " " help "\n# TYPE " name \

@@ -14,6 +14,13 @@
 
 struct master;
 
+/* One Prometheus gauge into the mc_sbuf b (admin.c, admin_standby.c). */
+#define GAUGE(b, name, help, v)                                 \
+	mc_sbuf_printf(b,                                       \
+		       "# HELP " name " " help "\n# TYPE " name \
+		       " gauge\n" name " %llu\n",               \
+		       (unsigned long long)(v))
+
 /** 200 with b's text (freed by the server), 500 when b ran out. */
 void mst_admin_reply_sb(struct mc_http_response *resp, struct mc_sbuf *b,
 			const char *type);

@@ -15,12 +15,6 @@
 #include "mst_util.h"
 #include "mooncake/mc_version.h"
 
-#define GAUGE(b, name, help, v)                                 \
-	mc_sbuf_printf(b,                                       \
-		       "# HELP " name " " help "\n# TYPE " name \
-		       " gauge\n" name " %llu\n",               \
-		       (unsigned long long)(v))
-
 static void health(const struct mst_admin *a, const struct mst_ha_status *st,
 		   struct mc_http_response *resp)
 {

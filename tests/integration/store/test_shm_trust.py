@@ -32,6 +32,21 @@ def metadata(master, method, key, body=None):
     return request(u.port, method, f"{u.path}?{q}", body=body)
 
 
+def member_refused(tmp_path, master, port):
+    """Start mooncake_client on port: it must exit non-zero; its log."""
+    log = tmp_path / "member.log"
+    with open(log, "wb") as f:
+        p = subprocess.run(
+            [binary(*MEMBER), "--host", "127.0.0.1", "--port", str(port),
+             "--global_segment_size", "16MB",
+             "--master_server_address", master.addr,
+             "--metadata_server", master.metadata],
+            stdout=f, stderr=f, timeout=60)
+    text = log.read_text(errors="replace")
+    assert p.returncode != 0, text
+    return text
+
+
 def test_descriptor_naming_another_file_is_not_mapped(procs, tmp_path,
                                                       master):
     member = Member(procs, tmp_path, master)
@@ -84,16 +99,7 @@ def test_segment_file_made_first_by_another_user_is_refused(
     subprocess.run(["sh", "-c", f"umask 0 && : > {path}"], check=True,
                    user=OTHER, group=OTHER, extra_groups=[])
     assert os.stat(path).st_uid == OTHER
-    log = tmp_path / "member.log"
-    with open(log, "wb") as f:
-        p = subprocess.run(
-            [binary(*MEMBER), "--host", "127.0.0.1", "--port", str(port),
-             "--global_segment_size", "16MB",
-             "--master_server_address", master.addr,
-             "--metadata_server", master.metadata],
-            stdout=f, stderr=f, timeout=60)
-    text = log.read_text(errors="replace")
-    assert p.returncode != 0, text
+    text = member_refused(tmp_path, master, port)
     assert f"belongs to uid {OTHER}" in text, text
     # Nothing was kept in it.
     assert os.stat(path).st_size == 0
@@ -112,16 +118,7 @@ def test_segment_file_with_another_name_is_refused(procs, tmp_path, master):
     with open(other, "wb") as f:
         f.write(b"O" * 4096)
     os.link(other, path)
-    log = tmp_path / "member.log"
-    with open(log, "wb") as f:
-        p = subprocess.run(
-            [binary(*MEMBER), "--host", "127.0.0.1", "--port", str(port),
-             "--global_segment_size", "16MB",
-             "--master_server_address", master.addr,
-             "--metadata_server", master.metadata],
-            stdout=f, stderr=f, timeout=60)
-    text = log.read_text(errors="replace")
-    assert p.returncode != 0, text
+    text = member_refused(tmp_path, master, port)
     assert "or has 2 names" in text, text
     with open(other, "rb") as f:
         assert f.read() == b"O" * 4096
