@@ -316,8 +316,15 @@ def test_a_dripping_handshake_holds_no_one_else(procs, tmp_path, master):
         with socket.create_connection(("127.0.0.1", m.port),
                                       timeout=30 * mctest.SCALE) as s:
             s.sendall(struct.pack("<Q", 3) + b"\x03{}")
-            n = struct.unpack("<Q", s.recv(8, socket.MSG_WAITALL))[0]
-            reply = s.recv(n, socket.MSG_WAITALL)
+            # MSG_WAITALL does not wait on a socket with a timeout (it is
+            # non-blocking underneath): read until the frame is whole.
+            got = b""
+            while len(got) < 8 or len(got) < 8 + struct.unpack(
+                    "<Q", got[:8])[0]:
+                chunk = s.recv(65536)
+                assert chunk, f"closed after {got!r}"
+                got += chunk
+            reply = got[8:]
         assert reply[:1] == b"\x03" and b"success" in reply, reply
     finally:
         stop.set()
