@@ -60,6 +60,8 @@ void mcfs_dirlist_free(struct mcfs_dirlist *d)
 	free(d->ents);
 	free(d->cursor);
 	free(d->prefix);
+	free(d->chain);
+	free(d->chain_lens);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -68,6 +70,7 @@ static void restart(struct mcfs_dirlist *d)
 	mcfs_dirlist_clear(d);
 	free(d->cursor);
 	d->cursor = NULL;
+	d->chain_n = 0;
 	d->eof = false;
 	d->next_off = 1;
 }

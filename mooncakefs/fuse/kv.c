@@ -256,9 +256,50 @@ struct page_ctx {
 	struct mcfs_dirlist *d;
 	size_t plen;
 	char *last; /* last name from the master (the next cursor) */
-	char *last_file; /* dedup: a key "x" and the directory "x/" (raw) */
 	int err;
 };
+
+/*
+ * Whether the directory comp (raw, without its '/') is also a file
+ * listed before: d->chain keeps the files that start every entry since
+ * (entries come in byte order, so those starting with a file's name
+ * follow it together and the directory of that name is among them).
+ */
+static bool chain_shown(struct mcfs_dirlist *d, const char *comp, size_t len)
+{
+	while (d->chain_n) {
+		size_t top = d->chain_lens[d->chain_n - 1];
+
+		if (top <= len && !memcmp(d->chain, comp, top))
+			break;
+		d->chain_n--;
+	}
+	return d->chain_n && d->chain_lens[d->chain_n - 1] == len;
+}
+
+/* The file comp (raw) was listed: every file left on the chain starts
+ * it (chain_shown() came first). 0 or -ENOMEM. */
+static int chain_push(struct mcfs_dirlist *d, const char *comp, size_t len)
+{
+	char *s = realloc(d->chain, len + 1);
+
+	if (!s)
+		return -ENOMEM;
+	d->chain = s;
+	memcpy(s, comp, len);
+	s[len] = 0;
+	if (d->chain_n == d->chain_cap) {
+		size_t cap = d->chain_cap ? 2 * d->chain_cap : 8;
+		size_t *l = realloc(d->chain_lens, cap * sizeof(*l));
+
+		if (!l)
+			return -ENOMEM;
+		d->chain_lens = l;
+		d->chain_cap = cap;
+	}
+	d->chain_lens[d->chain_n++] = len;
+	return 0;
+}
 
 static void page_cb(void *arg, const mooncake_list_entry_t *e)
 {
@@ -277,8 +318,7 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 		return;
 	if (e->is_prefix && len)
 		len--; /* the trailing delimiter */
-	if (e->is_prefix && pc->last_file && strlen(pc->last_file) == len &&
-	    !memcmp(pc->last_file, rest, len))
+	if (chain_shown(pc->d, rest, len) && e->is_prefix)
 		return; /* shown as the file */
 	name = mcfs_escape(rest, len);
 	if (!name) {
@@ -291,12 +331,8 @@ static void page_cb(void *arg, const mooncake_list_entry_t *e)
 			e->is_prefix ? MCFS_KV_DIR : MCFS_KV_FILE, e->version,
 			e->size, e->mtime_ms, &e->attr);
 	free(name);
-	if (!e->is_prefix) { /* the raw component, as rest is compared */
-		free(pc->last_file);
-		pc->last_file = strndup(rest, len);
-		if (!pc->last_file)
-			pc->err = -ENOMEM;
-	}
+	if (!pc->err && !e->is_prefix)
+		pc->err = chain_push(pc->d, rest, len);
 }
 
 /* After the master's last page: the files this mount is creating here
@@ -333,7 +369,6 @@ int mcfs_kv_list(struct mcfs *fs, struct mcfs_node *dir, struct mcfs_dirlist *d)
 	pc.plen = strlen(d->prefix);
 	rc = mooncake_store_list_dirs(fs->store, d->prefix, "/", d->cursor,
 				      PAGE, page_cb, &pc, &trunc);
-	free(pc.last_file);
 	if (rc < 0 || pc.err) {
 		free(pc.last);
 		return rc < 0 ? mcfs_errno(rc) : pc.err;

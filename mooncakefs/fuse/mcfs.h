@@ -174,6 +174,14 @@ struct mcfs_dirlist {
 	struct mcfs_dirent *ents; /* current page */
 	size_t n_ents, cap, pos;
 	bool eof;
+	/* kv/: the files listed (raw components) that start every entry
+	 * listed after them, across pages: chain holds the last one, each
+	 * of the others a prefix of it (their lengths in chain_lens). The
+	 * master lists in byte order, so a directory "x/" can follow the
+	 * file "x" after others ("x.txt": '.' < '/'); it is shown once, as
+	 * the file. */
+	char *chain;
+	size_t *chain_lens, chain_n, chain_cap;
 };
 
 #define MCFS_NO_SIZE UINT64_MAX

@@ -41,9 +41,34 @@ def test_escaped_names(mounts, procs, tmp_path, master):
     assert not (mnt.kv / "esc" / "%7A").exists()
     # A key that is also a directory shows once, as the file, whatever
     # its name looks like.
-    for key in ("dup/%2E", "dup/%2E/y", "dup/p%q", "dup/p%q/y"):
+    # Also when other names come between the file and the directory in
+    # the master's byte order ('.' and '-' sort before '/'): "a", "a.txt"
+    # and "a/b" listed "a" twice.
+    for key in ("dup/%2E", "dup/%2E/y", "dup/p%q", "dup/p%q/y", "dup/a",
+                "dup/a.txt", "dup/a-b", "dup/a.txt/c", "dup/a/b",
+                "dup/%2E-x"):
         sh.ok(f"put {key} 10 1")
-    assert sorted(os.listdir(mnt.kv / "dup")) == ["%25%2E", "p%q"]
+    assert sorted(os.listdir(mnt.kv / "dup")) == \
+        ["%25%2E", "%2E-x", "a", "a-b", "a.txt", "p%q"]
+    assert (mnt.kv / "dup" / "a").is_file()
+
+
+def test_file_and_directory_of_one_name_across_pages(mounts, procs,
+                                                     tmp_path, master):
+    """The mount lists a directory in pages of 1,000 of the master's
+    names: a key "k" last in one page and the directory "k/" first in
+    the next show once, as the file."""
+    mnt = mounts(seg="512MiB")
+    sh = Shell(procs, tmp_path, master)
+    d = mnt.kv / "pg"
+    d.mkdir()
+    for i in range(999):
+        (d / f"f{i:03}").write_bytes(b"x")
+    sh.ok("put pg/k 10 1")
+    sh.ok("put pg/k/x 10 1")
+    names = os.listdir(d)
+    assert len(names) == 1000 and names.count("k") == 1, \
+        [n for n in names if not n.startswith("f")]
 
 
 def test_known_size_writes_go_straight_to_replicas(mnt):
