@@ -33,7 +33,7 @@ import weakref
 from ctypes import byref, c_char_p, c_size_t, c_void_p
 
 from . import _lib
-from .store import (INVALID_PARAMS, OBJECT_NOT_FOUND,
+from .store import (INVALID_PARAMS, INVALID_WRITE, OBJECT_NOT_FOUND,
                     UNAVAILABLE_IN_CURRENT_STATUS, MooncakeError, _address,
                     _array, strerror)
 
@@ -398,7 +398,17 @@ class P2PStore:
         """Fetch checkpoint name into path (made if missing; it must be
         empty), with the files' modes and times, and serve it from there.
         A link is followed. progress(Progress) is called as shards land,
-        from the fetching threads, one call at a time."""
+        from the fetching threads, one call at a time. A path that is not
+        an empty directory raises INVALID_WRITE (-700, the C call's code)
+        with the reason."""
+        try:
+            busy = os.path.isdir(path) and any(os.scandir(path))
+        except OSError:
+            busy = False  # the C call says why it cannot use path
+        if busy:
+            raise MooncakeError(INVALID_WRITE, f"get_dir({name!r}): "
+                                f"{os.fsdecode(path)} is not empty: fetch "
+                                "into an empty or new directory")
         self._with_progress(f"get_dir({name!r})", _L.mooncake_ckpt_get_dir,
                             progress, _name(name), os.fsencode(path))
 

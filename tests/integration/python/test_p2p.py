@@ -354,6 +354,13 @@ def test_publish_dir_get_dir_progress(tmp_path, p2ps, p2p_mod):
     with pytest.raises(p2p_mod.MooncakeError) as ei:
         third.get_dir("ckpt-step-100", tmp_path / "gone")
     assert ei.value.code == -704
+    # into a directory that is not empty: the reason, not "invalid write"
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep").write_bytes(b"mine")
+    with pytest.raises(p2p_mod.MooncakeError) as ei:
+        third.get_dir("ckpt-latest", tmp_path / "full")
+    assert ei.value.code == -700 and "not empty" in str(ei.value)
+    assert os.listdir(tmp_path / "full") == ["keep"]
     assert [e.name for e in rd.list("ckpt-")] == ["ckpt-latest"]
 
 
