@@ -100,11 +100,15 @@ int te__pick_transport(struct te_engine *eng, struct te_peer *peer,
  */
 static bool resolve(struct te_engine *eng, struct te_task *t)
 {
-	t->peer = te__segment_peer(t->req.target);
+	int err;
+
+	t->peer = te__segment_peer_at(t->req.target, t->req.target_addr,
+				      t->req.length, &err);
 	if (!t->peer) {
-		/* Stale and not resolvable again (peer gone). */
+		/* Stale and not resolvable again (peer gone), or not the
+		 * owner's memory. */
 		t->tp = eng->forced_tp >= 0 ? eng->forced_tp : TE_TP_TCP;
-		te__slice_done(t, 0, -EHOSTUNREACH);
+		te__slice_done(t, 0, err);
 		return false;
 	}
 	if (!t->req.length) {

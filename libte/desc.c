@@ -13,6 +13,7 @@
  * This file writes and reads the rest and names the metadata keys
  * (te__meta_key). Our extensions, which upstream readers ignore:
  * "mc_host_id" (same host and network namespace test) and per buffer
+ * "mc_owner" (te_register_owned) and
  * "mc_shm_path", "mc_shm_offset", "mc_shm_ino" and "mc_shm_tag" (where a
  * same-host peer can map it: a file under /dev/shm/ or the owner's
  * descriptor /proc/<pid>/fd/<n>, the inode the peer must find there, and
@@ -101,6 +102,9 @@ static int decode_buffer(json_t *b, struct te_buffer_desc *d)
 		return -EBADMSG;
 	if (copy_str(b, "name", d->location, sizeof(d->location), false))
 		return -EBADMSG;
+	/* A bad owner is none: owned segments do not reach the buffer. */
+	if (copy_str(b, "mc_owner", d->owner, sizeof(d->owner), false))
+		d->owner[0] = '\0';
 	if (json_is_string(shm) && json_string_length(shm) < 4096 &&
 	    strlen(json_string_value(shm)) == json_string_length(shm) &&
 	    shm_path_ok(json_string_value(shm))) {
@@ -289,6 +293,9 @@ char *te__describe(struct te_engine *eng)
 			json_object_set_new(b, "mc_shm_tag",
 					    json_string(r->shm_tag));
 		}
+		if (r->owner[0])
+			json_object_set_new(b, "mc_owner",
+					    json_string(r->owner));
 		json_array_append_new(bufs, b);
 	}
 	pthread_rwlock_unlock(&eng->reg_lock);

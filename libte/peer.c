@@ -206,11 +206,22 @@ void te__peers_free(struct te_engine *eng)
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen)
 {
-	struct te_segment *s = calloc(1, sizeof(*s));
+	return te_segment_open_owned(eng, name, NULL, out, err, errlen);
+}
+
+int te_segment_open_owned(struct te_engine *eng, const char *name,
+			  const char *owner, struct te_segment **out, char *err,
+			  size_t errlen)
+{
+	struct te_segment *s;
 	int rc;
 
+	if (owner && (!*owner || strlen(owner) >= TE_OWNER_LEN))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	snprintf(s->owner, sizeof(s->owner), "%s", owner ? owner : "");
 	rc = te__peer_lookup(eng, name, &s->peer, err, errlen);
 	if (rc) {
 		free(s);
@@ -252,6 +263,59 @@ struct te_peer *te__segment_peer(struct te_segment *seg)
 	pthread_mutex_unlock(&eng->peer_lock);
 	te__peer_put(p);
 	return fresh;
+}
+
+/* Whether peer p holds [addr, addr + len) in one buffer tagged owner:
+ * this engine's registrations, or a peer's descriptor. */
+static bool owns(struct te_peer *p, uint64_t addr, uint64_t len,
+		 const char *owner)
+{
+	struct te_engine *eng = p->eng;
+	bool yes = false;
+
+	if (p->is_self) {
+		pthread_rwlock_rdlock(&eng->reg_lock);
+		for (unsigned i = 0; i < eng->n_regs && !yes; i++) {
+			const struct te_memreg *r = eng->regs[i];
+
+			yes = addr >= r->addr && addr - r->addr <= r->len &&
+			      len <= r->len - (addr - r->addr) &&
+			      !strcmp(r->owner, owner);
+		}
+		pthread_rwlock_unlock(&eng->reg_lock);
+		return yes;
+	}
+	for (unsigned i = 0; i < p->n_buffers && !yes; i++) {
+		const struct te_buffer_desc *b = &p->buffers[i];
+
+		yes = addr >= b->addr && addr - b->addr <= b->length &&
+		      len <= b->length - (addr - b->addr) &&
+		      !strcmp(b->owner, owner);
+	}
+	return yes;
+}
+
+struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,
+				    uint64_t len, int *err)
+{
+	struct te_peer *p = te__segment_peer(seg);
+
+	*err = -EHOSTUNREACH;
+	if (!p || !seg->owner[0] || owns(p, addr, len, seg->owner))
+		return p;
+	/* Our copy of its descriptor may be older than the owner's
+	 * (it registered since, or took the name after another): once
+	 * more with a fresh one. */
+	if (!p->is_self) {
+		te__peer_invalidate(p);
+		te__peer_put(p);
+		p = te__segment_peer(seg);
+		if (!p || owns(p, addr, len, seg->owner))
+			return p;
+	}
+	te__peer_put(p);
+	*err = MC_ESEGMOVED;
+	return NULL;
 }
 
 int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,

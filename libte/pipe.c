@@ -30,9 +30,9 @@ int te_read_pipe(struct te_engine *eng, struct te_segment *target,
 		return 0;
 	if (timeout_ms >= 0 && (unsigned)timeout_ms < ms)
 		ms = (unsigned)timeout_ms;
-	peer = te__segment_peer(target);
+	peer = te__segment_peer_at(target, addr, len, &rc);
 	if (!peer)
-		return -EHOSTUNREACH;
+		return rc;
 	idx = te__pick_transport(eng, peer, &req);
 	tp = idx >= 0 ? eng->tps[idx] : NULL;
 	if (!tp || !tp->ops->read_pipe) {

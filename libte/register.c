@@ -77,12 +77,21 @@ int te__tps_reg_add(struct te_engine *eng, struct te_memreg *r)
 int te_register(struct te_engine *eng, void *addr, size_t len,
 		const char *location, bool remote_accessible)
 {
+	return te_register_owned(eng, addr, len, location, remote_accessible,
+				 NULL);
+}
+
+int te_register_owned(struct te_engine *eng, void *addr, size_t len,
+		      const char *location, bool remote_accessible,
+		      const char *owner)
+{
 	uintptr_t a = (uintptr_t)addr;
 	struct te_memreg *r;
 	uint64_t off = 0, ino = 0;
 	int rc, gpu;
 
-	if (!addr || !len || a + len < a)
+	if (!addr || !len || a + len < a ||
+	    (owner && strlen(owner) >= TE_OWNER_LEN))
 		return -EINVAL;
 	rc = gpu_of(addr, location, &gpu);
 	if (rc)
@@ -103,6 +112,7 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 		r->shm_path = te__mem_shm_path(a, len, &off, &ino, r->shm_tag);
 	r->shm_offset = off;
 	r->shm_ino = ino;
+	snprintf(r->owner, sizeof(r->owner), "%s", owner ? owner : "");
 
 	rc = te__tps_reg_add(eng, r);
 	if (rc) {

@@ -84,6 +84,7 @@ struct te_memreg {
 	uint64_t shm_offset; /* of addr inside that file */
 	uint64_t shm_ino; /* that file's inode number */
 	char shm_tag[TE_SHM_TAG_HEX + 1]; /* that file's tag (mem.c) */
+	char owner[TE_OWNER_LEN]; /* te_register_owned(); "" none */
 	_Atomic int busy; /* requests of this engine using it */
 	/* Each transport's state for it (reg_add op), e.g. rdma's MRs. */
 	void *tp_priv[TE_MAX_TRANSPORTS];
@@ -98,6 +99,7 @@ struct te_buffer_desc {
 	uint64_t shm_ino; /* 0: not published (then not checked) */
 	/* The tag the file must hold (mem.c): without it, not mapped. */
 	char shm_tag[TE_SHM_TAG_HEX + 1];
+	char owner[TE_OWNER_LEN]; /* "mc_owner"; "" none */
 };
 
 /* A peer's parsed segment descriptor plus per-transport state. */
@@ -125,6 +127,7 @@ struct te_segment {
 	struct te_engine *eng;
 	struct te_peer *peer; /* under eng->peer_lock; replaced if stale */
 	char name[TE_NAME_MAX];
+	char owner[TE_OWNER_LEN]; /* te_segment_open_owned(); "" any */
 };
 
 struct te_task {
@@ -457,6 +460,11 @@ static inline void te__peer_invalidate(struct te_peer *p)
 /** The segment's current peer, refreshed if stale; a new reference, or
  *  NULL when it cannot be resolved. */
 struct te_peer *te__segment_peer(struct te_segment *seg);
+/** te__segment_peer() for a request on [addr, addr + len): NULL with
+ *  *err -EHOSTUNREACH (unresolvable) or MC_ESEGMOVED (the range is not
+ *  in a buffer of the segment's owner, te_segment_open_owned()). */
+struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,
+				    uint64_t len, int *err);
 /* batch.c: the transport that carries req to peer (index), or -1. */
 int te__pick_transport(struct te_engine *eng, struct te_peer *peer,
 		       const struct te_request *req);

@@ -74,7 +74,9 @@ extern "C" {
 	X(EREPLICAGONE, -4025, REPLICA_IS_GONE,                                \
 	  "the segment this put was written to was dropped meanwhile")         \
 	X(EHOSTNAME, -4026, RPC_FAIL,                                          \
-	  "host name not found (not an address, and DNS does not know it)")
+	  "host name not found (not an address, and DNS does not know it)")    \
+	X(ESEGMOVED, -4027, TRANSFER_FAIL,                                     \
+	  "the memory's owner is gone: another process holds its engine name")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

@@ -169,6 +169,23 @@ const char *te_engine_rpc_address(const struct te_engine *eng);
 int te_register(struct te_engine *eng, void *addr, size_t len,
 		const char *location, bool remote_accessible);
 
+/** The longest owner tag (te_register_owned), with its NUL. */
+#define TE_OWNER_LEN 64
+
+/**
+ * te_register() with an owner tag on the buffer (1 to TE_OWNER_LEN - 1
+ * bytes, else -EINVAL; NULL or "": none), published with it as
+ * "mc_owner". A segment opened with te_segment_open_owned() reaches only
+ * buffers of its tag: a store tags its segment's memory with the
+ * segment's id, so that an address the master placed in one process's
+ * segment is never read or written in the memory of another process
+ * that took the same engine name after it (docs/design.md, "The owner
+ * of an address").
+ */
+int te_register_owned(struct te_engine *eng, void *addr, size_t len,
+		      const char *location, bool remote_accessible,
+		      const char *owner);
+
 /** Unregister the buffer starting at addr: -ENOENT, or -EBUSY while
  *  requests of this engine use it. */
 int te_unregister(struct te_engine *eng, void *addr);
@@ -268,6 +285,18 @@ int te_mem_unlink(struct te_engine *eng, void *addr);
 /** Resolve a peer (or this engine) by segment name. */
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen);
+
+/**
+ * te_segment_open() for requests that may only reach buffers the peer
+ * registered with this owner tag (te_register_owned; 1 to
+ * TE_OWNER_LEN - 1 bytes, else -EINVAL). A request whose target range
+ * is not inside one such buffer of the peer now behind the name (after
+ * fetching its descriptor once more) ends TE_FAILED with MC_ESEGMOVED,
+ * moving nothing: the owner restarted, or another took the name.
+ */
+int te_segment_open_owned(struct te_engine *eng, const char *name,
+			  const char *owner, struct te_segment **out, char *err,
+			  size_t errlen);
 void te_segment_close(struct te_segment *seg);
 
 /* A buffer a segment publishes. */

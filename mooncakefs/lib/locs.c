@@ -28,6 +28,8 @@ struct loc_rep {
 	const char *endpoint, *host_id; /* interned */
 	uint64_t address, size;
 	int32_t status;
+	bool has_seg_id;
+	uint8_t seg_id[16];
 };
 
 /* An mc_map value: the header, then n loc_rep. */
@@ -131,6 +133,14 @@ bool mcs_locs_get(struct mcs_locs *c, const char *key, uint64_t now,
 		hit->rep[i].address = l->r[i].address;
 		hit->rep[i].size = l->r[i].size;
 		hit->rep[i].status = l->r[i].status;
+		if (l->r[i].has_seg_id) {
+			memcpy(hit->seg_ids[i], l->r[i].seg_id,
+			       sizeof(hit->seg_ids[i]));
+			hit->rep[i].segment_id = (ProtobufCBinaryData){
+				.len = sizeof(hit->seg_ids[i]),
+				.data = hit->seg_ids[i]
+			};
+		}
 		hit->reps[i] = &hit->rep[i];
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -232,6 +242,11 @@ static void put_locked(struct mcs_locs *c, const char *key,
 					    .address = r->address,
 					    .size = r->size,
 					    .status = r->status };
+		if (r->segment_id.len == sizeof(l->r[i].seg_id)) {
+			memcpy(l->r[i].seg_id, r->segment_id.data,
+			       sizeof(l->r[i].seg_id));
+			l->r[i].has_seg_id = true;
+		}
 		if (!l->r[i].endpoint || !l->r[i].host_id)
 			return;
 	}

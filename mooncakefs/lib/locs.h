@@ -41,6 +41,7 @@ struct mcs_loc_hit {
 	Mcrpc__ReplicaList rl;
 	Mcrpc__Replica rep[MOONCAKE_MAX_REPLICAS];
 	Mcrpc__Replica *reps[MOONCAKE_MAX_REPLICAS];
+	uint8_t seg_ids[MOONCAKE_MAX_REPLICAS][16]; /* rep[].segment_id */
 	uint64_t until; /* the lease's end, mcs_now_ms() time */
 };
 

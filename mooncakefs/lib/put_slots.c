@@ -111,6 +111,11 @@ void mcs_slots_add(struct mcs_slots *sl, uint64_t run,
 					.use_ms = x->use_ms,
 					.addr = l->replicas[0]->address,
 					.endpoint = ep };
+		if (l->replicas[0]->segment_id.len == sizeof(s->seg_id)) {
+			memcpy(s->seg_id, l->replicas[0]->segment_id.data,
+			       sizeof(s->seg_id));
+			s->has_seg_id = true;
+		}
 	}
 	pthread_mutex_unlock(&sl->lock);
 }

@@ -42,6 +42,8 @@ struct mcs_slot {
 	uint64_t use_ms; /* usable this long after got_ms (Slot.use_ms) */
 	uint64_t addr;
 	char *endpoint; /* malloc'd */
+	uint8_t seg_id[16]; /* the replica's segment (MCS_SEG_ID_LEN) */
+	bool has_seg_id;
 };
 
 struct mcs_slots {

@@ -94,19 +94,25 @@ void *mcs_flat_alloc(size_t head, const Mcrpc__Replica *const *reps, size_t n,
 	char *p, *text;
 
 	for (size_t i = 0; i < n; i++)
-		total += strlen(reps[i]->endpoint) + 1;
+		total += strlen(reps[i]->endpoint) + 1 + MCS_SEG_ID_LEN;
 	p = calloc(1, total);
 	if (!p)
 		return NULL;
 	*locs = (struct mcs_loc *)(void *)(p + at);
 	text = p + at + n * sizeof(**locs);
 	for (size_t i = 0; i < n; i++) {
+		const uint8_t *id = mcs_rep_seg_id(reps[i]);
 		size_t len = strlen(reps[i]->endpoint) + 1;
 
 		memcpy(text, reps[i]->endpoint, len);
 		(*locs)[i] = (struct mcs_loc){ .endpoint = text,
 					       .address = reps[i]->address };
 		text += len;
+		if (id) {
+			memcpy(text, id, MCS_SEG_ID_LEN);
+			(*locs)[i].seg_id = (const uint8_t *)text;
+			text += MCS_SEG_ID_LEN;
+		}
 	}
 	memcpy(text, key, strlen(key) + 1);
 	*key_copy = text;

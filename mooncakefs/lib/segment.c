@@ -19,6 +19,7 @@
 #include "mooncake/te.h"
 #include "segment.h"
 #include "util.h"
+#include "xfer.h"
 
 _Static_assert(sizeof(struct mcs_seg_hdr) == 48, "segment header layout");
 _Static_assert(offsetof(struct mcs_seg_hdr, id) == 12, "header id offset");
@@ -145,7 +146,7 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 {
 	struct mcs_segment *seg;
 	struct mcs_seg_hdr *h;
-	char shm_name[MCS_SEG_NAME_MAX + 8];
+	char shm_name[MCS_SEG_NAME_MAX + 8], owner[2 * MCS_SEG_ID_LEN + 1];
 	int rc;
 
 	rc = check_args(name, size, err, errlen);
@@ -206,7 +207,12 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 		h->size = size;
 		h->created_ms = mcs_wall_ms();
 	}
-	rc = te_register(eng, seg->map, seg->map_len, "cpu:0", true);
+	/* Tagged with its id: peers reach an address of it only while this
+	 * segment holds it, never a later process's memory at that address
+	 * under the same engine name (xfer.h, mcs_xfer_op.seg_id). */
+	mcs_seg_owner(seg->id, owner);
+	rc = te_register_owned(eng, seg->map, seg->map_len, "cpu:0", true,
+			       owner);
 	if (rc) {
 		snprintf(err, errlen, "segment %s: register: %s", name,
 			 mc_strerror(rc));

@@ -100,6 +100,7 @@ static size_t add_ops(struct mcs_xfer_op *ops, const struct mcs_get_key *k,
 		ops[n++] = (struct mcs_xfer_op){ .opcode = TE_READ,
 						 .local = k->parts[p],
 						 .endpoint = rep->endpoint,
+						 .seg_id = mcs_rep_seg_id(rep),
 						 .remote = rep->address + off,
 						 .len = len };
 		off += len;

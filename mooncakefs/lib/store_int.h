@@ -32,6 +32,7 @@
 #include "put_slots.h"
 #include "regs.h"
 #include "store_cfg.h"
+#include "xfer.h"
 
 struct te_engine;
 struct mcs_holds;
@@ -179,7 +180,14 @@ int mcs_staging_take(struct mooncake_store *s, const char *what,
 struct mcs_loc {
 	const char *endpoint; /* the engine's name */
 	uint64_t address; /* of byte 0 there */
+	const uint8_t *seg_id; /* its segment (MCS_SEG_ID_LEN), or NULL */
 };
+
+/** The segment id of replica r, or NULL (mcs_xfer_op.seg_id). */
+static inline const uint8_t *mcs_rep_seg_id(const Mcrpc__Replica *r)
+{
+	return r->segment_id.len == MCS_SEG_ID_LEN ? r->segment_id.data : NULL;
+}
 
 /** A complete replica that can hold size bytes. */
 bool mcs_replica_usable(const Mcrpc__Replica *r, uint64_t size);

@@ -152,6 +152,7 @@ static int read_replicas(struct mooncake_object *o, uint64_t off, void *local,
 			.opcode = TE_READ,
 			.local = local,
 			.endpoint = o->repl[r].endpoint,
+			.seg_id = o->repl[r].seg_id,
 			.remote = o->repl[r].address + off,
 			.len = n,
 		};
@@ -262,6 +263,7 @@ MOONCAKE_API int64_t mooncake_store_object_splice(mooncake_object_t o,
 		rc = MC_ENOTSUPPORTED;
 	else
 		rc = mcs_xfer_read_pipe(s->xfer, o->repl[r].endpoint,
+					o->repl[r].seg_id,
 					o->repl[r].address + off, n, pipe_fd,
 					atomic_load(&s->transfer_ms));
 	/* Nothing added: the caller reads into memory instead. */

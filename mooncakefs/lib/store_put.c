@@ -222,6 +222,9 @@ static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
 		ops[p] = (struct mcs_xfer_op){ .opcode = TE_WRITE,
 					       .local = k->parts[p],
 					       .endpoint = sl.endpoint,
+					       .seg_id = sl.has_seg_id ?
+								 sl.seg_id :
+								 NULL,
 					       .remote = sl.addr + off,
 					       .len = k->part_sizes[p] };
 		off += k->part_sizes[p];
@@ -390,6 +393,8 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 					.opcode = TE_WRITE,
 					.local = k->parts[p],
 					.endpoint = rl->replicas[r]->endpoint,
+					.seg_id =
+						mcs_rep_seg_id(rl->replicas[r]),
 					.remote =
 						rl->replicas[r]->address + off,
 					.len = k->part_sizes[p],

@@ -157,6 +157,7 @@ static int write_replicas(struct mooncake_writer *w, uint64_t off, void *local,
 			.opcode = TE_WRITE,
 			.local = local,
 			.endpoint = w->repl[r].endpoint,
+			.seg_id = w->repl[r].seg_id,
 			.remote = w->repl[r].address + off,
 			.len = len,
 		};

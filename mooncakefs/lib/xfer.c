@@ -26,6 +26,7 @@
 #define PART_MIN (1u << 20)
 #define PART_MAX (64u << 20)
 #define ABORTS_MAX 8 /* parts in a row whose pieces could not start */
+#define XFER_NAME_MAX 256 /* an engine name (the engine refuses longer) */
 _Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
 
 struct mcs_xfer {
@@ -77,34 +78,47 @@ void mcs_xfer_destroy(struct mcs_xfer *x)
 	free(x);
 }
 
-static int get_segment(struct mcs_xfer *x, const char *name,
+/* The segment for name, reaching only memory of segment id (NULL: any);
+ * cached by name and id. */
+static int get_segment(struct mcs_xfer *x, const char *name, const uint8_t *id,
 		       struct te_segment **out)
 {
 	const struct mc_map_entry *e;
 	struct te_segment *seg, *extra = NULL;
-	char err[TE_ERR_LEN] = "";
-	size_t len = strlen(name);
+	char err[TE_ERR_LEN] = "", owner[2 * MCS_SEG_ID_LEN + 1];
+	size_t nlen = strlen(name), len = nlen;
+	char key[XFER_NAME_MAX + 1 + MCS_SEG_ID_LEN];
 	int rc = 0;
 
+	if (nlen >= XFER_NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(key, name, nlen);
+	if (id) { /* name, NUL, id: no name holds a NUL */
+		key[len++] = '\0';
+		memcpy(key + len, id, MCS_SEG_ID_LEN);
+		len += MCS_SEG_ID_LEN;
+		mcs_seg_owner(id, owner);
+	}
 	pthread_mutex_lock(&x->lock);
-	e = mc_map_get(x->segs, name, len);
+	e = mc_map_get(x->segs, key, len);
 	if (e)
 		memcpy(out, e->val, sizeof(*out));
 	pthread_mutex_unlock(&x->lock);
 	if (e)
 		return 0;
-	rc = te_segment_open(x->eng, name, &seg, err, sizeof(err));
+	rc = te_segment_open_owned(x->eng, name, id ? owner : NULL, &seg, err,
+				   sizeof(err));
 	if (rc) {
 		mc_log_debug("store", "open segment %s: %s", name, err);
 		return rc;
 	}
 	pthread_mutex_lock(&x->lock);
-	e = mc_map_get(x->segs, name, len);
+	e = mc_map_get(x->segs, key, len);
 	if (e) {
 		/* Another thread opened it meanwhile: use theirs. */
 		memcpy(out, e->val, sizeof(*out));
 		extra = seg;
-	} else if (!mc_map_put(x->segs, name, len, &seg, sizeof(seg))) {
+	} else if (!mc_map_put(x->segs, key, len, &seg, sizeof(seg))) {
 		*out = seg;
 	} else {
 		extra = seg;
@@ -212,6 +226,7 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	struct chunk small_chunk, *chunks = &small_chunk;
 	size_t n_live = 0, n_chunks = 0;
 	const char *last_name = NULL;
+	const uint8_t *last_id = NULL;
 	struct te_segment *last_seg = NULL;
 	bool heap = n > XFER_SMALL;
 
@@ -242,12 +257,16 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		op->result = 0;
 		if (!op->len)
 			continue;
-		if (last_name && !strcmp(last_name, op->endpoint)) {
+		if (last_name && !strcmp(last_name, op->endpoint) &&
+		    (last_id == op->seg_id ||
+		     (last_id && op->seg_id &&
+		      !memcmp(last_id, op->seg_id, MCS_SEG_ID_LEN)))) {
 			seg = last_seg;
 		} else {
-			rc = get_segment(x, op->endpoint, &seg);
+			rc = get_segment(x, op->endpoint, op->seg_id, &seg);
 			if (!rc) {
 				last_name = op->endpoint;
+				last_id = op->seg_id;
 				last_seg = seg;
 			}
 		}
@@ -545,14 +564,26 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 }
 
 int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
-		       uint64_t remote, uint64_t len, int pipe_fd,
-		       unsigned timeout_ms)
+		       const uint8_t *seg_id, uint64_t remote, uint64_t len,
+		       int pipe_fd, unsigned timeout_ms)
 {
 	struct te_segment *seg;
-	int rc = get_segment(x, endpoint, &seg);
+	int rc = get_segment(x, endpoint, seg_id, &seg);
 
 	if (rc)
 		return rc;
 	return te_read_pipe(x->eng, seg, remote, len, pipe_fd,
 			    timeout_ms > INT32_MAX ? -1 : (int)timeout_ms);
+}
+
+void mcs_seg_owner(const uint8_t id[MCS_SEG_ID_LEN],
+		   char out[2 * MCS_SEG_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < MCS_SEG_ID_LEN; i++) {
+		out[2 * i] = hex[id[i] >> 4];
+		out[2 * i + 1] = hex[id[i] & 15];
+	}
+	out[2 * MCS_SEG_ID_LEN] = '\0';
 }

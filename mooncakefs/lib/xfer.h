@@ -6,7 +6,8 @@
  * as few as possible, with a result per operation. Replica choice and
  * failover are the caller's (store_put.c, store_get.c).
  *
- * Segments (peers) are opened once per endpoint and cached until destroy;
+ * Segments (peers) are opened once per endpoint and segment id (a
+ * replica's owner: mcs_xfer_op.seg_id) and cached until destroy;
  * the engine re-resolves a cached peer by itself when it went stale (the
  * peer restarted), so a later call reaches the new process. Batches come
  * from a pool (one per concurrent call, up to 32), and a call of up to 16
@@ -25,10 +26,18 @@
 
 struct mcs_xfer;
 
+/** A segment id's length (the master's, 16 bytes). */
+#define MCS_SEG_ID_LEN 16
+
 struct mcs_xfer_op {
 	enum te_opcode opcode;
 	void *local; /* registered local memory */
 	const char *endpoint; /* the replica's engine name */
+	/* The replica's segment (MCS_SEG_ID_LEN bytes): only memory its
+	 * owner registered for it is reached (te_segment_open_owned), never
+	 * that of a process that took the engine name since; an address
+	 * elsewhere ends MC_ESEGMOVED. NULL: whatever the name holds. */
+	const uint8_t *seg_id;
 	uint64_t remote; /* address there */
 	uint64_t len;
 	int result; /* out: 0, -ETIMEDOUT or the engine's code */
@@ -89,12 +98,17 @@ int mcs_xfer_write(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		   unsigned timeout_ms, const struct mcs_xfer_guard *g);
 
 /**
- * Read len bytes at remote of endpoint into the pipe pipe_fd
- * (te_read_pipe: same results; not retried). Open failures of the
- * endpoint's segment are returned as they are (nothing added).
+ * Read len bytes at remote of endpoint (in segment seg_id, as
+ * mcs_xfer_op's) into the pipe pipe_fd (te_read_pipe: same results; not
+ * retried). Open failures of the endpoint's segment are returned as they
+ * are (nothing added).
  */
 int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
-		       uint64_t remote, uint64_t len, int pipe_fd,
-		       unsigned timeout_ms);
+		       const uint8_t *seg_id, uint64_t remote, uint64_t len,
+		       int pipe_fd, unsigned timeout_ms);
+
+/** The owner tag of segment id (te_register_owned): 32 hex digits. */
+void mcs_seg_owner(const uint8_t id[MCS_SEG_ID_LEN],
+		   char out[2 * MCS_SEG_ID_LEN + 1]);
 
 #endif

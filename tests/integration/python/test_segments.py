@@ -222,3 +222,90 @@ def test_small_dev_shm_pool_member_falls_back(master, procs, tmp_path):
     assert "--shm-size" in text and "private memory" in text, text
     procs.kill(proc)
     assert proc.returncode == -9
+
+
+# A supervisor that forks its workers (as an inference server's launcher
+# does): forks share the parent's address layout, so a worker started
+# again under the same host:port places its segment at the same
+# addresses as the one it replaces.
+RESTART = r'''
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+master, metadata, host = sys.argv[2], sys.argv[3], sys.argv[4]
+MB = 1 << 20
+
+def worker(fill, w):
+    s = MooncakeDistributedStore()
+    assert s.setup(host, metadata, 32 * MB, 16 * MB, "tcp", "",
+                   master) == 0
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = s.get_hostname()
+    if fill == "z":
+        for i in range(8):
+            assert s.put(f"old{i}", b"z" * 100000, cfg) == 0
+    else:
+        assert s.put("new", b"N" * (30 * MB), cfg) == 0
+    os.write(w, b"ready\n")
+    time.sleep(60)
+    os._exit(0)
+
+def spawn(fill):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        worker(fill, w)
+    assert os.read(r, 100) == b"ready\n"
+    return pid
+
+a = spawn("z")
+os.kill(a, signal.SIGKILL)
+os.waitpid(a, 0)
+b = spawn("N")
+s = MooncakeDistributedStore()
+assert s.setup("127.0.0.1", metadata, 0, 16 * MB, "tcp", "", master) == 0
+buf = bytearray(MB)
+import ctypes
+cbuf = (ctypes.c_char * MB).from_buffer(buf)
+ptr = ctypes.addressof(cbuf)
+assert s.register_buffer(ptr, MB) == 0
+wrong = 0
+for i in range(8):
+    buf[:] = bytes(MB)
+    n = s.get_into(f"old{i}", ptr, MB)
+    if n > 0 and bytes(buf[:n]) != b"z" * 100000:
+        wrong += 1
+    print(f"old{i} {n} {bytes(buf[:4])!r}", flush=True)
+print(f"wrong {wrong}", flush=True)
+s.unregister_buffer(ptr)
+s.close()
+os.kill(b, signal.SIGKILL)
+os.waitpid(b, 0)
+'''
+
+
+@pytest.mark.parametrize("force_tcp", [False, True], ids=["shm", "tcp"])
+def test_worker_restarted_under_its_name_never_serves_the_old_keys(
+        master, procs, tmp_path, python_env, force_tcp):
+    """A worker killed and started again under the same host:port within
+    client_ttl: the master still lists the old worker's objects at their
+    addresses, and the new worker's segment covers those addresses.
+    Reads of the old keys fail (TRANSFER_FAIL, until the master drops the
+    old segment) and never return the new worker's bytes (they did,
+    through shared memory and over tcp: the engine name alone chose the
+    memory; segments now tag their memory with their id)."""
+    script = tmp_path / "restart.py"
+    script.write_text(RESTART)
+    env = dict(python_env)
+    if force_tcp:
+        env["MC_FORCE_TCP"] = "1"
+    host = f"127.0.0.1:{free_port()}"
+    out = subprocess.run(
+        [sys.executable, str(script), os.path.join(mctest.SOURCE, "python"),
+         master.addr, master.metadata, host],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "wrong 0", out.stdout
+    # Not one read returned bytes (the old worker's memory is gone).
+    assert all(int(line.split()[1]) < 0 for line in lines[:-1]), out.stdout

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Owner tags (te_register_owned, te_segment_open_owned): two real engines
+ * in this process, the target's memory tagged with an owner. A segment
+ * opened for that owner reads it, over tcp and through shared memory; one
+ * opened for another owner ends MC_ESEGMOVED and moves nothing (the store's
+ * guard against a holder restarted under the same engine name); a plain
+ * segment reads anything, as before; bad tags are -EINVAL.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mooncake/mc_err.h"
+#include "mooncake/te.h"
+
+#define LEN (1u << 20)
+
+static struct te_engine *engine(void)
+{
+	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
+				     .local_server_name = "127.0.0.1",
+				     .timeout_ms = 5000 };
+	struct te_engine *eng = NULL;
+	char err[256] = "";
+
+	cr_assert_eq(te_engine_create(&cfg, &eng, err, sizeof(err)), 0, "%s",
+		     err);
+	return eng;
+}
+
+/* Read 4 KiB at mem + 8192 of the segment opened for owner (NULL: a plain
+ * segment) into local: the request's error (0: it moved the bytes). */
+static int read_as(struct te_engine *a, const char *name, const char *owner,
+		   const unsigned char *mem, unsigned char *local)
+{
+	struct te_request req = { .opcode = TE_READ,
+				  .local = local,
+				  .target_addr =
+					  (uint64_t)(uintptr_t)mem + 8192,
+				  .length = 4096 };
+	struct te_segment *seg = NULL;
+	struct te_status st = { 0 };
+	struct te_batch *b = NULL;
+	char err[256] = "";
+
+	cr_assert_eq(te_segment_open_owned(a, name, owner, &seg, err,
+					   sizeof(err)),
+		     0, "%s", err);
+	req.target = seg;
+	memset(local, 0, 4096);
+	cr_assert_eq(te_batch_create(a, 1, &b), 0);
+	cr_assert_eq(te_batch_transfer(b, &req, 1, 5000), 0);
+	cr_assert_eq(te_batch_status(b, 0, &st), 0);
+	cr_assert_eq(te_batch_destroy(b), 0);
+	te_segment_close(seg);
+	if (st.status == TE_COMPLETED) {
+		cr_assert_eq(st.transferred, 4096);
+		cr_assert_eq(memcmp(local, mem + 8192, 4096), 0);
+		return 0;
+	}
+	cr_assert_eq(st.status, TE_FAILED);
+	for (size_t i = 0; i < 4096; i++)
+		cr_assert_eq(local[i], 0, "a refused read moved bytes");
+	return st.error;
+}
+
+static void owners(const char *force_tcp, bool shm)
+{
+	struct te_engine *a, *b;
+	unsigned char *mem, *local = aligned_alloc(4096, 4096);
+	void *m = NULL;
+
+	if (force_tcp)
+		setenv("MC_FORCE_TCP", force_tcp, 1);
+	else
+		unsetenv("MC_FORCE_TCP");
+	a = engine();
+	b = engine();
+	if (shm)
+		cr_assert_eq(te_mem_alloc(b, LEN, NULL, &m), 0);
+	else
+		m = aligned_alloc(4096, LEN);
+	mem = m;
+	for (size_t i = 0; i < LEN; i++)
+		mem[i] = (unsigned char)(i * 13 + 1);
+	cr_assert_eq(te_register_owned(b, mem, LEN, "cpu:0", true, "seg-b"), 0);
+	cr_assert_eq(te_register(a, local, 4096, "*", false), 0);
+
+	cr_expect_eq(read_as(a, te_engine_name(b), "seg-b", mem, local), 0);
+	cr_expect_eq(read_as(a, te_engine_name(b), NULL, mem, local), 0);
+	cr_expect_eq(read_as(a, te_engine_name(b), "seg-c", mem, local),
+		     MC_ESEGMOVED);
+	/* This engine's own memory is held to its tags too. */
+	cr_expect_eq(read_as(b, te_engine_name(b), "seg-b", mem,
+			     mem + LEN - 4096),
+		     0);
+	cr_expect_eq(read_as(b, te_engine_name(b), "seg-c", mem,
+			     mem + LEN - 4096),
+		     MC_ESEGMOVED);
+
+	cr_assert_eq(te_unregister(a, local), 0);
+	cr_assert_eq(te_unregister(b, mem), 0);
+	if (shm)
+		te_mem_free(b, mem);
+	else
+		free(mem);
+	te_engine_destroy(a);
+	te_engine_destroy(b);
+	free(local);
+}
+
+Test(te_owner, over_tcp)
+{
+	owners("1", false);
+}
+
+Test(te_owner, through_shared_memory)
+{
+	owners(NULL, true);
+}
+
+Test(te_owner, bad_tags_are_refused)
+{
+	struct te_engine *a = engine();
+	struct te_segment *seg = NULL;
+	char owner[TE_OWNER_LEN + 1], err[256] = "";
+	void *m = aligned_alloc(4096, 4096);
+
+	memset(owner, 'x', TE_OWNER_LEN);
+	owner[TE_OWNER_LEN] = '\0';
+	cr_expect_eq(te_register_owned(a, m, 4096, "*", true, owner), -EINVAL);
+	cr_expect_eq(te_segment_open_owned(a, te_engine_name(a), owner, &seg,
+					   err, sizeof(err)),
+		     -EINVAL);
+	cr_expect_eq(te_segment_open_owned(a, te_engine_name(a), "", &seg, err,
+					   sizeof(err)),
+		     -EINVAL);
+	te_engine_destroy(a);
+	free(m);
+}
