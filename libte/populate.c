@@ -11,17 +11,28 @@
  * reserved with fallocate, so the owner and its peers may touch any page
  * at any time, populated or not.
  *
+ * Faulting in ahead stops while the machine has less memory available
+ * than a reserve (MemAvailable in /proc/meminfo; MC_POPULATE_RESERVE_MB,
+ * by default 1/16 of RAM and at least 256 MiB): a segment larger than
+ * what is free then fills as it is used, as upstream's, instead of
+ * taking every page at once and getting its process killed for memory
+ * before it stored anything. Logged once per allocation.
+ *
  * Lifetime: te__populate_stop() stops the threads between chunks and
  * joins them; it must run before the memory is unmapped.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "mc_log.h"
 #include "te_int.h"
 
 #define CHUNK (16u << 20)
@@ -37,7 +48,62 @@ struct te_populate {
 	pthread_mutex_t lock;
 	pthread_cond_t done_cond;
 	unsigned done; /* threads finished */
+	uint64_t reserve; /* bytes left available to the machine */
+	_Atomic bool held; /* stopped for the reserve (logged) */
 };
+
+/* /proc/meminfo's MemAvailable in bytes, or UINT64_MAX when unknown. */
+static uint64_t mem_available(void)
+{
+	uint64_t kb = UINT64_MAX;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return UINT64_MAX;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb == UINT64_MAX ? kb : kb << 10;
+}
+
+/* MC_POPULATE_RESERVE_MB, else 1/16 of RAM and at least 256 MiB. */
+static uint64_t reserve_bytes(void)
+{
+	const char *s = getenv("MC_POPULATE_RESERVE_MB");
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t r =
+		pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 16 : 0;
+
+	if (s && *s) {
+		char *end;
+		unsigned long long mb = strtoull(s, &end, 10);
+
+		if (!*end && mb < (UINT64_MAX >> 20))
+			return (uint64_t)mb << 20;
+	}
+	return r < (256ull << 20) ? 256ull << 20 : r;
+}
+
+/* Whether a chunk may be faulted in now: false once (and logged) when
+ * the machine would keep less than the reserve. */
+static bool room_for_chunk(struct te_populate *job, size_t off)
+{
+	uint64_t avail = mem_available();
+
+	if (avail == UINT64_MAX || avail >= job->reserve + CHUNK)
+		return true;
+	if (!atomic_exchange(&job->held, true))
+		mc_log_warn("te",
+			    "memory of %zu MiB: stopped faulting it in ahead "
+			    "at %zu MiB, the machine has %" PRIu64
+			    " MiB available (MC_POPULATE_RESERVE_MB %" PRIu64
+			    "): the rest is taken as it is used",
+			    job->len >> 20, off >> 20, avail >> 20,
+			    job->reserve >> 20);
+	return false;
+}
 
 static void touch(char *p, size_t len)
 {
@@ -58,7 +124,7 @@ static void *populate_thread(void *arg)
 	while (!atomic_load(&job->stop)) {
 		size_t off = atomic_fetch_add(&job->next, CHUNK);
 
-		if (off >= job->len)
+		if (off >= job->len || !room_for_chunk(job, off))
 			break;
 		touch(job->base + off,
 		      job->len - off < CHUNK ? job->len - off : CHUNK);
@@ -90,6 +156,7 @@ int te__populate_start(void *base, size_t len, struct te_populate **out)
 		return -ENOMEM;
 	job->base = base;
 	job->len = len;
+	job->reserve = reserve_bytes();
 	pthread_mutex_init(&job->lock, NULL);
 	pthread_cond_init(&job->done_cond, NULL);
 	for (unsigned i = 0; i < want; i++) {
@@ -99,8 +166,12 @@ int te__populate_start(void *base, size_t len, struct te_populate **out)
 		job->n_threads++;
 	}
 	if (!job->n_threads) {
-		/* No thread to spare: fault in here, as before. */
-		touch(base, len);
+		/* No thread to spare: fault in here, as before, while there
+		 * is room. */
+		for (size_t off = 0; off < len && room_for_chunk(job, off);
+		     off += CHUNK)
+			touch(job->base + off,
+			      len - off < CHUNK ? len - off : CHUNK);
 	}
 	*out = job;
 	return 0;
