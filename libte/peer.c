@@ -265,34 +265,46 @@ struct te_peer *te__segment_peer(struct te_segment *seg)
 	return fresh;
 }
 
-/* Whether peer p holds [addr, addr + len) in one buffer tagged owner:
- * this engine's registrations, or a peer's descriptor. */
+/* Whether [addr, addr + len) overlaps a buffer at base of length blen
+ * tagged with another owner than owner ("" is none). */
+static bool other_owner(uint64_t addr, uint64_t len, uint64_t base,
+			uint64_t blen, const char *tag, const char *owner)
+{
+	return tag[0] && strcmp(tag, owner) && addr < base + blen &&
+	       base < addr + len;
+}
+
+/*
+ * Whether peer p may hold [addr, addr + len) for owner: no buffer of
+ * another owner overlaps it (this engine's registrations, or a peer's
+ * descriptor). Buffers without a tag (an engine from before tags, mixed
+ * in during a rolling upgrade) are not held to it, and a range in no
+ * buffer is left to the transport to refuse, as before.
+ */
 static bool owns(struct te_peer *p, uint64_t addr, uint64_t len,
 		 const char *owner)
 {
 	struct te_engine *eng = p->eng;
-	bool yes = false;
+	bool other = false;
 
 	if (p->is_self) {
 		pthread_rwlock_rdlock(&eng->reg_lock);
-		for (unsigned i = 0; i < eng->n_regs && !yes; i++) {
+		for (unsigned i = 0; i < eng->n_regs && !other; i++) {
 			const struct te_memreg *r = eng->regs[i];
 
-			yes = addr >= r->addr && addr - r->addr <= r->len &&
-			      len <= r->len - (addr - r->addr) &&
-			      !strcmp(r->owner, owner);
+			other = other_owner(addr, len, r->addr, r->len,
+					    r->owner, owner);
 		}
 		pthread_rwlock_unlock(&eng->reg_lock);
-		return yes;
+		return !other;
 	}
-	for (unsigned i = 0; i < p->n_buffers && !yes; i++) {
+	for (unsigned i = 0; i < p->n_buffers && !other; i++) {
 		const struct te_buffer_desc *b = &p->buffers[i];
 
-		yes = addr >= b->addr && addr - b->addr <= b->length &&
-		      len <= b->length - (addr - b->addr) &&
-		      !strcmp(b->owner, owner);
+		other = other_owner(addr, len, b->addr, b->length, b->owner,
+				    owner);
 	}
-	return yes;
+	return !other;
 }
 
 struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,

@@ -698,11 +698,14 @@ static uint64_t mcs_phys_bytes(void)
 
 int mcs_join_check(const struct mcs_cfg_args *a, char *err, size_t errlen)
 {
+	struct mcs_cfg_args quiet = a ? *a : (struct mcs_cfg_args){ 0 };
 	struct mcs_cfg cfg = { 0 };
 	const char *n;
 	bool asked;
-	int rc = mcs_cfg_load(&cfg, a, err, errlen);
+	int rc;
 
+	quiet.quiet = true;
+	rc = mcs_cfg_load(&cfg, a ? &quiet : NULL, err, errlen);
 	if (rc) {
 		mcs_cfg_release(&cfg);
 		return rc == -ENOMEM ? rc : -EINVAL;

@@ -5,9 +5,12 @@
  * them; sizes take integers or "4GB"/"500gb" strings.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mc_log.h"
 
 #include "mooncake/store.h"
 #include "store_cfg.h"
@@ -125,6 +128,14 @@ static int override(char **field, const char *v)
 	return 0;
 }
 
+/* The caller names the three addresses a client needs. */
+static bool complete(const struct mcs_cfg_args *a)
+{
+	return a && a->local_hostname && *a->local_hostname &&
+	       a->metadata_server && *a->metadata_server &&
+	       a->master_server_address && *a->master_server_address;
+}
+
 int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 		 size_t errlen)
 {
@@ -134,6 +145,23 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 
 	memset(cfg, 0, sizeof(*cfg));
 	rc = mc_cfg_load(&mcs_cfg_spec, cfg, 1, argv, &res, err, errlen);
+	if (rc && rc != -ENOMEM && complete(a)) {
+		/* Upstream's setup() never reads the file (the connectors
+		 * do, and SGLang names its own): a stale or foreign one
+		 * left in the environment must not fail a call that names
+		 * everything it needs. */
+		struct mc_cfg_spec no_file = mcs_cfg_spec;
+
+		if (!a->quiet)
+			mc_log_warn("store",
+				    "MOONCAKE_CONFIG_PATH ignored (setup() "
+				    "names its addresses): %s",
+				    err);
+		no_file.config_env = NULL;
+		mc_cfg_release(&mcs_cfg_spec, cfg);
+		memset(cfg, 0, sizeof(*cfg));
+		rc = mc_cfg_load(&no_file, cfg, 1, argv, &res, err, errlen);
+	}
 	if (rc)
 		return rc;
 	if (a) {

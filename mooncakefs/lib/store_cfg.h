@@ -58,13 +58,19 @@ struct mcs_cfg_args {
 	bool keep_segment;
 	const char *default_segment_name;
 	const char *tenant_id; /* NULL: from the file and the environment */
+	/* A check before the load that uses the result: say nothing of a
+	 * MOONCAKE_CONFIG_PATH file ignored (the load will). */
+	bool quiet;
 };
 
 extern const struct mc_cfg_spec mcs_cfg_spec;
 
 /**
  * Defaults < file < environment < args. 0, or a negative code with the
- * option, its source and the bad value named in err.
+ * option, its source and the bad value named in err. A file that cannot
+ * be used is an error, unless args name the three addresses (as
+ * upstream's setup(), which never reads it): then it is ignored, with a
+ * warning.
  */
 int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *args,
 		 char *err, size_t errlen) MC_MUST_CHECK;

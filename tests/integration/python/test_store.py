@@ -429,6 +429,29 @@ def test_config_from_file_and_environment(master, members, stores,
     assert "unknown key" not in err, err
 
 
+@pytest.mark.parametrize("content", [None, "{not json", json.dumps(
+    {"device_name": ["mlx5_0"]})], ids=["missing", "not_json", "array"])
+def test_setup_naming_everything_ignores_a_broken_config_file(
+        master, members, stores, tmp_path, monkeypatch, capfd, content):
+    """Upstream's setup() never reads MOONCAKE_CONFIG_PATH (connectors
+    read it themselves; SGLang names its own file): a stale, broken or
+    foreign one left in the environment failed every full setup() with
+    -600. It is now ignored with a warning when the call names its
+    addresses, and still an error when the call relies on it."""
+    path = tmp_path / "stale.json"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(path))
+    capfd.readouterr()
+    s = setup7(stores(), master, seg=0)  # asserts setup's 0
+    assert s.put("cfg/stale", b"y" * 10) == 0
+    assert s.get("cfg/stale") == b"y" * 10
+    err = capfd.readouterr().err
+    assert "MOONCAKE_CONFIG_PATH ignored" in err, err
+    t = stores()
+    assert t.setup("", "", 0, 0, "", "", "") == -600
+
+
 # ---- the simple and zero-copy calls --------------------------------------
 
 def test_put_get_forms(master, members, stores):

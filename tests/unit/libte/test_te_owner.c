@@ -5,7 +5,9 @@
  * opened for that owner reads it, over tcp and through shared memory; one
  * opened for another owner ends MC_ESEGMOVED and moves nothing (the store's
  * guard against a holder restarted under the same engine name); a plain
- * segment reads anything, as before; bad tags are -EINVAL.
+ * segment reads anything, as before; memory registered without a tag (an
+ * engine from before tags, in a rolling upgrade) is read by owned segments
+ * too; bad tags are -EINVAL.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -30,15 +32,14 @@ static struct te_engine *engine(void)
 	return eng;
 }
 
-/* Read 4 KiB at mem + 8192 of the segment opened for owner (NULL: a plain
+/* Read 4 KiB at at of the segment opened for owner (NULL: a plain
  * segment) into local: the request's error (0: it moved the bytes). */
 static int read_as(struct te_engine *a, const char *name, const char *owner,
-		   const unsigned char *mem, unsigned char *local)
+		   const unsigned char *at, unsigned char *local)
 {
 	struct te_request req = { .opcode = TE_READ,
 				  .local = local,
-				  .target_addr =
-					  (uint64_t)(uintptr_t)mem + 8192,
+				  .target_addr = (uint64_t)(uintptr_t)at,
 				  .length = 4096 };
 	struct te_segment *seg = NULL;
 	struct te_status st = { 0 };
@@ -57,7 +58,7 @@ static int read_as(struct te_engine *a, const char *name, const char *owner,
 	te_segment_close(seg);
 	if (st.status == TE_COMPLETED) {
 		cr_assert_eq(st.transferred, 4096);
-		cr_assert_eq(memcmp(local, mem + 8192, 4096), 0);
+		cr_assert_eq(memcmp(local, at, 4096), 0);
 		return 0;
 	}
 	cr_assert_eq(st.status, TE_FAILED);
@@ -88,17 +89,29 @@ static void owners(const char *force_tcp, bool shm)
 	cr_assert_eq(te_register_owned(b, mem, LEN, "cpu:0", true, "seg-b"), 0);
 	cr_assert_eq(te_register(a, local, 4096, "*", false), 0);
 
-	cr_expect_eq(read_as(a, te_engine_name(b), "seg-b", mem, local), 0);
-	cr_expect_eq(read_as(a, te_engine_name(b), NULL, mem, local), 0);
-	cr_expect_eq(read_as(a, te_engine_name(b), "seg-c", mem, local),
+	cr_expect_eq(read_as(a, te_engine_name(b), "seg-b", mem + 8192, local),
+		     0);
+	cr_expect_eq(read_as(a, te_engine_name(b), NULL, mem + 8192, local), 0);
+	cr_expect_eq(read_as(a, te_engine_name(b), "seg-c", mem + 8192, local),
 		     MC_ESEGMOVED);
 	/* This engine's own memory is held to its tags too. */
-	cr_expect_eq(read_as(b, te_engine_name(b), "seg-b", mem,
+	cr_expect_eq(read_as(b, te_engine_name(b), "seg-b", mem + 8192,
 			     mem + LEN - 4096),
 		     0);
-	cr_expect_eq(read_as(b, te_engine_name(b), "seg-c", mem,
+	cr_expect_eq(read_as(b, te_engine_name(b), "seg-c", mem + 8192,
 			     mem + LEN - 4096),
 		     MC_ESEGMOVED);
+
+	/* Untagged memory (a peer from before tags) is not held to them. */
+	unsigned char *plain = aligned_alloc(4096, 4 * 4096);
+
+	cr_assert(plain);
+	memset(plain, 0x5a, 4 * 4096);
+	cr_assert_eq(te_register(b, plain, 4 * 4096, "cpu:0", true), 0);
+	cr_expect_eq(
+		read_as(a, te_engine_name(b), "seg-b", plain + 4096, local), 0);
+	cr_assert_eq(te_unregister(b, plain), 0);
+	free(plain);
 
 	cr_assert_eq(te_unregister(a, local), 0);
 	cr_assert_eq(te_unregister(b, mem), 0);
