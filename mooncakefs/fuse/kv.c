@@ -546,6 +546,9 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		/* Starting from a name not published yet (open_version). */
 		if (!rc && !obj && !(flags & O_TRUNC))
 			(*out)->if_absent = true;
+		/* Emptied on purpose: a lock granted later keeps it so. */
+		if (!rc && (flags & O_TRUNC))
+			(*out)->modified = true;
 		mooncake_store_object_close(obj);
 	} else if (!rc) {
 		fh = mcfs_fh_new(FH_READ, n->ino);
@@ -610,6 +613,8 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 			mcfs_node_close(fs, n->ino, true);
 		else if (!(flags & O_TRUNC))
 			(*out)->if_absent = true; /* unless written */
+		else
+			(*out)->modified = true; /* (mcfs_file_locked) */
 	}
 	if (!rc && (flags & O_EXCL))
 		rc = create_exclusive(fs, n, *out);
