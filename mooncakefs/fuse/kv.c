@@ -131,8 +131,9 @@ static int writable_dir(struct mcfs *fs, struct mcfs_node *dir)
 }
 
 /* The key of a name about to be made, removed or renamed in dir: checks
- * dir (writable_dir), answers bad for a name that cannot be a key or is
- * hidden. */
+ * dir (writable_dir), answers bad for a name that cannot be a key, and
+ * EPERM for the hidden one (lookups never find it: the kernel asks to
+ * make it, never to remove it). */
 static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
 			 const char *name, int bad, char **key)
 {
@@ -143,7 +144,7 @@ static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
 	if (!rc)
 		rc = child_key(fs, dir, name, key, &hidden);
 	if (!rc && hidden)
-		rc = bad;
+		rc = -EPERM;
 	if (rc == -ENOENT)
 		rc = bad;
 	if (rc) {
@@ -198,7 +199,7 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return rc;
 	/* One Stat answers for a file or, failing that, a directory. */
 	stale = mcfs_stale_recent(fs, dir->ino, name, pid);
-	if (stale == 1)
+	if (stale == 1 && *key) /* "" (kv/%00) can only be a directory */
 		rc = stat_bound(fs, key, &st, &held);
 	if (stale != 1 || rc == MC_STORE_OBJECT_NOT_FOUND)
 		rc = mooncake_store_stat_dir(fs->store, key, &st);
@@ -839,8 +840,9 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	rc = child_key(fs, dir, name, &from, &h1);
 	if (!rc)
 		rc = child_key(fs, newdir, newname, &to, &h2);
+	/* The hidden name is not there to move, and is reserved. */
 	if (!rc && (h1 || h2))
-		rc = h1 ? -ENOENT : -EINVAL;
+		rc = h1 ? -ENOENT : -EPERM;
 	if (rc)
 		goto out;
 	/* A file over a directory: EISDIR (the master would let a key and

@@ -342,7 +342,8 @@ char *mcfs_escape(const char *comp, size_t len);
 /** The key component of a path name (names.c); malloc'd, NULL: no
  *  memory. Every name is one. */
 char *mcfs_unescape(const char *name, size_t *len);
-/** Hidden internal names (temporary keys of writes in progress). */
+/** Hidden internal names: the directory of temporary keys of writes in
+ *  progress (MCFS_TMP_PREFIX without its '/') and every key under it. */
 bool mcfs_hidden_key(const char *key);
 #define MCFS_TMP_PREFIX ".mooncakefs-tmp/"
 
