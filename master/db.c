@@ -864,10 +864,11 @@ int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
 	return step_done(db, db->dir_touch, "touch directory");
 }
 
-/* The first name of st's table under prefix other than prefix itself:
- * 1 (with *name, *len valid until the next call on st), 0, or a code. */
+/* The first name of st's table under prefix, prefix itself only with
+ * self: 1 (with *name, *len valid until the next call on st), 0, or a
+ * code. */
 static int first_under(struct mst_db *db, sqlite3_stmt *st, const char *prefix,
-		       size_t plen, const char **name, size_t *len)
+		       size_t plen, bool self, const char **name, size_t *len)
 {
 	char *bound = malloc(plen + 1);
 	const char *k;
@@ -878,7 +879,7 @@ static int first_under(struct mst_db *db, sqlite3_stmt *st, const char *prefix,
 		return MC_STORE_INTERNAL_ERROR;
 	memcpy(bound, prefix, plen);
 	bound[plen] = 0; /* past prefix itself */
-	k = seek_row(db, st, bound, plen + 1, &kl, &rc);
+	k = seek_row(db, st, bound, self ? plen : plen + 1, &kl, &rc);
 	free(bound);
 	if (!rc && k && has_prefix(k, kl, prefix, plen)) {
 		*name = k;
@@ -892,10 +893,13 @@ int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen)
 {
 	const char *n;
 	size_t l;
-	int rc = first_under(db, db->seek, prefix, plen, &n, &l);
+	/* A key equal to prefix ("d/") is an entry of the directory (the
+	 * mount's d/%00, listed by mst_db_list); a record equal to it is
+	 * the directory's own. */
+	int rc = first_under(db, db->seek, prefix, plen, true, &n, &l);
 
 	if (!rc)
-		rc = first_under(db, db->dir_seek, prefix, plen, &n, &l);
+		rc = first_under(db, db->dir_seek, prefix, plen, false, &n, &l);
 	sqlite3_reset(db->seek);
 	sqlite3_reset(db->dir_seek);
 	return rc;

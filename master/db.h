@@ -239,8 +239,9 @@ int mst_db_dir_del(struct mst_db *db, const char *path, size_t len);
 /** The record's mtime and ctime become now_ns (none: nothing happens). */
 int mst_db_dir_touch(struct mst_db *db, const char *path, size_t len,
 		     int64_t now_ns);
-/** 1 when a complete key or a directory record other than prefix's own
- *  lies under prefix, 0 when none, or a code. */
+/** 1 when a complete key (prefix itself included: "d/" is an entry of
+ *  d) or a directory record other than prefix's own lies under prefix,
+ *  0 when none, or a code. */
 int mst_db_has_under(struct mst_db *db, const char *prefix, size_t plen);
 
 /** A count of the record's objects made a part at a time (a standby's:

@@ -28,6 +28,13 @@
  *    writer not yet published is committed under its temporary key and
  *    copied back from there; a published one is copied from the name.
  *
+ * A lock granted through a handle that has changed nothing yet (not
+ * written, truncated or opened O_TRUNC) rebases it on the name's current
+ * version (mcfs_file_locked): its open copied the version of that moment,
+ * and the lock's previous holder may have published a newer one since.
+ * A handle that changed its content before locking keeps it, and its
+ * publish replaces whatever was published meanwhile, as without locks.
+ *
  * A write that fails (the staging limit, the pool full, a transfer) spoils
  * the version being built: the handle then fails every call with that
  * error and publishes nothing more, so a reader never finds a file with a
@@ -45,6 +52,7 @@
 
 #include "mc_log.h"
 #include "mcfs.h"
+#include "mooncake/mc_err.h"
 
 #define CHUNK (16u << 20) /* one writer_write from the stage */
 #define STAGE_TRIES 2 /* a publish from the stage after a failed write */
@@ -303,7 +311,65 @@ int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base)
 		return 0;
 	}
 	/* The current bytes are the start of the next version. */
+	fh->base_version = mooncake_store_object_version(base);
 	return stage_copy(fs, fh, base);
+}
+
+/* The rebase of mcfs_file_locked(), under fh->lock: 1 when the content
+ * changed. */
+static int rebase(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	mooncake_object_t obj;
+	uint64_t version;
+	int rc;
+
+	if (fh->modified || fh->error || fh->writer || fh->published_direct ||
+	    (fh->node && atomic_load(&fh->node->unlinked)))
+		return 0;
+	rc = follow_rename(fs, fh);
+	if (rc < 0)
+		return rc;
+	rc = mooncake_store_object_open(fs->store, fh->key, &obj);
+	if (rc == MC_STORE_OBJECT_NOT_FOUND)
+		return 0; /* not published yet (or removed on another mount) */
+	if (rc)
+		return mcfs_errno(rc);
+	version = mooncake_store_object_version(obj);
+	if (version != fh->base_version)
+		rc = stage_copy(fs, fh, obj);
+	mooncake_store_object_close(obj);
+	if (rc || version == fh->base_version)
+		return rc;
+	fh->base_version = version;
+	/* Nothing of its own to publish: what it started from (empty for a
+	 * name not published when it was opened or created) is gone. */
+	fh->dirty = false;
+	fh->if_absent = false;
+	return 1;
+}
+
+void mcfs_file_locked(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	int rc;
+
+	if (!fh || fh->kind != FH_WRITE)
+		return;
+	pthread_mutex_lock(&fh->lock);
+	rc = rebase(fs, fh);
+	if (rc < 0 && !fh->error) {
+		/* The stage may be half copied: publishing it would lose
+		 * the version it was copied from. */
+		fh->error = rc;
+		mc_log_warn("mcfs",
+			    "%s: not rebased on its current version under "
+			    "a lock: %s; the handle fails from now on",
+			    fh->key, strerror(-rc));
+	}
+	pthread_mutex_unlock(&fh->lock);
+	/* The kernel's size of the inode is the version opened: stat asks
+	 * again (O_APPEND goes by the handle's size, mcfs_file_write). */
+	if (rc > 0)
+		fuse_lowlevel_notify_inval_inode(fs->se, fh->ino, -1, 0);
 }
 
 int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
@@ -311,6 +377,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 	int rc = 0;
 
 	pthread_mutex_lock(&fh->lock);
+	fh->modified = true;
 	if (fh->error) {
 		rc = fh->error;
 		goto out;
@@ -348,11 +415,14 @@ out:
 }
 
 int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
-		    size_t len, uint64_t off)
+		    size_t len, uint64_t off, bool append)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&fh->lock);
+	fh->modified = true;
+	if (append)
+		off = fh->size;
 	if (fh->error) {
 		rc = fh->error;
 		goto out;

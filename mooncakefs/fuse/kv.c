@@ -131,8 +131,9 @@ static int writable_dir(struct mcfs *fs, struct mcfs_node *dir)
 }
 
 /* The key of a name about to be made, removed or renamed in dir: checks
- * dir (writable_dir), answers bad for a name that cannot be a key or is
- * hidden. */
+ * dir (writable_dir), answers bad for a name that cannot be a key, and
+ * EPERM for the hidden one (lookups never find it: the kernel asks to
+ * make it, never to remove it). */
 static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
 			 const char *name, int bad, char **key)
 {
@@ -143,7 +144,7 @@ static int key_to_change(struct mcfs *fs, struct mcfs_node *dir,
 	if (!rc)
 		rc = child_key(fs, dir, name, key, &hidden);
 	if (!rc && hidden)
-		rc = bad;
+		rc = -EPERM;
 	if (rc == -ENOENT)
 		rc = bad;
 	if (rc) {
@@ -198,7 +199,7 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return rc;
 	/* One Stat answers for a file or, failing that, a directory. */
 	stale = mcfs_stale_recent(fs, dir->ino, name, pid);
-	if (stale == 1)
+	if (stale == 1 && *key) /* "" (kv/%00) can only be a directory */
 		rc = stat_bound(fs, key, &st, &held);
 	if (stale != 1 || rc == MC_STORE_OBJECT_NOT_FOUND)
 		rc = mooncake_store_stat_dir(fs->store, key, &st);
@@ -546,6 +547,9 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		/* Starting from a name not published yet (open_version). */
 		if (!rc && !obj && !(flags & O_TRUNC))
 			(*out)->if_absent = true;
+		/* Emptied on purpose: a lock granted later keeps it so. */
+		if (!rc && (flags & O_TRUNC))
+			(*out)->modified = true;
 		mooncake_store_object_close(obj);
 	} else if (!rc) {
 		fh = mcfs_fh_new(FH_READ, n->ino);
@@ -610,6 +614,8 @@ int mcfs_kv_create(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 			mcfs_node_close(fs, n->ino, true);
 		else if (!(flags & O_TRUNC))
 			(*out)->if_absent = true; /* unless written */
+		else
+			(*out)->modified = true; /* (mcfs_file_locked) */
 	}
 	if (!rc && (flags & O_EXCL))
 		rc = create_exclusive(fs, n, *out);
@@ -834,8 +840,9 @@ int mcfs_kv_rename(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	rc = child_key(fs, dir, name, &from, &h1);
 	if (!rc)
 		rc = child_key(fs, newdir, newname, &to, &h2);
+	/* The hidden name is not there to move, and is reserved. */
 	if (!rc && (h1 || h2))
-		rc = h1 ? -ENOENT : -EINVAL;
+		rc = h1 ? -ENOENT : -EPERM;
 	if (rc)
 		goto out;
 	/* A file over a directory: EISDIR (the master would let a key and

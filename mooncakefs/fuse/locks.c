@@ -18,6 +18,12 @@
  * is answered when granted (waiters in arrival order, each granted
  * once nothing conflicts), or EINTR when its caller is interrupted (a
  * signal, kill): no daemon thread waits.
+ *
+ * A lock also protects the locked file's own content: a grant, before
+ * its answer, rebases the handle it came through when that is open for
+ * writing and unchanged (mcfs_file_locked: the open copied the version
+ * of its moment, and the previous holder's close published a newer one
+ * before its release let this lock in: ops.c publishes, then drops).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +48,9 @@ struct lk_hold {
 struct lk_wait {
 	struct lk_wait *next;
 	fuse_req_t req;
+	/* The handle it came through: alive until answered (the caller's
+	 * syscall holds the file). */
+	struct mcfs_fh *fh;
 	uint64_t id;
 	struct lk_hold want;
 };
@@ -232,12 +241,14 @@ static void wake(struct lk_name *n, struct lk_wait **done)
 	}
 }
 
-static void answer(struct lk_wait *done, int err)
+static void answer(struct mcfs *fs, struct lk_wait *done, int err)
 {
 	while (done) {
 		struct lk_wait *w = done;
 
 		done = w->next;
+		if (!err)
+			mcfs_file_locked(fs, w->fh);
 		fuse_reply_err(w->req, err);
 		free(w);
 	}
@@ -264,7 +275,7 @@ static void on_interrupt(fuse_req_t req, void *data)
 	l->intr[l->n_intr++ % INTR_RING] = id;
 out:
 	pthread_mutex_unlock(&l->mu);
-	answer(gone, EINTR);
+	answer(fs, gone, EINTR);
 }
 
 static bool interrupted(struct mcfs_locks *l, uint64_t id)
@@ -275,10 +286,10 @@ static bool interrupted(struct mcfs_locks *l, uint64_t id)
 	return false;
 }
 
-/* Set (or release, F_UNLCK) the lock w; with wait, a conflicting one
- * is answered once granted. Replies to req. */
+/* Set (or release, F_UNLCK) the lock w through fh; with wait, a
+ * conflicting one is answered once granted. Replies to req. */
 static void set_lock(struct mcfs *fs, fuse_req_t req, const char *key,
-		     const struct lk_hold *want, bool wait)
+		     struct mcfs_fh *fh, const struct lk_hold *want, bool wait)
 {
 	struct mcfs_locks *l = fs->locks;
 	struct lk_wait *w = NULL, *done = NULL;
@@ -314,6 +325,7 @@ static void set_lock(struct mcfs *fs, fuse_req_t req, const char *key,
 			struct lk_wait **pp = &n->waits;
 
 			w->req = req;
+			w->fh = fh;
 			w->id = id;
 			w->want = *want;
 			while (*pp)
@@ -333,13 +345,15 @@ static void set_lock(struct mcfs *fs, fuse_req_t req, const char *key,
 	}
 	pthread_mutex_unlock(&l->mu);
 	free(w);
-	answer(done, 0);
+	answer(fs, done, 0);
+	if (!rc && want->type != F_UNLCK)
+		mcfs_file_locked(fs, fh);
 	if (rc != 1)
 		fuse_reply_err(req, -rc);
 }
 
 void mcfs_locks_flock(struct mcfs *fs, fuse_req_t req, const char *key,
-		      uint64_t owner, int op)
+		      struct mcfs_fh *fh, uint64_t owner, int op)
 {
 	struct lk_hold want = { .owner = owner,
 				.end = UINT64_MAX,
@@ -354,7 +368,7 @@ void mcfs_locks_flock(struct mcfs *fs, fuse_req_t req, const char *key,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	set_lock(fs, req, key, &want, !(op & LOCK_NB));
+	set_lock(fs, req, key, fh, &want, !(op & LOCK_NB));
 }
 
 /* [start, end] of a struct flock as the kernel sends it (l_whence
@@ -369,7 +383,8 @@ static int range_of(const struct flock *lk, uint64_t *start, uint64_t *end)
 }
 
 void mcfs_locks_setlk(struct mcfs *fs, fuse_req_t req, const char *key,
-		      uint64_t owner, const struct flock *lk, bool sleep)
+		      struct mcfs_fh *fh, uint64_t owner,
+		      const struct flock *lk, bool sleep)
 {
 	struct lk_hold want = { .owner = owner,
 				.pid = lk->l_pid,
@@ -383,7 +398,7 @@ void mcfs_locks_setlk(struct mcfs *fs, fuse_req_t req, const char *key,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	set_lock(fs, req, key, &want, sleep);
+	set_lock(fs, req, key, fh, &want, sleep);
 }
 
 void mcfs_locks_getlk(struct mcfs *fs, fuse_req_t req, const char *key,
@@ -493,5 +508,5 @@ void mcfs_locks_drop(struct mcfs *fs, const char *key, uint64_t owner,
 		name_gc(l, n);
 	}
 	pthread_mutex_unlock(&l->mu);
-	answer(done, 0);
+	answer(fs, done, 0);
 }

@@ -221,6 +221,11 @@ struct mcfs_fh {
 				* the stage */
 	int error; /* written bytes lost: every later call fails so */
 	atomic_bool wrote; /* a write came (mcfs_kv_drop_privs ran) */
+	/* Written or truncated through this handle, or opened O_TRUNC: a
+	 * lock granted through it leaves its content alone. */
+	bool modified;
+	/* The version its content started from (0: empty, or not said). */
+	uint64_t base_version;
 	/* FH_VIRT */
 	char *text;
 	size_t text_len;
@@ -337,7 +342,8 @@ char *mcfs_escape(const char *comp, size_t len);
 /** The key component of a path name (names.c); malloc'd, NULL: no
  *  memory. Every name is one. */
 char *mcfs_unescape(const char *name, size_t *len);
-/** Hidden internal names (temporary keys of writes in progress). */
+/** Hidden internal names: the directory of temporary keys of writes in
+ *  progress (MCFS_TMP_PREFIX without its '/') and every key under it. */
 bool mcfs_hidden_key(const char *key);
 #define MCFS_TMP_PREFIX ".mooncakefs-tmp/"
 
@@ -543,8 +549,12 @@ struct mcfs_fh *mcfs_fh_new(enum mcfs_fh_kind kind, uint64_t ino);
 /** Start the content: empty (base NULL: created, O_TRUNC; published as
  *  such by the first flush) or a copy of base (the version opened). */
 int mcfs_file_init(struct mcfs *fs, struct mcfs_fh *fh, mooncake_object_t base);
+/** Write len bytes at off; append (O_APPEND): at the end of the handle's
+ *  content, whatever the kernel's size of the inode (the version opened,
+ *  or another writer's of the same inode: a handle rebased under a lock,
+ *  mcfs_file_locked, has other bytes). */
 int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
-		    size_t len, uint64_t off);
+		    size_t len, uint64_t off, bool append);
 int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size);
 /** Publish what changed as the name's new version; *changed when it did.
  *  The error of a failed publish; the previous version stays. */
@@ -559,6 +569,13 @@ int mcfs_file_read(struct mcfs *fs, struct mcfs_fh *fh, uint64_t off,
 		   size_t size, struct iovec *iov, int max_iov, size_t *total);
 void mcfs_file_read_done(struct mcfs_fh *fh);
 void mcfs_file_free(struct mcfs *fs, struct mcfs_fh *fh);
+/**
+ * A lock (flock, POSIX) was granted through fh (any kind; NULL: none):
+ * a handle open for writing that has changed nothing yet starts again
+ * from the name's current version, which the lock's previous holder
+ * published before letting go. Called before the lock's reply.
+ */
+void mcfs_file_locked(struct mcfs *fs, struct mcfs_fh *fh);
 
 /* ckpt.c: ckpt/, checkpoints shared peer to peer, read-only */
 int mcfs_ckpt_init(struct mcfs *fs);
@@ -652,10 +669,12 @@ void mcfs_locks_fini(struct mcfs_locks *l);
 /** flock(2) op (LOCK_SH/EX/UN, LOCK_NB) of the description owner on
  *  key; replies to req, at once or once granted (EINTR if interrupted). */
 void mcfs_locks_flock(struct mcfs *fs, fuse_req_t req, const char *key,
-		      uint64_t owner, int op);
-/** fcntl F_SETLK (sleep: F_SETLKW) of process owner on key; replies. */
+		      struct mcfs_fh *fh, uint64_t owner, int op);
+/** fcntl F_SETLK (sleep: F_SETLKW) of process owner on key; replies.
+ *  Both call mcfs_file_locked(fh) on a grant, before its reply. */
 void mcfs_locks_setlk(struct mcfs *fs, fuse_req_t req, const char *key,
-		      uint64_t owner, const struct flock *lk, bool sleep);
+		      struct mcfs_fh *fh, uint64_t owner,
+		      const struct flock *lk, bool sleep);
 /** fcntl F_GETLK: the first lock of another owner in the way; replies. */
 void mcfs_locks_getlk(struct mcfs *fs, fuse_req_t req, const char *key,
 		      uint64_t owner, const struct flock *lk);

@@ -79,5 +79,7 @@ char *mcfs_unescape(const char *name, size_t *len)
 
 bool mcfs_hidden_key(const char *key)
 {
-	return !strncmp(key, MCFS_TMP_PREFIX, strlen(MCFS_TMP_PREFIX));
+	size_t n = strlen(MCFS_TMP_PREFIX) - 1; /* the directory's own name */
+
+	return !strncmp(key, MCFS_TMP_PREFIX, n) && (key[n] == '/' || !key[n]);
 }

@@ -7,8 +7,10 @@
  * return a negative errno; the reply gets -rc.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -773,7 +775,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (!atomic_load_explicit(&fh->wrote, memory_order_relaxed) &&
 	    !atomic_exchange(&fh->wrote, true) && fuse_req_ctx(req)->uid)
 		mcfs_kv_drop_privs(fs, fh->node);
-	rc = mcfs_file_write(fs, fh, buf, size, (uint64_t)off);
+	rc = mcfs_file_write(fs, fh, buf, size, (uint64_t)off,
+			     (fi->flags & O_APPEND) != 0);
 	if (rc)
 		reply_rc(req, rc);
 	else
@@ -836,14 +839,26 @@ static char *lock_key_or_reply(fuse_req_t req, fuse_ino_t ino)
 	return key;
 }
 
+/* An unlock through a handle open for writing publishes its changes
+ * first, as a close does before it drops its locks: whoever the lock lets
+ * in next reads them. A failed publish leaves the changes for the next
+ * flush; the lock is released anyway. */
+static void publish_unlocking(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	if (fh && fh->kind == FH_WRITE)
+		(void)publish(fs, fh, true);
+}
+
 static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     int op)
 {
+	struct mcfs *fs = fuse_req_userdata(req);
 	char *key = lock_key_or_reply(req, ino);
 
+	if (key && (op & LOCK_UN))
+		publish_unlocking(fs, fh_of(fi));
 	if (key)
-		mcfs_locks_flock(fuse_req_userdata(req), req, key,
-				 fi->lock_owner, op);
+		mcfs_locks_flock(fs, req, key, fh_of(fi), fi->lock_owner, op);
 	free(key);
 }
 
@@ -861,11 +876,14 @@ static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		     struct flock *lock, int sleep)
 {
+	struct mcfs *fs = fuse_req_userdata(req);
 	char *key = lock_key_or_reply(req, ino);
 
+	if (key && lock->l_type == F_UNLCK)
+		publish_unlocking(fs, fh_of(fi));
 	if (key)
-		mcfs_locks_setlk(fuse_req_userdata(req), req, key,
-				 fi->lock_owner, lock, sleep != 0);
+		mcfs_locks_setlk(fs, req, key, fh_of(fi), fi->lock_owner, lock,
+				 sleep != 0);
 	free(key);
 }
 

@@ -16,7 +16,8 @@
 
 #include "mooncake/store_fs.h"
 
-/* Stat of key (dir: or of the directory key/); 0 or a store code. */
+/* Stat of key (dir: or of the directory key/); 0 or a store code. The
+ * directory "" ("/": the keys starting with '/') has the empty key. */
 static int stat_key(mooncake_store_t s, const char *key, bool dir,
 		    Mcrpc__StatResponse **out)
 {
@@ -25,8 +26,9 @@ static int stat_key(mooncake_store_t s, const char *key, bool dir,
 	*out = NULL;
 	if (rc)
 		return rc;
-	rc = mcs_key_ok(key) ? mcs_master_stat(s->master, key, dir, out) :
-			       -EINVAL;
+	rc = mcs_key_ok(key) || (dir && key) ?
+		     mcs_master_stat(s->master, key, dir, out) :
+		     -EINVAL;
 	mcs_leave(s);
 	return mc_err_to_store(rc);
 }

@@ -53,6 +53,66 @@ def test_escaped_names(mounts, procs, tmp_path, master):
     assert (mnt.kv / "dup" / "a").is_file()
 
 
+def test_keys_with_a_leading_or_trailing_slash(mounts, procs, tmp_path,
+                                               master):
+    """Keys put through the API that start or end with '/' are reachable
+    by the names they are listed under, as every key: "/lead" is
+    kv/%00/lead (the lookup of %00 at the top asks for the directory of
+    the empty key: EINVAL before), "tr/" is kv/tr/%00 (the directory tr
+    holds the key equal to its prefix: ENOENT before, though listed)."""
+    mnt = mounts(seg="512MiB")
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put /lead2 10 1")
+    sh.ok("put tr2/ 12 1")
+    top = os.listdir(mnt.kv)
+    assert "%00" in top and "tr2" in top, top
+    assert (mnt.kv / "%00").is_dir()
+    assert os.listdir(mnt.kv / "%00") == ["lead2"]
+    assert os.path.getsize(mnt.kv / "%00" / "lead2") == 10
+    assert len((mnt.kv / "%00" / "lead2").read_bytes()) == 10
+    assert (mnt.kv / "tr2").is_dir()
+    assert os.listdir(mnt.kv / "tr2") == ["%00"]
+    assert os.path.getsize(mnt.kv / "tr2" / "%00") == 12
+    assert len((mnt.kv / "tr2" / "%00").read_bytes()) == 12
+    # Not empty, then: rmdir and mkdir say so.
+    with pytest.raises(OSError) as e:
+        os.rmdir(mnt.kv / "tr2")
+    assert e.value.errno == errno.ENOTEMPTY
+    with pytest.raises(FileExistsError):
+        os.mkdir(mnt.kv / "tr2")
+
+
+def test_temporary_keys_directory_is_out_of_reach(mounts, procs, tmp_path,
+                                                  master):
+    """The directory of writes in progress (.mooncakefs-tmp at kv/'s top)
+    is hidden by its own name too: never listed, not found, and not made
+    or renamed onto (EPERM). Its keys stay (mv of it exposed other
+    writers' keys in progress; touch made a file of its name)."""
+    mnt = mounts(seg="512MiB")
+    sh = Shell(procs, tmp_path, master)
+    sh.ok("put .mooncakefs-tmp/leftover 10 1")
+    kv = mnt.kv
+    hid = kv / ".mooncakefs-tmp"
+    (kv / "f").write_bytes(b"f")
+    assert ".mooncakefs-tmp" not in os.listdir(kv)
+    assert not os.path.lexists(hid)
+    for make in (lambda: open(hid, "wb"), lambda: os.mkdir(hid),
+                 lambda: os.symlink("f", hid),
+                 lambda: os.rename(kv / "f", hid)):
+        with pytest.raises(PermissionError) as e:
+            make()
+        assert e.value.errno == errno.EPERM
+    for touch in (lambda: os.rename(hid, kv / "stolen"),
+                  lambda: os.chmod(hid, 0o777),
+                  lambda: os.listdir(hid),
+                  lambda: os.stat(hid / "leftover")):
+        with pytest.raises(FileNotFoundError):
+            touch()
+    assert sorted(os.listdir(kv)) == ["f"]
+    assert (kv / "f").read_bytes() == b"f"
+    assert sh.exist([".mooncakefs-tmp/leftover"]) == [1]
+
+
 def test_file_and_directory_of_one_name_across_pages(mounts, procs,
                                                      tmp_path, master):
     """The mount lists a directory in pages of 1,000 of the master's

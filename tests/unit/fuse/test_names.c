@@ -68,3 +68,16 @@ Test(names, tokens)
 		free(k);
 	}
 }
+
+/* The temporary keys' directory is hidden by its own name too: lookups,
+ * listings and creates (kv.c) never reach it. */
+Test(names, hidden)
+{
+	cr_expect(mcfs_hidden_key(".mooncakefs-tmp"));
+	cr_expect(mcfs_hidden_key(".mooncakefs-tmp/"));
+	cr_expect(mcfs_hidden_key(".mooncakefs-tmp/host-1-2"));
+	cr_expect(!mcfs_hidden_key(".mooncakefs-tmpx"));
+	cr_expect(!mcfs_hidden_key(".mooncakefs-tm"));
+	cr_expect(!mcfs_hidden_key("a/.mooncakefs-tmp"));
+	cr_expect(!mcfs_hidden_key(""));
+}
