@@ -183,7 +183,7 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 {
 	mooncake_obj_stat_t st;
 	mooncake_object_t held = NULL;
-	bool hidden, isdir;
+	bool hidden, isdir, bind;
 	char *key;
 	int stale, rc = mcfs_wait_ready(fs);
 
@@ -199,9 +199,14 @@ int mcfs_kv_lookup(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		return rc;
 	/* One Stat answers for a file or, failing that, a directory. */
 	stale = mcfs_stale_recent(fs, dir->ino, name, pid);
-	if (stale == 1 && *key) /* "" (kv/%00) can only be a directory */
+	/* A retried open (a reader's or a writer's) binds the version it
+	 * finds, so that one more publish of the name before the open does
+	 * not turn it away again (the kernel retries once). "" (kv/%00) can
+	 * only be a directory. */
+	bind = stale && *key;
+	if (bind)
 		rc = stat_bound(fs, key, &st, &held);
-	if (stale != 1 || rc == MC_STORE_OBJECT_NOT_FOUND)
+	if (!bind || rc == MC_STORE_OBJECT_NOT_FOUND)
 		rc = mooncake_store_stat_dir(fs->store, key, &st);
 	isdir = !rc && st.is_dir;
 	if (rc == 0 && !isdir && stale) {

@@ -223,12 +223,16 @@ print('taken')
 
 def test_flock_protects_appends_to_the_locked_file(mnt):
     """Four shell loops append a line each to the file they lock, 50 times
-    (open, flock, append, close): every line lands, whole. A writer opened
-    before the lock was granted used to append to its copy of the version
-    it opened and publish over the others' lines (59 of 200 left)."""
+    (open, flock, append, close): every line lands, whole, once. A writer
+    opened before the lock was granted used to append to its copy of the
+    version it opened and publish over the others' lines (59 of 200
+    left)."""
+    # An open of a name four writers keep publishing may still fail
+    # ESTALE (docs/design.md "Errors"): the loop opens again then, as
+    # the line was not written (a failed echo would write it twice).
     sh("rm -f slog; for t in A B C D; do (for i in $(seq 50); do "
-       "( flock 9; echo \"$t $i\" >&9 ) 9>>slog; done) & done; wait",
-       mnt.kv, timeout=300)
+       "until ( flock 9; echo \"$t $i\" >&9 ) 9>>slog 2>/dev/null; do "
+       "sleep 0.01; done; done) & done; wait", mnt.kv, timeout=300)
     lines = (mnt.kv / "slog").read_text().splitlines()
     want = [f"{t} {i}" for t in "ABCD" for i in range(1, 51)]
     assert [x for x in want if x not in lines] == []
