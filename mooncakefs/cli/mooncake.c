@@ -607,6 +607,10 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 		mooncake_store_destroy(s);
 		return 1;
 	}
+	if (!size) { /* an empty object (a mount's empty file) */
+		mooncake_store_destroy(s);
+		return close(fd) ? 1 : 0;
+	}
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {

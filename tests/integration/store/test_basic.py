@@ -342,6 +342,14 @@ def test_cli(procs, tmp_path, master, members):
     dst = tmp_path / "dst.bin"
     cli(master, "get", "files/a", str(dst))
     assert dst.read_bytes() == src.read_bytes()
+    # An empty object (a mount's empty file): an empty file, not "dst:
+    # Invalid argument" (an mmap of 0 bytes).
+    sh = Shell(procs, tmp_path, master)
+    sh.ok(f"wclose {sh.ok('wopen files/empty 0')} commit")
+    sh.ok("close")
+    cli(master, "get", "files/empty", str(dst))
+    assert dst.read_bytes() == b""
+    cli(master, "rm", "files/empty")
     p = cli(master, "info", "nope", check=False)
     assert p.returncode == 1 and "-704" in p.stderr \
         and "OBJECT_NOT_FOUND" in p.stderr
