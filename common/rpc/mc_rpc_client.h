@@ -58,7 +58,12 @@ void mc_rpc_client_set_auth(struct mc_rpc_client *c,
 
 /**
  * Send req as method and wait for the answer, decoded into *resp (free
- * with protobuf_c_message_free_unpacked(*resp, NULL)).
+ * with protobuf_c_message_free_unpacked(*resp, NULL)). A master that was
+ * reached before and now refuses connections (restarting) is tried again
+ * for up to 3 s (at most the timeout) before -ECONNREFUSED; once a call
+ * waited that long in vain, calls fail at once until a connection is made
+ * again (a master down for good costs callers nothing). HA clients follow
+ * the leader instead (etcd://).
  */
 int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		const ProtobufCMessage *req,

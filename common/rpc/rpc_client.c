@@ -47,7 +47,16 @@ struct mc_rpc_client {
 	struct mc_busy_poll bp; /* waiting for answers */
 	bool has_key; /* set before the first call */
 	struct mc_auth_key key;
+	/* Not HA: a master this client reached once and that now refuses
+	 * connections is restarting; calls wait for it up to RESTART_WAIT
+	 * (each), and once one waited in vain calls fail at once (down)
+	 * until a connection is made again. */
+	atomic_bool reached, down;
 };
+
+/* The longest a call waits for a master that refuses connections after
+ * it was reached (a restart: systemd's Restart= takes about a second). */
+#define RESTART_WAIT_MS 3000u
 
 int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 			 struct mc_rpc_client **out)
@@ -216,6 +225,8 @@ static int take(struct mc_rpc_client *c, bool fresh, int *fd, unsigned *tmo,
 	if (rc)
 		return rc;
 	(void)mc_net_set_nodelay(*fd);
+	atomic_store(&c->reached, true);
+	atomic_store(&c->down, false);
 	pthread_mutex_lock(&c->lock);
 	rc = atomic_load(&c->aborted) ? -ECANCELED : 0;
 	if (!rc)
@@ -344,6 +355,25 @@ static int call_once(struct mc_rpc_client *c, const struct mc_rpc_method *m,
 	return rc;
 }
 
+/* Not HA: whether to send a call refused with rc again (the master was
+ * reached before and is not known down; *until: the end of this call's
+ * wait, 0 before its first). */
+static bool restarting(struct mc_rpc_client *c, int rc, uint64_t *until)
+{
+	unsigned wait = atomic_load(&c->timeout_ms);
+
+	if (rc != -ECONNREFUSED || !atomic_load(&c->reached) ||
+	    atomic_load(&c->down) || atomic_load(&c->aborted))
+		return false;
+	if (!*until)
+		*until = mono_ms() +
+			 (wait < RESTART_WAIT_MS ? wait : RESTART_WAIT_MS);
+	if (mono_ms() < *until)
+		return true;
+	atomic_store(&c->down, true);
+	return false;
+}
+
 /* HA: what sends a call to look for the leader again. A master that
  * stopped leading answers UNAVAILABLE_IN_CURRENT_MODE; one that could not
  * write its op log, ETCD_OPERATION_ERROR (the change was not made). */
@@ -432,7 +462,15 @@ int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		(void)follow_leader(c, false);
 	for (;;) {
 		rc = call_once(c, m, method, h.req_id, frame, len, resp);
-		if (!c->leader || !leader_gone(rc, *resp))
+		if (!c->leader) {
+			/* A refused connection carried nothing: the same
+			 * request again while the master restarts. */
+			if (!restarting(c, rc, &until))
+				break;
+			nap_ms(50);
+			continue;
+		}
+		if (!leader_gone(rc, *resp))
 			break;
 		if (atomic_load(&c->aborted)) { /* not a leader gone: us */
 			rc = -ECANCELED;

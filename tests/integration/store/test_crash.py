@@ -79,3 +79,29 @@ def test_acknowledged_puts_survive_master_kills(procs, tmp_path):
                 sh.ok(f"check {key} {size} {seed}")
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_calls_wait_out_a_quick_master_restart(procs, tmp_path):
+    """A master restarted at once (systemd's Restart=) refuses connections
+    for a moment: a call made then waited for nothing and failed -900
+    (a mount's close EIO, every connector's put); it now waits up to 3 s
+    for a master it reached before. A master that stays down fails the
+    first call after that wait and the next ones at once."""
+    m = Master(procs, tmp_path)
+    Member(procs, tmp_path, m, size="32MiB")
+    eventually(lambda: len(m.segments()) == 1, what="segment")
+    sh = Shell(procs, tmp_path, m)
+    assert sh.code("put q/0 1000 1") == 0
+    m.kill()
+    back = threading.Timer(0.5, m.start)
+    back.start()
+    try:
+        assert sh.code("size q/0") == 0  # waited for the restart
+    finally:
+        back.join()
+    assert sh.ok("size q/0") == "1000"
+    m.kill()
+    assert sh.code("size q/0") == -900
+    assert sh.code("size q/0") == -900
+    m.start()
+    assert sh.ok("size q/0") == "1000"
