@@ -73,7 +73,8 @@ static json_t *detail(const struct mst_segment *s)
 	char id[2 * MST_ID_LEN + 1], owner[2 * MST_ID_LEN + 1] = "";
 	char base[32], human[48];
 	uint64_t used = mc_alloc_used(s->alloc);
-	uint64_t cap = mc_alloc_capacity(s->alloc);
+	uint64_t cap = mc_alloc_capacity(s->alloc), now = mst_now();
+	json_t *o;
 
 	mst_id_hex(s->id, id);
 	if (s->owner)
@@ -81,17 +82,27 @@ static json_t *detail(const struct mst_segment *s)
 	snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
 	snprintf(human, sizeof(human), "%g GiB",
 		 (double)s->size / 1024.0 / 1024.0 / 1024.0);
-	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:f}",
-			 "segment_name", s->name ? s->name : "", "segment_id",
-			 id, "client_id", owner, "base_address", base,
-			 "size_bytes", (json_int_t)s->size, "size_human", human,
-			 "te_endpoint", s->endpoint ? s->endpoint : "",
-			 "protocol", s->protocol ? s->protocol : "", "status",
-			 s->owner ? "OK" : "AWAITING_OWNER",
-			 "allocator_used_bytes", (json_int_t)used,
-			 "allocator_capacity_bytes", (json_int_t)cap,
-			 "allocator_usage_percent",
-			 cap ? 100.0 * (double)used / (double)cap : 0.0);
+	o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:f}",
+		      "segment_name", s->name ? s->name : "", "segment_id", id,
+		      "client_id", owner, "base_address", base, "size_bytes",
+		      (json_int_t)s->size, "size_human", human, "te_endpoint",
+		      s->endpoint ? s->endpoint : "", "protocol",
+		      s->protocol ? s->protocol : "", "status",
+		      s->owner ? "OK" : "AWAITING_OWNER",
+		      "allocator_used_bytes", (json_int_t)used,
+		      "allocator_capacity_bytes", (json_int_t)cap,
+		      "allocator_usage_percent",
+		      cap ? 100.0 * (double)used / (double)cap : 0.0);
+	/* Ours: how long nothing is placed in it yet (readers of memory it
+	 * held before a drop or a restart may still read it). */
+	if (o)
+		(void)json_object_set_new(
+			o, "placement_fenced_ms",
+			json_integer(
+				s->fenced_until > now ?
+					(json_int_t)(s->fenced_until - now) :
+					0));
+	return o;
 }
 
 void mst_admin_segments_detail(struct master *m, struct mc_http_response *resp)

@@ -364,6 +364,16 @@ int mst_mount(struct master *m, const uint8_t *client,
 	mc_log_notice("master", "segment %s mounted: %s at %s, %llu bytes", hex,
 		      d->name ? d->name : "", d->endpoint,
 		      (unsigned long long)d->size);
+	if (s->fenced_until > mst_now())
+		/* Its memory came back after a drop: readers of what it
+		 * held then may still read it (puts meanwhile go elsewhere,
+		 * or fail -200 when nothing else has room). */
+		mc_log_notice("master",
+			      "segment %s at %s: nothing is placed in it for "
+			      "%.1f s (readers of the objects it held before "
+			      "it was dropped may still read its memory)",
+			      hex, d->endpoint,
+			      (double)(s->fenced_until - mst_now()) / 1000.0);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -366,6 +367,14 @@ static char *unescape_octal(char *p)
 	return p;
 }
 
+/* A FUSE mount whose daemon exited answers ENOTCONN. */
+static bool dead_mount(const char *path)
+{
+	struct statvfs sv;
+
+	return statvfs(path, &sv) && errno == ENOTCONN;
+}
+
 /* A second daemon on a mount point that is already a mooncakefs mount
  * stacked over it: the one below went on contributing to the pool,
  * hidden. Refused (-EBUSY). */
@@ -389,7 +398,13 @@ static int check_not_mounted(const char *mountpoint)
 			rc = -EBUSY;
 	}
 	fclose(f);
-	if (rc)
+	if (rc && dead_mount(real))
+		fprintf(stderr,
+			"mooncakefs: %s is a mooncakefs mount whose daemon is "
+			"gone: umount it first (umount -l while programs still "
+			"have files or directories in it)\n",
+			mountpoint);
+	else if (rc)
 		fprintf(stderr,
 			"mooncakefs: %s is already a mooncakefs mount "
 			"(umount it first)\n",

@@ -47,7 +47,9 @@ int main(void)
 	puts("| `EROFS` | any change on a read-only mount |");
 	puts("| `EPERM` | changes in `/`, `ckpt/` and `.mooncake/` (creating, "
 	     "removing, chmod, chown, utimensat, truncate), and of `kv/` "
-	     "itself (chmod, chown, utimensat); hard links; FIFOs, "
+	     "itself (chmod, chown, utimensat); making `kv/.mooncakefs-tmp` "
+	     "(the hidden directory of writes in progress: create, mkdir, "
+	     "symlink, rename onto it); hard links; FIFOs, "
 	     "sockets and device nodes (mknod of anything but a regular file) |");
 	puts("| `EACCES` | what the stored owner and mode bits refuse to "
 	     "another local user (the kernel's check, with `allow_other`) |");

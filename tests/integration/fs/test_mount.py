@@ -278,3 +278,16 @@ def test_second_daemon_on_a_mount_is_refused(mounts, tmp_path):
     assert p.returncode == 1, p
     assert "is already a mooncakefs mount" in p.stderr, p.stderr
     assert (m.kv / "a").read_bytes() == b"x"
+    # Its daemon killed: the mount answers ENOTCONN, and the message
+    # says to unmount it (umount -l with a program inside), not that a
+    # working mount is there.
+    os.kill(m.pid(), signal.SIGKILL)
+    wait_for(lambda: m.pid() is None, what="daemon gone")
+    p = subprocess.run([binary(*MCFS), m.master.addr, str(m.path), "-o",
+                        m.options()], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1, p
+    assert "whose daemon is gone: umount it first" in p.stderr, p.stderr
+    m.umount()
+    m.mount()
+    assert (m.kv / "a").read_bytes() == b"x"

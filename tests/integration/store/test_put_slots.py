@@ -7,6 +7,7 @@ existing key left as it was) and, from the master's /metrics, that the
 puts really went that way, and that the reserved space comes back: at
 close, from a client killed, from a member that died, and never outlives
 a master restart."""
+import json
 import os
 import signal
 import time
@@ -235,6 +236,13 @@ def test_member_back_as_new_memory_is_fenced(procs, tmp_path):
             os.kill(a.proc.pid, signal.SIGCONT)
         eventually(lambda: len(m.segments()) == 2, timeout=30,
                    what="segment a back as new memory")
+        # Said, not silent (a full pool's -200 looked like no space):
+        # the master's log and /get_segments_detail name the fence.
+        assert "nothing is placed in it for" in m.log()
+        st, body = m.http("/get_segments_detail")
+        fenced = {s["te_endpoint"]: s["placement_fenced_ms"]
+                  for s in json.loads(body)["segments"]}
+        assert fenced[a.name] > 0 and fenced[b.name] == 0, fenced
         # Within the fence (use_ms 5 s + 0.75 s from the drop): every
         # new object on b.
         for i in range(20):
