@@ -103,7 +103,8 @@ static bool resolve(struct te_engine *eng, struct te_task *t)
 	int err;
 
 	t->peer = te__segment_peer_at(t->req.target, t->req.target_addr,
-				      t->req.length, &err);
+				      t->req.length, t->req.owner, &err);
+	t->req.owner = NULL; /* read here only (te_request) */
 	if (!t->peer) {
 		/* Stale and not resolvable again (peer gone), or not the
 		 * owner's memory. */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "mc_parse.h"
+#include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -175,6 +176,7 @@ int te__peer_lookup(struct te_engine *eng, const char *name,
 	}
 	/* The descriptor's name is the peer's; we asked for this one. */
 	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->fetched_ns = mc_mono_ns();
 	pthread_mutex_lock(&eng->peer_lock);
 	cached = cache_find(eng, name);
 	if (cached) { /* another thread won the race */
@@ -206,22 +208,11 @@ void te__peers_free(struct te_engine *eng)
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen)
 {
-	return te_segment_open_owned(eng, name, NULL, out, err, errlen);
-}
-
-int te_segment_open_owned(struct te_engine *eng, const char *name,
-			  const char *owner, struct te_segment **out, char *err,
-			  size_t errlen)
-{
-	struct te_segment *s;
+	struct te_segment *s = calloc(1, sizeof(*s));
 	int rc;
 
-	if (owner && (!*owner || strlen(owner) >= TE_OWNER_LEN))
-		return -EINVAL;
-	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	snprintf(s->owner, sizeof(s->owner), "%s", owner ? owner : "");
 	rc = te__peer_lookup(eng, name, &s->peer, err, errlen);
 	if (rc) {
 		free(s);
@@ -265,64 +256,67 @@ struct te_peer *te__segment_peer(struct te_segment *seg)
 	return fresh;
 }
 
-/* Whether [addr, addr + len) overlaps a buffer at base of length blen
- * tagged with another owner than owner ("" is none). */
-static bool other_owner(uint64_t addr, uint64_t len, uint64_t base,
-			uint64_t blen, const char *tag, const char *owner)
+/* Whether [addr, addr + len) overlaps [base, base + blen). */
+static bool overlaps(uint64_t addr, uint64_t len, uint64_t base, uint64_t blen)
 {
-	return tag[0] && strcmp(tag, owner) && addr < base + blen &&
-	       base < addr + len;
+	return addr < base + blen && base < addr + len;
 }
 
 /*
- * Whether peer p may hold [addr, addr + len) for owner: no buffer of
- * another owner overlaps it (this engine's registrations, or a peer's
- * descriptor). Buffers without a tag (an engine from before tags, mixed
- * in during a rolling upgrade) are not held to it, and a range in no
- * buffer is left to the transport to refuse, as before.
+ * Whether peer p may hold [addr, addr + len) for owner. This engine's
+ * own memory: one registration of that tag covers the range. A peer's
+ * descriptor: no buffer of another tag overlaps it (buffers without a
+ * tag, from engines before tags, mixed in during a rolling upgrade, are
+ * not held to it; a range in no buffer is left to the transport to
+ * refuse, as before).
  */
 static bool owns(struct te_peer *p, uint64_t addr, uint64_t len,
 		 const char *owner)
 {
 	struct te_engine *eng = p->eng;
-	bool other = false;
+	bool ok = false;
 
 	if (p->is_self) {
 		pthread_rwlock_rdlock(&eng->reg_lock);
-		for (unsigned i = 0; i < eng->n_regs && !other; i++) {
+		for (unsigned i = 0; i < eng->n_regs && !ok; i++) {
 			const struct te_memreg *r = eng->regs[i];
 
-			other = other_owner(addr, len, r->addr, r->len,
-					    r->owner, owner);
+			ok = addr >= r->addr && len <= r->len &&
+			     addr - r->addr <= r->len - len &&
+			     !strcmp(r->owner, owner);
 		}
 		pthread_rwlock_unlock(&eng->reg_lock);
-		return !other;
+		return ok;
 	}
-	for (unsigned i = 0; i < p->n_buffers && !other; i++) {
+	for (unsigned i = 0; i < p->n_buffers; i++) {
 		const struct te_buffer_desc *b = &p->buffers[i];
 
-		other = other_owner(addr, len, b->addr, b->length, b->owner,
-				    owner);
+		if (b->owner[0] && strcmp(b->owner, owner) &&
+		    overlaps(addr, len, b->addr, b->length))
+			return false;
 	}
-	return !other;
+	return true;
 }
 
+/* A peer's descriptor fetched this long ago may predate its owner's
+ * latest registrations: fetched again (once) before a refusal. Younger,
+ * a refusal stands (requests for a holder that restarted must not make
+ * every call fetch it anew). */
+#define REFETCH_AFTER_NS 1000000000ull
+
 struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,
-				    uint64_t len, int *err)
+				    uint64_t len, const char *owner, int *err)
 {
 	struct te_peer *p = te__segment_peer(seg);
 
 	*err = -EHOSTUNREACH;
-	if (!p || !seg->owner[0] || owns(p, addr, len, seg->owner))
+	if (!p || !owner || owns(p, addr, len, owner))
 		return p;
-	/* Our copy of its descriptor may be older than the owner's
-	 * (it registered since, or took the name after another): once
-	 * more with a fresh one. */
-	if (!p->is_self) {
+	if (!p->is_self && mc_mono_ns() - p->fetched_ns > REFETCH_AFTER_NS) {
 		te__peer_invalidate(p);
 		te__peer_put(p);
 		p = te__segment_peer(seg);
-		if (!p || owns(p, addr, len, seg->owner))
+		if (!p || owns(p, addr, len, owner))
 			return p;
 	}
 	te__peer_put(p);

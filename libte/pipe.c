@@ -13,7 +13,8 @@
 #include "mooncake/mc_err.h"
 
 int te_read_pipe(struct te_engine *eng, struct te_segment *target,
-		 uint64_t addr, uint64_t len, int pipe_fd, int timeout_ms)
+		 uint64_t addr, uint64_t len, const char *owner, int pipe_fd,
+		 int timeout_ms)
 {
 	struct te_request req = { .opcode = TE_READ,
 				  .target = target,
@@ -30,7 +31,7 @@ int te_read_pipe(struct te_engine *eng, struct te_segment *target,
 		return 0;
 	if (timeout_ms >= 0 && (unsigned)timeout_ms < ms)
 		ms = (unsigned)timeout_ms;
-	peer = te__segment_peer_at(target, addr, len, &rc);
+	peer = te__segment_peer_at(target, addr, len, owner, &rc);
 	if (!peer)
 		return rc;
 	idx = te__pick_transport(eng, peer, &req);

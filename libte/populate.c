@@ -92,7 +92,8 @@ static bool room_for_chunk(struct te_populate *job, size_t off)
 {
 	uint64_t avail = mem_available();
 
-	if (avail == UINT64_MAX || avail >= job->reserve + CHUNK)
+	if (avail == UINT64_MAX ||
+	    (avail >= job->reserve && avail - job->reserve >= CHUNK))
 		return true;
 	if (!atomic_exchange(&job->held, true))
 		mc_log_warn("te",

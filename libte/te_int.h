@@ -111,6 +111,7 @@ struct te_peer {
 	char host_id[TE_HOST_ID_LEN]; /* "" when the peer is not ours */
 	bool is_self;
 	_Atomic bool stale;
+	uint64_t fetched_ns; /* mono time its descriptor was fetched */
 	unsigned n_buffers;
 	struct te_buffer_desc *buffers;
 	/* Each transport's part of the descriptor (its desc_decode op),
@@ -127,7 +128,6 @@ struct te_segment {
 	struct te_engine *eng;
 	struct te_peer *peer; /* under eng->peer_lock; replaced if stale */
 	char name[TE_NAME_MAX];
-	char owner[TE_OWNER_LEN]; /* te_segment_open_owned(); "" any */
 };
 
 struct te_task {
@@ -460,11 +460,11 @@ static inline void te__peer_invalidate(struct te_peer *p)
 /** The segment's current peer, refreshed if stale; a new reference, or
  *  NULL when it cannot be resolved. */
 struct te_peer *te__segment_peer(struct te_segment *seg);
-/** te__segment_peer() for a request on [addr, addr + len): NULL with
- *  *err -EHOSTUNREACH (unresolvable) or MC_ESEGMOVED (the range is not
- *  in a buffer of the segment's owner, te_segment_open_owned()). */
+/** te__segment_peer() for a request on [addr, addr + len) for owner
+ *  (te_request.owner; NULL: any): NULL with *err -EHOSTUNREACH
+ *  (unresolvable) or MC_ESEGMOVED (a buffer of another owner there). */
 struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,
-				    uint64_t len, int *err);
+				    uint64_t len, const char *owner, int *err);
 /* batch.c: the transport that carries req to peer (index), or -1. */
 int te__pick_transport(struct te_engine *eng, struct te_peer *peer,
 		       const struct te_request *req);

@@ -342,6 +342,7 @@ int mst_mount(struct master *m, const uint8_t *client,
 	struct mst_segment *s;
 	struct mst_client *c;
 	char hex[2 * MST_ID_LEN + 1];
+	uint64_t now;
 	int rc = check_desc(d);
 
 	if (rc)
@@ -364,7 +365,8 @@ int mst_mount(struct master *m, const uint8_t *client,
 	mc_log_notice("master", "segment %s mounted: %s at %s, %llu bytes", hex,
 		      d->name ? d->name : "", d->endpoint,
 		      (unsigned long long)d->size);
-	if (s->fenced_until > mst_now())
+	now = mst_now();
+	if (s->fenced_until > now)
 		/* Its memory came back after a drop: readers of what it
 		 * held then may still read it (puts meanwhile go elsewhere,
 		 * or fail -200 when nothing else has room). */
@@ -373,7 +375,7 @@ int mst_mount(struct master *m, const uint8_t *client,
 			      "%.1f s (readers of the objects it held before "
 			      "it was dropped may still read its memory)",
 			      hex, d->endpoint,
-			      (double)(s->fenced_until - mst_now()) / 1000.0);
+			      (double)(s->fenced_until - now) / 1000.0);
 	return 0;
 }
 

@@ -57,13 +57,21 @@ void mc_rpc_client_set_auth(struct mc_rpc_client *c,
 			    const struct mc_auth_key *key);
 
 /**
+ * Not HA: a peer this client reached before that now refuses connections
+ * (a master restarting, e.g. under systemd's Restart=) gets each call
+ * again for up to ms (at most the timeout) before -ECONNREFUSED; once a
+ * call waited that long in vain, calls fail at once until a connection
+ * is made again (a peer down for good costs callers nothing). 0 (the
+ * default): refused calls fail at once. Thread-safe.
+ */
+void mc_rpc_client_set_restart_wait(struct mc_rpc_client *c, unsigned ms);
+
+/**
  * Send req as method and wait for the answer, decoded into *resp (free
- * with protobuf_c_message_free_unpacked(*resp, NULL)). A master that was
- * reached before and now refuses connections (restarting) is tried again
- * for up to 3 s (at most the timeout) before -ECONNREFUSED; once a call
- * waited that long in vain, calls fail at once until a connection is made
- * again (a master down for good costs callers nothing). HA clients follow
- * the leader instead (etcd://).
+ * with protobuf_c_message_free_unpacked(*resp, NULL)). With a restart
+ * wait (mc_rpc_client_set_restart_wait), a peer that was reached before
+ * and now refuses connections is tried again; HA clients follow the
+ * leader instead (etcd://).
  */
 int mc_rpc_call(struct mc_rpc_client *c, uint16_t method,
 		const ProtobufCMessage *req,

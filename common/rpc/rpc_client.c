@@ -47,16 +47,13 @@ struct mc_rpc_client {
 	struct mc_busy_poll bp; /* waiting for answers */
 	bool has_key; /* set before the first call */
 	struct mc_auth_key key;
-	/* Not HA: a master this client reached once and that now refuses
-	 * connections is restarting; calls wait for it up to RESTART_WAIT
-	 * (each), and once one waited in vain calls fail at once (down)
-	 * until a connection is made again. */
+	/* Not HA, with restart_ms: a master this client reached once and
+	 * that now refuses connections is restarting; calls wait for it up
+	 * to restart_ms (each), and once one waited in vain calls fail at
+	 * once (down) until a connection is made again. */
+	_Atomic unsigned restart_ms;
 	atomic_bool reached, down;
 };
-
-/* The longest a call waits for a master that refuses connections after
- * it was reached (a restart: systemd's Restart= takes about a second). */
-#define RESTART_WAIT_MS 3000u
 
 int mc_rpc_client_create(const char *hostport, unsigned timeout_ms,
 			 struct mc_rpc_client **out)
@@ -120,6 +117,11 @@ void mc_rpc_client_destroy(struct mc_rpc_client *c)
 	pthread_mutex_destroy(&c->lock);
 	mc_auth_key_clear(&c->key);
 	free(c);
+}
+
+void mc_rpc_client_set_restart_wait(struct mc_rpc_client *c, unsigned ms)
+{
+	atomic_store(&c->restart_ms, ms);
 }
 
 void mc_rpc_client_set_timeout(struct mc_rpc_client *c, unsigned timeout_ms)
@@ -360,14 +362,14 @@ static int call_once(struct mc_rpc_client *c, const struct mc_rpc_method *m,
  * wait, 0 before its first). */
 static bool restarting(struct mc_rpc_client *c, int rc, uint64_t *until)
 {
-	unsigned wait = atomic_load(&c->timeout_ms);
+	unsigned wait = atomic_load(&c->timeout_ms),
+		 most = atomic_load(&c->restart_ms);
 
-	if (rc != -ECONNREFUSED || !atomic_load(&c->reached) ||
+	if (rc != -ECONNREFUSED || !most || !atomic_load(&c->reached) ||
 	    atomic_load(&c->down) || atomic_load(&c->aborted))
 		return false;
 	if (!*until)
-		*until = mono_ms() +
-			 (wait < RESTART_WAIT_MS ? wait : RESTART_WAIT_MS);
+		*until = mono_ms() + (wait < most ? wait : most);
 	if (mono_ms() < *until)
 		return true;
 	atomic_store(&c->down, true);

@@ -106,6 +106,13 @@ struct te_request {
 	struct te_segment *target; /* from te_segment_open() */
 	uint64_t target_addr; /* the target's virtual address */
 	uint64_t length;
+	/* NULL: any memory the target registered. Else an owner tag
+	 * (te_register_owned), read during the submitting call only: the
+	 * request ends TE_FAILED with MC_ESEGMOVED, moving nothing, when
+	 * its range lies in a buffer the target registered for another
+	 * owner (the engine name now belongs to another process than the
+	 * one that placed the address). */
+	const char *owner;
 };
 
 struct te_status {
@@ -175,12 +182,16 @@ int te_register(struct te_engine *eng, void *addr, size_t len,
 /**
  * te_register() with an owner tag on the buffer (1 to TE_OWNER_LEN - 1
  * bytes, else -EINVAL; NULL or "": none), published with it as
- * "mc_owner". A segment opened with te_segment_open_owned() reaches only
- * buffers of its tag: a store tags its segment's memory with the
- * segment's id, so that an address the master placed in one process's
- * segment is never read or written in the memory of another process
- * that took the same engine name after it (docs/design.md, "The owner
- * of an address").
+ * "mc_owner". A request naming an owner (te_request.owner) does not
+ * reach buffers of another tag: a store tags its segment's memory with
+ * the segment's id, so that an address the master placed in one
+ * process's segment is never read or written in the memory of another
+ * process that took the same engine name after it (docs/design.md, "The
+ * owner of an address"). For a peer the check is against its descriptor
+ * (buffers without a tag, from engines before tags, are not held to it;
+ * a descriptor fetched over a second before is fetched again once before
+ * a refusal); this engine's own memory needs a covering buffer of that
+ * tag.
  */
 int te_register_owned(struct te_engine *eng, void *addr, size_t len,
 		      const char *location, bool remote_accessible,
@@ -286,17 +297,6 @@ int te_mem_unlink(struct te_engine *eng, void *addr);
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen);
 
-/**
- * te_segment_open() for requests that may only reach buffers the peer
- * registered with this owner tag (te_register_owned; 1 to
- * TE_OWNER_LEN - 1 bytes, else -EINVAL). A request whose target range
- * is not inside one such buffer of the peer now behind the name (after
- * fetching its descriptor once more) ends TE_FAILED with MC_ESEGMOVED,
- * moving nothing: the owner restarted, or another took the name.
- */
-int te_segment_open_owned(struct te_engine *eng, const char *name,
-			  const char *owner, struct te_segment **out, char *err,
-			  size_t errlen);
 void te_segment_close(struct te_segment *seg);
 
 /* A buffer a segment publishes. */
@@ -409,10 +409,12 @@ int te_batch_destroy(struct te_batch *b);
  * other error (-ETIMEDOUT, -ECONNRESET, MC_ENOTREG when the peer refused
  * the range, -ENOBUFS when the pipe filled up: the payload came in more
  * fragments than it has slots) may leave part of the range in the pipe:
- * the caller discards what the pipe holds. Thread-safe.
+ * the caller discards what the pipe holds. owner: as te_request.owner
+ * (MC_ESEGMOVED, nothing added). Thread-safe.
  */
 int te_read_pipe(struct te_engine *eng, struct te_segment *target,
-		 uint64_t addr, uint64_t len, int pipe_fd, int timeout_ms);
+		 uint64_t addr, uint64_t len, const char *owner, int pipe_fd,
+		 int timeout_ms);
 
 /** Send a notification {name, msg} to a peer's engine. */
 int te_notify(struct te_engine *eng, struct te_segment *target,

@@ -609,7 +609,11 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 	}
 	if (!size) { /* an empty object (a mount's empty file) */
 		mooncake_store_destroy(s);
-		return close(fd) ? 1 : 0;
+		if (!close(fd))
+			return 0;
+		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		unlink(file);
+		return 1;
 	}
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);

@@ -17,6 +17,7 @@
 #include "store_err.h"
 
 #define WATCH_MAX_WAIT_MS 30000u
+#define RESTART_WAIT_MS 3000u /* a master refusing after it answered */
 
 struct mcs_master {
 	struct mc_rpc_client *rpc;
@@ -56,6 +57,9 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 		free(m);
 		return rc;
 	}
+	/* Calls carry on across a quick restart of the master (docs/
+	 * operations.md "Calls while the master restarts"). */
+	mc_rpc_client_set_restart_wait(m->rpc, RESTART_WAIT_MS);
 	if (client_id)
 		memcpy(m->client_id, client_id, MCS_CLIENT_ID_LEN);
 	pthread_mutex_init(&m->long_lock, NULL);

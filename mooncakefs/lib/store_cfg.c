@@ -151,16 +151,19 @@ int mcs_cfg_load(struct mcs_cfg *cfg, const struct mcs_cfg_args *a, char *err,
 		 * left in the environment must not fail a call that names
 		 * everything it needs. */
 		struct mc_cfg_spec no_file = mcs_cfg_spec;
+		char why[256];
 
-		if (!a->quiet)
-			mc_log_warn("store",
-				    "MOONCAKE_CONFIG_PATH ignored (setup() "
-				    "names its addresses): %s",
-				    err);
+		snprintf(why, sizeof(why), "%s", err ? err : "");
 		no_file.config_env = NULL;
 		mc_cfg_release(&mcs_cfg_spec, cfg);
 		memset(cfg, 0, sizeof(*cfg));
 		rc = mc_cfg_load(&no_file, cfg, 1, argv, &res, err, errlen);
+		/* Only the file failed (else its error stands, unwarned). */
+		if (!rc && !a->quiet)
+			mc_log_warn("store",
+				    "MOONCAKE_CONFIG_PATH ignored (setup() "
+				    "names its addresses): %s",
+				    why);
 	}
 	if (rc)
 		return rc;

@@ -26,7 +26,7 @@
 #define PART_MIN (1u << 20)
 #define PART_MAX (64u << 20)
 #define ABORTS_MAX 8 /* parts in a row whose pieces could not start */
-#define XFER_NAME_MAX 256 /* an engine name (the engine refuses longer) */
+#define OWNER_HEX (2 * MCS_SEG_ID_LEN + 1) /* mcs_seg_owner() */
 _Static_assert(XFER_SMALL <= XFER_BATCH_CAP, "a small call is one chunk");
 
 struct mcs_xfer {
@@ -78,47 +78,34 @@ void mcs_xfer_destroy(struct mcs_xfer *x)
 	free(x);
 }
 
-/* The segment for name, reaching only memory of segment id (NULL: any);
- * cached by name and id. */
-static int get_segment(struct mcs_xfer *x, const char *name, const uint8_t *id,
+static int get_segment(struct mcs_xfer *x, const char *name,
 		       struct te_segment **out)
 {
 	const struct mc_map_entry *e;
 	struct te_segment *seg, *extra = NULL;
-	char err[TE_ERR_LEN] = "", owner[2 * MCS_SEG_ID_LEN + 1];
-	size_t nlen = strlen(name), len = nlen;
-	char key[XFER_NAME_MAX + 1 + MCS_SEG_ID_LEN];
+	char err[TE_ERR_LEN] = "";
+	size_t len = strlen(name);
 	int rc = 0;
 
-	if (nlen >= XFER_NAME_MAX)
-		return -ENAMETOOLONG;
-	memcpy(key, name, nlen);
-	if (id) { /* name, NUL, id: no name holds a NUL */
-		key[len++] = '\0';
-		memcpy(key + len, id, MCS_SEG_ID_LEN);
-		len += MCS_SEG_ID_LEN;
-		mcs_seg_owner(id, owner);
-	}
 	pthread_mutex_lock(&x->lock);
-	e = mc_map_get(x->segs, key, len);
+	e = mc_map_get(x->segs, name, len);
 	if (e)
 		memcpy(out, e->val, sizeof(*out));
 	pthread_mutex_unlock(&x->lock);
 	if (e)
 		return 0;
-	rc = te_segment_open_owned(x->eng, name, id ? owner : NULL, &seg, err,
-				   sizeof(err));
+	rc = te_segment_open(x->eng, name, &seg, err, sizeof(err));
 	if (rc) {
 		mc_log_debug("store", "open segment %s: %s", name, err);
 		return rc;
 	}
 	pthread_mutex_lock(&x->lock);
-	e = mc_map_get(x->segs, key, len);
+	e = mc_map_get(x->segs, name, len);
 	if (e) {
 		/* Another thread opened it meanwhile: use theirs. */
 		memcpy(out, e->val, sizeof(*out));
 		extra = seg;
-	} else if (!mc_map_put(x->segs, key, len, &seg, sizeof(seg))) {
+	} else if (!mc_map_put(x->segs, name, len, &seg, sizeof(seg))) {
 		*out = seg;
 	} else {
 		extra = seg;
@@ -225,8 +212,9 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	size_t small_idx[XFER_SMALL], *idx = small_idx;
 	struct chunk small_chunk, *chunks = &small_chunk;
 	size_t n_live = 0, n_chunks = 0;
+	char small_owners[XFER_SMALL][OWNER_HEX],
+		(*owners)[OWNER_HEX] = small_owners;
 	const char *last_name = NULL;
-	const uint8_t *last_id = NULL;
 	struct te_segment *last_seg = NULL;
 	bool heap = n > XFER_SMALL;
 
@@ -237,12 +225,14 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	if (heap) {
 		reqs = calloc(n, sizeof(*reqs));
 		idx = calloc(n, sizeof(*idx));
+		owners = calloc(n, sizeof(*owners));
 		chunks = calloc((n + XFER_BATCH_CAP - 1) / XFER_BATCH_CAP,
 				sizeof(*chunks));
 	}
-	if (!reqs || !idx || !chunks) {
+	if (!reqs || !idx || !owners || !chunks) {
 		free(reqs);
 		free(idx);
+		free(owners);
 		free(chunks);
 		for (size_t i = 0; i < n; i++)
 			ops[i].result = -ENOMEM;
@@ -257,16 +247,12 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 		op->result = 0;
 		if (!op->len)
 			continue;
-		if (last_name && !strcmp(last_name, op->endpoint) &&
-		    (last_id == op->seg_id ||
-		     (last_id && op->seg_id &&
-		      !memcmp(last_id, op->seg_id, MCS_SEG_ID_LEN)))) {
+		if (last_name && !strcmp(last_name, op->endpoint)) {
 			seg = last_seg;
 		} else {
-			rc = get_segment(x, op->endpoint, op->seg_id, &seg);
+			rc = get_segment(x, op->endpoint, &seg);
 			if (!rc) {
 				last_name = op->endpoint;
-				last_id = op->seg_id;
 				last_seg = seg;
 			}
 		}
@@ -274,11 +260,16 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 			op->result = rc;
 			continue;
 		}
-		reqs[n_live] = (struct te_request){ .opcode = op->opcode,
-						    .local = op->local,
-						    .target = seg,
-						    .target_addr = op->remote,
-						    .length = op->len };
+		if (op->seg_id)
+			mcs_seg_owner(op->seg_id, owners[n_live]);
+		reqs[n_live] = (struct te_request){
+			.opcode = op->opcode,
+			.local = op->local,
+			.target = seg,
+			.target_addr = op->remote,
+			.length = op->len,
+			.owner = op->seg_id ? owners[n_live] : NULL
+		};
 		idx[n_live++] = i;
 	}
 	/* Submit everything before waiting for anything. */
@@ -329,6 +320,7 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 	if (heap) {
 		free(reqs);
 		free(idx);
+		free(owners);
 		free(chunks);
 	}
 	return 0;
@@ -341,7 +333,7 @@ static int run_pass(struct mcs_xfer *x, struct mcs_xfer_op *ops, size_t n,
 static bool retryable(int rc)
 {
 	return rc && rc != -ETIMEDOUT && rc != MC_ENOTREG && rc != -EINVAL &&
-	       rc != -ENOMEM && rc != -ECONNABORTED;
+	       rc != -ENOMEM && rc != -ECONNABORTED && rc != MC_ESEGMOVED;
 }
 
 /* Before a pass: 0, or the code every op still to run ends with;
@@ -567,12 +559,16 @@ int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
 		       const uint8_t *seg_id, uint64_t remote, uint64_t len,
 		       int pipe_fd, unsigned timeout_ms)
 {
+	char owner[OWNER_HEX];
 	struct te_segment *seg;
-	int rc = get_segment(x, endpoint, seg_id, &seg);
+	int rc = get_segment(x, endpoint, &seg);
 
 	if (rc)
 		return rc;
-	return te_read_pipe(x->eng, seg, remote, len, pipe_fd,
+	if (seg_id)
+		mcs_seg_owner(seg_id, owner);
+	return te_read_pipe(x->eng, seg, remote, len, seg_id ? owner : NULL,
+			    pipe_fd,
 			    timeout_ms > INT32_MAX ? -1 : (int)timeout_ms);
 }
 

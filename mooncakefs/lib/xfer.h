@@ -6,8 +6,8 @@
  * as few as possible, with a result per operation. Replica choice and
  * failover are the caller's (store_put.c, store_get.c).
  *
- * Segments (peers) are opened once per endpoint and segment id (a
- * replica's owner: mcs_xfer_op.seg_id) and cached until destroy;
+ * Segments (peers) are opened once per endpoint and cached until destroy
+ * (a request names the replica's segment as its owner: mcs_xfer_op.seg_id);
  * the engine re-resolves a cached peer by itself when it went stale (the
  * peer restarted), so a later call reaches the new process. Batches come
  * from a pool (one per concurrent call, up to 32), and a call of up to 16
@@ -33,10 +33,11 @@ struct mcs_xfer_op {
 	enum te_opcode opcode;
 	void *local; /* registered local memory */
 	const char *endpoint; /* the replica's engine name */
-	/* The replica's segment (MCS_SEG_ID_LEN bytes): only memory its
-	 * owner registered for it is reached (te_segment_open_owned), never
-	 * that of a process that took the engine name since; an address
-	 * elsewhere ends MC_ESEGMOVED. NULL: whatever the name holds. */
+	/* The replica's segment (MCS_SEG_ID_LEN bytes), the request's owner
+	 * (te_request.owner): memory the endpoint registered for another
+	 * segment (a process that took the engine name since) is not
+	 * reached, the op ends MC_ESEGMOVED (not retried). NULL: whatever
+	 * the name holds. Read during the call only. */
 	const uint8_t *seg_id;
 	uint64_t remote; /* address there */
 	uint64_t len;

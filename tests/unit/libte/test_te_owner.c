@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Owner tags (te_register_owned, te_segment_open_owned): two real engines
- * in this process, the target's memory tagged with an owner. A segment
- * opened for that owner reads it, over tcp and through shared memory; one
- * opened for another owner ends MC_ESEGMOVED and moves nothing (the store's
- * guard against a holder restarted under the same engine name); a plain
- * segment reads anything, as before; memory registered without a tag (an
- * engine from before tags, in a rolling upgrade) is read by owned segments
- * too; bad tags are -EINVAL.
+ * Owner tags (te_register_owned, te_request.owner): two real engines in
+ * this process, the target's memory tagged with an owner. A request for
+ * that owner reads it, over tcp and through shared memory; one for
+ * another owner ends MC_ESEGMOVED and moves nothing (the store's guard
+ * against a holder restarted under the same engine name), also through
+ * te_read_pipe; a request without an owner reads anything, as before; a
+ * peer's memory registered without a tag (an engine from before tags, in
+ * a rolling upgrade) is read by owned requests too, this engine's own is
+ * not; bad tags are -EINVAL.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
@@ -46,10 +48,10 @@ static int read_as(struct te_engine *a, const char *name, const char *owner,
 	struct te_batch *b = NULL;
 	char err[256] = "";
 
-	cr_assert_eq(te_segment_open_owned(a, name, owner, &seg, err,
-					   sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(te_segment_open(a, name, &seg, err, sizeof(err)), 0, "%s",
+		     err);
 	req.target = seg;
+	req.owner = owner;
 	memset(local, 0, 4096);
 	cr_assert_eq(te_batch_create(a, 1, &b), 0);
 	cr_assert_eq(te_batch_transfer(b, &req, 1, 5000), 0);
@@ -110,8 +112,28 @@ static void owners(const char *force_tcp, bool shm)
 	cr_assert_eq(te_register(b, plain, 4 * 4096, "cpu:0", true), 0);
 	cr_expect_eq(
 		read_as(a, te_engine_name(b), "seg-b", plain + 4096, local), 0);
+	/* This engine's own memory needs the tag. */
+	cr_expect_eq(read_as(b, te_engine_name(b), "seg-b", plain + 4096,
+			     mem + LEN - 4096),
+		     MC_ESEGMOVED);
 	cr_assert_eq(te_unregister(b, plain), 0);
 	free(plain);
+
+	/* A read into a pipe is held to the owner too. */
+	struct te_segment *seg = NULL;
+	char err[256] = "";
+	int fd[2];
+
+	cr_assert_eq(pipe(fd), 0);
+	cr_assert_eq(te_segment_open(a, te_engine_name(b), &seg, err,
+				     sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(te_read_pipe(a, seg, (uint64_t)(uintptr_t)mem + 8192, 4096,
+				  "seg-c", fd[1], -1),
+		     MC_ESEGMOVED);
+	te_segment_close(seg);
+	close(fd[0]);
+	close(fd[1]);
 
 	cr_assert_eq(te_unregister(a, local), 0);
 	cr_assert_eq(te_unregister(b, mem), 0);
@@ -137,19 +159,12 @@ Test(te_owner, through_shared_memory)
 Test(te_owner, bad_tags_are_refused)
 {
 	struct te_engine *a = engine();
-	struct te_segment *seg = NULL;
-	char owner[TE_OWNER_LEN + 1], err[256] = "";
+	char owner[TE_OWNER_LEN + 1];
 	void *m = aligned_alloc(4096, 4096);
 
 	memset(owner, 'x', TE_OWNER_LEN);
 	owner[TE_OWNER_LEN] = '\0';
 	cr_expect_eq(te_register_owned(a, m, 4096, "*", true, owner), -EINVAL);
-	cr_expect_eq(te_segment_open_owned(a, te_engine_name(a), owner, &seg,
-					   err, sizeof(err)),
-		     -EINVAL);
-	cr_expect_eq(te_segment_open_owned(a, te_engine_name(a), "", &seg, err,
-					   sizeof(err)),
-		     -EINVAL);
 	te_engine_destroy(a);
 	free(m);
 }

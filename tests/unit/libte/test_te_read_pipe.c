@@ -105,8 +105,8 @@ static int read_pipe(struct pair *p, uint64_t off, uint64_t len, int wfd)
 
 	for (int i = 0; i < 200 && rc == -EAGAIN; i++) {
 		rc = te_read_pipe(p->a, p->seg,
-				  (uint64_t)(uintptr_t)p->mem + off, len, wfd,
-				  -1);
+				  (uint64_t)(uintptr_t)p->mem + off, len, NULL,
+				  wfd, -1);
 		if (rc == -EAGAIN) {
 			/* A batch read connects the lanes. */
 			struct te_batch *b;
@@ -169,10 +169,10 @@ Test(te_read_pipe, bytes_land_in_the_pipe)
 		}
 	}
 	cr_assert_eq(te_read_pipe(p.a, p.seg, (uint64_t)(uintptr_t)p.mem, 0,
-				  fd[1], -1),
+				  NULL, fd[1], -1),
 		     0);
-	cr_assert_eq(te_read_pipe(p.a, p.seg, (uint64_t)(uintptr_t)p.mem, 1, -1,
-				  -1),
+	cr_assert_eq(te_read_pipe(p.a, p.seg, (uint64_t)(uintptr_t)p.mem, 1,
+				  NULL, -1, -1),
 		     -EINVAL);
 	close(fd[0]);
 	close(fd[1]);
@@ -218,7 +218,7 @@ Test(te_read_pipe, shared_memory_peers_say_not_supported)
 	pair_up(&p, NULL, true);
 	make_pipe(fd, 1 << 20);
 	cr_assert_eq(te_read_pipe(p.a, p.seg, (uint64_t)(uintptr_t)p.mem, 65536,
-				  fd[1], -1),
+				  NULL, fd[1], -1),
 		     MC_ENOTSUPPORTED);
 	cr_assert_eq(held(fd[0]), 0);
 	close(fd[0]);
