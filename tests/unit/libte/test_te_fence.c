@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mooncake/te.h"
+#include "te_test_engine.h"
 
 #define LEN (64u << 20)
 #define MiB (1u << 20)
@@ -23,19 +24,6 @@ struct pair {
 	unsigned char *mem, *local;
 	struct te_segment *seg;
 };
-
-static struct te_engine *engine(void)
-{
-	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
-				     .local_server_name = "127.0.0.1",
-				     .timeout_ms = 5000 };
-	struct te_engine *eng = NULL;
-	char err[256] = "";
-
-	cr_assert_eq(te_engine_create(&cfg, &eng, err, sizeof(err)), 0, "%s",
-		     err);
-	return eng;
-}
 
 static void pair_up(struct pair *p)
 {

@@ -18,21 +18,9 @@
 
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
+#include "te_test_engine.h"
 
 #define LEN (1u << 20)
-
-static struct te_engine *engine(void)
-{
-	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
-				     .local_server_name = "127.0.0.1",
-				     .timeout_ms = 5000 };
-	struct te_engine *eng = NULL;
-	char err[256] = "";
-
-	cr_assert_eq(te_engine_create(&cfg, &eng, err, sizeof(err)), 0, "%s",
-		     err);
-	return eng;
-}
 
 /* Read 4 KiB at at of the segment opened for owner (NULL: a plain
  * segment) into local: the request's error (0: it moved the bytes). */

@@ -16,6 +16,7 @@
 
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
+#include "te_test_engine.h"
 
 #define TARGET_LEN (4u << 20)
 
@@ -25,19 +26,6 @@ struct pair {
 	bool shm; /* mem from te_mem_alloc (same-host peers map it) */
 	struct te_segment *seg;
 };
-
-static struct te_engine *engine(void)
-{
-	struct te_engine_cfg cfg = { .metadata = "P2PHANDSHAKE",
-				     .local_server_name = "127.0.0.1",
-				     .timeout_ms = 5000 };
-	struct te_engine *eng = NULL;
-	char err[256] = "";
-
-	cr_assert_eq(te_engine_create(&cfg, &eng, err, sizeof(err)), 0, "%s",
-		     err);
-	return eng;
-}
 
 static void pair_up(struct pair *p, const char *force_tcp, bool shm)
 {
