@@ -292,3 +292,14 @@ int mc_parse_hexdigit(char c)
 		return c - 'A' + 10;
 	return -1;
 }
+
+void mc_hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}

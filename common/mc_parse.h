@@ -10,6 +10,7 @@
 #define MC_PARSE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mc_compiler.h"
@@ -49,5 +50,8 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 
 /** The value of one hex digit (either case), or -1: for %XX escapes. */
 int mc_parse_hexdigit(char c);
+
+/** n bytes as 2n lower-case hex digits and a NUL into out (2n + 1). */
+void mc_hex(const uint8_t *b, size_t n, char *out);
 
 #endif

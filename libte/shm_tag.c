@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "mc_parse.h"
 #include "te_int.h"
 
 /* The tag page: TE_SHM_MAGIC, then the secret. */
@@ -20,17 +21,6 @@ struct tag_page {
 	char magic[8];
 	uint8_t secret[TE_SHM_TAG_BYTES];
 };
-
-static void to_hex(const uint8_t *b, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[b[i] >> 4];
-		out[2 * i + 1] = d[b[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
 
 /* A fresh secret into the page after len bytes, and its hex into tag. */
 int te__shm_tag_write(int fd, uint64_t len, char tag[TE_SHM_TAG_HEX + 1])
@@ -47,7 +37,7 @@ int te__shm_tag_write(int fd, uint64_t len, char tag[TE_SHM_TAG_HEX + 1])
 		explicit_bzero(&t, sizeof(t));
 		return n < 0 ? -errno : -EIO;
 	}
-	to_hex(t.secret, sizeof(t.secret), tag);
+	mc_hex(t.secret, sizeof(t.secret), tag);
 	explicit_bzero(&t, sizeof(t));
 	return 0;
 }
@@ -63,7 +53,7 @@ bool te__shm_tag_ok(int fd, uint64_t size, const char *tag)
 	    pread(fd, &t, sizeof(t), (off_t)(size - TE_SHM_TAG_PAGE)) !=
 		    (ssize_t)sizeof(t))
 		return false;
-	to_hex(t.secret, sizeof(t.secret), hex);
+	mc_hex(t.secret, sizeof(t.secret), hex);
 	for (size_t i = 0; i < TE_SHM_TAG_HEX; i++)
 		diff |= (unsigned char)(hex[i] ^ tag[i]);
 	ok = !memcmp(t.magic, TE_SHM_MAGIC, sizeof(t.magic)) && !diff;

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "master.h"
+#include "mc_parse.h"
 #include "mst_util.h"
 #include "mc_time.h"
 
@@ -55,11 +56,5 @@ uint64_t mst_rand(struct master *m)
 
 void mst_id_hex(const uint8_t *id, char out[2 * MST_ID_LEN + 1])
 {
-	static const char hex[] = "0123456789abcdef";
-
-	for (int i = 0; i < MST_ID_LEN; i++) {
-		out[2 * i] = hex[id[i] >> 4];
-		out[2 * i + 1] = hex[id[i] & 15];
-	}
-	out[2 * MST_ID_LEN] = 0;
+	mc_hex(id, MST_ID_LEN, out);
 }

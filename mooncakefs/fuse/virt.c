@@ -16,6 +16,7 @@
 #include "mc_auth.h"
 #include "mc_cfg.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_rpc_client.h"
 #include "mc_sbuf.h"
 #include "mcfs.h"
@@ -69,14 +70,7 @@ static int status(struct mcfs *fs, Mcrpc__GetStatusResponse **out)
 
 static void hex(const ProtobufCBinaryData *d, char *out)
 {
-	static const char h[] = "0123456789abcdef";
-	size_t n = d->len > 16 ? 16 : d->len;
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = h[d->data[i] >> 4];
-		out[2 * i + 1] = h[d->data[i] & 15];
-	}
-	out[2 * n] = 0;
+	mc_hex(d->data, d->len > 16 ? 16 : d->len, out);
 }
 
 static int render(struct mcfs *fs, const char *name, char **text, size_t *len)

@@ -13,6 +13,7 @@
 
 #include "mc_log.h"
 #include "mc_map.h"
+#include "mc_parse.h"
 #include "mooncake/mc_err.h"
 #include "util.h"
 #include "xfer.h"
@@ -575,11 +576,5 @@ int mcs_xfer_read_pipe(struct mcs_xfer *x, const char *endpoint,
 void mcs_seg_owner(const uint8_t id[MCS_SEG_ID_LEN],
 		   char out[2 * MCS_SEG_ID_LEN + 1])
 {
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < MCS_SEG_ID_LEN; i++) {
-		out[2 * i] = hex[id[i] >> 4];
-		out[2 * i + 1] = hex[id[i] & 15];
-	}
-	out[2 * MCS_SEG_ID_LEN] = '\0';
+	mc_hex(id, MCS_SEG_ID_LEN, out);
 }

@@ -504,3 +504,15 @@ Test(mc_parse, hexdigit)
 	cr_assert_eq(mc_parse_hexdigit('%'), -1);
 	cr_assert_eq(mc_parse_hexdigit('\0'), -1);
 }
+
+Test(mc_parse, hex)
+{
+	const uint8_t b[] = { 0x00, 0x9f, 0xa0, 0xff };
+	char out[2 * sizeof(b) + 1];
+
+	memset(out, 'x', sizeof(out));
+	mc_hex(b, sizeof(b), out);
+	cr_assert_str_eq(out, "009fa0ff");
+	mc_hex(b, 0, out);
+	cr_assert_str_eq(out, "");
+}
