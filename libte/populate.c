@@ -13,8 +13,10 @@
  *
  * Faulting in ahead stops while the machine has less memory available
  * than a reserve (MemAvailable in /proc/meminfo; MC_POPULATE_RESERVE_MB,
- * by default 1/16 of RAM and at least 256 MiB): a segment larger than
- * what is free then fills as it is used, as upstream's, instead of
+ * by default 1/16 of RAM and at least 256 MiB), or the process's memory
+ * cgroup less room below its limit than a reserve (mem_room.c; the same
+ * variable, by default 1/16 of the limit and at least 64 MiB): a segment
+ * larger than what is free then fills as it is used, as upstream's, instead of
  * taking every page at once and getting its process killed for memory
  * before it stored anything. Logged once per allocation.
  *
@@ -86,16 +88,37 @@ static uint64_t reserve_bytes(void)
 	return r < (256ull << 20) ? 256ull << 20 : r;
 }
 
+/* The reserve kept below a memory cgroup's limit: MC_POPULATE_RESERVE_MB,
+ * else 1/16 of the limit and at least 64 MiB. */
+static uint64_t cgroup_reserve(uint64_t limit)
+{
+	const char *s = getenv("MC_POPULATE_RESERVE_MB");
+	uint64_t r = limit / 16;
+
+	if (s && *s)
+		return reserve_bytes();
+	return r < (64ull << 20) ? 64ull << 20 : r;
+}
+
+static bool fits(uint64_t avail, uint64_t reserve)
+{
+	return avail == UINT64_MAX ||
+	       (avail >= reserve && avail - reserve >= CHUNK);
+}
+
 /* Whether a chunk may be faulted in now: false once (and logged) when
- * the machine would keep less than the reserve. */
+ * the machine, or the process's memory cgroup (a container's limit),
+ * would keep less than its reserve. */
 static bool room_for_chunk(struct te_populate *job, size_t off)
 {
-	uint64_t avail = mem_available();
+	uint64_t avail = mem_available(), limit = UINT64_MAX;
+	uint64_t cg = te__mem_room(&limit);
 
-	if (avail == UINT64_MAX ||
-	    (avail >= job->reserve && avail - job->reserve >= CHUNK))
+	if (fits(avail, job->reserve) && fits(cg, cgroup_reserve(limit)))
 		return true;
-	if (!atomic_exchange(&job->held, true))
+	if (atomic_exchange(&job->held, true))
+		return false;
+	if (!fits(avail, job->reserve))
 		mc_log_warn("te",
 			    "memory of %zu MiB: stopped faulting it in ahead "
 			    "at %zu MiB, the machine has %" PRIu64
@@ -103,6 +126,17 @@ static bool room_for_chunk(struct te_populate *job, size_t off)
 			    "): the rest is taken as it is used",
 			    job->len >> 20, off >> 20, avail >> 20,
 			    job->reserve >> 20);
+	else
+		mc_log_warn(
+			"te",
+			"memory of %zu MiB: stopped faulting it in ahead "
+			"at %zu MiB, the process's memory cgroup (limit %" PRIu64
+			" MiB) has %" PRIu64 " MiB left (reserve %" PRIu64
+			" MiB): the rest is taken as it is used; a segment "
+			"larger than the limit allows gets the process killed "
+			"for memory once it fills",
+			job->len >> 20, off >> 20, limit >> 20, cg >> 20,
+			cgroup_reserve(limit) >> 20);
 	return false;
 }
 
