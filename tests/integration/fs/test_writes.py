@@ -261,6 +261,57 @@ def test_mmap(mnt):
     assert path.read_bytes() == data
 
 
+def test_sqlite_database(mnt):
+    """Python's sqlite3 with its default rollback journal keeps every
+    committed transaction, across a reopen. WAL mode needs a writable
+    shared mapping for its index, which the mount refuses (ENODEV): a
+    database switched to it opens with "disk I/O error" until it is
+    opened in exclusive locking mode (no index file, sqlite keeps it in
+    memory), where WAL works too and the journal can be switched back
+    (docs/operations.md). Nothing committed is lost either way."""
+    import sqlite3
+
+    path = mnt.kv / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("create table t (k integer primary key, v text)")
+    for i in range(20):
+        with db:
+            db.executemany("insert into t values (?, ?)",
+                           [(i * 10 + j, f"v{i}.{j}") for j in range(10)])
+    db.close()
+    db = sqlite3.connect(path)
+    assert db.execute("select count(*), sum(k) from t").fetchone() == \
+        (200, sum(range(200)))
+    assert db.execute("pragma integrity_check").fetchone() == ("ok",)
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        db.execute("pragma journal_mode=wal").fetchone()
+        db.execute("insert into t values (1000, 'x')")
+        db.commit()
+    db.close()
+    db = sqlite3.connect(path)
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        db.execute("select count(*) from t").fetchone()
+    db.close()
+
+    # Exclusive locking mode: WAL without the shared index.
+    db = sqlite3.connect(path)
+    db.execute("pragma locking_mode=exclusive")
+    assert db.execute("select count(*) from t").fetchone() == (200,)
+    with db:
+        db.execute("insert into t values (1000, 'x')")
+    db.close()
+    db = sqlite3.connect(path)
+    db.execute("pragma locking_mode=exclusive")
+    assert db.execute("select count(*) from t").fetchone() == (201,)
+    assert db.execute("pragma journal_mode=delete").fetchone() == \
+        ("delete",)
+    db.close()
+    db = sqlite3.connect(path)
+    assert db.execute("select count(*) from t").fetchone() == (201,)
+    assert db.execute("pragma integrity_check").fetchone() == ("ok",)
+    db.close()
+
+
 def test_a_failed_publish_keeps_the_previous_version(mounts):
     m = mounts(seg="64MiB", opts="staging_limit=256MiB")
     path = m.kv / "keep"
