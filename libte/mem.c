@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mc_memcg.h"
 #include "te_int.h"
 
 struct shm_alloc {
@@ -106,8 +107,9 @@ static int check_owner(int fd, const char *path)
 }
 
 /*
- * Bytes /dev/shm must still provide for a file of len bytes that already
- * holds st_blocks: what fallocate would take.
+ * Whether /dev/shm can still provide, and our memory cgroup allow, what
+ * fallocate would take for a file of len bytes that already holds
+ * st_blocks: 0, -ENOSPC (/dev/shm) or -ENOMEM (the cgroup's limit).
  */
 static int check_room(int fd, size_t len)
 {
@@ -119,7 +121,11 @@ static int check_room(int fd, size_t len)
 		return 0; /* fallocate decides */
 	have = (uint64_t)st.st_blocks * 512;
 	need = have >= len ? 0 : len - have;
-	return need > (uint64_t)vfs.f_bavail * vfs.f_frsize ? -ENOSPC : 0;
+	if (need > (uint64_t)vfs.f_bavail * vfs.f_frsize)
+		return -ENOSPC;
+	/* The blocks are charged to our memory cgroup as they are taken:
+	 * past its limit the kernel kills us inside fallocate. */
+	return need > mc_memcg_room(NULL) ? -ENOMEM : 0;
 }
 
 /* Open or create /dev/shm/mooncake.<name> with room for len bytes. */

@@ -14,7 +14,7 @@
  * Faulting in ahead stops while the machine has less memory available
  * than a reserve (MemAvailable in /proc/meminfo; MC_POPULATE_RESERVE_MB,
  * by default 1/16 of RAM and at least 256 MiB), or the process's memory
- * cgroup less room below its limit than a reserve (mem_room.c; the same
+ * cgroup less room below its limit than a reserve (common/mc_memcg.c; the same
  * variable, by default 1/16 of the limit and at least 64 MiB): a segment
  * larger than what is free then fills as it is used, as upstream's, instead of
  * taking every page at once and getting its process killed for memory
@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mc_memcg.h"
 #include "te_int.h"
 
 #define CHUNK (16u << 20)
@@ -112,7 +113,7 @@ static bool fits(uint64_t avail, uint64_t reserve)
 static bool room_for_chunk(struct te_populate *job, size_t off)
 {
 	uint64_t avail = mem_available(), limit = UINT64_MAX;
-	uint64_t cg = te__mem_room(&limit);
+	uint64_t cg = mc_memcg_room(&limit);
 
 	if (fits(avail, job->reserve) && fits(cg, cgroup_reserve(limit)))
 		return true;

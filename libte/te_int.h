@@ -388,13 +388,6 @@ int te__populate_start(void *base, size_t len,
 void te__populate_wait(struct te_populate *job);
 /** Stop between chunks, join the threads and free the job. */
 void te__populate_stop(struct te_populate *job);
-/* mem_room.c: bytes this process may still take before its memory
- * cgroup (v2 or v1, its own or an ancestor's limit) reclaims or kills it,
- * UINT64_MAX when no cgroup limits it; *limit (may be NULL) gets the
- * limit that bounds it. _at reads the given files (tests). */
-uint64_t te__mem_room(uint64_t *limit);
-uint64_t te__mem_room_at(const char *proc_cgroup, const char *v2_root,
-			 const char *v1_root, uint64_t *limit);
 /* register.c: transports' reg_add/reg_remove ops for a registration
  * (also the stager's pinned buffers, which stay out of the table). */
 int te__tps_reg_add(struct te_engine *eng, struct te_memreg *r) MC_MUST_CHECK;

@@ -265,7 +265,10 @@ int te_mem_copy(void *dst, const void *src, size_t len);
  * Named: /dev/shm/mooncake.<name> ('/' becomes '_'), kept after the
  * process so the next one of that name finds its bytes. Its blocks are
  * reserved before it is mapped: -ENOSPC when /dev/shm cannot hold
- * len + TE_MEM_EXTRA more bytes (a file of another size is resized). An
+ * len + TE_MEM_EXTRA more bytes (a file of another size is resized),
+ * -ENOMEM when the process's memory cgroup (a container's limit) has not
+ * that much room left below its limit (the blocks are charged to it as
+ * they are reserved: past the limit the process would be killed). An
  * existing file of another user (or with several names) is -EPERM.
  *
  * Either file is TE_MEM_EXTRA bytes longer than the memory: that page

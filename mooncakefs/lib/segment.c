@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mc_memcg.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
 #include "segment.h"
@@ -96,6 +97,21 @@ static void no_room(const char *name, size_t len, char *err, size_t errlen)
 		 name, avail >> 20, len >> 20, (len >> 20) + 64);
 }
 
+/* The segment of len bytes more than its process's memory cgroup allows
+ * (room: what is left below the limit): err says so. */
+static void no_memcg_room(const char *name, size_t len, uint64_t room,
+			  uint64_t limit, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+		 "segment %s needs %zu MiB, and this process's memory cgroup "
+		 "(limit %llu MiB: a container's --memory, a unit's "
+		 "MemoryMax) has %llu MiB left: the kernel would kill it "
+		 "for memory; give the segment less (global_segment_size) or "
+		 "the container more",
+		 name, len >> 20, (unsigned long long)(limit >> 20),
+		 (unsigned long long)(room >> 20));
+}
+
 /* A segment's name and size as the options give them: 0 or -EINVAL. */
 static int check_args(const char *name, uint64_t size, char *err, size_t errlen)
 {
@@ -120,6 +136,7 @@ int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
 	char path[MCS_SEG_NAME_MAX + 64];
 	size_t len = MCS_SEG_HDR_LEN + (size_t)size + TE_MEM_EXTRA;
 	unsigned long long avail = 0;
+	uint64_t kept = 0, need, room, limit;
 	struct statvfs vfs;
 	struct stat st;
 	int rc = check_args(name, size, err, errlen);
@@ -132,10 +149,18 @@ int mcs_segment_check(const char *name, uint64_t size, char *err, size_t errlen)
 	/* A kept segment of this name already holds its blocks. */
 	snprintf(path, sizeof(path), "/dev/shm/mooncake.seg.%s", name);
 	if (!stat(path, &st))
-		avail += (unsigned long long)st.st_blocks * 512;
+		kept = (uint64_t)st.st_blocks * 512;
+	avail += kept;
 	if (avail < len) {
 		no_room(name, len, err, errlen);
 		return -ENOSPC;
+	}
+	/* Its blocks are charged to the cgroup when they are reserved. */
+	need = (uint64_t)len - (kept > len ? len : kept);
+	room = mc_memcg_room(&limit);
+	if (need > room) {
+		no_memcg_room(name, len, room, limit, err, errlen);
+		return -ENOMEM;
 	}
 	return 0;
 }
@@ -167,6 +192,16 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 		no_room(name, seg->map_len, err, errlen);
 		free(seg);
 		return rc;
+	}
+	if (rc == -ENOMEM && keep) {
+		uint64_t limit, room = mc_memcg_room(&limit);
+
+		if (room != UINT64_MAX) {
+			no_memcg_room(name, seg->map_len, room, limit, err,
+				      errlen);
+			free(seg);
+			return rc;
+		}
 	}
 	if (rc) {
 		snprintf(err, errlen,

@@ -13,6 +13,7 @@
 #include "holds.h"
 #include "locs.h"
 #include "mc_log.h"
+#include "mc_memcg.h"
 #include "mc_parse.h"
 #include "mooncake/te.h"
 #include "ping.h"
@@ -696,6 +697,15 @@ static uint64_t mcs_phys_bytes(void)
 				       UINT64_MAX;
 }
 
+/* The limit of this process's memory cgroup (UINT64_MAX: none). */
+static uint64_t limit_of_memcg(void)
+{
+	uint64_t limit = UINT64_MAX;
+
+	(void)mc_memcg_room(&limit);
+	return limit;
+}
+
 int mcs_join_check(const struct mcs_cfg_args *a, char *err, size_t errlen)
 {
 	struct mcs_cfg_args quiet = a ? *a : (struct mcs_cfg_args){ 0 };
@@ -717,6 +727,15 @@ int mcs_join_check(const struct mcs_cfg_args *a, char *err, size_t errlen)
 			 "machine's memory (%llu MiB)",
 			 (unsigned long long)(cfg.global_segment_size >> 20),
 			 (unsigned long long)(mcs_phys_bytes() >> 20));
+		rc = -EINVAL;
+	}
+	if (!rc && cfg.global_segment_size > limit_of_memcg()) {
+		snprintf(err, errlen,
+			 "global_segment_size %llu MiB: more than this "
+			 "process's memory cgroup allows (limit %llu MiB: a "
+			 "container's --memory, a unit's MemoryMax)",
+			 (unsigned long long)(cfg.global_segment_size >> 20),
+			 (unsigned long long)(limit_of_memcg() >> 20));
 		rc = -EINVAL;
 	}
 	asked = cfg.segment_name && *cfg.segment_name;

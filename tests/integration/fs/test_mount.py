@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """mount -t mooncakefs, an fstab line with mount -a (the test's own fstab,
 never the machine's), and umount: the node leaves the pool."""
+import contextlib
 import os
 import shutil
 import signal
@@ -124,6 +125,49 @@ def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
             assert p.returncode == 0 and p.stdout == "hello\n", \
                 p.stderr + text
             assert "private memory" in text, text
+
+
+def test_segment_larger_than_a_containers_memory_limit(procs, tmp_path,
+                                                        master):
+    """A mount and a pool member whose kept segment (/dev/shm, reserved
+    whole at start) is larger than their memory cgroup's limit (a
+    container's --memory): they were killed for memory inside fallocate,
+    the mount after it had said it was mounted, with no word in any log,
+    leaving the file for the next start to die on. Now both refuse to
+    start, naming the limit, and leave nothing in /dev/shm."""
+    import mctest
+    from pool import MEMBER
+    mp = tmp_path / "limited"
+    mp.mkdir()
+    before = set(os.listdir("/dev/shm"))
+    with mctest.memory_cgroup(384 << 20) as prefix, \
+            contextlib.ExitStack() as later:
+        later.callback(lambda: is_mounted(mp) and subprocess.run(
+            ["umount", "-l", str(mp)], capture_output=True))
+        log = tmp_path / "limited.log"
+        procs.logs.append(log)
+        p = subprocess.run(
+            [*prefix, binary(*MCFS), master.addr, str(mp), "-o",
+             f"metadata={master.metadata},segment_size=1G,"
+             f"log_file={log}"],
+            capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and not is_mounted(mp), p.stderr
+        assert "memory cgroup" in p.stderr and "384 MiB" in p.stderr, \
+            p.stderr
+
+        port = mctest.free_port()
+        p = subprocess.run(
+            [*prefix, binary(*MEMBER), "--host", "127.0.0.1", "--port",
+             str(port), "--global_segment_size", "1GB",
+             "--master_server_address", master.addr,
+             "--metadata_server", master.metadata],
+            capture_output=True, text=True, timeout=60,
+            env=mctest.te_env())
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert "memory cgroup" in p.stderr and "384 MiB" in p.stderr, \
+            p.stderr
+    assert set(os.listdir("/dev/shm")) <= before, \
+        set(os.listdir("/dev/shm")) - before
 
 
 def test_token_named_only_in_the_config_file(procs, tmp_path, master,

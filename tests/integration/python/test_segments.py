@@ -354,36 +354,6 @@ def test_segment_faulted_in_ahead_only_while_memory_is_available(
     assert "stopped faulting it in ahead" in log, log
 
 
-def memory_cgroup(limit):
-    """A fresh memory cgroup limited to limit bytes (v2 where its memory
-    controller is on, else v1's): (its directory, a command prefix that
-    runs a program in it). pytest.skip with the reason where neither can
-    be made (not root, no memory controller)."""
-    name = f"mc-test-{os.getpid()}-{time.monotonic_ns()}"
-    v2 = "/sys/fs/cgroup"
-    try:
-        with open(f"{v2}/cgroup.subtree_control") as f:
-            v2_memory = "memory" in f.read().split()
-    except OSError:
-        v2_memory = False
-    if v2_memory:
-        d, limit_file = f"{v2}/{name}", "memory.max"
-    elif os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        d, limit_file = f"/sys/fs/cgroup/memory/{name}", \
-            "memory.limit_in_bytes"
-    else:
-        pytest.skip("no memory cgroup controller (v2 or v1) to limit a "
-                    "process with")
-    try:
-        os.mkdir(d)
-        with open(f"{d}/{limit_file}", "w") as f:
-            f.write(str(limit))
-    except OSError as e:
-        pytest.skip(f"cannot make a memory cgroup here: {e}")
-    prefix = ("sh", "-c", f'echo $$ > {d}/cgroup.procs && exec "$@"', "sh")
-    return d, prefix
-
-
 def test_segment_faulted_in_ahead_stops_below_a_containers_limit(
         master, procs, tmp_path, python_env):
     """A container's memory limit (a cgroup's, v2 or v1), not only the
@@ -393,8 +363,7 @@ def test_segment_faulted_in_ahead_stops_below_a_containers_limit(
     a whole had plenty free. It now runs, takes what it is given as it
     is used, and says why in its log."""
     limit, seg = 384 * MIB, 1024 * MIB
-    d, prefix = memory_cgroup(limit)
-    try:
+    with mctest.memory_cgroup(limit) as prefix:
         c = Child(procs, tmp_path, master, python_env, seg=seg,
                   prefix=prefix)
         assert c.hello["rc"] == 0, c.log()
@@ -413,10 +382,3 @@ def test_segment_faulted_in_ahead_stops_below_a_containers_limit(
         assert c.cmd("close")["rc"] == 0
         c.proc.stdin.close()
         assert c.proc.wait(timeout=30) == 0, c.log()
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(d)
-                break
-            except OSError:
-                time.sleep(0.1)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for libte/mem_room.c, a process's room below its memory
+ * Unit tests for common/mc_memcg.c, a process's room below its memory
  * cgroup's limit, over cgroup trees the test lays out: v2 and v1 files,
  * the tightest of nested limits, reclaimable file pages not counted,
  * unlimited levels, and a container's path that its mount does not show
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "te_int.h"
+#include "mc_memcg.h"
 
 #define MIB (1ull << 20)
 
@@ -44,12 +44,12 @@ static uint64_t room(uint64_t *limit)
 	snprintf(cg, sizeof(cg), "%s/proc_cgroup", top);
 	snprintf(v2, sizeof(v2), "%s/v2", top);
 	snprintf(v1, sizeof(v1), "%s/v1", top);
-	return te__mem_room_at(cg, v2, v1, limit);
+	return mc_memcg_room_at(cg, v2, v1, limit);
 }
 
 static void setup(void)
 {
-	snprintf(top, sizeof(top), "/tmp/te_mem_room.XXXXXX");
+	snprintf(top, sizeof(top), "/tmp/mc_memcg.XXXXXX");
 	cr_assert_not_null(mkdtemp(top));
 }
 
@@ -61,9 +61,9 @@ static void teardown(void)
 	cr_assert_eq(system(cmd), 0);
 }
 
-TestSuite(mem_room, .init = setup, .fini = teardown);
+TestSuite(mc_memcg, .init = setup, .fini = teardown);
 
-Test(mem_room, v2_tightest_level_less_inactive_file)
+Test(mc_memcg, v2_tightest_level_less_inactive_file)
 {
 	uint64_t limit = 0;
 
@@ -88,7 +88,7 @@ Test(mem_room, v2_tightest_level_less_inactive_file)
 	cr_assert_eq(room(&limit), 0);
 }
 
-Test(mem_room, no_limit_anywhere)
+Test(mc_memcg, no_limit_anywhere)
 {
 	uint64_t limit = 0;
 
@@ -107,7 +107,7 @@ Test(mem_room, no_limit_anywhere)
 	cr_assert_eq(room(&limit), UINT64_MAX);
 }
 
-Test(mem_room, v1_memory_controller_in_a_list)
+Test(mc_memcg, v1_memory_controller_in_a_list)
 {
 	uint64_t limit = 0;
 
@@ -123,7 +123,7 @@ Test(mem_room, v1_memory_controller_in_a_list)
 	cr_assert_eq(limit, 512 * MIB);
 }
 
-Test(mem_room, container_sees_its_own_cgroup_at_the_root)
+Test(mc_memcg, container_sees_its_own_cgroup_at_the_root)
 {
 	uint64_t limit = 0;
 
@@ -136,7 +136,7 @@ Test(mem_room, container_sees_its_own_cgroup_at_the_root)
 	cr_assert_eq(limit, 256 * MIB);
 }
 
-Test(mem_room, both_hierarchies_tightest_wins)
+Test(mc_memcg, both_hierarchies_tightest_wins)
 {
 	uint64_t limit = 0;
 
@@ -149,10 +149,10 @@ Test(mem_room, both_hierarchies_tightest_wins)
 	cr_assert_eq(limit, 128 * MIB);
 }
 
-Test(mem_room, this_process)
+Test(mc_memcg, this_process)
 {
 	/* Whatever this machine has: a limit is never below the room. */
-	uint64_t limit = 0, r = te__mem_room(&limit);
+	uint64_t limit = 0, r = mc_memcg_room(&limit);
 
 	cr_assert(r == UINT64_MAX || r <= limit, "%llu %llu",
 		  (unsigned long long)r, (unsigned long long)limit);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "te_int.h"
+#include "mc_memcg.h"
 
 /* The first unsigned number in path, or UINT64_MAX ("max", absent). */
 static uint64_t read_u64(const char *path)
@@ -142,8 +142,8 @@ static uint64_t walk(const char *root, const char *rel, const char *max_f,
 	return room;
 }
 
-uint64_t te__mem_room_at(const char *proc_cgroup, const char *v2_root,
-			 const char *v1_root, uint64_t *limit)
+uint64_t mc_memcg_room_at(const char *proc_cgroup, const char *v2_root,
+			  const char *v1_root, uint64_t *limit)
 {
 	char rel[PATH_MAX];
 	uint64_t room = UINT64_MAX, lim = UINT64_MAX, r;
@@ -168,8 +168,8 @@ uint64_t te__mem_room_at(const char *proc_cgroup, const char *v2_root,
 	return room;
 }
 
-uint64_t te__mem_room(uint64_t *limit)
+uint64_t mc_memcg_room(uint64_t *limit)
 {
-	return te__mem_room_at("/proc/self/cgroup", "/sys/fs/cgroup",
-			       "/sys/fs/cgroup/memory", limit);
+	return mc_memcg_room_at("/proc/self/cgroup", "/sys/fs/cgroup",
+				"/sys/fs/cgroup/memory", limit);
 }
