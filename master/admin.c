@@ -172,6 +172,20 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	GAUGE(b, "master_db_write_failing",
 	      "1 while the record cannot be written (changes fail).",
 	      (uint64_t)mst_db_failing(m->db));
+	{
+		bool low;
+		uint64_t free_b = mst_db_disk_free(m->db, &low);
+
+		if (free_b != UINT64_MAX) {
+			GAUGE(b, "master_db_disk_free_bytes",
+			      "Bytes free on the record's filesystem.", free_b);
+			GAUGE(b, "master_db_disk_low",
+			      "1 while the record's filesystem has less "
+			      "free than 64 MiB or a twentieth of its size "
+			      "(changes fail when it is full).",
+			      (uint64_t)low);
+		}
+	}
 	COUNTER(b, "master_put_slot_grants_total",
 		"Slots of reserved space handed out.", m->stats.slot_grants);
 	COUNTER(b, "master_put_slot_commits_total",
@@ -435,16 +449,30 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		/* Reads go on; changes fail until the record can be written
 		 * (its disk full): "degraded", still 200 (a restart would not
 		 * help; a liveness probe must not kill it). */
-		bool failing = mst_db_failing(m->db);
+		bool failing = mst_db_failing(m->db), low;
+		uint64_t free_b = mst_db_disk_free(m->db, &low);
+		char why[160];
+
+		/* Commits fail and pass by turns on a disk that stays full
+		 * (and an idle master tries none): its free space says so
+		 * too, between failures. */
+		if (failing)
+			snprintf(why, sizeof(why),
+				 "not writable (see the log): changes fail");
+		else if (low)
+			snprintf(why, sizeof(why),
+				 "its disk has %llu KiB free: changes fail "
+				 "once it is full",
+				 (unsigned long long)(free_b >> 10));
+		else
+			snprintf(why, sizeof(why), "ok");
 		json_t *j = json_pack(
 			"{s:s,s:s,s:s,s:I,s:s}", "status",
-			failing ? "degraded" : "ok", "role",
+			failing || low ? "degraded" : "ok", "role",
 			/* With HA only the leader serves this port. */
 			a->ha ? "leader" : "master", "version",
 			MC_VERSION_STRING, "uptime_ms", (json_int_t)up,
-			"record",
-			failing ? "not writable (see the log): changes fail" :
-				  "ok");
+			"record", why);
 
 		if (j && a->ha) {
 			json_object_set_new(

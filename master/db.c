@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -399,6 +400,24 @@ int mst_db_commit(struct mst_db *db)
 bool mst_db_failing(struct mst_db *db)
 {
 	return db && atomic_load(&db->failing);
+}
+
+uint64_t mst_db_disk_free(struct mst_db *db, bool *low)
+{
+	struct statvfs vfs;
+	uint64_t free_b, floor;
+
+	if (low)
+		*low = false;
+	if (!db || db->lock_fd < 0 || fstatvfs(db->lock_fd, &vfs))
+		return UINT64_MAX;
+	free_b = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	floor = (uint64_t)vfs.f_blocks * vfs.f_frsize / 20;
+	if (floor > MST_DB_LOW_FREE)
+		floor = MST_DB_LOW_FREE;
+	if (low)
+		*low = free_b < floor;
+	return free_b;
 }
 
 void mst_db_rollback(struct mst_db *db)

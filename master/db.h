@@ -162,6 +162,13 @@ int mst_db_commit(struct mst_db *db);
 void mst_db_rollback(struct mst_db *db);
 /** A write failed and no commit succeeded since (a full disk). */
 bool mst_db_failing(struct mst_db *db);
+/** Bytes free for the record on its filesystem (UINT64_MAX: a record in
+ *  memory, or unknown); *low (may be NULL) is set when they are under
+ *  MST_DB_LOW_FREE or a twentieth of the filesystem, whichever is less
+ *  (a disk about to refuse commits, or refusing them, while some still
+ *  pass). Thread-safe. */
+uint64_t mst_db_disk_free(struct mst_db *db, bool *low);
+#define MST_DB_LOW_FREE (64ull << 20)
 
 int mst_db_put_segment(struct mst_db *db, const struct mst_segment *s);
 int mst_db_del_segment(struct mst_db *db, const uint8_t *id);

@@ -5,6 +5,8 @@ their key (they used to leave it blocked, and later puts of it said
 success without storing anything), removes fail or happen wholly, and a
 restart, on the full disk and after it has room again, finds every
 acknowledged object and none of the removed ones."""
+import json
+
 import pytest
 
 from mctest import fill_fs, small_tmpfs
@@ -46,6 +48,14 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         for k, seed in stored.items():
             sh.ok(f"put {k} {OBJ} {seed}")
         fill_fs(small_fs)
+        # Before any change fails (an idle master tries none), /health
+        # says the disk is full: it said "ok" until a commit failed, and
+        # again after any that passed while the disk stayed full.
+        st, body = m.http("/health")
+        assert st == 200 and json.loads(body)["status"] == "degraded", body
+        assert "free" in json.loads(body)["record"], body
+        assert m.metric("master_db_disk_low") == 1
+        assert m.metric("master_db_disk_free_bytes") < 256 << 10
 
         codes = {f"full/{i}": sh.code(f"put full/{i} {OBJ} {100 + i}")
                  for i in range(60)}
@@ -53,7 +63,6 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         assert failed, "the full disk refused no put"
         assert set(codes.values()) <= {0, -1}, codes  # -1: INTERNAL_ERROR
         # /health said "ok" throughout: it says what fails now.
-        import json
         st, body = m.http("/health")
         assert st == 200 and json.loads(body)["status"] == "degraded", body
         assert m.metric("master_db_write_failing") == 1
@@ -99,8 +108,11 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
                 removed.append(k)
                 del stored[k]
 
-        # A restart on the full disk: the record is read as it is.
+        # A restart on the full disk: the record is read as it is, and
+        # /health says the disk is full from the start.
         restart_and_check(m, sh, stored, removed)
+        st, body = m.http("/health")
+        assert json.loads(body)["status"] == "degraded", body
 
         # Room again: the failed keys take new puts, and a restart keeps
         # them too.
@@ -112,6 +124,7 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         st, body = m.http("/health")
         assert json.loads(body)["status"] == "ok", body
         assert m.metric("master_db_write_failing") == 0
+        assert m.metric("master_db_disk_low") == 0
         restart_and_check(m, sh, stored, removed)
     finally:
         cleanup_segments([member.port])
