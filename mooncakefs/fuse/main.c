@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,6 +349,69 @@ static int check_log_file(const struct mcfs_opts *o)
 	return 0;
 }
 
+/* Whether syslog takes messages here: /dev/log accepts a datagram
+ * socket (most containers and minimal hosts have no syslog daemon). */
+static bool syslog_listens(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX,
+				  .sun_path = "/dev/log" };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = !connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return ok;
+}
+
+/*
+ * A detached mount with neither log_file= nor syslog asked for logs to
+ * syslog; where nothing listens on /dev/log its messages (why it failed
+ * to join, why a file gives EIO) went nowhere. Then a file instead:
+ * MCFS_LOG_DIR/<the mount point, '/' as '-'>.log where it can be
+ * written, and stderr says where; else stderr says they are lost.
+ */
+#define MCFS_LOG_DIR "/var/log/mooncakefs"
+static void log_without_syslog(struct mcfs_opts *o)
+{
+	char path[PATH_MAX], name[NAME_MAX - 8];
+	size_t n = 0;
+	int fd;
+
+	if (syslog_listens())
+		return;
+	/* "/mnt//pool/" -> "mnt-pool" ("/" -> "root") */
+	for (const char *c = o->mountpoint; *c && n + 1 < sizeof(name); c++) {
+		if (*c != '/')
+			name[n++] = *c;
+		else if (n && name[n - 1] != '-')
+			name[n++] = '-';
+	}
+	while (n && name[n - 1] == '-')
+		n--;
+	name[n] = 0;
+	snprintf(path, sizeof(path), "%s/%s.log", MCFS_LOG_DIR,
+		 n ? name : "root");
+	(void)mkdir(MCFS_LOG_DIR, 0750);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0 || !(o->log_file = strdup(path))) {
+		fprintf(stderr,
+			"mooncakefs: no syslog here (nothing listens on "
+			"/dev/log) and %s cannot be written (%s): the "
+			"daemon's messages are lost; pass -o log_file=PATH\n",
+			path, strerror(fd < 0 ? errno : ENOMEM));
+	} else {
+		fprintf(stderr,
+			"mooncakefs: no syslog here (nothing listens on "
+			"/dev/log): logging to %s (-o log_file=PATH to "
+			"choose)\n",
+			path);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 /* /proc/self/mounts writes space, tab, newline and backslash in paths as
  * \ooo: decoded in place. */
 static char *unescape_octal(char *p)
@@ -508,8 +573,11 @@ int main(int argc, char **argv)
 			fs.o.mountpoint);
 		goto out_signals;
 	}
-	if (!fs.o.foreground && !fs.o.log_file && !fs.o.syslog)
-		fs.o.syslog = true; /* stderr goes away with the terminal */
+	if (!fs.o.foreground && !fs.o.log_file && !fs.o.syslog) {
+		log_without_syslog(&fs.o);
+		/* stderr goes away with the terminal */
+		fs.o.syslog = !fs.o.log_file;
+	}
 	rc = mc_daemon_setup_logging("mooncakefs", fs.o.debug ? 1 : 0,
 				     fs.o.log_file, fs.o.syslog);
 	if (rc)

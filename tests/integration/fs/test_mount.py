@@ -170,6 +170,38 @@ def test_segment_larger_than_a_containers_memory_limit(procs, tmp_path,
         set(os.listdir("/dev/shm")) - before
 
 
+def test_no_syslog_logs_to_a_file(procs, tmp_path, master):
+    """A mount given no log_file= on a host where nothing listens on
+    /dev/log (containers, minimal hosts; this one) logged to syslog,
+    which is to say nowhere: a mount that then failed to join left no
+    word why. It now logs to /var/log/mooncakefs/<mount point>.log and
+    says so (a mount namespace of the test's own, a tmpfs on /var/log,
+    /dev/log hidden where there is one)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a mount namespace needs root")
+    mp = tmp_path / "nolog"
+    mp.mkdir()
+    name = str(mp).strip("/").replace("/", "-")
+    script = (
+        "[ -e /dev/log ] && { mount --bind /dev/null /dev/log || exit 9; }\n"
+        "mount -t tmpfs mctest /var/log || exit 9\n"
+        f"{binary(*MCFS)} {master.addr} {mp} -o "
+        f"metadata={master.metadata},segment_size=32M || exit 8\n"
+        "i=0; until ls \"$1\"/kv >/dev/null 2>&1; do\n"
+        "  i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; done\n"
+        "echo hello > \"$1\"/kv/nolog && cat \"$1\"/kv/nolog || exit 7\n"
+        "umount \"$1\"; sleep 0.5\n"
+        f"cat /var/log/mooncakefs/{name}.log\n")
+    p = subprocess.run(["unshare", "-m", "--propagation", "private",
+                        "--", "sh", "-c", script, "sh", str(mp)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert f"logging to /var/log/mooncakefs/{name}.log" in p.stderr, \
+        p.stderr
+    assert p.stdout.startswith("hello\n"), p.stdout
+    assert "mounted" in p.stdout, p.stdout
+
+
 def test_token_named_only_in_the_config_file(procs, tmp_path, master,
                                             monkeypatch):
     """A master with a token, and a mount whose token is named only by the
