@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt_layout.h"
 #include "cli.h"
 #include "mc_time.h"
 #include "mooncake/ckpt.h"
@@ -232,18 +234,50 @@ static int run(const struct cli_cfg *cfg, mooncake_ckpt_t *c, int n,
 	return -1;
 }
 
+/* Where publish --copy keeps its copy (--cache_dir; else root's under
+ * /var/cache, a user's under their cache directory), made if missing:
+ * 0, or 1 with a message naming it. */
+static int copy_dir(const struct cli_cfg *cfg, char *out, size_t n)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int rc;
+
+	if (cfg->cache_dir && *cfg->cache_dir)
+		snprintf(out, n, "%s", cfg->cache_dir);
+	else if (!geteuid())
+		snprintf(out, n, "/var/cache/mooncakefs/ckpt-publish");
+	else if (xdg && *xdg == '/')
+		snprintf(out, n, "%s/mooncakefs/ckpt-publish", xdg);
+	else if (home && *home == '/')
+		snprintf(out, n, "%s/.cache/mooncakefs/ckpt-publish", home);
+	else
+		snprintf(out, n, "/var/cache/mooncakefs/ckpt-publish");
+	rc = mcs_ckpt_mkdirs(out);
+	if (rc)
+		fprintf(stderr,
+			"mooncake: ckpt publish --copy: cannot keep the copy "
+			"in %s: %s (--cache_dir DIR chooses another)\n",
+			out, strerror(-rc));
+	return rc ? 1 : 0;
+}
+
 int mc_cli_ckpt(const struct cli_cfg *cfg, int n, const char *const *pos)
 {
+	char dir[PATH_MAX];
 	mooncake_ckpt_options_t o = {
 		.shard_size = cfg->shard_size,
 		.inflight = (unsigned)cfg->inflight,
 		.publish_copy = cfg->copy,
-		.cache_dir = cfg->copy ? "/var/cache/mooncakefs/ckpt-publish" :
-					 NULL,
 	};
 	mooncake_ckpt_t *c = NULL;
 	mooncake_store_t s;
 	int rc;
+
+	if (cfg->copy && n >= 2 && !strcmp(pos[1], "publish")) {
+		if (copy_dir(cfg, dir, sizeof(dir)))
+			return 1;
+		o.cache_dir = dir;
+	}
 
 	if (n < 2) {
 		fprintf(stderr, "usage: mooncake ckpt publish DIR NAME | ls "

@@ -28,6 +28,7 @@ struct cli_cfg {
 	/* ckpt */
 	bool serve;
 	bool copy;
+	char *cache_dir;
 	uint64_t shard_size;
 	int64_t inflight;
 	int v;

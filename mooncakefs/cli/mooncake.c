@@ -94,9 +94,14 @@ static const struct mc_opt cli_opts[] = {
 	  .max = 1073741824,
 	  .help = "ckpt publish: shard size (64 KiB to 1 GiB)." },
 	OPT("copy", NULL, MC_OPT_BOOL, copy, "false", 0, 0,
-	    "ckpt publish: serve a copy of DIR (kept under /var/cache/"
-	    "mooncakefs/ckpt-publish while serving) instead of DIR's files, "
-	    "so they may change at once."),
+	    "ckpt publish: serve a copy of DIR (kept under --cache_dir "
+	    "while serving) instead of DIR's files, so they may change at "
+	    "once."),
+	OPT("cache_dir", "MOONCAKE_CKPT_CACHE_DIR", MC_OPT_STRING, cache_dir,
+	    "", 0, 0,
+	    "ckpt publish --copy: where the copy is kept; empty: "
+	    "/var/cache/mooncakefs/ckpt-publish for root, else "
+	    "$XDG_CACHE_HOME (or ~/.cache)/mooncakefs/ckpt-publish."),
 	OPT("inflight", NULL, MC_OPT_INT, inflight, "4", 1, 64,
 	    "ckpt get: shards fetched at once."),
 	OPT("v", NULL, MC_OPT_VERBOSITY, v, "0", 0, 9, "Verbosity."),

@@ -23,6 +23,7 @@
 
 #include "ckpt_layout.h"
 #include "mc_log.h"
+#include "mc_ratelimit.h"
 #include "mcfs.h"
 #include "mooncake/ckpt.h"
 #include "mooncake/mc_err.h"
@@ -51,6 +52,7 @@ struct mcfs_ckpt {
 	char *pub; /* staged checkpoints (ckpt_stage.c) */
 	char *cache_parent; /* the directory the cache is made in */
 	struct tree *trees;
+	struct mc_ratelimit said; /* the cache cannot be made: logged */
 };
 
 int mcfs_ckpt_init(struct mcfs *fs)
@@ -63,7 +65,7 @@ int mcfs_ckpt_init(struct mcfs *fs)
 			  fs->default_segment ? fs->default_segment :
 						"mount";
 	const char *base = fs->o.ckpt_cache ? fs->o.ckpt_cache :
-					      "/var/cache/mooncakefs/ckpt";
+					      MCFS_CKPT_CACHE;
 	struct mcfs_ckpt *ck = calloc(1, sizeof(*ck));
 	size_t n;
 
@@ -157,13 +159,24 @@ int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out)
 			.cache_max_bytes = fs->o.ckpt_cache_size,
 		};
 		struct statvfs sv;
-		rc = mcs_ckpt_mkdirs(ck->cache) ? MC_STORE_FILE_OPEN_FAIL : 0;
-		if (!rc && !o.cache_max_bytes &&
-		    !statvfs(ck->cache_parent, &sv))
+		int made = mcs_ckpt_mkdirs(ck->cache);
+
+		if (made) {
+			/* Said once a minute: every ckpt/ call meets it. */
+			if (mc_ratelimit_ok(&ck->said, 60000, NULL))
+				mc_log_err(
+					"mcfs",
+					"checkpoints: cache %s: %s "
+					"(-o ckpt_cache=DIR chooses another)",
+					ck->cache, strerror(-made));
+			pthread_mutex_unlock(&ck->lock);
+			*out = NULL;
+			return made == -EROFS ? -EROFS : -EACCES;
+		}
+		if (!o.cache_max_bytes && !statvfs(ck->cache_parent, &sv))
 			o.cache_max_bytes =
 				(uint64_t)sv.f_blocks * sv.f_frsize / 2;
-		if (!rc)
-			rc = mooncake_ckpt_open(fs->store, &o, &ck->h);
+		rc = mooncake_ckpt_open(fs->store, &o, &ck->h);
 		if (rc)
 			mc_log_err("mcfs", "checkpoints (cache %s): %s",
 				   ck->cache, mooncake_store_strerror(rc));

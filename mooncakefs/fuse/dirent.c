@@ -72,6 +72,7 @@ static void restart(struct mcfs_dirlist *d)
 	d->cursor = NULL;
 	d->chain_n = 0;
 	d->eof = false;
+	d->err = 0;
 	d->next_off = 1;
 }
 
@@ -131,6 +132,14 @@ void mcfs_dirlist_reply(fuse_req_t req, struct mcfs *fs, struct mcfs_node *dir,
 	 * the number of the entry to produce next. */
 	if (off < d->next_off || off == 0)
 		restart(d);
+	if (d->err && off == d->next_off) {
+		/* Met after the last reply's entries: said now, where the
+		 * listing goes on (an empty reply would end it, short). */
+		fuse_reply_err(req, -d->err);
+		d->err = 0;
+		free(buf);
+		return;
+	}
 	for (;;) {
 		const char *name;
 		struct fuse_entry_param e = { 0 };
@@ -197,9 +206,11 @@ void mcfs_dirlist_reply(fuse_req_t req, struct mcfs *fs, struct mcfs_node *dir,
 			d->pos++;
 		d->next_off++;
 	}
-	if (rc && !used)
+	if (rc && !used) {
 		fuse_reply_err(req, -rc);
-	else
+	} else {
+		d->err = rc; /* for the next call */
 		fuse_reply_buf(req, buf, used);
+	}
 	free(buf);
 }

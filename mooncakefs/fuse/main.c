@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "mc_auth.h"
+#include "ckpt_layout.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_rpc_client.h"
@@ -349,6 +350,45 @@ static int check_log_file(const struct mcfs_opts *o)
 	return 0;
 }
 
+/* ckpt/'s cache directory (ckpt_cache=, made if missing; by default
+ * root's under /var/cache, a user's under $XDG_CACHE_HOME or ~/.cache):
+ * one asked for that cannot be made fails the mount; a default that
+ * cannot only leaves ckpt/ unavailable (EACCES), said on stderr. A
+ * user's mount, or a read-only /var, served an empty ckpt/ before, its
+ * log saying FILE_OPEN_FAIL without the path's error. */
+static int check_ckpt_cache(struct mcfs_opts *o)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	bool asked = o->ckpt_cache;
+	char user[PATH_MAX];
+	const char *dir;
+	int rc;
+
+	user[0] = 0;
+	if (!asked && geteuid()) {
+		if (xdg && *xdg == '/')
+			snprintf(user, sizeof(user), "%s/mooncakefs/ckpt", xdg);
+		else if (home && *home == '/')
+			snprintf(user, sizeof(user),
+				 "%s/.cache/mooncakefs/ckpt", home);
+		if (user[0] && !(o->ckpt_cache = strdup(user)))
+			return -ENOMEM;
+	}
+	dir = o->ckpt_cache ? o->ckpt_cache : MCFS_CKPT_CACHE;
+	rc = mcs_ckpt_mkdirs(dir);
+	if (!rc && access(dir, W_OK | X_OK))
+		rc = -errno;
+	if (!rc)
+		return 0;
+	fprintf(stderr,
+		"mooncakefs: %s%s: %s: %s (-o ckpt_cache=DIR chooses "
+		"another)\n",
+		asked ? "ckpt_cache=" : "checkpoint cache ", dir, strerror(-rc),
+		asked ? "cannot keep checkpoints there" :
+			"ckpt/ answers EACCES through this mount");
+	return asked ? -EINVAL : 0;
+}
+
 /* Whether syslog takes messages here: /dev/log accepts a datagram
  * socket (most containers and minimal hosts have no syslog daemon). */
 static bool syslog_listens(void)
@@ -537,6 +577,8 @@ int main(int argc, char **argv)
 	/* Before ckpt_init: it empties this segment's checkpoint cache, which
 	 * a live mount of the segment (refused below) still serves from. */
 	rc = check_log_file(&fs.o);
+	if (!rc)
+		rc = check_ckpt_cache(&fs.o);
 	if (!rc)
 		rc = check_not_mounted(fs.o.mountpoint);
 	if (!rc)

@@ -74,6 +74,7 @@ struct mcfs_opts {
 	bool syslog;
 	char *mountpoint;
 	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c) */
+#define MCFS_CKPT_CACHE "/var/cache/mooncakefs/ckpt" /* its default */
 	uint64_t ckpt_cache_size; /* their cap (0: half its filesystem) */
 	uint64_t read_ahead; /* per file read sequentially (0: off) */
 	uint64_t read_ahead_limit; /* all files together */
@@ -174,6 +175,7 @@ struct mcfs_dirlist {
 	struct mcfs_dirent *ents; /* current page */
 	size_t n_ents, cap, pos;
 	bool eof;
+	int err; /* -errno met after entries were replied: the next reply */
 	/* kv/: the files listed (raw components) that start every entry
 	 * listed after them, across pages: chain holds the last one, each
 	 * of the others a prefix of it (their lengths in chain_lens). The

@@ -6,6 +6,7 @@ its shards on demand from the holders; a mount that read a shard serves
 it to others (the publisher can then go); files are read-only; links are
 symlinks; `rm -r ckpt/NAME` unpublishes for every mount; the cache is
 emptied at unmount."""
+import errno
 import filecmp
 import hashlib
 import json
@@ -171,6 +172,36 @@ def test_cache_emptied_at_unmount(procs, tmp_path, master, mounts):
         except FileNotFoundError:  # a directory removed while walked
             return False
     wait_for(emptied, timeout=20 * SCALE, what="the cache emptied")
+    pub.stop()
+
+
+def test_cache_that_cannot_be_used(procs, tmp_path, master, mounts):
+    """A ckpt_cache= that cannot be made fails the mount, naming it; one
+    that stops being writable (a read-only filesystem here) makes ckpt/
+    answer an error, logged with the path's reason, where it listed an
+    empty directory though checkpoints were published, and logged only
+    FILE_OPEN_FAIL."""
+    from mctest import small_tmpfs
+    src = tmp_path / "model"
+    make_model(src)
+    pub = Publisher(procs, tmp_path, master, src, "ro1")
+    p = subprocess.run(
+        [binary("mooncakefs", "fuse", "mooncakefs"), master.addr,
+         str(tmp_path), "-o",
+         f"metadata={master.metadata},ckpt_cache=/proc/nope/cache"],
+        capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "ckpt_cache=/proc/nope/cache" in p.stderr, p.stderr
+    with small_tmpfs(tmp_path / "ro") as d:
+        a = mounts(name="a", opts=f"ckpt_cache={d}")
+        subprocess.run(["mount", "-o", "remount,ro", str(d)], check=True)
+        with pytest.raises(OSError) as e:
+            os.listdir(a.path / "ckpt")
+        assert e.value.errno == errno.EROFS, e.value
+        wait_for(lambda: "Read-only file system" in a.log(),
+                 what="the reason logged")
+        assert "ckpt_cache=DIR" in a.log(), a.log()
+        a.umount()
     pub.stop()
 
 

@@ -262,6 +262,26 @@ def test_durable_across_master_restart(procs, tmp_path, master):
     pub.stop()
 
 
+def test_publish_copy_cache_dir(procs, tmp_path, master):
+    """publish --copy keeps its copy in --cache_dir (a user's cache
+    directory by default, root's /var/cache/mooncakefs/ckpt-publish); one
+    that cannot be used is named with its reason (it was a hard-coded
+    path, refused to users as "-601 ILLEGAL_CLIENT", on a read-only /var
+    as "-1 INTERNAL_ERROR")."""
+    src = tmp_path / "model"
+    src.mkdir()
+    make_tree(src)
+    p = cli(master, "ckpt", "publish", str(src), "cd1", "--copy",
+            "--cache_dir", "/proc/nope/pub", check=False)
+    assert p.returncode == 1, p.stderr
+    assert "cannot keep the copy in /proc/nope/pub" in p.stderr, p.stderr
+    mine = tmp_path / "pubcache"
+    pub = Serving(procs, tmp_path, master, "ckpt", "publish", str(src),
+                  "cd2", "--copy", "--cache_dir", str(mine), tag="pub2")
+    assert [p for p in os.listdir(mine) if p.endswith("-cd2")]
+    pub.stop()
+
+
 def test_publish_copy_lets_the_trainer_overwrite(procs, tmp_path, master):
     src = tmp_path / "model"
     src.mkdir()
