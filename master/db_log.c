@@ -6,9 +6,11 @@
  * order.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db_int.h"
 #include "mc_crc32c.h"
@@ -476,8 +478,18 @@ int mst_db_snapshot(struct mst_db *db, pthread_mutex_t *lock, const char *path,
 {
 	sqlite3 *dst = NULL;
 	sqlite3_backup *b;
-	int rc;
+	int rc, fd;
 
+	/* Made here, 0600 as the record: sqlite would make it 0644, and
+	 * another local user could open it (every key) before it is
+	 * unlinked. */
+	(void)unlink(path); /* a crashed master's of the same pid */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "snapshot %s: %s", path, strerror(errno));
+		return MC_EDB;
+	}
+	close(fd);
 	rc = sqlite3_open_v2(path, &dst,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 				     SQLITE_OPEN_NOMUTEX,

@@ -5,6 +5,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -888,10 +889,16 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 {
 	char auth[MC_AUTH_HTTP_HDR_LEN + 32];
 	struct curl_slist *hdrs = NULL;
-	FILE *f = fopen(path, "we");
+	/* 0600 as the record it becomes (fopen's would be 0644: every key
+	 * readable by other local users, for good once renamed). */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	CURL *cu = curl_easy_init();
 	long status = 0;
 	CURLcode cc = CURLE_FAILED_INIT;
+
+	if (fd >= 0 && !f)
+		close(fd);
 
 	if (f && cu) {
 		if (ha->key) {

@@ -124,7 +124,8 @@ static int open_sqlite(struct metad_kv *kv, const char *path, bool full_sync,
 {
 	int rc;
 
-	kv->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	/* 0600: it holds the engines' shared-memory tags (mc_shm_tag). */
+	kv->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (kv->lock_fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "metadata store %s: %s", path,

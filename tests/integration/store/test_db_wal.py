@@ -4,6 +4,8 @@ thread copies the WAL into the database file while puts commit, commits
 copy the short tails it leaves them, the metrics count both, and neither
 a kill -9 in the middle of it nor a clean restart loses an acknowledged
 object."""
+import os
+
 from pool import Master, Member, Shell, cleanup_segments, eventually
 
 OBJ = 256
@@ -76,5 +78,52 @@ def test_backup_of_a_running_master_without_ha(procs, tmp_path):
                          r[0].decode(errors="replace")
                          for r in db.execute(f"SELECT key FROM {t}")}
         assert {f"bak/{i}" for i in range(20)} <= keys, sorted(keys)[:5]
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_snapshot_copies_are_not_readable_by_others(procs, tmp_path):
+    """The copy /ha/snapshot makes beside the record (unlinked once open)
+    is 0600 as the record: sqlite made it 0644, and another local user
+    who polled the directory opened it and read every key."""
+    import stat
+    import threading
+    from mctest import request
+    m = Master(procs, tmp_path)
+    ms = [Member(procs, tmp_path, m)]
+    try:
+        eventually(lambda: len(m.segments()) == 1, what="segment")
+        sh = Shell(procs, tmp_path, m)
+        sh.ok("bput 200 snap/ 1000 1")
+        seen, stop = {}, threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                for name in os.listdir(tmp_path):
+                    if ".snapshot." in name:
+                        try:
+                            seen[name] = os.stat(tmp_path / name).st_mode
+                        except FileNotFoundError:
+                            pass
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            for _ in range(60):
+                st, body, _ = request(m.admin_port, "GET", "/ha/snapshot")
+                assert st == 200, body[:200]
+                if len(seen) >= 5:
+                    break
+        finally:
+            stop.set()
+            t.join()
+        assert seen, "no copy seen: the test proves nothing here"
+        for name, mode in seen.items():
+            assert stat.S_IMODE(mode) & 0o077 == 0, (name, oct(mode))
+        # The metadata service's store (the engines' shm tags) too; it
+        # was 0640.
+        for name in os.listdir(tmp_path):
+            if name.startswith("master.db"):
+                mode = os.stat(tmp_path / name).st_mode
+                assert stat.S_IMODE(mode) & 0o077 == 0, (name, oct(mode))
     finally:
         cleanup_segments([x.port for x in ms])
