@@ -61,7 +61,8 @@ struct mc_rpc_server {
 	unsigned n_conns, n_shed; /* n_shed: shed and not yet gone */
 	bool stopping;
 	_Atomic size_t inflight; /* body bytes counted in the budget */
-	struct mc_ratelimit rl_refused, rl_shed, rl_slow, rl_budget, rl_auth;
+	struct mc_ratelimit rl_refused, rl_shed, rl_slow, rl_budget, rl_auth,
+		rl_proto;
 	bool auth; /* connections must authenticate with key */
 	struct mc_auth_key key;
 };
