@@ -212,6 +212,18 @@ int mc_net_set_nodelay(int fd)
 	return 0;
 }
 
+int mc_net_set_keepalive(int fd)
+{
+	int one = 1, idle = 30, intvl = 10, cnt = 3;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)))
+		return -errno;
+	return 0;
+}
+
 int mc_net_set_timeouts(int fd, int timeout_ms)
 {
 	struct timeval tv = { .tv_sec = timeout_ms / 1000,

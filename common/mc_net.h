@@ -41,6 +41,10 @@ int mc_net_read_some(int fd, void *buf, size_t min, size_t cap,
 
 /** Best effort: failing only costs latency. */
 int mc_net_set_nodelay(int fd);
+/** TCP keepalive after 30 s idle, 3 probes 10 s apart: a connection whose
+ *  peer host died or was cut off ends within about a minute (a server
+ *  thread blocked reading it is freed). 0 or -errno. */
+int mc_net_set_keepalive(int fd);
 
 /** Send and receive timeouts in ms (0 = none). */
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;

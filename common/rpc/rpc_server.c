@@ -168,6 +168,7 @@ static void *accept_main(void *arg)
 			accept_failed(s, errno);
 			continue;
 		}
+		(void)mc_net_set_keepalive(fd); /* a client host that died */
 		c = admit(s, fd);
 		if (!c) {
 			close(fd);

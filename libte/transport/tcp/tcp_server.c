@@ -349,6 +349,9 @@ static void *accept_loop(void *arg)
 		if (fd < 0)
 			continue;
 		mc_net_set_nodelay(fd);
+		/* A peer host that died leaves the connection open, and its
+		 * thread, for good: probed after 30 s idle. */
+		(void)mc_net_set_keepalive(fd);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);

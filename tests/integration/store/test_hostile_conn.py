@@ -251,6 +251,52 @@ def test_slow_loris_is_closed(procs, tmp_path):
         s.close()
 
 
+def server_sockets(pid, port):
+    """ss's lines for pid's established TCP sockets on local port."""
+    out = subprocess.run(["ss", "-tnoeHp", "state", "established",
+                          f"( sport = :{port} )"], capture_output=True,
+                         text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if f"pid={pid}," in ln]
+
+
+def test_accepted_connections_are_kept_alive(procs, tmp_path):
+    """A client host that dies (power, a cut link) sends no FIN: the
+    master's RPC connection and a member's data connection stayed
+    ESTABLISHED with their threads for good (found after a connection
+    flood: backlog overflows left some half-open). They are probed by TCP
+    keepalive now."""
+    m = Master(procs, tmp_path)
+    s = connect(m)
+    try:
+        eventually(lambda: server_sockets(m.proc.pid, m.rpc_port),
+                   what="the master's side listed")
+        line = server_sockets(m.proc.pid, m.rpc_port)[0]
+        assert "timer:(keepalive" in line, line
+    finally:
+        s.close()
+    member = Member(procs, tmp_path, m)
+    try:
+        out = subprocess.run(["ss", "-tlnHp"], capture_output=True,
+                             text=True, check=True).stdout
+        ports = [int(ln.split()[3].rsplit(":", 1)[1])
+                 for ln in out.splitlines()
+                 if f"pid={member.proc.pid}," in ln]
+        held = []
+        for port in ports:  # the data port among the member's listeners
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            held.append(c)
+        lines = []
+        eventually(lambda: lines.extend(
+            ln for port in ports
+            for ln in server_sockets(member.proc.pid, port)) or lines,
+            what="the member's sides listed")
+        assert any("timer:(keepalive" in ln for ln in lines), lines
+        for c in held:
+            c.close()
+    finally:
+        cleanup_segments([member.port])
+
+
 def test_garbage_connections_do_not_flood_the_log(procs, tmp_path):
     """Anyone who can connect may send frames that are not requests: each
     logged a line (3,000 connections wrote 312 KB in 0.6 s, a disk filled
