@@ -194,6 +194,7 @@ static void read_lists(struct mooncake_store *s, struct mcs_get_key *keys,
 				     g[j].next + 1 < g[j].n_order ?
 					     "; trying the next replica" :
 					     "");
+			mcs_note_own_limit(bad);
 			if (++g[j].next == g[j].n_order) {
 				g[j].pending = false;
 				k->result = MC_ETRANSFER;

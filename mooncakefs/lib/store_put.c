@@ -235,6 +235,7 @@ static int put_slot(struct mooncake_store *s, struct mcs_put_key *k,
 			mc_log_debug("store", "put %s: write to slot on %s: %s",
 				     k->key, sl.endpoint,
 				     mc_strerror(ops[p].result));
+			mcs_note_own_limit(ops[p].result);
 			rc = ops[p].result;
 			free(ops);
 			/* A slot of a run gone is not the new one's. */
@@ -423,6 +424,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 				     keys[i].key, ops[o].endpoint,
 				     (unsigned long long)ops[o].remote,
 				     mc_strerror(bad));
+			mcs_note_own_limit(bad);
 		}
 		if (bad == MC_EMASTERGONE) {
 			/* The run that knew this put is gone: nothing to

@@ -6,7 +6,10 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "mc_log.h"
+#include "mc_ratelimit.h"
 #include "mc_time.h"
+#include "mooncake/mc_err.h"
 #include "util.h"
 
 uint64_t mcs_now_ms(void)
@@ -58,4 +61,21 @@ int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	rc = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -rc;
+}
+
+void mcs_note_own_limit(int rc)
+{
+	static struct mc_ratelimit rl;
+	unsigned dropped;
+	const char *hint = rc == -EMFILE ? "raise its limit (ulimit -n)" :
+			   rc == -ENFILE ? "the host's file table is full" :
+			   rc == -ENOMEM ? "memory" :
+			   rc == -EAGAIN ? "threads or memory" :
+					   NULL;
+
+	if (hint && mc_ratelimit_ok(&rl, 10000, &dropped))
+		mc_log_warn("store",
+			    "transfers fail for want of this process's own "
+			    "resources: %s (%s; %u more in the last 10 s)",
+			    mc_strerror(rc), hint, dropped);
 }

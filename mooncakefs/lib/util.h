@@ -27,4 +27,10 @@ void mcs_cond_init_mono(pthread_cond_t *c);
  *  belong to the application); 0 or -errno. */
 int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/** A transfer failed with rc: when that is this process's own limit
+ *  (out of file descriptors, memory or threads), a warning naming it, at
+ *  most every 10 s (the failures themselves are debug lines: a dead peer
+ *  fails many). */
+void mcs_note_own_limit(int rc);
+
 #endif
