@@ -11,6 +11,8 @@ import ctypes
 import json
 import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -1351,3 +1353,34 @@ def test_tcp_gets_and_puts_on_the_calling_thread(master, members, stores,
     st = store.transfer_stats("tcp")
     assert st["read_requests"] > 0 and st["caller_requests"] > 0, st
     assert store.transfer_stats("shm")["read_bytes"] == 0
+
+
+OWN_LIMIT = r"""
+import os, resource, sys
+sys.path.insert(0, sys.argv[1])
+from mooncake.store import MooncakeDistributedStore
+s = MooncakeDistributedStore()
+assert s.setup("127.0.0.1", sys.argv[3], 0, 16 << 20, "tcp", "",
+               sys.argv[2]) == 0
+n = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (n - 1, n - 1))
+rcs = [s.put(f"own/{i}", b"x" * 4096) for i in range(8)]
+print(sorted(set(rcs)), flush=True)
+"""
+
+
+def test_out_of_descriptors_is_said(master, members, tmp_path):
+    """A client out of file descriptors (its ulimit -n) cannot connect to
+    the members: its puts fail, and the log says why at the default
+    level (it said nothing unless MC_LOG_LEVEL=debug)."""
+    script = tmp_path / "own_limit.py"
+    script.write_text(OWN_LIMIT)
+    p = subprocess.run(
+        [sys.executable, str(script), os.path.join(mctest.SOURCE, "python"),
+         master.addr, master.metadata],
+        capture_output=True, text=True, timeout=120,
+        env=mctest.te_env({"MC_FORCE_TCP": "1"}))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() != "[0]", (p.stdout, p.stderr)
+    assert "want of this process's own resources" in p.stderr, p.stderr
+    assert "ulimit -n" in p.stderr, p.stderr
