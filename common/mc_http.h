@@ -13,7 +13,11 @@
  * arrived (never the declared length) and all of them within max_inflight
  * (a connection whose body would exceed it is closed), frees per-request
  * state when a client disconnects mid-body, and binds exactly the host it
- * is given.
+ * is given. At max_connections (1024 when 0) a new connection closes the
+ * one that has waited longest for a request, never one being answered
+ * (mc_http_deadline.h); the descriptor limit is raised to fit, or the
+ * limit lowered with a warning. The query is never parsed by the library
+ * (any number of parameters).
  * libmicrohttpd itself answers malformed request lines and headers with
  * 400/414/431.
  *
@@ -69,7 +73,8 @@ struct mc_http_server_cfg {
 	size_t max_inflight; /* body bytes of all requests being received
 				together (0: 64 MiB); over it, closed */
 	unsigned idle_timeout_s; /* close idle keep-alive connections */
-	unsigned max_connections; /* 0 = library default */
+	unsigned max_connections; /* 0 = 1024; beyond, the longest-waiting
+				     connection is closed */
 	mc_http_handler_fn handler;
 	void *arg;
 	const char *name; /* for log lines */

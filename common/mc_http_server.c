@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mc_http.h"
@@ -36,7 +37,9 @@ struct mc_http_server {
 	int port;
 	_Atomic size_t inflight; /* body buffer bytes of all requests */
 	struct mc_ratelimit rl_budget;
+	struct mc_ratelimit rl_refused;
 	struct mc_http_deadlines *deadlines; /* NULL: none (out of memory) */
+	unsigned max_conns; /* ours: beyond it the longest-waiting is shut */
 };
 
 struct req_state {
@@ -58,6 +61,9 @@ struct req_state {
 /* A request must have arrived whole this long after its connection
  * opened or the request before it ended (mc_http_deadline.h). */
 #define REQUEST_DEADLINE_MS 30000u
+/* Connections when cfg->max_connections is 0. */
+#define MAX_CONNECTIONS_DEFAULT 1024u
+#define RL_MS 10000u
 
 /* MC_HTTP_REQUEST_DEADLINE_MS (1000 to 3600000), else the default. */
 static unsigned request_deadline_ms(void)
@@ -138,9 +144,18 @@ int mc_http_replyf(struct mc_http_response *resp, int status, const char *fmt,
 	return mc_http_reply(resp, status, "text/plain", buf, (size_t)n);
 }
 
+/*
+ * The library is called with the request line still whole in its buffer,
+ * before it splits the query into parameters. We read the query raw
+ * (st->uri), never the library's parameters, so it gets none to split:
+ * its records of ~470 parameters filled the connection's memory, and the
+ * request went unanswered until its deadline. The target stays as it was
+ * up to the '?' (target_whole() measures st->uri, the copy).
+ */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct req_state *st = calloc(1, sizeof(*st));
+	char *q = uri ? strchr(uri, '?') : NULL;
 
 	(void)cls;
 	(void)c;
@@ -148,6 +163,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 		st->uri = strdup(uri ? uri : "");
 		st->uri_at = uri;
 	}
+	if (q && q[1])
+		q[1] = '\0'; /* the library's own buffer, writable */
 	return st;
 }
 
@@ -400,20 +417,79 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	struct mc_http_server *s = cls;
 	char buf[512];
+	unsigned dropped;
 	size_t n;
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
 	while (n && buf[n - 1] == '\n')
 		buf[--n] = '\0';
+	/* A connection refused (the library's limit, out of descriptors):
+	 * say so, and make room for the next one. */
+	if (strstr(buf, "connection limit. Closing") ||
+	    strstr(buf, "resource limit") ||
+	    strstr(buf, "Error accepting connection")) {
+		if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
+			mc_log_warn(s->name,
+				    "refusing connections: %s (%u more in the "
+				    "last %u s not logged)",
+				    buf, dropped, RL_MS / 1000);
+		(void)mc_http_deadlines_evict(s->deadlines,
+					      "a connection refused");
+		return;
+	}
 	mc_log_debug("http", "%s", buf);
+}
+
+/*
+ * The library's own limit, above ours: it refuses what it cannot take,
+ * where ours closes the longest-waiting connection instead, so it is
+ * reached only while those being closed are not gone yet (or when all
+ * are being served). It divides its limit among its threads.
+ */
+static unsigned mhd_limit(unsigned max_conns, unsigned threads)
+{
+	unsigned room = max_conns / 4;
+
+	return max_conns + (room > 64 ? room : 64) + threads;
+}
+
+/* Raise the descriptor limit to fit the connections (and what else the
+ * process opens: the HTTP servers of a process add up), or lower our
+ * limit to what fits. */
+static void fit_fd_limit(struct mc_http_server *s, unsigned threads)
+{
+	static _Atomic unsigned long long reserved;
+	const rlim_t spare = 256; /* files, RPC, logs */
+	unsigned long long mine = mhd_limit(s->max_conns, threads);
+	rlim_t want =
+		(rlim_t)(atomic_fetch_add(&reserved, mine) + mine) + spare;
+	struct rlimit rl;
+	rlim_t fit;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	fit = rl.rlim_cur > want - mine + 64 ? rl.rlim_cur - (want - mine) : 64;
+	fit = fit * 4 / 5 > 16 ? fit * 4 / 5 : 16;
+	mc_log_warn(s->name,
+		    "descriptor limit %llu (ulimit -n) leaves room for %llu "
+		    "of %u HTTP connections",
+		    (unsigned long long)rl.rlim_cur, (unsigned long long)fit,
+		    s->max_conns);
+	s->max_conns = (unsigned)fit;
 }
 
 int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			 struct mc_http_server **out, char *err, size_t errlen)
 {
 	struct mc_http_server *s;
+	unsigned threads;
 	int rc;
 
 	s = calloc(1, sizeof(*s));
@@ -430,6 +506,10 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 	s->cfg.name = s->name;
 	if (!s->cfg.max_inflight)
 		s->cfg.max_inflight = INFLIGHT_DEFAULT;
+	threads = cfg->threads > 1 ? cfg->threads : 1;
+	s->max_conns = cfg->max_connections ? cfg->max_connections :
+					      MAX_CONNECTIONS_DEFAULT;
+	fit_fd_limit(s, threads);
 	rc = mc_net_listen(cfg->host, cfg->port, 512, 1, &s->listen_fd,
 			   &s->port);
 	if (rc) {
@@ -437,20 +517,19 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			 cfg->host, cfg->port, strerror(-rc));
 		goto err_free;
 	}
-	s->deadlines = mc_http_deadlines_start(s->name, request_deadline_ms());
+	s->deadlines = mc_http_deadlines_start(s->name, request_deadline_ms(),
+					       s->max_conns);
 	s->mhd = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-		MHD_OPTION_THREAD_POOL_SIZE,
-		(unsigned)(cfg->threads > 1 ? cfg->threads : 1),
+		MHD_OPTION_THREAD_POOL_SIZE, threads,
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)(cfg->idle_timeout_s ? cfg->idle_timeout_s : 60),
-		MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)(cfg->max_connections ? cfg->max_connections : 1024),
+		MHD_OPTION_CONNECTION_LIMIT, mhd_limit(s->max_conns, threads),
 		MHD_OPTION_END);
 	if (!s->mhd) {
 		mc_http_deadlines_stop(s->deadlines);
