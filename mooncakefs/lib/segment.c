@@ -60,6 +60,18 @@ static int check_free(const char *name, char *err, size_t errlen)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
+	struct stat st;
+
+	if (!fstat(fd, &st) && st.st_uid != geteuid()) {
+		/* Another user's file (made first, perhaps to stop us): not
+		 * ours to use, whoever holds it. */
+		snprintf(err, errlen,
+			 "segment %s: %s belongs to uid %u, not to this "
+			 "user",
+			 name, path, (unsigned)st.st_uid);
+		close(fd);
+		return -EPERM;
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		if (errno == EWOULDBLOCK) {
 			snprintf(err, errlen,

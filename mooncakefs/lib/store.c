@@ -567,7 +567,12 @@ static int create_segment(struct mooncake_store *s)
 	}
 	rc = mcs_segment_open(s->eng, n, s->cfg.global_segment_size, keep,
 			      &s->seg, err, sizeof(err));
-	if (rc == -ENOSPC && keep && !asked) {
+	/* A default name's file that cannot be had: /dev/shm full, read-only
+	 * or absent (containers), or the name taken by another local user
+	 * (anyone may create the file first: it stopped the member). */
+	if ((rc == -ENOSPC || rc == -EROFS || rc == -ENOENT || rc == -EACCES ||
+	     rc == -EPERM) &&
+	    keep && !asked) {
 		mc_log_warn("store",
 			    "%s; using private memory meanwhile: this "
 			    "segment's objects are lost when the process ends",

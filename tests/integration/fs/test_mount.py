@@ -127,6 +127,36 @@ def test_small_dev_shm_mount_falls_back(procs, tmp_path, master):
             assert "private memory" in text, text
 
 
+def test_read_only_dev_shm_mount_falls_back(procs, tmp_path, master):
+    """A container whose /dev/shm is read-only: the mount's kept segment
+    cannot be made there, so it serves from private memory and says why
+    (members and mounts exited with "Read-only file system
+    (INTERNAL_ERROR)")."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a tmpfs in a mount namespace needs root")
+    mp = tmp_path / "rodevshm"
+    mp.mkdir()
+    log = tmp_path / "rodevshm.log"
+    log.touch()
+    procs.logs.append(log)
+    script = (
+        "mount -t tmpfs -o ro,size=64m mctest /dev/shm || exit 9\n"
+        f"{binary(*MCFS)} {master.addr} {mp} -o "
+        f"metadata={master.metadata},segment_size=32M,log_file={log} "
+        "|| exit 8\n"
+        "i=0; until ls \"$1\"/kv >/dev/null 2>&1; do\n"
+        "  i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.1; done\n"
+        "echo hello > \"$1\"/kv/ro && cat \"$1\"/kv/ro\n"
+        "rc=$?; umount \"$1\"; exit $rc\n")
+    p = subprocess.run(["unshare", "-m", "--propagation", "private",
+                        "--", "sh", "-c", script, "sh", str(mp)],
+                       capture_output=True, text=True, timeout=120)
+    text = log.read_text(errors="replace")
+    assert p.returncode == 0 and p.stdout == "hello\n", p.stderr + text
+    assert "Read-only file system" in text and "private memory" in text, \
+        text
+
+
 def test_segment_larger_than_a_containers_memory_limit(procs, tmp_path,
                                                         master):
     """A mount and a pool member whose kept segment (/dev/shm, reserved

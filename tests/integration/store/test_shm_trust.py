@@ -32,7 +32,17 @@ def metadata(master, method, key, body=None):
     return request(u.port, method, f"{u.path}?{q}", body=body)
 
 
-def member_refused(tmp_path, master, port):
+def member_on_private_memory(procs, tmp_path, master, port):
+    """Start mooncake_client on port: it must run on private memory
+    (its kept segment's file refused); its log."""
+    m = Member(procs, tmp_path, master, size="16MB", port=port)
+    text = m.log()
+    assert "using private memory meanwhile" in text, text
+    assert m.stop() == 0, m.log()
+    return text
+
+
+def member_refused(tmp_path, master, port, *extra):
     """Start mooncake_client on port: it must exit non-zero; its log."""
     log = tmp_path / "member.log"
     with open(log, "wb") as f:
@@ -40,7 +50,7 @@ def member_refused(tmp_path, master, port):
             [binary(*MEMBER), "--host", "127.0.0.1", "--port", str(port),
              "--global_segment_size", "16MB",
              "--master_server_address", master.addr,
-             "--metadata_server", master.metadata],
+             "--metadata_server", master.metadata, *extra],
             stdout=f, stderr=f, timeout=60)
     text = log.read_text(errors="replace")
     assert p.returncode != 0, text
@@ -99,7 +109,14 @@ def test_segment_file_made_first_by_another_user_is_refused(
     subprocess.run(["sh", "-c", f"umask 0 && : > {path}"], check=True,
                    user=OTHER, group=OTHER, extra_groups=[])
     assert os.stat(path).st_uid == OTHER
-    text = member_refused(tmp_path, master, port)
+    # Its default name: it runs on private memory instead and says why
+    # (it was refused: anyone could stop a member by making the file).
+    text = member_on_private_memory(procs, tmp_path, master, port)
+    assert f"belongs to uid {OTHER}" in text, text
+    # The name asked for: refused.
+    text = member_refused(tmp_path, master, free_port(),
+                          "--segment_name",
+                          os.path.basename(path)[len("mooncake.seg."):])
     assert f"belongs to uid {OTHER}" in text, text
     # Nothing was kept in it.
     assert os.stat(path).st_size == 0
@@ -118,7 +135,7 @@ def test_segment_file_with_another_name_is_refused(procs, tmp_path, master):
     with open(other, "wb") as f:
         f.write(b"O" * 4096)
     os.link(other, path)
-    text = member_refused(tmp_path, master, port)
+    text = member_on_private_memory(procs, tmp_path, master, port)
     assert "or has 2 names" in text, text
     with open(other, "rb") as f:
         assert f.read() == b"O" * 4096
