@@ -227,8 +227,9 @@ struct te_transport_ops {
 	/**
 	 * Answer a handshake request of a type the core does not serve
 	 * (TE_HS_CONNECTION: rdma's QP exchange): *reply is the body to send
-	 * (malloc'd). MC_ENOTSUPPORTED: not this transport's. Called on the
-	 * listener thread, after authentication. Optional.
+	 * (malloc'd). MC_ENOTSUPPORTED: not this transport's. Called on a
+	 * connection's thread of the listener, after authentication, one
+	 * call at a time. Optional.
 	 */
 	int (*serve_handshake)(struct te_transport *tp, uint8_t type,
 			       const char *json, size_t len, char **reply);
@@ -305,9 +306,11 @@ struct te_engine {
 	pthread_mutex_t notif_lock;
 	struct te_notif *notif_head, *notif_tail;
 
-	/* Handshake (RPC) listener. */
+	/* Handshake (RPC) listener: its accept thread, and the connections
+	 * being served, each on its own thread (hs_server.c). */
 	int rpc_fd;
 	pthread_t rpc_thread;
+	struct te_hs_server *hs;
 	_Atomic bool stopping;
 
 	pthread_mutex_t publish_lock;

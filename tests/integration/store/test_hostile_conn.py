@@ -354,10 +354,11 @@ def test_metadata_http_bodies_keep_memory_bounded(procs, tmp_path,
 
 
 def test_a_dripping_handshake_holds_no_one_else(procs, tmp_path, master):
-    """A member's handshake listener serves one connection at a time: one
+    """A member's handshake listener served one connection at a time: one
     that announced a large frame and sent a byte a second held every
     other caller's Probe (and Notify, and RDMA connection set-up) for as
-    long as it went on. A connection now has 2 s in all."""
+    long as it went on. A connection now has 2 s in all (and each is
+    served on its own thread: tests/integration/te/test_handshake_flood)."""
     m = Member(procs, tmp_path, master)
     stop = threading.Event()
 
