@@ -246,6 +246,9 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	/* Huge pages where the kernel gives them (THP for private memory,
 	 * shmem_enabled for memfds and /dev/shm), asked before any fault. */
 	(void)madvise(p, len, MADV_HUGEPAGE);
+	/* Pool memory stays out of core dumps: gigabytes of other clients'
+	 * objects (a crash of an inference server wrote them all). */
+	(void)madvise(p, len, MADV_DONTDUMP);
 	rc = te__populate_start(p, len, &a->populate);
 	if (rc) {
 		munmap(p, len);

@@ -382,3 +382,26 @@ def test_segment_faulted_in_ahead_stops_below_a_containers_limit(
         assert c.cmd("close")["rc"] == 0
         c.proc.stdin.close()
         assert c.proc.wait(timeout=30) == 0, c.log()
+
+
+def test_segment_memory_is_left_out_of_core_dumps(master, procs, tmp_path,
+                                                  python_env):
+    """A crash of an inference process wrote its whole segment (other
+    clients' objects, gigabytes) into its core dump: the pool's memory is
+    marked MADV_DONTDUMP (smaps' "dd")."""
+    c = Child(procs, tmp_path, master, python_env, seg=SEG)
+    assert c.hello["rc"] == 0, c.log()
+    found = []
+    with open(f"/proc/{c.hello['pid']}/smaps") as f:
+        head = None
+        for line in f:
+            if line[0].isdigit() or line[0] in "abcdef":
+                head = line
+            elif line.startswith("VmFlags:") and head and \
+                    "memfd:mooncake" in head:
+                lo, hi = (int(x, 16) for x in head.split()[0].split("-"))
+                if hi - lo >= SEG:
+                    found.append(line.split()[1:])
+    assert found, "no segment mapping found"
+    assert all("dd" in flags for flags in found), found
+    assert c.cmd("close")["rc"] == 0
