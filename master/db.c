@@ -168,7 +168,11 @@ static int open_handle(struct mst_db *db, const char *name, bool full_sync,
 		goto fail;
 	snprintf(pragma, sizeof(pragma),
 		 "PRAGMA locking_mode=%s; PRAGMA journal_mode=WAL;"
-		 " PRAGMA synchronous=%s;",
+		 " PRAGMA synchronous=%s;"
+		 /* A WAL that grew under steady load (a pass cannot start
+		  * it over while transactions keep coming) is cut back to
+		  * 16 MB when it starts over; it kept its peak (53 MB). */
+		 " PRAGMA journal_size_limit=16777216;",
 		 *excl ? "EXCLUSIVE" : "NORMAL", full_sync ? "FULL" : "NORMAL");
 	/* Only the checkpoint thread's brief locks can make it wait. */
 	sqlite3_busy_timeout(db->h, 5000);
