@@ -235,25 +235,31 @@ int mc_net_set_timeouts(int fd, int timeout_ms)
 	return 0;
 }
 
-void mc_net_peer_name(int fd, char *out, size_t len)
+void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	char ip[INET6_ADDRSTRLEN] = "?";
 	int port = 0;
 
-	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-			port = ntohs(a->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-			port = ntohs(a->sin6_port);
-		}
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		port = ntohs(a->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		port = ntohs(a->sin6_port);
 	}
 	snprintf(out, len, "%s:%d", ip, port);
+}
+
+void mc_net_peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		ss.ss_family = AF_UNSPEC;
+	mc_net_addr_name(&ss, out, len);
 }
 
 int mc_net_if_ipv4(const char *ifname, char *out, size_t len)

@@ -50,6 +50,9 @@ int mc_net_set_keepalive(int fd);
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
 
 /** "ip:port" of a connected socket's peer ("?:0" when unknown), for logs. */
+/** "ip:port" of an address accept() gave ("?:0" for other families). */
+struct sockaddr_storage;
+void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len);
 void mc_net_peer_name(int fd, char *out, size_t len);
 
 /**

@@ -153,6 +153,8 @@ static void *accept_main(void *arg)
 		struct timeval snd = { .tv_sec = s->cfg.frame_timeout_s };
 		pthread_attr_t attr;
 		pthread_t t;
+		struct sockaddr_storage from = { 0 };
+		socklen_t sl;
 		struct conn *c;
 		int fd;
 
@@ -163,7 +165,9 @@ static void *accept_main(void *arg)
 		}
 		if (p[1].revents)
 			break;
-		fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		sl = sizeof(from);
+		fd = accept4(s->lfd, (struct sockaddr *)&from, &sl,
+			     SOCK_CLOEXEC);
 		if (fd < 0) {
 			accept_failed(s, errno);
 			continue;
@@ -178,7 +182,9 @@ static void *accept_main(void *arg)
 		/* An answer the peer does not take fails the write. */
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd,
 				 sizeof(snd));
-		mc_net_peer_name(fd, c->peer, sizeof(c->peer));
+		/* From accept: a peer that already left has no name to ask
+		 * for (its close was logged as "?:0"). */
+		mc_net_addr_name(&from, c->peer, sizeof(c->peer));
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);

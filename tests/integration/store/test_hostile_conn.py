@@ -312,6 +312,10 @@ def test_garbage_connections_do_not_flood_the_log(procs, tmp_path):
     eventually(lambda: "not a request frame" in m.log(), what="logged")
     grown = len(m.log()) - before
     assert m.log().count("not a request frame") <= 3, m.log()[-2000:]
+    # Named by the address accept() gave (it said "?:0": the peer had
+    # gone before it was asked its name).
+    assert "closing the connection from 127.0.0.1:" in m.log(), \
+        m.log()[-2000:]
     assert grown < 20000, grown
 
 
