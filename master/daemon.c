@@ -25,6 +25,7 @@
 #include "mooncake/mc_err.h"
 #include "mst_util.h"
 #include "prefault.h"
+#include "segments.h"
 #include "service.h"
 #include "slots.h"
 
@@ -44,6 +45,25 @@ struct mst_daemon {
 	pthread_t ticker;
 };
 
+/*
+ * The engines of clients the master dropped for good: the embedded
+ * metadata service forgets their entries, unless they were published again
+ * since the client was last heard (it came back, or a successor took the
+ * name; metad_drop_engine). Outside the master's lock: a client that comes
+ * back publishes before it re-mounts, so a late removal finds new stamps.
+ */
+static void forget_engines(struct mst_daemon *d, struct mst_gone_engine *g)
+{
+	while (g) {
+		struct mst_gone_engine *next = g->next;
+
+		if (d->meta)
+			(void)metad_drop_engine(d->meta, g->name, g->seen);
+		free(g);
+		g = next;
+	}
+}
+
 static void *tick_main(void *arg)
 {
 	struct mst_daemon *d = arg;
@@ -51,6 +71,7 @@ static void *tick_main(void *arg)
 
 	while (!atomic_load(&d->stop)) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		struct mst_gone_engine *gone;
 		char *s = NULL;
 
 		nanosleep(&ts, NULL);
@@ -60,7 +81,9 @@ static void *tick_main(void *arg)
 			last_report = mst_now();
 			s = mst_admin_summary(d->m);
 		}
+		gone = mst_take_gone_engines(d->m);
 		pthread_mutex_unlock(&d->m->lock);
+		forget_engines(d, gone);
 		if (s)
 			mc_log_info("master", "%s", s);
 		free(s);
@@ -305,8 +328,10 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		rc = mst_ha_lead(d->ha, d->m->db, &d->m->ha_until);
 		d->m->ha_settle_until = mst_now() + 3000;
 	}
-	if (!rc && cfg->enable_http_metadata_server)
+	if (!rc && cfg->enable_http_metadata_server) {
 		rc = start_metadata(d, cfg);
+		d->m->track_gone_engines = !rc;
+	}
 	if (!rc) {
 		if (d->ha) {
 			snprintf(d->leader_addr, sizeof(d->leader_addr),

@@ -174,6 +174,11 @@ void mst_destroy(struct master *m)
 		free(c);
 	}
 	mc_map_destroy(m->client_ids);
+	while (m->gone_engines) {
+		struct mst_gone_engine *g = m->gone_engines;
+		m->gone_engines = g->next;
+		free(g);
+	}
 	mst_ckpt_free(m);
 	mst_place_cache_free(m);
 	mst_objmap_free(&m->objs);

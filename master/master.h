@@ -200,6 +200,14 @@ struct mst_place_cache {
 
 #define MST_SLOT_DROPS 64 /* master.slot_drops */
 
+/* A transfer engine whose client the master dropped for good: its
+ * metadata entries are stale unless written after `seen` (mono ms). */
+struct mst_gone_engine {
+	struct mst_gone_engine *next;
+	uint64_t seen;
+	char name[];
+};
+
 struct mst_ghost;
 
 struct master {
@@ -209,6 +217,11 @@ struct master {
 	struct mst_segment *segments;
 	struct mst_client *clients;
 	struct mc_map *client_ids; /* id -> struct mst_client * */
+	/* Set before the master serves when the metadata service is
+	 * embedded: the engines of dropped clients are queued on gone_engines
+	 * (segments.c) for it to forget (daemon.c, mst_take_gone_engines). */
+	bool track_gone_engines;
+	struct mst_gone_engine *gone_engines;
 	struct mst_object *lru_head, *lru_tail; /* head = least recent */
 	struct mst_object *pend_head, *pend_tail; /* head = oldest PutStart */
 	struct mst_object *orphans; /* freed once unleased and unheld */

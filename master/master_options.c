@@ -111,7 +111,8 @@ static const struct mc_opt master_opts[] = {
 	    "8080", 0, 65535, "Metadata HTTP port (0 = ephemeral)."),
 	OPT("enable_metadata_cleanup_on_timeout", MC_OPT_BOOL,
 	    enable_metadata_cleanup_on_timeout, "false", 0, 0,
-	    "Accepted (stale engine entries are taken over by name)."),
+	    "Accepted (the embedded metadata service always removes the "
+	    "engine entries of clients dropped after client_ttl)."),
 	OPT("cluster_id", MC_OPT_STRING, cluster_id, "mooncake_cluster", 0, 0,
 	    "Cluster name (accepted)."),
 	OPT("root_fs_dir", MC_OPT_STRING, root_fs_dir, "", 0, 0,

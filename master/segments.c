@@ -80,6 +80,40 @@ void mst_client_leave(struct master *m, struct mst_client *c)
 	}
 }
 
+/* Queue the engine of s, dropped with its owner (seen: when that owner was
+ * last heard), for the embedded metadata service to forget. */
+static void engine_gone(struct master *m, const struct mst_segment *s,
+			uint64_t seen)
+{
+	struct mst_gone_engine *g;
+	size_t len;
+
+	if (!m->track_gone_engines || !s->endpoint || !*s->endpoint)
+		return;
+	for (g = m->gone_engines; g; g = g->next)
+		if (!strcmp(g->name, s->endpoint)) {
+			if (g->seen < seen)
+				g->seen = seen;
+			return;
+		}
+	len = strlen(s->endpoint);
+	g = malloc(sizeof(*g) + len + 1);
+	if (!g)
+		return; /* its entries stay, as they did before */
+	memcpy(g->name, s->endpoint, len + 1);
+	g->seen = seen;
+	g->next = m->gone_engines;
+	m->gone_engines = g;
+}
+
+struct mst_gone_engine *mst_take_gone_engines(struct master *m)
+{
+	struct mst_gone_engine *g = m->gone_engines;
+
+	m->gone_engines = NULL;
+	return g;
+}
+
 size_t mst_client_count(struct master *m)
 {
 	return mc_map_count(m->client_ids);
@@ -521,8 +555,10 @@ void mst_expire_clients(struct master *m, uint64_t now)
 		       owns ? " and its segments" : " (it owns no segment)");
 		for (s = m->segments; s; s = next) {
 			next = s->next;
-			if (s->owner == c)
-				mst_segment_drop(m, s, "owner timed out");
+			if (s->owner != c)
+				continue;
+			engine_gone(m, s, c->last_seen);
+			mst_segment_drop(m, s, "owner timed out");
 		}
 		*pp = c->next;
 		client_free(m, c);
@@ -531,9 +567,12 @@ void mst_expire_clients(struct master *m, uint64_t now)
 	mst_ckpt_tick(m, now);
 	for (s = m->segments; s; s = next) {
 		next = s->next;
-		if (!s->owner && now > s->restore_deadline)
+		if (!s->owner && now > s->restore_deadline) {
+			/* Not heard of since this run started. */
+			engine_gone(m, s, m->started);
 			mst_segment_drop(m, s,
 					 "not re-mounted after the master "
 					 "restarted");
+		}
 	}
 }

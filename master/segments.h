@@ -36,5 +36,8 @@ void mst_clients_stalled(struct master *m, uint64_t ms, uint64_t now);
  *  owns a segment. Its unfinished puts then have no writer. */
 void mst_client_leave(struct master *m, struct mst_client *c);
 size_t mst_client_count(struct master *m);
+/** The queue of engines whose clients were dropped for good since the last
+ *  call (newest first), handed over: free each entry. */
+struct mst_gone_engine *mst_take_gone_engines(struct master *m);
 
 #endif

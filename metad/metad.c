@@ -7,6 +7,7 @@
  * for malformed, repeated or over-long keys.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include "kv.h"
 #include "mc_auth_http.h"
 #include "mc_log.h"
+#include "mc_map.h"
+#include "mc_time.h"
 #include "metad.h"
 #include "mooncake/mc_err.h"
 
@@ -25,6 +28,12 @@ struct metad {
 	bool auth;
 	struct mc_auth_key key;
 	struct mc_auth_replay *replay;
+	/* Held across a PUT or DELETE and its stamp, and across
+	 * metad_drop_engine()'s check and removal. */
+	pthread_mutex_t stamp_mu;
+	/* key -> uint64_t mono ms of its last PUT (stored or unchanged);
+	 * keys loaded from the store have none (written before this run). */
+	struct mc_map *stamps;
 };
 
 #define JSON_TYPE "application/json"
@@ -50,8 +59,18 @@ int metad_create(const struct metad_options *opts, struct metad **out,
 			return rc;
 		}
 	}
+	rc = mc_map_create(&m->stamps);
+	if (rc) {
+		snprintf(err, errlen, "out of memory");
+		mc_auth_replay_destroy(m->replay);
+		free(m);
+		return rc;
+	}
+	pthread_mutex_init(&m->stamp_mu, NULL);
 	rc = metad_kv_open(opts->store, opts->full_sync, &m->kv, err, errlen);
 	if (rc) {
+		mc_map_destroy(m->stamps);
+		pthread_mutex_destroy(&m->stamp_mu);
 		mc_auth_replay_destroy(m->replay);
 		mc_auth_key_clear(&m->key);
 		free(m);
@@ -66,6 +85,8 @@ void metad_destroy(struct metad *m)
 	if (!m)
 		return;
 	metad_kv_close(m->kv);
+	mc_map_destroy(m->stamps);
+	pthread_mutex_destroy(&m->stamp_mu);
 	mc_auth_replay_destroy(m->replay);
 	mc_auth_key_clear(&m->key);
 	free(m);
@@ -74,6 +95,62 @@ void metad_destroy(struct metad *m)
 size_t metad_count(struct metad *m)
 {
 	return metad_kv_count(m->kv);
+}
+
+/* Under stamp_mu: the mono ms of key's last PUT; 0 when none this run. */
+static uint64_t stamp_of(struct metad *m, const char *key)
+{
+	const struct mc_map_entry *e = mc_map_get(m->stamps, key, strlen(key));
+	uint64_t t = 0;
+
+	if (e && e->val_len == sizeof(t))
+		memcpy(&t, e->val, sizeof(t));
+	return t;
+}
+
+int metad_drop_engine(struct metad *m, const char *name, uint64_t since_ms)
+{
+	static const char *const kinds[] = { "ram", "rpc_meta" };
+	const char *cid = getenv("MC_METADATA_CLUSTER_ID");
+	char keys[2][METAD_ENGINE_KEY_MAX];
+	int dropped = 0;
+
+	if (!name || !*name)
+		return 0;
+	for (size_t i = 0; i < 2; i++)
+		if ((size_t)snprintf(
+			    keys[i], sizeof(keys[i]), "mooncake/%s%s%s/%s",
+			    cid && *cid ? cid : "", cid && *cid ? "/" : "",
+			    kinds[i], name) >= sizeof(keys[i]))
+			return -ENAMETOOLONG;
+	pthread_mutex_lock(&m->stamp_mu);
+	/* Either entry written since: an engine of that name is alive (the
+	 * one that went silent came back, or its successor took the name)
+	 * and keeps both. */
+	for (size_t i = 0; i < 2; i++) {
+		if (stamp_of(m, keys[i]) > since_ms) {
+			pthread_mutex_unlock(&m->stamp_mu);
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < 2; i++) {
+		int rc = metad_kv_del(m->kv, keys[i], strlen(keys[i]));
+
+		if (!rc || rc == -ENOENT)
+			(void)mc_map_del(m->stamps, keys[i], strlen(keys[i]));
+		if (!rc)
+			dropped++;
+		else if (rc != -ENOENT)
+			mc_log_warn("metad", "removing %s: %s", keys[i],
+				    mc_strerror(rc));
+	}
+	pthread_mutex_unlock(&m->stamp_mu);
+	if (dropped)
+		mc_log_info("metad",
+			    "removed the transfer-engine entries of '%s' "
+			    "(its client is gone)",
+			    name);
+	return dropped;
 }
 
 static void reply_text(struct mc_http_response *resp, int status,
@@ -154,8 +231,20 @@ static void handle_put(struct metad *m, const char *key, size_t key_len,
 		reply_text(resp, 413, "request body too large");
 		return;
 	}
+	pthread_mutex_lock(&m->stamp_mu);
 	rc = metad_kv_put(m->kv, key, key_len, req->body, req->body_len,
 			  exclusive, &outcome);
+	if (!rc && outcome != METAD_PUT_CONFLICT) {
+		/* Unchanged counts too: its owner is alive and says so. */
+		uint64_t now = mc_mono_ms();
+
+		/* Without memory for it the entry counts as old: removed
+		 * when its engine's client is dropped, as it would be. */
+		if (mc_map_put(m->stamps, key, key_len, (const char *)&now,
+			       sizeof(now)))
+			(void)mc_map_del(m->stamps, key, key_len);
+	}
+	pthread_mutex_unlock(&m->stamp_mu);
 	if (rc) {
 		mc_log_err("metad", "PUT failed: %s", mc_strerror(rc));
 		reply_text(resp, 500, "metadata store failure");
@@ -177,8 +266,13 @@ static void handle_put(struct metad *m, const char *key, size_t key_len,
 static void handle_delete(struct metad *m, const char *key, size_t key_len,
 			  struct mc_http_response *resp)
 {
-	int rc = metad_kv_del(m->kv, key, key_len);
+	int rc;
 
+	pthread_mutex_lock(&m->stamp_mu);
+	rc = metad_kv_del(m->kv, key, key_len);
+	if (!rc || rc == -ENOENT)
+		(void)mc_map_del(m->stamps, key, key_len);
+	pthread_mutex_unlock(&m->stamp_mu);
 	if (rc == -ENOENT)
 		reply_text(resp, 404, "metadata not found");
 	else if (rc)

@@ -60,4 +60,16 @@ int metad_serve(struct metad *m, const char *host, int port, unsigned threads,
 
 size_t metad_count(struct metad *m);
 
+#define METAD_ENGINE_KEY_MAX 1024
+
+/**
+ * Remove the two entries of transfer engine `name`, mooncake/ram/<name>
+ * and mooncake/rpc_meta/<name> (under $MC_METADATA_CLUSTER_ID as engines
+ * name them), unless either was PUT after since_ms (monotonic ms, this
+ * process's clock): then an engine of that name is alive and keeps both.
+ * The master calls it for the engines of the clients it dropped for good.
+ * Returns how many entries went, or a negative error.
+ */
+int metad_drop_engine(struct metad *m, const char *name, uint64_t since_ms);
+
 #endif

@@ -12,8 +12,9 @@ import json
 import os
 import random
 import time
+import urllib.parse
 
-from mctest import fill_fs, small_tmpfs
+from mctest import fill_fs, request, small_tmpfs
 from pool import Master, Member, Shell, cli, cleanup_segments, eventually
 
 
@@ -54,6 +55,73 @@ def test_killed_member_loses_replicas_after_client_ttl(procs, tmp_path):
         assert sh.exist(on_victim) == [0] * len(on_victim)
         for k in elsewhere:
             sh.ok(f"check {k} 100000 {keys.index(k)}")
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def engine_entries(master, name):
+    """The metadata service's answers for engine name's two entries."""
+    return [request(master.meta_port, "GET", "/metadata?key="
+                    + urllib.parse.quote(f"mooncake/{kind}/{name}",
+                                         safe=""))[0]
+            for kind in ("ram", "rpc_meta")]
+
+
+def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path):
+    """A member killed -9 never removes its transfer-engine entries
+    (mooncake/ram/<name>, mooncake/rpc_meta/<name>) from the master's
+    metadata service: they stayed for good (112 seen 35 minutes after 56
+    clients were killed; with pod IPs or random ports as names, without
+    bound). Once the master drops the client, they go; a live member's
+    stay."""
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m) for _ in range(2)]
+    try:
+        eventually(lambda: len(m.segments()) == 2, what="segments")
+        victim, live = ms
+        assert engine_entries(m, victim.name) == [200, 200]
+        assert engine_entries(m, live.name) == [200, 200]
+        victim.kill()
+        eventually(lambda: victim.name not in m.segments(), timeout=15,
+                   what="segment dropped after client_ttl")
+        eventually(lambda: engine_entries(m, victim.name) == [404, 404],
+                   timeout=5, what="the dead engine's entries removed")
+        assert engine_entries(m, live.name) == [200, 200]
+        assert "removed the transfer-engine entries of " \
+            f"'{victim.name}'" in m.log()
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
+def test_member_back_after_client_ttl_publishes_again(procs, tmp_path):
+    """A member silent past client_ttl (SIGSTOP: a partition, a pause)
+    is dropped with its entries; when it comes back it re-mounts and
+    publishes them again, so peers can reach it."""
+    import signal
+    m = Master(procs, tmp_path, "--client_ttl", "2")
+    ms = [Member(procs, tmp_path, m) for _ in range(2)]
+    try:
+        eventually(lambda: len(m.segments()) == 2, what="segments")
+        gone = ms[0]
+        gone.proc.send_signal(signal.SIGSTOP)
+        try:
+            eventually(lambda: engine_entries(m, gone.name) == [404, 404],
+                       timeout=15, what="the silent engine's entries removed")
+        finally:
+            gone.proc.send_signal(signal.SIGCONT)
+        eventually(lambda: gone.name in m.segments(), timeout=15,
+                   what="re-mounted")
+        eventually(lambda: engine_entries(m, gone.name) == [200, 200],
+                   timeout=5, what="entries published again")
+        # Its entries outlive the drop's removal, and peers reach it.
+        time.sleep(1)
+        assert engine_entries(m, gone.name) == [200, 200]
+        sh = Shell(procs, tmp_path, m)
+        for i in range(20):
+            sh.ok(f"put b/{i} 100000 {i}")
+        assert any(owners(sh, f"b/{i}") == [gone.name] for i in range(20))
+        for i in range(20):
+            sh.ok(f"check b/{i} 100000 {i}")
     finally:
         cleanup_segments([x.port for x in ms])
 

@@ -675,3 +675,79 @@ Test(metad, concurrent_clients)
 	}
 	cr_expect_eq(metad_count(md), 4 * 100 + 1);
 }
+
+/* ---- metad_drop_engine(): the master's removal of dead engines ------ */
+
+static int drop_call(struct metad *m, const char *method, const char *key,
+		     const char *body)
+{
+	char q[128];
+	struct reply r;
+
+	snprintf(q, sizeof(q), "key=%s", key);
+	return call_raw(m, method, "/metadata", q, body,
+			body ? strlen(body) : 0, &r) ?
+		       r.status :
+		       -1;
+}
+
+static struct metad *drop_setup(void)
+{
+	struct metad_options o = { .store = "memory" };
+	struct metad *m;
+
+	cr_assert_eq(metad_create(&o, &m, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/ram/a:1", "{\"a\":1}"), 200);
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/rpc_meta/a:1", "{}"), 200);
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/ram/b:2", "{\"b\":2}"), 200);
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/rpc_meta/b:2", "{}"), 200);
+	return m;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+Test(metad_drop, removes_only_that_engines_entries)
+{
+	struct metad *m = drop_setup();
+
+	usleep(5000);
+	cr_expect_eq(metad_drop_engine(m, "a:1", now_ms()), 2);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/ram/a:1", NULL), 404);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/rpc_meta/a:1", NULL), 404);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/ram/b:2", NULL), 200);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/rpc_meta/b:2", NULL), 200);
+	cr_expect_eq(metad_drop_engine(m, "a:1", now_ms()), 0);
+	cr_expect_eq(metad_drop_engine(m, "", now_ms()), 0);
+	/* Published again afterwards: the name is free to take. */
+	cr_expect_eq(drop_call(m, "PUT", "mooncake/rpc_meta/a:1", "{}"), 200);
+	metad_destroy(m);
+}
+
+Test(metad_drop, keeps_entries_published_after_the_client_was_last_seen)
+{
+	struct metad *m = drop_setup();
+	uint64_t seen;
+
+	usleep(5000);
+	seen = now_ms();
+	usleep(5000);
+	/* Its descriptor PUT again, unchanged (as a returning engine does
+	 * while its rpc_meta entry is still there): both entries stay. */
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/ram/a:1", "{\"a\":1}"), 200);
+	cr_expect_eq(metad_drop_engine(m, "a:1", seen), 0);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/ram/a:1", NULL), 200);
+	cr_expect_eq(drop_call(m, "GET", "mooncake/rpc_meta/a:1", NULL), 200);
+	/* A refused claim of the name is no sign of its owner's life. */
+	usleep(5000);
+	seen = now_ms();
+	cr_assert_eq(drop_call(m, "PUT", "mooncake/rpc_meta/b:2", "{\"x\":1}"),
+		     400);
+	cr_expect_eq(metad_drop_engine(m, "b:2", seen), 2);
+	metad_destroy(m);
+}
