@@ -330,7 +330,8 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	}
 	if (!rc && cfg->enable_http_metadata_server) {
 		rc = start_metadata(d, cfg);
-		d->m->track_gone_engines = !rc;
+		d->m->track_gone_engines =
+			!rc && cfg->enable_metadata_cleanup_on_timeout;
 	}
 	if (!rc) {
 		if (d->ha) {

@@ -110,9 +110,12 @@ static const struct mc_opt master_opts[] = {
 	OPT("http_metadata_server_port", MC_OPT_INT, http_metadata_server_port,
 	    "8080", 0, 65535, "Metadata HTTP port (0 = ephemeral)."),
 	OPT("enable_metadata_cleanup_on_timeout", MC_OPT_BOOL,
-	    enable_metadata_cleanup_on_timeout, "false", 0, 0,
-	    "Accepted (the embedded metadata service always removes the "
-	    "engine entries of clients dropped after client_ttl)."),
+	    enable_metadata_cleanup_on_timeout, "true", 0, 0,
+	    "The embedded metadata service removes the engine entries of "
+	    "clients dropped after client_ttl, unless re-published since "
+	    "(on by default, unlike upstream's false: crashed clients' "
+	    "entries piled up; a client that returns publishes again). "
+	    "External metadata services are not cleaned."),
 	OPT("cluster_id", MC_OPT_STRING, cluster_id, "mooncake_cluster", 0, 0,
 	    "Cluster name (accepted)."),
 	OPT("root_fs_dir", MC_OPT_STRING, root_fs_dir, "", 0, 0,
