@@ -14,6 +14,8 @@ import random
 import time
 import urllib.parse
 
+import pytest
+
 from mctest import fill_fs, request, small_tmpfs
 from pool import Master, Member, Shell, cli, cleanup_segments, eventually
 
@@ -67,14 +69,18 @@ def engine_entries(master, name):
             for kind in ("ram", "rpc_meta")]
 
 
-def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path):
+@pytest.mark.parametrize("cleanup", [True, False], ids=["on", "off"])
+def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path,
+                                                           cleanup):
     """A member killed -9 never removes its transfer-engine entries
     (mooncake/ram/<name>, mooncake/rpc_meta/<name>) from the master's
     metadata service: they stayed for good (112 seen 35 minutes after 56
     clients were killed; with pod IPs or random ports as names, without
     bound). Once the master drops the client, they go; a live member's
-    stay."""
-    m = Master(procs, tmp_path, "--client_ttl", "2")
+    stay. With --enable_metadata_cleanup_on_timeout=false (upstream's
+    default) they stay."""
+    m = Master(procs, tmp_path, "--client_ttl", "2",
+               f"--enable_metadata_cleanup_on_timeout={str(cleanup).lower()}")
     ms = [Member(procs, tmp_path, m) for _ in range(2)]
     try:
         eventually(lambda: len(m.segments()) == 2, what="segments")
@@ -84,6 +90,10 @@ def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path):
         victim.kill()
         eventually(lambda: victim.name not in m.segments(), timeout=15,
                    what="segment dropped after client_ttl")
+        if not cleanup:
+            time.sleep(2)
+            assert engine_entries(m, victim.name) == [200, 200]
+            return
         eventually(lambda: engine_entries(m, victim.name) == [404, 404],
                    timeout=5, what="the dead engine's entries removed")
         assert engine_entries(m, live.name) == [200, 200]
