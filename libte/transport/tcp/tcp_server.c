@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +53,9 @@ struct tcp_conn {
 	pthread_t thread;
 	struct tcp_gpu_bounce *gpu; /* for requests of our GPU memory */
 	_Atomic bool fenced; /* serves nothing more (set under conns_lock) */
+	_Atomic bool authed; /* authenticated (or no key): never evicted */
+	bool evicted; /* shut down for a newcomer (conns_lock) */
+	uint64_t since_ms; /* accepted */
 };
 
 static int drain(struct tcp_rx *rx, uint64_t len, uint64_t deadline)
@@ -221,6 +225,8 @@ static void *serve_conn(void *arg)
 	uint64_t timeout_ns = t->base.eng->timeout_ms * 1000000ULL;
 	bool authed = key == NULL;
 	struct reply_batch *b = calloc(1, sizeof(*b));
+
+	atomic_store(&c->authed, authed);
 	uint8_t raw[TCP_HDR_LEN];
 	struct tcp_hdr h;
 	int rc;
@@ -258,6 +264,7 @@ static void *serve_conn(void *arg)
 				break;
 			}
 			authed = true;
+			atomic_store(&c->authed, true);
 			continue;
 		}
 		if (!authed) {
@@ -322,6 +329,65 @@ static void relisten(struct tcp_transport *t)
 	pthread_mutex_unlock(&t->conns_lock);
 }
 
+/*
+ * Connections served at once: MC_TCP_MAX_CONNS, else 4096, and at most
+ * half the descriptor limit (each is a thread and a descriptor; peers
+ * use a few lanes each). Past it a newcomer shuts down the oldest
+ * connection that has not authenticated (with a key; they have the
+ * transfer timeout to do so), else it is refused: connections without
+ * the token held a thread and a descriptor each, unbounded (10,000 took
+ * a member to its descriptor limit).
+ */
+static int max_conns(void)
+{
+	const char *v = getenv("MC_TCP_MAX_CONNS");
+	struct rlimit rl;
+	long n = v && *v ? strtol(v, NULL, 10) : 4096;
+
+	if (n < 16)
+		n = 16;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)n > rl.rlim_cur / 2)
+		n = rl.rlim_cur / 2 > 16 ? (long)(rl.rlim_cur / 2) : 16;
+	return (int)n;
+}
+
+/* Room for one more connection (conns_lock held): true, possibly after
+ * shutting down the oldest unauthenticated one; false: refuse it. */
+static bool make_room(struct tcp_transport *t, int limit)
+{
+	static struct mc_ratelimit rl;
+	struct tcp_conn *old = NULL;
+	unsigned dropped;
+	int live = 0;
+
+	for (struct tcp_conn *c = t->conns; c; c = c->next) {
+		if (c->evicted)
+			continue;
+		live++;
+		if (!atomic_load(&c->authed) &&
+		    (!old || c->since_ms < old->since_ms))
+			old = c;
+	}
+	if (live < limit)
+		return true;
+	if (old) {
+		/* Its thread wakes, ends and closes it (under conns_lock,
+		 * held here: the number is still its own). */
+		old->evicted = true;
+		(void)shutdown(old->fd, SHUT_RDWR);
+	}
+	if (mc_ratelimit_ok(&rl, 10000, &dropped))
+		mc_log_warn("te",
+			    "tcp: %d data connections at once (MC_TCP_MAX_CONNS"
+			    "): %s (%u more in the last 10 s)",
+			    limit,
+			    old ? "closed the oldest unauthenticated one" :
+				  "refused a new one",
+			    dropped);
+	return old != NULL;
+}
+
 static void *accept_loop(void *arg)
 {
 	struct tcp_transport *t = arg;
@@ -359,8 +425,15 @@ static void *accept_loop(void *arg)
 		}
 		c->t = t;
 		c->fd = fd;
+		c->since_ms = mc_mono_ms();
 		mc_busy_poll_init(&c->bp, t->busy_poll_us);
 		pthread_mutex_lock(&t->conns_lock);
+		if (!make_room(t, max_conns())) {
+			pthread_mutex_unlock(&t->conns_lock);
+			close(fd);
+			free(c);
+			continue;
+		}
 		c->next = t->conns;
 		if (t->conns)
 			t->conns->prev = c;

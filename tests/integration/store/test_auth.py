@@ -504,3 +504,65 @@ def test_other_user_cannot_use_the_engines_ports(procs, tmp_path, pool):
     assert "refused data connection" in logs and "not authenticated" in logs
     assert "failed to prove" in logs
     sh.close()
+
+
+def test_idle_data_connections_cannot_take_every_descriptor(
+        procs, tmp_path, shared, monkeypatch):
+    """Connections to a member's data port that never authenticate (anyone
+    who can connect) held a thread and a descriptor each, without bound:
+    with its descriptor limit at 256, 300 of them (re-opened when closed)
+    left the member unable to accept its own clients, and the owner's
+    reads failed. Past half its descriptor limit (MC_TCP_MAX_CONNS) a
+    newcomer now closes the oldest unauthenticated one."""
+    import resource
+    import socket
+    import threading
+    tok = token_file(shared / "token")
+    m = Master(procs, tmp_path, token=tok)
+    member = Member(procs, tmp_path, m, extra=("--auth_token_file", str(tok)))
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tok))
+    eventually(lambda: len(m.segments()) == 1, what="1 segment")
+    sh = Shell(procs, tmp_path, m)
+    sh.ok("put cap/k 65536 5")
+    resource.prlimit(member.proc.pid, resource.RLIMIT_NOFILE, (256, 256))
+    desc = meta_get(m, f"mooncake/ram/{member.name}")
+    port = desc["tcp_data_port"]
+    stop = threading.Event()
+    socks = []
+
+    def flood():
+        while not stop.is_set():
+            socks[:] = [s for s in socks if s.fileno() >= 0]
+            while len(socks) < 300 and not stop.is_set():
+                try:
+                    socks.append(socket.create_connection(
+                        ("127.0.0.1", port), timeout=2))
+                except OSError:
+                    break
+            for s in list(socks):
+                s.setblocking(False)
+                try:
+                    if s.recv(1) == b"":
+                        s.close()
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+            time.sleep(0.05)
+    th = threading.Thread(target=flood)
+    th.start()
+    try:
+        time.sleep(3)
+        for i in range(3):
+            p = run_cli(m, "get", "cap/k", str(tmp_path / f"out{i}"),
+                        env={"MOONCAKE_AUTH_TOKEN_FILE": str(tok),
+                             "MC_FORCE_TCP": "1"})
+            assert p.returncode == 0, p.stderr
+            assert (tmp_path / f"out{i}").stat().st_size == 65536
+    finally:
+        stop.set()
+        th.join()
+        for s in socks:
+            s.close()
+    assert "data connections at once" in member.log(), member.log()[-3000:]
+    sh.close()
