@@ -40,6 +40,7 @@ struct mc_http_server {
 	struct mc_ratelimit rl_refused;
 	struct mc_http_deadlines *deadlines; /* NULL: none (out of memory) */
 	unsigned max_conns; /* ours: beyond it the longest-waiting is shut */
+	unsigned long long fd_share; /* of fd_reserved (fit_fd_limit) */
 };
 
 struct req_state {
@@ -459,13 +460,16 @@ static unsigned mhd_limit(unsigned max_conns, unsigned threads)
 /* Raise the descriptor limit to fit the connections (and what else the
  * process opens: the HTTP servers of a process add up), or lower our
  * limit to what fits. */
+static _Atomic unsigned long long fd_reserved; /* the servers running */
+
 static void fit_fd_limit(struct mc_http_server *s, unsigned threads)
 {
-	static _Atomic unsigned long long reserved;
 	const rlim_t spare = 256; /* files, RPC, logs */
 	unsigned long long mine = mhd_limit(s->max_conns, threads);
 	rlim_t want =
-		(rlim_t)(atomic_fetch_add(&reserved, mine) + mine) + spare;
+		(rlim_t)(atomic_fetch_add(&fd_reserved, mine) + mine) + spare;
+
+	s->fd_share = mine; /* given back at stop */
 	struct rlimit rl;
 	rlim_t fit;
 
@@ -477,6 +481,8 @@ static void fit_fd_limit(struct mc_http_server *s, unsigned threads)
 		return;
 	fit = rl.rlim_cur > want - mine + 64 ? rl.rlim_cur - (want - mine) : 64;
 	fit = fit * 4 / 5 > 16 ? fit * 4 / 5 : 16;
+	if (fit > s->max_conns)
+		fit = s->max_conns;
 	mc_log_warn(s->name,
 		    "descriptor limit %llu (ulimit -n) leaves room for %llu "
 		    "of %u HTTP connections",
@@ -543,6 +549,7 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 	return 0;
 
 err_free:
+	atomic_fetch_sub(&fd_reserved, s->fd_share);
 	free(s->host);
 	free(s->name);
 	free(s);
@@ -561,6 +568,7 @@ void mc_http_server_stop(struct mc_http_server *s)
 	MHD_stop_daemon(s->mhd);
 	mc_http_deadlines_stop(s->deadlines);
 	close(s->listen_fd);
+	atomic_fetch_sub(&fd_reserved, s->fd_share);
 	free(s->host);
 	free(s->name);
 	free(s);

@@ -232,7 +232,14 @@ static struct hs_conn *take_slot(struct te_hs_server *s)
 	for (int i = 0; i < HS_MAX_CONNS; i++) {
 		struct hs_conn *c = &s->conns[i];
 
-		if (c->done || c->fd < 0 || c->stage == HS_KEPT)
+		if (c->done) {
+			/* Ended since reap(): its slot, at once. */
+			pthread_mutex_unlock(&s->lock);
+			pthread_join(c->thread, NULL);
+			c->running = false;
+			return c;
+		}
+		if (c->fd < 0 || c->stage == HS_KEPT)
 			continue;
 		if (!old || c->stage < old->stage ||
 		    (c->stage == old->stage && c->since_ms < old->since_ms))

@@ -892,7 +892,9 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 	/* 0600 as the record it becomes (fopen's would be 0644: every key
 	 * readable by other local users, for good once renamed). */
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	/* One left by an older build (0644, killed mid-download) keeps
+	 * its mode through O_TRUNC. */
+	FILE *f = fd >= 0 && !fchmod(fd, 0600) ? fdopen(fd, "w") : NULL;
 	CURL *cu = curl_easy_init();
 	long status = 0;
 	CURLcode cc = CURLE_FAILED_INIT;

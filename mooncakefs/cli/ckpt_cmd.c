@@ -253,6 +253,8 @@ static int copy_dir(const struct cli_cfg *cfg, char *out, size_t n)
 	else
 		snprintf(out, n, "/var/cache/mooncakefs/ckpt-publish");
 	rc = mcs_ckpt_mkdirs(out);
+	if (!rc && access(out, W_OK | X_OK))
+		rc = -errno;
 	if (rc)
 		fprintf(stderr,
 			"mooncake: ckpt publish --copy: cannot keep the copy "

@@ -395,14 +395,24 @@ static bool syslog_listens(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX,
 				  .sun_path = "/dev/log" };
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	bool ok;
+	/* Datagrams, else a stream (as glibc's openlog tries them). */
+	for (int i = 0; i < 2; i++) {
+		int fd = socket(AF_UNIX,
+				(i ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC,
+				0);
+		bool ok;
 
-	if (fd < 0)
-		return false;
-	ok = !connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
-	return ok;
+		if (fd < 0)
+			return false;
+		ok = !connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (!ok && errno == EPROTOTYPE && !i) {
+			close(fd);
+			continue;
+		}
+		close(fd);
+		return ok;
+	}
+	return false;
 }
 
 /*

@@ -208,7 +208,9 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 	if (rc == -ENOMEM && keep) {
 		uint64_t limit, room = mc_memcg_room(&limit);
 
-		if (room != UINT64_MAX) {
+		/* The cgroup's doing only if it has not that much left (an
+		 * mmap refused has other causes). */
+		if (room != UINT64_MAX && seg->map_len > room) {
 			no_memcg_room(name, seg->map_len, room, limit, err,
 				      errlen);
 			free(seg);
