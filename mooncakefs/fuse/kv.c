@@ -449,7 +449,8 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 {
 	int rc;
 
-	*out = mcfs_node_pre_take(fs, n); /* a binding lookup's hold */
+	/* The binding lookup's hold, taken for this thread's open. */
+	*out = n->owner == pid ? mcfs_node_pre_take(fs, n) : NULL;
 	if (*out)
 		return 0;
 	rc = mooncake_store_object_open(fs->store, n->key, out);
@@ -569,6 +570,8 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 	}
 	if (rc)
 		mcfs_node_close(fs, n->ino, write);
+	else if (n->owner == pid)
+		mcfs_node_owner_opened(fs, n, pid, write);
 	return rc;
 }
 
