@@ -19,8 +19,10 @@
  *    between that lookup and the open, or another thread may open the
  *    inode for writing. So for a second after a stale open, that
  *    thread's lookups of the name *bind*: they return an inode of its
- *    own (no other thread's open uses it) holding the version they
- *    return, and the open that follows uses that hold;
+ *    own (no other thread's open uses it until that thread's has)
+ *    holding the version they return, and the open that follows uses
+ *    that hold; an open that finds handles in its way that were closed
+ *    (flushed), their release not come yet, waits for it (inode.c);
  *  - an open for writing retires the inode from lookups (file.c builds
  *    the next version in its handle; readers are sent to a fresh inode of
  *    the published version), and is itself sent to a fresh inode when

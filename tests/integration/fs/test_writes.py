@@ -694,7 +694,7 @@ def test_cp_right_after_appends_and_reads(mnt):
          done"""], capture_output=True, timeout=120)
     err = p.stderr.decode(errors="replace")
     assert "replaced while being copied" not in err, err
-    assert p.returncode == 0 and not p.stdout, (p.stdout, err)
+    assert p.returncode == 0 and not p.stdout and not err, (p.stdout, err)
     for i in range(1, n + 1):
         want = f"a{i}\nbbbb".encode()
         assert (d / f"f{i}").read_bytes() == want
