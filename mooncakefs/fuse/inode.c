@@ -378,6 +378,9 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 /* ---- binding lookups --------------------------------------------------- */
 
 #define STALE_MS 1000 /* how long a stale open makes lookups bind */
+/* How long an open waits for the release of closed handles. */
+#define RELEASE_WAIT_US 500
+#define RELEASE_WAIT_TRIES 100
 #define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
 
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
@@ -595,11 +598,31 @@ void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n)
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
+/* Caller holds itab_lock: is every handle that keeps an open of this
+ * kind (write) from n closed already, its release on its way? */
+static bool others_closing(const struct mcfs_node *n, bool write)
+{
+	return write ? n->n_readers && n->n_readers == n->n_closing_readers :
+		       n->n_writers && n->n_writers == n->n_closing_writers;
+}
+
 int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->itab_lock);
+	/* A close(2) returns after its flush, and the kernel sends the
+	 * release after that: the shell's `printf x >> f; cat f` finds the
+	 * writer's handle still there. Its release comes within moments
+	 * (unless a copy of the descriptor is still open): wait for it
+	 * rather than send this open to another inode (a stat before the
+	 * open would not show that inode's number: cp refuses the file). */
+	for (int i = 0; i < RELEASE_WAIT_TRIES && others_closing(n, write);
+	     i++) {
+		pthread_mutex_unlock(&fs->itab_lock);
+		usleep(RELEASE_WAIT_US);
+		pthread_mutex_lock(&fs->itab_lock);
+	}
 	if (n->owner && n->owner != pid && !(write && n->owner_write) &&
 	    n->owner_until_ms > mc_mono_ms()) {
 		rc = -ESTALE; /* kept for another thread's retried open */
@@ -627,12 +650,35 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 	return rc;
 }
 
-void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
+/* Caller holds itab_lock. */
+static void closing_set(struct mcfs_node *n, struct mcfs_fh *fh, bool on)
+{
+	uint32_t *count = fh->kind == FH_WRITE ? &n->n_closing_writers :
+						 &n->n_closing_readers;
+
+	if (atomic_load(&fh->closing) == on)
+		return;
+	atomic_store(&fh->closing, on);
+	if (on)
+		(*count)++;
+	else if (*count)
+		(*count)--;
+}
+
+void mcfs_node_closing(struct mcfs *fs, struct mcfs_fh *fh, bool closing)
 {
 	struct mcfs_node *n;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	n = find_ino(fs, ino);
+	n = find_ino(fs, fh->ino);
+	if (n)
+		closing_set(n, fh, closing);
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+/* Caller holds itab_lock. */
+static void close_locked(struct mcfs_node *n, bool write)
+{
 	if (n && write && n->n_writers) {
 		if (!--n->n_writers)
 			open_del(n);
@@ -643,6 +689,55 @@ void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
 	} else if (n && !write && n->n_readers) {
 		if (!--n->n_readers)
 			open_del(n);
+	}
+}
+
+void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write)
+{
+	pthread_mutex_lock(&fs->itab_lock);
+	close_locked(find_ino(fs, ino), write);
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+void mcfs_node_release(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	struct mcfs_node *n;
+
+	/* Both at once: an open waiting for this release (mcfs_node_open)
+	 * never sees it counted open but not closing. */
+	pthread_mutex_lock(&fs->itab_lock);
+	n = find_ino(fs, fh->ino);
+	if (n) {
+		closing_set(n, fh, false);
+		close_locked(n, fh->kind == FH_WRITE);
+	}
+	pthread_mutex_unlock(&fs->itab_lock);
+}
+
+void mcfs_node_owner_opened(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
+			    bool write)
+{
+	pthread_mutex_lock(&fs->itab_lock);
+	if (n->owner == pid && n->owner_until_ms) {
+		/* Its open came: the kernel retries no more, and holding
+		 * other threads off now only sends their opens (cat, then
+		 * cp, each stat before its open) to further inodes. */
+		n->owner_until_ms = 0;
+		/* An O_TRUNC writer leaves its binding lookup's hold: no
+		 * other open may take it (kv.c checks no version with it). */
+		pre_drop(fs, n);
+		for (size_t i = 0; n->parent && i < MC_ARRAY_SIZE(fs->stale);
+		     i++) {
+			struct mcfs_stale *s = &fs->stale[i];
+			if (s->parent == n->parent->ino && s->pid == pid &&
+			    s->hash == name_hash(n->parent->ino, n->name, 0))
+				s->until_ms = 0;
+		}
+		/* Its version's inode for lookups too, unless one is. */
+		if (!write && n->version && n->parent && !n->hashed &&
+		    !atomic_load(&n->unlinked) &&
+		    !find_child(fs, n->parent, n->name, n->version, false))
+			link_name(fs, n);
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
 }

@@ -19,8 +19,10 @@
  *    between that lookup and the open, or another thread may open the
  *    inode for writing. So for a second after a stale open, that
  *    thread's lookups of the name *bind*: they return an inode of its
- *    own (no other thread's open uses it) holding the version they
- *    return, and the open that follows uses that hold;
+ *    own (no other thread's open uses it until that thread's has)
+ *    holding the version they return, and the open that follows uses
+ *    that hold; an open that finds handles in its way that were closed
+ *    (flushed), their release not come yet, waits for it (inode.c);
  *  - an open for writing retires the inode from lookups (file.c builds
  *    the next version in its handle; readers are sent to a fresh inode of
  *    the published version), and is itself sent to a fresh inode when
@@ -449,7 +451,8 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 {
 	int rc;
 
-	*out = mcfs_node_pre_take(fs, n); /* a binding lookup's hold */
+	/* The binding lookup's hold, taken for this thread's open. */
+	*out = n->owner == pid ? mcfs_node_pre_take(fs, n) : NULL;
 	if (*out)
 		return 0;
 	rc = mooncake_store_object_open(fs->store, n->key, out);
@@ -569,6 +572,8 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 	}
 	if (rc)
 		mcfs_node_close(fs, n->ino, write);
+	else if (n->owner == pid)
+		mcfs_node_owner_opened(fs, n, pid, write);
 	return rc;
 }
 

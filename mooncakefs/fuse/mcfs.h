@@ -122,6 +122,9 @@ struct mcfs_node {
 	 * for writing is retired: lookups no longer find it, and readers
 	 * are sent to a fresh inode of the published version (kv.c). */
 	uint32_t n_readers, n_writers;
+	/* Of those, the handles flushed since their last read or write
+	 * (mcfs_fh.closing): most are closed, their release on its way. */
+	uint32_t n_closing_readers, n_closing_writers;
 	/* file: the size its writers' content has (MCFS_NO_SIZE until one
 	 * opens it), which a stat without a handle must report: the kernel
 	 * takes that answer over the size its own writes left. */
@@ -144,8 +147,8 @@ struct mcfs_node {
 	mooncake_object_t pre;
 	uint64_t pre_until_ms;
 	/* Made for one thread's retried open (owner_write: for writing):
-	 * for a second, other threads' opens go elsewhere (inode.c), except
-	 * other writers' of a writer's node. */
+	 * for a second, or until that open, other threads' opens go
+	 * elsewhere (inode.c), except other writers' of a writer's node. */
 	pid_t owner;
 	bool owner_write;
 	uint64_t owner_until_ms;
@@ -198,6 +201,11 @@ struct mcfs_fh {
 	enum mcfs_fh_kind kind;
 	pthread_mutex_t lock;
 	uint64_t ino;
+	/* FH_READ, FH_WRITE: flushed, and neither read nor written since
+	 * (under itab_lock; loaded without it to see if it is set). A
+	 * close(2) flushes and returns, and the kernel sends the release
+	 * after: an open of the inode meanwhile waits for it (inode.c). */
+	atomic_bool closing;
 	/* FH_READ: one version, held open */
 	mooncake_object_t obj;
 	struct mcfs_ra *ra; /* its read-ahead window (readahead.h) */
@@ -418,6 +426,18 @@ void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);
  */
 int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid);
 void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write);
+/** The release of fh (FH_READ or FH_WRITE): mcfs_node_close() of its
+ *  inode, counting it out of the closing handles too. */
+void mcfs_node_release(struct mcfs *fs, struct mcfs_fh *fh);
+/** fh (FH_READ or FH_WRITE) was flushed (closing), or read or written
+ *  after a flush (not closing): see mcfs_fh.closing. */
+void mcfs_node_closing(struct mcfs *fs, struct mcfs_fh *fh, bool closing);
+/** Thread pid's open of n (a node of its own, mcfs_node_private())
+ *  succeeded: n is an ordinary inode of its version from now on, which
+ *  other threads may open and lookups find, and the thread's lookups of
+ *  the name bind no more. */
+void mcfs_node_owner_opened(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
+			    bool write);
 /**
  * Thread pid's open of (parent, name) found its inode stale (write: an
  * open for writing). For the next second that thread's lookups of the
@@ -429,8 +449,9 @@ void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 		      pid_t pid);
 /** A node for name that no lookup finds, reserved for thread pid's
- *  retried open (write: for writing) for a second (a lookup reference
- *  taken): no other thread's open can turn it away or make it stale. */
+ *  retried open (write: for writing) for a second or until that open
+ *  (a lookup reference taken): no other thread's open can turn it away
+ *  or make it stale. */
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
 				    const mooncake_obj_stat_t *st, pid_t pid,

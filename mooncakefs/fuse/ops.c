@@ -224,6 +224,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	reply_attr(req, fs, n, fh_of(fi));
 }
 
+/* A handle read or written after a flush: a copy of its descriptor is
+ * still open (no release on its way). One load when it was not flushed. */
+static void fh_used(struct mcfs *fs, struct mcfs_fh *fh)
+{
+	if (atomic_load_explicit(&fh->closing, memory_order_relaxed))
+		mcfs_node_closing(fs, fh, false);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -246,9 +254,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = -EPERM; /* "/", ckpt/ and .mooncake/ are fixed */
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size < 0)
 		rc = -EINVAL;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && fh && fh->kind == FH_WRITE)
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && fh && fh->kind == FH_WRITE) {
+		fh_used(fs, fh);
 		rc = mcfs_file_truncate(fs, fh, (uint64_t)attr->st_size);
-	else if (to_set & FUSE_SET_ATTR_SIZE)
+	} else if (to_set & FUSE_SET_ATTR_SIZE)
 		rc = n->kind == MCFS_KV_FILE ?
 			     mcfs_kv_truncate(fs, n, (uint64_t)attr->st_size) :
 			     -EISDIR;
@@ -708,13 +717,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	switch (fh->kind) {
 	case FH_READ:
+		fh_used(fs, fh);
 		mcfs_kv_read(req, fs, fh, size, off);
 		return;
 	case FH_WRITE: {
 		struct iovec iov[16];
 		size_t total;
-		int n = mcfs_file_read(fs, fh, (uint64_t)off, size, iov, 16,
-				       &total);
+		int n;
+
+		fh_used(fs, fh);
+		n = mcfs_file_read(fs, fh, (uint64_t)off, size, iov, 16,
+				   &total);
 		if (n < 0) {
 			reply_rc(req, n);
 			return;
@@ -771,6 +784,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	fh_used(fs, fh);
 	/* A plain load on every later write: no locked instruction. */
 	if (!atomic_load_explicit(&fh->wrote, memory_order_relaxed) &&
 	    !atomic_exchange(&fh->wrote, true) && fuse_req_ctx(req)->uid)
@@ -800,6 +814,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	fh_used(fs, fh);
 	if (end > mcfs_file_size(fh))
 		rc = mcfs_file_truncate(fs, fh, end);
 	reply_rc(req, rc);
@@ -911,6 +926,10 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * reports it). The handle stays writable through other copies. */
 	rc = fh->kind == FH_WRITE ? publish(fs, fh, true) : 0;
 	drop_locks(fs, ino, fi, false);
+	/* Most flushes are a close(2), whose release the kernel sends after
+	 * close returns: an open of the inode meanwhile waits for it. */
+	if (!rc && (fh->kind == FH_READ || fh->kind == FH_WRITE))
+		mcfs_node_closing(fs, fh, true);
 	reply_rc(req, rc);
 }
 
@@ -944,7 +963,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fi->flock_release)
 		drop_locks(fs, ino, fi, true);
 	if (fh->kind == FH_READ || fh->kind == FH_WRITE)
-		mcfs_node_close(fs, fh->ino, fh->kind == FH_WRITE);
+		mcfs_node_release(fs, fh);
 	mcfs_fh_free(fs, fh);
 	fuse_reply_err(req, 0);
 }

@@ -671,3 +671,54 @@ def test_a_publish_asks_the_master_nothing_after_its_commit(mounts):
     assert [len((m.kv / f"f{i}").read_bytes()) for i in range(20)] == \
         list(range(1, 21))
     assert os.stat(m.kv / "f3").st_size == 4
+
+
+def test_cp_right_after_appends_and_reads(mnt):
+    """A file written, appended to, read and copied by one shell: nothing
+    changes it while cp runs, so stat(path) before cp's open and fstat
+    after it show one inode. The kernel sends a close's release after
+    close(2) returns, so the next open could find the last writer's
+    handle still there: it was turned away (ESTALE), its retry got an
+    inode of its own that every other process's open was turned away
+    from for a second, and cp's open went to yet another inode ("cp:
+    skipping file ..., as it was replaced while being copied", about 1
+    run in 200)."""
+    d = mnt.kv / "d"
+    d.mkdir()
+    n = 300
+    p = subprocess.run(
+        ["bash", "-c",
+         f"""for i in $(seq {n}); do f={d}/f$i
+         printf 'a%s\\n' $i > $f; printf bbbb >> $f; read a < $f
+         [ -s $f ] || echo "empty $f"; cat $f > /dev/null; cp $f $f.c
+         done"""], capture_output=True, timeout=120)
+    err = p.stderr.decode(errors="replace")
+    assert "replaced while being copied" not in err, err
+    assert p.returncode == 0 and not p.stdout and not err, (p.stdout, err)
+    for i in range(1, n + 1):
+        want = f"a{i}\nbbbb".encode()
+        assert (d / f"f{i}").read_bytes() == want
+        assert (d / f"f{i}.c").read_bytes() == want, i
+    assert mnt.stats()["mount_stale_opens"] == 0
+
+
+def test_cp_of_a_file_held_open_for_writing(mnt):
+    """A descriptor open for writing (nothing written through it) keeps
+    readers off its inode: the first reader's open is sent to an inode of
+    its own (ESTALE and the kernel's retry). Once that open is made, the
+    inode is the name's for everyone: cp's stat and open that follow
+    show it (cp's open was turned away from it for a second, and cp
+    refused the file as replaced)."""
+    d = mnt.kv / "h"
+    d.mkdir()
+    n = 20
+    p = subprocess.run(
+        ["bash", "-c",
+         f"""for i in $(seq {n}); do f={d}/f$i
+         printf 'a%s\\n' $i > $f; exec 3>>$f; cat $f > /dev/null
+         cp $f $f.c; cat $f.c > /dev/null; exec 3>&-
+         done"""], capture_output=True, timeout=120)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 0 and not err, err
+    for i in range(1, n + 1):
+        assert (d / f"f{i}.c").read_bytes() == f"a{i}\n".encode()
