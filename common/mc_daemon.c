@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mc_build_config.h"
@@ -208,4 +209,19 @@ void mc_daemon_huge_heap(char **argv, const char **why)
 		(void)setenv("GLIBC_TUNABLES", old, 1);
 	else
 		(void)unsetenv("GLIBC_TUNABLES");
+}
+
+uint64_t mc_daemon_raise_fd_limit(uint64_t want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+		if (getrlimit(RLIMIT_NOFILE, &rl))
+			return UINT64_MAX;
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur;
 }

@@ -13,6 +13,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "mc_cfg.h"
 #include "mc_compiler.h"
@@ -53,6 +54,11 @@ int mc_daemon_wait_signal(const sigset_t *set);
 int mc_daemon_write_port_file(const char *path, int port) MC_MUST_CHECK;
 
 int mc_daemon_exit_code(int rc);
+
+/** Raise the soft descriptor limit (RLIMIT_NOFILE) toward want, up to the
+ *  hard limit; returns the soft limit then (at least want when it fits;
+ *  UINT64_MAX when unlimited or unknown). */
+uint64_t mc_daemon_raise_fd_limit(uint64_t want);
 
 /**
  * Put this process's malloc heap on transparent huge pages: when the

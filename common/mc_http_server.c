@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_http_deadline.h"
 #include "mc_log.h"
@@ -469,24 +469,20 @@ static void fit_fd_limit(struct mc_http_server *s, unsigned threads)
 	rlim_t want =
 		(rlim_t)(atomic_fetch_add(&fd_reserved, mine) + mine) + spare;
 
-	s->fd_share = mine; /* given back at stop */
-	struct rlimit rl;
+	uint64_t cur = mc_daemon_raise_fd_limit(want);
 	rlim_t fit;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+	s->fd_share = mine; /* given back at stop */
+	if (cur >= want)
 		return;
-	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-	(void)setrlimit(RLIMIT_NOFILE, &rl);
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
-		return;
-	fit = rl.rlim_cur > want - mine + 64 ? rl.rlim_cur - (want - mine) : 64;
+	fit = cur > want - mine + 64 ? cur - (want - mine) : 64;
 	fit = fit * 4 / 5 > 16 ? fit * 4 / 5 : 16;
 	if (fit > s->max_conns)
 		fit = s->max_conns;
 	mc_log_warn(s->name,
 		    "descriptor limit %llu (ulimit -n) leaves room for %llu "
 		    "of %u HTTP connections",
-		    (unsigned long long)rl.rlim_cur, (unsigned long long)fit,
+		    (unsigned long long)cur, (unsigned long long)fit,
 		    s->max_conns);
 	s->max_conns = (unsigned)fit;
 }

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mc_daemon.h"
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_rpc.h"
@@ -207,27 +207,19 @@ static void *accept_main(void *arg)
  * process opens), or lower max_connections to what fits. */
 static void fit_fd_limit(struct mc_rpc_server *s)
 {
-	const rlim_t spare = 256; /* sqlite, HTTP servers, logs */
-	rlim_t want = (rlim_t)s->cfg.max_connections + spare;
-	struct rlimit rl;
+	const uint64_t spare = 256; /* sqlite, HTTP servers, logs */
+	uint64_t want = (uint64_t)s->cfg.max_connections + spare;
+	uint64_t cur = mc_daemon_raise_fd_limit(want);
+	uint64_t fit = cur > 2 * spare ? cur - spare : cur / 2;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
-		return;
-	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
-	(void)setrlimit(RLIMIT_NOFILE, &rl);
-	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+	if (cur >= want)
 		return;
 	mc_log_warn("rpc",
 		    "descriptor limit %llu (ulimit -n) leaves room for %llu of "
 		    "%u RPC connections (--rpc_max_connections)",
-		    (unsigned long long)rl.rlim_cur,
-		    (unsigned long long)(rl.rlim_cur > 2 * spare ?
-						 rl.rlim_cur - spare :
-						 rl.rlim_cur / 2),
+		    (unsigned long long)cur, (unsigned long long)fit,
 		    s->cfg.max_connections);
-	s->cfg.max_connections = (unsigned)(rl.rlim_cur > 2 * spare ?
-						    rl.rlim_cur - spare :
-						    rl.rlim_cur / 2);
+	s->cfg.max_connections = (unsigned)fit;
 }
 
 int mc_rpc_server_start(const struct mc_rpc_server_cfg *cfg,
