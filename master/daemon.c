@@ -43,24 +43,69 @@ struct mst_daemon {
 	bool ticking;
 	atomic_bool stop;
 	pthread_t ticker;
+	struct mst_gone_engine *forget; /* the ticker's: waiting their grace */
 };
+
+/* How long after its client was dropped an engine's entries wait before
+ * they go: a client only paused or cut off past client_ttl (its peers
+ * mid-transfer look it up again) comes back, re-mounts and publishes
+ * them again meanwhile (a writer's put failed -800 while they were gone
+ * for the moments between the drop and the re-mount). */
+#define FORGET_GRACE_MS 60000
+
+/* MC_METADATA_CLEANUP_GRACE_MS, else FORGET_GRACE_MS. */
+static uint64_t forget_grace_ms(void)
+{
+	const char *v = getenv("MC_METADATA_CLEANUP_GRACE_MS");
+	char *end;
+	unsigned long long ms = v && *v ? strtoull(v, &end, 10) : 0;
+
+	return v && *v && !*end ? ms : FORGET_GRACE_MS;
+}
 
 /*
  * The engines of clients the master dropped for good: the embedded
  * metadata service forgets their entries, unless they were published again
  * since the client was last heard (it came back, or a successor took the
- * name; metad_drop_engine). Outside the master's lock: a client that comes
- * back publishes before it re-mounts, so a late removal finds new stamps.
+ * name; metad_drop_engine), once a grace has passed (FORGET_GRACE_MS).
+ * Outside the master's lock: a client that comes back publishes before it
+ * re-mounts, so a late removal finds new stamps.
  */
-static void forget_engines(struct mst_daemon *d, struct mst_gone_engine *g)
+static void forget_engines(struct mst_daemon *d, struct mst_gone_engine *g,
+			   bool all)
 {
-	while (g) {
-		struct mst_gone_engine *next = g->next;
+	uint64_t now = mst_now(), grace = forget_grace_ms();
+	struct mst_gone_engine **pp;
 
-		if (d->meta)
-			(void)metad_drop_engine(d->meta, g->name, g->seen);
-		free(g);
+	/* The newly dropped wait their grace (a name dropped again waits
+	 * anew, from its latest drop). */
+	while (g) {
+		struct mst_gone_engine *next = g->next, *x;
+
+		for (x = d->forget; x && strcmp(x->name, g->name); x = x->next)
+			;
+		if (x) {
+			x->seen = x->seen > g->seen ? x->seen : g->seen;
+			x->due = now + grace;
+			free(g);
+		} else {
+			g->due = now + grace;
+			g->next = d->forget;
+			d->forget = g;
+		}
 		g = next;
+	}
+	for (pp = &d->forget; *pp;) {
+		struct mst_gone_engine *x = *pp;
+
+		if (!all && x->due > now) {
+			pp = &x->next;
+			continue;
+		}
+		*pp = x->next;
+		if (d->meta && !all)
+			(void)metad_drop_engine(d->meta, x->name, x->seen);
+		free(x);
 	}
 }
 
@@ -83,7 +128,7 @@ static void *tick_main(void *arg)
 		}
 		gone = mst_take_gone_engines(d->m);
 		pthread_mutex_unlock(&d->m->lock);
-		forget_engines(d, gone);
+		forget_engines(d, gone, false);
 		if (s)
 			mc_log_info("master", "%s", s);
 		free(s);
@@ -389,6 +434,7 @@ void mst_daemon_stop(struct mst_daemon *d)
 		atomic_store(&d->stop, true);
 		pthread_join(d->ticker, NULL);
 	}
+	forget_engines(d, NULL, true); /* freed: their grace not over */
 	mc_rpc_server_stop(d->rpc);
 	/* Before mst_ha_close(): its pages read d->ha. */
 	mc_http_server_stop(d->admin);

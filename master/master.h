@@ -205,6 +205,7 @@ struct mst_place_cache {
 struct mst_gone_engine {
 	struct mst_gone_engine *next;
 	uint64_t seen;
+	uint64_t due; /* daemon.c: forgotten from then (mono ms) */
 	char name[];
 };
 

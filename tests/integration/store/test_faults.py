@@ -71,14 +71,16 @@ def engine_entries(master, name):
 
 @pytest.mark.parametrize("cleanup", [True, False], ids=["on", "off"])
 def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path,
-                                                           cleanup):
+                                                           cleanup,
+                                                           monkeypatch):
     """A member killed -9 never removes its transfer-engine entries
     (mooncake/ram/<name>, mooncake/rpc_meta/<name>) from the master's
     metadata service: they stayed for good (112 seen 35 minutes after 56
     clients were killed; with pod IPs or random ports as names, without
     bound). Once the master drops the client, they go; a live member's
     stay. With --enable_metadata_cleanup_on_timeout=false (upstream's
-    default) they stay."""
+    default) they stay. (After a grace, 60 s by default, 0.5 s here.)"""
+    monkeypatch.setenv("MC_METADATA_CLEANUP_GRACE_MS", "500")
     m = Master(procs, tmp_path, "--client_ttl", "2",
                f"--enable_metadata_cleanup_on_timeout={str(cleanup).lower()}")
     ms = [Member(procs, tmp_path, m) for _ in range(2)]
@@ -103,11 +105,13 @@ def test_killed_member_engine_entries_go_after_client_ttl(procs, tmp_path,
         cleanup_segments([x.port for x in ms])
 
 
-def test_member_back_after_client_ttl_publishes_again(procs, tmp_path):
+def test_member_back_after_client_ttl_publishes_again(procs, tmp_path,
+                                                      monkeypatch):
     """A member silent past client_ttl (SIGSTOP: a partition, a pause)
     is dropped with its entries; when it comes back it re-mounts and
     publishes them again, so peers can reach it."""
     import signal
+    monkeypatch.setenv("MC_METADATA_CLEANUP_GRACE_MS", "500")
     m = Master(procs, tmp_path, "--client_ttl", "2")
     ms = [Member(procs, tmp_path, m) for _ in range(2)]
     try:
