@@ -1369,7 +1369,7 @@ print(sorted(set(rcs)), flush=True)
 """
 
 
-def test_out_of_descriptors_is_said(master, members, tmp_path):
+def test_out_of_descriptors_is_said(master, members, tmp_path, python_env):
     """A client out of file descriptors (its ulimit -n) cannot connect to
     the members: its puts fail, and the log says why at the default
     level (it said nothing unless MC_LOG_LEVEL=debug)."""
@@ -1379,7 +1379,7 @@ def test_out_of_descriptors_is_said(master, members, tmp_path):
         [sys.executable, str(script), os.path.join(mctest.SOURCE, "python"),
          master.addr, master.metadata],
         capture_output=True, text=True, timeout=120,
-        env=mctest.te_env({"MC_FORCE_TCP": "1"}))
+        env=dict(mctest.te_env(python_env), MC_FORCE_TCP="1"))
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() != "[0]", (p.stdout, p.stderr)
     assert "want of this process's own resources" in p.stderr, p.stderr
