@@ -239,22 +239,13 @@ static int run(const struct cli_cfg *cfg, mooncake_ckpt_t *c, int n,
  * 0, or 1 with a message naming it. */
 static int copy_dir(const struct cli_cfg *cfg, char *out, size_t n)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int rc;
 
 	if (cfg->cache_dir && *cfg->cache_dir)
 		snprintf(out, n, "%s", cfg->cache_dir);
-	else if (!geteuid())
-		snprintf(out, n, "/var/cache/mooncakefs/ckpt-publish");
-	else if (xdg && *xdg == '/')
-		snprintf(out, n, "%s/mooncakefs/ckpt-publish", xdg);
-	else if (home && *home == '/')
-		snprintf(out, n, "%s/.cache/mooncakefs/ckpt-publish", home);
 	else
-		snprintf(out, n, "/var/cache/mooncakefs/ckpt-publish");
-	rc = mcs_ckpt_mkdirs(out);
-	if (!rc && access(out, W_OK | X_OK))
-		rc = -errno;
+		mcs_ckpt_default_dir("ckpt-publish", out, n);
+	rc = mcs_ckpt_usable_dir(out);
 	if (rc)
 		fprintf(stderr,
 			"mooncake: ckpt publish --copy: cannot keep the copy "

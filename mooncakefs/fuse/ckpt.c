@@ -64,8 +64,7 @@ int mcfs_ckpt_init(struct mcfs *fs)
 				  fs->o.segment_name :
 			  fs->default_segment ? fs->default_segment :
 						"mount";
-	const char *base = fs->o.ckpt_cache ? fs->o.ckpt_cache :
-					      MCFS_CKPT_CACHE;
+	const char *base = fs->o.ckpt_cache; /* set by main.c */
 	struct mcfs_ckpt *ck = calloc(1, sizeof(*ck));
 	size_t n;
 

@@ -358,32 +358,23 @@ static int check_log_file(const struct mcfs_opts *o)
  * log saying FILE_OPEN_FAIL without the path's error. */
 static int check_ckpt_cache(struct mcfs_opts *o)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	bool asked = o->ckpt_cache;
-	char user[PATH_MAX];
-	const char *dir;
+	char dir[PATH_MAX];
 	int rc;
 
-	user[0] = 0;
-	if (!asked && geteuid()) {
-		if (xdg && *xdg == '/')
-			snprintf(user, sizeof(user), "%s/mooncakefs/ckpt", xdg);
-		else if (home && *home == '/')
-			snprintf(user, sizeof(user),
-				 "%s/.cache/mooncakefs/ckpt", home);
-		if (user[0] && !(o->ckpt_cache = strdup(user)))
+	if (!asked) {
+		mcs_ckpt_default_dir("ckpt", dir, sizeof(dir));
+		if (!(o->ckpt_cache = strdup(dir)))
 			return -ENOMEM;
 	}
-	dir = o->ckpt_cache ? o->ckpt_cache : MCFS_CKPT_CACHE;
-	rc = mcs_ckpt_mkdirs(dir);
-	if (!rc && access(dir, W_OK | X_OK))
-		rc = -errno;
+	rc = mcs_ckpt_usable_dir(o->ckpt_cache);
 	if (!rc)
 		return 0;
 	fprintf(stderr,
 		"mooncakefs: %s%s: %s: %s (-o ckpt_cache=DIR chooses "
 		"another)\n",
-		asked ? "ckpt_cache=" : "checkpoint cache ", dir, strerror(-rc),
+		asked ? "ckpt_cache=" : "checkpoint cache ", o->ckpt_cache,
+		strerror(-rc),
 		asked ? "cannot keep checkpoints there" :
 			"ckpt/ answers EACCES through this mount");
 	return asked ? -EINVAL : 0;

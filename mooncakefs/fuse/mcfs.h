@@ -73,8 +73,8 @@ struct mcfs_opts {
 	char *log_file;
 	bool syslog;
 	char *mountpoint;
-	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c) */
-#define MCFS_CKPT_CACHE "/var/cache/mooncakefs/ckpt" /* its default */
+	char *ckpt_cache; /* where ckpt/ reads keep shards (ckpt.c); main.c
+			   * sets the default (mcs_ckpt_default_dir) */
 	uint64_t ckpt_cache_size; /* their cap (0: half its filesystem) */
 	uint64_t read_ahead; /* per file read sequentially (0: off) */
 	uint64_t read_ahead_limit; /* all files together */

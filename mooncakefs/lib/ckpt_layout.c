@@ -38,6 +38,25 @@ int mcs_ckpt_mkdirs(const char *path)
 	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
 }
 
+void mcs_ckpt_default_dir(const char *leaf, char *out, size_t n)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+
+	if (geteuid() && xdg && *xdg == '/')
+		snprintf(out, n, "%s/mooncakefs/%s", xdg, leaf);
+	else if (geteuid() && home && *home == '/')
+		snprintf(out, n, "%s/.cache/mooncakefs/%s", home, leaf);
+	else
+		snprintf(out, n, "/var/cache/mooncakefs/%s", leaf);
+}
+
+int mcs_ckpt_usable_dir(const char *path)
+{
+	int rc = mcs_ckpt_mkdirs(path);
+
+	return rc ? rc : access(path, W_OK | X_OK) ? -errno : 0;
+}
+
 void mcs_ckpt_rm_tree(const char *path)
 {
 	(void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);

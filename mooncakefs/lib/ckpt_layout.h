@@ -57,6 +57,13 @@ struct mcs_ckpt_layout {
 /** Make directory path and its missing parents (mode 0755, the last
  *  0700): 0 or -errno. */
 int mcs_ckpt_mkdirs(const char *path);
+/** The default directory for checkpoint files of one use (leaf: "ckpt",
+ *  "ckpt-publish"): root's /var/cache/mooncakefs/<leaf>, another user's
+ *  $XDG_CACHE_HOME (else ~/.cache) /mooncakefs/<leaf>. */
+void mcs_ckpt_default_dir(const char *leaf, char *out, size_t n);
+/** Make path as mcs_ckpt_mkdirs() and check this process may write in
+ *  it: 0 or -errno. */
+int mcs_ckpt_usable_dir(const char *path);
 /** Remove a directory tree (not following symlinks); best effort. */
 void mcs_ckpt_rm_tree(const char *path);
 /** out = root/rel (out holds PATH_MAX): 0 or -ENAMETOOLONG. */
