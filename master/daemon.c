@@ -74,8 +74,13 @@ static uint64_t forget_grace_ms(void)
 static void forget_engines(struct mst_daemon *d, struct mst_gone_engine *g,
 			   bool all)
 {
-	uint64_t now = mst_now(), grace = forget_grace_ms();
+	uint64_t now, grace;
 	struct mst_gone_engine **pp;
+
+	if (!g && !d->forget)
+		return; /* every tick (10 ms): nothing to read or walk */
+	now = mst_now();
+	grace = forget_grace_ms();
 
 	/* The newly dropped wait their grace (a name dropped again waits
 	 * anew, from its latest drop). */
