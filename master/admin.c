@@ -25,6 +25,7 @@
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 #include "mst_util.h"
+#include "noroom.h"
 #include "objects.h"
 #include "segments.h"
 #include "slots.h"
@@ -95,6 +96,21 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	GAUGE(b, "master_orphan_bytes", "Bytes those orphans keep.",
 	      orphan_bytes);
 	GAUGE(b, "master_hold_count", "Holds of open objects.", holds);
+	{
+		uint64_t n, bytes;
+
+		mst_given_up_count(m, &n, &bytes);
+		GAUGE(b, "master_put_given_up_count",
+		      "Unfinished puts given up (writer gone or pre-empted) "
+		      "whose memory waits for release.",
+		      n);
+		GAUGE(b, "master_put_given_up_bytes",
+		      "Bytes those given-up puts keep.", bytes);
+		GAUGE(b, "master_largest_free_bytes",
+		      "The longest free range of any segment: the largest "
+		      "object a put can place without eviction.",
+		      mst_largest_free(m));
+	}
 	GAUGE(b, "master_restart_quarantine_remaining_ms",
 	      "Time left in which removals keep memory and eviction waits "
 	      "after a restart.",

@@ -95,6 +95,13 @@ static json_t *detail(const struct mst_segment *s)
 		      cap ? 100.0 * (double)used / (double)cap : 0.0);
 	/* Ours: how long nothing is placed in it yet (readers of memory it
 	 * held before a drop or a restart may still read it). */
+	/* Ours: the longest free range, the largest object it can take
+	 * without eviction (an object is one block on one segment). */
+	if (o)
+		(void)json_object_set_new(
+			o, "allocator_largest_free_bytes",
+			json_integer(
+				(json_int_t)mc_alloc_largest_free(s->alloc)));
 	if (o)
 		(void)json_object_set_new(
 			o, "placement_fenced_ms",

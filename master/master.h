@@ -285,6 +285,10 @@ struct master {
 	uint64_t started; /* mono ms */
 	uint64_t view_version;
 	struct mst_evict_log evict_log;
+	/* Puts that found no room, not logged yet (noroom.c). */
+	struct {
+		uint64_t at, quiet; /* mono ms of the last line; since */
+	} no_room;
 	uint64_t evict_pass; /* numbers eviction passes (groups' verdicts) */
 	bool stopping; /* shutting down: long polls return */
 	uint64_t rng;

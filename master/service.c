@@ -27,6 +27,7 @@
 #include "mooncake/mc_version.h"
 #include "mooncake/store_fs.h"
 #include "mst_util.h"
+#include "noroom.h"
 #include "objects.h"
 #include "objmap.h"
 #include "segments.h"
@@ -349,8 +350,10 @@ static int put_start(struct call *c, const uint8_t *client, const char *key,
 
 	if (rc == MC_STORE_NO_AVAILABLE_HANDLE && mst_evict_for_put(c->m, size))
 		rc = mst_put_start(c->m, client, key, len, size, pc, o);
-	if (rc == MC_STORE_NO_AVAILABLE_HANDLE)
+	if (rc == MC_STORE_NO_AVAILABLE_HANDLE) {
 		c->m->stats.alloc_failures++;
+		mst_no_room_note(c->m, size);
+	}
 	return rc;
 }
 

@@ -187,3 +187,47 @@ def test_put_waits_for_another_clients_put_of_the_key(procs, tmp_path):
         writer.ok(f"wclose {h} abort")
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_put_that_given_up_puts_split_says_why(procs, tmp_path):
+    """Writers killed mid-put hold their space until the release timeout
+    (600 s): their writer may only be stopped, and would still write.
+    Killed in the middle of the segment, they split the free space: at
+    37.5 % use (the four given-up puts) a 64 MiB put of a 256 MiB segment
+    emptied by remove_all gets -200, every free range being 40 MiB. The
+    master says so now: the longest free range and what holds the rest
+    (the log, master_largest_free_bytes, master_put_given_up_bytes); the
+    -200 at that use was unexplained."""
+    MiB = 1 << 20
+    m, ms = pool(procs, tmp_path, "--client_ttl", "2",
+                 "--eviction_high_watermark_ratio", "1.0", n=1,
+                 size="256MiB")
+    try:
+        sh = Shell(procs, tmp_path, m)
+        keys = fill(sh, "k", 8, 32 * MiB)  # full, in offset order
+        for k in keys[::2]:
+            sh.ok(f"rm {k}")
+        for i in range(4):  # each at the start of a 32 MiB hole
+            w = Shell(procs, tmp_path, m, buf="1MB",
+                      env={"MC_STORE_PING_MS": "200"})
+            w.ok(f"wopen dead/{i} {24 * MiB}")
+            w.proc.kill()
+        eventually(lambda: m.metric("master_put_given_up_count") == 4,
+                   timeout=30, what="the killed writers' puts given up")
+        assert sh.ok("rmall") == "4"
+        assert m.metric("master_allocated_bytes") == 96 * MiB
+        assert m.metric("master_total_capacity_bytes") == 256 * MiB
+        assert m.metric("master_put_given_up_bytes") == 96 * MiB
+        assert m.metric("master_largest_free_bytes") == 40 * MiB
+        assert sh.code(f"put big {64 * MiB} 1") == -200
+        line = eventually(lambda: re.search(
+            r"no room for a put of 67108864 bytes .*the longest free "
+            r"range is 41943040 bytes, 167772160 of 268435456 bytes "
+            r"free.* 100663296 bytes in 4 unfinished puts given up "
+            r"\(writer gone or pre-empted\), freed 600 s after their "
+            r"start", m.log()), what="the -200 explained")
+        assert line
+        sh.ok(f"put fits {40 * MiB} 2")
+        sh.ok(f"check fits {40 * MiB} 2")
+    finally:
+        cleanup_segments([x.port for x in ms])
