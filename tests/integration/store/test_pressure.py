@@ -231,3 +231,34 @@ def test_put_that_given_up_puts_split_says_why(procs, tmp_path):
         sh.ok(f"check fits {40 * MiB} 2")
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_refill_after_a_forced_clear_of_read_objects_says_why(procs, tmp_path):
+    """A clear (forced remove_all) of objects just read keeps their memory
+    until the readers' leases end (orphans): a refill at once meets -200,
+    and the master's line names the orphans and when their leases end.
+    Once they do, the same put goes through."""
+    MiB = 1 << 20
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "3000",
+                 "--eviction_high_watermark_ratio", "1.0", n=1,
+                 size="64MiB")
+    try:
+        sh = Shell(procs, tmp_path, m)
+        keys = fill(sh, "k", 4, 16 * MiB)
+        for k in keys:
+            assert sh.cmd(f"get {k}").startswith("ok"), k
+        assert sh.ok("rmall force") == "4"
+        assert m.metric("master_orphan_bytes") == 64 * MiB
+        assert sh.code(f"put again {32 * MiB} 1") == -200
+        eventually(lambda: re.search(
+            r"no room for a put of 33554432 bytes .*the longest free "
+            r"range is 0 bytes, 0 of 67108864 bytes free.* 67108864 "
+            r"bytes in 4 removed objects still read \(orphans: 0 held "
+            r"open, read leases end within [1-3] s\)", m.log()),
+            what="the -200 explained")
+        eventually(lambda: m.metric("master_orphan_bytes") == 0,
+                   timeout=20, what="the orphans' leases ended")
+        sh.ok(f"put again {32 * MiB} 1")
+        sh.ok(f"check again {32 * MiB} 1")
+    finally:
+        cleanup_segments([x.port for x in ms])
