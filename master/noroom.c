@@ -153,8 +153,8 @@ void mst_no_room_note(struct master *m, uint64_t size)
 		    "object is one block on one segment). Not evictable%s%s"
 		    "pinned, leased or held objects",
 		    size, m->no_room.quiet, mst_largest_free(m),
-		    m->capacity - m->allocated, m->capacity, held,
-		    len ? "; and " : ": ");
+		    m->capacity > m->allocated ? m->capacity - m->allocated : 0,
+		    m->capacity, held, len ? "; and " : ": ");
 	m->no_room.at = now;
 	m->no_room.quiet = 0;
 }
