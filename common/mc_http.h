@@ -112,4 +112,12 @@ int mc_http_query_get(const char *query, const char *name, char *out,
 int mc_http_unescape(const char *in, size_t len, char *out, size_t out_len,
 		     size_t *n_out) MC_MUST_CHECK;
 
+struct mc_sbuf;
+/**
+ * Append len bytes to b %-escaped for a query string: every byte but
+ * A-Z a-z 0-9 - . _ ~ / as %XX (upper case). mc_http_unescape (and
+ * Python's urllib.parse.unquote_to_bytes) gives the bytes back.
+ */
+void mc_http_escape(const char *in, size_t len, struct mc_sbuf *b);
+
 #endif

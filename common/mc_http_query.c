@@ -9,6 +9,23 @@
 
 #include "mc_http.h"
 #include "mc_parse.h"
+#include "mc_sbuf.h"
+
+void mc_http_escape(const char *in, size_t len, struct mc_sbuf *b)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || (c && strchr("-._~/", c)))
+			mc_sbuf_put(b, (const char *)&in[i], 1);
+		else
+			mc_sbuf_put(b, e, 3);
+	}
+}
 
 int mc_http_unescape(const char *in, size_t len, char *out, size_t out_len,
 		     size_t *n_out)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@ static int sink_fd = STDERR_FILENO;
  * storage so a signal handler can reopen without allocating. */
 static char sink_path[PATH_MAX];
 static bool stderr_captured;
+/* Lines the file sink could not write since the last it could (a full
+ * disk), and why the first failed. */
+static _Atomic unsigned long lost;
 
 static const struct {
 	const char *name;
@@ -206,6 +210,31 @@ void mc_log_capture_stderr(void)
 		stderr_captured = true;
 }
 
+/* A line the log file refused (a full disk was silent): the first says
+ * so on stderr, where it is not that file. */
+static void lost_line(int err)
+{
+	if (atomic_fetch_add(&lost, 1) || !sink_path[0] || stderr_captured ||
+	    sink_fd == STDERR_FILENO)
+		return;
+	dprintf(STDERR_FILENO,
+		"log file %s: cannot write: %s; log lines are lost until it "
+		"can be written again (make room on its filesystem)\n",
+		sink_path, strerror(err));
+}
+
+/* A line written after lost ones: how many were lost, in the file. */
+static void lost_lines_done(void)
+{
+	unsigned long k = atomic_exchange(&lost, 0);
+
+	if (k)
+		mc_log_emit(MC_LOG_WARN, "log",
+			    "log lines lost before this one: %lu (the log file "
+			    "%s could not be written)",
+			    k, sink_path);
+}
+
 void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 {
 	char line[2048];
@@ -240,8 +269,9 @@ void mc_log_emit(int level, const char *subsys, const char *fmt, ...)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
 	/* One write per line; a short write to a log is not worth a retry. */
-	if (write(sink_fd, line, n) < 0) {
-		/* Nowhere left to report it. */
-	}
+	if (write(sink_fd, line, n) < 0)
+		lost_line(errno);
+	else if (atomic_load(&lost))
+		lost_lines_done();
 	errno = saved_errno;
 }

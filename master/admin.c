@@ -264,97 +264,6 @@ char *mst_admin_summary(struct master *m)
 	return b.p;
 }
 
-static json_t *replicas_json(const struct mst_object *o)
-{
-	json_t *a = json_array();
-
-	for (unsigned i = 0; a && i < o->n_repl; i++) {
-		const struct mst_replica *r = &o->repl[i];
-		if (!mst_replica_live(r))
-			continue;
-		json_array_append_new(
-			a, json_pack("{s:I,s:I,s:s,s:s}", "size_",
-				     (json_int_t)o->size, "buffer_address_",
-				     (json_int_t)mst_replica_addr(r),
-				     "protocol_", r->seg->protocol,
-				     "transport_endpoint_", r->seg->endpoint));
-	}
-	return a;
-}
-
-static void query_key(struct master *m, const char *query,
-		      struct mc_http_response *resp)
-{
-	char key[4097];
-	size_t n;
-	struct mst_object *o;
-
-	if (mc_http_query_get(query, "key", key, sizeof(key), &n) || !n) {
-		mst_admin_reply_json(resp, 400,
-				     json_pack("{s:b,s:i,s:s}", "success", 0,
-					       "error_code",
-					       MC_STORE_INVALID_PARAMS, "error",
-					       "missing or bad ?key="));
-		return;
-	}
-	pthread_mutex_lock(&m->lock);
-	if (mst_stat(m, key, n, &o)) {
-		pthread_mutex_unlock(&m->lock);
-		mst_admin_reply_json(resp, 404,
-				     json_pack("{s:b,s:i,s:s}", "success", 0,
-					       "error_code",
-					       MC_STORE_OBJECT_NOT_FOUND,
-					       "error", "object not found"));
-		return;
-	}
-	json_t *j =
-		json_pack("{s:b,s:o}", "success", 1, "data", replicas_json(o));
-	pthread_mutex_unlock(&m->lock);
-	mst_admin_reply_json(resp, 200, j);
-}
-
-static void batch_query(struct master *m, const char *query,
-			struct mc_http_response *resp)
-{
-	size_t cap = 1 << 20, n;
-	char *keys = malloc(cap);
-	json_t *data = json_object();
-
-	if (!keys || !data || mc_http_query_get(query, "keys", keys, cap, &n)) {
-		free(keys);
-		json_decref(data);
-		mst_admin_reply_json(resp, 400,
-				     json_pack("{s:b,s:i,s:s}", "success", 0,
-					       "error_code",
-					       MC_STORE_INVALID_PARAMS, "error",
-					       "missing or bad ?keys=a,b"));
-		return;
-	}
-	pthread_mutex_lock(&m->lock);
-	for (char *k = keys, *end; k && *k; k = end ? end + 1 : NULL) {
-		struct mst_object *o;
-		end = strchr(k, ',');
-		if (end)
-			*end = 0;
-		if (!*k)
-			continue;
-		if (mst_stat(m, k, strlen(k), &o))
-			json_object_set_new(
-				data, k,
-				json_pack("{s:b,s:i}", "ok", 0, "error_code",
-					  MC_STORE_OBJECT_NOT_FOUND));
-		else
-			json_object_set_new(data, k,
-					    json_pack("{s:b,s:o}", "ok", 1,
-						      "values",
-						      replicas_json(o)));
-	}
-	pthread_mutex_unlock(&m->lock);
-	free(keys);
-	mst_admin_reply_json(
-		resp, 200, json_pack("{s:b,s:o}", "success", 1, "data", data));
-}
-
 /* GET /ha/snapshot: the record as an sqlite file, copied aside then sent
  * from the open (already unlinked) copy. */
 static void snapshot(const struct mst_admin *a, struct master *m,
@@ -509,13 +418,7 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 		pthread_mutex_unlock(&m->lock);
 		mst_admin_reply_sb(resp, &b, "text/plain");
 	} else if (!strcmp(req->path, "/get_all_keys")) {
-		pthread_mutex_lock(&m->lock);
-		for (struct mst_object *o = m->lru_head; o; o = o->lru_next) {
-			mc_sbuf_put(&b, o->key, o->key_len);
-			mc_sbuf_put(&b, "\n", 1);
-		}
-		pthread_mutex_unlock(&m->lock);
-		mst_admin_reply_sb(resp, &b, "text/plain");
+		mst_admin_all_keys(m, req->query, resp);
 	} else if (!strcmp(req->path, "/ha/snapshot") && a->db_path) {
 		snapshot(a, m, resp);
 	} else if (!strcmp(req->path, "/role") ||
@@ -535,9 +438,9 @@ void mst_admin_handle(void *arg, const struct mc_http_request *req,
 	} else if (!strcmp(req->path, "/get_segments_detail")) {
 		mst_admin_segments_detail(m, resp);
 	} else if (!strcmp(req->path, "/query_key")) {
-		query_key(m, req->query, resp);
+		mst_admin_query_key(m, req->query, resp);
 	} else if (!strcmp(req->path, "/batch_query_keys")) {
-		batch_query(m, req->query, resp);
+		mst_admin_batch_query(m, req->query, resp);
 	} else {
 		(void)mc_http_replyf(resp, 404, "no such page: %s\n",
 				     req->path);

@@ -7,6 +7,7 @@
 #define MST_ADMIN_INT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "admin.h"
 #include "mc_http.h"
@@ -39,5 +40,22 @@ void mst_admin_query_segment(struct master *m, const char *query,
 			     struct mc_http_response *resp);
 /** GET /get_segments_detail: upstream's JSON, one item per segment. */
 void mst_admin_segments_detail(struct master *m, struct mc_http_response *resp);
+
+/** len bytes as a JSON string: as they are when UTF-8, else %-escaped
+ *  (mc_http_escape); *escaped (may be NULL) says which. NULL when out of
+ *  memory. (admin_keys.c) */
+json_t *mst_admin_json_bytes(const char *s, size_t len, bool *escaped);
+/** The same for a string (NULL as ""): segments' names and endpoints. */
+json_t *mst_admin_json_str(const char *s);
+/** GET /query_key?key=K: upstream's {success, data: [replicas]}. */
+void mst_admin_query_key(struct master *m, const char *query,
+			 struct mc_http_response *resp);
+/** GET /batch_query_keys?keys=a,b: upstream's {success, data: {key: ...}};
+ *  keys that are not UTF-8 in data_escaped, named %-escaped. */
+void mst_admin_batch_query(struct master *m, const char *query,
+			   struct mc_http_response *resp);
+/** GET /get_all_keys[?escaped=1]: one key a line (%-escaped with it). */
+void mst_admin_all_keys(struct master *m, const char *query,
+			struct mc_http_response *resp);
 
 #endif

@@ -82,12 +82,12 @@ static json_t *detail(const struct mst_segment *s)
 	snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
 	snprintf(human, sizeof(human), "%g GiB",
 		 (double)s->size / 1024.0 / 1024.0 / 1024.0);
-	o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:I,s:f}",
-		      "segment_name", s->name ? s->name : "", "segment_id", id,
-		      "client_id", owner, "base_address", base, "size_bytes",
-		      (json_int_t)s->size, "size_human", human, "te_endpoint",
-		      s->endpoint ? s->endpoint : "", "protocol",
-		      s->protocol ? s->protocol : "", "status",
+	o = json_pack("{s:o,s:s,s:s,s:s,s:I,s:s,s:o,s:o,s:s,s:I,s:I,s:f}",
+		      "segment_name", mst_admin_json_str(s->name), "segment_id",
+		      id, "client_id", owner, "base_address", base,
+		      "size_bytes", (json_int_t)s->size, "size_human", human,
+		      "te_endpoint", mst_admin_json_str(s->endpoint),
+		      "protocol", mst_admin_json_str(s->protocol), "status",
 		      s->owner ? "OK" : "AWAITING_OWNER",
 		      "allocator_used_bytes", (json_int_t)used,
 		      "allocator_capacity_bytes", (json_int_t)cap,

@@ -29,6 +29,22 @@
 #include "slots.h"
 #include "segments.h"
 
+/* A record on a (nearly) full disk says so at start: /health is degraded
+ * from the first request (it reads the free space each time), and the log
+ * names the file and what to do before the first change fails. */
+static void disk_probe(struct master *m, const char *db_path)
+{
+	bool low;
+	uint64_t free_b = mst_db_disk_free(m->db, &low);
+
+	if (low)
+		mc_log_warn("master",
+			    "the record %s has %llu KiB free on its "
+			    "filesystem: changes (puts, removes, mounts) fail "
+			    "once it is full; make room on that filesystem",
+			    db_path, (unsigned long long)(free_b >> 10));
+}
+
 int mst_create(const struct mst_config *cfg, const char *db_path,
 	       unsigned db_flags, struct master **out, char *err, size_t errlen)
 {
@@ -120,6 +136,7 @@ int mst_create(const struct mst_config *cfg, const char *db_path,
 			      (unsigned long long)cfg->restore_grace_ms,
 			      (unsigned long long)cfg->hold_ttl_ms,
 			      (unsigned long long)r.orphans);
+	disk_probe(m, db_path);
 	*out = m;
 	return 0;
 }

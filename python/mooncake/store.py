@@ -409,6 +409,28 @@ def _count(v):
     return v if v >= 0 else None
 
 
+def _int_arg(v, what, name):
+    """v, an address or a size of a zero-copy call, as an int; TypeError
+    naming the call and the argument for a negative number or anything but
+    an integer (a float, None, a str), as upstream's binding raises (ctypes
+    raised ArgumentError for a float, and took -1 for 2**64 - 1)."""
+    n = _count(v)
+    if n is None:
+        raise TypeError(f"{what}(): {name} must be an int >= 0, not "
+                        f"{type(v).__name__} {v!r}")
+    return n
+
+
+def _int_args(ctype, values, what, name):
+    """_array() of values checked as _int_arg() checks each, before
+    anything is done ("sizes[2]" names a bad one)."""
+    try:
+        return (ctype * len(values)).from_buffer(_u64array("Q", values))
+    except (TypeError, OverflowError):
+        return (ctype * len(values))(*[
+            _int_arg(v, what, f"{name}[{i}]") for i, v in enumerate(values)])
+
+
 def _key_array(keys):
     """(const char *keys[], keepalive), keys as _key() gives them. Keys
     that are all ASCII str without NUL are joined into one NUL-separated
@@ -996,14 +1018,15 @@ class MooncakeDistributedStore:
         (their memory was freed without unregistering), -600 when a
         transfer still uses one. A device memory where the process has
         no CUDA driver raises NotSupportedError."""
-        buffer_ptr = int(buffer_ptr)
+        buffer_ptr = _int_arg(buffer_ptr, "register_buffer", "buffer_ptr")
+        size = _int_arg(size, "register_buffer", "size")
         rc = _L.mooncake_store_register_buffer(self._h, buffer_ptr, size)
         if rc == NOT_SUPPORTED:
             raise NotSupportedError(
                 f"register_buffer({buffer_ptr:#x}): device memory is not "
                 f"supported by this build (NOT_SUPPORTED -1012)")
         if rc == OK:
-            self._registered(buffer_ptr, int(size), True)
+            self._registered(buffer_ptr, size, True)
         return rc
 
     def unregister_buffer(self, buffer_ptr):
@@ -1011,7 +1034,7 @@ class MooncakeDistributedStore:
         (register_buffer) that does not start where its buffer does is
         forgotten (0), its buffer staying registered; at the buffer's
         start address the buffer itself is unregistered."""
-        buffer_ptr = int(buffer_ptr)
+        buffer_ptr = _int_arg(buffer_ptr, "unregister_buffer", "buffer_ptr")
         with self._sess_lock:
             if self._views.pop(buffer_ptr, None) is not None:
                 return OK
@@ -1082,18 +1105,21 @@ class MooncakeDistributedStore:
         return 0
 
     def put_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
+        buffer_ptr = _int_arg(buffer_ptr, "put_from", "buffer_ptr")
+        size = _int_arg(size, "put_from", "size")
         try:
             cfg, _keep = self._cfg(config, 1)
         except _BadConfig:
             return INVALID_PARAMS
-        return _L.mooncake_store_put_from(self._h, _key(key), int(buffer_ptr),
+        return _L.mooncake_store_put_from(self._h, _key(key), buffer_ptr,
                                           size, cfg)
 
     def get_into(self, key, buffer_ptr, size):
         """Bytes read, or a code (-600 when the buffer is smaller than the
         object or not registered; nothing is written then)."""
-        return _L.mooncake_store_get_into(self._h, _key(key), int(buffer_ptr),
-                                          size)
+        return _L.mooncake_store_get_into(
+            self._h, _key(key), _int_arg(buffer_ptr, "get_into", "buffer_ptr"),
+            _int_arg(size, "get_into", "size"))
 
     def batch_put_from(self, keys, buffer_ptrs, sizes,
                        config=_DEFAULT_CONFIG):
@@ -1102,16 +1128,17 @@ class MooncakeDistributedStore:
             return []
         if len(buffer_ptrs) != n or len(sizes) != n:
             return [INVALID_PARAMS] * n
+        ptrs = _int_args(c_void_p, buffer_ptrs, "batch_put_from",
+                         "buffer_ptrs")
+        sizes = _int_args(c_size_t, sizes, "batch_put_from", "sizes")
         try:
             cfg, _keep = self._cfg(config, n)
         except _BadConfig:
             return [INVALID_PARAMS] * n
         ka, _kb = _key_array(keys)
         res = (c_int * n)()
-        rc = _L.mooncake_store_batch_put_from(
-            self._h, ka,
-            _array(c_void_p, buffer_ptrs), _array(c_size_t, sizes), n, cfg,
-            res)
+        rc = _L.mooncake_store_batch_put_from(self._h, ka, ptrs, sizes, n,
+                                              cfg, res)
         return [rc] * n if rc < 0 else res[:]
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
@@ -1120,17 +1147,20 @@ class MooncakeDistributedStore:
             return []
         if len(buffer_ptrs) != n or len(sizes) != n:
             return [INVALID_PARAMS] * n
+        ptrs = _int_args(c_void_p, buffer_ptrs, "batch_get_into",
+                         "buffer_ptrs")
+        sizes = _int_args(c_size_t, sizes, "batch_get_into", "sizes")
         ka, _kb = _key_array(keys)
         res = (c_int64 * n)()
-        rc = _L.mooncake_store_batch_get_into(
-            self._h, ka,
-            _array(c_void_p, buffer_ptrs), _array(c_size_t, sizes), n, res)
+        rc = _L.mooncake_store_batch_get_into(self._h, ka, ptrs, sizes, n,
+                                              res)
         return [rc] * n if rc < 0 else res[:]
 
     @staticmethod
-    def _flatten(n, all_buffer_ptrs, all_sizes):
+    def _flatten(what, all_buffer_ptrs, all_sizes):
         """CSR form of ptrs[][]/sizes[][]: (ptrs, sizes, n_parts); a key
-        whose lists differ in length gets no parts (so -600)."""
+        whose lists differ in length gets no parts (so -600). A pointer or
+        size that is not an int >= 0 raises TypeError naming it."""
         counts, ptrs, sizes = [], [], []
         for p, s in zip(all_buffer_ptrs, all_sizes):
             if len(p) != len(s):
@@ -1139,8 +1169,18 @@ class MooncakeDistributedStore:
             counts.append(len(p))
             ptrs += p
             sizes += s
-        return (_array(c_void_p, ptrs) if ptrs else None,
-                _array(c_size_t, sizes) if sizes else None,
+        try:
+            flat = (_int_args(c_void_p, ptrs, what, "all_buffer_ptrs"),
+                    _int_args(c_size_t, sizes, what, "all_sizes"))
+        except TypeError:
+            # name the bad one as the caller wrote it: all_sizes[i][j]
+            for i, (p, s) in enumerate(zip(all_buffer_ptrs, all_sizes)):
+                if len(p) == len(s):
+                    for j in range(len(p)):
+                        _int_arg(p[j], what, f"all_buffer_ptrs[{i}][{j}]")
+                        _int_arg(s[j], what, f"all_sizes[{i}][{j}]")
+            raise
+        return (flat[0] if ptrs else None, flat[1] if sizes else None,
                 _array(c_size_t, counts))
 
     def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
@@ -1152,7 +1192,8 @@ class MooncakeDistributedStore:
             return []
         if len(all_buffer_ptrs) != n or len(all_sizes) != n:
             return [INVALID_PARAMS] * n
-        ptrs, sizes, counts = self._flatten(n, all_buffer_ptrs, all_sizes)
+        ptrs, sizes, counts = self._flatten(
+            "batch_put_from_multi_buffers", all_buffer_ptrs, all_sizes)
         try:
             cfg, _keep = self._cfg(config, n)
         except _BadConfig:
@@ -1175,7 +1216,8 @@ class MooncakeDistributedStore:
             return []
         if len(all_buffer_ptrs) != n or len(all_sizes) != n:
             return [INVALID_PARAMS] * n
-        ptrs, sizes, counts = self._flatten(n, all_buffer_ptrs, all_sizes)
+        ptrs, sizes, counts = self._flatten(
+            "batch_get_into_multi_buffers", all_buffer_ptrs, all_sizes)
         ka, _kb = _key_array(keys)
         res = (c_int64 * n)()
         rc = _L.mooncake_store_batch_get_into_multi(
@@ -1772,7 +1814,9 @@ class MooncakeDistributedStore:
         return next((r for r in res if r), OK)
 
     def upsert_from(self, key, buffer_ptr, size, config=_DEFAULT_CONFIG):
-        return self.batch_upsert_from([key], [buffer_ptr], [size], config)[0]
+        return self.batch_upsert_from(
+            [key], [_int_arg(buffer_ptr, "upsert_from", "buffer_ptr")],
+            [_int_arg(size, "upsert_from", "size")], config)[0]
 
     def batch_upsert_from(self, keys, buffer_ptrs, sizes,
                           config=_DEFAULT_CONFIG):
@@ -1782,6 +1826,9 @@ class MooncakeDistributedStore:
             return [INVALID_PARAMS] * n
         if not n:
             return []
+        # checked before the temporary puts
+        _int_args(c_void_p, buffer_ptrs, "batch_upsert_from", "buffer_ptrs")
+        _int_args(c_size_t, sizes, "batch_upsert_from", "sizes")
         return self._upsert_many(
             keys, lambda t, idx: self.batch_put_from(
                 t, [buffer_ptrs[i] for i in idx], [sizes[i] for i in idx],
@@ -1791,6 +1838,12 @@ class MooncakeDistributedStore:
                                size, metadata_size, config=_DEFAULT_CONFIG):
         """One object: metadata_size bytes at metadata_buffer_ptr, then
         size bytes at buffer_ptr (both registered); 0 or a code."""
+        what = "put_from_with_metadata"
+        buffer_ptr = _int_arg(buffer_ptr, what, "buffer_ptr")
+        metadata_buffer_ptr = _int_arg(metadata_buffer_ptr, what,
+                                       "metadata_buffer_ptr")
+        size = _int_arg(size, what, "size")
+        metadata_size = _int_arg(metadata_size, what, "metadata_size")
         return self.batch_put_from_multi_buffers(
             [key], [[metadata_buffer_ptr, buffer_ptr]],
             [[metadata_size, size]], config)[0]

@@ -3,6 +3,7 @@
 flags and config files with named errors, gflags syntax, SIGHUP."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -186,3 +187,32 @@ def test_token_file_open_to_others_is_a_usage_error(tmp_path, prog):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p
     assert "too open" in p.stderr, p.stderr
+
+
+def test_log_file_on_full_disk_says_so(procs, tmp_path):
+    """A --log_file whose disk is full lost every line silently: the first
+    lost line is reported on stderr (naming the file, why and what to do),
+    and once the file takes lines again it says how many were lost."""
+    from mctest import fill_fs, small_tmpfs
+    with small_tmpfs(tmp_path / "logfs") as fs:
+        log = fs / "svc.log"
+        d = procs.start_metad(tmp_path, "--log_file", str(log))
+        wait_for(lambda: log.stat().st_size > 0, what="first log line")
+        # The file's last page full too (tmpfs: no room, no new page).
+        with open(log, "ab") as f:
+            f.write(b"#" * (-log.stat().st_size % 4096))
+        fill_fs(fs)
+        d.proc.send_signal(signal.SIGHUP)  # logs "log file reopened"
+        stderr = tmp_path / "metad.log"
+        what = f"log file {log}: cannot write: No space left on device"
+        wait_for(lambda: what in stderr.read_text(), what="stderr report")
+        d.proc.send_signal(signal.SIGHUP)
+        (fs / "filler").unlink()
+        d.proc.send_signal(signal.SIGHUP)
+        lost = re.compile(r"log lines lost before this one: (\d+) "
+                          r"\(the log file (\S+) could not be written\)")
+        wait_for(lambda: lost.search(log.read_text()), what="the loss")
+        m = lost.search(log.read_text())
+        assert int(m.group(1)) >= 1 and m.group(2) == str(log), m.group(0)
+        assert stderr.read_text().count(what) == 1  # once, not a line each
+        assert d.proc.poll() is None

@@ -542,6 +542,58 @@ def test_upsert_of_a_long_key(master, members, stores):
     assert t.remove_by_regex(r".*\.mc-upsert\..*", True) == 0
 
 
+def test_zero_copy_numbers_are_ints(master, members, stores):
+    """Addresses and sizes of the zero-copy calls are ints >= 0: a float
+    raised ctypes.ArgumentError ("argument 4: TypeError: wrong type"), a
+    negative size was taken for 2**64 - 1, and a float in a batch's list
+    was truncated. Each raises TypeError naming the call and the argument
+    now (upstream's binding raises TypeError), and nothing is done."""
+    s = setup7(stores(), master)
+    obj = rand(4096, 41)
+    assert s.put("zc/a", obj.tobytes()) == 0
+    arena = np.zeros(8192, np.uint8)
+    a = addr(arena)
+    assert s.register_buffer(a, arena.nbytes) == 0
+    calls = [
+        (lambda: s.get_into("zc/a", a, 4096.0), "get_into(): size"),
+        (lambda: s.get_into("zc/a", a, -1), "get_into(): size"),
+        (lambda: s.get_into("zc/a", float(a), 4096), "get_into(): buffer_ptr"),
+        (lambda: s.get_into("zc/a", None, 4096), "get_into(): buffer_ptr"),
+        (lambda: s.put_from("zc/b", a, 1.5), "put_from(): size"),
+        (lambda: s.put_from("zc/b", a, -4096), "put_from(): size"),
+        (lambda: s.upsert_from("zc/b", a, -1), "upsert_from(): size"),
+        (lambda: s.batch_get_into(["zc/a", "zc/a"], [a, a + 4096],
+                                  [4096, 4096.5]),
+         "batch_get_into(): sizes[1]"),
+        (lambda: s.batch_put_from(["zc/b", "zc/c"], [a, -a], [16, 16]),
+         "batch_put_from(): buffer_ptrs[1]"),
+        (lambda: s.batch_upsert_from(["zc/b"], [a], ["16"]),
+         "batch_upsert_from(): sizes[0]"),
+        (lambda: s.batch_put_from_multi_buffers(
+            ["zc/b", "zc/c"], [[a], [a, a + 8]], [[8], [8, -8]]),
+         "batch_put_from_multi_buffers(): all_sizes[1][1]"),
+        (lambda: s.batch_get_into_multi_buffers(
+            ["zc/a"], [[a, 1.0]], [[8, 8]]),
+         "batch_get_into_multi_buffers(): all_buffer_ptrs[0][1]"),
+        (lambda: s.put_from_with_metadata("zc/b", a, a + 64, 64, -1),
+         "put_from_with_metadata(): metadata_size"),
+        (lambda: s.register_buffer(a, -1), "register_buffer(): size"),
+        (lambda: s.register_buffer(1.5, 64), "register_buffer(): buffer_ptr"),
+        (lambda: s.unregister_buffer(float(a)),
+         "unregister_buffer(): buffer_ptr"),
+    ]
+    for call, what in calls:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value).startswith(what + " must be an int >= 0"), \
+            (what, str(e.value))
+    assert not arena.any()
+    assert s.batch_is_exist(["zc/b", "zc/c"]) == [0, 0]
+    # still registered, and ints (numpy's too) work
+    assert s.get_into("zc/a", np.uint64(a), np.int64(4096)) == 4096
+    assert np.array_equal(arena[:4096], obj)
+
+
 def test_put_session_sizes_are_positive(master, members, stores):
     """A put session of size 0 committed an empty object, which put
     refuses (-600); a negative size was -200 (NO_AVAILABLE_HANDLE), and

@@ -128,3 +128,22 @@ def test_full_disk_loses_nothing_and_claims_nothing(procs, tmp_path,
         restart_and_check(m, sh, stored, removed)
     finally:
         cleanup_segments([member.port])
+
+
+def test_start_on_full_disk_warns(procs, tmp_path, small_fs):
+    """A master started on a full record disk logs it at once, naming the
+    record and its free space (it said nothing until a change failed),
+    and /health is degraded from its first answer."""
+    m = Master(procs, tmp_path, db=small_fs / "master.db")
+    m.kill()
+    fill_fs(small_fs)
+    m.start()
+    log = m.log_path.read_text(errors="replace")  # both runs' lines
+    warn = [ln for ln in log.splitlines()
+            if "KiB free on its filesystem" in ln]
+    assert len(warn) == 1 and " W " in warn[0] and \
+        str(small_fs / "master.db") in warn[0], log
+    st, body = m.http("/health")
+    assert st == 200 and json.loads(body)["status"] == "degraded", body
+    assert "free" in json.loads(body)["record"], body
+    assert m.metric("master_db_write_failing") == 0  # nothing tried yet
