@@ -89,8 +89,8 @@ int te__claim_name(struct te_engine *eng, char *err, size_t errlen)
 		return 0; /* ours: published before, by this engine */
 	if (!rc && te__rpc_probe(ip, port, PROBE_TIMEOUT_MS, eng->auth) == 0) {
 		snprintf(err, errlen,
-			 "segment name '%s' is in use by a live engine at "
-			 "%s:%d",
+			 "segment name '%.200s' is in use by a live engine at "
+			 "%.200s:%d",
 			 eng->name, ip, port);
 		return MC_EMETACONFLICT;
 	}
