@@ -193,11 +193,21 @@ static void *toucher(void *arg);
 /* Under the lock: start the toucher with the first key. */
 static void start_toucher(struct mcs_locs *c)
 {
+	char buf[160];
+	int rc;
+
 	if (c->started || c->stop)
 		return;
-	if (mcs_thread_start(&c->thread, toucher, c)) {
-		mc_log_warn("store", "location cache: no thread to count "
-				     "cached reads at the master");
+	rc = mcs_thread_start(&c->thread, toucher, c);
+	if (rc) {
+		const char *hint = mcs_limit_hint(rc, buf, sizeof(buf));
+
+		mc_log_warn("store",
+			    "location cache: no thread to count cached reads "
+			    "at the master (its eviction does not see them): "
+			    "%s%s%s%s",
+			    mc_strerror(rc), hint ? " (" : "", hint ? hint : "",
+			    hint ? ")" : "");
 		c->stop = true; /* do not try again */
 		return;
 	}

@@ -585,6 +585,18 @@ static int create_segment(struct mooncake_store *s)
 	return rc;
 }
 
+/* A setup step that logs nothing itself failed: say which, and which of
+ * the process's limits it likely met (a thread under ulimit -v). */
+static int step_failed(const char *step, int rc)
+{
+	char buf[160];
+	const char *hint = mcs_limit_hint(rc, buf, sizeof(buf));
+
+	mc_log_err("store", "setup: cannot %s: %s%s%s%s", step, mc_strerror(rc),
+		   hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+	return rc;
+}
+
 static int do_setup(struct mooncake_store *s)
 {
 	int rc;
@@ -603,22 +615,22 @@ static int do_setup(struct mooncake_store *s)
 	if (!rc)
 		rc = create_engine(s);
 	s->slots.off = !s->cfg.put_reserve;
-	if (!rc)
-		rc = mc_host_id(s->host_id, sizeof(s->host_id));
+	if (!rc && (rc = mc_host_id(s->host_id, sizeof(s->host_id))))
+		return step_failed("read the host's id", rc);
 	if (!rc)
 		rc = connect_master(s);
-	if (!rc)
-		rc = mcs_holds_create(s->master, &s->holds);
-	if (!rc && s->cfg.location_cache_keys > 0)
-		rc = mcs_locs_create(s->master,
-				     (size_t)s->cfg.location_cache_keys,
-				     &s->locs);
+	if (!rc && (rc = mcs_holds_create(s->master, &s->holds)))
+		return step_failed("start the hold renewer", rc);
+	if (!rc && s->cfg.location_cache_keys > 0 &&
+	    (rc = mcs_locs_create(s->master, (size_t)s->cfg.location_cache_keys,
+				  &s->locs)))
+		return step_failed("create the location cache", rc);
 	if (!rc)
 		rc = create_staging(s);
 	if (!rc)
 		rc = create_segment(s);
-	if (!rc)
-		rc = mcs_xfer_create(s->eng, &s->xfer);
+	if (!rc && (rc = mcs_xfer_create(s->eng, &s->xfer)))
+		return step_failed("start the transfer pool", rc);
 	if (rc)
 		return rc;
 	rc = do_mount(s);
@@ -640,8 +652,9 @@ static int do_setup(struct mooncake_store *s)
 			   mc_strerror(rc));
 		return rc;
 	}
-	return mcs_ping_start(s->master, (unsigned)s->cfg.ping_interval_ms,
-			      ping_remount, ping_owed, ping_tick, s, &s->ping);
+	rc = mcs_ping_start(s->master, (unsigned)s->cfg.ping_interval_ms,
+			    ping_remount, ping_owed, ping_tick, s, &s->ping);
+	return rc ? step_failed("start the heartbeat", rc) : 0;
 }
 
 int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)

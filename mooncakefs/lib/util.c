@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -63,15 +66,52 @@ int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	return -rc;
 }
 
-void mcs_note_own_limit(int rc)
+/* ": ulimit -X N<unit>" (", " after the first) into buf at *at when
+ * the limit is set. */
+static void add_limit(char *buf, size_t len, size_t *at, int res,
+		      const char *flag, unsigned shift, const char *unit)
 {
-	static struct mc_ratelimit rl;
-	unsigned dropped;
-	const char *hint = rc == -EMFILE ? "raise its limit (ulimit -n)" :
+	struct rlimit r;
+	int n;
+
+	if (*at >= len || getrlimit(res, &r) || r.rlim_cur == RLIM_INFINITY)
+		return;
+	n = snprintf(buf + *at, len - *at, "%sulimit -%s %llu%s",
+		     strchr(buf, ':') ? ", " : ": ", flag,
+		     (unsigned long long)(r.rlim_cur >> shift), unit);
+	if (n > 0)
+		*at += (size_t)n;
+}
+
+const char *mcs_limit_hint(int rc, char *buf, size_t len)
+{
+	const char *what = rc == -EMFILE ? "file descriptors" :
 			   rc == -ENFILE ? "the host's file table is full" :
 			   rc == -ENOMEM ? "memory" :
 			   rc == -EAGAIN ? "threads or memory" :
 					   NULL;
+	size_t at;
+	int n;
+
+	if (!what || !len)
+		return NULL;
+	n = snprintf(buf, len, "%s", what);
+	at = n > 0 ? (size_t)n : 0;
+	if (rc == -EMFILE)
+		add_limit(buf, len, &at, RLIMIT_NOFILE, "n", 0, "");
+	if (rc == -ENOMEM || rc == -EAGAIN)
+		add_limit(buf, len, &at, RLIMIT_AS, "v", 10, " KiB");
+	if (rc == -EAGAIN)
+		add_limit(buf, len, &at, RLIMIT_NPROC, "u", 0, "");
+	return buf;
+}
+
+void mcs_note_own_limit(int rc)
+{
+	static struct mc_ratelimit rl;
+	unsigned dropped;
+	char buf[160];
+	const char *hint = mcs_limit_hint(rc, buf, sizeof(buf));
 
 	if (hint && mc_ratelimit_ok(&rl, 10000, &dropped))
 		mc_log_warn("store",

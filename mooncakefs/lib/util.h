@@ -27,6 +27,11 @@ void mcs_cond_init_mono(pthread_cond_t *c);
  *  belong to the application); 0 or -errno. */
 int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/** When rc is one of this process's own limits (-EMFILE, -ENFILE, -ENOMEM,
+ *  -EAGAIN: descriptors, memory, threads), what to look at, naming the
+ *  limits that are set (ulimit -n, -v, -u) into buf; otherwise NULL. */
+const char *mcs_limit_hint(int rc, char *buf, size_t len);
+
 /** A transfer failed with rc: when that is this process's own limit
  *  (out of file descriptors, memory or threads), a warning naming it, at
  *  most every 10 s (the failures themselves are debug lines: a dead peer
