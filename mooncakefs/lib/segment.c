@@ -218,10 +218,14 @@ int mcs_segment_open(struct te_engine *eng, const char *name, uint64_t size,
 		}
 	}
 	if (rc) {
+		char buf[160];
+		const char *hint = mcs_limit_hint(rc, buf, sizeof(buf));
+
 		snprintf(err, errlen,
 			 "segment %s: cannot allocate %zu bytes of shared "
-			 "memory: %s",
-			 name, seg->map_len, mc_strerror(rc));
+			 "memory: %s%s%s%s",
+			 name, seg->map_len, mc_strerror(rc), hint ? " (" : "",
+			 hint ? hint : "", hint ? ")" : "");
 		free(seg);
 		return rc;
 	}
