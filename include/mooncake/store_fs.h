@@ -184,6 +184,18 @@ typedef struct mooncake_pool_stat {
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t store,
 					  mooncake_pool_stat_t *out);
+/**
+ * The largest object the pool can place: the largest segment's size, as
+ * mooncake_pool_stat_t.largest_segment (0: no segment). Cached by the
+ * segments' view: the master is asked (GetStatus) only when the heartbeat
+ * has reported a view that changed since the last ask (a segment joined,
+ * left or was re-adopted; a new master), so a caller may ask before every
+ * write. Stale for at most a heartbeat (ping_interval_ms) after a change.
+ * When that ask fails, its code is returned and *out keeps the last size
+ * known; the view is not asked about again.
+ */
+MOONCAKE_API int mooncake_store_largest_segment(mooncake_store_t store,
+						uint64_t *out);
 
 /* ---- reading by range ---------------------------------------------------- */
 

@@ -298,3 +298,32 @@ MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
 	mcs_master_free(r);
 	return 0;
 }
+
+MOONCAKE_API int mooncake_store_largest_segment(mooncake_store_t s,
+						uint64_t *out)
+{
+	mooncake_pool_stat_t ps;
+	uint64_t view;
+	int rc;
+
+	if (!out)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	view = mcs_master_view(s->master) + 1;
+	mcs_leave(s);
+	if (atomic_load(&s->largest_view) == view) {
+		*out = atomic_load(&s->largest);
+		return 0;
+	}
+	/* The view moved (or was never asked about): GetStatus, once. A
+	 * failed ask is not repeated in this view either (the master away:
+	 * no call waits for its timeout): the last size stands. */
+	rc = mooncake_store_pool_stat(s, &ps);
+	if (!rc)
+		atomic_store(&s->largest, ps.largest_segment);
+	atomic_store(&s->largest_view, view);
+	*out = atomic_load(&s->largest);
+	return rc;
+}
