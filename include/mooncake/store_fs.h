@@ -159,6 +159,15 @@ mooncake_store_list_dirs(mooncake_store_t store, const char *prefix,
  *  reader of the replaced `to` keeps reading the old object. */
 MOONCAKE_API int mooncake_store_rename(mooncake_store_t store, const char *from,
 				       const char *to, bool no_replace);
+/** As mooncake_store_rename(), for a from that is the next version of to
+ *  (the mount's publish of a file written under a hidden key): to's
+ *  directory record is touched only when to is a new name, and from's not
+ *  at all, so a file rewritten in place leaves its directory's mtime and
+ *  ctime alone, as on a local filesystem (a master without
+ *  RenameRequest.version touches both, as for any rename). */
+MOONCAKE_API int mooncake_store_rename_version(mooncake_store_t store,
+					       const char *from, const char *to,
+					       bool no_replace);
 /**
  * Rename the directory from to to (both prefixes ending in '/'): every key
  * and directory record under from moves in one step (readers holding

@@ -485,8 +485,8 @@ static int write_stage(struct mcfs_fh *fh)
 /* The committed temporary object becomes the name's version. */
 static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 {
-	return mcfs_errno(mooncake_store_rename(fs->store, fh->tmp_key, fh->key,
-						fh->if_absent));
+	return mcfs_errno(mooncake_store_rename_version(
+		fs->store, fh->tmp_key, fh->key, fh->if_absent));
 }
 
 /* Commit (PutEnd) or revoke the handle's writer; *version: the committed

@@ -918,7 +918,7 @@ int mcs_master_rmdir(struct mcs_master *m, const char *path)
 }
 
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace, bool prefix)
+		      bool no_replace, bool prefix, bool version)
 {
 	Mcrpc__RenameRequest req = MCRPC__RENAME_REQUEST__INIT;
 	Mcrpc__KeysResponse *resp = NULL;
@@ -933,6 +933,7 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 	req.to = tk.v[1];
 	req.no_replace = no_replace;
 	req.prefix = prefix;
+	req.version = version;
 	rc = call(m, MCRPC__METHOD__RENAME, &req, &resp);
 	free(tk.blk);
 	return keys_outcome(rc, resp);

@@ -206,9 +206,10 @@ int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
 int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
 			     size_t n, int *results);
 /** Rename; no_replace: -EEXIST when `to` exists; prefix: a directory
- *  rename (RenameRequest.prefix). */
+ *  rename (RenameRequest.prefix); version: from is to's next version
+ *  (RenameRequest.version). */
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace, bool prefix);
+		      bool no_replace, bool prefix, bool version);
 /**
  * Watch the change feed from (epoch, after); long-polls up to wait_ms
  * (at most 30000) on a connection whose timeout covers the wait.
