@@ -431,7 +431,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	 * write does: published, it would lack this write's bytes (cp, dd,
 	 * tar and shells report the write's error and exit; what they leave
 	 * must not look complete). */
-	if (off + len > fh->size)
+	if (len && off + len > fh->size)
 		rc = off + len < off ? -EFBIG : space_error(fs, 0, off + len);
 	if (!rc && (!fh->writer || off + len > fh->size))
 		rc = mcfs_stage_fits(&fs->stage_pool, off, len);
