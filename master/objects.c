@@ -645,17 +645,19 @@ static struct mst_object *moved_copy(const struct mst_object *src,
 }
 
 /* In the open transaction: n (moved_copy() of src) replaces src, and a
- * file's parents' records are touched. */
+ * file's parents' records are touched (for a new version of n's name,
+ * only when that name is new: touch_from false, touch_to !dst). */
 static int moved_prepare(struct master *m, const struct mst_object *src,
-			 const struct mst_object *n)
+			 const struct mst_object *n, bool touch_from,
+			 bool touch_to)
 {
 	int rc = mst_db_del_object(m->db, src->key, src->key_len, src->attr);
 
 	if (!rc)
 		rc = mst_db_put_object(m->db, n);
-	if (!rc && n->attr)
+	if (!rc && n->attr && touch_from)
 		rc = mst_dir_touch_parent(m, src->key, src->key_len);
-	if (!rc && n->attr)
+	if (!rc && n->attr && touch_to)
 		rc = mst_dir_touch_parent(m, n->key, n->key_len);
 	return rc;
 }
@@ -689,7 +691,7 @@ static int64_t touch_ctime(struct mst_object *n)
 }
 
 int mst_rename(struct master *m, const char *from, size_t from_len,
-	       const char *to, size_t to_len, bool no_replace)
+	       const char *to, size_t to_len, bool no_replace, bool version)
 {
 	struct mst_object *src, *dst, *n;
 	uint32_t old_flags;
@@ -717,7 +719,7 @@ int mst_rename(struct master *m, const char *from, size_t from_len,
 	if (!rc && dst)
 		rc = mst_unlink_prepare(m, dst);
 	if (!rc)
-		rc = moved_prepare(m, src, n);
+		rc = moved_prepare(m, src, n, !version, !version || !dst);
 	if (!rc)
 		rc = mst_db_commit(m->db);
 	else

@@ -82,8 +82,10 @@ void mst_remove_undo(struct master *m, struct mst_object *o);
  */
 int mst_unlink_prepare(struct master *m, struct mst_object *o);
 void mst_unlink_undo(struct mst_object *o);
+/** version: from is the next version of to (RenameRequest.version): the
+ *  directories' records are touched only for a new name. */
 int mst_rename(struct master *m, const char *from, size_t from_len,
-	       const char *to, size_t to_len, bool no_replace);
+	       const char *to, size_t to_len, bool no_replace, bool version);
 /** Remove objects v[0..n) (complete, in the namespace) in one
  *  transaction, emitting ev_type for each; 0, or a code with nothing
  *  removed. */

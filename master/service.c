@@ -1079,10 +1079,11 @@ static int h_rename(struct call *c)
 		r->code = MC_STORE_INVALID_PARAMS;
 		return 0;
 	}
-	r->code = q->prefix ? mst_rename_dir(c->m, q->from, strlen(q->from),
-					     q->to, strlen(q->to)) :
-			      mst_rename(c->m, q->from, strlen(q->from), q->to,
-					 strlen(q->to), q->no_replace);
+	r->code = q->prefix ?
+			  mst_rename_dir(c->m, q->from, strlen(q->from), q->to,
+					 strlen(q->to)) :
+			  mst_rename(c->m, q->from, strlen(q->from), q->to,
+				     strlen(q->to), q->no_replace, q->version);
 	return 0;
 }
 

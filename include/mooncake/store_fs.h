@@ -159,6 +159,15 @@ mooncake_store_list_dirs(mooncake_store_t store, const char *prefix,
  *  reader of the replaced `to` keeps reading the old object. */
 MOONCAKE_API int mooncake_store_rename(mooncake_store_t store, const char *from,
 				       const char *to, bool no_replace);
+/** As mooncake_store_rename(), for a from that is the next version of to
+ *  (the mount's publish of a file written under a hidden key): to's
+ *  directory record is touched only when to is a new name, and from's not
+ *  at all, so a file rewritten in place leaves its directory's mtime and
+ *  ctime alone, as on a local filesystem (a master without
+ *  RenameRequest.version touches both, as for any rename). */
+MOONCAKE_API int mooncake_store_rename_version(mooncake_store_t store,
+					       const char *from, const char *to,
+					       bool no_replace);
 /**
  * Rename the directory from to to (both prefixes ending in '/'): every key
  * and directory record under from moves in one step (readers holding
@@ -184,6 +193,18 @@ typedef struct mooncake_pool_stat {
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t store,
 					  mooncake_pool_stat_t *out);
+/**
+ * The largest object the pool can place: the largest segment's size, as
+ * mooncake_pool_stat_t.largest_segment (0: no segment). Cached by the
+ * segments' view: the master is asked (GetStatus) only when the heartbeat
+ * has reported a view that changed since the last ask (a segment joined,
+ * left or was re-adopted; a new master), so a caller may ask before every
+ * write. Stale for at most a heartbeat (ping_interval_ms) after a change.
+ * When that ask fails, its code is returned and *out keeps the last size
+ * known; the view is not asked about again.
+ */
+MOONCAKE_API int mooncake_store_largest_segment(mooncake_store_t store,
+						uint64_t *out);
 
 /* ---- reading by range ---------------------------------------------------- */
 

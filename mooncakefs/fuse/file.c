@@ -85,21 +85,19 @@ static void set_size(struct mcfs_fh *fh, uint64_t size)
 		atomic_store(&fh->node->written_size, size);
 }
 
-/* EFBIG for a size beyond the largest segment (an object is stored whole
- * in one segment), which no eviction could make room for (and asking the
- * master for it would evict what it can first); else rc. Asks the master
- * only for sizes past the largest segment it last reported. */
+/* EFBIG for a size beyond the largest object the pool can place (the
+ * largest segment: an object is stored whole in one segment per replica),
+ * which no eviction could make room for (and asking the master for it
+ * would evict what it can first); else rc. The library asks the master
+ * only after the segments changed (mooncake_store_largest_segment). */
 static int space_error(struct mcfs *fs, int rc, uint64_t size)
 {
-	mooncake_pool_stat_t ps;
+	uint64_t largest = 0;
 
-	if (size <= atomic_load(&fs->largest_seen) ||
-	    mooncake_store_pool_stat(fs->store, &ps))
-		return rc;
-	if (!ps.largest_segment)
+	(void)mooncake_store_largest_segment(fs->store, &largest);
+	if (!largest)
 		return rc; /* no segment at all (yet): not known */
-	atomic_store(&fs->largest_seen, ps.largest_segment);
-	return size > ps.largest_segment ? -EFBIG : rc;
+	return size > largest ? -EFBIG : rc;
 }
 
 /* A writer of size bytes under a new temporary key. */
@@ -382,13 +380,13 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		rc = fh->error;
 		goto out;
 	}
-	if ((fh->writer || fh->published_direct) && size != fh->size)
+	/* Beyond what the pool can place: not even asked (eviction), and
+	 * the file stays as it was. */
+	rc = size > fh->size ? space_error(fs, 0, size) : 0;
+	if (!rc && (fh->writer || fh->published_direct) && size != fh->size)
 		rc = to_stage(fs, fh);
 	if (rc || fh->writer || fh->published_direct)
 		goto out; /* the direct writer's own size: nothing to do */
-	rc = space_error(fs, 0, size);
-	if (rc)
-		goto out; /* beyond the pool: not even asked (eviction) */
 	if (!fh->stage.size && !fh->stage.n && size) {
 		/* Size known before any data: allocate the replicas now. */
 		rc = open_writer(fs, fh, size);
@@ -427,11 +425,21 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 		rc = fh->error;
 		goto out;
 	}
-	/* A write that can never fit changes nothing (EFBIG, ENOSPC). */
-	if (!fh->writer || off + len > fh->size)
+	/* A write that can never fit, past the largest object the pool can
+	 * place (EFBIG) or what the stage can hold (ENOSPC), fails before it
+	 * changes anything, and spoils the version being built as any failed
+	 * write does: published, it would lack this write's bytes (cp, dd,
+	 * tar and shells report the write's error and exit; what they leave
+	 * must not look complete). */
+	if (len && off + len > fh->size)
+		rc = off + len < off ? -EFBIG : space_error(fs, 0, off + len);
+	if (!rc && (!fh->writer || off + len > fh->size))
 		rc = mcfs_stage_fits(&fs->stage_pool, off, len);
-	if (!rc &&
-	    (fh->published_direct || (fh->writer && off + len > fh->size)))
+	if (rc) {
+		fh->error = rc;
+		goto out;
+	}
+	if (fh->published_direct || (fh->writer && off + len > fh->size))
 		rc = to_stage(fs, fh);
 	if (rc)
 		goto out;
@@ -452,7 +460,7 @@ int mcfs_file_write(struct mcfs *fs, struct mcfs_fh *fh, const char *buf,
 	}
 out:
 	pthread_mutex_unlock(&fh->lock);
-	return rc == -ENOSPC ? space_error(fs, rc, off + len) : rc;
+	return rc;
 }
 
 /* The stage into a new writer; its holes are left to the writer, which
@@ -477,8 +485,8 @@ static int write_stage(struct mcfs_fh *fh)
 /* The committed temporary object becomes the name's version. */
 static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 {
-	return mcfs_errno(mooncake_store_rename(fs->store, fh->tmp_key, fh->key,
-						fh->if_absent));
+	return mcfs_errno(mooncake_store_rename_version(
+		fs->store, fh->tmp_key, fh->key, fh->if_absent));
 }
 
 /* Commit (PutEnd) or revoke the handle's writer; *version: the committed

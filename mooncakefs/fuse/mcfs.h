@@ -261,8 +261,6 @@ struct mcfs {
 	int ready; /* 0 pending, 1 ready, < 0 failed (a store code) */
 	bool join_failing; /* pending, after a failed try: answer EIO now */
 	size_t max_key; /* the master's longest key (ENAMETOOLONG beyond) */
-	/* The largest segment, as last reported: a file must fit one. */
-	_Atomic uint64_t largest_seen;
 	/* A name's last step of a publish (the rename of the committed
 	 * object under the name) against a rename through the mount of
 	 * that name: striped by key (mcfs_name_lock). Order: fh->lock, then

@@ -125,9 +125,10 @@ static int render(struct mcfs *fs, const char *name, char **text, size_t *len)
 				"master_total_capacity_bytes %" PRIu64
 				"\nmaster_allocated_bytes %" PRIu64
 				"\nmaster_key_count %" PRIu64
-				"\nmaster_active_clients %u\nmaster_segments %u\n",
+				"\nmaster_active_clients %u\nmaster_segments %u"
+				"\nmaster_largest_segment_bytes %" PRIu64 "\n",
 				ps.capacity, ps.allocated, ps.keys, ps.clients,
-				ps.segments);
+				ps.segments, ps.largest_segment);
 	} else {
 		rc = status(fs, &st);
 		if (rc)

@@ -36,6 +36,9 @@ struct mcs_master {
 	/* The master honours RemoveAllRequest.prefix: 1 yes, -1 no, 0 not
 	 * asked yet. */
 	atomic_int scoped;
+	/* PingResponse.view_version of the last ping answered (0: none yet):
+	 * it moves whenever a segment joins, leaves or is re-adopted. */
+	_Atomic uint64_t view;
 };
 
 int mcs_master_create(const char *addr, unsigned timeout_ms,
@@ -367,12 +370,18 @@ int mcs_master_ping(struct mcs_master *m, int *client_status,
 	if (rc)
 		return rc;
 	*client_status = resp->client_status;
+	atomic_store(&m->view, resp->view_version);
 	if (fence_ms)
 		*fence_ms = resp->fence_ms;
 	if (run)
 		*run = resp->run;
 	mcs_master_free(resp);
 	return 0;
+}
+
+uint64_t mcs_master_view(struct mcs_master *m)
+{
+	return atomic_load(&m->view);
 }
 
 int mcs_master_leave(struct mcs_master *m)
@@ -909,7 +918,7 @@ int mcs_master_rmdir(struct mcs_master *m, const char *path)
 }
 
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace, bool prefix)
+		      bool no_replace, bool prefix, bool version)
 {
 	Mcrpc__RenameRequest req = MCRPC__RENAME_REQUEST__INIT;
 	Mcrpc__KeysResponse *resp = NULL;
@@ -924,6 +933,7 @@ int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
 	req.to = tk.v[1];
 	req.no_replace = no_replace;
 	req.prefix = prefix;
+	req.version = version;
 	rc = call(m, MCRPC__METHOD__RENAME, &req, &resp);
 	free(tk.blk);
 	return keys_outcome(rc, resp);

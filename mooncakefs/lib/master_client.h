@@ -103,6 +103,10 @@ int mcs_master_service_ready(struct mcs_master *m,
  *  PingResponse.run, 0 from a master without) may be NULL. */
 int mcs_master_ping(struct mcs_master *m, int *client_status,
 		    uint64_t *fence_ms, uint64_t *run);
+/** The segments' view (PingResponse.view_version) as of the last ping the
+ *  master answered, 0 before any: it moves with every segment that joins,
+ *  leaves or is re-adopted, and with a new master. */
+uint64_t mcs_master_view(struct mcs_master *m);
 /** Tell the master this client is closing (after its unmounts): it then
  *  stops counting it among the active clients at once. */
 int mcs_master_leave(struct mcs_master *m);
@@ -202,9 +206,10 @@ int mcs_master_lease_renew(struct mcs_master *m, const uint64_t *hold_ids,
 int mcs_master_lease_release(struct mcs_master *m, const uint64_t *hold_ids,
 			     size_t n, int *results);
 /** Rename; no_replace: -EEXIST when `to` exists; prefix: a directory
- *  rename (RenameRequest.prefix). */
+ *  rename (RenameRequest.prefix); version: from is to's next version
+ *  (RenameRequest.version). */
 int mcs_master_rename(struct mcs_master *m, const char *from, const char *to,
-		      bool no_replace, bool prefix);
+		      bool no_replace, bool prefix, bool version);
 /**
  * Watch the change feed from (epoch, after); long-polls up to wait_ms
  * (at most 30000) on a connection whose timeout covers the wait.

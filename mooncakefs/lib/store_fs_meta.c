@@ -227,7 +227,7 @@ mooncake_store_list_dirs(mooncake_store_t s, const char *prefix,
 }
 
 static int rename_any(mooncake_store_t s, const char *from, const char *to,
-		      bool no_replace, bool prefix)
+		      bool no_replace, bool prefix, bool version)
 {
 	int rc = mcs_enter(s);
 	bool ok = prefix ? dir_path_ok(from) && dir_path_ok(to) :
@@ -241,7 +241,8 @@ static int rename_any(mooncake_store_t s, const char *from, const char *to,
 		mcs_locs_forget(s->locs, from);
 		mcs_locs_forget(s->locs, to);
 	}
-	rc = ok ? mcs_master_rename(s->master, from, to, no_replace, prefix) :
+	rc = ok ? mcs_master_rename(s->master, from, to, no_replace, prefix,
+				    version) :
 		  -EINVAL;
 	mcs_leave(s);
 	return mc_err_to_store(rc);
@@ -250,13 +251,20 @@ static int rename_any(mooncake_store_t s, const char *from, const char *to,
 MOONCAKE_API int mooncake_store_rename(mooncake_store_t s, const char *from,
 				       const char *to, bool no_replace)
 {
-	return rename_any(s, from, to, no_replace, false);
+	return rename_any(s, from, to, no_replace, false, false);
+}
+
+MOONCAKE_API int mooncake_store_rename_version(mooncake_store_t s,
+					       const char *from, const char *to,
+					       bool no_replace)
+{
+	return rename_any(s, from, to, no_replace, false, true);
 }
 
 MOONCAKE_API int mooncake_store_rename_dir(mooncake_store_t s, const char *from,
 					   const char *to)
 {
-	return rename_any(s, from, to, false, true);
+	return rename_any(s, from, to, false, true, false);
 }
 
 MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
@@ -297,4 +305,33 @@ MOONCAKE_API int mooncake_store_pool_stat(mooncake_store_t s,
 	};
 	mcs_master_free(r);
 	return 0;
+}
+
+MOONCAKE_API int mooncake_store_largest_segment(mooncake_store_t s,
+						uint64_t *out)
+{
+	mooncake_pool_stat_t ps;
+	uint64_t view;
+	int rc;
+
+	if (!out)
+		return MC_STORE_INVALID_PARAMS;
+	rc = mcs_enter(s);
+	if (rc)
+		return rc;
+	view = mcs_master_view(s->master) + 1;
+	mcs_leave(s);
+	if (atomic_load(&s->largest_view) == view) {
+		*out = atomic_load(&s->largest);
+		return 0;
+	}
+	/* The view moved (or was never asked about): GetStatus, once. A
+	 * failed ask is not repeated in this view either (the master away:
+	 * no call waits for its timeout): the last size stands. */
+	rc = mooncake_store_pool_stat(s, &ps);
+	if (!rc)
+		atomic_store(&s->largest, ps.largest_segment);
+	atomic_store(&s->largest_view, view);
+	*out = atomic_load(&s->largest);
+	return rc;
 }

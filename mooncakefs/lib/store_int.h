@@ -74,6 +74,9 @@ struct mooncake_store {
 	_Atomic unsigned transfer_ms;
 	bool rpc_ms_set, transfer_ms_set; /* by set_timeouts before setup */
 	char *tenant; /* by set_tenant before setup; NULL: cfg.tenant_id */
+	/* mooncake_store_largest_segment(): the size last asked, and the
+	 * segments' view it was asked in, plus one (0: never asked). */
+	_Atomic uint64_t largest, largest_view;
 };
 
 /**

@@ -350,13 +350,13 @@ int main(int argc, char **argv)
 		else if (!strcmp(a[0], "setattr") && n == 8)
 			do_setattr(m, a);
 		else if (!strcmp(a[0], "renamedir") && n == 3)
-			ok_or_err(
-				mcs_master_rename(m, a[1], a[2], false, true));
+			ok_or_err(mcs_master_rename(m, a[1], a[2], false, true,
+						    false));
 		else if (!strcmp(a[0], "stat") && n == 2)
 			do_stat(m, a[1]);
 		else if (!strcmp(a[0], "rename") && (n == 3 || n == 4)) {
-			int rc =
-				mcs_master_rename(m, a[1], a[2], n == 4, false);
+			int rc = mcs_master_rename(m, a[1], a[2], n == 4, false,
+						   false);
 			if (rc)
 				shell_err(rc);
 			else

@@ -62,10 +62,13 @@ int main(void)
 	     "would be longer than the master's `max_key_length` (refused "
 	     "before anything is made); a symbolic link's target over 4095 "
 	     "bytes |");
-	puts("| `EFBIG` | a truncate, a write or a publish past the largest "
-	     "segment's size: a file is stored whole in one segment, so it "
-	     "can never fit, whatever `df` shows free (the file is left as it "
-	     "was) |");
+	puts("| `EFBIG` | a truncate, fallocate, write or publish past the "
+	     "largest segment's size (`master_largest_segment_bytes` in "
+	     "`.mooncake/stats`): a file is stored whole in one segment, so "
+	     "it can never fit, whatever `df` shows free. A truncate or "
+	     "fallocate changes nothing; a write fails before it changes "
+	     "anything and spoils its handle's version (close fails too, and "
+	     "the name keeps what it had) |");
 	puts("| `ENODEV` | a writable shared mmap of a file open for writing |");
 	puts("| `EIO` | the master unreachable past `rpc_timeout`, a failed "
 	     "transfer, anything the table does not name |");
