@@ -120,6 +120,8 @@ function(mc_add_pytest name)
     set(A_TIMEOUT 120)
   endif()
   mc_scaled_timeout(t ${A_TIMEOUT})
+  set_property(GLOBAL APPEND PROPERTY MC_PYTEST_FILES
+               ${CMAKE_CURRENT_SOURCE_DIR}/${A_FILE})
   add_test(NAME integration.${name}
            COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider
                    ${CMAKE_CURRENT_SOURCE_DIR}/${A_FILE})
@@ -131,4 +133,18 @@ function(mc_add_pytest name)
   set_tests_properties(integration.${name} PROPERTIES
     TIMEOUT ${t} LABELS integration ENVIRONMENT "${env}")
   _mc_test_only(integration.${name} "${A_ONLY}")
+endfunction()
+
+# Every tests/integration/*/test_*.py file is registered with
+# mc_add_pytest (a file left out never runs in CI: it happened). Call
+# after the last mc_add_pytest.
+function(mc_check_pytests_registered dir)
+  get_property(have GLOBAL PROPERTY MC_PYTEST_FILES)
+  file(GLOB files ${dir}/*/test_*.py)
+  foreach(f ${files})
+    if(NOT f IN_LIST have)
+      message(FATAL_ERROR "${f} is not registered: add an mc_add_pytest "
+                          "for it in ${dir}/CMakeLists.txt")
+    endif()
+  endforeach()
 endfunction()
