@@ -44,6 +44,43 @@ def binary(*parts):
     return path
 
 
+def _others_can_run(path):
+    """Every directory above path searchable, and path executable, by
+    users other than its owner and group."""
+    d = os.path.dirname(os.path.abspath(path))
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == "/":
+            break
+        d = os.path.dirname(d)
+    return bool(os.stat(path).st_mode & 0o001)
+
+
+_for_others = {}
+
+
+def binary_for_others(*parts):
+    """binary(*parts), runnable by another local user: a checkout in a
+    home directory (0700 on Debian 12, /root always) is not, so the
+    binary (statically linked against this build) is copied once into a
+    0755 directory of its own, removed at exit."""
+    path = binary(*parts)
+    if _others_can_run(path):
+        return path
+    if path not in _for_others:
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="mc-bin-")
+        os.chmod(d, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        copy = os.path.join(d, os.path.basename(path))
+        shutil.copy2(path, copy)
+        os.chmod(copy, 0o755)
+        _for_others[path] = copy
+    return _for_others[path]
+
+
 METAD = ("metad", "mooncake_metad")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                      "WARNING: ThreadSanitizer", "runtime error: ")

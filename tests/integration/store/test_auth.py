@@ -68,7 +68,8 @@ def run_cli(master, *args, env=None, user=None):
     e.pop("MOONCAKE_AUTH_TOKEN_FILE", None)
     e.update(env or {})
     kw = dict(user=user, group=user, extra_groups=[]) if user else {}
-    return subprocess.run([binary(*CLI), *args], capture_output=True,
+    exe = mctest.binary_for_others(*CLI) if user else binary(*CLI)
+    return subprocess.run([exe, *args], capture_output=True,
                           text=True, timeout=120 * SCALE, env=e, **kw)
 
 

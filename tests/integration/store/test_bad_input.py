@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from mctest import SCALE, binary, raw, request
+from mctest import SCALE, binary_for_others, raw, request
 from pool import (CLI, Member, Shell, cleanup_segments, cli, eventually,
                   shm_segment)
 
@@ -196,7 +196,8 @@ def test_other_user_reads_over_tcp(procs, tmp_path, master, member):
         out = os.path.join(out_dir, "out")
         env = dict(os.environ, MOONCAKE_MASTER=master.addr,
                    MOONCAKE_TE_META_DATA_SERVER=master.metadata)
-        p = subprocess.run([binary(*CLI), "--v=1", "get", "shared/obj", out],
+        p = subprocess.run([binary_for_others(*CLI), "--v=1", "get",
+                            "shared/obj", out],
                            capture_output=True, text=True, env=env,
                            timeout=120 * SCALE, user=OTHER, group=OTHER,
                            extra_groups=[], cwd=out_dir)
