@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mc_auth.h"
+#include "mooncake/mc_err.h"
 
 _Static_assert(MC_AUTH_KEY_LEN == crypto_auth_KEYBYTES, "key length");
 _Static_assert(MC_AUTH_MAC_LEN == crypto_auth_BYTES, "proof length");
@@ -82,13 +83,13 @@ int mc_secret_file_read(const char *path, const char *what, void *buf,
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open %s %s: %s", what, path,
-			 strerror(-rc));
+			 mc_strerror(rc));
 		return rc;
 	}
 	rc = fstat(fd, &st) ? -errno : 0;
 	if (rc)
 		snprintf(err, errlen, "cannot stat %s %s: %s", what, path,
-			 strerror(-rc));
+			 mc_strerror(rc));
 	else
 		rc = check_mode(path, what, &st, err, errlen);
 	while (!rc && got < cap) {
@@ -99,7 +100,7 @@ int mc_secret_file_read(const char *path, const char *what, void *buf,
 		if (n < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot read %s %s: %s", what,
-				 path, strerror(-rc));
+				 path, mc_strerror(rc));
 		}
 		if (n <= 0)
 			break;

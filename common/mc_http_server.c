@@ -28,6 +28,7 @@
 #include "mc_log.h"
 #include "mc_net.h"
 #include "mc_ratelimit.h"
+#include "mooncake/mc_err.h"
 
 struct mc_http_server {
 	struct MHD_Daemon *mhd;
@@ -517,7 +518,7 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			   &s->port);
 	if (rc) {
 		snprintf(err, errlen, "%s: cannot listen on %s:%d: %s", s->name,
-			 cfg->host, cfg->port, strerror(-rc));
+			 cfg->host, cfg->port, mc_strerror(rc));
 		goto err_free;
 	}
 	s->deadlines = mc_http_deadlines_start(s->name, request_deadline_ms(),

@@ -411,7 +411,7 @@ int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "transfer engine: cannot listen on %s "
 			 "(RPC port %d): %s",
-			 eng->ip, port, strerror(-rc));
+			 eng->ip, port, mc_strerror(rc));
 		return rc;
 	}
 	snprintf(eng->rpc_address, sizeof(eng->rpc_address), "%s:%d", eng->ip,

@@ -206,7 +206,7 @@ int mst_db_open(const char *path, unsigned flags, struct mst_db **out,
 		if (db->lock_fd < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "database %s: %s", path,
-				 strerror(-rc));
+				 mc_strerror(rc));
 			free(db);
 			return rc;
 		}

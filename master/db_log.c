@@ -252,7 +252,7 @@ int mst_db_log_capture(struct mst_db *db)
 	}
 	if (empty < 0) {
 		mc_log_err("master", "op log: capturing change %llu failed: %s",
-			   (unsigned long long)seq, strerror(-empty));
+			   (unsigned long long)seq, mc_strerror(empty));
 		return MC_STORE_INTERNAL_ERROR;
 	}
 	rc = db->log_ops->may_commit(db->log_arg);

@@ -129,7 +129,7 @@ static int open_sqlite(struct metad_kv *kv, const char *path, bool full_sync,
 	if (kv->lock_fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "metadata store %s: %s", path,
-			 strerror(-rc));
+			 mc_strerror(rc));
 		return rc;
 	}
 	if (flock(kv->lock_fd, LOCK_EX | LOCK_NB)) {

@@ -507,7 +507,7 @@ static int check_tls_files(const struct mc_etcd_conn *c, char *err,
 
 			mc_etcd_errf(err, errlen, "etcd %s %s: %s",
 				     files[i].what, files[i].path,
-				     strerror(-rc));
+				     mc_strerror(rc));
 			return rc;
 		}
 	}

@@ -18,6 +18,7 @@
 #include "mc_rpc.h"
 #include "mc_rpc_auth.h"
 #include "rpc_conn.h"
+#include "mooncake/mc_err.h"
 
 #define RL_MS 10000u /* one line per cause per 10 s */
 
@@ -240,7 +241,7 @@ static int serve_one(struct conn *c)
 	if (rc) {
 		log_closed(c, &s->rl_proto,
 			   rc == -EPROTO ? "request does not decode" :
-					   strerror(-rc));
+					   mc_strerror(rc));
 		return rc;
 	}
 	rc = mc_net_write_all(c->fd, frame, len);

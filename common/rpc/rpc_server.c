@@ -24,6 +24,7 @@
 #include "mc_net.h"
 #include "mc_rpc.h"
 #include "rpc_conn.h"
+#include "mooncake/mc_err.h"
 
 #define RL_MS 10000u
 
@@ -265,7 +266,7 @@ int mc_rpc_server_start(const struct mc_rpc_server_cfg *cfg,
 	rc = mc_net_listen(cfg->host, cfg->port, 512, 0, &s->lfd, &s->port);
 	if (rc) {
 		snprintf(err, errlen, "RPC listener on %s:%d: %s", cfg->host,
-			 cfg->port, strerror(-rc));
+			 cfg->port, mc_strerror(rc));
 		close(s->stop_pipe[0]);
 		close(s->stop_pipe[1]);
 		free(s);

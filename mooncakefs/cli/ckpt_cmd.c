@@ -250,7 +250,7 @@ static int copy_dir(const struct cli_cfg *cfg, char *out, size_t n)
 		fprintf(stderr,
 			"mooncake: ckpt publish --copy: cannot keep the copy "
 			"in %s: %s (--cache_dir DIR chooses another)\n",
-			out, strerror(-rc));
+			out, mc_strerror(rc));
 	return rc ? 1 : 0;
 }
 

@@ -571,7 +571,7 @@ static int get_streamed(mooncake_store_t s, const char *key, int64_t size,
 			mc_cli_fail("get", (int)got);
 		else if ((wr = mc_net_write_all(fd, p, (size_t)got)))
 			fprintf(stderr, "mooncake: %s: %s\n", file,
-				strerror(-wr));
+				mc_strerror(wr));
 		else
 			ret = 0;
 		if (size)

@@ -167,7 +167,7 @@ int mcfs_ckpt_handle(struct mcfs *fs, mooncake_ckpt_t **out)
 					"mcfs",
 					"checkpoints: cache %s: %s "
 					"(-o ckpt_cache=DIR chooses another)",
-					ck->cache, strerror(-made));
+					ck->cache, mc_strerror(made));
 			pthread_mutex_unlock(&ck->lock);
 			*out = NULL;
 			return made == -EROFS ? -EROFS : -EACCES;

@@ -361,7 +361,7 @@ void mcfs_file_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		mc_log_warn("mcfs",
 			    "%s: not rebased on its current version under "
 			    "a lock: %s; the handle fails from now on",
-			    fh->key, strerror(-rc));
+			    fh->key, mc_strerror(rc));
 	}
 	pthread_mutex_unlock(&fh->lock);
 	/* The kernel's size of the inode is the version opened: stat asks
@@ -400,7 +400,7 @@ int mcfs_file_truncate(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 		if (rc == -ENOSPC)
 			goto out;
 		mc_log_info("mcfs", "direct write of %s: %s; staging", fh->key,
-			    strerror(-rc));
+			    mc_strerror(rc));
 	}
 	rc = mcfs_stage_truncate(&fs->stage_pool, &fh->stage, size);
 	set_size(fh, fh->stage.size);
@@ -540,7 +540,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 		 * restarted: the space is not ours any more). The stage holds
 		 * every byte: once more, into space placed afresh. */
 		mc_log_info("mcfs", "publishing %s: %s; writing it again",
-			    fh->key, strerror(-rc));
+			    fh->key, mc_strerror(rc));
 		/* In case its end went through after all. */
 		(void)mooncake_store_remove(fs->store, fh->tmp_key, true);
 	}
@@ -593,7 +593,7 @@ static int publish_locked(struct mcfs *fs, struct mcfs_fh *fh)
 	if (rc) {
 		atomic_fetch_add(&fs->n_errors, 1);
 		mc_log_info("mcfs", "publishing %s failed: %s", fh->key,
-			    strerror(-rc));
+			    mc_strerror(rc));
 		return rc;
 	}
 	publish_attr(fs, fh);

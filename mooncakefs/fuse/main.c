@@ -374,7 +374,7 @@ static int check_ckpt_cache(struct mcfs_opts *o)
 		"mooncakefs: %s%s: %s: %s (-o ckpt_cache=DIR chooses "
 		"another)\n",
 		asked ? "ckpt_cache=" : "checkpoint cache ", o->ckpt_cache,
-		strerror(-rc),
+		mc_strerror(rc),
 		asked ? "cannot keep checkpoints there" :
 			"ckpt/ answers EACCES through this mount");
 	return asked ? -EINVAL : 0;
@@ -625,7 +625,7 @@ int main(int argc, char **argv)
 				     fs.o.log_file, fs.o.syslog);
 	if (rc)
 		fprintf(stderr, "mooncakefs: log file %s: %s\n", fs.o.log_file,
-			strerror(-rc));
+			mc_strerror(rc));
 	if (fuse_daemonize(fs.o.foreground))
 		goto out_unmount;
 	if (!fs.o.foreground)

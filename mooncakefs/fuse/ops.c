@@ -17,6 +17,7 @@
 
 #include "mc_log.h"
 #include "mcfs.h"
+#include "mooncake/mc_err.h"
 
 struct mcfs_fh *mcfs_fh_new(enum mcfs_fh_kind kind, uint64_t ino)
 {
@@ -958,7 +959,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 			mc_log_warn("mcfs",
 				    "%s: the last changes could not be "
 				    "published: %s",
-				    fh->key, strerror(-rc));
+				    fh->key, mc_strerror(rc));
 	}
 	if (fi->flock_release)
 		drop_locks(fs, ino, fi, true);

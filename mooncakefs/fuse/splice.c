@@ -144,7 +144,7 @@ bool mcfs_pipe_reply(fuse_req_t req, struct mcfs_pipe *p, size_t n, size_t left)
 	rc = fuse_reply_data(req, &bv, 0);
 	if (rc)
 		mc_log_debug("mcfs", "splice reply of %zu bytes: %s", n,
-			     strerror(-rc));
+			     mc_strerror(rc));
 	return !rc && mcfs_pipe_held(p) == left;
 }
 

@@ -28,6 +28,7 @@
 #include "ckpt_master.h"
 #include "mc_log.h"
 #include "mc_time.h"
+#include "mooncake/mc_err.h"
 
 /* Read-ahead fetches running at once per handle. */
 #define READAHEAD_MAX 2
@@ -68,7 +69,7 @@ static int cache_root(struct mooncake_ckpt *c,
 	rc = mcs_ckpt_mkdirs(c->opt.cache_dir);
 	if (rc) {
 		mc_log_err("ckpt", "cache_dir %s: %s", c->opt.cache_dir,
-			   strerror(-rc));
+			   mc_strerror(rc));
 		return rc;
 	}
 	if (!lstat(root, &st)) {

@@ -15,6 +15,7 @@
 #include "ckpt_int.h"
 #include "ckpt_master.h"
 #include "mc_log.h"
+#include "mooncake/mc_err.h"
 
 /* 0 when dir is (now) an empty directory, else a code (logged); *made:
  * this call made it. */
@@ -121,7 +122,7 @@ int mcs_ckpt_lay_out(const struct mcs_ckpt_layout *lay, const char *root)
 		}
 		if (rc)
 			mc_log_err("ckpt", "%s/%s: %s", root, f->path,
-				   strerror(-rc));
+				   mc_strerror(rc));
 		close(pfd);
 	}
 	close(rfd);

@@ -17,6 +17,7 @@
 #include "ckpt_int.h"
 #include "ckpt_master.h"
 #include "mc_log.h"
+#include "mooncake/mc_err.h"
 
 #define READ_CHUNK (1u << 20)
 
@@ -480,7 +481,7 @@ static int copy_tree(const struct tree *t, const char *dest)
 			rc = copy_file(from, to, e->st.st_mode);
 		if (rc)
 			mc_log_err("ckpt", "copying %s to %s: %s", from, to,
-				   strerror(-rc));
+				   mc_strerror(rc));
 	}
 	/* Modes and times last, deepest first (a directory's time stays). */
 	for (size_t i = t->n; !rc && i-- > 0;) {

@@ -204,7 +204,7 @@ static int map_once(struct te_peer *p, struct shm_peer *sp, int i)
 				    "shm: cannot map %s of '%s' (%s): "
 				    "reading it over tcp",
 				    p->buffers[i].shm_path, p->name,
-				    strerror(-rc));
+				    mc_strerror(rc));
 		}
 	}
 	pthread_mutex_unlock(&sp->lock);

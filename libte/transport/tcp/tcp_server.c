@@ -315,7 +315,7 @@ static void relisten(struct tcp_transport *t)
 		mc_log_warn("te",
 			    "tcp: cannot listen on port %d again after a "
 			    "fence (%s): taking another",
-			    atomic_load(&t->data_port), strerror(-rc));
+			    atomic_load(&t->data_port), mc_strerror(rc));
 		rc = mc_net_listen(eng->ip, 0, 128, 1, &fd, &port);
 		rc = rc ? rc : 1;
 	}
@@ -464,7 +464,7 @@ int tcp_server_start(struct tcp_transport *t, char *err, size_t errlen)
 	atomic_store(&t->data_port, port);
 	if (rc) {
 		snprintf(err, errlen, "tcp transport: cannot listen on %s: %s",
-			 eng->ip, strerror(-rc));
+			 eng->ip, mc_strerror(rc));
 		return rc;
 	}
 	rc = pthread_create(&t->accept_thread, NULL, accept_loop, t);
@@ -532,7 +532,7 @@ int tcp_server_fence(struct tcp_transport *t, uint64_t deadline_ns)
 	pthread_mutex_unlock(&t->conns_lock);
 	if (lrc < 0)
 		mc_log_err("te", "tcp: no listener after a fence: %s",
-			   strerror(-lrc));
+			   mc_strerror(lrc));
 	if (lrc < 0 && !rc)
 		rc = lrc;
 	if (!rc && lrc == 1)

@@ -103,6 +103,20 @@ def test_bare_ipv6_local_hostname(master, members, stores, mstore):
     assert other.get("v6") == data
 
 
+def test_local_hostname_not_found_is_named(master, members, stores, capfd):
+    """A local_hostname that does not resolve (a container without
+    /etc/hosts, a typo) fails setup naming it: it read "Unknown error
+    4026" (the engine printed an internal code with strerror)."""
+    s = stores()
+    capfd.readouterr()
+    rc = s.setup("nohost.invalid", master.metadata, SEG, BUF, "tcp", "",
+                 master.addr)
+    assert rc != 0
+    err = capfd.readouterr().err
+    assert "nohost.invalid" in err and "host name not found" in err, err
+    assert "Unknown error" not in err, err
+
+
 def test_features_turned_on_are_not_supported(master, members, stores,
                                               mstore):
     s = stores()
