@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, build and run the whole test suite: the README's test command and
-# exactly what CI runs (.ci/run). On 2 cores it takes about 12 minutes.
+# exactly what CI runs (.ci/run). On 2 cores it takes 35-40 minutes
+# (docs/testing.md, "Where the time goes").
 #   1. setup.sh installs packages; check_deps.py: it installs all that the
 #      tree calls; clang-format check of every C file
 #   2. gcc -Werror build, full ctest (unit, integration, fuzz corpus replay)
@@ -22,6 +23,15 @@ scripts/setup.sh
 
 step "dependency check"
 scripts/check_deps.py
+
+# Room the tests' segments need in /dev/shm (Debian's default is half the
+# RAM): fs.pjdfstest mounts a 3 GiB segment with another test beside it.
+shm_free=$(df -P -k /dev/shm | awk 'NR == 2 { print $4 }')
+if [ "${shm_free:-0}" -lt $((4 << 20)) ]; then
+	echo "test.sh: WARNING: /dev/shm has $((shm_free >> 10)) MiB free;" \
+		"the suite needs 4096 (fs.pjdfstest and others will fail):" \
+		"mount -o remount,size=8g /dev/shm, or a machine with more RAM" >&2
+fi
 
 step "format check"
 scripts/format.sh --check
