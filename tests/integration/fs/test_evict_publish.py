@@ -60,3 +60,35 @@ def test_a_file_of_the_whole_pool_survives_its_close(master, mounts,
     assert (m.kv / "f").read_bytes() == data
     # Only puts evicted (the previous version), never an empty object.
     assert "(0 bytes)" not in master.log_path.read_text()
+
+
+def test_writers_in_a_pool_too_small_for_all_get_enospc(master, mounts,
+                                                        tmp_path):
+    """Four dd's of 6 MiB at once into 16 MiB: each put evicts the
+    others' older files for room, and a close whose file finds no room
+    fails with ENOSPC, also when its committed temporary object was
+    evicted for another writer's put before the rename that publishes
+    it (until 2026-12-07 that close failed with ENOENT, in every run of
+    this test)."""
+    m = mounts(seg="16MiB")
+    src = tmp_path / "src"
+    src.write_bytes(random_bytes(6 * MiB, 2))
+    errors = {}
+    for _ in range(40):
+        ps = [subprocess.Popen(["dd", f"if={src}", f"of={m.kv}/f{i}",
+                                "bs=1M", "status=none"],
+                               stderr=subprocess.PIPE, text=True)
+              for i in range(4)]
+        for p in ps:
+            _, err = p.communicate(timeout=120)
+            if p.returncode:
+                why = err.strip().rsplit(": ", 1)[-1]
+                errors[why] = errors.get(why, 0) + 1
+    assert set(errors) <= {"No space left on device"}, errors
+    # What was published whole is whole.
+    for i in range(4):
+        try:
+            got = (m.kv / f"f{i}").read_bytes()
+        except FileNotFoundError:
+            continue
+        assert got == src.read_bytes(), i
