@@ -4,7 +4,12 @@
  * for real pressure only:
  *  - the watermark (mst_evict_tick): above --eviction_high_watermark_ratio
  *    of the pool, objects go until usage is eviction_ratio below it, a
- *    bounded run per tick (10 ms) so the lock is never held for long;
+ *    bounded run per tick (10 ms) so the lock is never held for long.
+ *    It makes room with older data only: the most recently read or
+ *    written object that holds memory stays, even when the pool stays
+ *    above the watermark so (a file that fills the pool, just written,
+ *    is not evicted the moment its close publishes it; a put that needs
+ *    the room later evicts for itself);
  *  - a put that finds no room (mst_evict_for_put): objects go from the one
  *    segment that can hold the new object once its evictable objects are
  *    gone, and only as many as that takes. Whether it can is tried first,
@@ -25,7 +30,9 @@
  * pool: upstream's #2187). Soft-pinned objects go only when nothing else
  * is left and --allow_evict_soft_pinned_objects is on. A member of a
  * group (groups.h) is a candidate only when every member is, and takes
- * the whole group with it.
+ * the whole group with it. An empty object (no memory) is never one:
+ * evicting it frees nothing (it was the empty version a shell's `> f`
+ * publishes, evicted while the write of f's content was in progress).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -243,14 +250,32 @@ static void pick_one(struct mst_object *x, void *arg)
 		try_free(p, x);
 }
 
+/* The most recently read or written object that holds memory (NULL:
+ * none): the watermark leaves it (with its group) alone. */
+static const struct mst_object *newest(const struct master *m)
+{
+	const struct mst_object *o = m->lru_tail;
+
+	while (o && !frees(o, NULL))
+		o = o->lru_prev;
+	return o;
+}
+
+static bool kept(const struct mst_object *o, const struct mst_object *keep)
+{
+	return keep && (o == keep || (o->group && o->group == keep->group));
+}
+
 /* Evict candidates (only those with a replica on seg, when seg is set)
  * until bytes were freed (on seg) or count objects went, whichever comes
  * first (0: no limit on that measure); with fit (and seg), those that
  * leave seg a free range of fit bytes, or none when all of them would
- * not. Returns the bytes freed. */
+ * not. An object that frees nothing (empty) never goes: it makes no
+ * room. keep (with its group) does not go either. Returns the bytes
+ * freed. */
 static uint64_t evict(struct master *m, const struct mst_segment *seg,
 		      uint64_t bytes, uint64_t count, uint64_t fit,
-		      const char *why)
+		      const struct mst_object *keep, const char *why)
 {
 	uint64_t now = mst_now(), wall = mst_wall();
 	struct victims p = { .cap = 256, .seg = seg, .fit = seg ? fit : 0 };
@@ -271,13 +296,13 @@ static uint64_t evict(struct master *m, const struct mst_segment *seg,
 			if ((bytes && p.freed >= bytes) ||
 			    (count && p.n >= count) || p.fits)
 				break;
-			if (o->evict_mark ||
+			if (o->evict_mark || kept(o, keep) ||
 			    !may_go(m, o, now, wall, soft, pid))
 				continue;
 			if ((o->soft_pin_until > wall) != soft)
 				continue; /* pass 0: unpinned; 1: soft pinned */
-			if (seg && !group_frees(o, seg))
-				continue;
+			if (!group_frees(o, seg))
+				continue; /* empty: evicting it frees nothing */
 			/* o, or o's whole group */
 			mst_group_each(o, pick_one, &p);
 		}
@@ -392,7 +417,7 @@ bool mst_evict_for_put(struct master *m, uint64_t size)
 			 "for a put of %" PRIu64 " bytes on %s", size,
 			 best->name ? best->name : "a segment");
 		/* Those that leave a free range of size, or none. */
-		(void)evict(m, best, 0, 0, size, why);
+		(void)evict(m, best, 0, 0, size, NULL, why);
 		if (mc_alloc_largest_free(best->alloc) >= size)
 			return true;
 		tried[t] = best; /* pinned objects split it: the next */
@@ -417,7 +442,7 @@ void mst_evict_tick(struct master *m)
 		/* At most EVICT_RUN_MAX objects per tick (the lock is held
 		 * throughout): the next tick goes on. */
 		evict(m, NULL, (uint64_t)((double)m->allocated - target),
-		      EVICT_RUN_MAX, 0, why);
+		      EVICT_RUN_MAX, 0, newest(m), why);
 	}
 	note(m, 0, 0, NULL); /* what waited for its second */
 }

@@ -482,11 +482,16 @@ static int write_stage(struct mcfs_fh *fh)
 	return rc;
 }
 
-/* The committed temporary object becomes the name's version. */
+/* The committed temporary object becomes the name's version. Not found
+ * is only ever the temporary object (a rename over a name needs none
+ * there): evicted since its commit, for another writer's put in a pool
+ * too full for both (until 2026-12-07 the close said ENOENT). */
 static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 {
-	return mcfs_errno(mooncake_store_rename_version(
+	int rc = mcfs_errno(mooncake_store_rename_version(
 		fs->store, fh->tmp_key, fh->key, fh->if_absent));
+
+	return rc == -ENOENT ? -ENOSPC : rc;
 }
 
 /* Commit (PutEnd) or revoke the handle's writer; *version: the committed

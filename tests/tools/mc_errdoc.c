@@ -40,7 +40,9 @@ int main(void)
 	     "\"Errors\"), the mount (`mooncakefs/fuse/`) answers:\n");
 	puts("| errno | when |\n|---|---|");
 	puts("| `ENOSPC` | a write past the mount's `staging_limit`, or the "
-	     "pool full (the file is not published) |");
+	     "pool full (the file is not published), at the PutStart or "
+	     "after the commit (the written temporary object evicted before "
+	     "its rename) |");
 	puts("| `ESTALE` | an open whose inode's version is gone; the kernel "
 	     "looks the name up again and retries, so a program sees it only "
 	     "when the name changes twice within that retry |");

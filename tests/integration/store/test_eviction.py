@@ -166,3 +166,46 @@ def test_eviction_ratio_0_turns_eviction_off(procs, tmp_path):
         assert sh.exist(keys) == [1] * len(keys)
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_the_watermark_makes_room_with_older_data_only(procs, tmp_path):
+    """Above the watermark, older data goes, never the newest object
+    (the pool may stay above the watermark with it: a put that needs the
+    room evicts for itself), nor an empty one, which frees nothing (until
+    2026-12-07 the empty object went first, then the newest: a file that
+    filled the pool vanished right after its write, and the empty version
+    a shell's `> f` publishes went while f's content was being written:
+    "evicted 1 objects (0 bytes)")."""
+    MiB = 1 << 20
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "200", n=1)
+    try:
+        sh = Shell(procs, tmp_path, m)
+        # An empty object, as the mount publishes an empty file.
+        h = sh.ok("wopen empty 0")
+        sh.ok(f"wclose {h} commit")
+        sh.ok(f"put old {4 * MiB} 2")
+        sh.ok(f"put new {12 * MiB} 3")  # 16 MiB: 100% of the pool
+        eventually(lambda: m.metric("master_evicted_key_count") > 0,
+                   what="eviction")
+        time.sleep(0.3)  # many more watermark runs (one per 10 ms)
+        assert m.metric("master_evicted_key_count") == 1
+        assert m.metric("master_key_count") == 2
+        assert sh.exist(["empty", "old", "new"]) == [1, 0, 1]
+        sh.ok(f"check new {12 * MiB} 3")
+
+        # The newest object alone fills the pool, and stays.
+        time.sleep(0.5)  # the read leases (200 ms) expire
+        sh.ok("rm new")
+        sh.ok(f"put whole {16 * MiB} 4")
+        time.sleep(0.3)
+        assert m.metric("master_allocated_bytes") == 16 * MiB
+        assert m.metric("master_evicted_key_count") == 1
+        assert sh.exist(["empty", "whole"]) == [1, 1]
+        sh.ok(f"check whole {16 * MiB} 4")
+
+        # A put that needs the room evicts it.
+        time.sleep(0.5)
+        sh.ok(f"put next {MiB} 5")
+        assert sh.exist(["empty", "whole", "next"]) == [1, 0, 1]
+    finally:
+        cleanup_segments([x.port for x in ms])
