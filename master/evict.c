@@ -25,9 +25,12 @@
  *
  * Candidates, least recently read (or written) first (the recency list,
  * objmap.c): objects that are not hard pinned, not held open, not under a
- * read lease, and not under an existence lease unless the object went
- * unread for exist_max_idle (so polling batch_is_exist cannot pin the
- * pool: upstream's #2187). Soft-pinned objects go only when nothing else
+ * read lease, not under a publish lease (a put with
+ * PutStartRequest.publish, complete and not renamed yet: the mount's file
+ * between its commit and the rename that publishes it, for at most
+ * lease_ttl after the commit), and not under an existence lease unless
+ * the object went unread for exist_max_idle (so polling batch_is_exist
+ * cannot pin the pool: upstream's #2187). Soft-pinned objects go only when nothing else
  * is left and --allow_evict_soft_pinned_objects is on. A member of a
  * group (groups.h) is a candidate only when every member is, and takes
  * the whole group with it. An empty object (no memory) is never one:
@@ -55,7 +58,8 @@
 static bool evictable(struct master *m, const struct mst_object *o,
 		      uint64_t now, uint64_t wall, bool soft_ok)
 {
-	if (o->hard_pin || o->holds || o->read_lease_until > now)
+	if (o->hard_pin || o->holds || o->read_lease_until > now ||
+	    o->publish_until > now)
 		return false;
 	if (o->lease_until > now &&
 	    now - o->last_access < m->cfg.exist_max_idle_ms)

@@ -94,6 +94,10 @@ struct mst_object {
 	};
 	uint64_t lease_until; /* mono ms: reads (and existence checks) */
 	uint64_t read_lease_until; /* mono ms: reads only */
+	/* Mono ms: the publish lease (PutStartRequest.publish): not evicted
+	 * before this, nor after its rename, which ends it. While PROCESSING,
+	 * the lease's length (0: none); it starts at the PutEnd. */
+	uint64_t publish_until;
 	uint64_t last_access; /* mono ms: last read or completed write */
 	uint64_t soft_pin_until; /* wall ms, 0 none */
 	/* Wall clock ns of PutEnd, made unique: every PutEnd takes a value

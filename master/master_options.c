@@ -68,7 +68,9 @@ static const struct mc_opt master_opts[] = {
 	OPT("metrics_host", MC_OPT_STRING, metrics_host, "0.0.0.0", 0, 0,
 	    "Address the admin HTTP listener binds."),
 	DUR("default_kv_lease_ttl", default_kv_lease_ttl, "10000", 1,
-	    "Lease granted by get and exist (bare numbers are ms)."),
+	    "Lease granted by get and exist (bare numbers are ms); also the "
+	    "longest a mount's written file is kept from eviction between "
+	    "its commit and its publish (rename)."),
 	DUR("default_kv_soft_pin_ttl", default_kv_soft_pin_ttl, "30m", 1,
 	    "Soft pin duration when a put asks for one (ms)."),
 	DUR("max_kv_soft_pin_ttl", max_kv_soft_pin_ttl, "24h", 1,

@@ -18,6 +18,9 @@ struct mst_put_cfg {
 	const mst_attr_t *attr; /* NULL: none (an API object) */
 	const char *group; /* group id (group_len bytes), or none */
 	size_t group_len;
+	/* Its writer renames it right after the PutEnd (the mount's
+	 * publish): a publish lease keeps it from eviction until then. */
+	bool publish;
 };
 /** Allocate replicas for key (state PROCESSING); *out for the reply.
  *  OBJECT_ALREADY_EXISTS with *out the object there (complete, or a put

@@ -440,6 +440,7 @@ static int h_put_start(struct call *c)
 			(const char *const *)q->config->preferred_segments;
 		pc.n_preferred = q->config->n_preferred_segments;
 	}
+	pc.publish = q->publish;
 	if (q->attr && q->attr->mode) {
 		attr = mc_rpc_attr_of(q->attr);
 		pc.attr = &attr;

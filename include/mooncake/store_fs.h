@@ -303,6 +303,20 @@ MOONCAKE_API int mooncake_store_writer_open_attr(
 	const mooncake_replicate_config_t *config,
 	const mooncake_fs_attr_t *attr, mooncake_writer_t *out);
 /**
+ * writer_open_attr() of an object its caller renames over its real name
+ * right after the commit (rename_version: a file's next version written
+ * under a hidden key, as the mount publishes). The committed object is
+ * not evicted before that rename, for up to the master's
+ * --default_kv_lease_ttl (10 s) after the commit (a "publish lease"), so
+ * another put's eviction cannot take it in between and fail the rename
+ * with -704. A master from before 2026-12-07 ignores the request (the
+ * object is evictable as any other).
+ */
+MOONCAKE_API int mooncake_store_writer_open_publish(
+	mooncake_store_t store, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config,
+	const mooncake_fs_attr_t *attr, mooncake_writer_t *out);
+/**
  * Write [off, off+len) into every replica; buf as for object_read. Past
  * the end is -600 (and harmless). A write that fails on any replica
  * (-800) spoils the put: later writes return that code and close() revokes

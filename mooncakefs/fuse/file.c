@@ -115,7 +115,7 @@ static int open_writer(struct mcfs *fs, struct mcfs_fh *fh, uint64_t size)
 			      (mooncake_fs_attr_t){ 0 };
 	if (space_error(fs, 0, size))
 		return -EFBIG;
-	return mcfs_errno(mooncake_store_writer_open_attr(
+	return mcfs_errno(mooncake_store_writer_open_publish(
 		fs->store, fh->tmp_key, size, &cfg,
 		fh->sent.mode ? &fh->sent : NULL, &fh->writer));
 }
@@ -482,10 +482,12 @@ static int write_stage(struct mcfs_fh *fh)
 	return rc;
 }
 
-/* The committed temporary object becomes the name's version. Not found
+/* The committed temporary object becomes the name's version. It is not
+ * evicted before this rename (the publish lease its writer asked for:
+ * writer_open_publish), unless the rename comes later than the master's
+ * lease time after the commit or the master predates the lease. Not found
  * is only ever the temporary object (a rename over a name needs none
- * there): evicted since its commit, for another writer's put in a pool
- * too full for both (until 2026-12-07 the close said ENOENT). */
+ * there), evicted so: ENOSPC (until 2026-12-07 the close said ENOENT). */
 static int rename_over(struct mcfs *fs, struct mcfs_fh *fh)
 {
 	int rc = mcfs_errno(mooncake_store_rename_version(

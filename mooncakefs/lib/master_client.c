@@ -465,7 +465,8 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
 			 const Mcrpc__Attr *attr, const char *const *groups,
-			 uint32_t reserve, Mcrpc__PutStartResponse **out)
+			 uint32_t reserve, bool publish,
+			 Mcrpc__PutStartResponse **out)
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
@@ -484,6 +485,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	req.config = (Mcrpc__ReplicateConfig *)cfg;
 	req.attr = (Mcrpc__Attr *)attr;
 	req.reserve = reserve;
+	req.publish = publish;
 	if (groups) {
 		req.n_group_ids = n;
 		req.group_ids = (char **)groups;

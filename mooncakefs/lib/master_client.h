@@ -127,13 +127,15 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out);
  * PutStart (batch false, n == 1) or BatchPutStart: (*out)->results[i] has
  * the key's code and, when 0, the replicas to write. cfg and attr (every
  * key's attributes) may be NULL; groups NULL (none) or n group ids ("":
- * that key in none).
+ * that key in none). publish: each object is renamed right after its
+ * PutEnd (PutStartRequest.publish: kept from eviction until then).
  */
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
 			 const Mcrpc__Attr *attr, const char *const *groups,
-			 uint32_t reserve, Mcrpc__PutStartResponse **out);
+			 uint32_t reserve, bool publish,
+			 Mcrpc__PutStartResponse **out);
 /**
  * PutCommit (put_slots.h): bind key to slot, reserve more of its size,
  * give back release[0..n_release). key NULL: only give back. 0 with *out

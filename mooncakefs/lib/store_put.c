@@ -338,7 +338,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 	sent = mc_mono_ms();
 	rc = mcs_master_put_start(
 		s->master, batch, names, sizes, n_live, &rcfg, NULL, groups,
-		plain ? mcs_slots_want(&s->slots, sizes[0]) : 0, &resp);
+		plain ? mcs_slots_want(&s->slots, sizes[0]) : 0, false, &resp);
 	if (rc)
 		goto fail_all;
 	if (plain)

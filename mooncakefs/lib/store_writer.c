@@ -51,7 +51,7 @@ struct mooncake_writer {
 
 static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 		       const mooncake_replicate_config_t *cfg,
-		       const mooncake_fs_attr_t *attr,
+		       const mooncake_fs_attr_t *attr, bool publish,
 		       struct mooncake_writer **out)
 {
 	Mcrpc__Attr am = MCRPC__ATTR__INIT;
@@ -75,7 +75,7 @@ static int open_writer(struct mooncake_store *s, const char *key, uint64_t size,
 	sent = mc_mono_ms();
 	rc = mcs_master_put_start(s->master, false, &key, &size, 1, &rcfg,
 				  attr ? &am : NULL, k.group ? &k.group : NULL,
-				  0, &resp);
+				  0, publish, &resp);
 	if (rc)
 		return rc;
 	mcs_contact_note(&s->contact, resp->run, sent);
@@ -111,10 +111,10 @@ out:
 	return rc;
 }
 
-MOONCAKE_API int mooncake_store_writer_open_attr(
-	mooncake_store_t s, const char *key, uint64_t size,
-	const mooncake_replicate_config_t *config,
-	const mooncake_fs_attr_t *attr, mooncake_writer_t *out)
+static int open_any(mooncake_store_t s, const char *key, uint64_t size,
+		    const mooncake_replicate_config_t *config,
+		    const mooncake_fs_attr_t *attr, bool publish,
+		    mooncake_writer_t *out)
 {
 	int rc;
 
@@ -126,9 +126,25 @@ MOONCAKE_API int mooncake_store_writer_open_attr(
 		return rc;
 	rc = !mcs_key_ok(key) ? -EINVAL : mcs_replicate_config_check(config);
 	if (!rc)
-		rc = open_writer(s, key, size, config, attr, out);
+		rc = open_writer(s, key, size, config, attr, publish, out);
 	mcs_leave(s);
 	return mc_err_to_store(rc);
+}
+
+MOONCAKE_API int mooncake_store_writer_open_attr(
+	mooncake_store_t s, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config,
+	const mooncake_fs_attr_t *attr, mooncake_writer_t *out)
+{
+	return open_any(s, key, size, config, attr, false, out);
+}
+
+MOONCAKE_API int mooncake_store_writer_open_publish(
+	mooncake_store_t s, const char *key, uint64_t size,
+	const mooncake_replicate_config_t *config,
+	const mooncake_fs_attr_t *attr, mooncake_writer_t *out)
+{
+	return open_any(s, key, size, config, attr, true, out);
 }
 
 MOONCAKE_API int

@@ -40,9 +40,12 @@ int main(void)
 	     "\"Errors\"), the mount (`mooncakefs/fuse/`) answers:\n");
 	puts("| errno | when |\n|---|---|");
 	puts("| `ENOSPC` | a write past the mount's `staging_limit`, or the "
-	     "pool full (the file is not published), at the PutStart or "
-	     "after the commit (the written temporary object evicted before "
-	     "its rename) |");
+	     "pool full (the file is not published): the new version does "
+	     "not fit beside what eviction may not take (pinned, leased and "
+	     "held objects, puts in progress, other files between their "
+	     "commit and rename); after the commit only when the rename came "
+	     "later than the master's lease time (the written temporary "
+	     "object evicted before it) |");
 	puts("| `ESTALE` | an open whose inode's version is gone; the kernel "
 	     "looks the name up again and retries, so a program sees it only "
 	     "when the name changes twice within that retry |");

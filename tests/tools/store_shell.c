@@ -79,7 +79,11 @@
  *                                  CHUNK pieces, last piece first, close
  *                                  with commit -> ok
  *   wabort KEY SIZE                writer_open, close without commit -> ok
- *   wopen KEY SIZE [REPLICAS]      writer_open, kept open -> ok H
+ *   wopen KEY SIZE [REPLICAS] [publish]
+ *                                  writer_open (with publish:
+ *                                  writer_open_publish, a publish lease
+ *                                  from the commit until a rename), kept
+ *                                  open -> ok H
  *   wpiece H OFF LEN SEED          writer_write of bytes [OFF, OFF+LEN) of
  *                                  VALUE(size, SEED) -> ok
  *   wclose H commit|abort          writer_close -> ok
@@ -1259,16 +1263,23 @@ static int cmd_whandle(int argc, char **argv)
 	int h, rc;
 
 	if (!strcmp(cmd, "wopen")) {
-		if (argc < 3 || argc > 4 || !parse_size(argv[2], &size) ||
-		    (argc == 4 && (!parse_u64(argv[3], &repl) || repl > 64)))
-			return usage("wopen KEY SIZE [REPLICAS]");
+		bool publish = argc > 3 && !strcmp(argv[argc - 1], "publish");
+		int n = argc - publish;
+
+		if (n < 3 || n > 4 || !parse_size(argv[2], &size) ||
+		    (n == 4 && (!parse_u64(argv[3], &repl) || repl > 64)))
+			return usage("wopen KEY SIZE [REPLICAS] [publish]");
 		for (h = 0; h < MAX_OBJS && writers[h]; h++)
 			;
 		if (h == MAX_OBJS)
 			return reply_err(-600, "too many open writers");
 		c.replica_num = (size_t)repl;
-		rc = mooncake_store_writer_open(store, argv[1], size, &c,
-						&writers[h]);
+		rc = publish ?
+			     mooncake_store_writer_open_publish(store, argv[1],
+								size, &c, NULL,
+								&writers[h]) :
+			     mooncake_store_writer_open(store, argv[1], size,
+							&c, &writers[h]);
 		if (rc)
 			return reply_err(rc, NULL);
 		writer_size[h] = size;

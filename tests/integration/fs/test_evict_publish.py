@@ -7,9 +7,12 @@ and Python that write a whole segment's worth find the file there after
 their close succeeds. Until 2026-12-07 such a write sometimes failed at
 close with ENOENT (the committed temporary object was evicted before the
 rename that publishes it) or the file vanished right after (the master's
-log: "evicted 1 objects (0 bytes)")."""
+log: "evicted 1 objects (0 bytes)"). Writers at once whose files fit the
+pool together all publish (the committed temporary object has a publish
+lease until its rename); those that do not fit get ENOSPC."""
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -62,28 +65,73 @@ def test_a_file_of_the_whole_pool_survives_its_close(master, mounts,
     assert "(0 bytes)" not in master.log_path.read_text()
 
 
+@pytest.mark.parametrize("writers", [2, 4])
+def test_writers_that_fit_the_pool_all_publish(master, mounts, writers):
+    """Writers that rewrite their own file over and over, at once, their
+    files filling the pool together (2 x 8 MiB, 4 x 4 MiB in 16 MiB):
+    each put evicts older data for room (the files' replaced versions, or
+    the watermark's), never a file between its commit and the rename
+    that publishes it, so no close fails. Until 2026-12-07 a few closes
+    in these 300 publishes per writer failed with ENOSPC: another
+    writer's put, or the watermark, had evicted the committed temporary
+    object in the instant before its rename."""
+    m = mounts(seg="16MiB")
+    data = random_bytes(SEG // writers, 3)
+    errors = []
+
+    def writer(i):
+        for _ in range(300):
+            try:
+                with open(m.kv / f"f{i}", "wb") as f:
+                    f.write(data)
+            except OSError as e:
+                errors.append(e.strerror)
+
+    ts = [threading.Thread(target=writer, args=(i,))
+          for i in range(writers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, (len(errors), set(errors))
+    # What is there is whole (the watermark keeps the newest file only:
+    # the pool is full, above it).
+    for i in range(writers):
+        try:
+            got = (m.kv / f"f{i}").read_bytes()
+        except FileNotFoundError:
+            continue
+        assert got == data, i
+
+
 def test_writers_in_a_pool_too_small_for_all_get_enospc(master, mounts,
                                                         tmp_path):
     """Four dd's of 6 MiB at once into 16 MiB: each put evicts the
     others' older files for room, and a close whose file finds no room
-    fails with ENOSPC, also when its committed temporary object was
-    evicted for another writer's put before the rename that publishes
-    it (until 2026-12-07 that close failed with ENOENT, in every run of
-    this test)."""
+    fails with ENOSPC at its PutStart (the others' committed files wait
+    for their renames: the publish lease). Until 2026-12-07 the put
+    evicted such a file instead, whose close then failed with ENOENT, in
+    every run of this test (later ENOSPC, at the rename)."""
     m = mounts(seg="16MiB")
     src = tmp_path / "src"
     src.write_bytes(random_bytes(6 * MiB, 2))
     errors = {}
-    for _ in range(40):
+    for r in range(40):
         ps = [subprocess.Popen(["dd", f"if={src}", f"of={m.kv}/f{i}",
                                 "bs=1M", "status=none"],
                                stderr=subprocess.PIPE, text=True)
               for i in range(4)]
+        failed = 0
         for p in ps:
             _, err = p.communicate(timeout=120)
             if p.returncode:
                 why = err.strip().rsplit(": ", 1)[-1]
                 errors[why] = errors.get(why, 0) + 1
+                failed += 1
+        # The first file committed is published: its put found room
+        # (others' older files), and no later put takes it before its
+        # rename.
+        assert failed < 4, r
     assert set(errors) <= {"No space left on device"}, errors
     # What was published whole is whole.
     for i in range(4):

@@ -209,3 +209,53 @@ def test_the_watermark_makes_room_with_older_data_only(procs, tmp_path):
         assert sh.exist(["empty", "whole", "next"]) == [1, 0, 1]
     finally:
         cleanup_segments([x.port for x in ms])
+
+
+def test_a_publish_lease_keeps_a_put_until_its_rename(procs, tmp_path):
+    """A put whose writer asked for a publish lease (the mount's file,
+    written under a temporary key and renamed over its name right after
+    the commit: writer_open_publish) is not evicted between its commit
+    and its rename, neither by the watermark nor for another put, which
+    gets -200 when only that object's room would do; the rename ends the
+    lease, and so does the lease time (a crashed writer's object goes
+    then). Until 2026-12-07 either eviction could take it in that
+    instant, and the mount's close failed with ENOSPC for a file that
+    fitted the pool. Stat, not exist, looks: an existence check is a
+    lease of its own."""
+    MiB = 1 << 20
+    m, ms = pool(procs, tmp_path, "--default_kv_lease_ttl", "3000", n=1)
+
+    def there(key):
+        return sh.code(f"fstat {key}") == 0
+
+    try:
+        sh = Shell(procs, tmp_path, m)
+        h = sh.ok(f"wopen tmp {8 * MiB} publish")
+        sh.ok(f"wpiece {h} 0 {8 * MiB} 1")
+        sh.ok(f"wclose {h} commit")
+        # 15 of 16 MiB: above the watermark; tmp is not the newest.
+        sh.ok(f"put other {7 * MiB} 2")
+        time.sleep(0.3)  # many watermark runs (one per 10 ms)
+        assert there("tmp")
+        assert m.metric("master_evicted_key_count") == 0
+        # Only tmp's room would make 9 MiB: no room, nothing evicted.
+        assert sh.code(f"put big {9 * MiB} 3") == -200
+        assert there("tmp") and there("other")
+        assert m.metric("master_evicted_key_count") == 0
+
+        # Renamed: an ordinary object, evicted for a put that needs it.
+        sh.ok("ren tmp f")
+        sh.ok(f"check f {8 * MiB} 1")
+        time.sleep(3.5)  # the read lease of the check ends
+        sh.ok(f"put big {9 * MiB} 3")
+        assert not there("f")
+
+        # Never renamed (its writer died): evictable after the lease.
+        sh.ok("rm big")
+        h = sh.ok(f"wopen lost {12 * MiB} publish")
+        sh.ok(f"wclose {h} commit")
+        time.sleep(3.5)
+        sh.ok(f"put next {8 * MiB} 4")
+        assert not there("lost")
+    finally:
+        cleanup_segments([x.port for x in ms])
