@@ -203,17 +203,52 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	}
 }
 
+/* Does token t go on the address option before it, prev? An etcd
+ * address lists its endpoints with commas (master=etcd://h1:2379,h2:2379,
+ * as the first argument takes them), and -o, mount(8) and fstab split
+ * options at commas too: a token whose key part holds ':' is no option
+ * (no key has one) but the next endpoint. */
+static bool continues(const char *prev, const char *t)
+{
+	static const char *const keys[] = { "master=", "master_server_address=",
+					    "metadata=", "metadata_server=" };
+	bool addr = false;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		addr |= !strncmp(prev, keys[i], strlen(keys[i]));
+	return addr && strcspn(t, ":") < strcspn(t, "=");
+}
+
 static int opt_list(struct mcfs_opts *o, struct fuse_args *fargs,
 		    const char *list)
 {
-	char *copy = strdup(list), *save = NULL;
-	int rc = 0;
+	char *copy = strdup(list), *save = NULL, *prev = NULL;
+	int rc = copy ? 0 : -ENOMEM;
 
-	if (!copy)
-		return -ENOMEM;
-	for (char *t = strtok_r(copy, ",", &save); t && !rc;
-	     t = strtok_r(NULL, ",", &save))
-		rc = one_opt(o, fargs, t);
+	for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !rc;
+	     t = strtok_r(NULL, ",", &save)) {
+		if (prev && continues(prev, t)) {
+			size_t n = strlen(prev), m = strlen(t) + 1;
+			char *j = realloc(prev, n + 1 + m);
+			if (!j) {
+				rc = -ENOMEM;
+				break;
+			}
+			prev = j;
+			prev[n] = ',';
+			memcpy(prev + n + 1, t, m);
+			continue;
+		}
+		if (prev)
+			rc = one_opt(o, fargs, prev);
+		free(prev);
+		prev = rc ? NULL : strdup(t);
+		if (!rc && !prev)
+			rc = -ENOMEM;
+	}
+	if (prev && !rc)
+		rc = one_opt(o, fargs, prev);
+	free(prev);
 	free(copy);
 	return rc;
 }
