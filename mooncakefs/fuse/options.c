@@ -3,10 +3,11 @@
  * Options of the mooncakefs daemon, the way mount(8) and FUSE users give
  * them:  mooncakefs [MASTER] MOUNTPOINT [-o opt[=val],...] [-f] [-d]
  * MASTER is host:port of mooncake_master (mount's "device"); every option
- * is also an -o key (docs/config.md, "mooncakefs"). Options that mount(8)
- * and fstab add for their own use (_netdev, defaults, noauto, x-*, ...) are
- * accepted and ignored; FUSE's own (allow_other, default_permissions, ro,
- * fsname, ...) are handed to libfuse.
+ * is also an -o key (docs/operations.md, "mooncakefs (the mount)").
+ * Options that mount(8) and fstab add for their own use (_netdev,
+ * defaults, noauto, x-*, ...) are accepted and ignored; FUSE's own
+ * (allow_other, default_permissions, ro, fsname, ...) are handed to
+ * libfuse.
  */
 #include <errno.h>
 #include <jansson.h>
