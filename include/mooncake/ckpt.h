@@ -109,9 +109,9 @@ MOONCAKE_API int mooncake_ckpt_link(mooncake_ckpt_t *c, const char *name,
 				    const char *target, bool replace);
 
 /**
- * Fetch checkpoint name into dir (made if missing; it must be empty),
- * with the files' modes and times, and serve it from there. A link is
- * followed (one level).
+ * Fetch checkpoint name into dir (made if missing, with its parents; it
+ * must be empty), with the files' modes and times, and serve it from
+ * there. A link is followed (one level).
  */
 MOONCAKE_API int mooncake_ckpt_get_dir(mooncake_ckpt_t *c, const char *name,
 				       const char *dir,

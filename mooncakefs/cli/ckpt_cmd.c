@@ -4,8 +4,9 @@
  *   publish DIR NAME   publish DIR's tree as NAME (sealed when complete)
  *                      and serve it until interrupted
  *   ls [PREFIX]        checkpoints: size, files, shards, holders
- *   get NAME DIR       fetch into DIR (new or empty); --serve: then keep
- *                      serving it to other readers until interrupted
+ *   get NAME DIR       fetch into DIR (new or empty; parents made);
+ *                      --serve: then keep serving it to other readers
+ *                      until interrupted
  *   info NAME          everything about NAME, as JSON
  *   link NAME TARGET   a name for another (ckpt/latest), replacing a link
  *   rm NAME            unpublish NAME for everyone

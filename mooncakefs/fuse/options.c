@@ -3,10 +3,11 @@
  * Options of the mooncakefs daemon, the way mount(8) and FUSE users give
  * them:  mooncakefs [MASTER] MOUNTPOINT [-o opt[=val],...] [-f] [-d]
  * MASTER is host:port of mooncake_master (mount's "device"); every option
- * is also an -o key (docs/config.md, "mooncakefs"). Options that mount(8)
- * and fstab add for their own use (_netdev, defaults, noauto, x-*, ...) are
- * accepted and ignored; FUSE's own (allow_other, default_permissions, ro,
- * fsname, ...) are handed to libfuse.
+ * is also an -o key (docs/operations.md, "mooncakefs (the mount)").
+ * Options that mount(8) and fstab add for their own use (_netdev,
+ * defaults, noauto, x-*, ...) are accepted and ignored; FUSE's own
+ * (allow_other, default_permissions, ro, fsname, ...) are handed to
+ * libfuse.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -203,17 +204,52 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 	}
 }
 
+/* Does token t go on the address option before it, prev? An etcd
+ * address lists its endpoints with commas (master=etcd://h1:2379,h2:2379,
+ * as the first argument takes them), and -o, mount(8) and fstab split
+ * options at commas too: a token whose key part holds ':' is no option
+ * (no key has one) but the next endpoint. */
+static bool continues(const char *prev, const char *t)
+{
+	static const char *const keys[] = { "master=", "master_server_address=",
+					    "metadata=", "metadata_server=" };
+	bool addr = false;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		addr |= !strncmp(prev, keys[i], strlen(keys[i]));
+	return addr && strcspn(t, ":") < strcspn(t, "=");
+}
+
 static int opt_list(struct mcfs_opts *o, struct fuse_args *fargs,
 		    const char *list)
 {
-	char *copy = strdup(list), *save = NULL;
-	int rc = 0;
+	char *copy = strdup(list), *save = NULL, *prev = NULL;
+	int rc = copy ? 0 : -ENOMEM;
 
-	if (!copy)
-		return -ENOMEM;
-	for (char *t = strtok_r(copy, ",", &save); t && !rc;
-	     t = strtok_r(NULL, ",", &save))
-		rc = one_opt(o, fargs, t);
+	for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && !rc;
+	     t = strtok_r(NULL, ",", &save)) {
+		if (prev && continues(prev, t)) {
+			size_t n = strlen(prev), m = strlen(t) + 1;
+			char *j = realloc(prev, n + 1 + m);
+			if (!j) {
+				rc = -ENOMEM;
+				break;
+			}
+			prev = j;
+			prev[n] = ',';
+			memcpy(prev + n + 1, t, m);
+			continue;
+		}
+		if (prev)
+			rc = one_opt(o, fargs, prev);
+		free(prev);
+		prev = rc ? NULL : strdup(t);
+		if (!rc && !prev)
+			rc = -ENOMEM;
+	}
+	if (prev && !rc)
+		rc = one_opt(o, fargs, prev);
+	free(prev);
 	free(copy);
 	return rc;
 }

@@ -43,6 +43,10 @@ struct mcs_ckpt_cached {
 	uint64_t used_ms; /* last open or read (LRU) */
 	uint8_t *prefetching; /* files being fetched whole (bitmap) */
 	bool prefetching_all; /* the whole checkpoint is being fetched */
+	/* sv is what this handle serves already (published here, or
+	 * fetched whole): read from there, nothing of it in the cache, and
+	 * forgotten when its last file closes. */
+	bool borrowed;
 	struct mcs_ckpt_cached *next;
 };
 
@@ -89,6 +93,8 @@ static int cache_root(struct mooncake_ckpt *c,
 	return mcs_ckpt_lay_out(lay, root);
 }
 
+static void drop_cached(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k);
+
 /* The cached checkpoint id, made on first use (under cache_lock). */
 static int cached_get(struct mooncake_ckpt *c, uint64_t id,
 		      struct mcs_ckpt_cached **out)
@@ -104,6 +110,30 @@ static int cached_get(struct mooncake_ckpt *c, uint64_t id,
 			return 0;
 		}
 	}
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->sv = mcs_ckpt_srv_find(c->srv, id);
+	if (k->sv) {
+		/* A checkpoint this handle serves (a mount's sealed one)
+		 * cannot be announced again (-EEXIST): its reads were
+		 * EEXIST on the mount that published it. */
+		k->id = id;
+		k->borrowed = true;
+		k->fetching =
+			calloc(mcs_bitmap_len(k->sv->lay->nshards) + 1, 1);
+		k->prefetching = calloc(
+			mcs_bitmap_len((uint32_t)k->sv->lay->nfiles) + 1, 1);
+		if (!k->fetching || !k->prefetching) {
+			drop_cached(c, k);
+			return -ENOMEM;
+		}
+		k->next = c->cached;
+		c->cached = k;
+		*out = k;
+		return 0;
+	}
+	free(k);
 	rc = mcs_ckpt_info(c->store->master, NULL, id, false, &r);
 	if (!rc)
 		rc = r->ckpt ? mcs_ckpt_layout_from(r->ckpt, &lay) : -EPROTO;
@@ -157,6 +187,13 @@ static void drop_cached(struct mooncake_ckpt *c, struct mcs_ckpt_cached *k)
 		;
 	if (*pp)
 		*pp = k->next;
+	if (k->borrowed) {
+		mcs_ckpt_served_put(k->sv);
+		free(k->fetching);
+		free(k->prefetching);
+		free(k);
+		return;
+	}
 	mcs_ckpt_unserve(c, k->sv);
 	mcs_ckpt_undo(k->sv->lay, k->root);
 	(void)rmdir(k->root);
@@ -480,7 +517,8 @@ int mooncake_ckpt_file_open(mooncake_ckpt_t *c, uint64_t id, const char *path,
 		f->last_shard = UINT32_MAX;
 		k->users++;
 		k->used_ms = mc_mono_ms();
-		prefetch(c, k, f->file);
+		if (!k->borrowed)
+			prefetch(c, k, f->file);
 		*out = f;
 	}
 	pthread_mutex_unlock(&c->cache_lock);
@@ -541,7 +579,8 @@ void mooncake_ckpt_file_close(mooncake_ckpt_file_t *f)
 	if (!f)
 		return;
 	pthread_mutex_lock(&f->c->cache_lock);
-	f->k->users--;
+	if (!--f->k->users && f->k->borrowed)
+		drop_cached(f->c, f->k);
 	pthread_mutex_unlock(&f->c->cache_lock);
 	free(f);
 }

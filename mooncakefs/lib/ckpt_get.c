@@ -18,13 +18,24 @@
 #include "mooncake/mc_err.h"
 
 /* 0 when dir is (now) an empty directory, else a code (logged); *made:
- * this call made it. */
+ * this call made it. Missing parents are made as by `mkdir -p` (and
+ * stay: other fetches may be using them). */
 static int empty_dir(const char *dir, bool *made)
 {
 	struct dirent *e;
 	DIR *d;
 
 	*made = !mkdir(dir, 0755);
+	if (!*made && errno == ENOENT) {
+		int rc = mcs_ckpt_mkparents(dir);
+
+		if (rc) {
+			mc_log_err("ckpt", "%s: cannot make its parents: %s",
+				   dir, strerror(-rc));
+			return rc;
+		}
+		*made = !mkdir(dir, 0755);
+	}
 	if (!*made && errno != EEXIST) {
 		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
 		return -errno;

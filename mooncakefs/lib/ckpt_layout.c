@@ -19,7 +19,7 @@ static int rm_one(const char *p, const struct stat *st, int flag,
 	return flag == FTW_DP ? rmdir(p) : unlink(p);
 }
 
-int mcs_ckpt_mkdirs(const char *path)
+int mcs_ckpt_mkparents(const char *path)
 {
 	char p[PATH_MAX];
 	size_t n = strlen(path);
@@ -35,7 +35,14 @@ int mcs_ckpt_mkdirs(const char *path)
 			return -errno;
 		*c = '/';
 	}
-	return mkdir(p, 0700) && errno != EEXIST ? -errno : 0;
+	return 0;
+}
+
+int mcs_ckpt_mkdirs(const char *path)
+{
+	int rc = mcs_ckpt_mkparents(path);
+
+	return rc ? rc : mkdir(path, 0700) && errno != EEXIST ? -errno : 0;
 }
 
 void mcs_ckpt_default_dir(const char *leaf, char *out, size_t n)

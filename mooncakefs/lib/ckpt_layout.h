@@ -54,6 +54,9 @@ struct mcs_ckpt_layout {
 
 /* Names, paths and shard counts: mc_ckpt_name.h. */
 
+/** Make the missing parents of path (mode 0755), not path itself, as
+ *  `mkdir -p $(dirname path)`: 0 or -errno. */
+int mcs_ckpt_mkparents(const char *path);
 /** Make directory path and its missing parents (mode 0755, the last
  *  0700): 0 or -errno. */
 int mcs_ckpt_mkdirs(const char *path);

@@ -395,9 +395,9 @@ class P2PStore:
                             os.fsencode(path), _name(name))
 
     def get_dir(self, name, path, progress=None):
-        """Fetch checkpoint name into path (made if missing; it must be
-        empty), with the files' modes and times, and serve it from there.
-        A link is followed. progress(Progress) is called as shards land,
+        """Fetch checkpoint name into path (made if missing, with its
+        parents; it must be empty), with the files' modes and times, and
+        serve it from there. A link is followed. progress(Progress) is called as shards land,
         from the fetching threads, one call at a time. A path that is not
         an empty directory raises INVALID_WRITE (-700, the C call's code)
         with the reason."""

@@ -243,6 +243,10 @@ def test_publish_through_the_mount(procs, tmp_path, master, mounts):
     assert tree_bytes(ck_b / "llama") == tree_bytes(src)
     assert stat.S_IMODE(os.stat(ck_b / "llama" / "config.json").st_mode) \
         == 0o440
+    # The publishing mount reads it too (each open was EEXIST there: it
+    # serves the checkpoint already), twice: its files closed between.
+    for _ in range(2):
+        assert tree_bytes(ck_a / "llama") == tree_bytes(src)
     inf = info(master, "llama")
     assert inf["shards"] >= 3 and inf["holders"] >= 1
     # A name that is taken cannot be sealed again.

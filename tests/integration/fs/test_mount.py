@@ -397,3 +397,22 @@ def test_second_daemon_on_a_mount_is_refused(mounts, tmp_path):
     m.umount()
     m.mount()
     assert (m.kv / "a").read_bytes() == b"x"
+
+
+def test_master_option_with_etcd_endpoints_after_commas(tmp_path):
+    """-o master=etcd://h1:2379,h2:2379 (docs/operations.md's options
+    table; mount(8) and fstab split at the same commas): the endpoints
+    after the first are the address's, not options. The first endpoint
+    alone was the master, and the mount waited for it."""
+    mp = tmp_path / "mnt"
+    mp.mkdir()
+    master = "etcd://127.0.0.1:1,127.0.0.1:2"
+    p = subprocess.run([binary(*MCFS), str(mp), "-o",
+                        f"master={master},metadata=P2PHANDSHAKE,"
+                        "rpc_timeout=500"],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MC_RPC_FAILOVER_MS="300"))
+    assert p.returncode == 1, p
+    assert f"master {master}: " in p.stderr, p.stderr
+    assert "all 2 etcd endpoints failed" in p.stderr, p.stderr
+    assert not is_mounted(mp)

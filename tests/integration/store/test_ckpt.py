@@ -209,6 +209,19 @@ def test_links_remove_and_errors(procs, tmp_path, master):
     assert "latest -> v1" in cli(master, "ckpt", "ls").stdout
     cli(master, "ckpt", "get", "latest", str(tmp_path / "via-link"))
     same_tree(src, tmp_path / "via-link")
+    # A target whose parents are missing gets them, as docs/operations.md's
+    # `mooncake ckpt get llama-8b /var/lib/models/llama-8b` needs on a
+    # fresh host (it failed "-704 OBJECT_NOT_FOUND": the mkdir's ENOENT).
+    deep = tmp_path / "var" / "lib" / "models" / "v1"
+    cli(master, "ckpt", "get", "v1", str(deep))
+    same_tree(src, deep)
+    assert stat.S_IMODE(os.stat(deep.parent).st_mode) == 0o755
+    # A parent that is a file is refused, and the file stays.
+    (tmp_path / "afile").write_text("keep me")
+    p = cli(master, "ckpt", "get", "v1", str(tmp_path / "afile" / "x"),
+            check=False)
+    assert p.returncode == 1 and "-704" not in p.stderr, p.stderr
+    assert (tmp_path / "afile").read_text() == "keep me"
     # A tree holding what a checkpoint cannot (a FIFO) is refused,
     # naming it, and nothing is published.
     odd = tmp_path / "odd"
