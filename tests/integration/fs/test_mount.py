@@ -15,23 +15,36 @@ from mount import HELPER, MCFS, binary, is_mounted, wait_for
 SBIN = "/sbin/mount.mooncakefs"  # made by the test; deps: ignore
 
 
+@pytest.fixture
 def install_helper():
-    """mount(8) runs /sbin/mount.<type>: point it at this build's."""
+    """mount(8) runs /sbin/mount.<type>: point it at this build's for the
+    test, and put back what was there after it (a link left behind
+    pointed at a build directory deleted since)."""
     want = binary(*HELPER)
-    if os.path.islink(SBIN) and os.readlink(SBIN) == want:
-        return False
+    before = os.readlink(SBIN) if os.path.islink(SBIN) else None
+    saved = None
+    if before is None and os.path.lexists(SBIN):
+        saved = SBIN + f".mc-saved-{os.getpid()}"
+        os.rename(SBIN, saved)
+    if before != want:
+        if os.path.lexists(SBIN):
+            os.unlink(SBIN)
+        os.symlink(want, SBIN)
+    yield
     if os.path.lexists(SBIN):
         os.unlink(SBIN)
-    os.symlink(want, SBIN)
-    return True
+    if saved:
+        os.rename(saved, SBIN)
+    elif before is not None:
+        os.symlink(before, SBIN)
 
 
 def segments(master):
     return master.segments()
 
 
-def test_mount_t_and_fstab_then_umount(procs, tmp_path, master):
-    install_helper()
+def test_mount_t_and_fstab_then_umount(procs, tmp_path, master,
+                                       install_helper):
     before = len(segments(master))
     mp = tmp_path / "pool"
     mp.mkdir()
