@@ -213,7 +213,8 @@ static void untry(struct victims *p)
 {
 	struct mst_segment *seg = (struct mst_segment *)p->seg;
 
-	qsort(p->tried, p->n_tried, sizeof(*p->tried), by_offset);
+	if (p->n_tried) /* tried is NULL when nothing was: qsort's nonnull */
+		qsort(p->tried, p->n_tried, sizeof(*p->tried), by_offset);
 	for (uint64_t i = 0; i < p->n_tried; i++) {
 		struct trial_blk *t = &p->tried[i];
 
