@@ -31,7 +31,7 @@ static int empty_dir(const char *dir, bool *made)
 
 		if (rc) {
 			mc_log_err("ckpt", "%s: cannot make its parents: %s",
-				   dir, strerror(-rc));
+				   dir, mc_strerror(rc));
 			return rc;
 		}
 		*made = !mkdir(dir, 0755);
