@@ -87,6 +87,7 @@ struct mst_object {
 	bool orphan; /* out of the namespace (or about to be, while its
 		      * remove commits), memory kept for readers */
 	bool evict_mark; /* picked by the eviction run in progress */
+	bool publish; /* PutStartRequest.publish: leased from its PutEnd */
 	uint32_t holds;
 	union {
 		uint64_t put_start; /* mono ms; PROCESSING objects */
@@ -94,9 +95,8 @@ struct mst_object {
 	};
 	uint64_t lease_until; /* mono ms: reads (and existence checks) */
 	uint64_t read_lease_until; /* mono ms: reads only */
-	/* Mono ms: the publish lease (PutStartRequest.publish): not evicted
-	 * before this, nor after its rename, which ends it. While PROCESSING,
-	 * the lease's length (0: none); it starts at the PutEnd. */
+	/* Mono ms: the publish lease (set at the PutEnd of a put with
+	 * publish): not evicted before this; its rename ends it. */
 	uint64_t publish_until;
 	uint64_t last_access; /* mono ms: last read or completed write */
 	uint64_t soft_pin_until; /* wall ms, 0 none */

@@ -256,8 +256,7 @@ int mst_put_start(struct master *m, const uint8_t *client, const char *key,
 					    ttl :
 					    m->cfg.max_soft_pin_ttl_ms;
 	}
-	if (pc->publish)
-		o->publish_until = m->cfg.lease_ttl_ms;
+	o->publish = pc->publish;
 	memcpy(o->writer, client, MST_ID_LEN);
 	if (pc->group_len && mst_group_join(m, o, pc->group, pc->group_len)) {
 		mst_object_free(m, o);
@@ -375,8 +374,8 @@ void mst_put_end_apply(struct master *m, struct mst_object *o)
 	mst_pend_del(m, o);
 	o->state = MST_COMPLETE;
 	o->last_access = mst_now();
-	if (o->publish_until) /* its length until now */
-		o->publish_until += o->last_access;
+	if (o->publish)
+		o->publish_until = o->last_access + m->cfg.lease_ttl_ms;
 	mst_lru_add(m, o);
 	m->n_complete++;
 	mst_feed_emit(m, MCRPC__EVENT_TYPE__EV_PUT, o->key, o->key_len, NULL, 0,
@@ -645,7 +644,8 @@ static struct mst_object *moved_copy(const struct mst_object *src,
 	n->repl = own;
 	memcpy(n->repl, src->repl, src->n_repl * sizeof(*n->repl));
 	n->lru_prev = n->lru_next = NULL;
-	n->publish_until = 0; /* renamed: published */
+	n->publish = false; /* renamed: published */
+	n->publish_until = 0;
 	return n;
 }
 
