@@ -1207,6 +1207,9 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 	/* master_view's epoch, last seen, and the last checked against the
 	 * record's (check_epoch()). */
 	uint64_t leader_epoch = 0, checked = 0;
+	/* master_view read once at least: until then the leader's epoch is
+	 * unknown and the log is not applied (it may be another history). */
+	bool view_read = false;
 	char e2[MC_ERR_LEN] = "";
 	int rc;
 
@@ -1247,10 +1250,10 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 				ha_sbuf_set_open(&ha->sb, true);
 			}
 		}
-		if (!rc && !led)
+		if (!rc && !led && view_read)
 			rc = check_epoch(ha, db, leader_epoch, &checked, e2,
 					 sizeof(e2));
-		if (!rc && !led) {
+		if (!rc && !led && view_read) {
 			rc = tail_all(ha, db, e2, sizeof(e2));
 			ha_sbuf_trim(&ha->sb, mst_db_log_seq(db));
 		}
@@ -1305,6 +1308,8 @@ int mst_ha_follow(struct mst_ha *ha, const char *db_path, unsigned db_flags,
 			rc = mc_etcd_get(&ha->cli, ha->view, &view, e2,
 					 sizeof(e2));
 			view_rc = rc;
+			if (rc >= 0)
+				view_read = true;
 			if (rc == 1)
 				leader_epoch = (uint64_t)view.create_rev;
 			if (rc != 0)
