@@ -255,7 +255,8 @@ static struct tree *tree_of(struct mcfs *fs, const char *name, uint64_t want,
 		tree_free(t);
 		return NULL;
 	}
-	qsort(t->v, t->n, sizeof(*t->v), by_path);
+	if (t->n > 1) /* t->v is NULL for an empty checkpoint */
+		qsort(t->v, t->n, sizeof(*t->v), by_path);
 	t->id = id;
 	pthread_mutex_lock(&ck->lock);
 	for (struct tree *x = ck->trees; x; x = x->next) {

@@ -313,7 +313,8 @@ static int publish_tree(struct mooncake_ckpt *c, const char *root,
 	rc = walk(&t, fd, "");
 	if (rc)
 		goto out;
-	qsort(t.v, t.n, sizeof(*t.v), by_path);
+	if (t.n > 1) /* t.v is NULL for an empty tree */
+		qsort(t.v, t.n, sizeof(*t.v), by_path);
 	if (c->opt.publish_copy) {
 		/* Serve a copy: the trainer may overwrite its files now. */
 		static _Atomic unsigned seq;

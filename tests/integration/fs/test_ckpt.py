@@ -121,6 +121,20 @@ def test_browse_read_mmap_copy(procs, tmp_path, master, mounts):
         (src / "sub" / "tok.bin").read_bytes()).digest()
 
 
+def test_empty_checkpoint(procs, tmp_path, master, mounts):
+    """A checkpoint of an empty directory lists as an empty directory
+    (its file list was sorted from a NULL array: undefined behaviour,
+    which UBSan stops on)."""
+    src = tmp_path / "empty"
+    src.mkdir()
+    pub = Publisher(procs, tmp_path, master, src, "e1")
+    a = mounts(name="a")
+    assert os.listdir(a.path / "ckpt") == ["e1"]
+    assert os.listdir(a.path / "ckpt" / "e1") == []
+    assert stat.S_ISDIR(os.stat(a.path / "ckpt" / "e1").st_mode)
+    pub.stop()
+
+
 def test_links_and_rm_r(procs, tmp_path, master, mounts):
     src = tmp_path / "model"
     make_model(src)

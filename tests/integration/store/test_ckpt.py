@@ -314,3 +314,20 @@ def test_publish_copy_lets_the_trainer_overwrite(procs, tmp_path, master):
     left = [p for p in os.listdir("/var/cache/mooncakefs/ckpt-publish")
             if p in copies]
     assert not left, left
+
+
+def test_empty_tree(procs, tmp_path, master):
+    """A checkpoint of an empty directory (a trainer's first save, not
+    written yet): published, listed with 0 files, fetched as an empty
+    directory; its file list was sorted from a NULL array (undefined
+    behaviour, which UBSan stops on)."""
+    src = tmp_path / "empty"
+    src.mkdir()
+    pub = Serving(procs, tmp_path, master, "ckpt", "publish", str(src),
+                  "nothing-yet", tag="pub")
+    ls = cli(master, "ckpt", "ls").stdout
+    assert "nothing-yet" in ls and re.search(r"\b0 files\b", ls), ls
+    dst = tmp_path / "got"
+    cli(master, "ckpt", "get", "nothing-yet", str(dst), timeout=120)
+    assert dst.is_dir() and list(dst.iterdir()) == []
+    assert pub.stop() in (0, -signal.SIGTERM)
