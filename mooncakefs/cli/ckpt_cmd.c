@@ -122,12 +122,22 @@ static void print_entry(void *arg, const mooncake_ckpt_entry_t *e)
 	       e->lost_shards ? " (shards without holder!)" : "");
 }
 
+/* A checkpoint published already: sealing it again changes nothing
+ * (a retried seal succeeds). */
+static int sealed_already(const char *path)
+{
+	fprintf(stderr, "mooncake: seal %s: published already\n", path);
+	return 0;
+}
+
 /* The seal of a directory staged in a mount: the mount publishes it. */
 static int seal_path(const char *path)
 {
 	if (!setxattr(path, "user.mooncake.seal", "1", 1, 0))
 		return 0;
-	fprintf(stderr, "mooncake: seal %s: %s%s\n", path, strerror(errno),
+	if (errno == EEXIST)
+		return sealed_already(path);
+	fprintf(stderr, "mooncake: seal %s: %s%s\n", path, mc_strerror(-errno),
 		errno == ENOTSUP ? " (not a checkpoint copied into a "
 				   "mooncakefs mount's ckpt/)" :
 				   "");
@@ -161,10 +171,14 @@ static int seal(const char *arg)
 			fclose(m);
 			return 0;
 		}
+		if (errno == EEXIST) {
+			fclose(m);
+			return sealed_already(path);
+		}
 		if (errno != ENOTSUP) {
 			fclose(m);
 			fprintf(stderr, "mooncake: seal %s: %s\n", path,
-				strerror(errno));
+				mc_strerror(-errno));
 			return 1;
 		}
 	}

@@ -582,7 +582,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 }
 
 /* user.mooncake.seal on a staged checkpoint (mooncake ckpt seal NAME):
- * publish it. Nothing else is settable. */
+ * publish it; on a published one: EEXIST (sealed already). Nothing else
+ * is settable. */
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
@@ -595,6 +596,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (n && n->kind == MCFS_CKPT_STAGE &&
 	    !strcmp(name, "user.mooncake.seal")) {
 		reply_rc(req, mcfs_cstage_seal_attr(fs, n));
+		return;
+	}
+	if (n && n->kind == MCFS_CKPT_NODE && n->parent &&
+	    n->parent->kind == MCFS_CKPT_DIR && n->version &&
+	    !strcmp(name, "user.mooncake.seal")) {
+		fuse_reply_err(req, EEXIST);
 		return;
 	}
 	fuse_reply_err(req, ENOTSUP);

@@ -302,6 +302,14 @@ def test_copy_to_final_name_then_seal(procs, tmp_path, master, mounts):
         (a.path / "ckpt" / "direct" / "new").write_text("x")
     p = cli(master, "ckpt", "seal", "nothing-here", check=False)
     assert p.returncode == 1
+    # Sealed again (a retried script), by name or path: nothing changes
+    # and it succeeds (was: exit 1, "no mount has it waiting" or "not a
+    # checkpoint copied into a mount's ckpt/").
+    for what in ("direct", str(b.path / "ckpt" / "direct")):
+        p = cli(master, "ckpt", "seal", what, check=False)
+        assert p.returncode == 0 and "published already" in p.stderr, \
+            p.stderr
+    assert tree_bytes(b.path / "ckpt" / "direct") == tree_bytes(src)
 
 
 def test_rm_of_a_sealed_checkpoint_frees_its_files(procs, tmp_path, master,
