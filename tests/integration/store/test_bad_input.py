@@ -100,6 +100,41 @@ def test_master_refuses_durations_that_overflow(tmp_path, name, value,
     assert f'"{name}": "1000000000000ms"' in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("var,value,lo,hi", [
+    ("MC_TE_META_CHECK_MS", "abc", 0, 86400000),
+    ("MC_TE_META_CHECK_MS", "-1", 0, 86400000),
+    ("MC_METADATA_CLEANUP_GRACE_MS", "-5", 0, 86400000),
+    ("MC_METADATA_CLEANUP_GRACE_MS", "10x", 0, 86400000),
+    ("MC_HTTP_REQUEST_DEADLINE_MS", "abc", 1000, 3600000),
+    ("MC_HTTP_REQUEST_DEADLINE_MS", "2h", 1000, 3600000),
+])
+def test_our_ms_variables_are_refused_not_misread(var, value, lo, hi):
+    """Our MC_*_MS variables were read with strtol: MC_TE_META_CHECK_MS
+    "10s" was a metadata check every 10 ms and "abc" none at all,
+    MC_METADATA_CLEANUP_GRACE_MS "-5" was 2^64 - 5 ms (never cleaned),
+    MC_HTTP_REQUEST_DEADLINE_MS "2h" the default, silently. Each program
+    that reads one refuses a bad value at start, naming it and the range
+    (a unit is welcome: "10s")."""
+    from mctest import binary
+    exe = {"MC_TE_META_CHECK_MS": ("mooncakefs", "cli", "mooncake_client"),
+           "MC_METADATA_CLEANUP_GRACE_MS": ("master", "mooncake_master"),
+           "MC_HTTP_REQUEST_DEADLINE_MS": ("metad", "mooncake_metad")}[var]
+    args = {"mooncake_client": ["--port", "0", "--global_segment_size",
+                                "16MiB", "--metadata_server", "P2PHANDSHAKE",
+                                "--master_server_address", "127.0.0.1:1"],
+            "mooncake_master": ["--db_path", "memory", "--rpc_port", "0",
+                                "--metrics_port", "0",
+                                "--enable_http_metadata_server",
+                                "--http_metadata_server_port", "0"],
+            "mooncake_metad": ["--port", "0"]}[exe[-1]]
+    p = subprocess.run([binary(*exe)] + args, capture_output=True,
+                       text=True, timeout=30, env=dict(os.environ,
+                                                       **{var: value}))
+    assert p.returncode != 0, p
+    assert f"{var}='{value}': must be a duration from {lo} to {hi} ms" \
+        in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("flag,needle", [
     ("--memory_allocator=slab", "--memory_allocator=slab: use offset or "
      "cachelib"),
