@@ -27,6 +27,7 @@
 #include "mc_http_deadline.h"
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "mc_ratelimit.h"
 #include "mooncake/mc_err.h"
 
@@ -67,15 +68,6 @@ struct req_state {
 /* Connections when cfg->max_connections is 0. */
 #define MAX_CONNECTIONS_DEFAULT 1024u
 #define RL_MS 10000u
-
-/* MC_HTTP_REQUEST_DEADLINE_MS (1000 to 3600000), else the default. */
-static unsigned request_deadline_ms(void)
-{
-	const char *e = getenv("MC_HTTP_REQUEST_DEADLINE_MS");
-	long v = e ? strtol(e, NULL, 10) : 0;
-
-	return v >= 1000 && v <= 3600000 ? (unsigned)v : REQUEST_DEADLINE_MS;
-}
 
 /* The connection's watch (NULL when it has none). */
 static struct mc_http_watched *watched(struct MHD_Connection *c)
@@ -493,9 +485,15 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			 struct mc_http_server **out, char *err, size_t errlen)
 {
 	struct mc_http_server *s;
+	uint64_t deadline_ms;
 	unsigned threads;
 	int rc;
 
+	/* "10m" was 10 (out of range: the default, silently), "abc" too. */
+	rc = mc_parse_env_ms("MC_HTTP_REQUEST_DEADLINE_MS", REQUEST_DEADLINE_MS,
+			     1000, 3600000, &deadline_ms, err, errlen);
+	if (rc)
+		return rc;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -521,7 +519,7 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 			 cfg->host, cfg->port, mc_strerror(rc));
 		goto err_free;
 	}
-	s->deadlines = mc_http_deadlines_start(s->name, request_deadline_ms(),
+	s->deadlines = mc_http_deadlines_start(s->name, (unsigned)deadline_ms,
 					       s->max_conns);
 	s->mhd = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,

@@ -6,7 +6,9 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -160,6 +162,33 @@ int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t *out)
 	if (ipart * unit > UINT64_MAX - fpart)
 		return -ERANGE; /* "18446744073709551.999s" */
 	*out = ipart * unit + fpart;
+	return 0;
+}
+
+int mc_parse_env_ms(const char *name, uint64_t def_ms, uint64_t min_ms,
+		    uint64_t max_ms, uint64_t *out, char *err, size_t errlen)
+{
+	const char *v = getenv(name);
+	uint64_t ms;
+	int rc;
+
+	if (!v || !*v) {
+		*out = def_ms;
+		return 0;
+	}
+	rc = mc_parse_duration_ms(v, 1, &ms);
+	if (!rc && (ms < min_ms || ms > max_ms))
+		rc = -ERANGE;
+	if (rc) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "%s='%s': must be a duration from %" PRIu64
+				 " to %" PRIu64 " ms (bare numbers are ms; "
+				 "or with s, m, h)",
+				 name, v, min_ms, max_ms);
+		return rc;
+	}
+	*out = ms;
 	return 0;
 }
 

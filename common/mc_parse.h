@@ -31,6 +31,18 @@ int mc_parse_size(const char *s, uint64_t *out) MC_MUST_CHECK;
 int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
 			 uint64_t *out) MC_MUST_CHECK;
 
+/**
+ * The duration in environment variable name (bare numbers in ms, or
+ * "10s", "5m"): def_ms when it is unset or empty. A value that is no
+ * duration, or lies outside [min_ms, max_ms], is -EINVAL or -ERANGE with
+ * a message in err naming the variable, its value and the range: our
+ * MC_*_MS variables are refused, never read as their leading digits
+ * ("10s" was 10 ms) nor silently replaced by the default.
+ */
+int mc_parse_env_ms(const char *name, uint64_t def_ms, uint64_t min_ms,
+		    uint64_t max_ms, uint64_t *out, char *err,
+		    size_t errlen) MC_MUST_CHECK;
+
 /** true/false, 1/0, yes/no, on/off (any case). */
 int mc_parse_bool(const char *s, bool *out) MC_MUST_CHECK;
 

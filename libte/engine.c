@@ -32,14 +32,6 @@ const char *te_engine_rpc_address(const struct te_engine *eng)
 	return eng->rpc_address;
 }
 
-static unsigned env_uint(const char *name, unsigned def)
-{
-	const char *s = getenv(name);
-	long v = s && *s ? strtol(s, NULL, 10) : 0;
-
-	return v > 0 ? (unsigned)v : def;
-}
-
 static bool env_on(const char *name)
 {
 	const char *v = getenv(name);
@@ -147,7 +139,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 {
 	struct te_engine *eng;
 	char ebuf[TE_ERR_LEN] = "";
-	const char *keep;
+	uint64_t timeout_ms, keep_ms;
 	int rc;
 
 	if (!err) {
@@ -159,6 +151,14 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		return -EINVAL;
 	}
 	rc = te__hs_check_env(err, errlen);
+	/* Ours, and refused rather than read as their leading digits
+	 * ("10s" was a check every 10 ms, "abc" none at all). */
+	if (!rc)
+		rc = mc_parse_env_ms("MC_TRANSFER_TIMEOUT_MS", 30000, 1,
+				     3600000, &timeout_ms, err, errlen);
+	if (!rc)
+		rc = mc_parse_env_ms("MC_TE_META_CHECK_MS", 10000, 0, 86400000,
+				     &keep_ms, err, errlen);
 	if (rc)
 		return rc;
 	eng = calloc(1, sizeof(*eng));
@@ -170,9 +170,8 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	pthread_mutex_init(&eng->notif_lock, NULL);
 	pthread_mutex_init(&eng->publish_lock, NULL);
 	pthread_mutex_init(&eng->stage_lock, NULL);
-	eng->timeout_ms = cfg->timeout_ms ?
-				  cfg->timeout_ms :
-				  env_uint("MC_TRANSFER_TIMEOUT_MS", 30000);
+	eng->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms :
+					    (unsigned)timeout_ms;
 	snprintf(eng->meta_conn, sizeof(eng->meta_conn), "%s", cfg->metadata);
 
 	rc = setup_names(eng, cfg, err, errlen);
@@ -218,10 +217,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 		if (rc)
 			goto err_self;
 	}
-	keep = getenv("MC_TE_META_CHECK_MS");
-	rc = te__keeper_start(eng, keep && *keep ?
-					   (unsigned)strtoul(keep, NULL, 10) :
-					   10000u);
+	rc = te__keeper_start(eng, (unsigned)keep_ms);
 	if (rc) {
 		te__keeper_stop(eng);
 		te__unpublish(eng);

@@ -19,6 +19,7 @@
 #include "mc_daemon.h"
 #include "mc_http.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_rpc_server.h"
 #include "ha.h"
 #include "metad.h"
@@ -44,6 +45,7 @@ struct mst_daemon {
 	atomic_bool stop;
 	pthread_t ticker;
 	struct mst_gone_engine *forget; /* the ticker's: waiting their grace */
+	uint64_t forget_grace_ms; /* MC_METADATA_CLEANUP_GRACE_MS */
 };
 
 /* How long after its client was dropped an engine's entries wait before
@@ -53,14 +55,18 @@ struct mst_daemon {
  * for the moments between the drop and the re-mount). */
 #define FORGET_GRACE_MS 60000
 
-/* MC_METADATA_CLEANUP_GRACE_MS, else FORGET_GRACE_MS. */
-static uint64_t forget_grace_ms(void)
+/* MC_METADATA_CLEANUP_GRACE_MS, else FORGET_GRACE_MS; at most a day ("-5"
+ * was read as 2^64 - 5: never cleaned; "10s" as the default). */
+static int forget_grace_ms(uint64_t *ms)
 {
-	const char *v = getenv("MC_METADATA_CLEANUP_GRACE_MS");
-	char *end;
-	unsigned long long ms = v && *v ? strtoull(v, &end, 10) : 0;
+	char err[256];
+	int rc = mc_parse_env_ms("MC_METADATA_CLEANUP_GRACE_MS",
+				 FORGET_GRACE_MS, 0, 86400000, ms, err,
+				 sizeof(err));
 
-	return v && *v && !*end ? ms : FORGET_GRACE_MS;
+	if (rc)
+		mc_log_err("master", "%s", err);
+	return rc;
 }
 
 /*
@@ -80,7 +86,7 @@ static void forget_engines(struct mst_daemon *d, struct mst_gone_engine *g,
 	if (!g && !d->forget)
 		return; /* every tick (10 ms): nothing to read or walk */
 	now = mst_now();
-	grace = forget_grace_ms();
+	grace = d->forget_grace_ms;
 
 	/* The newly dropped wait their grace (a name dropped again waits
 	 * anew, from its latest drop). */
@@ -351,7 +357,9 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	 * running master, HA or not (not of a record in memory only). */
 	if (cfg->db_path && *cfg->db_path && strcmp(cfg->db_path, "memory"))
 		d->admin_ctx.db_path = cfg->db_path;
-	rc = load_key(d, cfg);
+	rc = forget_grace_ms(&d->forget_grace_ms);
+	if (!rc)
+		rc = load_key(d, cfg);
 	if (!rc && cfg->enable_ha)
 		rc = ha_follow(d, cfg, sigs, argv);
 	elected = mst_now();

@@ -7,19 +7,27 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "feed.h"
 #include "master.h"
 
 int mst_feed_init(struct mst_feed *f, size_t cap)
 {
+	pthread_condattr_t ca;
+
 	f->ring = calloc(cap, sizeof(*f->ring));
 	if (!f->ring)
 		return -1;
 	f->cap = cap;
 	f->head = f->n = 0;
 	f->last_seq = 0;
-	pthread_cond_init(&f->cond, NULL);
+	/* Long polls wait on it by the monotonic clock: a stepped wall
+	 * clock made a 1 s Watch wait as long as the step. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	return 0;
 }
 

@@ -29,19 +29,18 @@
 		.offset = offsetof(struct master_cfg, f), .def = d, .min = lo, \
 		.max = hi, .help = h                                           \
 	}
-/* A duration of at least lo ms. */
-#define DURMIN(n, f, d, unit, lo, h)                                \
-	{                                                           \
-		.name = n, .type = MC_OPT_DURATION,                 \
-		.offset = offsetof(struct master_cfg, f), .def = d, \
-		.unit_ms = unit, .min = lo, .max = 1e12, .help = h  \
+/* A duration of at least lo ms and at most DUR_MAX_MS. */
+#define DURMIN(n, f, d, unit, lo, h)                                     \
+	{                                                                \
+		.name = n, .type = MC_OPT_DURATION,                      \
+		.offset = offsetof(struct master_cfg, f), .def = d,      \
+		.unit_ms = unit, .min = lo, .max = DUR_MAX_MS, .help = h \
 	}
-#define DUR(n, f, d, unit, h)                                       \
-	{                                                           \
-		.name = n, .type = MC_OPT_DURATION,                 \
-		.offset = offsetof(struct master_cfg, f), .def = d, \
-		.unit_ms = unit, .help = h                          \
-	}
+/* Durations are added to clock readings (now + ttl, 3 * lease ttl): a
+ * bound keeps those sums far from wrapping. 1e12 ms is about 31 years;
+ * "18446744073709551615" made every lease end before it began. */
+#define DUR_MAX_MS 1e12
+#define DUR(n, f, d, unit, h) DURMIN(n, f, d, unit, 0, h)
 
 static const struct mc_opt master_opts[] = {
 	OPTA("rpc_port", "port", MC_OPT_INT, rpc_port, "50051", 0, 65535,

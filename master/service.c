@@ -23,6 +23,7 @@
 #include "groups.h"
 #include "master.h"
 #include "mc_log.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 #include "mooncake/store_fs.h"
@@ -1165,15 +1166,8 @@ static int h_watch(struct call *c)
 		return 0;
 	}
 	if (f->last_seq <= after && q->wait_ms) {
-		struct timespec ts;
 		unsigned w = q->wait_ms > 30000 ? 30000 : q->wait_ms;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += w / 1000;
-		ts.tv_nsec += (long)(w % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = mc_mono_deadline(w); /* feed's clock */
 		while (f->last_seq <= after && !c->m->stopping &&
 		       pthread_cond_timedwait(&f->cond, &c->m->lock, &ts) == 0)
 			;

@@ -505,8 +505,14 @@ def _group_ids(ids, n):
 _MISSING = object()
 _live = weakref.WeakSet()
 
-_SIZE_RE = re.compile(r"^\s*\+?(\d+)(?:\.(\d+))?\s*([kmgtp]?)(i?b)?\s*$",
-                      re.IGNORECASE)
+# libmooncake's MOONCAKE_SIZE_UNSET: the size from the configuration.
+_SIZE_UNSET = (1 << 64) - 1
+
+
+# A unit is K, M, G, T or P with an optional B, i or iB, or a bare B (not
+# "iB" alone): what mc_parse_size() takes.
+_SIZE_RE = re.compile(r"^[ \t]*\+?(\d+)(?:\.(\d+))?[ \t]*"
+                      r"(?:([kmgtp])(?:ib|i|b)?|b)?[ \t]*$", re.IGNORECASE)
 
 
 def parse_size(name, value):
@@ -525,24 +531,25 @@ def parse_size(name, value):
         if not m or (m.group(2) and not m.group(3)):
             raise ValueError(f"setup(): {name}={value!r} is not a size "
                              f"(an int, or a string such as '4GB')")
-        shift = 10 * " kmgtp".index(m.group(3).lower() or " ")
-        whole = int(m.group(1)) << shift
+        shift = 10 * " kmgtp".index((m.group(3) or " ").lower())
+        n = int(m.group(1)) << shift
         if m.group(2):
-            whole += (int(m.group(2)) << shift) // 10 ** len(m.group(2))
-        return whole
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"setup(): {name} must be an int or a size string "
-                        f"such as '4GB', not {type(value).__name__}") \
-            from None
-    if n < 0:
-        raise ValueError(f"setup(): {name}={n} is negative")
+            n += (int(m.group(2)) << shift) // 10 ** len(m.group(2))
+    else:
+        try:
+            n = operator.index(value)
+        except TypeError:
+            raise TypeError(f"setup(): {name} must be an int or a size "
+                            f"string such as '4GB', not "
+                            f"{type(value).__name__}") from None
+        if n < 0:
+            raise ValueError(f"setup(): {name}={n} is negative")
+    # ctypes cuts a size_t to its low 64 bits (2**64 would be 0: no
+    # segment, silently), and 2**64 - 1 is MOONCAKE_SIZE_UNSET.
+    if n >= _SIZE_UNSET:
+        raise ValueError(f"setup(): {name}={value!r} is too large (at most "
+                         f"{_SIZE_UNSET - 1} bytes)")
     return n
-
-
-# libmooncake's MOONCAKE_SIZE_UNSET: the size from the configuration.
-_SIZE_UNSET = (1 << 64) - 1
 
 
 def _host(host):

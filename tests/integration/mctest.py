@@ -93,6 +93,7 @@ TE_CONFORMANCE = ("tests", "tools", "te_conformance")
 TE_CLIENT = ("tests", "tools", "te_client")
 TE_GPU = ("tests", "tools", "te_gpu")
 FAKE_CUDA = ("tests", "tools", "libmc_fake_cuda.so")
+CLOCK_SHIFT = ("tests", "tools", "libmc_clock_shift.so")
 _seq = itertools.count(1)
 
 

@@ -89,6 +89,35 @@ def test_dict_setup_with_string_sizes(master, members, stores, mstore):
         mstore.parse_size("x", 1.5)
 
 
+def test_sizes_past_64_bits_are_refused(master, members, stores, mstore):
+    """ctypes cuts a size_t to its low 64 bits: setup() with a
+    global_segment_size of 2**64 (or "16384 PiB") joined with no segment
+    at all, and 2**64 - 1 read the configuration's size. "4iB", which
+    the C parser refuses, was 4 bytes here. All are -600 now, as every
+    size the C configuration refuses."""
+    for bad in (2 ** 64, 2 ** 64 + (16 << 20), 2 ** 64 - 1, "16384PiB",
+                "4iB"):
+        s = stores()
+        assert s.setup("127.0.0.1", master.metadata, bad, BUF, "tcp", "",
+                       master.addr) == -600, bad
+        assert s.setup({"local_hostname": "127.0.0.1",
+                        "metadata_server": master.metadata,
+                        "global_segment_size": SEG,
+                        "local_buffer_size": bad,
+                        "master_server_address": master.addr}) == -600, bad
+    with pytest.raises(ValueError, match="too large"):
+        mstore.parse_size("x", 2 ** 64)
+    # what the C parser takes, Python takes alike
+    for text, n in (("4Gi", 4 << 30), ("4 b", 4), ("16383PiB", 16383 << 50),
+                    (str(2 ** 64 - 2), 2 ** 64 - 2)):
+        assert mstore.parse_size("x", text) == n, text
+    # a size that fits still joins with its segment
+    s = setup7(stores(), master)
+    cfg = mstore.ReplicateConfig()
+    cfg.preferred_segment = s.get_hostname()
+    assert s.put("fits", b"y" * 4096, cfg) == 0
+
+
 @pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
 def test_bare_ipv6_local_hostname(master, members, stores, mstore):
     """vLLM's get_ip() on an IPv6 host gives "::1": not -600."""

@@ -61,6 +61,80 @@ def test_master_refuses_a_client_ttl_below_a_second(ttl):
     assert "'client_ttl' is out of range [1000," in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("name,value", [
+    ("default_kv_lease_ttl", "18446744073709551615"),
+    ("max_kv_soft_pin_ttl", "9223372036854775807ms"),
+    ("put_start_release_timeout_sec", "18446744073709551"),
+    ("restore_grace", "5124095576h"),
+    ("exist_max_idle", "1000000000001"),
+])
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+def test_master_refuses_durations_that_overflow(tmp_path, name, value,
+                                                source):
+    """Durations had no upper bound: --default_kv_lease_ttl
+    18446744073709551615 started a master whose leases (now + ttl)
+    wrapped round and ended before they began, the same with the other
+    durations added to the clock. Every source is refused alike, naming
+    the option, the value and the range."""
+    from mctest import binary
+    args = [binary("master", "mooncake_master"), "--db_path", "memory",
+            "--rpc_port", "0", "--metrics_port", "0"]
+    env = dict(os.environ)
+    if source == "flag":
+        args.append(f"--{name}={value}")
+    elif source == "env":
+        env[f"MOONCAKE_MASTER_{name.upper()}"] = value
+    else:
+        (tmp_path / "m.json").write_text(f'{{"{name}": "{value}"}}')
+        args += ["--config_path", str(tmp_path / "m.json")]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=30,
+                       env=env)
+    assert p.returncode == 2, p
+    assert f"value '{value}' for '{name}' is out of range [0, " \
+        f"1000000000000] ms" in p.stderr, p.stderr
+    # the largest value is taken, as --dump_config shows
+    p = subprocess.run(args[:1] + [f"--{name}=1000000000000ms",
+                                   "--dump_config"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p
+    assert f'"{name}": "1000000000000ms"' in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("var,value,lo,hi", [
+    ("MC_TE_META_CHECK_MS", "abc", 0, 86400000),
+    ("MC_TE_META_CHECK_MS", "-1", 0, 86400000),
+    ("MC_METADATA_CLEANUP_GRACE_MS", "-5", 0, 86400000),
+    ("MC_METADATA_CLEANUP_GRACE_MS", "10x", 0, 86400000),
+    ("MC_HTTP_REQUEST_DEADLINE_MS", "abc", 1000, 3600000),
+    ("MC_HTTP_REQUEST_DEADLINE_MS", "2h", 1000, 3600000),
+])
+def test_our_ms_variables_are_refused_not_misread(var, value, lo, hi):
+    """Our MC_*_MS variables were read with strtol: MC_TE_META_CHECK_MS
+    "10s" was a metadata check every 10 ms and "abc" none at all,
+    MC_METADATA_CLEANUP_GRACE_MS "-5" was 2^64 - 5 ms (never cleaned),
+    MC_HTTP_REQUEST_DEADLINE_MS "2h" the default, silently. Each program
+    that reads one refuses a bad value at start, naming it and the range
+    (a unit is welcome: "10s")."""
+    from mctest import binary
+    exe = {"MC_TE_META_CHECK_MS": ("mooncakefs", "cli", "mooncake_client"),
+           "MC_METADATA_CLEANUP_GRACE_MS": ("master", "mooncake_master"),
+           "MC_HTTP_REQUEST_DEADLINE_MS": ("metad", "mooncake_metad")}[var]
+    args = {"mooncake_client": ["--port", "0", "--global_segment_size",
+                                "16MiB", "--metadata_server", "P2PHANDSHAKE",
+                                "--master_server_address", "127.0.0.1:1"],
+            "mooncake_master": ["--db_path", "memory", "--rpc_port", "0",
+                                "--metrics_port", "0",
+                                "--enable_http_metadata_server",
+                                "--http_metadata_server_port", "0"],
+            "mooncake_metad": ["--port", "0"]}[exe[-1]]
+    p = subprocess.run([binary(*exe)] + args, capture_output=True,
+                       text=True, timeout=30, env=dict(os.environ,
+                                                       **{var: value}))
+    assert p.returncode != 0, p
+    assert f"{var}='{value}': must be a duration from {lo} to {hi} ms" \
+        in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("flag,needle", [
     ("--memory_allocator=slab", "--memory_allocator=slab: use offset or "
      "cachelib"),

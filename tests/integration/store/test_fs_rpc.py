@@ -10,7 +10,7 @@ import time
 
 import mctest
 from mctest import binary
-from pool import Shell, eventually
+from pool import Master, Shell, eventually
 from test_basic import frame
 
 MSHELL = ("tests", "tools", "master_shell")
@@ -216,3 +216,23 @@ def test_change_feed(procs, tmp_path, master, members):
     t.join(30)
     assert done["r"][3] == ["put:z"]
     assert done["t"] < 5
+
+
+def test_watch_wait_ignores_a_stepped_wall_clock(procs, tmp_path,
+                                                 monkeypatch):
+    """A long poll (Watch with wait_ms) waited on a condition variable of
+    the wall clock: with the clock stepped back an hour after the
+    deadline was taken (here: the master's wall clock an hour ahead of
+    the kernel's, tests/tools/clock_shift.c), a 1 s poll waited an hour,
+    its connection's thread with it. It ends by the monotonic clock now."""
+    monkeypatch.setenv("LD_PRELOAD", binary(*mctest.CLOCK_SHIFT))
+    monkeypatch.setenv("MC_TEST_REALTIME_SHIFT_S", "3600")
+    m = Master(procs, tmp_path)
+    monkeypatch.delenv("LD_PRELOAD")
+    ms = MShell(procs, tmp_path, m)
+    epoch, last, _, _ = ms.watch(0, 0)
+    # nothing happens: the poll ends when its 1 s is up (the shell gives
+    # it 31 s), empty, not after an hour
+    e, l2, reset, events = ms.watch(epoch, last, 1000)
+    assert (e, l2, reset, events) == (epoch, last, False, [])
+

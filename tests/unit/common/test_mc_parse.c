@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -515,4 +516,44 @@ Test(mc_parse, hex)
 	cr_assert_str_eq(out, "009fa0ff");
 	mc_hex(b, 0, out);
 	cr_assert_str_eq(out, "");
+}
+
+Test(mc_parse_env_ms, unset_empty_units_and_refusals)
+{
+	char err[256] = "";
+	uint64_t v = 1;
+
+	unsetenv("MC_TEST_X_MS");
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 0, 100000, &v, err,
+				     sizeof(err)),
+		     0);
+	cr_assert_eq(v, 7);
+	setenv("MC_TEST_X_MS", "", 1);
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 0, 100000, &v, err,
+				     sizeof(err)),
+		     0);
+	cr_assert_eq(v, 7);
+	setenv("MC_TEST_X_MS", "10s", 1); /* strtol read 10 */
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 0, 100000, &v, err,
+				     sizeof(err)),
+		     0);
+	cr_assert_eq(v, 10000);
+	v = 1;
+	setenv("MC_TEST_X_MS", "-5", 1); /* strtoull read 2^64 - 5 */
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 0, 100000, &v, err,
+				     sizeof(err)),
+		     -EINVAL);
+	cr_assert_eq(v, 1, "untouched on error");
+	cr_assert_str_eq(err, "MC_TEST_X_MS='-5': must be a duration from 0 "
+			      "to 100000 ms (bare numbers are ms; or with s, "
+			      "m, h)");
+	setenv("MC_TEST_X_MS", "2m", 1);
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 0, 100000, &v, err,
+				     sizeof(err)),
+		     -ERANGE);
+	setenv("MC_TEST_X_MS", "0", 1);
+	cr_assert_eq(mc_parse_env_ms("MC_TEST_X_MS", 7, 1, 100000, &v, err,
+				     sizeof(err)),
+		     -ERANGE);
+	unsetenv("MC_TEST_X_MS");
 }
