@@ -37,6 +37,21 @@ def sanitizers():
     return ""
 
 
+def preload_env(lib, exe):
+    """LD_PRELOAD for running exe (a built binary) with lib preloaded: in
+    an ASan build the sanitizer's runtime must come first in the list
+    (exe links it; ASan refuses to start otherwise)."""
+    libs = [lib]
+    if "address" in sanitizers():
+        out = subprocess.run(["ldd", exe], capture_output=True, text=True,
+                             check=True).stdout
+        rt = [w for w in out.split() if "/libasan" in w or
+              "/libclang_rt.asan" in w]
+        assert rt, f"no ASan runtime in ldd {exe}: {out}"
+        libs.insert(0, rt[0])
+    return " ".join(libs)
+
+
 def binary(*parts):
     path = os.path.join(BUILD, *parts)
     if not os.access(path, os.X_OK):

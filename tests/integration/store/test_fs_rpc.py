@@ -10,7 +10,7 @@ import time
 
 import mctest
 from mctest import binary
-from pool import Master, Shell, eventually
+from pool import MASTER, Master, Shell, eventually
 from test_basic import frame
 
 MSHELL = ("tests", "tools", "master_shell")
@@ -225,7 +225,8 @@ def test_watch_wait_ignores_a_stepped_wall_clock(procs, tmp_path,
     deadline was taken (here: the master's wall clock an hour ahead of
     the kernel's, tests/tools/clock_shift.c), a 1 s poll waited an hour,
     its connection's thread with it. It ends by the monotonic clock now."""
-    monkeypatch.setenv("LD_PRELOAD", binary(*mctest.CLOCK_SHIFT))
+    monkeypatch.setenv("LD_PRELOAD", mctest.preload_env(
+        binary(*mctest.CLOCK_SHIFT), binary(*MASTER)))
     monkeypatch.setenv("MC_TEST_REALTIME_SHIFT_S", "3600")
     m = Master(procs, tmp_path)
     monkeypatch.delenv("LD_PRELOAD")
