@@ -135,15 +135,11 @@ struct mc_http_deadlines *mc_http_deadlines_start(const char *name,
 						  unsigned max_conns)
 {
 	struct mc_http_deadlines *d = calloc(1, sizeof(*d));
-	pthread_condattr_t ca;
 
 	if (!d)
 		return NULL;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&d->cond);
 	d->head.next = d->head.prev = &d->head;
 	d->deadline_ms = deadline_ms;
 	d->max_conns = max_conns;

@@ -9,6 +9,7 @@
 #define MC_TIME_H
 
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 
 /** CLOCK_MONOTONIC in nanoseconds. */
@@ -49,6 +50,22 @@ static inline struct timespec mc_mono_deadline(uint64_t ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	return ts;
+}
+
+/**
+ * Initialise c as a condition variable of CLOCK_MONOTONIC: its
+ * pthread_cond_timedwait() deadlines are mc_mono_deadline()'s, and a
+ * stepped wall clock (NTP, a resumed VM) neither stretches nor cuts a
+ * wait. Every condition variable waited on with a deadline is one.
+ */
+static inline void mc_cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 #endif

@@ -20,7 +20,6 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
 		    struct te_batch **out)
 {
 	struct te_batch *b;
-	pthread_condattr_t ca;
 
 	if (!capacity || capacity > (1u << 20))
 		return -EINVAL;
@@ -35,10 +34,7 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
 	b->eng = eng;
 	b->capacity = capacity;
 	pthread_mutex_init(&b->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&b->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&b->cond);
 	*out = b;
 	return 0;
 }

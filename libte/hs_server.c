@@ -350,7 +350,6 @@ static void *rpc_thread(void *arg)
 static struct te_hs_server *hs_new(struct te_engine *eng)
 {
 	struct te_hs_server *s = calloc(1, sizeof(*s));
-	pthread_condattr_t ca;
 
 	if (!s)
 		return NULL;
@@ -361,10 +360,7 @@ static struct te_hs_server *hs_new(struct te_engine *eng)
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->tp_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->done_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&s->done_cv);
 	return s;
 }
 

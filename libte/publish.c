@@ -170,14 +170,10 @@ static void *keeper_main(void *arg)
 
 int te__keeper_start(struct te_engine *eng, unsigned ms)
 {
-	pthread_condattr_t ca;
 	int rc;
 
 	pthread_mutex_init(&eng->keep_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&eng->keep_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&eng->keep_cv);
 	eng->keep_ms = ms;
 	if (eng->p2p || !eng->meta || !ms)
 		return 0;

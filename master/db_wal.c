@@ -216,15 +216,11 @@ int mst_db_wal_start(struct mst_db *db, const char *path, bool full_sync)
 {
 	struct mst_db_wal *w = calloc(1, sizeof(*w));
 	char pragma[64];
-	pthread_condattr_t ca;
 
 	if (!w)
 		return -ENOMEM;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&w->cv);
 	snprintf(pragma, sizeof(pragma), "PRAGMA synchronous=%s;",
 		 full_sync ? "FULL" : "NORMAL");
 	if (sqlite3_open_v2(path, &w->h,

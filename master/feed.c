@@ -11,11 +11,10 @@
 
 #include "feed.h"
 #include "master.h"
+#include "mc_time.h"
 
 int mst_feed_init(struct mst_feed *f, size_t cap)
 {
-	pthread_condattr_t ca;
-
 	f->ring = calloc(cap, sizeof(*f->ring));
 	if (!f->ring)
 		return -1;
@@ -24,10 +23,7 @@ int mst_feed_init(struct mst_feed *f, size_t cap)
 	f->last_seq = 0;
 	/* Long polls wait on it by the monotonic clock: a stepped wall
 	 * clock made a 1 s Watch wait as long as the step. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&f->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mc_cond_init_mono(&f->cond);
 	return 0;
 }
 

@@ -104,18 +104,13 @@ int mst_ha_open(const struct mst_ha_cfg *cfg, struct mst_ha **out, char *err,
 	if (!ha)
 		return -ENOMEM;
 	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 		pthread_mutex_init(&ha->q_mu, NULL);
 		pthread_mutex_init(&ha->isr_mu, NULL);
 		pthread_mutex_init(&ha->st_mu, NULL);
 		ha_sbuf_init(&ha->sb);
-		pthread_cond_init(&ha->q_cv, &ca);
-		pthread_cond_init(&ha->done_cv, &ca);
-		pthread_cond_init(&ha->mem_cv, &ca);
-		pthread_condattr_destroy(&ca);
+		mc_cond_init_mono(&ha->q_cv);
+		mc_cond_init_mono(&ha->done_cv);
+		mc_cond_init_mono(&ha->mem_cv);
 	}
 	rc = mc_etcd_client_init(&ha->cli, cfg->etcd, err, errlen);
 	ha->cli_ok = true;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "mc_time.h"
 #include "mcfs.h"
 #include "mooncake/mc_err.h"
 
@@ -44,8 +45,8 @@ int mcfs_wait_ready(struct mcfs *fs)
 	int r;
 
 	pthread_mutex_lock(&fs->ready_lock);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 60; /* pre-faulting a large segment takes a while */
+	/* pre-faulting a large segment takes a while */
+	ts = mc_mono_deadline(60 * 1000);
 	while (!fs->ready && !fs->join_failing &&
 	       pthread_cond_timedwait(&fs->ready_cond, &fs->ready_lock, &ts) ==
 		       0)

@@ -574,7 +574,7 @@ int main(int argc, char **argv)
 	fs.max_key = 4096; /* the master's default, until it says */
 	mcfs_stage_pool_init(&fs.stage_pool, fs.o.staging_limit);
 	pthread_mutex_init(&fs.ready_lock, NULL);
-	pthread_cond_init(&fs.ready_cond, NULL);
+	mc_cond_init_mono(&fs.ready_cond); /* mcfs_wait_ready()'s deadline */
 	/* Before ckpt_init: it empties this segment's checkpoint cache, which
 	 * a live mount of the segment (refused below) still serves from. */
 	rc = check_log_file(&fs.o);

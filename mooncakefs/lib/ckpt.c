@@ -13,6 +13,7 @@
 #include "ckpt_master.h"
 #include "mc_log.h"
 #include "mc_parse.h"
+#include "mc_time.h"
 #include "util.h"
 
 #define API(rc) mc_err_to_store(rc)
@@ -65,7 +66,7 @@ static int keeper_start(struct mooncake_ckpt *c)
 {
 	pthread_mutex_init(&c->klock, NULL);
 	pthread_mutex_init(&c->alock, NULL);
-	mcs_cond_init_mono(&c->kcond);
+	mc_cond_init_mono(&c->kcond);
 	if (pthread_create(&c->keeper, NULL, keeper_main, c))
 		return -EAGAIN;
 	c->keeper_started = true;

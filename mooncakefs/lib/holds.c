@@ -49,7 +49,7 @@ int mcs_holds_create(struct mcs_master *m, struct mcs_holds **out)
 	h->m = m;
 	h->interval_ms = RENEW_MAX_MS;
 	pthread_mutex_init(&h->lock, NULL);
-	mcs_cond_init_mono(&h->cond);
+	mc_cond_init_mono(&h->cond);
 	*out = h;
 	return 0;
 }

@@ -69,7 +69,7 @@ int mcs_locs_create(struct mcs_master *m, size_t max_keys,
 	c->m = m;
 	c->max_keys = max_keys;
 	pthread_mutex_init(&c->lock, NULL);
-	mcs_cond_init_mono(&c->cond);
+	mc_cond_init_mono(&c->cond);
 	*out = c;
 	return 0;
 }

@@ -92,7 +92,7 @@ int mcs_ping_start(struct mcs_master *m, unsigned interval_ms,
 	p->tick = tick;
 	p->arg = arg;
 	pthread_mutex_init(&p->lock, NULL);
-	mcs_cond_init_mono(&p->cond);
+	mc_cond_init_mono(&p->cond);
 	rc = mcs_thread_start(&p->thread, thread_main, p);
 	if (rc) {
 		pthread_cond_destroy(&p->cond);

@@ -81,7 +81,7 @@ int mcs_staging_create(struct te_engine *eng, size_t len,
 	s->n_free = 1;
 	s->free_bytes = len;
 	pthread_mutex_init(&s->lock, NULL);
-	mcs_cond_init_mono(&s->cond);
+	mc_cond_init_mono(&s->cond);
 	*out = s;
 	return 0;
 }

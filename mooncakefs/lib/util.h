@@ -19,10 +19,6 @@ uint64_t mcs_wall_ms(void);
 /** Fill buf from getrandom(2); 0 or -errno. */
 int mcs_random(void *buf, size_t len) MC_MUST_CHECK;
 
-/** A condition variable whose timed waits use CLOCK_MONOTONIC (the
- *  deadlines of mc_mono_deadline()). */
-void mcs_cond_init_mono(pthread_cond_t *c);
-
 /** pthread_create with every signal blocked in the new thread (signals
  *  belong to the application); 0 or -errno. */
 int mcs_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "mc_time.h"
 #include "tcp_int.h"
 
 static int tcp_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
@@ -34,7 +35,7 @@ static int tcp_init(struct te_engine *eng, const struct te_engine_cfg *cfg,
 			  bp_us > 10000 ? 10000u :
 					  (unsigned)bp_us;
 	pthread_mutex_init(&t->conns_lock, NULL);
-	pthread_cond_init(&t->conns_cond, NULL);
+	mc_cond_init_mono(&t->conns_cond); /* wait_a_little()'s deadlines */
 	rc = tcp_server_start(t, err, errlen);
 	if (rc) {
 		pthread_cond_destroy(&t->conns_cond);

@@ -491,12 +491,7 @@ static bool wait_a_little(struct tcp_transport *t, uint64_t deadline_ns)
 
 	if (mc_mono_ns() >= deadline_ns)
 		return false;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 10 * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ts = mc_mono_deadline(10);
 	pthread_cond_timedwait(&t->conns_cond, &t->conns_lock, &ts);
 	return true;
 }
