@@ -69,7 +69,8 @@ static const struct mc_opt master_opts[] = {
 	DUR("default_kv_lease_ttl", default_kv_lease_ttl, "10000", 1,
 	    "Lease granted by get and exist (bare numbers are ms); also the "
 	    "longest a mount's written file is kept from eviction between "
-	    "its commit and its publish (rename)."),
+	    "its commit and its publish (rename). 0 (upstream takes it) "
+	    "leaves reads unprotected: the master warns at start."),
 	DUR("default_kv_soft_pin_ttl", default_kv_soft_pin_ttl, "30m", 1,
 	    "Soft pin duration when a put asks for one (ms)."),
 	DUR("max_kv_soft_pin_ttl", max_kv_soft_pin_ttl, "24h", 1,
@@ -431,6 +432,14 @@ int master_cfg_core(const struct master_cfg *c, struct mst_config *out)
 		.reserve_slots = (uint32_t)c->put_reserve_slots,
 		.reserve_max_size = c->put_reserve_max_size,
 	};
+	if (!c->default_kv_lease_ttl)
+		mc_log_warn(
+			"master",
+			"--default_kv_lease_ttl 0: reads get no lease (an "
+			"object may be evicted or its memory reused while "
+			"a client reads it; clients cache no locations) and "
+			"a mount's written files are not kept from "
+			"eviction until they are published");
 	if (c->memory_allocator && strcmp(c->memory_allocator, "offset") &&
 	    strcmp(c->memory_allocator, "cachelib")) {
 		mc_log_err("master",

@@ -123,9 +123,20 @@ static int one_opt(struct mcfs_opts *o, struct fuse_args *fargs, char *kv)
 		return v && !mc_parse_size(v, &o->read_ahead_limit) ?
 			       0 :
 			       bad(kv, v);
-	if (!strcmp(kv, "staging_limit"))
-		return v && !mc_parse_size(v, &o->staging_limit) ? 0 :
-								   bad(kv, v);
+	if (!strcmp(kv, "staging_limit")) {
+		if (!v || mc_parse_size(v, &o->staging_limit))
+			return bad(kv, v);
+		if (o->staging_limit)
+			return 0;
+		/* Not "no limit": every write whose size was not set first
+		 * (echo > f, cp, tar) would fail with ENOSPC. */
+		fprintf(stderr,
+			"mooncakefs: option staging_limit=0: every write of a "
+			"file whose size was not set first would fail "
+			"(ENOSPC); give the memory for such writes, e.g. "
+			"1GiB (the default)\n");
+		return -EINVAL;
+	}
 	if (!strcmp(kv, "entry_timeout"))
 		return set_secs(&o->entry_timeout, kv, v);
 	if (!strcmp(kv, "attr_timeout"))

@@ -316,6 +316,7 @@ def test_mount_again_right_after_umount(mounts):
             ("log_file=/nonexistent/x.log", "log_file=/nonexistent/x.log: "
              "No such file or directory"),
             ("read_ahead=1G", "is more than the most, 64MiB"),
+            ("staging_limit=0", "staging_limit=0: every write"),
             ("auth_token_file=/nonexistent/tok",
              "cannot open token file /nonexistent/tok"),
             # libfuse's refusal of what neither knows: exit 1 before.

@@ -100,6 +100,29 @@ def test_master_refuses_durations_that_overflow(tmp_path, name, value,
     assert f'"{name}": "1000000000000ms"' in p.stdout, p.stdout
 
 
+def test_master_warns_of_a_zero_lease(tmp_path):
+    """--default_kv_lease_ttl 0 is upstream's to take, but it leaves reads
+    unprotected (eviction or a forced remove may reuse the memory being
+    read) and a mount's written files unkept until published: the master
+    says so at start (it said nothing)."""
+    from mctest import binary
+    p = subprocess.Popen([binary("master", "mooncake_master"), "--db_path",
+                          "memory", "--rpc_port", "0", "--metrics_port", "0",
+                          "--default_kv_lease_ttl=0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in p.stderr:
+            lines.append(line)
+            if "default_kv_lease_ttl 0" in line or "listening" in line:
+                break
+    finally:
+        p.kill()
+        p.wait()
+    assert any("--default_kv_lease_ttl 0: reads get no lease" in ln
+               for ln in lines), lines
+
+
 @pytest.mark.parametrize("var,value,lo,hi", [
     ("MC_TE_META_CHECK_MS", "abc", 0, 86400000),
     ("MC_TE_META_CHECK_MS", "-1", 0, 86400000),
