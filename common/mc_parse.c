@@ -158,6 +158,10 @@ int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms, uint64_t *out)
 		return -EINVAL;
 	if (unit && ipart > UINT64_MAX / unit)
 		return -ERANGE;
+	/* A part of a millisecond was cut off silently: "0.5" (ms) was 0,
+	 * which for a lease means none. */
+	if ((unsigned __int128)frac * unit % scale)
+		return -EINVAL;
 	fpart = (uint64_t)((unsigned __int128)frac * unit / scale);
 	if (ipart * unit > UINT64_MAX - fpart)
 		return -ERANGE; /* "18446744073709551.999s" */

@@ -26,7 +26,9 @@ int mc_parse_size(const char *s, uint64_t *out) MC_MUST_CHECK;
 /**
  * Durations: a number with an optional unit "ms", "s", "m" or "h"
  * (upstream's --default_kv_lease_ttl syntax). A bare number is in
- * default_unit_ms milliseconds (1 for ms, 1000 for seconds).
+ * default_unit_ms milliseconds (1 for ms, 1000 for seconds). A value
+ * that is not a whole number of milliseconds ("1.5" ms, "0.0001s") is
+ * -EINVAL, as garbage is; too large, -ERANGE.
  */
 int mc_parse_duration_ms(const char *s, uint64_t default_unit_ms,
 			 uint64_t *out) MC_MUST_CHECK;

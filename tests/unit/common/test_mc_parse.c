@@ -182,7 +182,8 @@ Test(mc_parse_duration_ms, units)
 		{ "10", 1, 10 },
 		{ "10", 60000, 600000 },
 		{ "1.5", 1000, 1500 },
-		{ "1.5", 1, 1 },
+		{ "1.0", 1, 1 },
+		{ "0.001s", 1, 1 },
 		{ " 3 s ", 1, 3000 },
 		{ "0", 1000, 0 },
 		{ "0ms", 1000, 0 },
@@ -205,8 +206,26 @@ Test(mc_parse_duration_ms, units)
 Test(mc_parse_duration_ms, rejects_garbage)
 {
 	static const char *const cases[] = {
-		"",    "  ",  "s",    "ms",   "5x", "5 min", "5sec", "-5s",
-		"5 5", "1e3", "5mss", "0x10", ".",  "5m s",  "5hs",  "d",
+		"",
+		"  ",
+		"s",
+		"ms",
+		"5x",
+		"5 min",
+		"5sec",
+		"-5s",
+		"5 5",
+		"1e3",
+		"5mss",
+		"0x10",
+		".",
+		"5m s",
+		"5hs",
+		"d",
+		/* parts of a millisecond (were cut off: "0.5ms" was 0) */
+		"1.5ms",
+		"0.5ms",
+		"0.0001s",
 	};
 
 	for (size_t i = 0; i < MC_ARRAY_SIZE(cases); i++) {
