@@ -65,6 +65,7 @@ P2PHANDSHAKE = "P2PHANDSHAKE"
 # include/mooncake/mc_err.h
 _MC_ENOTREG = -4014
 _MC_ENOTSUPPORTED = -4018
+_MC_EFORKED = -4028
 _RDMA_FALLBACK = 1           # te_rdma_check(): tcp serves, as allowed
 _TE_READ, _TE_WRITE = 0, 1
 _TE_WAITING, _TE_COMPLETED, _TE_TIMEOUT, _TE_FAILED = 0, 4, 5, 6
@@ -120,7 +121,24 @@ _MC_WORDS = {
     -4019: "MC_EAUTHREQUIRED: authentication required",
     -4020: "MC_EAUTHFAILED: authentication failed",
     -4021: "MC_EAUTHOFF: the peer does not authenticate",
+    _MC_EFORKED: "MC_EFORKED: made before fork() and used in the child",
 }
+
+# fork(): a child has none of an engine's threads and shares its sockets
+# and memory with the parent, so an engine initialized before a fork
+# (multiprocessing's fork start method, a DataLoader's workers, a
+# pre-forking server) refuses every call in the child (libte answers
+# MC_EFORKED too) and closing it there, or the child's exit, only forgets
+# it: the parent's engine, its metadata entry and connections stay.
+_forks = 0
+
+
+def _count_fork():
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 def _why(rc):
@@ -164,6 +182,11 @@ def _ptrs(values):
 
 def _destroy(state):
     """Free an engine's C objects (close() and garbage collection)."""
+    if state.forks != _forks:
+        # The parent's, in a child: its lock may be held by a thread the
+        # child lacks; nothing of it is ours to free.
+        state.eng = None
+        return
     with state.lock:
         eng = state.eng
         state.eng = None
@@ -223,6 +246,7 @@ class _State:
     def __init__(self):
         self.lock = threading.Lock()
         self.eng = None
+        self.forks = _forks       # _forks when made (the fork check)
         self.segs = {}            # target name -> te_segment *
         self.free_batches = []    # (capacity, te_batch *) to reuse
         self.batches = {}         # batch id -> _Batch (async)
@@ -352,6 +376,7 @@ class TransferEngine:
                       local_hostname, metadata, _why(rc), _err(err))
             return -1
         self._st.eng = eng.value
+        self._st.forks = _forks
         self._protocol = proto
         addr = _L.mooncake_te_engine_rpc_address(eng).decode()
         self._rpc_port = int(addr.rpartition(":")[2])
@@ -359,6 +384,11 @@ class TransferEngine:
 
     def _eng(self):
         eng = self._st.eng
+        if eng and self._st.forks != _forks:
+            raise RuntimeError(
+                "TransferEngine: initialized before fork() and used in "
+                "the child (MC_EFORKED -4028): make and initialize a "
+                "TransferEngine in the child")
         if not eng:
             raise RuntimeError("TransferEngine: not initialized (call "
                                "initialize() first)")
