@@ -22,6 +22,7 @@ number of threads.
 import ctypes
 import enum
 import errno
+import functools
 import ipaddress
 import json
 import logging
@@ -181,7 +182,10 @@ def _ptrs(values):
 
 
 def _destroy(state):
-    """Free an engine's C objects (close() and garbage collection)."""
+    """Free an engine's C objects (close(), garbage collection, and the
+    interpreter's exit), once the calls in progress have returned: a
+    thread mid-transfer (a daemon thread at exit) must not find the engine
+    freed under it (it crashed, SIGSEGV)."""
     if state.forks != _forks:
         # The parent's, in a child: its lock may be held by a thread the
         # child lacks; nothing of it is ours to free.
@@ -190,6 +194,15 @@ def _destroy(state):
     with state.lock:
         eng = state.eng
         state.eng = None
+        state.closing = True     # later calls raise "closed"
+        # A call returns within its transfer deadline (every wait of
+        # ours has one); one that does not leaves the engine unfreed.
+        if not state.idle.wait_for(lambda: not state.calls,
+                                   state.wait_s):
+            log.warning("close(): %d calls still in progress after "
+                        "%.0f s: the engine is left as it is",
+                        state.calls, state.wait_s)
+            return
         batches = [b for _, b in state.free_batches] + [
             b.batch for b in state.batches.values()]
         state.free_batches.clear()
@@ -215,6 +228,25 @@ def _destroy(state):
         _L.mooncake_te_unregister(eng, addr)
         _L.mooncake_te_mem_free(eng, addr)
     _L.mooncake_te_engine_destroy(eng)
+
+
+def _entered(method):
+    """A method counted in _State.calls while it runs (close waits)."""
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        st = self._st
+        with st.lock:
+            if st.closing:
+                raise RuntimeError("TransferEngine: closed")
+            st.calls += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with st.lock:
+                st.calls -= 1
+                if not st.calls:
+                    st.idle.notify_all()
+    return counted
 
 
 class InnerTransferEngine:
@@ -247,6 +279,10 @@ class _State:
         self.lock = threading.Lock()
         self.eng = None
         self.forks = _forks       # _forks when made (the fork check)
+        self.calls = 0            # method calls in progress (_entered)
+        self.closing = False      # close() began: no new calls
+        self.idle = threading.Condition(self.lock)   # calls fell to 0
+        self.wait_s = 90.0        # how long close waits for them
         self.segs = {}            # target name -> te_segment *
         self.free_batches = []    # (capacity, te_batch *) to reuse
         self.batches = {}         # batch id -> _Batch (async)
@@ -287,6 +323,7 @@ class TransferEngine:
         except ValueError:
             self._timeout_s = 30
         self._next_id = 1
+        self._st.wait_s = 2 * self._timeout_s + 30
         self._finalizer = weakref.finalize(self, _destroy, self._st)
 
     # ---- initialisation ------------------------------------------------
@@ -420,9 +457,10 @@ class TransferEngine:
         return _L.mooncake_te_engine_name(self._eng()).decode()
 
     def close(self):
-        """Ours: stop the engine now and free what it holds (managed
-        buffers included); it is also done when the object is collected.
-        Idempotent."""
+        """Ours: stop the engine and free what it holds (managed buffers
+        included) once the calls in progress on other threads returned;
+        later calls raise RuntimeError. It is also done when the object
+        is collected and at the interpreter's exit. Idempotent."""
         self._finalizer()
 
     def get_engine(self):
@@ -933,3 +971,13 @@ class TransferEngine:
                 _L.mooncake_te_free(msgs[i])
             if n < k:
                 return out
+
+
+# Every public method but close() is counted while it runs, so close()
+# (and the finalizer at the interpreter's exit) frees the engine only
+# once no thread is inside it.
+for _name, _fn in list(vars(TransferEngine).items()):
+    if (not _name.startswith("_") and _name != "close" and
+            callable(_fn) and not isinstance(_fn, type)):
+        setattr(TransferEngine, _name, _entered(_fn))
+del _name, _fn

@@ -664,3 +664,62 @@ def test_fork_leaves_the_parents_engine_alone(tmp_path, python_env, procs):
         capture_output=True, text=True, env=python_env, timeout=180)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
+
+
+CLOSER = COMMON + textwrap.dedent("""
+    import logging, threading
+    logging.getLogger("mooncake.engine").setLevel(logging.CRITICAL)
+    P2P = "P2PHANDSHAKE"
+    src = np.ones(4 << 20, dtype=np.uint8)
+    dst = np.zeros(4 << 20, dtype=np.uint8)
+    b = TransferEngine()
+    assert b.initialize("127.0.0.1", P2P, "tcp", "") == 0
+    assert b.register_memory(dst.ctypes.data, dst.nbytes) == 0
+    peer = f"127.0.0.1:{b.get_rpc_port()}"
+    ended = []
+
+    def mover(a):
+        try:
+            while True:
+                a.transfer_sync_write(peer, src.ctypes.data,
+                                      dst.ctypes.data, src.nbytes)
+        except RuntimeError as e:
+            ended.append(str(e))
+
+    for i in range(int(sys.argv[1])):
+        a = TransferEngine()
+        assert a.initialize("127.0.0.1", P2P, "tcp", "") == 0
+        assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+        ts = [threading.Thread(target=mover, args=(a,)) for _ in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.1)
+        a.close()                  # while the threads are mid-transfer
+        for t in ts:
+            t.join(120)
+            assert not t.is_alive()
+    assert len(ended) == 3 * int(sys.argv[1]), ended
+    assert set(ended) == {"TransferEngine: closed"}, set(ended)
+    # The interpreter's exit with daemon threads mid-transfer: the
+    # finalizer closes the engine once their calls have returned.
+    a = TransferEngine()
+    assert a.initialize("127.0.0.1", P2P, "tcp", "") == 0
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    for _ in range(3):
+        threading.Thread(target=mover, args=(a,), daemon=True).start()
+    time.sleep(0.1)
+    print("ok", flush=True)
+""")
+
+
+def test_close_waits_for_calls_in_progress(tmp_path, python_env):
+    """close() (and the finalizer at the interpreter's exit, with daemon
+    threads mid-transfer) freed the engine under the threads' transfers:
+    the process died of SIGSEGV, now and then. Now it waits for the calls
+    in progress, and later calls raise RuntimeError("... closed")."""
+    (tmp_path / "closer.py").write_text(CLOSER)
+    p = subprocess.run([sys.executable, str(tmp_path / "closer.py"), "20"],
+                       capture_output=True, text=True, env=python_env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip() == "ok"
