@@ -230,11 +230,23 @@ def _destroy(state):
     _L.mooncake_te_engine_destroy(eng)
 
 
+def _refuse_forked(st):
+    """RuntimeError for an engine initialized before a fork of which this
+    is the child (checked before st.lock: a parent's thread may have held
+    it at the fork)."""
+    if st.eng and st.forks != _forks:
+        raise RuntimeError(
+            "TransferEngine: initialized before fork() and used in the "
+            "child (MC_EFORKED -4028): make and initialize a "
+            "TransferEngine in the child")
+
+
 def _entered(method):
     """A method counted in _State.calls while it runs (close waits)."""
     @functools.wraps(method)
     def counted(self, *args, **kwargs):
         st = self._st
+        _refuse_forked(st)
         with st.lock:
             if st.closing:
                 raise RuntimeError("TransferEngine: closed")
@@ -421,11 +433,7 @@ class TransferEngine:
 
     def _eng(self):
         eng = self._st.eng
-        if eng and self._st.forks != _forks:
-            raise RuntimeError(
-                "TransferEngine: initialized before fork() and used in "
-                "the child (MC_EFORKED -4028): make and initialize a "
-                "TransferEngine in the child")
+        _refuse_forked(self._st)
         if not eng:
             raise RuntimeError("TransferEngine: not initialized (call "
                                "initialize() first)")
