@@ -23,6 +23,8 @@ int te_batch_create(struct te_engine *eng, unsigned capacity,
 
 	if (!capacity || capacity > (1u << 20))
 		return -EINVAL;
+	if (te__forked(eng))
+		return MC_EFORKED;
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
@@ -48,6 +50,8 @@ int te_batch_destroy(struct te_batch *b)
 {
 	if (!b)
 		return 0;
+	if (te__forked(b->eng))
+		return MC_EFORKED;
 	if (atomic_load(&b->inflight))
 		return -EBUSY;
 	pthread_cond_destroy(&b->cond);
@@ -59,6 +63,8 @@ int te_batch_destroy(struct te_batch *b)
 
 int te_batch_reset(struct te_batch *b)
 {
+	if (te__forked(b->eng))
+		return MC_EFORKED;
 	if (atomic_load(&b->inflight))
 		return -EBUSY;
 	atomic_store(&b->n, 0);
@@ -249,14 +255,19 @@ static int submit(struct te_batch *b, const struct te_request *reqs, unsigned n,
 int te_batch_submit(struct te_batch *b, const struct te_request *reqs,
 		    unsigned n)
 {
+	if (te__forked(b->eng))
+		return MC_EFORKED;
 	return submit(b, reqs, n, false);
 }
 
 int te_batch_transfer(struct te_batch *b, const struct te_request *reqs,
 		      unsigned n, int timeout_ms)
 {
-	int rc = submit(b, reqs, n, true);
+	int rc;
 
+	if (te__forked(b->eng))
+		return MC_EFORKED;
+	rc = submit(b, reqs, n, true);
 	return rc ? rc : te_batch_wait(b, timeout_ms);
 }
 
@@ -264,6 +275,8 @@ int te_batch_status(struct te_batch *b, unsigned idx, struct te_status *st)
 {
 	struct te_task *t;
 
+	if (te__forked(b->eng))
+		return MC_EFORKED;
 	if (idx >= atomic_load(&b->n))
 		return -EINVAL;
 	t = &b->tasks[idx];
@@ -279,6 +292,8 @@ int te_batch_wait(struct te_batch *b, int timeout_ms)
 		mc_mono_deadline(timeout_ms >= 0 ? (uint64_t)timeout_ms : 0);
 	int rc = 0;
 
+	if (te__forked(b->eng))
+		return MC_EFORKED;
 	pthread_mutex_lock(&b->lock);
 	while (atomic_load(&b->inflight) && rc == 0) {
 		if (timeout_ms < 0)

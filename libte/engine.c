@@ -165,6 +165,7 @@ int te_engine_create(const struct te_engine_cfg *cfg, struct te_engine **out,
 	if (!eng)
 		return -ENOMEM;
 	eng->rpc_fd = -1;
+	eng->forks = mc_fork_count();
 	pthread_rwlock_init(&eng->reg_lock, NULL);
 	pthread_mutex_init(&eng->peer_lock, NULL);
 	pthread_mutex_init(&eng->notif_lock, NULL);
@@ -252,6 +253,11 @@ err_free:
 void te_engine_destroy(struct te_engine *eng)
 {
 	if (!eng)
+		return;
+	/* The parent's, in a child: its threads are not here to join, and
+	 * unpublishing or closing connections would be done to the parent.
+	 * Forgotten (its memory stays, as the parent's copy). */
+	if (te__forked(eng))
 		return;
 	te__keeper_stop(eng); /* before it could publish them again */
 	te__unpublish(eng);

@@ -7,6 +7,7 @@
  */
 #include "mc_time.h"
 #include "te_int.h"
+#include "mooncake/mc_err.h"
 
 int te_fence_inbound(struct te_engine *eng, int timeout_ms)
 {
@@ -14,6 +15,8 @@ int te_fence_inbound(struct te_engine *eng, int timeout_ms)
 	bool changed = false;
 	int rc = 0;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
 	for (int i = 0; i < TE_TP_COUNT; i++) {
 		struct te_transport *tp = eng->tps[i];
 		int r;

@@ -44,6 +44,7 @@
 #include "mc_log.h"
 #include "mc_memcg.h"
 #include "te_int.h"
+#include "mooncake/mc_err.h"
 
 struct shm_alloc {
 	struct shm_alloc *next;
@@ -224,7 +225,8 @@ int te_mem_alloc(struct te_engine *eng, size_t len, const char *name,
 	void *p;
 	int rc;
 
-	(void)eng;
+	if (te__forked(eng))
+		return MC_EFORKED;
 	if (!len)
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
@@ -293,7 +295,8 @@ int te_mem_wait(struct te_engine *eng, void *addr)
 	struct te_populate *job = NULL;
 	int rc = -ENOENT;
 
-	(void)eng;
+	if (te__forked(eng))
+		return MC_EFORKED;
 	pthread_mutex_lock(&alloc_lock);
 	for (struct shm_alloc *a = allocs; a; a = a->next) {
 		if (a->addr == (uintptr_t)addr) {
@@ -313,7 +316,8 @@ int te_mem_unlink(struct te_engine *eng, void *addr)
 {
 	int rc = -ENOENT;
 
-	(void)eng;
+	if (te__forked(eng))
+		return MC_EFORKED;
 	pthread_mutex_lock(&alloc_lock);
 	for (struct shm_alloc *a = allocs; a; a = a->next) {
 		if (a->addr != (uintptr_t)addr)
@@ -332,9 +336,11 @@ int te_mem_unlink(struct te_engine *eng, void *addr)
 
 void te_mem_free(struct te_engine *eng, void *addr)
 {
-	struct shm_alloc *a = take((uintptr_t)addr);
+	struct shm_alloc *a;
 
-	(void)eng;
+	if (te__forked(eng))
+		return; /* the parent's (te_engine.forks) */
+	a = take((uintptr_t)addr);
 	if (!a)
 		return;
 	te__populate_stop(a->populate);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "te_int.h"
+#include "mooncake/mc_err.h"
 
 void te__notif_push(struct te_engine *eng, char *name, char *msg)
 {
@@ -38,9 +39,12 @@ void te__notif_push(struct te_engine *eng, char *name, char *msg)
 int te_notify(struct te_engine *eng, struct te_segment *target,
 	      const char *name, const char *msg)
 {
-	struct te_peer *p = te__segment_peer(target);
+	struct te_peer *p;
 	int rc;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
+	p = te__segment_peer(target);
 	if (!p)
 		return -EHOSTUNREACH;
 	if (p->is_self) {
@@ -65,6 +69,8 @@ int te_notifications(struct te_engine *eng, char **names, char **msgs, int max)
 {
 	int n = 0;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
 	pthread_mutex_lock(&eng->notif_lock);
 	while (n < max && eng->notif_head) {
 		struct te_notif *x = eng->notif_head;

@@ -208,9 +208,12 @@ void te__peers_free(struct te_engine *eng)
 int te_segment_open(struct te_engine *eng, const char *name,
 		    struct te_segment **out, char *err, size_t errlen)
 {
-	struct te_segment *s = calloc(1, sizeof(*s));
+	struct te_segment *s;
 	int rc;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	rc = te__peer_lookup(eng, name, &s->peer, err, errlen);
@@ -228,6 +231,8 @@ void te_segment_close(struct te_segment *seg)
 {
 	if (!seg)
 		return;
+	if (te__forked(seg->eng))
+		return; /* the parent's (te_engine.forks) */
 	te__peer_put(seg->peer);
 	free(seg);
 }
@@ -327,9 +332,12 @@ struct te_peer *te__segment_peer_at(struct te_segment *seg, uint64_t addr,
 int te_segment_buffers(struct te_segment *seg, struct te_buffer_info *out,
 		       unsigned max)
 {
-	struct te_peer *p = te__segment_peer(seg);
+	struct te_peer *p;
 	int n;
 
+	if (te__forked(seg->eng))
+		return MC_EFORKED;
+	p = te__segment_peer(seg);
 	if (!p)
 		return -EHOSTUNREACH;
 	if (p->is_self) {

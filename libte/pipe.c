@@ -27,6 +27,8 @@ int te_read_pipe(struct te_engine *eng, struct te_segment *target,
 
 	if (!eng || !target || pipe_fd < 0)
 		return -EINVAL;
+	if (te__forked(eng))
+		return MC_EFORKED;
 	if (!len)
 		return 0;
 	if (timeout_ms >= 0 && (unsigned)timeout_ms < ms)

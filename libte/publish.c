@@ -110,6 +110,8 @@ int te_publish_again(struct te_engine *eng)
 	char err[TE_ERR_LEN];
 	int rc;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
 	if (eng->p2p || !eng->meta)
 		return 0;
 	rc = te__claim_name(eng, err, sizeof(err));

@@ -90,6 +90,8 @@ int te_register_owned(struct te_engine *eng, void *addr, size_t len,
 	uint64_t off = 0, ino = 0;
 	int rc, gpu;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
 	if (!addr || !len || a + len < a ||
 	    (owner && strlen(owner) >= TE_OWNER_LEN))
 		return -EINVAL;
@@ -131,8 +133,11 @@ int te_register_owned(struct te_engine *eng, void *addr, size_t len,
 int te_unregister(struct te_engine *eng, void *addr)
 {
 	struct te_memreg *r;
-	int rc = te__reg_remove(eng, (uintptr_t)addr, &r);
+	int rc;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
+	rc = te__reg_remove(eng, (uintptr_t)addr, &r);
 	if (rc)
 		return rc;
 	rc = r->remote ? te__publish(eng) : 0;

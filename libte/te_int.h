@@ -45,6 +45,7 @@
 
 #include "mc_auth.h"
 #include "mc_compiler.h"
+#include "mc_fork.h"
 #include "mc_host.h"
 #include "meta/meta.h"
 #include "transport/registry.h"
@@ -282,6 +283,11 @@ struct te_engine {
 	/* Transport "rdma" asked for and available: the rdma transport
 	 * opens its NICs (otherwise it stays idle; engine.c decides). */
 	bool rdma_on;
+	/* mc_fork_count() when made: in a child of a later fork() the
+	 * engine is its parent's (threads absent, connections shared), and
+	 * every call answers MC_EFORKED; destroying it there only forgets
+	 * it (te__forked). */
+	unsigned forks;
 
 	/* The pool's key (auth_token_file): with it, every handshake and
 	 * data connection, both ways, proves the key before anything else
@@ -351,6 +357,12 @@ bool te__reg_check_remote(struct te_engine *eng, uint64_t addr, uint64_t len);
  *  locking rule. */
 struct te_memreg *te__reg_find_remote(struct te_engine *eng, uint64_t addr,
 				      uint64_t len);
+/** Whether eng is its parent's: made before a fork() of which this
+ *  process is the child (te_engine.forks). */
+static inline bool te__forked(const struct te_engine *eng)
+{
+	return eng && mc_forked_since(eng->forks);
+}
 /** Drop a reference taken by te__reg_find(). */
 static inline void te__reg_put(struct te_memreg *r)
 {

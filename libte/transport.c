@@ -72,6 +72,8 @@ int te_counters(struct te_engine *eng, const char *transport,
 	int i = te__transport_index(transport);
 	struct te_transport *tp;
 
+	if (te__forked(eng))
+		return MC_EFORKED;
 	if (i < 0 || !(tp = eng->tps[i]))
 		return -ENOENT;
 	out->read_bytes = atomic_load(&tp->read_bytes);

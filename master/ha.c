@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "curl_body.h"
 #include "etcd_kv.h"
 #include "ha_int.h"
 #include "mc_auth_http.h"
@@ -910,6 +911,7 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 		curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, write_file);
 		curl_easy_setopt(cu, CURLOPT_WRITEDATA, f);
 		curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+		mc_curl_cloexec(cu);
 		curl_easy_setopt(cu, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
 		/* A leader that stalls (stopped, cut off) is given up. */
 		curl_easy_setopt(cu, CURLOPT_LOW_SPEED_LIMIT, 1L);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "curl_body.h"
 
@@ -49,4 +50,17 @@ int mc_curl_err(CURLcode cc, const struct body_buf *b)
 	default:
 		return -ECONNRESET;
 	}
+}
+
+static curl_socket_t open_cloexec(void *arg, curlsocktype purpose,
+				  struct curl_sockaddr *a)
+{
+	(void)arg;
+	(void)purpose;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+void mc_curl_cloexec(CURL *h)
+{
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
 }

@@ -27,4 +27,11 @@ size_t mc_curl_on_body(char *ptr, size_t size, size_t nmemb, void *arg);
  *  -ECONNRESET for the rest. */
 int mc_curl_err(CURLcode cc, const struct body_buf *b);
 
+/** Have h open its sockets close-on-exec (again after curl_easy_reset):
+ *  libcurl 7.x opens them without SOCK_CLOEXEC, so a program that forks
+ *  and execs (os.system, popen, a C program's fork+exec) handed its
+ *  connections to the metadata service, etcd or a master to the child,
+ *  which held them open for its whole life. */
+void mc_curl_cloexec(CURL *h);
+
 #endif

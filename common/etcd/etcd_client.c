@@ -126,6 +126,7 @@ static int post_once(struct etcd_client *m, CURL *h, const char *url,
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	mc_curl_cloexec(h);
 	{
 		long t = m->time_left ? m->time_left(m->time_arg) :
 					ETCD_TIMEOUT_MS;

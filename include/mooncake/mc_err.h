@@ -76,7 +76,9 @@ extern "C" {
 	X(EHOSTNAME, -4026, RPC_FAIL,                                          \
 	  "host name not found (not an address, and DNS does not know it)")    \
 	X(ESEGMOVED, -4027, TRANSFER_FAIL,                                     \
-	  "the memory's owner is gone: another process holds its engine name")
+	  "the memory's owner is gone: another process holds its engine name") \
+	X(EFORKED, -4028, UNAVAILABLE_IN_CURRENT_STATUS,                       \
+	  "made before fork() and used in the child: make one in the child")
 
 /*
  * Upstream Mooncake store codes (mooncake-store/include/types.h):

@@ -39,6 +39,13 @@
  *
  * Thread safety: every function may be called from any thread; a batch may
  * be polled from one thread while another submits to it.
+ *
+ * fork(): an engine made before a fork is its parent's in the child (its
+ * threads are not there; its sockets and memory are shared). Every call on
+ * it, its batches and segments answers MC_EFORKED there, and
+ * te_engine_destroy(), te_segment_close() and te_mem_free() only forget
+ * it: the parent's engine, connections and metadata entry go on. An
+ * engine made in the child works.
  */
 #ifndef MOONCAKE_TE_H
 #define MOONCAKE_TE_H

@@ -170,6 +170,7 @@ static int request(struct te_meta_http *c, const char *method, const char *key,
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_URL, url_out);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	mc_curl_cloexec(h);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);

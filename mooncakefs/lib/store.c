@@ -12,6 +12,7 @@
 
 #include "holds.h"
 #include "locs.h"
+#include "mc_fork.h"
 #include "mc_log.h"
 #include "mc_memcg.h"
 #include "mc_parse.h"
@@ -31,25 +32,10 @@
  * segment, nor wait for threads the child lacks or for locks they held
  * (it hung for good). A handle set up in the child works there.
  */
-static _Atomic unsigned forks;
-static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
-
-static void on_fork_child(void)
-{
-	atomic_fetch_add(&forks, 1);
-}
-
-static void watch_forks(void)
-{
-	if (pthread_atfork(NULL, NULL, on_fork_child))
-		mc_log_warn("store", "pthread_atfork failed: a child of "
-				     "fork() must not use its parent's store");
-}
-
 static bool forked(const struct mooncake_store *s)
 {
-	return atomic_load_explicit(&s->forks, memory_order_relaxed) !=
-	       atomic_load_explicit(&forks, memory_order_relaxed);
+	return mc_forked_since(
+		atomic_load_explicit(&s->forks, memory_order_relaxed));
 }
 
 bool mcs_store_forked(const struct mooncake_store *s)
@@ -83,8 +69,7 @@ MOONCAKE_API mooncake_store_t mooncake_store_create(void)
 
 	if (!s)
 		return NULL;
-	pthread_once(&forks_once, watch_forks);
-	s->forks = atomic_load(&forks);
+	s->forks = mc_fork_count();
 	pthread_rwlockattr_init(&a);
 	/* close() must not starve behind a steady stream of calls. */
 	pthread_rwlockattr_setkind_np(
@@ -694,7 +679,7 @@ int mcs_store_setup(struct mooncake_store *s, const struct mcs_cfg_args *a)
 			atomic_store(&s->transfer_ms, 0);
 	} else {
 		s->state = MCS_READY;
-		atomic_store(&s->forks, atomic_load(&forks));
+		atomic_store(&s->forks, mc_fork_count());
 		mc_log_info("store",
 			    "joined the pool as %s (master %s, segment %llu "
 			    "bytes, staging %llu bytes)",

@@ -22,6 +22,7 @@ number of threads.
 import ctypes
 import enum
 import errno
+import functools
 import ipaddress
 import json
 import logging
@@ -65,6 +66,7 @@ P2PHANDSHAKE = "P2PHANDSHAKE"
 # include/mooncake/mc_err.h
 _MC_ENOTREG = -4014
 _MC_ENOTSUPPORTED = -4018
+_MC_EFORKED = -4028
 _RDMA_FALLBACK = 1           # te_rdma_check(): tcp serves, as allowed
 _TE_READ, _TE_WRITE = 0, 1
 _TE_WAITING, _TE_COMPLETED, _TE_TIMEOUT, _TE_FAILED = 0, 4, 5, 6
@@ -120,7 +122,24 @@ _MC_WORDS = {
     -4019: "MC_EAUTHREQUIRED: authentication required",
     -4020: "MC_EAUTHFAILED: authentication failed",
     -4021: "MC_EAUTHOFF: the peer does not authenticate",
+    _MC_EFORKED: "MC_EFORKED: made before fork() and used in the child",
 }
+
+# fork(): a child has none of an engine's threads and shares its sockets
+# and memory with the parent, so an engine initialized before a fork
+# (multiprocessing's fork start method, a DataLoader's workers, a
+# pre-forking server) refuses every call in the child (libte answers
+# MC_EFORKED too) and closing it there, or the child's exit, only forgets
+# it: the parent's engine, its metadata entry and connections stay.
+_forks = 0
+
+
+def _count_fork():
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 def _why(rc):
@@ -163,10 +182,27 @@ def _ptrs(values):
 
 
 def _destroy(state):
-    """Free an engine's C objects (close() and garbage collection)."""
+    """Free an engine's C objects (close(), garbage collection, and the
+    interpreter's exit), once the calls in progress have returned: a
+    thread mid-transfer (a daemon thread at exit) must not find the engine
+    freed under it (it crashed, SIGSEGV)."""
+    if state.forks != _forks:
+        # The parent's, in a child: its lock may be held by a thread the
+        # child lacks; nothing of it is ours to free.
+        state.eng = None
+        return
     with state.lock:
         eng = state.eng
         state.eng = None
+        state.closing = True     # later calls raise "closed"
+        # A call returns within its transfer deadline (every wait of
+        # ours has one); one that does not leaves the engine unfreed.
+        if not state.idle.wait_for(lambda: not state.calls,
+                                   state.wait_s):
+            log.warning("close(): %d calls still in progress after "
+                        "%.0f s: the engine is left as it is",
+                        state.calls, state.wait_s)
+            return
         batches = [b for _, b in state.free_batches] + [
             b.batch for b in state.batches.values()]
         state.free_batches.clear()
@@ -192,6 +228,37 @@ def _destroy(state):
         _L.mooncake_te_unregister(eng, addr)
         _L.mooncake_te_mem_free(eng, addr)
     _L.mooncake_te_engine_destroy(eng)
+
+
+def _refuse_forked(st):
+    """RuntimeError for an engine initialized before a fork of which this
+    is the child (checked before st.lock: a parent's thread may have held
+    it at the fork)."""
+    if st.eng and st.forks != _forks:
+        raise RuntimeError(
+            "TransferEngine: initialized before fork() and used in the "
+            "child (MC_EFORKED -4028): make and initialize a "
+            "TransferEngine in the child")
+
+
+def _entered(method):
+    """A method counted in _State.calls while it runs (close waits)."""
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        st = self._st
+        _refuse_forked(st)
+        with st.lock:
+            if st.closing:
+                raise RuntimeError("TransferEngine: closed")
+            st.calls += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with st.lock:
+                st.calls -= 1
+                if not st.calls:
+                    st.idle.notify_all()
+    return counted
 
 
 class InnerTransferEngine:
@@ -223,6 +290,11 @@ class _State:
     def __init__(self):
         self.lock = threading.Lock()
         self.eng = None
+        self.forks = _forks       # _forks when made (the fork check)
+        self.calls = 0            # method calls in progress (_entered)
+        self.closing = False      # close() began: no new calls
+        self.idle = threading.Condition(self.lock)   # calls fell to 0
+        self.wait_s = 90.0        # how long close waits for them
         self.segs = {}            # target name -> te_segment *
         self.free_batches = []    # (capacity, te_batch *) to reuse
         self.batches = {}         # batch id -> _Batch (async)
@@ -263,6 +335,7 @@ class TransferEngine:
         except ValueError:
             self._timeout_s = 30
         self._next_id = 1
+        self._st.wait_s = 2 * self._timeout_s + 30
         self._finalizer = weakref.finalize(self, _destroy, self._st)
 
     # ---- initialisation ------------------------------------------------
@@ -352,6 +425,7 @@ class TransferEngine:
                       local_hostname, metadata, _why(rc), _err(err))
             return -1
         self._st.eng = eng.value
+        self._st.forks = _forks
         self._protocol = proto
         addr = _L.mooncake_te_engine_rpc_address(eng).decode()
         self._rpc_port = int(addr.rpartition(":")[2])
@@ -359,6 +433,7 @@ class TransferEngine:
 
     def _eng(self):
         eng = self._st.eng
+        _refuse_forked(self._st)
         if not eng:
             raise RuntimeError("TransferEngine: not initialized (call "
                                "initialize() first)")
@@ -390,9 +465,10 @@ class TransferEngine:
         return _L.mooncake_te_engine_name(self._eng()).decode()
 
     def close(self):
-        """Ours: stop the engine now and free what it holds (managed
-        buffers included); it is also done when the object is collected.
-        Idempotent."""
+        """Ours: stop the engine and free what it holds (managed buffers
+        included) once the calls in progress on other threads returned;
+        later calls raise RuntimeError. It is also done when the object
+        is collected and at the interpreter's exit. Idempotent."""
         self._finalizer()
 
     def get_engine(self):
@@ -903,3 +979,13 @@ class TransferEngine:
                 _L.mooncake_te_free(msgs[i])
             if n < k:
                 return out
+
+
+# Every public method but close() is counted while it runs, so close()
+# (and the finalizer at the interpreter's exit) frees the engine only
+# once no thread is inside it.
+for _name, _fn in list(vars(TransferEngine).items()):
+    if (not _name.startswith("_") and _name != "close" and
+            callable(_fn) and not isinstance(_fn, type)):
+        setattr(TransferEngine, _name, _entered(_fn))
+del _name, _fn

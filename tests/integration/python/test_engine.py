@@ -559,3 +559,170 @@ def test_rdma_falls_back_to_tcp_only_when_allowed(meng, monkeypatch):
     monkeypatch.setenv("MC_RDMA_FALLBACK_TCP", "1")
     assert e.initialize("127.0.0.1", P2P, "rdma", "") == 0
     assert e.get_rpc_port() > 0
+
+
+FORKER = COMMON + textwrap.dedent("""
+    import ctypes, os
+    from mooncake import engine as me
+    meta, na, nb = sys.argv[1], sys.argv[2], sys.argv[3]
+    a, b = TransferEngine(), TransferEngine()
+    assert a.initialize(na, meta, "tcp", "") == 0
+    assert b.initialize(nb, meta, "tcp", "") == 0
+    src = np.full(1 << 16, 7, dtype=np.uint8)
+    dst = np.zeros(1 << 16, dtype=np.uint8)
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    assert b.register_memory(dst.ctypes.data, dst.nbytes) == 0
+    assert a.transfer_sync_write(nb, src.ctypes.data, dst.ctypes.data,
+                                 4096) == 0
+    b_rpc = b.get_rpc_port()
+    for how in ("use", "close", "own"):
+        before = int(dst[0])
+        pid = os.fork()
+        if pid == 0:
+            src[:] = 9
+            # Through the binding: refused, nothing moved.
+            for call in (lambda: a.transfer_sync_write(
+                             nb, src.ctypes.data, dst.ctypes.data, 4096),
+                         lambda: a.register_memory(src.ctypes.data + 4096,
+                                                   4096),
+                         a.get_notifies):
+                try:
+                    call()
+                    raise SystemExit(f"{how}: a call in the child worked")
+                except RuntimeError as e:
+                    assert "fork" in str(e), e
+            # libte itself, as a C program that forks calls it.
+            eng = ctypes.c_void_p(a._st.eng)
+            assert me._L.mooncake_te_register(eng, src.ctypes.data, 4096,
+                                              b"*", 1) == -4028, how
+            assert me._L.mooncake_te_unregister(
+                eng, src.ctypes.data) == -4028, how
+            if how == "close":
+                a.close()          # what the child's exit runs too
+                b.close()
+            if how == "own":
+                c = TransferEngine()
+                assert c.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp",
+                                    "") == 0
+                mine = np.full(4096, 5, dtype=np.uint8)
+                assert c.register_memory(mine.ctypes.data, 4096) == 0
+                peer = f"127.0.0.1:{b_rpc}"
+                assert c.transfer_sync_write(peer, mine.ctypes.data,
+                                             dst.ctypes.data + 8192,
+                                             4096) == 0
+                c.close()
+            # What the interpreter's exit runs for the package (weakref
+            # finalizers: every engine's close), then out.
+            import weakref
+            weakref.finalize._exitfunc()
+            os._exit(0)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            raise SystemExit(f"{how}: the child hung")
+        assert st == 0, (how, st)
+        assert dst[0] == before, how   # the child moved nothing
+        src[:] = len(how)
+        assert a.transfer_sync_write(nb, src.ctypes.data, dst.ctypes.data,
+                                     4096) == 0, how
+        assert dst[0] == len(how), how
+    assert dst[8192] == 5              # the child's own engine wrote
+    # Both engines are still published: a new engine finds them by name.
+    c = TransferEngine()
+    assert c.initialize(f"127.0.0.1:{sys.argv[4]}", meta, "tcp", "") == 0
+    mine = np.full(4096, 3, dtype=np.uint8)
+    assert c.register_memory(mine.ctypes.data, 4096) == 0
+    assert c.transfer_sync_write(nb, mine.ctypes.data,
+                                 dst.ctypes.data + 4096, 4096) == 0
+    assert dst[4096] == 3
+    assert c.transfer_sync_read(na, mine.ctypes.data, src.ctypes.data,
+                                4096) == 0
+    assert mine[0] == len("own")
+    c.close(); a.close(); b.close()
+    print("ok", flush=True)
+""")
+
+
+def test_fork_leaves_the_parents_engine_alone(tmp_path, python_env, procs):
+    """A process forks after initialize() (multiprocessing's fork start
+    method, a DataLoader's workers, a pre-forking server): the child has
+    none of the engine's threads and shares its sockets. Its transfers on
+    the inherited engine went over the parent's connections, and its
+    exit (the finalizer closing every engine) crashed (SIGSEGV) or, after
+    close(), hung for good. Now the inherited engine refuses (RuntimeError
+    in the binding, MC_EFORKED -4028 from libte), closing
+    it only forgets it, an engine made in the child works, and the
+    parent's engines, connections and metadata entries go on."""
+    d = procs.start_metad(tmp_path)
+    (tmp_path / "forker.py").write_text(FORKER)
+    ports = [str(mctest.free_port()) for _ in range(3)]
+    p = subprocess.run(
+        [sys.executable, str(tmp_path / "forker.py"), d.url,
+         f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}", ports[2]],
+        capture_output=True, text=True, env=python_env, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "ok"
+
+
+CLOSER = COMMON + textwrap.dedent("""
+    import logging, threading
+    logging.getLogger("mooncake.engine").setLevel(logging.CRITICAL)
+    P2P = "P2PHANDSHAKE"
+    src = np.ones(4 << 20, dtype=np.uint8)
+    dst = np.zeros(4 << 20, dtype=np.uint8)
+    b = TransferEngine()
+    assert b.initialize("127.0.0.1", P2P, "tcp", "") == 0
+    assert b.register_memory(dst.ctypes.data, dst.nbytes) == 0
+    peer = f"127.0.0.1:{b.get_rpc_port()}"
+    ended = []
+
+    def mover(a):
+        try:
+            while True:
+                a.transfer_sync_write(peer, src.ctypes.data,
+                                      dst.ctypes.data, src.nbytes)
+        except RuntimeError as e:
+            ended.append(str(e))
+
+    for i in range(int(sys.argv[1])):
+        a = TransferEngine()
+        assert a.initialize("127.0.0.1", P2P, "tcp", "") == 0
+        assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+        ts = [threading.Thread(target=mover, args=(a,)) for _ in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.1)
+        a.close()                  # while the threads are mid-transfer
+        for t in ts:
+            t.join(120)
+            assert not t.is_alive()
+    assert len(ended) == 3 * int(sys.argv[1]), ended
+    assert set(ended) == {"TransferEngine: closed"}, set(ended)
+    # The interpreter's exit with daemon threads mid-transfer: the
+    # finalizer closes the engine once their calls have returned.
+    a = TransferEngine()
+    assert a.initialize("127.0.0.1", P2P, "tcp", "") == 0
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    for _ in range(3):
+        threading.Thread(target=mover, args=(a,), daemon=True).start()
+    time.sleep(0.1)
+    print("ok", flush=True)
+""")
+
+
+def test_close_waits_for_calls_in_progress(tmp_path, python_env):
+    """close() (and the finalizer at the interpreter's exit, with daemon
+    threads mid-transfer) freed the engine under the threads' transfers:
+    the process died of SIGSEGV, now and then. Now it waits for the calls
+    in progress, and later calls raise RuntimeError("... closed")."""
+    (tmp_path / "closer.py").write_text(CLOSER)
+    p = subprocess.run([sys.executable, str(tmp_path / "closer.py"), "20"],
+                       capture_output=True, text=True, env=python_env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip() == "ok"

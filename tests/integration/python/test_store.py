@@ -993,6 +993,42 @@ sys.stdin.readline()
     assert not os.path.exists(shm)
 
 
+def _inherited_tcp_ports():
+    """The remote ports of the TCP connections a child that execs (with
+    every inheritable fd: os.system, popen, a C program's fork+exec)
+    holds, as a real tool run that way lists them."""
+    import subprocess
+    out = subprocess.run(["ls", "-l", "/proc/self/fd"], close_fds=False,
+                         capture_output=True, text=True, check=True).stdout
+    inodes = {w[len("socket:["):-1] for w in out.split()
+              if w.startswith("socket:[")}
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                col = line.split()
+                if col[9] in inodes:
+                    ports.append(int(col[2].rpartition(":")[2], 16))
+    return ports
+
+
+def test_exec_inherits_no_connections(master, members, stores):
+    """The connection libcurl kept to the metadata service (the master's
+    HTTP port) was inheritable: a program that ran a command with
+    os.system or popen handed it to the command, which held it open for
+    its whole life. Every socket of the library is close-on-exec."""
+    s = setup7(stores(), master)
+    assert s.put("exec/k", b"v" * 100000) == 0
+    assert s.get("exec/k") == b"v" * 100000
+    assert s.is_exist("exec/k") == 1
+    meta_port = int(master.metadata.rpartition(":")[2].split("/")[0])
+    # The connection exists (the test would pass without one).
+    assert meta_port in [int(c.split()[2].rpartition(":")[2], 16)
+                         for t in ("/proc/net/tcp", "/proc/net/tcp6")
+                         for c in open(t).readlines()[1:]]
+    assert _inherited_tcp_ports() == []
+
+
 def test_fork_leaves_the_parents_store_alone(master, members, tmp_path,
                                             python_env):
     """A process forks after setup (multiprocessing's fork start method,
