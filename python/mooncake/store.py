@@ -723,6 +723,20 @@ def _close_all():
             _L.mooncake_store_close(h)
 
 
+def _fresh_locks_in_child():
+    """fork() copies a lock another thread of the parent held (a setup,
+    close or session call in progress) as taken, and no thread of the
+    child will release it: a store's close() in the child hung on it.
+    The child's inherited stores only answer -1010 and forget (libmooncake
+    checks), so their locks start over free."""
+    for store in list(_live):
+        store._setup_lock = threading.Lock()
+        store._sess_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
+
+
 class MooncakeDistributedStore:
     """Upstream's MooncakeDistributedStore over libmooncake."""
 

@@ -1056,12 +1056,20 @@ assert s.put("fork/k", b"v" * 1000) == 0
 # A checkpoint handle too: its close joins threads the child lacks.
 from mooncake.p2p import P2PStore
 p2p = P2PStore(s)
-for how in ("close", "exit", "own"):
+for how in ("close", "exit", "own", "locked"):
+    if how == "locked":
+        # Another thread of the parent inside a call at the fork: the
+        # child inherits its locks taken, and its close() hung on them.
+        s._setup_lock.acquire()
+        s._sess_lock.acquire()
     pid = os.fork()
+    if pid != 0 and how == "locked":
+        s._sess_lock.release()
+        s._setup_lock.release()
     if pid == 0:
         assert s.is_exist("fork/k") == -1010, how
         assert s.put("fork/c", b"c") == -1010, how
-        if how == "close":
+        if how in ("close", "locked"):
             assert s.close() == 0
         if how == "own":
             t = mk(0)
