@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "mooncake/mc_err.h"
 
 static int resolve(const char *host, int port, int passive,
@@ -249,7 +250,7 @@ void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len)
 		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
 		port = ntohs(a->sin6_port);
 	}
-	snprintf(out, len, "%s:%d", ip, port);
+	(void)mc_fmt_hostport(out, len, ip, port);
 }
 
 void mc_net_peer_name(int fd, char *out, size_t len)

@@ -49,7 +49,7 @@ int mc_net_set_keepalive(int fd);
 /** Send and receive timeouts in ms (0 = none). */
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
 
-/** "ip:port" of an address accept() gave ("?:0" for other families). */
+/** "ip:port" ("[v6]:port") of an address accept() gave ("?:0" for other families). */
 struct sockaddr_storage;
 void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len);
 /** "ip:port" of a connected socket's peer ("?:0" when unknown), for logs. */

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -280,6 +281,14 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 	host_out[n] = '\0';
 	*port_out = (int)port;
 	return 0;
+}
+
+int mc_fmt_hostport(char *out, size_t len, const char *host, int port)
+{
+	int n = snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+			 host, port);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 int mc_parse_hexdigit(char c)

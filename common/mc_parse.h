@@ -48,6 +48,14 @@ int mc_parse_double(const char *s, double *out) MC_MUST_CHECK;
 int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out) MC_MUST_CHECK;
 
+/**
+ * The inverse of mc_parse_hostport: "host:port", or "[v6]:port" when host
+ * holds a ':' (an IPv6 address), so that what one process prints or
+ * announces another parses back. 0, or -ENAMETOOLONG when it does not fit
+ * (out then holds a truncated string).
+ */
+int mc_fmt_hostport(char *out, size_t len, const char *host, int port);
+
 /** The value of one hex digit (either case), or -1: for %XX escapes. */
 int mc_parse_hexdigit(char c);
 

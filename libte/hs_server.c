@@ -32,6 +32,7 @@
 
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
@@ -414,8 +415,10 @@ int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 			 eng->ip, port, mc_strerror(rc));
 		return rc;
 	}
-	snprintf(eng->rpc_address, sizeof(eng->rpc_address), "%s:%d", eng->ip,
-		 eng->rpc_port);
+	/* "[v6]:port" for an IPv6 ip: with P2PHANDSHAKE this is the name
+	 * peers address us by, so it must parse back (mc_parse_hostport). */
+	(void)mc_fmt_hostport(eng->rpc_address, sizeof(eng->rpc_address),
+			      eng->ip, eng->rpc_port);
 	eng->hs = hs_new(eng);
 	rc = eng->hs ? pthread_create(&eng->rpc_thread, NULL, rpc_thread, eng) :
 		       ENOMEM;

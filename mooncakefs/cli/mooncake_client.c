@@ -20,6 +20,7 @@
 #include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_net.h"
 #include "mooncake/mc_err.h"
 #include "store_int.h"
@@ -170,8 +171,7 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 				return rc;
 			}
 		}
-		snprintf(name, sizeof(name),
-			 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+		(void)mc_fmt_hostport(name, sizeof(name), host, port);
 		rc = mcs_store_setup(s, &a);
 		/* Someone took the free port between our probe and bind. */
 		if (rc != -EADDRINUSE || cfg->port)

@@ -431,9 +431,7 @@ static int create_engine(struct mooncake_store *s)
 			if (mcs_random(&r, sizeof(r)))
 				r = (uint32_t)mcs_now_ms() + i;
 			port = (int)(lo + r % (hi - lo + 1));
-			snprintf(name, sizeof(name),
-				 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
-				 port);
+			(void)mc_fmt_hostport(name, sizeof(name), host, port);
 			ec.local_server_name = name;
 		}
 		ec.rpc_port = port;

@@ -431,6 +431,37 @@ Test(mc_parse_hostport, valid)
 	}
 }
 
+Test(mc_fmt_hostport, parses_back)
+{
+	static const char *const hosts[] = { "10.0.0.1", "localhost", "::1",
+					     "fe80::1%eth0", "::" };
+
+	for (size_t i = 0; i < MC_ARRAY_SIZE(hosts); i++) {
+		char buf[80], host[64];
+		int port = -1;
+
+		cr_assert_eq(mc_fmt_hostport(buf, sizeof(buf), hosts[i], 65535),
+			     0);
+		cr_expect_eq(strchr(hosts[i], ':') != NULL, buf[0] == '[', "%s",
+			     buf);
+		cr_assert_eq(mc_parse_hostport(buf, host, sizeof(host), -1,
+					       &port),
+			     0, "%s", buf);
+		cr_expect_str_eq(host, hosts[i]);
+		cr_expect_eq(port, 65535);
+	}
+}
+
+Test(mc_fmt_hostport, too_long)
+{
+	char buf[11];
+
+	cr_expect_eq(mc_fmt_hostport(buf, sizeof(buf), "::1", 12345),
+		     -ENAMETOOLONG);
+	cr_expect_eq(mc_fmt_hostport(buf, sizeof(buf), "::1", 1234), 0);
+	cr_expect_str_eq(buf, "[::1]:1234");
+}
+
 Test(mc_parse_hostport, invalid)
 {
 	static const struct {

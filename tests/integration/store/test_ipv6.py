@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A pool entirely on IPv6 loopback (::1): the master's three listeners,
+members and the `mooncake` CLI, with and without a metadata service. The
+addresses the daemons announce or print must be ones the others parse
+back ("[::1]:port"), never an ambiguous "::1:port"."""
+import re
+import socket
+
+import pytest
+
+from pool import Master, Member, cli
+
+
+def have_ipv6():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
+
+
+@pytest.fixture
+def master6(procs, tmp_path):
+    return Master(procs, tmp_path, host="::1")
+
+
+def put_get(master, tmp_path, key, *flags):
+    data = bytes(range(256)) * 1200
+    src, dst = tmp_path / f"{key}.in", tmp_path / f"{key}.out"
+    src.write_bytes(data)
+    cli(master, *flags, "--local_hostname", "[::1]", "put", str(src), key)
+    cli(master, *flags, "--local_hostname", "[::1]", "get", key, str(dst))
+    assert dst.read_bytes() == data
+
+
+def test_p2p_member_on_ipv6_is_reachable(procs, tmp_path, master6):
+    """With P2PHANDSHAKE a member is named by its RPC address: it was
+    "::1:PORT", which no peer could parse, so every put placed on it
+    failed with TRANSFER_FAIL."""
+    m = Member(procs, tmp_path, master6, host="::1",
+               extra=("--metadata_server", "P2PHANDSHAKE"))
+    assert master6.segments() == [f"[::1]:{m.port}"]
+    put_get(master6, tmp_path, "p2p6", "--metadata", "P2PHANDSHAKE")
+
+
+def test_printed_metadata_url_is_usable(procs, tmp_path, master6):
+    """The URL the master logs for its metadata service is one a member
+    can be given as is (it read http://::1:PORT/metadata)."""
+    urls = re.findall(r"metadata service on (\S+)", master6.log())
+    assert urls == [f"http://[::1]:{master6.meta_port}/metadata"]
+    m = Member(procs, tmp_path, master6, host="::1",
+               extra=("--metadata_server", urls[0]))
+    assert master6.segments() == [m.name]
+    put_get(master6, tmp_path, "meta6")
+    assert re.search(r"serving RPC on \[::1\]:\d+, admin HTTP on \[::1\]:\d+",
+                     master6.log())
