@@ -43,7 +43,9 @@ int mc_parse_double(const char *s, double *out) MC_MUST_CHECK;
 /**
  * Split "host:port" or "[v6]:port". host_out gets a NUL-terminated copy
  * (at most host_len - 1 bytes, else -ENAMETOOLONG). A missing port gives
- * default_port (which may be -1 to make the port mandatory).
+ * default_port (which may be -1 to make the port mandatory). A bare IPv6
+ * address ("::1", "fe80::1%eth0") is a host without a port, unless it
+ * also reads as address:port ("::1:80"): that one is -EINVAL.
  */
 int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out) MC_MUST_CHECK;

@@ -109,7 +109,7 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 				     sizeof(eng->ip), 0, &port)) {
 		snprintf(err, errlen,
 			 "local_server_name '%s': expected "
-			 "host or host:port",
+			 "host, host:port or [IPv6]:port",
 			 cfg->local_server_name);
 		return -EINVAL;
 	}

@@ -405,7 +405,8 @@ static int create_engine(struct mooncake_store *s)
 			       &port);
 	if (rc) {
 		mc_log_err("store",
-			   "local_hostname '%s': expected host or host:port",
+			   "local_hostname '%s': expected host, host:port or "
+			   "[IPv6]:port",
 			   s->cfg.local_hostname);
 		return -EINVAL;
 	}

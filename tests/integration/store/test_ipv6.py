@@ -28,12 +28,12 @@ def master6(procs, tmp_path):
     return Master(procs, tmp_path, host="::1")
 
 
-def put_get(master, tmp_path, key, *flags):
+def put_get(master, tmp_path, key, *flags, local="[::1]"):
     data = bytes(range(256)) * 1200
     src, dst = tmp_path / f"{key}.in", tmp_path / f"{key}.out"
     src.write_bytes(data)
-    cli(master, *flags, "--local_hostname", "[::1]", "put", str(src), key)
-    cli(master, *flags, "--local_hostname", "[::1]", "get", key, str(dst))
+    cli(master, *flags, "--local_hostname", local, "put", str(src), key)
+    cli(master, *flags, "--local_hostname", local, "get", key, str(dst))
     assert dst.read_bytes() == data
 
 
@@ -58,3 +58,27 @@ def test_printed_metadata_url_is_usable(procs, tmp_path, master6):
     put_get(master6, tmp_path, "meta6")
     assert re.search(r"serving RPC on \[::1\]:\d+, admin HTTP on \[::1\]:\d+",
                      master6.log())
+
+
+@pytest.mark.parametrize("meta", ["service", "P2PHANDSHAKE"])
+def test_bare_ipv6_local_hostname(procs, tmp_path, master6, meta):
+    """local_hostname "::1" (vLLM's get_ip() on an IPv6 host, upstream
+    takes it) in the C library, not only in the Python package: it was
+    -600, "expected host or host:port"."""
+    flags = ("--metadata", "P2PHANDSHAKE") if meta == "P2PHANDSHAKE" else ()
+    Member(procs, tmp_path, master6, host="::1",
+           extra=("--metadata_server", "P2PHANDSHAKE") if flags else ())
+    put_get(master6, tmp_path, "bare6", *flags, local="::1")
+
+
+def test_ambiguous_ipv6_local_hostname_is_refused(procs, tmp_path, master6):
+    """"::1:1234" is ::1 port 1234 and also the address ::1:1234: refused
+    with words that say how to write it, not guessed."""
+    Member(procs, tmp_path, master6, host="::1")
+    src = tmp_path / "x"
+    src.write_bytes(b"x" * 4096)
+    p = cli(master6, "--local_hostname", "::1:1234", "put", str(src), "amb",
+            check=False)
+    assert p.returncode != 0
+    assert "'::1:1234'" in p.stderr and "[IPv6]:port" in p.stderr, p.stderr
+    assert "amb" not in cli(master6, "ls").stdout
