@@ -5,10 +5,12 @@ addresses the daemons announce or print must be ones the others parse
 back ("[::1]:port"), never an ambiguous "::1:port"."""
 import re
 import socket
+import subprocess
 
 import pytest
 
-from pool import Master, Member, cli
+from mctest import SCALE, binary, free_port
+from pool import MASTER, Master, Member, cli
 
 
 def have_ipv6():
@@ -82,3 +84,30 @@ def test_ambiguous_ipv6_local_hostname_is_refused(procs, tmp_path, master6):
     assert p.returncode != 0
     assert "'::1:1234'" in p.stderr and "[IPv6]:port" in p.stderr, p.stderr
     assert "amb" not in cli(master6, "ls").stdout
+
+
+def test_unbracketed_ipv6_urls_are_refused(procs, tmp_path, master6):
+    """"http://::1:PORT/metadata" and "etcd://::1:PORT" are refused with
+    words that say how to write them: the metadata URL failed at its
+    first request in curl's words as RPC_FAIL (-900), the etcd one the
+    same, and an HA master given it ran on as a standby that never got a
+    lease, warning every lease period."""
+    src = tmp_path / "x"
+    src.write_bytes(b"x" * 4096)
+    bad = f"http://::1:{master6.meta_port}/metadata"
+    p = cli(master6, "--metadata", bad, "--local_hostname", "[::1]", "put",
+            str(src), "badurl", check=False)
+    assert "-600 INVALID_PARAMS" in p.stderr, p.stderr
+    assert "IPv6 host goes in brackets" in p.stderr, p.stderr
+    p = cli(master6, "--master", "etcd://::1:2379", "status", check=False)
+    assert p.returncode == 2
+    assert "IPv6 address in brackets" in p.stderr, p.stderr
+    for flag in ("--etcd_endpoints", "--ha_backend_connstring"):
+        p = subprocess.run(
+            [binary(*MASTER), "--enable_ha", flag, "::1:2379",
+             "--rpc_address", "::1", "--rpc_port", str(free_port()),
+             "--db_path", str(tmp_path / "ha.db")],
+            capture_output=True, text=True, timeout=30 * SCALE)
+        assert p.returncode == 2, p.stderr
+        assert "'::1:2379'" in p.stderr and "in brackets" in p.stderr, \
+            p.stderr
