@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -263,7 +264,13 @@ void mc_net_peer_name(int fd, char *out, size_t len)
 	mc_net_addr_name(&ss, out, len);
 }
 
-int mc_net_if_ipv4(const char *ifname, char *out, size_t len)
+/* fe80::/10: needs a zone to be reached, so never advertised. */
+static bool link_local6(const struct in6_addr *a)
+{
+	return a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80;
+}
+
+int mc_net_if_addr(const char *ifname, int family, char *out, size_t len)
 {
 	struct ifaddrs *ifs, *i;
 	int rc = ifname ? -ENODEV : -EADDRNOTAVAIL;
@@ -271,21 +278,43 @@ int mc_net_if_ipv4(const char *ifname, char *out, size_t len)
 	if (getifaddrs(&ifs))
 		return -errno;
 	for (i = ifs; i; i = i->ifa_next) {
-		const struct sockaddr_in *sin;
+		const void *a;
 
 		if (ifname ? strcmp(i->ifa_name, ifname) :
 			     (i->ifa_flags & IFF_LOOPBACK) != 0)
 			continue;
 		rc = -EADDRNOTAVAIL; /* the interface is there */
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		if (!i->ifa_addr || i->ifa_addr->sa_family != family ||
 		    !(i->ifa_flags & IFF_UP))
 			continue;
-		sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
-		if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len)) {
+		if (family == AF_INET6) {
+			const struct sockaddr_in6 *s6 =
+				(const void *)i->ifa_addr;
+
+			if (link_local6(&s6->sin6_addr))
+				continue;
+			a = &s6->sin6_addr;
+		} else {
+			a = &((const struct sockaddr_in *)(const void *)
+				      i->ifa_addr)
+				     ->sin_addr;
+		}
+		if (inet_ntop(family, a, out, (socklen_t)len)) {
 			rc = 0;
 			break;
 		}
 	}
 	freeifaddrs(ifs);
 	return rc;
+}
+
+int mc_net_advertised(const char *host, char *out, size_t len)
+{
+	if (!strcmp(host, "0.0.0.0"))
+		return mc_net_if_addr(NULL, AF_INET, out, len);
+	if (!strcmp(host, "::"))
+		return mc_net_if_addr(NULL, AF_INET6, out, len);
+	if ((size_t)snprintf(out, len, "%s", host) >= len)
+		return -ENAMETOOLONG;
+	return 0;
 }

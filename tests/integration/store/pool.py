@@ -32,9 +32,12 @@ def read_port(path, proc, log_path, what):
 class Master:
     def __init__(self, procs, tmp_path, *args, rpc_port=0, meta_port=0,
                  admin_port=0, db=None, name="master", token=None,
-                 host="127.0.0.1"):
+                 host="127.0.0.1", prefix=()):
         self.procs, self.tmp, self.args, self.name = procs, tmp_path, args, name
         self.host = host  # of all three listeners
+        # A command that runs it elsewhere (a test host's nsenter): its
+        # port file then says it serves, /health being out of our reach.
+        self.prefix = list(prefix)
         # With a token file, the master authenticates and http() signs.
         self.token = token
         self.key = mctest.auth_key(token) if token else None
@@ -64,7 +67,7 @@ class Master:
         pf = self.tmp / f"{self.name}.rpc.port"
         if pf.exists():
             pf.unlink()
-        cmd = [binary(*MASTER), "--rpc_address", self.host,
+        cmd = [*self.prefix, binary(*MASTER), "--rpc_address", self.host,
                "--rpc_port", str(self.rpc_port),
                "--metrics_host", self.host,
                "--metrics_port", str(self.admin_port),
@@ -79,8 +82,9 @@ class Master:
             self.procs.logs.append(log_path)
         self.log_path = log_path
         read_port(pf, self.proc, log_path, "mooncake_master")
-        wait_for(lambda: self.http("/health")[0] == 200,
-                 what="master /health")
+        if not self.prefix:
+            wait_for(lambda: self.http("/health")[0] == 200,
+                     what="master /health")
         return self
 
     @property
@@ -187,11 +191,12 @@ class Shell:
     """tests/tools/store_shell: one command line in, one reply out."""
 
     def __init__(self, procs, tmp_path, master, seg="0", buf="64MB",
-                 name=None, env=None):
+                 name=None, env=None, prefix=()):
         tag = f"shell{mctest._seq.__next__()}"
         self.log_path = tmp_path / f"{tag}.log"
         log = open(self.log_path, "ab")
-        self.proc = procs.popen([binary(*SHELL)], stdin=subprocess.PIPE,
+        self.proc = procs.popen([*prefix, binary(*SHELL)],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, bufsize=0,
                                 env=mctest.te_env(env))
         log.close()

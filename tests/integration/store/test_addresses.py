@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A pool entirely on IPv6 loopback (::1): the master's three listeners,
-members and the `mooncake` CLI, with and without a metadata service. The
-addresses the daemons announce or print must be ones the others parse
-back ("[::1]:port"), never an ambiguous "::1:port"."""
+"""Addresses as peers are told them. A pool entirely on IPv6 loopback
+(::1): the master's three listeners, members and the `mooncake` CLI, with
+and without a metadata service; the addresses the daemons announce or
+print must be ones the others parse back ("[::1]:port"), never an
+ambiguous "::1:port". And a wildcard local_hostname ("0.0.0.0"), which on
+another host means that host, between two test hosts."""
 import re
 import socket
 import subprocess
@@ -10,7 +12,8 @@ import subprocess
 import pytest
 
 from mctest import SCALE, binary, free_port
-from pool import MASTER, Master, Member, cli
+from netns import TwoHosts, can_make_namespaces
+from pool import MASTER, Master, Member, Shell, cli
 
 
 def have_ipv6():
@@ -22,7 +25,7 @@ def have_ipv6():
         return False
 
 
-pytestmark = pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
+needs_ipv6 = pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
 
 
 @pytest.fixture
@@ -39,6 +42,7 @@ def put_get(master, tmp_path, key, *flags, local="[::1]"):
     assert dst.read_bytes() == data
 
 
+@needs_ipv6
 def test_p2p_member_on_ipv6_is_reachable(procs, tmp_path, master6):
     """With P2PHANDSHAKE a member is named by its RPC address: it was
     "::1:PORT", which no peer could parse, so every put placed on it
@@ -49,6 +53,7 @@ def test_p2p_member_on_ipv6_is_reachable(procs, tmp_path, master6):
     put_get(master6, tmp_path, "p2p6", "--metadata", "P2PHANDSHAKE")
 
 
+@needs_ipv6
 def test_printed_metadata_url_is_usable(procs, tmp_path, master6):
     """The URL the master logs for its metadata service is one a member
     can be given as is (it read http://::1:PORT/metadata)."""
@@ -62,6 +67,7 @@ def test_printed_metadata_url_is_usable(procs, tmp_path, master6):
                      master6.log())
 
 
+@needs_ipv6
 @pytest.mark.parametrize("meta", ["service", "P2PHANDSHAKE"])
 def test_bare_ipv6_local_hostname(procs, tmp_path, master6, meta):
     """local_hostname "::1" (vLLM's get_ip() on an IPv6 host, upstream
@@ -73,6 +79,7 @@ def test_bare_ipv6_local_hostname(procs, tmp_path, master6, meta):
     put_get(master6, tmp_path, "bare6", *flags, local="::1")
 
 
+@needs_ipv6
 def test_ambiguous_ipv6_local_hostname_is_refused(procs, tmp_path, master6):
     """"::1:1234" is ::1 port 1234 and also the address ::1:1234: refused
     with words that say how to write it, not guessed."""
@@ -86,6 +93,7 @@ def test_ambiguous_ipv6_local_hostname_is_refused(procs, tmp_path, master6):
     assert "amb" not in cli(master6, "ls").stdout
 
 
+@needs_ipv6
 def test_unbracketed_ipv6_urls_are_refused(procs, tmp_path, master6):
     """"http://::1:PORT/metadata" and "etcd://::1:PORT" are refused with
     words that say how to write them: the metadata URL failed at its
@@ -111,3 +119,26 @@ def test_unbracketed_ipv6_urls_are_refused(procs, tmp_path, master6):
         assert p.returncode == 2, p.stderr
         assert "'::1:2379'" in p.stderr and "in brackets" in p.stderr, \
             p.stderr
+
+
+def test_wildcard_local_hostname_is_not_advertised(procs, tmp_path):
+    """A client whose local_hostname is "0.0.0.0" holds the pool's only
+    segment on host B; a client on host A reads an object from it. Peers
+    were told "0.0.0.0:PORT", which on A is A itself: the read failed
+    (-800). The client now advertises B's address, as mooncake_client
+    --host 0.0.0.0 does."""
+    why = can_make_namespaces()
+    if why:
+        pytest.skip(why)
+    with TwoHosts(procs) as h:
+        m = Master(procs, tmp_path, host=h.a.addr,
+                   prefix=h.a.nsenter([]))
+        port = free_port()
+        owner = Shell(procs, tmp_path, m, seg="32MB", prefix=h.b.nsenter([]),
+                      name=f"0.0.0.0:{port}")
+        procs.own_shm(f"/dev/shm/mooncake.seg.{h.b.addr}_{port}")
+        assert owner.ok("hostname") == f"{h.b.addr}:{port}"
+        owner.ok(f"put w0 {1 << 20} 7")
+        reader = Shell(procs, tmp_path, m, prefix=h.a.nsenter([]),
+                       name=f"{h.a.addr}:{free_port()}")
+        assert reader.code(f"check w0 {1 << 20} 7") == 0
