@@ -323,6 +323,29 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 	return 0;
 }
 
+static int port_end(const char *s, int *v)
+{
+	int64_t n;
+
+	if (!s || !*s)
+		return 0;
+	if (mc_parse_i64(s, &n) || n < 1 || n > 65535)
+		return -EINVAL;
+	*v = (int)n;
+	return 0;
+}
+
+int mc_parse_port_range(const char *lo_s, const char *hi_s, int *lo, int *hi)
+{
+	int l = *lo, h = *hi;
+
+	if (port_end(lo_s, &l) || port_end(hi_s, &h) || l > h)
+		return -EINVAL;
+	*lo = l;
+	*hi = h;
+	return 0;
+}
+
 int mc_fmt_hostport(char *out, size_t len, const char *host, int port)
 {
 	int n = snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d",

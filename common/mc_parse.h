@@ -51,6 +51,14 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out) MC_MUST_CHECK;
 
 /**
+ * A range of ports to pick from, its ends as two optional strings (an
+ * environment's MIN and MAX: NULL or "" keeps *lo or *hi). -EINVAL, both
+ * untouched, unless each given end is a port 1..65535 and lo <= hi.
+ */
+int mc_parse_port_range(const char *lo_s, const char *hi_s, int *lo,
+			int *hi) MC_MUST_CHECK;
+
+/**
  * The inverse of mc_parse_hostport: "host:port", or "[v6]:port" when host
  * holds a ':' (an IPv6 address), so that what one process prints or
  * announces another parses back. 0, or -ENAMETOOLONG when it does not fit

@@ -142,3 +142,31 @@ def test_wildcard_local_hostname_is_not_advertised(procs, tmp_path):
         reader = Shell(procs, tmp_path, m, prefix=h.a.nsenter([]),
                        name=f"{h.a.addr}:{free_port()}")
         assert reader.code(f"check w0 {1 << 20} 7") == 0
+
+
+@pytest.mark.parametrize("env", [
+    {"MC_STORE_CLIENT_MIN_PORT": "abc"},
+    {"MC_STORE_CLIENT_MAX_PORT": "70000"},
+    {"MC_STORE_CLIENT_MIN_PORT": "14000", "MC_STORE_CLIENT_MAX_PORT": "13000"},
+    {"MC_MIN_RPC_PORT": "abc", "P2P": "1"},
+    {"MC_MAX_RPC_PORT": "-1", "P2P": "1"},
+])
+def test_bad_port_range_is_refused(procs, tmp_path, monkeypatch, env):
+    """The ranges a client picks its port from: a value that is not a
+    port, or a minimum above the maximum, was silently the default range
+    (or atoi's reading of it: "16000x" was 16000); now setup fails with
+    INVALID_PARAMS naming the variable, as MC_HANDSHAKE_MAX_LENGTH does."""
+    m = Master(procs, tmp_path)
+    Member(procs, tmp_path, m)
+    p2p = env.pop("P2P", None)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    src = tmp_path / "x"
+    src.write_bytes(b"x" * 4096)
+    flags = ("--metadata", "P2PHANDSHAKE") if p2p else ()
+    p = cli(m, *flags, "--local_hostname", "127.0.0.1", "put", str(src),
+            "rng", check=False)
+    assert "-600 INVALID_PARAMS" in p.stderr, p.stderr
+    for k, v in env.items():
+        assert f"{k}='{v}'" in p.stderr, p.stderr
+    assert "rng" not in cli(m, "ls").stdout

@@ -469,6 +469,30 @@ Test(mc_fmt_hostport, too_long)
 	cr_expect_str_eq(buf, "[::1]:1234");
 }
 
+Test(mc_parse_port_range, ends)
+{
+	int lo = 15000, hi = 17000;
+
+	cr_expect_eq(mc_parse_port_range(NULL, "", &lo, &hi), 0);
+	cr_expect(lo == 15000 && hi == 17000);
+	cr_expect_eq(mc_parse_port_range("1", " 65535 ", &lo, &hi), 0);
+	cr_expect(lo == 1 && hi == 65535);
+	cr_expect_eq(mc_parse_port_range("16000", NULL, &lo, &hi), 0);
+	cr_expect(lo == 16000 && hi == 65535);
+	lo = 15000, hi = 17000;
+	static const char *const bad[][2] = {
+		{ "abc", NULL },  { NULL, "70000" },  { "0", NULL },
+		{ "-1", NULL },	  { "16000x", NULL }, { "17001", NULL },
+		{ "200", "100" }, { NULL, "65536" },
+	};
+	for (size_t i = 0; i < MC_ARRAY_SIZE(bad); i++) {
+		cr_expect_eq(mc_parse_port_range(bad[i][0], bad[i][1], &lo,
+						 &hi),
+			     -EINVAL, "%zu", i);
+		cr_expect(lo == 15000 && hi == 17000, "%zu", i);
+	}
+}
+
 Test(mc_parse_hostport, invalid)
 {
 	static const struct {
