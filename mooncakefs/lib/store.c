@@ -14,7 +14,6 @@
 #include "locs.h"
 #include "mc_log.h"
 #include "mc_memcg.h"
-#include "mc_net.h"
 #include "mc_parse.h"
 #include "mooncake/te.h"
 #include "ping.h"
@@ -386,39 +385,6 @@ static unsigned env_uint(const char *name, unsigned def)
 }
 
 /*
- * A wildcard host ("0.0.0.0", "::") is where to listen, not what to tell
- * peers: on another host it is that host. It becomes this host's address
- * (as mooncake_client --host 0.0.0.0 does), and name the engine's name
- * with it; name is "" when host is kept.
- */
-static int advertise(struct mooncake_store *s, char *host, size_t hlen,
-		     int port, char *name, size_t nlen)
-{
-	char adv[256];
-	int rc = mc_net_advertised(host, adv, sizeof(adv));
-
-	*name = '\0';
-	if (rc) {
-		mc_log_err("store",
-			   "local_hostname '%s': no non-loopback address of "
-			   "this host to give peers in place of %s (%s); give "
-			   "one",
-			   s->cfg.local_hostname, host, mc_strerror(rc));
-		return -EINVAL;
-	}
-	if (!strcmp(adv, host))
-		return 0;
-	mc_log_notice("store", "local_hostname '%s': advertising %s",
-		      s->cfg.local_hostname, adv);
-	snprintf(host, hlen, "%s", adv);
-	if (port)
-		(void)mc_fmt_hostport(name, nlen, host, port);
-	else
-		snprintf(name, nlen, strchr(host, ':') ? "[%s]" : "%s", host);
-	return 0;
-}
-
-/*
  * A name without a port gets one, as upstream's client does: a random
  * port in MC_STORE_CLIENT_MIN_PORT..MAX_PORT (12300..14300), which is also
  * the engine's RPC port, retried (MC_STORE_CLIENT_SETUP_RETRIES, 20) while
@@ -457,11 +423,6 @@ static int create_engine(struct mooncake_store *s)
 		tries = 1;
 	ec.metadata = s->cfg.metadata_server;
 	ec.local_server_name = s->cfg.local_hostname;
-	rc = advertise(s, host, sizeof(host), port, name, sizeof(name));
-	if (rc)
-		return rc;
-	if (*name)
-		ec.local_server_name = name;
 	ec.timeout_ms = atomic_load(&s->transfer_ms);
 	/* rdma between hosts (shm within one, MC_FORCE_HCA for every peer);
 	 * otherwise the engine picks per request. */
