@@ -371,6 +371,10 @@ class Procs:
         paths = set()
         for pattern in self.shm_files:
             paths.update(glob.glob(pattern))
+            # A name with brackets ("[::1]:port" makes mooncake.seg.[__1]_
+            # port) is a path, not the character class glob reads.
+            if os.path.lexists(pattern):
+                paths.add(pattern)
         for pid in self.shm_pids:
             paths.update(glob.glob(f"{SHM_PREFIX}anon.{pid}.*"))
         for path in sorted(paths):
