@@ -49,6 +49,11 @@ int mc_net_listen(const char *host, int port, int backlog, int nonblock,
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int fd = -1, rc, one = 1;
+	/* "::" is every address of both families (dual stack, as Go and
+	 * Linux's default have it): a pod of a dual-stack cluster serves its
+	 * IPv4 and IPv6 peers on one port. Any other IPv6 address is itself
+	 * only. */
+	int v6only = strcmp(host ? host : "", "::") != 0;
 
 	if (port < 0 || port > 65535)
 		return -EINVAL;
@@ -68,8 +73,8 @@ int mc_net_listen(const char *host, int port, int backlog, int nonblock,
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 				 sizeof(one));
 		if (ai->ai_family == AF_INET6)
-			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
-					 sizeof(one));
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+					 sizeof(v6only));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
 		    listen(fd, backlog) == 0)
 			break;

@@ -5,7 +5,8 @@
  * never do (Redis anet.c). All return 0 or a negative errno.
  *
  * Listeners bind exactly the address they are given: "0.0.0.0" or "::"
- * must be asked for explicitly; there is no implicit wildcard.
+ * must be asked for explicitly; there is no implicit wildcard. "::" is
+ * both families (dual stack); "0.0.0.0" is IPv4 only.
  */
 #ifndef MC_NET_H
 #define MC_NET_H

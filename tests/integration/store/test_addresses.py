@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from mctest import SCALE, binary, free_port
+from mctest import SCALE, binary, free_port, request
 from netns import TwoHosts, can_make_namespaces
 from pool import MASTER, Master, Member, Shell, cli
 
@@ -170,3 +170,17 @@ def test_bad_port_range_is_refused(procs, tmp_path, monkeypatch, env):
     for k, v in env.items():
         assert f"{k}='{v}'" in p.stderr, p.stderr
     assert "rng" not in cli(m, "ls").stdout
+
+
+@needs_ipv6
+def test_wildcard_ipv6_listener_is_dual_stack(procs, tmp_path):
+    """A master told "::" (a dual-stack pod's every address) serves IPv4
+    and IPv6 clients on its ports; it set IPV6_V6ONLY, so 127.0.0.1 was
+    refused (-900)."""
+    m = Master(procs, tmp_path, host="::")
+    for host in ("127.0.0.1", "[::1]"):
+        p = cli(m, "--master", f"{host}:{m.rpc_port}", "status")
+        assert p.stdout.startswith(f"master {host}:{m.rpc_port}"), p.stdout
+    for host in ("127.0.0.1", "::1"):
+        st, body, _ = request(m.meta_port, "GET", "/health", host=host)
+        assert st == 200, (host, body)
