@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "mc_etcd_conn.h"
+#include "mc_parse.h"
 
 MC_PRINTF(3, 4)
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -206,6 +207,36 @@ static int parse_userinfo(struct mc_etcd_conn *c, const char *s, size_t n,
 	return rc;
 }
 
+/*
+ * HOST[:PORT] up to the first '/' of host[0..hlen), as a URL has it: an
+ * IPv6 address in brackets, a port in 0..65535. Caught here, a bad one
+ * is a configuration error at start; curl refused it only at the first
+ * request ("URL using bad/illegal format"), an HA master retrying so.
+ */
+static int check_authority(const char *host, size_t hlen, const char *scheme,
+			   char *err, size_t errlen)
+{
+	size_t alen = strcspn(host, "/");
+	char auth[300], h[256];
+	int port;
+
+	if (alen > hlen)
+		alen = hlen;
+	if (alen >= sizeof(auth))
+		return fail(err, errlen, "etcd endpoint '%.64s...': too long",
+			    host);
+	memcpy(auth, host, alen);
+	auth[alen] = '\0';
+	if (mc_parse_hostport(auth, h, sizeof(h), 0, &port) ||
+	    (auth[0] != '[' && strchr(h, ':')))
+		return fail(err, errlen,
+			    "etcd endpoint '%s%s': expected HOST:PORT, an IPv6 "
+			    "address in brackets ([::1]:2379), a port in "
+			    "0..65535",
+			    scheme ? scheme : "", auth);
+	return 0;
+}
+
 /* One endpoint s[0..n), trimmed; first: the only one that may hold '@'. */
 static int add_endpoint(struct mc_etcd_conn *c, const char *s, size_t n,
 			bool first, char *err, size_t errlen)
@@ -265,6 +296,9 @@ static int add_endpoint(struct mc_etcd_conn *c, const char *s, size_t n,
 	    memchr(host, '\t', hlen))
 		return fail(err, errlen, "etcd endpoint '%s%.*s': no host",
 			    scheme ? scheme : "", (int)hlen, host);
+	rc = check_authority(host, hlen, scheme, err, errlen);
+	if (rc)
+		return rc;
 	if (c->n_eps == MC_ETCD_MAX_ENDPOINTS)
 		return fail(err, errlen, "etcd: more than %d endpoints",
 			    MC_ETCD_MAX_ENDPOINTS);

@@ -9,12 +9,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "mooncake/mc_err.h"
 
 static int resolve(const char *host, int port, int passive,
@@ -47,6 +49,11 @@ int mc_net_listen(const char *host, int port, int backlog, int nonblock,
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int fd = -1, rc, one = 1;
+	/* "::" is every address of both families (dual stack, as Go and
+	 * Linux's default have it): a pod of a dual-stack cluster serves its
+	 * IPv4 and IPv6 peers on one port. Any other IPv6 address is itself
+	 * only. */
+	int v6only = strcmp(host ? host : "", "::") != 0;
 
 	if (port < 0 || port > 65535)
 		return -EINVAL;
@@ -66,8 +73,8 @@ int mc_net_listen(const char *host, int port, int backlog, int nonblock,
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
 				 sizeof(one));
 		if (ai->ai_family == AF_INET6)
-			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one,
-					 sizeof(one));
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+					 sizeof(v6only));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
 		    listen(fd, backlog) == 0)
 			break;
@@ -249,7 +256,7 @@ void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len)
 		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
 		port = ntohs(a->sin6_port);
 	}
-	snprintf(out, len, "%s:%d", ip, port);
+	(void)mc_fmt_hostport(out, len, ip, port);
 }
 
 void mc_net_peer_name(int fd, char *out, size_t len)
@@ -262,7 +269,13 @@ void mc_net_peer_name(int fd, char *out, size_t len)
 	mc_net_addr_name(&ss, out, len);
 }
 
-int mc_net_if_ipv4(const char *ifname, char *out, size_t len)
+/* fe80::/10: needs a zone to be reached, so never advertised. */
+static bool link_local6(const struct in6_addr *a)
+{
+	return a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80;
+}
+
+int mc_net_if_addr(const char *ifname, int family, char *out, size_t len)
 {
 	struct ifaddrs *ifs, *i;
 	int rc = ifname ? -ENODEV : -EADDRNOTAVAIL;
@@ -270,21 +283,43 @@ int mc_net_if_ipv4(const char *ifname, char *out, size_t len)
 	if (getifaddrs(&ifs))
 		return -errno;
 	for (i = ifs; i; i = i->ifa_next) {
-		const struct sockaddr_in *sin;
+		const void *a;
 
 		if (ifname ? strcmp(i->ifa_name, ifname) :
 			     (i->ifa_flags & IFF_LOOPBACK) != 0)
 			continue;
 		rc = -EADDRNOTAVAIL; /* the interface is there */
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		if (!i->ifa_addr || i->ifa_addr->sa_family != family ||
 		    !(i->ifa_flags & IFF_UP))
 			continue;
-		sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
-		if (inet_ntop(AF_INET, &sin->sin_addr, out, (socklen_t)len)) {
+		if (family == AF_INET6) {
+			const struct sockaddr_in6 *s6 =
+				(const void *)i->ifa_addr;
+
+			if (link_local6(&s6->sin6_addr))
+				continue;
+			a = &s6->sin6_addr;
+		} else {
+			a = &((const struct sockaddr_in *)(const void *)
+				      i->ifa_addr)
+				     ->sin_addr;
+		}
+		if (inet_ntop(family, a, out, (socklen_t)len)) {
 			rc = 0;
 			break;
 		}
 	}
 	freeifaddrs(ifs);
 	return rc;
+}
+
+int mc_net_advertised(const char *host, char *out, size_t len)
+{
+	if (!strcmp(host, "0.0.0.0"))
+		return mc_net_if_addr(NULL, AF_INET, out, len);
+	if (!strcmp(host, "::"))
+		return mc_net_if_addr(NULL, AF_INET6, out, len);
+	if ((size_t)snprintf(out, len, "%s", host) >= len)
+		return -ENAMETOOLONG;
+	return 0;
 }

@@ -5,7 +5,8 @@
  * never do (Redis anet.c). All return 0 or a negative errno.
  *
  * Listeners bind exactly the address they are given: "0.0.0.0" or "::"
- * must be asked for explicitly; there is no implicit wildcard.
+ * must be asked for explicitly; there is no implicit wildcard. "::" is
+ * both families (dual stack); "0.0.0.0" is IPv4 only.
  */
 #ifndef MC_NET_H
 #define MC_NET_H
@@ -49,17 +50,27 @@ int mc_net_set_keepalive(int fd);
 /** Send and receive timeouts in ms (0 = none). */
 int mc_net_set_timeouts(int fd, int timeout_ms) MC_MUST_CHECK;
 
-/** "ip:port" of an address accept() gave ("?:0" for other families). */
+/** "ip:port" ("[v6]:port") of an address accept() gave ("?:0" for other families). */
 struct sockaddr_storage;
 void mc_net_addr_name(const struct sockaddr_storage *ss, char *out, size_t len);
 /** "ip:port" of a connected socket's peer ("?:0" when unknown), for logs. */
 void mc_net_peer_name(int fd, char *out, size_t len);
 
 /**
- * The first IPv4 address of interface ifname that is up, as text; ifname
- * NULL: of the first non-loopback interface that is up. -ENODEV when
- * there is no such interface, -EADDRNOTAVAIL when it has no address.
+ * The first address of family (AF_INET, AF_INET6: not link-local) of
+ * interface ifname that is up, as text; ifname NULL: of the first
+ * non-loopback interface that has one. -ENODEV when there is no such
+ * interface, -EADDRNOTAVAIL when it has no such address.
  */
-int mc_net_if_ipv4(const char *ifname, char *out, size_t len) MC_MUST_CHECK;
+int mc_net_if_addr(const char *ifname, int family, char *out,
+		   size_t len) MC_MUST_CHECK;
+
+/**
+ * host as peers may be given it: a wildcard ("0.0.0.0", "::"), which
+ * on another host means that host, becomes this host's first
+ * non-loopback address of its family (mc_net_if_addr); anything else is
+ * copied. 0, -EADDRNOTAVAIL (no such address: ask for one), -ENAMETOOLONG.
+ */
+int mc_net_advertised(const char *host, char *out, size_t len) MC_MUST_CHECK;
 
 #endif

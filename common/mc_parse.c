@@ -4,6 +4,7 @@
  * files and argv, so they are fuzzed (tests/fuzz/fuzz_size.c) and never
  * trust a length: all arithmetic is checked for overflow.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -268,6 +269,42 @@ int mc_parse_double(const char *s, double *out)
 	return 0;
 }
 
+/* s[0..n) is an IPv6 address (with an optional %zone), as inet_pton
+ * reads one. */
+static bool is_ipv6(const char *s, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr a;
+	const char *zone = memchr(s, '%', n);
+
+	if (zone)
+		n = (size_t)(zone - s);
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+/*
+ * An unbracketed string with several ':' is a host alone when it is an
+ * IPv6 address (upstream takes "::1" so) and cannot also be read as
+ * address:port: "::1:80" is both ::1 port 80 and the address ::1:80, so
+ * it is refused rather than guessed.
+ */
+static bool is_bare_ipv6(const char *s)
+{
+	const char *last = strrchr(s, ':');
+	size_t n = strlen(s);
+
+	if (!is_ipv6(s, n))
+		return false;
+	if (last[1] && strspn(last + 1, "0123456789") == strlen(last + 1) &&
+	    is_ipv6(s, (size_t)(last - s)))
+		return false;
+	return true;
+}
+
 int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out)
 {
@@ -288,8 +325,11 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 			return -EINVAL;
 	} else {
 		host_end = strrchr(s, ':');
-		if (host_end && strchr(s, ':') != host_end)
-			return -EINVAL; /* bare IPv6 needs brackets */
+		if (host_end && strchr(s, ':') != host_end) {
+			if (!is_bare_ipv6(s))
+				return -EINVAL; /* else it needs brackets */
+			host_end = NULL;
+		}
 		if (host_end)
 			port_str = host_end + 1;
 		else
@@ -313,6 +353,37 @@ int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 	host_out[n] = '\0';
 	*port_out = (int)port;
 	return 0;
+}
+
+static int port_end(const char *s, int *v)
+{
+	int64_t n;
+
+	if (!s || !*s)
+		return 0;
+	if (mc_parse_i64(s, &n) || n < 1 || n > 65535)
+		return -EINVAL;
+	*v = (int)n;
+	return 0;
+}
+
+int mc_parse_port_range(const char *lo_s, const char *hi_s, int *lo, int *hi)
+{
+	int l = *lo, h = *hi;
+
+	if (port_end(lo_s, &l) || port_end(hi_s, &h) || l > h)
+		return -EINVAL;
+	*lo = l;
+	*hi = h;
+	return 0;
+}
+
+int mc_fmt_hostport(char *out, size_t len, const char *host, int port)
+{
+	int n = snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+			 host, port);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 int mc_parse_hexdigit(char c)

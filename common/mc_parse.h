@@ -57,10 +57,28 @@ int mc_parse_double(const char *s, double *out) MC_MUST_CHECK;
 /**
  * Split "host:port" or "[v6]:port". host_out gets a NUL-terminated copy
  * (at most host_len - 1 bytes, else -ENAMETOOLONG). A missing port gives
- * default_port (which may be -1 to make the port mandatory).
+ * default_port (which may be -1 to make the port mandatory). A bare IPv6
+ * address ("::1", "fe80::1%eth0") is a host without a port, unless it
+ * also reads as address:port ("::1:80"): that one is -EINVAL.
  */
 int mc_parse_hostport(const char *s, char *host_out, size_t host_len,
 		      int default_port, int *port_out) MC_MUST_CHECK;
+
+/**
+ * A range of ports to pick from, its ends as two optional strings (an
+ * environment's MIN and MAX: NULL or "" keeps *lo or *hi). -EINVAL, both
+ * untouched, unless each given end is a port 1..65535 and lo <= hi.
+ */
+int mc_parse_port_range(const char *lo_s, const char *hi_s, int *lo,
+			int *hi) MC_MUST_CHECK;
+
+/**
+ * The inverse of mc_parse_hostport: "host:port", or "[v6]:port" when host
+ * holds a ':' (an IPv6 address), so that what one process prints or
+ * announces another parses back. 0, or -ENAMETOOLONG when it does not fit
+ * (out then holds a truncated string).
+ */
+int mc_fmt_hostport(char *out, size_t len, const char *host, int port);
 
 /** The value of one hex digit (either case), or -1: for %XX escapes. */
 int mc_parse_hexdigit(char c);

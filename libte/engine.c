@@ -18,6 +18,7 @@
 
 #include "mc_auth.h"
 #include "mc_log.h"
+#include "mc_net.h"
 #include "mc_parse.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
@@ -82,6 +83,39 @@ static int parse_transport(struct te_engine *eng, const char *t,
 	return 0;
 }
 
+/*
+ * A wildcard host ("0.0.0.0", "::") is where to listen, not what to tell
+ * peers: on another host it is that host. The engine takes this host's
+ * first non-loopback address of that family instead (as upstream
+ * advertises its LAN address), in its ip and its name.
+ */
+static int advertise(struct te_engine *eng, const char *given, int port,
+		     char *err, size_t errlen)
+{
+	char adv[TE_NAME_MAX];
+	int rc = mc_net_advertised(eng->ip, adv, sizeof(adv));
+
+	if (rc) {
+		snprintf(err, errlen,
+			 "local_server_name '%s': no non-loopback address of "
+			 "this host to give peers in place of %s (%s); give "
+			 "one",
+			 given, eng->ip, mc_strerror(rc));
+		return -EINVAL;
+	}
+	if (!strcmp(adv, eng->ip))
+		return 0;
+	mc_log_notice("te", "local_server_name '%s': advertising %s", given,
+		      adv);
+	snprintf(eng->ip, sizeof(eng->ip), "%s", adv);
+	if (port)
+		(void)mc_fmt_hostport(eng->name, sizeof(eng->name), adv, port);
+	else
+		snprintf(eng->name, sizeof(eng->name),
+			 strchr(adv, ':') ? "[%s]" : "%s", adv);
+	return 0;
+}
+
 static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 		       char *err, size_t errlen)
 {
@@ -101,9 +135,12 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 				     sizeof(eng->ip), 0, &port)) {
 		snprintf(err, errlen,
 			 "local_server_name '%s': expected "
-			 "host or host:port",
+			 "host, host:port or [IPv6]:port",
 			 cfg->local_server_name);
 		return -EINVAL;
+	} else {
+		return advertise(eng, cfg->local_server_name, port, err,
+				 errlen);
 	}
 	return 0;
 }

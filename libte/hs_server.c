@@ -32,6 +32,7 @@
 
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "mc_time.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
@@ -374,16 +375,11 @@ static void hs_free(struct te_hs_server *s)
 	free(s);
 }
 
-static int env_int(const char *name, int def)
-{
-	const char *s = getenv(name);
-	return s && *s ? atoi(s) : def;
-}
-
 int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 {
-	int lo = env_int("MC_MIN_RPC_PORT", 15000);
-	int hi = env_int("MC_MAX_RPC_PORT", 17000);
+	const char *los = getenv("MC_MIN_RPC_PORT");
+	const char *his = getenv("MC_MAX_RPC_PORT");
+	int lo = 15000, hi = 17000;
 	unsigned seed = (unsigned)(mc_mono_ns() ^ (uint64_t)getpid());
 	int rc = -EADDRINUSE;
 
@@ -391,9 +387,14 @@ int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 		rc = mc_net_listen(eng->ip, port, 128, 0, &eng->rpc_fd,
 				   &eng->rpc_port);
 	} else {
-		if (lo < 1 || hi > 65535 || lo > hi) {
-			lo = 15000;
-			hi = 17000;
+		/* A bad range is refused, never silently the default. */
+		if (mc_parse_port_range(los, his, &lo, &hi)) {
+			snprintf(err, errlen,
+				 "MC_MIN_RPC_PORT='%s', MC_MAX_RPC_PORT='%s': "
+				 "expected ports 1..65535, the minimum not "
+				 "above the maximum",
+				 los ? los : "", his ? his : "");
+			return -EINVAL;
 		}
 		/* Upstream picks a random free port in the range. */
 		for (int i = 0; i < 500 && rc == -EADDRINUSE; i++) {
@@ -410,8 +411,10 @@ int te__rpc_start(struct te_engine *eng, int port, char *err, size_t errlen)
 			 eng->ip, port, mc_strerror(rc));
 		return rc;
 	}
-	snprintf(eng->rpc_address, sizeof(eng->rpc_address), "%s:%d", eng->ip,
-		 eng->rpc_port);
+	/* "[v6]:port" for an IPv6 ip: with P2PHANDSHAKE this is the name
+	 * peers address us by, so it must parse back (mc_parse_hostport). */
+	(void)mc_fmt_hostport(eng->rpc_address, sizeof(eng->rpc_address),
+			      eng->ip, eng->rpc_port);
 	eng->hs = hs_new(eng);
 	rc = eng->hs ? pthread_create(&eng->rpc_thread, NULL, rpc_thread, eng) :
 		       ENOMEM;

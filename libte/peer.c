@@ -59,7 +59,7 @@ static int fetch(struct te_engine *eng, const char *name, struct te_peer *p,
 		if (rc) {
 			snprintf(err, errlen,
 				 "segment '%s': with P2PHANDSHAKE a segment "
-				 "name is host:port",
+				 "name is host:port ([IPv6]:port)",
 				 name);
 			return -EINVAL;
 		}

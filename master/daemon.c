@@ -172,7 +172,7 @@ static int start_metadata(struct mst_daemon *d, const struct master_cfg *cfg)
 {
 	bool mem = !cfg->db_path || !*cfg->db_path ||
 		   !strcmp(cfg->db_path, "memory");
-	char err[MC_ERR_LEN] = "", store[4200];
+	char err[MC_ERR_LEN] = "", store[4200], at[300];
 	struct metad_options mo = {
 		.store = store,
 		.full_sync = cfg->db_full_sync,
@@ -194,9 +194,9 @@ static int start_metadata(struct mst_daemon *d, const struct master_cfg *cfg)
 		mc_log_err("master", "metadata service: %s", err);
 		return rc;
 	}
-	mc_log_notice("master", "metadata service on http://%s:%d/metadata",
-		      cfg->http_metadata_server_host,
-		      mc_http_server_port(d->meta_srv));
+	(void)mc_fmt_hostport(at, sizeof(at), cfg->http_metadata_server_host,
+			      mc_http_server_port(d->meta_srv));
+	mc_log_notice("master", "metadata service on http://%s/metadata", at);
 	return write_port(cfg->metadata_port_file,
 			  mc_http_server_port(d->meta_srv), "metadata");
 }
@@ -304,7 +304,7 @@ static int start_rpc(struct mst_daemon *d, const struct master_cfg *cfg)
 static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 		     const sigset_t *sigs, char *const *argv)
 {
-	char err[MC_ERR_LEN] = "", addr[300];
+	char err[MC_ERR_LEN] = "", addr[300], at[300];
 	struct mst_ha_cfg hc = {
 		.etcd = mst_ha_etcd(cfg),
 		.cluster_id = cfg->cluster_id,
@@ -318,9 +318,8 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 	};
 	int rc;
 
-	snprintf(addr, sizeof(addr),
-		 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" : "%s:%lld",
-		 cfg->rpc_address, (long long)cfg->rpc_port);
+	(void)mc_fmt_hostport(addr, sizeof(addr), cfg->rpc_address,
+			      (int)cfg->rpc_port);
 	rc = mst_ha_open(&hc, &d->ha, err, sizeof(err));
 	if (rc) {
 		mc_log_err("master", "%s", err);
@@ -330,10 +329,10 @@ static int ha_follow(struct mst_daemon *d, const struct master_cfg *cfg,
 	rc = start_admin(d, cfg);
 	if (rc)
 		return rc;
-	mc_log_notice("master",
-		      "admin HTTP on %s:%d (a standby's until "
-		      "elected)",
-		      cfg->metrics_host, mc_http_server_port(d->admin));
+	(void)mc_fmt_hostport(at, sizeof(at), cfg->metrics_host,
+			      mc_http_server_port(d->admin));
+	mc_log_notice("master", "admin HTTP on %s (a standby's until elected)",
+		      at);
 	rc = mst_ha_follow(d->ha, cfg->db_path, db_flags(cfg), sigs, err,
 			   sizeof(err));
 	if (rc && rc != -EINTR)
@@ -393,10 +392,10 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	}
 	if (!rc) {
 		if (d->ha) {
-			snprintf(d->leader_addr, sizeof(d->leader_addr),
-				 strchr(cfg->rpc_address, ':') ? "[%s]:%lld" :
-								 "%s:%lld",
-				 cfg->rpc_address, (long long)cfg->rpc_port);
+			(void)mc_fmt_hostport(d->leader_addr,
+					      sizeof(d->leader_addr),
+					      cfg->rpc_address,
+					      (int)cfg->rpc_port);
 			d->admin_ctx.leader_addr = d->leader_addr;
 		}
 		/* The admin pages of the pool from here on (without HA, before
@@ -408,9 +407,8 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 	if (!rc && d->ha) {
 		char a[300];
 
-		snprintf(a, sizeof(a),
-			 strchr(cfg->rpc_address, ':') ? "[%s]:%d" : "%s:%d",
-			 cfg->rpc_address, mc_http_server_port(d->admin));
+		(void)mc_fmt_hostport(a, sizeof(a), cfg->rpc_address,
+				      mc_http_server_port(d->admin));
 		(void)mst_ha_publish_admin(d->ha, a);
 	}
 	if (!rc)
@@ -421,12 +419,16 @@ int mst_daemon_start(const struct master_cfg *cfg, const struct mst_config *mc,
 		d->ticking = !rc;
 	}
 	if (!rc) {
-		mc_log_notice("master",
-			      "serving RPC on %s:%d, admin HTTP on %s:%d, "
-			      "database %s",
-			      cfg->rpc_address, mc_rpc_server_port(d->rpc),
-			      cfg->metrics_host, mc_http_server_port(d->admin),
-			      cfg->db_path);
+		char rpc[300], admin[300];
+
+		(void)mc_fmt_hostport(rpc, sizeof(rpc), cfg->rpc_address,
+				      mc_rpc_server_port(d->rpc));
+		(void)mc_fmt_hostport(admin, sizeof(admin), cfg->metrics_host,
+				      mc_http_server_port(d->admin));
+		mc_log_notice(
+			"master",
+			"serving RPC on %s, admin HTTP on %s, database %s", rpc,
+			admin, cfg->db_path);
 		rc = write_port(cfg->port_file, mc_rpc_server_port(d->rpc),
 				"RPC");
 	}

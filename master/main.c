@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ static int rpc_interface(struct master_cfg *cfg)
 			    cfg->rpc_interface, cfg->rpc_address);
 		return 0;
 	}
-	rc = mc_net_if_ipv4(cfg->rpc_interface, ip, sizeof(ip));
+	rc = mc_net_if_addr(cfg->rpc_interface, AF_INET, ip, sizeof(ip));
 	if (rc) {
 		mc_log_err("master", "--rpc_interface %s: %s",
 			   cfg->rpc_interface,

@@ -12,6 +12,7 @@
 #include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "metad.h"
 #include "metad_options.h"
 #include "mooncake/mc_err.h"
@@ -24,7 +25,7 @@ int main(int argc, char **argv)
 	struct metad *m = NULL;
 	struct mc_auth_key key;
 	bool auth = false;
-	char err[MC_ERR_LEN] = "";
+	char err[MC_ERR_LEN] = "", at[300];
 	sigset_t sigs;
 	int rc, code;
 
@@ -74,10 +75,10 @@ int main(int argc, char **argv)
 		mc_log_err("metad", "%s", err);
 		goto out;
 	}
+	(void)mc_fmt_hostport(at, sizeof(at), cfg.host,
+			      mc_http_server_port(srv));
 	mc_log_notice("metad",
-		      "serving http://%s:%d/metadata (store %s, "
-		      "%zu entries)",
-		      cfg.host, mc_http_server_port(srv),
+		      "serving http://%s/metadata (store %s, %zu entries)", at,
 		      cfg.store && *cfg.store ? cfg.store : "memory",
 		      metad_count(m));
 	if (cfg.port_file && *cfg.port_file) {

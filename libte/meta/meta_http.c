@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +47,34 @@ static const char *url_path(const char *url)
 	p = p ? p + 3 : url;
 	slash = strchr(p, '/');
 	return slash ? slash : "/";
+}
+
+int te_meta_http_check_url(const char *url, char *err, size_t errlen)
+{
+	const char *host = strstr(url, "://");
+	size_t hlen, colons = 0;
+	CURLU *u = curl_url();
+	CURLUcode uc;
+
+	if (!u)
+		return -ENOMEM;
+	uc = curl_url_set(u, CURLUPART_URL, url, 0);
+	curl_url_cleanup(u);
+	if (uc == CURLUE_OK)
+		return 0;
+	if (uc == CURLUE_OUT_OF_MEMORY)
+		return -ENOMEM;
+	host = host ? host + 3 : url;
+	hlen = strcspn(host, "/?#");
+	for (size_t i = 0; i < hlen; i++)
+		colons += host[i] == ':';
+	snprintf(err, errlen, "metadata URL '%s': %s%s", url,
+		 curl_url_strerror(uc),
+		 colons > 1 && !memchr(host, '[', hlen) ?
+			 " (an IPv6 host goes in brackets: "
+			 "http://[::1]:8080/metadata)" :
+			 "");
+	return -EINVAL;
 }
 
 int te_meta_http_create(const struct te_meta_http_cfg *cfg,

@@ -41,6 +41,12 @@ struct te_meta_http_cfg {
 
 struct te_meta_http;
 
+/** -EINVAL, err saying why in curl's words, for a URL curl would refuse
+ *  at every request ("http://::1:8080/...": an IPv6 host needs brackets;
+ *  a port past 65535); 0 for one it takes. */
+int te_meta_http_check_url(const char *url, char *err,
+			   size_t errlen) MC_MUST_CHECK;
+
 int te_meta_http_create(const struct te_meta_http_cfg *cfg,
 			struct te_meta_http **out) MC_MUST_CHECK;
 /** Frees every pooled handle; no call may be in flight. */

@@ -88,6 +88,11 @@ int te_meta_http_open(const char *url, const struct mc_auth_key *auth,
 
 	if (!b)
 		return -ENOMEM;
+	rc = te_meta_http_check_url(url, err, errlen);
+	if (rc) {
+		free(b);
+		return rc;
+	}
 	rc = te_meta_http_create(&cfg, &b->c);
 	if (rc) {
 		snprintf(err, errlen, "metadata URL '%s': %s", url,

@@ -20,6 +20,7 @@
 #include "mc_auth.h"
 #include "mc_daemon.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_net.h"
 #include "mooncake/mc_err.h"
 #include "store_int.h"
@@ -54,8 +55,8 @@ struct client_cfg {
 
 static const struct mc_opt client_opts[] = {
 	OPT("host", MC_OPT_STRING, host, "0.0.0.0", 0, 0,
-	    "Address to bind and advertise; 0.0.0.0 means this host's first "
-	    "non-loopback IPv4 address."),
+	    "Address to bind and advertise; 0.0.0.0 (::) means this host's "
+	    "first non-loopback IPv4 (IPv6) address."),
 	OPT("port", MC_OPT_INT, port, "50052", 0, 65535,
 	    "Transfer-engine RPC port (the name is host:port); 0 picks a "
 	    "free one (see --port_file)."),
@@ -170,8 +171,7 @@ static int join(struct mooncake_store *s, const struct client_cfg *cfg,
 				return rc;
 			}
 		}
-		snprintf(name, sizeof(name),
-			 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+		(void)mc_fmt_hostport(name, sizeof(name), host, port);
 		rc = mcs_store_setup(s, &a);
 		/* Someone took the free port between our probe and bind. */
 		if (rc != -EADDRINUSE || cfg->port)
@@ -230,24 +230,22 @@ int main(int argc, char **argv)
 		goto out;
 	mc_daemon_block_signals(&sigs);
 
-	if (!strcmp(cfg.host, "0.0.0.0")) {
-		rc = mc_net_if_ipv4(NULL, host, sizeof(host));
-		if (rc) {
-			mc_log_err("client",
-				   "--host 0.0.0.0: this host has no "
-				   "non-loopback IPv4 address to advertise "
-				   "(%s); pass --host ADDRESS",
-				   mc_strerror(rc));
-			rc = -EINVAL;
-			goto out;
-		}
-		mc_log_info("client", "--host 0.0.0.0: advertising %s", host);
-	} else if ((size_t)snprintf(host, sizeof(host), "%s", cfg.host) >=
-		   sizeof(host)) {
-		mc_log_err("client", "--host %s: too long", cfg.host);
+	rc = mc_net_advertised(cfg.host, host, sizeof(host));
+	if (rc) {
+		mc_log_err("client",
+			   "--host %s: %s; pass --host ADDRESS (one peers "
+			   "reach)",
+			   cfg.host,
+			   rc == -ENAMETOOLONG ?
+				   "too long" :
+				   "this host has no non-loopback address of "
+				   "that family to advertise");
 		rc = -EINVAL;
 		goto out;
 	}
+	if (strcmp(host, cfg.host))
+		mc_log_info("client", "--host %s: advertising %s", cfg.host,
+			    host);
 
 	s = mooncake_store_create();
 	if (!s) {

@@ -129,8 +129,9 @@ int mooncake_ckpt_open(mooncake_store_t store,
 	}
 	if (options && options->serve_host && *options->serve_host) {
 		snprintf(host, sizeof(host), "%s", options->serve_host);
-	} else if (mc_parse_hostport(store->cfg.local_hostname, host,
-				     sizeof(host), 0, &port)) {
+	} else if (mc_parse_hostport(store->name ? store->name :
+						   store->cfg.local_hostname,
+				     host, sizeof(host), 0, &port)) {
 		rc = -EINVAL;
 		goto out;
 	}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "mc_crc32c.h"
+#include "mc_parse.h"
 #include "ckpt_master.h"
 #include "ckpt_serve.h"
 #include "mc_log.h"
@@ -432,9 +433,8 @@ int mcs_ckpt_srv_start(const struct mcs_ckpt_srv_cfg *cfg,
 		free(s);
 		return rc;
 	}
-	snprintf(s->endpoint, sizeof(s->endpoint),
-		 strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d", cfg->host,
-		 mc_rpc_server_port(s->rpc));
+	(void)mc_fmt_hostport(s->endpoint, sizeof(s->endpoint), cfg->host,
+			      mc_rpc_server_port(s->rpc));
 	*out = s;
 	return 0;
 }

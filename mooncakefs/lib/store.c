@@ -380,22 +380,31 @@ static int create_engine(struct mooncake_store *s)
 {
 	struct te_engine_cfg ec = { 0 };
 	char host[256], name[300], err[TE_ERR_LEN] = "";
-	unsigned lo = env_uint("MC_STORE_CLIENT_MIN_PORT", 12300);
-	unsigned hi = env_uint("MC_STORE_CLIENT_MAX_PORT", 14300);
+	const char *los = getenv("MC_STORE_CLIENT_MIN_PORT");
+	const char *his = getenv("MC_STORE_CLIENT_MAX_PORT");
 	unsigned tries = env_uint("MC_STORE_CLIENT_SETUP_RETRIES", 20);
 	bool pick;
-	int port = 0, rc;
+	int port = 0, rc, lo = 12300, hi = 14300;
 
 	rc = mc_parse_hostport(s->cfg.local_hostname, host, sizeof(host), 0,
 			       &port);
 	if (rc) {
 		mc_log_err("store",
-			   "local_hostname '%s': expected host or host:port",
+			   "local_hostname '%s': expected host, host:port or "
+			   "[IPv6]:port",
 			   s->cfg.local_hostname);
 		return -EINVAL;
 	}
 	pick = !port && strcmp(s->cfg.metadata_server, "P2PHANDSHAKE");
-	if (!pick || !tries || lo < 1 || lo > hi)
+	if (pick && mc_parse_port_range(los, his, &lo, &hi)) {
+		mc_log_err("store",
+			   "MC_STORE_CLIENT_MIN_PORT='%s', "
+			   "MC_STORE_CLIENT_MAX_PORT='%s': expected ports "
+			   "1..65535, the minimum not above the maximum",
+			   los ? los : "", his ? his : "");
+		return -EINVAL;
+	}
+	if (!pick || !tries)
 		tries = 1;
 	ec.metadata = s->cfg.metadata_server;
 	ec.local_server_name = s->cfg.local_hostname;
@@ -415,10 +424,8 @@ static int create_engine(struct mooncake_store *s)
 		if (pick) {
 			if (mcs_random(&r, sizeof(r)))
 				r = (uint32_t)mcs_now_ms() + i;
-			port = (int)(lo + r % (hi - lo + 1));
-			snprintf(name, sizeof(name),
-				 strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
-				 port);
+			port = lo + (int)(r % (uint32_t)(hi - lo + 1));
+			(void)mc_fmt_hostport(name, sizeof(name), host, port);
 			ec.local_server_name = name;
 		}
 		ec.rpc_port = port;

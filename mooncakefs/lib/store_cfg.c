@@ -25,8 +25,9 @@
 static const struct mc_opt mcs_opts[] = {
 	OPT("local_hostname", "MOONCAKE_LOCAL_HOSTNAME", MC_OPT_STRING,
 	    local_hostname, "localhost", 0, 0,
-	    "This node's transfer-engine name, \"host\" or \"host:port\" "
-	    "(the port is the engine's RPC port)."),
+	    "This node's transfer-engine name, \"host\", \"host:port\" or "
+	    "\"[IPv6]:port\" (the port is the engine's RPC port); 0.0.0.0 "
+	    "(::) means this host's first non-loopback IPv4 (IPv6) address."),
 	OPT("metadata_server", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING,
 	    metadata_server, "P2PHANDSHAKE", 0, 0,
 	    "http://h:p/metadata, etcd://h:p or P2PHANDSHAKE."),

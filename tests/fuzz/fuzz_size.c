@@ -230,10 +230,11 @@ static int hostport(const char *s, size_t host_len, int def, char **host,
 	FUZZ_CHECK(memchr(*host, '\0', host_len) != NULL);
 	FUZZ_CHECK((*host)[0] != '\0');
 	FUZZ_CHECK(*port >= 0 && *port <= 65535);
-	if (s[0] != '[')
-		FUZZ_CHECK(!strchr(*host, ':'));
-	else
+	if (s[0] == '[')
 		FUZZ_CHECK(!strchr(*host, ']'));
+	else if (strchr(*host, ':'))
+		/* A bare IPv6 address: all of it, with the default port. */
+		FUZZ_CHECK(def >= 0 && *port == def && !strcmp(*host, s));
 	return 0;
 }
 

@@ -386,6 +386,10 @@ class Procs:
         paths = set()
         for pattern in self.shm_files:
             paths.update(glob.glob(pattern))
+            # A name with brackets ("[::1]:port" makes mooncake.seg.[__1]_
+            # port) is a path, not the character class glob reads.
+            if os.path.lexists(pattern):
+                paths.add(pattern)
         for pid in self.shm_pids:
             paths.update(glob.glob(f"{SHM_PREFIX}anon.{pid}.*"))
         for path in sorted(paths):
@@ -532,10 +536,16 @@ def auth_sign(key, method, target, body=b"", ts=None, nonce=None):
     return f"MC-HMAC ts={ts},nonce={nonce},mac={mac}"
 
 
-def request(port, method, path, body=None, headers=None, timeout=10.0):
+def hostport(host, port):
+    """host:port as the daemons parse it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def request(port, method, path, body=None, headers=None, timeout=10.0,
+            host="127.0.0.1"):
     """One request on a fresh connection: (status, body bytes, headers)."""
     try:
-        c = http.client.HTTPConnection("127.0.0.1", port,
+        c = http.client.HTTPConnection(host, port,
                                        timeout=timeout * SCALE)
         c.request(method, path, body=body, headers=headers or {})
         r = c.getresponse()

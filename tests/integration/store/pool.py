@@ -31,8 +31,13 @@ def read_port(path, proc, log_path, what):
 
 class Master:
     def __init__(self, procs, tmp_path, *args, rpc_port=0, meta_port=0,
-                 admin_port=0, db=None, name="master", token=None):
+                 admin_port=0, db=None, name="master", token=None,
+                 host="127.0.0.1", prefix=()):
         self.procs, self.tmp, self.args, self.name = procs, tmp_path, args, name
+        self.host = host  # of all three listeners
+        # A command that runs it elsewhere (a test host's nsenter): its
+        # port file then says it serves, /health being out of our reach.
+        self.prefix = list(prefix)
         # With a token file, the master authenticates and http() signs.
         self.token = token
         self.key = mctest.auth_key(token) if token else None
@@ -62,12 +67,12 @@ class Master:
         pf = self.tmp / f"{self.name}.rpc.port"
         if pf.exists():
             pf.unlink()
-        cmd = [binary(*MASTER), "--rpc_address", "127.0.0.1",
+        cmd = [*self.prefix, binary(*MASTER), "--rpc_address", self.host,
                "--rpc_port", str(self.rpc_port),
-               "--metrics_host", "127.0.0.1",
+               "--metrics_host", self.host,
                "--metrics_port", str(self.admin_port),
                "--enable_http_metadata_server",
-               "--http_metadata_server_host", "127.0.0.1",
+               "--http_metadata_server_host", self.host,
                "--http_metadata_server_port", str(self.meta_port),
                "--db_path", self.db, "--port_file", str(pf),
                *self.args, *extra]
@@ -77,17 +82,18 @@ class Master:
             self.procs.logs.append(log_path)
         self.log_path = log_path
         read_port(pf, self.proc, log_path, "mooncake_master")
-        wait_for(lambda: self.http("/health")[0] == 200,
-                 what="master /health")
+        if not self.prefix:
+            wait_for(lambda: self.http("/health")[0] == 200,
+                     what="master /health")
         return self
 
     @property
     def addr(self):
-        return f"127.0.0.1:{self.rpc_port}"
+        return mctest.hostport(self.host, self.rpc_port)
 
     @property
     def metadata(self):
-        return f"http://127.0.0.1:{self.meta_port}/metadata"
+        return f"http://{mctest.hostport(self.host, self.meta_port)}/metadata"
 
     def http(self, path, sign=True):
         headers = {}
@@ -95,7 +101,7 @@ class Master:
             headers["Authorization"] = mctest.auth_sign(self.key, "GET", path)
         try:
             st, body, _ = request(self.admin_port, "GET", path,
-                                  headers=headers)
+                                  headers=headers, host=self.host)
             return st, body.decode(errors="replace")
         except OSError:
             return 0, ""
@@ -129,15 +135,15 @@ class Member:
     re-adopts its segment)."""
 
     def __init__(self, procs, tmp_path, master, size="32MB", port=None,
-                 extra=()):
+                 extra=(), host="127.0.0.1"):
         self.procs, self.tmp, self.master = procs, tmp_path, master
-        self.size, self.extra = size, extra
+        self.size, self.extra, self.host = size, extra, host
         # A port of our choosing can be taken between free_port() and the
         # member's bind (an outgoing connection of a test running beside
         # this one gets it as its local port): then another port.
         for attempt in range(5):
             self.port = port or free_port()
-            self.name = f"127.0.0.1:{self.port}"
+            self.name = mctest.hostport(host, self.port)
             self.proc = None
             procs.own_shm(shm_segment(self.name))
             try:
@@ -155,7 +161,7 @@ class Member:
         if pf.exists():
             pf.unlink()
         log = open(log_path, "ab")
-        cmd = [binary(*MEMBER), "--host", "127.0.0.1", "--port",
+        cmd = [binary(*MEMBER), "--host", self.host, "--port",
                str(self.port), "--global_segment_size", self.size,
                "--master_server_address", self.master.addr,
                "--metadata_server", self.master.metadata,
@@ -185,11 +191,12 @@ class Shell:
     """tests/tools/store_shell: one command line in, one reply out."""
 
     def __init__(self, procs, tmp_path, master, seg="0", buf="64MB",
-                 name=None, env=None):
+                 name=None, env=None, prefix=()):
         tag = f"shell{mctest._seq.__next__()}"
         self.log_path = tmp_path / f"{tag}.log"
         log = open(self.log_path, "ab")
-        self.proc = procs.popen([binary(*SHELL)], stdin=subprocess.PIPE,
+        self.proc = procs.popen([*prefix, binary(*SHELL)],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, bufsize=0,
                                 env=mctest.te_env(env))
         log.close()

@@ -160,6 +160,24 @@ Test(etcd_conn, refusals)
 	parse_bad("h:1?key=/k", "key without cert");
 	parse_bad("http://h:1?cacert=/ca", "plain HTTP");
 	parse_bad("mc:s3cr3t@ftp://h:1", "not a scheme");
+	/* What curl refused only at the first request. */
+	parse_bad("etcd://::1:2379", "IPv6 address in brackets");
+	parse_bad("http://::1", "IPv6 address in brackets");
+	parse_bad("h:70000", "0..65535");
+	parse_bad("h1:2379,h2:-1", "'h2:-1'");
+	parse_bad("http://h:abc/", "expected HOST:PORT");
+	parse_bad("mc:s3cr3t@[::1", "'[::1'");
+}
+
+Test(etcd_conn, ipv6)
+{
+	struct mc_etcd_conn c;
+
+	parse_ok("etcd://[::1]:2379,http://[fe80::1%25eth0]:2379/", false, &c);
+	cr_expect_eq(c.n_eps, 2);
+	cr_expect_str_eq(c.eps[0], "http://[::1]:2379");
+	cr_expect_str_eq(c.eps[1], "http://[fe80::1%25eth0]:2379");
+	mc_etcd_conn_free(&c);
 }
 
 Test(etcd_conn, too_many_endpoints)

@@ -435,6 +435,13 @@ Test(mc_parse_hostport, valid)
 		{ "[fe80::1%eth0]:1", -1, "fe80::1%eth0", 1 },
 		{ "[::1]", 50051, "::1", 50051 },
 		{ "0.0.0.0", 0, "0.0.0.0", 0 },
+		/* A bare IPv6 address is a host, as upstream takes it. */
+		{ "::1", 80, "::1", 80 },
+		{ "::", 0, "::", 0 },
+		{ "2001:db8::1", 12300, "2001:db8::1", 12300 },
+		{ "fe80::1%eth0", 1, "fe80::1%eth0", 1 },
+		{ "::ffff:10.0.0.1", 2, "::ffff:10.0.0.1", 2 },
+		{ "1:2:3:4:5:6:7:8", 3, "1:2:3:4:5:6:7:8", 3 },
 	};
 
 	for (size_t i = 0; i < MC_ARRAY_SIZE(cases); i++) {
@@ -448,6 +455,61 @@ Test(mc_parse_hostport, valid)
 			continue;
 		cr_expect_str_eq(host, cases[i].host, "\"%s\"", cases[i].in);
 		cr_expect_eq(port, cases[i].port, "\"%s\"", cases[i].in);
+	}
+}
+
+Test(mc_fmt_hostport, parses_back)
+{
+	static const char *const hosts[] = { "10.0.0.1", "localhost", "::1",
+					     "fe80::1%eth0", "::" };
+
+	for (size_t i = 0; i < MC_ARRAY_SIZE(hosts); i++) {
+		char buf[80], host[64];
+		int port = -1;
+
+		cr_assert_eq(mc_fmt_hostport(buf, sizeof(buf), hosts[i], 65535),
+			     0);
+		cr_expect_eq(strchr(hosts[i], ':') != NULL, buf[0] == '[', "%s",
+			     buf);
+		cr_assert_eq(mc_parse_hostport(buf, host, sizeof(host), -1,
+					       &port),
+			     0, "%s", buf);
+		cr_expect_str_eq(host, hosts[i]);
+		cr_expect_eq(port, 65535);
+	}
+}
+
+Test(mc_fmt_hostport, too_long)
+{
+	char buf[11];
+
+	cr_expect_eq(mc_fmt_hostport(buf, sizeof(buf), "::1", 12345),
+		     -ENAMETOOLONG);
+	cr_expect_eq(mc_fmt_hostport(buf, sizeof(buf), "::1", 1234), 0);
+	cr_expect_str_eq(buf, "[::1]:1234");
+}
+
+Test(mc_parse_port_range, ends)
+{
+	int lo = 15000, hi = 17000;
+
+	cr_expect_eq(mc_parse_port_range(NULL, "", &lo, &hi), 0);
+	cr_expect(lo == 15000 && hi == 17000);
+	cr_expect_eq(mc_parse_port_range("1", " 65535 ", &lo, &hi), 0);
+	cr_expect(lo == 1 && hi == 65535);
+	cr_expect_eq(mc_parse_port_range("16000", NULL, &lo, &hi), 0);
+	cr_expect(lo == 16000 && hi == 65535);
+	lo = 15000, hi = 17000;
+	static const char *const bad[][2] = {
+		{ "abc", NULL },  { NULL, "70000" },  { "0", NULL },
+		{ "-1", NULL },	  { "16000x", NULL }, { "17001", NULL },
+		{ "200", "100" }, { NULL, "65536" },
+	};
+	for (size_t i = 0; i < MC_ARRAY_SIZE(bad); i++) {
+		cr_expect_eq(mc_parse_port_range(bad[i][0], bad[i][1], &lo,
+						 &hi),
+			     -EINVAL, "%zu", i);
+		cr_expect(lo == 15000 && hi == 17000, "%zu", i);
 	}
 }
 
@@ -466,8 +528,11 @@ Test(mc_parse_hostport, invalid)
 		{ "host:x", 80 },
 		{ "host:8o", 80 },
 		{ ":80", 80 },
-		{ "::1", 80 },
-		{ "::1:80", 80 },
+		{ "::1", -1 }, /* a host alone, the port mandatory */
+		{ "::1:80", 80 }, /* ::1 port 80, or the address ::1:80 */
+		{ "2001:db8::1:443", 80 }, /* the same */
+		{ "::1:12345", 80 }, /* not an address: brackets */
+		{ ":::1", 80 },
 		{ "[::1", 80 },
 		{ "[::1]x", 80 },
 		{ "[::1]:", 80 },
