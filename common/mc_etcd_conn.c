@@ -57,17 +57,6 @@ void mc_etcd_conn_free(struct mc_etcd_conn *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /*
  * s[0..n) with %XX decoded into a new string in *out. -EINVAL for a bad
  * escape or one that decodes to NUL; -ENOMEM.
@@ -83,14 +72,15 @@ static int pct_decode(const char *s, size_t n, char **out)
 			*w++ = s[i];
 			continue;
 		}
-		if (i + 2 >= n || hexval(s[i + 1]) < 0 ||
-		    hexval(s[i + 2]) < 0 ||
+		if (i + 2 >= n || mc_parse_hexdigit(s[i + 1]) < 0 ||
+		    mc_parse_hexdigit(s[i + 2]) < 0 ||
 		    (s[i + 1] == '0' && s[i + 2] == '0')) {
 			wipe(d, n + 1);
 			free(d);
 			return -EINVAL;
 		}
-		*w++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+		*w++ = (char)(mc_parse_hexdigit(s[i + 1]) * 16 +
+			      mc_parse_hexdigit(s[i + 2]));
 		i += 2;
 	}
 	*w = '\0';

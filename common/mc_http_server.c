@@ -515,8 +515,11 @@ int mc_http_server_start(const struct mc_http_server_cfg *cfg,
 	rc = mc_net_listen(cfg->host, cfg->port, 512, 1, &s->listen_fd,
 			   &s->port);
 	if (rc) {
-		snprintf(err, errlen, "%s: cannot listen on %s:%d: %s", s->name,
-			 cfg->host, cfg->port, mc_strerror(rc));
+		char at[300];
+
+		(void)mc_fmt_hostport(at, sizeof(at), cfg->host, cfg->port);
+		snprintf(err, errlen, "%s: cannot listen on %s: %s", s->name,
+			 at, mc_strerror(rc));
 		goto err_free;
 	}
 	s->deadlines = mc_http_deadlines_start(s->name, (unsigned)deadline_ms,

@@ -17,6 +17,7 @@
 
 #include "mc_log.h"
 #include "mc_net.h"
+#include "mc_parse.h"
 #include "te_int.h"
 #include "mooncake/mc_err.h"
 
@@ -31,13 +32,14 @@ static int refusal_of(const char *ip, int port, uint8_t rtype, const char *rj,
 		      size_t rjl)
 {
 	struct te_hs_auth_msg m;
+	char at[300];
 
 	if (rtype != TE_HS_AUTH && !memmem(rj, rjl, "\"mc_error\"", 10))
 		return 0;
 	if (te__hs_parse_auth(rj, rjl, &m) || !m.mc_error)
 		return rtype == TE_HS_AUTH ? -EPROTO : 0;
-	mc_log_warn("te", "handshake with %s:%d refused: %s", ip, port,
-		    m.reply_msg);
+	(void)mc_fmt_hostport(at, sizeof(at), ip, port);
+	mc_log_warn("te", "handshake with %s refused: %s", at, m.reply_msg);
 	return m.mc_error;
 }
 
@@ -59,9 +61,12 @@ static int exchange(const char *ip, int port, int timeout_ms,
 	rc = mc_net_set_timeouts(fd, timeout_ms);
 	if (!rc && key) {
 		rc = te__hs_auth_client(fd, key, why, sizeof(why));
-		if (rc)
-			mc_log_warn("te", "handshake with %s:%d: %s", ip, port,
-				    why);
+		if (rc) {
+			char at[300];
+
+			(void)mc_fmt_hostport(at, sizeof(at), ip, port);
+			mc_log_warn("te", "handshake with %s: %s", at, why);
+		}
 	}
 	if (!rc)
 		rc = te__hs_send(fd, type, json, len);
@@ -111,9 +116,13 @@ int te__rpc_fetch_desc(const char *ip, int port, const char *mine,
 	int rc = exchange(ip, port, HS_FETCH_TIMEOUT_MS, key, TE_HS_METADATA,
 			  mine, strlen(mine), json, len);
 
-	if (rc && err)
-		snprintf(err, errlen, "handshake with %s:%d: %s", ip, port,
+	if (rc && err) {
+		char at[300];
+
+		(void)mc_fmt_hostport(at, sizeof(at), ip, port);
+		snprintf(err, errlen, "handshake with %s: %s", at,
 			 mc_strerror(rc));
+	}
 	return rc;
 }
 

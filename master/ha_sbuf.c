@@ -16,6 +16,7 @@
 #include "mc_crc32c.h"
 #include "mc_le.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_rpc.h"
 #include "mc_rpc_server.h"
 #include "mooncake/mc_err.h"
@@ -279,11 +280,16 @@ int ha_sbuf_start(struct mst_ha *ha, char *errbuf, size_t errlen)
 	/* The same port serves RPC once this master leads: a standby that
 	 * cannot have it would be elected, then fail to serve, and leave
 	 * the pool without a leader. */
-	if (rc)
+	if (rc) {
+		char at[300];
+
+		(void)mc_fmt_hostport(at, sizeof(at), ha->listen_host,
+				      ha->listen_port);
 		snprintf(errbuf, errlen,
-			 "HA: cannot listen on the RPC address %s:%d (%s): "
+			 "HA: cannot listen on the RPC address %s (%s): "
 			 "not joining as a standby",
-			 ha->listen_host, ha->listen_port, err);
+			 at, err);
+	}
 	return rc;
 }
 

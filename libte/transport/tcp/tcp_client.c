@@ -34,6 +34,7 @@
 
 #include "mc_busy_poll.h"
 #include "mc_log.h"
+#include "mc_parse.h"
 #include "mc_time.h"
 #include "mc_net.h"
 #include "mc_ratelimit.h"
@@ -266,11 +267,15 @@ static int connect_lane(struct tcp_peer *tp, uint64_t deadline, int *fd)
 		static struct mc_ratelimit rl;
 		unsigned dropped;
 
-		if (mc_ratelimit_ok(&rl, 10000, &dropped))
+		if (mc_ratelimit_ok(&rl, 10000, &dropped)) {
+			char at[300];
+
+			(void)mc_fmt_hostport(at, sizeof(at), tp->ip, tp->port);
 			mc_log_warn("te",
-				    "tcp: data connection to %s:%d: %s "
+				    "tcp: data connection to %s: %s "
 				    "(%u more)",
-				    tp->ip, tp->port, why, dropped);
+				    at, why, dropped);
+		}
 		close(*fd);
 	}
 	return rc;
