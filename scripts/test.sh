@@ -37,7 +37,7 @@ step "format check"
 scripts/format.sh --check
 # strerror(-rc) prints our own codes (MC_E*, below -4000) as "Unknown
 # error 4026": mc_strerror() names both those and errno values.
-if grep -rn --include='*.c' --include='*.h' 'strerror(-' \
+if grep -rn --include='*.c' --include='*.h' '\(^\|[^_[:alnum:]]\)strerror(-' \
 	common libte master metad mooncakefs mount_helpers; then
 	echo "test.sh: use mc_strerror(rc), not strerror(-rc), above" >&2
 	exit 1
