@@ -322,7 +322,7 @@ int mc_cfg_load_file(const struct mc_cfg_spec *spec, void *cfg,
 
 	if (!f)
 		return fail(err, errlen, -errno, "config file %s: %s", path,
-			    strerror(errno));
+			    mc_strerror(-errno));
 	for (;;) {
 		if (len == cap) {
 			/* Config files are small; refuse anything absurd. */

@@ -197,13 +197,13 @@ void mc_daemon_huge_heap(char **argv, const char **why)
 		return;
 	}
 	if (setenv("GLIBC_TUNABLES", val, 1)) {
-		*why = strerror(errno);
+		*why = mc_strerror(-errno);
 		free(val);
 		return;
 	}
 	free(val);
 	mc_daemon_exec_self(argv);
-	*why = strerror(errno);
+	*why = mc_strerror(-errno);
 	/* Not on huge pages after all: say so to anyone who asks. */
 	if (old)
 		(void)setenv("GLIBC_TUNABLES", old, 1);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "mc_log.h"
+#include "mooncake/mc_err.h"
 
 _Atomic int mc_log_level_ = MC_LOG_INFO;
 
@@ -220,7 +221,7 @@ static void lost_line(int err)
 	dprintf(STDERR_FILENO,
 		"log file %s: cannot write: %s; log lines are lost until it "
 		"can be written again (make room on its filesystem)\n",
-		sink_path, strerror(err));
+		sink_path, mc_strerror(-err));
 }
 
 /* A line written after lost ones: how many were lost, in the file. */

@@ -297,9 +297,9 @@ static void snapshot(const struct mst_admin *a, struct master *m,
 		if (fd >= 0)
 			close(fd);
 		mc_log_err("master", "HA snapshot: %s",
-			   rc ? err : strerror(errno));
+			   rc ? err : mc_strerror(-errno));
 		(void)mc_http_replyf(resp, 500, "%s\n",
-				     rc ? err : strerror(errno));
+				     rc ? err : mc_strerror(-errno));
 		return;
 	}
 	mc_log_notice("master",

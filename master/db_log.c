@@ -486,7 +486,8 @@ int mst_db_snapshot(struct mst_db *db, pthread_mutex_t *lock, const char *path,
 	(void)unlink(path); /* a crashed master's of the same pid */
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "snapshot %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "snapshot %s: %s", path,
+			 mc_strerror(-errno));
 		return MC_EDB;
 	}
 	close(fd);

@@ -925,7 +925,7 @@ static int http_get_file(struct mst_ha *ha, const char *url, const char *path,
 		curl_easy_cleanup(cu);
 	curl_slist_free_all(hdrs);
 	if (!f || fclose(f)) {
-		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%.300s: %s", path, mc_strerror(-errno));
 		return -errno;
 	}
 	if (cc != CURLE_OK || status != 200) {
@@ -971,7 +971,8 @@ static int copy_record(struct mst_ha *ha, struct mst_db **db,
 	mst_db_unlink_sides(db_path);
 	mst_db_unlink_sides(tmp); /* left by reading its op log entry */
 	if (rename(tmp, db_path)) {
-		snprintf(err, errlen, "%.300s: %s", db_path, strerror(errno));
+		snprintf(err, errlen, "%.300s: %s", db_path,
+			 mc_strerror(-errno));
 		return -errno;
 	}
 	mc_log_notice("master",
@@ -1066,7 +1067,7 @@ static int hold_start(struct mst_ha *ha, char *err, size_t errlen)
 	rc = pthread_create(&ha->hold_thr, NULL, hold_main, ha);
 	if (rc) {
 		snprintf(err, errlen, "HA: starting the lease's renewal: %s",
-			 strerror(rc));
+			 mc_strerror(-rc));
 		return -rc;
 	}
 	ha->holding = true;
@@ -1399,7 +1400,7 @@ static void restart(struct mst_ha *ha, const char *why)
 		   why);
 	if (ha->argv) {
 		mc_daemon_exec_self(ha->argv);
-		mc_log_err("master", "HA: execv: %s", strerror(errno));
+		mc_log_err("master", "HA: execv: %s", mc_strerror(-errno));
 	}
 	_exit(75);
 }

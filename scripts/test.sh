@@ -35,11 +35,13 @@ fi
 
 step "format check"
 scripts/format.sh --check
-# strerror(-rc) prints our own codes (MC_E*, below -4000) as "Unknown
-# error 4026": mc_strerror() names both those and errno values.
-if grep -rn --include='*.c' --include='*.h' '\(^\|[^_[:alnum:]]\)strerror(-' \
+# strerror(-rc) printed our own codes (MC_E*, below -4000) as "Unknown
+# error 4026": mc_strerror() names both those and errno values (one error
+# convention: mc_strerror(-errno) for errno).
+if grep -rn --include='*.c' --include='*.h' '\(^\|[^_[:alnum:]]\)strerror(' \
 	common libte master metad mooncakefs mount_helpers; then
-	echo "test.sh: use mc_strerror(rc), not strerror(-rc), above" >&2
+	echo "test.sh: use mc_strerror(rc) or mc_strerror(-errno), not" \
+		"strerror(), above" >&2
 	exit 1
 fi
 

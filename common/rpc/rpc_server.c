@@ -139,7 +139,7 @@ static void accept_failed(struct mc_rpc_server *s, int err)
 	pthread_mutex_unlock(&s->lock);
 	if (mc_ratelimit_ok(&s->rl_refused, RL_MS, &dropped))
 		mc_log_warn("rpc", "accept: %s (%u more in the last %u s)",
-			    strerror(err), dropped, RL_MS / 1000);
+			    mc_strerror(-err), dropped, RL_MS / 1000);
 	(void)poll(&p, 1, 10);
 }
 
@@ -294,7 +294,7 @@ void mc_rpc_server_stop(struct mc_rpc_server *s)
 	if (!s)
 		return;
 	if (write(s->stop_pipe[1], "x", 1) < 0)
-		mc_log_warn("rpc", "stop pipe: %s", strerror(errno));
+		mc_log_warn("rpc", "stop pipe: %s", mc_strerror(-errno));
 	pthread_join(s->acceptor, NULL);
 	close(s->lfd);
 	pthread_mutex_lock(&s->lock);

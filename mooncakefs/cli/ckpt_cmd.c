@@ -156,7 +156,7 @@ static int seal(const char *arg)
 	m = fopen("/proc/self/mounts", "r");
 	if (!m) {
 		fprintf(stderr, "mooncake: /proc/self/mounts: %s\n",
-			strerror(errno));
+			mc_strerror(-errno));
 		return 1;
 	}
 	while (fscanf(m, "%255s %4095s %63s %*s %*d %*d", dev, dir, type) ==

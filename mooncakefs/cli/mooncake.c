@@ -495,7 +495,8 @@ static int cmd_put(const struct cli_cfg *cfg, const char *file, const char *key)
 
 	fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		if (fd >= 0)
 			close(fd);
 		return 1;
@@ -512,7 +513,8 @@ static int cmd_put(const struct cli_cfg *cfg, const char *file, const char *key)
 		 fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		return 1;
 	}
 	s = mc_cli_join(cfg);
@@ -553,14 +555,15 @@ static int get_streamed(mooncake_store_t s, const char *key, int64_t size,
 	int ret = 1, wr;
 
 	if (fd < 0) {
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		return 1;
 	}
 	if (size)
 		p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (size && p == MAP_FAILED) {
-		fprintf(stderr, "mooncake: get: %s\n", strerror(errno));
+		fprintf(stderr, "mooncake: get: %s\n", mc_strerror(-errno));
 	} else {
 		got = size ? mooncake_store_register_buffer(s, p,
 							    (size_t)size) :
@@ -606,7 +609,8 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 	}
 	fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || ftruncate(fd, size)) {
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		if (fd >= 0)
 			close(fd);
 		mooncake_store_destroy(s);
@@ -616,14 +620,16 @@ static int cmd_get(const struct cli_cfg *cfg, const char *key, const char *file)
 		mooncake_store_destroy(s);
 		if (!close(fd))
 			return 0;
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		unlink(file);
 		return 1;
 	}
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "mooncake: %s: %s\n", file, strerror(errno));
+		fprintf(stderr, "mooncake: %s: %s\n", file,
+			mc_strerror(-errno));
 		mooncake_store_destroy(s);
 		return 1;
 	}

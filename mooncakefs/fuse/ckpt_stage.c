@@ -27,6 +27,7 @@
 #include "mc_log.h"
 #include "mcfs.h"
 #include "mooncake/ckpt.h"
+#include "mooncake/mc_err.h"
 
 static _Atomic uint64_t sealed_seq;
 
@@ -291,7 +292,7 @@ static int seal(struct mcfs *fs, const char *name, const char *as)
 			mc_log_err("mcfs",
 				   "%s: could not be put back after a "
 				   "failed seal: %s",
-				   from, strerror(errno));
+				   from, mc_strerror(-errno));
 		return mcfs_errno(rc);
 	}
 	/* Its sealed files go once it is no longer served here (rm -r of

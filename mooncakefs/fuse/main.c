@@ -343,7 +343,7 @@ static int check_log_file(const struct mcfs_opts *o)
 	fd = open(o->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		fprintf(stderr, "mooncakefs: log_file=%s: %s\n", o->log_file,
-			strerror(errno));
+			mc_strerror(-errno));
 		return -EINVAL;
 	}
 	close(fd);
@@ -441,7 +441,7 @@ static void log_without_syslog(struct mcfs_opts *o)
 			"mooncakefs: no syslog here (nothing listens on "
 			"/dev/log) and %s cannot be written (%s): the "
 			"daemon's messages are lost; pass -o log_file=PATH\n",
-			path, strerror(fd < 0 ? errno : ENOMEM));
+			path, mc_strerror(fd < 0 ? -errno : -ENOMEM));
 	} else {
 		fprintf(stderr,
 			"mooncakefs: no syslog here (nothing listens on "

@@ -17,6 +17,7 @@
 
 #include "mc_parse.h"
 #include "mcfs.h"
+#include "mooncake/mc_err.h"
 #include "mooncake/mc_version.h"
 
 static const char *const ignored[] = {
@@ -427,7 +428,7 @@ int mcfs_parse_opts(int argc, char **argv, struct mcfs_opts *o,
 	o->mountpoint = realpath(pos[npos - 1], NULL);
 	if (!o->mountpoint) {
 		fprintf(stderr, "mooncakefs: mount point %s: %s\n",
-			pos[npos - 1], strerror(errno));
+			pos[npos - 1], mc_strerror(-errno));
 		return -ENOENT;
 	}
 	if (o->debug && fuse_opt_add_arg(fargs, "-odebug"))

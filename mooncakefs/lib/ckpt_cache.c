@@ -87,7 +87,7 @@ static int cache_root(struct mooncake_ckpt *c,
 		}
 	}
 	if (mkdir(root, 0700)) {
-		mc_log_err("ckpt", "%s: %s", root, strerror(errno));
+		mc_log_err("ckpt", "%s: %s", root, mc_strerror(-errno));
 		return -errno;
 	}
 	return mcs_ckpt_lay_out(lay, root);

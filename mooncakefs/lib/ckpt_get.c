@@ -37,12 +37,12 @@ static int empty_dir(const char *dir, bool *made)
 		*made = !mkdir(dir, 0755);
 	}
 	if (!*made && errno != EEXIST) {
-		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
+		mc_log_err("ckpt", "%s: %s", dir, mc_strerror(-errno));
 		return -errno;
 	}
 	d = opendir(dir);
 	if (!d) {
-		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
+		mc_log_err("ckpt", "%s: %s", dir, mc_strerror(-errno));
 		return -errno;
 	}
 	while ((e = readdir(d))) {
@@ -157,7 +157,7 @@ static void finish(const struct mcs_ckpt_layout *lay, const char *root)
 		if (!S_ISLNK(f->mode) &&
 		    fchmodat(AT_FDCWD, path, f->mode & 07777, 0))
 			mc_log_warn("ckpt", "chmod %s: %s", path,
-				    strerror(errno));
+				    mc_strerror(-errno));
 		(void)utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
 	}
 }

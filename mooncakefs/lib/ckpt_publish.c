@@ -89,7 +89,7 @@ static int walk(struct tree *t, int dirfd, const char *rel)
 		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
 			rc = -errno;
 			mc_log_err("ckpt", "%s/%s: %s", t->root, path,
-				   strerror(errno));
+				   mc_strerror(-errno));
 			break;
 		}
 		if (S_ISLNK(st.st_mode)) {
@@ -307,7 +307,7 @@ static int publish_tree(struct mooncake_ckpt *c, const char *root,
 	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		mc_log_err("ckpt", "%s: %s", root, strerror(errno));
+		mc_log_err("ckpt", "%s: %s", root, mc_strerror(-errno));
 		return rc;
 	}
 	rc = walk(&t, fd, "");
@@ -374,7 +374,7 @@ static int publish_tree(struct mooncake_ckpt *c, const char *root,
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
 			rc = -errno;
-			mc_log_err("ckpt", "%s: %s", path, strerror(errno));
+			mc_log_err("ckpt", "%s: %s", path, mc_strerror(-errno));
 			break;
 		}
 		rc = sum_file(&s, fd, &t.v[i], shard_size, root, buf);
@@ -508,7 +508,7 @@ int mooncake_ckpt_publish_dir(mooncake_ckpt_t *c, const char *dir,
 	if (!c || !dir || !mc_ckpt_name_ok(name))
 		return MC_STORE_INVALID_PARAMS;
 	if (!realpath(dir, root)) {
-		mc_log_err("ckpt", "%s: %s", dir, strerror(errno));
+		mc_log_err("ckpt", "%s: %s", dir, mc_strerror(-errno));
 		return mc_err_to_store(-errno);
 	}
 	rc = mcs_enter(c->store);

@@ -175,7 +175,7 @@ static int rdma_reg_add(struct te_transport *tp, struct te_memreg *r)
 				   "rdma %s: cannot register %zu bytes at "
 				   "%#lx: %s%s",
 				   t->ctx[i].name, r->len,
-				   (unsigned long)r->addr, strerror(e),
+				   (unsigned long)r->addr, mc_strerror(-e),
 				   e == ENOMEM || e == EPERM ?
 					   " (raise the locked-memory limit, "
 					   "ulimit -l)" :

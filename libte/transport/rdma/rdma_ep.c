@@ -80,7 +80,7 @@ static struct rdma_ep *ep_alloc(struct rdma_ctx *c, unsigned nqp)
 		ep->qp[i] = ibv_create_qp(c->pd, &a);
 		if (!ep->qp[i]) {
 			mc_log_warn("te", "rdma %s: ibv_create_qp: %s", c->name,
-				    strerror(errno));
+				    mc_strerror(-errno));
 			ep_destroy(ep);
 			return NULL;
 		}
@@ -158,7 +158,8 @@ static int ep_bring_up(struct rdma_ep *ep, const struct rdma_hs_msg *m)
 					  IBV_QP_MAX_QP_RD_ATOMIC)) {
 			mc_log_warn("te",
 				    "rdma %s: QP to RTR/RTS toward %s: %s",
-				    c->name, ep->remote_path, strerror(errno));
+				    c->name, ep->remote_path,
+				    mc_strerror(-errno));
 			return -EIO;
 		}
 	}
