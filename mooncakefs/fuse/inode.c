@@ -599,11 +599,18 @@ void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n)
 }
 
 /* Caller holds itab_lock: is every handle that keeps an open of this
- * kind (write) from n closed already, its release on its way? */
+ * kind (write) from n, or for a writer every other writer, closed
+ * already, its release on its way? A writer that joined a closed one
+ * shared an inode its release then retired: the name's inode number
+ * changed under the open file (sqlite saw its database "moved" and
+ * refused writes: "attempt to write a readonly database"). */
 static bool others_closing(const struct mcfs_node *n, bool write)
 {
-	return write ? n->n_readers && n->n_readers == n->n_closing_readers :
-		       n->n_writers && n->n_writers == n->n_closing_writers;
+	bool writers = n->n_writers && n->n_writers == n->n_closing_writers;
+
+	return write ? writers || (n->n_readers &&
+				   n->n_readers == n->n_closing_readers) :
+		       writers;
 }
 
 int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
