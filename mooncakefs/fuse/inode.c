@@ -378,9 +378,11 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 /* ---- binding lookups --------------------------------------------------- */
 
 #define STALE_MS 1000 /* how long a stale open makes lookups bind */
-/* How long an open waits for the release of closed handles. */
+/* How long an open waits for the release of closed handles (they come
+ * within a millisecond; a daemon starved of CPU takes longer), looking
+ * every RELEASE_WAIT_US. */
 #define RELEASE_WAIT_US 500
-#define RELEASE_WAIT_TRIES 100
+#define RELEASE_WAIT_MS 250
 #define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
 
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
@@ -624,8 +626,8 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 	 * (unless a copy of the descriptor is still open): wait for it
 	 * rather than send this open to another inode (a stat before the
 	 * open would not show that inode's number: cp refuses the file). */
-	for (int i = 0; i < RELEASE_WAIT_TRIES && others_closing(n, write);
-	     i++) {
+	for (uint64_t until = mc_mono_ms() + RELEASE_WAIT_MS;
+	     others_closing(n, write) && mc_mono_ms() < until;) {
 		pthread_mutex_unlock(&fs->itab_lock);
 		usleep(RELEASE_WAIT_US);
 		pthread_mutex_lock(&fs->itab_lock);
