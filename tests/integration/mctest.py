@@ -37,6 +37,16 @@ def sanitizers():
     return ""
 
 
+def have_ipv6():
+    """Whether this host can bind ::1 (IPv6 on the loopback)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def preload_env(lib, exe):
     """LD_PRELOAD for running exe (a built binary) with lib preloaded: an
     ASan build whose binaries load the sanitizer's runtime as a shared

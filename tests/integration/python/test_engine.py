@@ -9,7 +9,6 @@ sync, batch and async transfers and their status, managed buffers, the
 bytes helpers, notifications, and what is refused."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -121,15 +120,6 @@ PREFILL = COMMON + textwrap.dedent("""
 """)
 
 
-def have_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 def run_pd(tmp_path, python_env, meta, decode_host, prefill_host):
     (tmp_path / "decode.py").write_text(DECODE)
     (tmp_path / "prefill.py").write_text(PREFILL)
@@ -174,7 +164,7 @@ def test_pd_disaggregation_metad(tmp_path, python_env, procs):
            f"127.0.0.1:{mctest.free_port()}")
 
 
-@pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
+@pytest.mark.skipif(not mctest.have_ipv6(), reason="no IPv6 loopback")
 def test_pd_disaggregation_ipv6(tmp_path, python_env):
     """A bare IPv6 local_hostname ("::1", vLLM's get_ip() on IPv6 hosts)
     and the unbracketed f"{ip}:{port}" session vLLM builds from it."""

@@ -35,15 +35,6 @@ def setup7(store, master, seg=SEG, buf=BUF, host="127.0.0.1"):
     return store
 
 
-def have_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 # ---- setup -----------------------------------------------------------------
 
 def test_dict_setup_with_string_sizes(master, members, stores, mstore):
@@ -118,7 +109,7 @@ def test_sizes_past_64_bits_are_refused(master, members, stores, mstore):
     assert s.put("fits", b"y" * 4096, cfg) == 0
 
 
-@pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
+@pytest.mark.skipif(not mctest.have_ipv6(), reason="no IPv6 loopback")
 def test_bare_ipv6_local_hostname(master, members, stores, mstore):
     """vLLM's get_ip() on an IPv6 host gives "::1": not -600."""
     s = setup7(stores(), master, host="::1")

@@ -6,7 +6,6 @@ print must be ones the others parse back ("[::1]:port"), never an
 ambiguous "::1:port". And a wildcard local_hostname ("0.0.0.0"), which on
 another host means that host, between two test hosts."""
 import re
-import socket
 import subprocess
 
 import pytest
@@ -14,18 +13,10 @@ import pytest
 from mctest import SCALE, binary, free_port, request
 from netns import TwoHosts, can_make_namespaces
 from pool import MASTER, Master, Member, Shell, cli
+import mctest
 
 
-def have_ipv6():
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-needs_ipv6 = pytest.mark.skipif(not have_ipv6(), reason="no IPv6 loopback")
+needs_ipv6 = pytest.mark.skipif(not mctest.have_ipv6(), reason="no IPv6 loopback")
 
 
 @pytest.fixture
