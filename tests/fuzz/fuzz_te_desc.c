@@ -54,7 +54,15 @@ static void check_peer(const struct te_peer *p)
 		check_str(b->location, sizeof(b->location));
 		FUZZ_CHECK(b->addr + b->length >= b->addr);
 		if (b->shm_path) {
-			FUZZ_CHECK(!strncmp(b->shm_path, "/dev/shm/", 9));
+			/* A kept file, or a memfd by its descriptor, which
+			 * counts only with its inode. */
+			if (!strncmp(b->shm_path, "/proc/", 6)) {
+				FUZZ_CHECK(b->shm_ino != 0);
+				FUZZ_CHECK(strstr(b->shm_path, "/fd/") != NULL);
+			} else {
+				FUZZ_CHECK(!strncmp(b->shm_path,
+						    "/dev/shm/mooncake.", 18));
+			}
 			FUZZ_CHECK(!strstr(b->shm_path, "/.."));
 		}
 	}
