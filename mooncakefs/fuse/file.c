@@ -148,7 +148,7 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 	mooncake_obj_stat_t st;
 
 	fh->bound = false;
-	if (!fh->node || !fh->node->created)
+	if (!fh->node)
 		return;
 	/* NULL attributes: the node's are the writer's already. The commit
 	 * said the version (the object's mtime is its ms): no Stat. */

@@ -3,8 +3,10 @@
  * The inode table: inode number -> node, and (parent, name, version) ->
  * node, both chained hash tables under one mutex. A file node is one
  * version of a key (the master's object version), so a replaced object
- * gets a new inode. A retired node (open for writing, or found stale) is
- * only in the first table: lookups make a new node for its name. File
+ * gets a new inode (a writer's publish moves its node to the version
+ * published). A retired node (found stale, or turned a reader away while
+ * open for writing) is only in the first table: lookups make a new node
+ * for its name. File
  * nodes go when the kernel forgets them; directory nodes stay (there are
  * few, and children may still point at them).
  */
@@ -349,8 +351,10 @@ struct mcfs_node *mcfs_node_child(struct mcfs *fs, struct mcfs_node *parent,
 	}
 	if (n) {
 		n->nlookup++;
-		/* What the master just said is the newest. */
-		if (attr)
+		/* What the master just said is the newest, unless the node
+		 * is being written: it keeps what its next version will be
+		 * published with. */
+		if (attr && !n->n_writers)
 			n->attr = *attr;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
@@ -645,7 +649,10 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 		 * creator's writes (an O_APPEND would start there). */
 		rc = -ESTALE;
 	} else if (write) {
-		unlink_name(fs, n);
+		/* The name keeps its inode while it is written (sqlite
+		 * compares stat(path) with fstat of its descriptor before
+		 * each write transaction); readers are turned away from it
+		 * above, to an inode of the published version. */
 		if (!n->n_writers++)
 			open_add(fs, n);
 		/* Its first write ends an explicit mtime (utimensat). */
@@ -758,9 +765,9 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 	bool bound = false;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	if (n->created && !n->turned_away && n->parent &&
+	unlink_name(fs, n);
+	if (!n->turned_away && n->parent && !atomic_load(&n->unlinked) &&
 	    !find_child(fs, n->parent, n->name, version, false)) {
-		unlink_name(fs, n);
 		n->version = version;
 		n->size = size;
 		n->mtime_ms = mtime_ms;

@@ -23,11 +23,14 @@
  *    holding the version they return, and the open that follows uses
  *    that hold; an open that finds handles in its way that were closed
  *    (flushed), their release not come yet, waits for it (inode.c);
- *  - an open for writing retires the inode from lookups (file.c builds
- *    the next version in its handle; readers are sent to a fresh inode of
- *    the published version), and is itself sent to a fresh inode when
- *    the inode is open for reading: the writer's size changes never reach
- *    a reader's inode.
+ *  - an open for writing keeps the inode the name's (file.c builds the
+ *    next version in its handle, and each publish binds the inode to the
+ *    version published, so the writer's stat(path) keeps matching its
+ *    descriptor: sqlite checks that before every write transaction);
+ *    a reader's open of it is sent to a fresh inode of the published
+ *    version (which retires it), and a writer's open of an inode open
+ *    for reading is sent to a fresh one: the writer's size changes never
+ *    reach a reader's inode.
  * Reads land in registered 1 MiB buffers (the transfer engine's
  * destination), or come straight from this daemon's own segment.
  */

@@ -119,8 +119,9 @@ struct mcfs_node {
 	_Atomic uint32_t subdirs; /* dir: records one level below (nlink) */
 	uint64_t nlookup;
 	/* Open handles of this inode (under itab_lock). A file inode open
-	 * for writing is retired: lookups no longer find it, and readers
-	 * are sent to a fresh inode of the published version (kv.c). */
+	 * for writing stays the name's (its writer's stat(path) matches its
+	 * fstat), but readers' opens are sent to a fresh inode of the
+	 * published version (kv.c), which retires it. */
 	uint32_t n_readers, n_writers;
 	/* Of those, the handles flushed since their last read or write
 	 * (mcfs_fh.closing): most are closed, their release on its way. */
@@ -130,10 +131,10 @@ struct mcfs_node {
 	 * takes that answer over the size its own writes left. */
 	_Atomic uint64_t written_size;
 	bool hashed; /* in the name table (not retired) */
-	/* Made by a create: its writer's publishes bind it to the version
-	 * published (mcfs_node_rebind), so the file keeps the inode number
-	 * it was created with, unless a reader was turned away from it
-	 * while it was open for writing. */
+	/* created: made by a create. A writer's publishes bind its node to
+	 * the version published (mcfs_node_rebind), so the file keeps its
+	 * inode number, unless a reader was turned away from it while it
+	 * was open for writing (turned_away). */
 	bool created, turned_away;
 	/* A created node whose writer's last publish failed before any
 	 * succeeded: lookups no longer find it while the writer closes
@@ -399,8 +400,8 @@ int mcfs_node_creating_list(struct mcfs *fs, struct mcfs_node *dir,
  *  (mcfs_node.unlinked). Were there any not marked before? */
 bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 			const char *name);
-/** A created node whose writer published version: lookups of its name
- *  find it again, as that version (see mcfs_node.created). False when it
+/** A node whose writer published version: lookups of its name find it
+ *  as that version (see mcfs_node.created). False, and n retired, when it
  *  could not be (the kernel's entry of the name is then stale). */
 bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
@@ -420,7 +421,7 @@ void mcfs_node_retire(struct mcfs *fs, struct mcfs_node *n);
  * Count an open of n (write or read); -ESTALE when the open must go to a
  * fresh inode instead: a read of an inode open for writing, a write of an
  * inode open for reading (n is retired then, so the kernel's retry, which
- * looks the name up again, finds a new one). A write retires n.
+ * looks the name up again, finds a new one). A write leaves n the name's.
  */
 int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid);
 void mcfs_node_close(struct mcfs *fs, uint64_t ino, bool write);

@@ -832,7 +832,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
  * Publish a handle's changes; after a flush, drop this mount's dentry of
  * the name before close() returns, so the next open by name finds the new
  * version (close holds no lock the invalidation needs), unless the dentry
- * is a created node that now stands for that version (it keeps its inode
+ * is the handle's node, now standing for that version (it keeps its inode
  * number: tar compares it). An fsync holds
  * the file's inode lock, which a rename in the directory may wait for
  * while holding the directory's: it leaves the dentry to the change feed

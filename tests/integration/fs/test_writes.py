@@ -312,6 +312,41 @@ def test_sqlite_database(mnt):
     db.close()
 
 
+def test_sqlite_database_written_again(mnt):
+    """sqlite compares stat(path) with fstat of its descriptor before each
+    write transaction ("attempt to write a readonly database" when they
+    differ): a file open for writing keeps the name's inode number across
+    its publishes, whether this mount created it (reopened at once, the
+    change events of the last close still arriving) or found it (the
+    kernel forgot the created inode; written on another host)."""
+    import sqlite3
+
+    def write(path, rounds, first):
+        db = sqlite3.connect(path)
+        for i in range(rounds):
+            with db:
+                db.execute("insert into t values (?, ?)", (first + i, "v"))
+        db.close()
+
+    paths = [mnt.kv / f"db{i}" for i in range(10)]
+    for path in paths:
+        db = sqlite3.connect(path)
+        with db:
+            db.execute("create table t (k integer primary key, v text)")
+        db.close()
+        write(path, 3, 0)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")  # the kernel forgets the created inodes
+    for path in paths:
+        write(path, 3, 100)
+        ino = os.stat(path).st_ino
+        write(path, 3, 200)
+        assert os.stat(path).st_ino == ino
+        db = sqlite3.connect(path)
+        assert db.execute("select count(*) from t").fetchone() == (9,)
+        db.close()
+
+
 def test_a_failed_publish_keeps_the_previous_version(mounts):
     m = mounts(seg="64MiB", opts="staging_limit=256MiB")
     path = m.kv / "keep"
