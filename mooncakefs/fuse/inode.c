@@ -766,7 +766,7 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 
 	pthread_mutex_lock(&fs->itab_lock);
 	unlink_name(fs, n);
-	if (!n->turned_away && n->parent && !atomic_load(&n->unlinked) &&
+	if (n->parent && !atomic_load(&n->unlinked) &&
 	    !find_child(fs, n->parent, n->name, version, false)) {
 		n->version = version;
 		n->size = size;
@@ -774,7 +774,10 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		if (attr)
 			n->attr = *attr;
 		link_name(fs, n);
-		bound = true;
+		/* A reader turned away from it has the kernel's entry of
+		 * the name on an inode of its own: that entry must go (the
+		 * next lookup finds this node). */
+		bound = !n->turned_away;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
 	return bound;

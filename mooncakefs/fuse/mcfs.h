@@ -133,8 +133,9 @@ struct mcfs_node {
 	bool hashed; /* in the name table (not retired) */
 	/* created: made by a create. A writer's publishes bind its node to
 	 * the version published (mcfs_node_rebind), so the file keeps its
-	 * inode number, unless a reader was turned away from it while it
-	 * was open for writing (turned_away). */
+	 * inode number; turned_away: a reader was turned away from it while
+	 * it was open for writing (the kernel's entry of the name then went
+	 * to the reader's inode, and each publish must drop it). */
 	bool created, turned_away;
 	/* A created node whose writer's last publish failed before any
 	 * succeeded: lookups no longer find it while the writer closes
@@ -401,8 +402,9 @@ int mcfs_node_creating_list(struct mcfs *fs, struct mcfs_node *dir,
 bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 			const char *name);
 /** A node whose writer published version: lookups of its name find it
- *  as that version (see mcfs_node.created). False, and n retired, when it
- *  could not be (the kernel's entry of the name is then stale). */
+ *  as that version (see mcfs_node.created); n is retired when it cannot
+ *  be. False when the kernel's entry of the name may stand for another
+ *  inode (n retired, or a reader was turned away from it): drop it. */
 bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
 		      const mooncake_fs_attr_t *attr);
