@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -321,5 +322,64 @@ int mc_net_advertised(const char *host, char *out, size_t len)
 		return mc_net_if_addr(NULL, AF_INET6, out, len);
 	if ((size_t)snprintf(out, len, "%s", host) >= len)
 		return -ENAMETOOLONG;
+	return 0;
+}
+
+static bool loopback_addr(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)sa;
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)sa;
+		const uint8_t *b = a->sin6_addr.s6_addr;
+		return IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && b[12] == 127);
+	}
+	return false;
+}
+
+bool mc_net_is_loopback(const char *host)
+{
+	struct addrinfo *res, *ai;
+	bool all = true;
+
+	if (resolve(host, 0, 0, &res))
+		return false;
+	for (ai = res; ai && all; ai = ai->ai_next)
+		all = loopback_addr(ai->ai_addr);
+	freeaddrinfo(res);
+	return all;
+}
+
+int mc_net_source_addr(const char *host, int port, char *out, size_t len)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl = sizeof(ss);
+	struct addrinfo *res;
+	const void *a;
+	int fd, rc = resolve(host, port ? port : 9, 0, &res);
+
+	if (rc)
+		return rc;
+	/* A datagram socket's connect() only picks the route: nothing is
+	 * sent. */
+	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	if (rc)
+		return rc;
+	a = ss.ss_family == AF_INET6 ?
+		    (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr :
+		    (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
+		return -errno;
 	return 0;
 }

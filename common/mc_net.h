@@ -11,6 +11,7 @@
 #ifndef MC_NET_H
 #define MC_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "mc_compiler.h"
@@ -72,5 +73,17 @@ int mc_net_if_addr(const char *ifname, int family, char *out,
  * copied. 0, -EADDRNOTAVAIL (no such address: ask for one), -ENAMETOOLONG.
  */
 int mc_net_advertised(const char *host, char *out, size_t len) MC_MUST_CHECK;
+
+/** Does host name this host only: does it resolve, and to loopback
+ *  addresses only (127.0.0.0/8, ::1)? */
+bool mc_net_is_loopback(const char *host);
+
+/**
+ * This host's address that packets to host:port leave from (the route's
+ * source; nothing is sent), as text. 0, MC_EHOSTNAME (host does not
+ * resolve) or -errno (-ENETUNREACH: no route).
+ */
+int mc_net_source_addr(const char *host, int port, char *out,
+		       size_t len) MC_MUST_CHECK;
 
 #endif

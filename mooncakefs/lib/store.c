@@ -15,6 +15,7 @@
 #include "mc_fork.h"
 #include "mc_log.h"
 #include "mc_memcg.h"
+#include "mc_net.h"
 #include "mc_parse.h"
 #include "mooncake/te.h"
 #include "ping.h"
@@ -369,6 +370,68 @@ static unsigned env_uint(const char *name, unsigned def)
 	return (unsigned)n;
 }
 
+/* Where the master is reached: master_server_address's host and port, or
+ * for HA masters (etcd://h1:p1;h2:p2) the first etcd endpoint's. */
+static int master_host(const char *addr, char *host, size_t len, int *port)
+{
+	char first[300];
+	size_t n;
+
+	if (!strncmp(addr, "etcd://", 7)) {
+		addr += 7;
+		if (!strncmp(addr, "http://", 7))
+			addr += 7;
+		else if (!strncmp(addr, "https://", 8))
+			addr += 8;
+	}
+	n = strcspn(addr, ";,?/");
+	if (n >= sizeof(first))
+		return -ENAMETOOLONG;
+	memcpy(first, addr, n);
+	first[n] = '\0';
+	return mc_parse_hostport(first, host, len, 0, port);
+}
+
+/*
+ * A loopback local_hostname (the library's default "localhost", the
+ * mount's 127.0.0.1) names this host only: a peer on another host given
+ * it reaches itself, so what this node holds could not be read (or
+ * written) from anywhere else. With the master not on loopback the pool
+ * may span hosts: the engine is named (and listens) at this host's
+ * address on the route to the master instead. true when host changed.
+ */
+static bool host_for_peers(const struct mooncake_store *s, char *host,
+			   size_t len)
+{
+	char mhost[256], src[64];
+	int mport = 0, rc;
+
+	if (!mc_net_is_loopback(host) ||
+	    master_host(s->cfg.master_server_address, mhost, sizeof(mhost),
+			&mport) ||
+	    mc_net_is_loopback(mhost))
+		return false;
+	rc = mc_net_source_addr(mhost, mport, src, sizeof(src));
+	if (rc || strlen(src) >= len) {
+		mc_log_warn("store",
+			    "local_hostname '%s' names this host only, and "
+			    "no address of this host on the way to the "
+			    "master %s was found (%s): peers on other hosts "
+			    "cannot reach this node; set local_hostname",
+			    host, s->cfg.master_server_address,
+			    mc_strerror(rc ? rc : -ENAMETOOLONG));
+		return false;
+	}
+	mc_log_notice("store",
+		      "local_hostname '%s' names this host only and the "
+		      "master %s is not on loopback: peers are given %s, "
+		      "this host's address on the way to it (set "
+		      "local_hostname to choose another)",
+		      host, s->cfg.master_server_address, src);
+	snprintf(host, len, "%s", src);
+	return true;
+}
+
 /*
  * A name without a port gets one, as upstream's client does: a random
  * port in MC_STORE_CLIENT_MIN_PORT..MAX_PORT (12300..14300), which is also
@@ -395,6 +458,15 @@ static int create_engine(struct mooncake_store *s)
 			   s->cfg.local_hostname);
 		return -EINVAL;
 	}
+	ec.local_server_name = s->cfg.local_hostname;
+	if (host_for_peers(s, host, sizeof(host))) {
+		if (port)
+			(void)mc_fmt_hostport(name, sizeof(name), host, port);
+		else
+			snprintf(name, sizeof(name),
+				 strchr(host, ':') ? "[%s]" : "%s", host);
+		ec.local_server_name = name;
+	}
 	pick = !port && strcmp(s->cfg.metadata_server, "P2PHANDSHAKE");
 	if (pick && mc_parse_port_range(los, his, &lo, &hi)) {
 		mc_log_err("store",
@@ -407,7 +479,6 @@ static int create_engine(struct mooncake_store *s)
 	if (!pick || !tries)
 		tries = 1;
 	ec.metadata = s->cfg.metadata_server;
-	ec.local_server_name = s->cfg.local_hostname;
 	ec.timeout_ms = atomic_load(&s->transfer_ms);
 	/* rdma between hosts (shm within one, MC_FORCE_HCA for every peer);
 	 * otherwise the engine picks per request. */

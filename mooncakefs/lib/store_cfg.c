@@ -27,7 +27,9 @@ static const struct mc_opt mcs_opts[] = {
 	    local_hostname, "localhost", 0, 0,
 	    "This node's transfer-engine name, \"host\", \"host:port\" or "
 	    "\"[IPv6]:port\" (the port is the engine's RPC port); 0.0.0.0 "
-	    "(::) means this host's first non-loopback IPv4 (IPv6) address."),
+	    "(::) means this host's first non-loopback IPv4 (IPv6) address; "
+	    "a loopback name (the default) with a master not on loopback "
+	    "means this host's address on the way to the master."),
 	OPT("metadata_server", "MOONCAKE_TE_META_DATA_SERVER", MC_OPT_STRING,
 	    metadata_server, "P2PHANDSHAKE", 0, 0,
 	    "http://h:p/metadata, etcd://h:p or P2PHANDSHAKE."),

@@ -65,19 +65,37 @@ def start_master(procs, tmp_path, host):
 
 
 @contextlib.contextmanager
-def mounted(procs, tmp_path, host, master, name, seg, opts=""):
+def mounted(procs, tmp_path, host, master, name, seg, opts="", named=True):
     """A mount of the pool on host (Mount, run through the namespace's
-    nsenter so it stays visible here); cleaned up afterwards."""
+    nsenter so it stays visible here), with local_hostname the host's
+    address unless not named; cleaned up afterwards."""
     m = None
+    given = [f"local_hostname={host.addr}"] if named else []
     try:
         m = Mount(procs, tmp_path, master, name=name, seg=seg,
-                  opts=f"local_hostname={host.addr}" +
-                  (f",{opts}" if opts else ""),
+                  opts=",".join(given + ([opts] if opts else [])),
                   prefix=host.nsenter([]))
         yield m
     finally:
         if m:
             m.cleanup()
+
+
+def library_client(procs, tmp_path, host, master, seg):
+    """store_shell on host, set up as a pool member contributing seg."""
+    shlog = tmp_path / "shell.log"
+    procs.logs.append(shlog)
+    with open(shlog, "ab") as lf:
+        sp = procs.popen(host.nsenter([binary(*SHELL)]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=lf, bufsize=0, env=mctest.te_env())
+    sh = mctest.TeClient(sp, shlog)
+    name = f"{host.addr}:{mctest._seq.__next__() + 23000}"
+    procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
+    r = sh.cmd(f"setup {name} {master.metadata} {seg} 64MiB tcp "
+               f"{master.addr}")
+    assert r.startswith("ok"), r
+    return sh
 
 
 def test_mount_on_another_host(procs, tmp_path, hosts):
@@ -86,18 +104,7 @@ def test_mount_on_another_host(procs, tmp_path, hosts):
     with mounted(procs, tmp_path, b, master, "mnt", "64MiB") as m:
         mnt = m.path
         # A library client on host A contributes memory too.
-        shlog = tmp_path / "shell.log"
-        procs.logs.append(shlog)
-        with open(shlog, "ab") as lf:
-            sp = procs.popen(a.nsenter([binary(*SHELL)]),
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=lf, bufsize=0, env=mctest.te_env())
-        sh = mctest.TeClient(sp, shlog)
-        name = f"{a.addr}:{mctest._seq.__next__() + 23000}"
-        procs.own_shm("/dev/shm/mooncake.seg." + name.replace(":", "_"))
-        r = sh.cmd(f"setup {name} {master.metadata} 64MiB 64MiB tcp "
-                   f"{master.addr}")
-        assert r.startswith("ok"), r
+        sh = library_client(procs, tmp_path, a, master, "64MiB")
         # A -> B: put on host A (lands on A's or B's segment), read on B.
         for i in range(4):
             assert sh.cmd(f"put fromA/{i} 3000000 {i}").startswith("ok")
@@ -113,6 +120,26 @@ def test_mount_on_another_host(procs, tmp_path, hosts):
         # Replicas live on both hosts: the segments are A's and B's.
         segs = sh.cmd("desc fromA/0")
         assert segs.startswith("ok"), segs
+
+
+def test_a_mount_on_the_default_local_hostname(procs, tmp_path, hosts):
+    """A mount given no local_hostname (127.0.0.1, this host only) with
+    the master on another host: peers are given its address on the way
+    to the master, so a client on host A writes into and reads from the
+    only segment, B's (it reached itself at 127.0.0.1 before)."""
+    a, b = hosts.a, hosts.b
+    master = start_master(procs, tmp_path, a)
+    with mounted(procs, tmp_path, b, master, "mnt", "64MiB",
+                 named=False) as m:
+        sh = library_client(procs, tmp_path, a, master, "0")
+        blob = os.urandom(3 << 20)
+        (m.path / "kv" / "fromB").write_bytes(blob)
+        r = sh.cmd("get fromB")
+        assert r.startswith("ok") and r.split()[1] == str(3 << 20), r
+        assert sh.cmd("put fromA 2000000 5").startswith("ok")
+        assert len((m.path / "kv" / "fromA").read_bytes()) == 2000000
+        log = m.log()
+        assert f"peers are given {b.addr}" in log, log[-2000:]
 
 
 @pytest.mark.parametrize("read_ahead", [0, 1])
