@@ -390,7 +390,7 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 #define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
 
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
-		     pid_t pid, bool write)
+		     pid_t pid, bool write, uint64_t st_ino)
 {
 	uint64_t h = name_hash(parent, name, 0), now = mc_mono_ms();
 	size_t slot = 0;
@@ -411,6 +411,7 @@ void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 		.until_ms = now + STALE_MS,
 		.pid = pid,
 		.write = write,
+		.st_ino = st_ino,
 	};
 	pthread_mutex_unlock(&fs->itab_lock);
 }
@@ -439,10 +440,18 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 {
 	struct mcfs_node *n;
 
+	uint64_t h = name_hash(parent->ino, name, 0);
+
 	pthread_mutex_lock(&fs->itab_lock);
 	n = node_new(fs, parent, name, MCFS_KV_FILE, key, 0);
 	if (n) {
 		unlink_name(fs, n); /* never found by a lookup */
+		for (size_t i = 0; i < MC_ARRAY_SIZE(fs->stale); i++) {
+			const struct mcfs_stale *s = &fs->stale[i];
+			if (s->parent == parent->ino && s->hash == h &&
+			    s->pid == pid)
+				n->st_ino = s->st_ino;
+		}
 		n->version = st->version;
 		n->size = st->size;
 		n->mtime_ms = st->mtime_ms;
@@ -898,7 +907,7 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	int64_t base;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = n->ino;
+	st->st_ino = mcfs_node_st_ino(n);
 	st->st_uid = fs->o.uid >= 0 ? (uid_t)fs->o.uid : fs->uid;
 	st->st_gid = fs->o.gid >= 0 ? (gid_t)fs->o.gid : fs->gid;
 	st->st_blksize = 1 << 20;

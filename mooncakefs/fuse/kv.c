@@ -490,7 +490,7 @@ static int open_version(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 		return 0;
 	mcfs_node_retire(fs, n);
 	if (n->parent)
-		mcfs_stale_note(fs, n->parent->ino, n->name, pid, write);
+		mcfs_stale_note(fs, n->parent->ino, n->name, pid, write, 0);
 	atomic_fetch_add(&fs->n_stale, 1);
 	return -ESTALE;
 }
@@ -544,8 +544,10 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		rc = mcfs_node_open(fs, n, write, pid);
 	if (rc) {
 		if (rc == -ESTALE && n->parent) {
-			mcfs_stale_note(fs, n->parent->ino, n->name, pid,
-					write);
+			/* The same file, open the other way: its retry's
+			 * inode shows this one's number. */
+			mcfs_stale_note(fs, n->parent->ino, n->name, pid, write,
+					mcfs_node_st_ino(n));
 			atomic_fetch_add(&fs->n_stale, 1);
 		}
 		return rc;

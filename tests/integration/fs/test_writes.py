@@ -347,6 +347,59 @@ def test_sqlite_database_written_again(mnt):
         db.close()
 
 
+def test_sqlite_with_readers_beside_it(mnt, tmp_path):
+    """Other programs read the database file while sqlite has it open
+    for writing (cat, cp: a backup). A reader's open is sent to an inode
+    of the published version of its own, which the kernel's entry of the
+    name then names; that inode shows the writer's inode number, so
+    sqlite's check (stat of the path against its descriptor) passes and
+    cp's (stat before its open, fstat after) too: sqlite refused every
+    write after such a reader ("attempt to write a readonly database")."""
+    import sqlite3
+
+    path = mnt.kv / "shared.db"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("create table t (k integer primary key, v text)")
+    for i in range(8):
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL,
+                       check=True)
+        copy = tmp_path / f"copy{i}.db"
+        p = subprocess.run(["cp", str(path), str(copy)],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        with db:
+            db.execute("insert into t values (?, ?)", (i, "v"))
+        c = sqlite3.connect(copy)
+        assert c.execute("select count(*) from t").fetchone() == (i,)
+        c.close()
+    db.close()
+    db = sqlite3.connect(path)
+    assert db.execute("select count(*) from t").fetchone() == (8,)
+    db.close()
+
+
+def test_an_overwrite_in_place_is_read_back(mnt):
+    """A file's inode stays the name's while it is written and is bound to
+    the version its writer publishes: pages the kernel kept of the version
+    before (read just before) are never served for the new one, whether
+    the mount created the file or found it."""
+    for found in (False, True):
+        path = mnt.kv / f"inplace{int(found)}"
+        path.write_bytes(b"a" * 100000)
+        if found:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2")  # the kernel forgets the created inode
+        assert path.read_bytes() == b"a" * 100000  # its pages kept
+        ino = path.stat().st_ino
+        for i, c in enumerate(b"bcd"):
+            subprocess.run(["dd", f"of={path}", "conv=notrunc", "bs=100000",
+                            "status=none"], input=bytes([c]) * 100000,
+                           check=True)
+            assert path.read_bytes() == bytes([c]) * 100000, (found, i)
+            assert path.stat().st_ino == ino
+
+
 def test_a_failed_publish_keeps_the_previous_version(mounts):
     m = mounts(seg="64MiB", opts="staging_limit=256MiB")
     path = m.kv / "keep"
