@@ -137,12 +137,17 @@ static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
 		mc_log_info("mcfs", "attributes of %s not stored", fh->key);
 }
 
-/* A created file keeps its inode number: its node stands for the version
- * about to be published, the committed temporary object that the rename
- * will move under the name (a rename keeps the version). Bound before the
- * rename, so that a lookup the rename's change event causes finds it (and
- * the event, naming that version, leaves the kernel's entry alone); a
- * later publish by anyone else makes the node stale the usual way. */
+/* A file keeps its inode number while written: its node stands for the
+ * version about to be published, the committed temporary object that the
+ * rename will move under the name (a rename keeps the version). Bound
+ * before the rename, so that a lookup the rename's change event causes
+ * finds it (and for a created file the event, naming that version, leaves
+ * the kernel's entry alone); a later publish by anyone else makes the
+ * node stale the usual way. What the kernel keeps of the inode goes: its
+ * size is the last writer's (another writer's O_TRUNC and writes since
+ * this one's), not this version's, and a reader's open after the writers'
+ * releases would read this version's bytes up to that size (torn), and
+ * pages of the version before may be cached. */
 static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 {
 	mooncake_obj_stat_t st;
@@ -158,6 +163,7 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 	else if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
 		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
 					     st.mtime_ms, NULL);
+	fuse_lowlevel_notify_inval_inode(fs->se, fh->ino, 0, 0);
 }
 
 /* Written: the content's time is the publish's, not an earlier utimensat. */

@@ -131,6 +131,7 @@ static struct mcfs_node *node_new(struct mcfs *fs, struct mcfs_node *parent,
 	if (!n)
 		return NULL;
 	atomic_init(&n->written_size, MCFS_NO_SIZE);
+	atomic_init(&n->sized_by_writers, false);
 	n->name = strdup(name);
 	n->key = strdup(key ? key : "");
 	if (!n->name || !n->key) {
@@ -662,12 +663,15 @@ int mcfs_node_open(struct mcfs *fs, struct mcfs_node *n, bool write, pid_t pid)
 		 * compares stat(path) with fstat of its descriptor before
 		 * each write transaction); readers are turned away from it
 		 * above, to an inode of the published version. */
+		atomic_store(&n->sized_by_writers, true);
 		if (!n->n_writers++)
 			open_add(fs, n);
 		/* Its first write ends an explicit mtime (utimensat). */
 		atomic_store(&n->mtime_pending,
 			     (n->attr.flags & MOONCAKE_ATTR_MTIME_SET) != 0);
 	} else {
+		/* No writer: the node's size is its version's. */
+		atomic_store(&n->written_size, MCFS_NO_SIZE);
 		if (!n->n_readers++)
 			open_add(fs, n);
 	}
@@ -775,7 +779,10 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 
 	pthread_mutex_lock(&fs->itab_lock);
 	unlink_name(fs, n);
-	if (n->parent && !atomic_load(&n->unlinked) &&
+	/* A node open for reading stays its version's (a truncate by path
+	 * publishes without an open): its readers' pages are that version's
+	 * bytes. */
+	if (n->parent && !atomic_load(&n->unlinked) && !n->n_readers &&
 	    !find_child(fs, n->parent, n->name, version, false)) {
 		n->version = version;
 		n->size = size;

@@ -579,6 +579,11 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 		mcfs_node_close(fs, n->ino, write);
 	else if (n->owner == pid)
 		mcfs_node_owner_opened(fs, n, pid, write);
+	/* Before the open's reply, so the reader's first fstat or read asks
+	 * again (an answer computed before comes back older than this and
+	 * the kernel ignores it). */
+	if (!rc && !write && atomic_exchange(&n->sized_by_writers, false))
+		fuse_lowlevel_notify_inval_inode(fs->se, n->ino, -1, 0);
 	return rc;
 }
 

@@ -130,6 +130,11 @@ struct mcfs_node {
 	 * opens it), which a stat without a handle must report: the kernel
 	 * takes that answer over the size its own writes left. */
 	_Atomic uint64_t written_size;
+	/* Writers had it open since a reader's open last dropped the
+	 * kernel's attributes: the size the kernel keeps may be a writer's
+	 * (another writer's O_TRUNC and writes), and a reader would read its
+	 * version's bytes only up to it (kv.c). */
+	atomic_bool sized_by_writers;
 	bool hashed; /* in the name table (not retired) */
 	/* The inode number stat shows (0: ino): a thread's node of its own
 	 * made because an open of the name's inode found it open the other
