@@ -424,7 +424,9 @@ def test_acknowledged_through_the_stream_survives_the_leader(bed, tmp_path):
     finally:
         etcd.proc.send_signal(signal.SIGCONT)
     wait_for(m2.leading, timeout=30 * SCALE, what="m2 elected")
-    assert "entries of the last leader's stream into the log" in m2.log()
+    log = m2.log()
+    assert "entries of the last leader's stream into the log" in log, \
+        log[-4000:]
     listing = cli(pool, "ls").stdout
     assert "st_x" not in listing, listing
     assert "st_y" in listing, listing
