@@ -163,7 +163,14 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 	else if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
 		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
 					     st.mtime_ms, NULL);
+	uint64_t readers[16];
+	size_t k = mcfs_node_sharers(fs, fh->ino, readers, 16);
+
 	fuse_lowlevel_notify_inval_inode(fs->se, fh->ino, 0, 0);
+	/* Readers' inodes that showed this one's number show their own now
+	 * (inode.c): another file since this publish. */
+	for (size_t i = 0; i < k; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, readers[i], -1, 0);
 }
 
 /* Written: the content's time is the publish's, not an earlier utimensat. */

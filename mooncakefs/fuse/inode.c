@@ -391,7 +391,7 @@ void mcfs_node_set_attr(struct mcfs *fs, struct mcfs_node *n,
 #define PRE_MS 2000 /* how long a binding lookup's hold waits for its open */
 
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
-		     pid_t pid, bool write, uint64_t st_ino)
+		     pid_t pid, bool write, uint64_t same_as)
 {
 	uint64_t h = name_hash(parent, name, 0), now = mc_mono_ms();
 	size_t slot = 0;
@@ -412,7 +412,7 @@ void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
 		.until_ms = now + STALE_MS,
 		.pid = pid,
 		.write = write,
-		.st_ino = st_ino,
+		.same_as = same_as,
 	};
 	pthread_mutex_unlock(&fs->itab_lock);
 }
@@ -439,9 +439,8 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const mooncake_obj_stat_t *st, pid_t pid,
 				    bool write)
 {
-	struct mcfs_node *n;
-
 	uint64_t h = name_hash(parent->ino, name, 0);
+	struct mcfs_node *n;
 
 	pthread_mutex_lock(&fs->itab_lock);
 	n = node_new(fs, parent, name, MCFS_KV_FILE, key, 0);
@@ -451,7 +450,7 @@ struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 			const struct mcfs_stale *s = &fs->stale[i];
 			if (s->parent == parent->ino && s->hash == h &&
 			    s->pid == pid)
-				n->st_ino = s->st_ino;
+				n->same_as = s->same_as;
 		}
 		n->version = st->version;
 		n->size = st->size;
@@ -784,6 +783,17 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 	 * bytes. */
 	if (n->parent && !atomic_load(&n->unlinked) && !n->n_readers &&
 	    !find_child(fs, n->parent, n->name, version, false)) {
+		/* A reader open on the version before as one file with n
+		 * holds another file now: so that a program that follows
+		 * the name (tail -F, which compares the number it saw at
+		 * its open) sees it replaced, the name's number changes. */
+		for (const struct mcfs_node *r = fs->open_nodes; r;
+		     r = r->op_next)
+			if (r->same_as == n->ino && r->n_readers &&
+			    r->version != version) {
+				n->shown = fs->next_ino++;
+				break;
+			}
 		n->version = version;
 		n->size = size;
 		n->mtime_ms = mtime_ms;
@@ -797,6 +807,19 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
 	return bound;
+}
+
+size_t mcfs_node_sharers(struct mcfs *fs, uint64_t ino, uint64_t *out,
+			 size_t max)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	for (struct mcfs_node *n = fs->open_nodes; n && k < max; n = n->op_next)
+		if (n->same_as == ino && n->n_readers)
+			out[k++] = n->ino;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return k;
 }
 
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
@@ -905,6 +928,26 @@ static void stored_attr(struct stat *st, const mooncake_fs_attr_t *a,
 		a->flags & MOONCAKE_ATTR_CTIME_SET ? a->ctime_ns : base_ns);
 }
 
+/* The number stat shows for n: that of the inode it is one file with
+ * (mcfs_node.same_as) while n is not open for reading or that inode is
+ * still of n's version; else its own. A reader whose file was published
+ * anew since its open holds another file (its descriptor keeps the
+ * version it opened). */
+static uint64_t shown_ino(struct mcfs *fs, const struct mcfs_node *n)
+{
+	const struct mcfs_node *o = NULL;
+	uint64_t ino;
+
+	pthread_mutex_lock(&fs->itab_lock);
+	if (n->same_as)
+		o = find_ino(fs, n->same_as);
+	if (o && (!n->n_readers || o->version == n->version))
+		n = o;
+	ino = n->shown ? n->shown : n->ino;
+	pthread_mutex_unlock(&fs->itab_lock);
+	return ino;
+}
+
 void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 {
 	mode_t um = (mode_t)fs->o.umask_;
@@ -914,7 +957,7 @@ void mcfs_fill_attr(struct mcfs *fs, const struct mcfs_node *n, struct stat *st)
 	int64_t base;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = mcfs_node_st_ino(n);
+	st->st_ino = shown_ino(fs, n);
 	st->st_uid = fs->o.uid >= 0 ? (uid_t)fs->o.uid : fs->uid;
 	st->st_gid = fs->o.gid >= 0 ? (gid_t)fs->o.gid : fs->gid;
 	st->st_blksize = 1 << 20;

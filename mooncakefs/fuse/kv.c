@@ -545,9 +545,9 @@ int mcfs_kv_open(struct mcfs *fs, struct mcfs_node *n, int flags, pid_t pid,
 	if (rc) {
 		if (rc == -ESTALE && n->parent) {
 			/* The same file, open the other way: its retry's
-			 * inode shows this one's number. */
+			 * inode is one file with this one. */
 			mcfs_stale_note(fs, n->parent->ino, n->name, pid, write,
-					mcfs_node_st_ino(n));
+					n->same_as ? n->same_as : n->ino);
 			atomic_fetch_add(&fs->n_stale, 1);
 		}
 		return rc;

@@ -136,12 +136,14 @@ struct mcfs_node {
 	 * version's bytes only up to it (kv.c). */
 	atomic_bool sized_by_writers;
 	bool hashed; /* in the name table (not retired) */
-	/* The inode number stat shows (0: ino): a thread's node of its own
-	 * made because an open of the name's inode found it open the other
-	 * way (a reader of a file being written) shows that inode's number:
-	 * one file to programs that compare stat(path) with fstat (sqlite,
-	 * cp), though the mount keeps the two apart. */
-	uint64_t st_ino;
+	/* The inode number stat shows (inode.c): shown, or ino when 0; and
+	 * for a thread's node of its own made because an open of the name's
+	 * inode found it open the other way (a reader of a file being
+	 * written), same_as is that inode: this one shows its number while
+	 * they are one file (one version, or this one not open for
+	 * reading), so programs that compare stat(path) with fstat (sqlite,
+	 * cp) see one file, though the mount keeps the two apart. */
+	uint64_t shown, same_as;
 	/* created: made by a create. A writer's publishes bind its node to
 	 * the version published (mcfs_node_rebind), so the file keeps its
 	 * inode number; turned_away: a reader was turned away from it while
@@ -298,7 +300,7 @@ struct mcfs {
 		uint64_t parent, hash, until_ms;
 		pid_t pid; /* the thread whose open was stale */
 		bool write;
-		uint64_t st_ino; /* its private node shows (0: its own) */
+		uint64_t same_as; /* its private node's (mcfs_node) */
 	} stale[32];
 	uint64_t pre_inos[64]; /* nodes holding a pre hold (0: free slot) */
 	struct mcfs_node *open_nodes; /* nodes with open handles (op_next) */
@@ -420,6 +422,10 @@ bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
 		      const mooncake_fs_attr_t *attr);
+/** Up to max nodes open for reading that are one file with ino
+ *  (mcfs_node.same_as), their inode numbers into out; how many. */
+size_t mcfs_node_sharers(struct mcfs *fs, uint64_t ino, uint64_t *out,
+			 size_t max);
 /** Is (dir, name) a created node bound to version (the kernel's entry of
  *  the name already stands for that version)? */
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
@@ -455,22 +461,18 @@ void mcfs_node_owner_opened(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
  * Thread pid's open of (parent, name) found its inode stale (write: an
  * open for writing). For the next second that thread's lookups of the
  * name are special (kv.c): mcfs_stale_recent() tells how (0: not, 1: a
- * read to bind, 2: a write to give a fresh inode of its own). st_ino:
- * the number that node shows (mcfs_node.st_ino), 0 for its own.
+ * read to bind, 2: a write to give a fresh inode of its own). same_as:
+ * the inode that node is one file with (mcfs_node.same_as), 0: none.
  */
 void mcfs_stale_note(struct mcfs *fs, uint64_t parent, const char *name,
-		     pid_t pid, bool write, uint64_t st_ino);
-/** The inode number stat shows for n (mcfs_node.st_ino). */
-static inline uint64_t mcfs_node_st_ino(const struct mcfs_node *n)
-{
-	return n->st_ino ? n->st_ino : n->ino;
-}
+		     pid_t pid, bool write, uint64_t same_as);
 int mcfs_stale_recent(struct mcfs *fs, uint64_t parent, const char *name,
 		      pid_t pid);
 /** A node for name that no lookup finds, reserved for thread pid's
  *  retried open (write: for writing) for a second or until that open
  *  (a lookup reference taken): no other thread's open can turn it away
- *  or make it stale. It shows the number mcfs_stale_note() was given. */
+ *  or make it stale. It is one file with the inode mcfs_stale_note() was
+ *  given. */
 struct mcfs_node *mcfs_node_private(struct mcfs *fs, struct mcfs_node *parent,
 				    const char *name, const char *key,
 				    const mooncake_obj_stat_t *st, pid_t pid,

@@ -10,6 +10,7 @@ import mmap
 import os
 import subprocess
 import tarfile
+import time
 import zlib
 
 import pytest
@@ -377,6 +378,39 @@ def test_sqlite_with_readers_beside_it(mnt, tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("select count(*) from t").fetchone() == (8,)
     db.close()
+
+
+def test_tail_follows_a_file_being_written(mnt):
+    """`tail -F` of a log a writer publishes with fsync: tail's descriptor
+    keeps the version it opened, and tail opens the name again when its
+    inode number changes. A reader's inode is one file with the writer's
+    (the same number) only until the writer publishes anew; then the
+    name's number changes, so tail sees the file replaced and reads it
+    again (printing it again from its start, as after a rotation). It
+    stopped at the first line while the reader shared the number."""
+    path = mnt.kv / "app.log"
+    f = open(path, "w")
+    f.write("line0\n")
+    f.flush()
+    os.fsync(f.fileno())
+    tail = subprocess.Popen(["tail", "-F", "-n", "+1", "-s", "0.1",
+                             str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        for i in range(1, 4):
+            f.write(f"line{i}\n")
+            f.flush()
+            os.fsync(f.fileno())
+            time.sleep(1)
+        f.close()
+        time.sleep(1)
+    finally:
+        tail.terminate()
+        out, err = tail.communicate()
+    assert out.split()[-4:] == ["line0", "line1", "line2", "line3"], \
+        (out, err)
+    assert "has been replaced" in err, err
 
 
 def test_an_overwrite_in_place_is_read_back(mnt):
