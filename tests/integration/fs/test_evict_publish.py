@@ -121,22 +121,29 @@ def test_writers_in_a_pool_too_small_for_all_get_enospc(master, mounts,
                                 "bs=1M", "status=none"],
                                stderr=subprocess.PIPE, text=True)
               for i in range(4)]
-        failed = 0
-        for p in ps:
+        failed = set()
+        for i, p in enumerate(ps):
             _, err = p.communicate(timeout=120)
             if p.returncode:
                 why = err.strip().rsplit(": ", 1)[-1]
                 errors[why] = errors.get(why, 0) + 1
-                failed += 1
+                failed.add(i)
         # The first file committed is published: its put found room
         # (others' older files), and no later put takes it before its
         # rename.
-        assert failed < 4, r
+        assert len(failed) < 4, r
     assert set(errors) <= {"No space left on device"}, errors
-    # What was published whole is whole.
+    # What was published is whole (or evicted since by another's put).
+    # A dd that failed leaves what a full disk leaves: the file its
+    # open created or truncated, empty (dd's O_CREAT|O_TRUNC, then the
+    # flush of its dup2'd descriptor's close publishes that), never a
+    # part of its bytes. (CI of 1bf9e23 failed here: f2 empty, 1 run in
+    # 3.)
     for i in range(4):
         try:
             got = (m.kv / f"f{i}").read_bytes()
         except FileNotFoundError:
             continue
-        assert got == src.read_bytes(), i
+        if i in failed and not got:
+            continue
+        assert got == src.read_bytes(), (i, len(got), i in failed)
