@@ -12,6 +12,7 @@
 
 #include "holds.h"
 #include "locs.h"
+#include "mc_etcd_conn.h"
 #include "mc_fork.h"
 #include "mc_log.h"
 #include "mc_memcg.h"
@@ -371,25 +372,25 @@ static unsigned env_uint(const char *name, unsigned def)
 }
 
 /* Where the master is reached: master_server_address's host and port, or
- * for HA masters (etcd://h1:p1;h2:p2) the first etcd endpoint's. */
+ * for HA masters (etcd://[user@]h1:p1;h2:p2) the first etcd endpoint's,
+ * read by the one parser of etcd strings. */
 static int master_host(const char *addr, char *host, size_t len, int *port)
 {
-	char first[300];
-	size_t n;
+	struct mc_etcd_conn c;
+	char err[256];
+	const char *ep;
+	int rc;
 
-	if (!strncmp(addr, "etcd://", 7)) {
-		addr += 7;
-		if (!strncmp(addr, "http://", 7))
-			addr += 7;
-		else if (!strncmp(addr, "https://", 8))
-			addr += 8;
+	if (strncmp(addr, "etcd://", 7))
+		return mc_parse_hostport(addr, host, len, 0, port);
+	rc = mc_etcd_conn_parse(addr, false, &c, err, sizeof(err));
+	if (!rc) {
+		ep = strstr(c.eps[0], "://"); /* always has a scheme */
+		rc = mc_parse_hostport(ep ? ep + 3 : c.eps[0], host, len, 0,
+				       port);
 	}
-	n = strcspn(addr, ";,?/");
-	if (n >= sizeof(first))
-		return -ENAMETOOLONG;
-	memcpy(first, addr, n);
-	first[n] = '\0';
-	return mc_parse_hostport(first, host, len, 0, port);
+	mc_etcd_conn_free(&c);
+	return rc;
 }
 
 /*
