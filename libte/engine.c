@@ -116,9 +116,46 @@ static int advertise(struct te_engine *eng, const char *given, int port,
 	return 0;
 }
 
+/*
+ * MC_TCP_BIND_ADDRESS (upstream's): the address the engine listens on and
+ * gives peers (rpc_meta's ip_or_host_name) whatever its name says; the
+ * name stays local_server_name, except with P2PHANDSHAKE, where the name
+ * is that address and the RPC port. A host or an address without a port;
+ * a wildcard is this host's first non-loopback address, as for a name.
+ */
+static int bind_address(struct te_engine *eng, const char *bind, char *err,
+			size_t errlen)
+{
+	char adv[TE_NAME_MAX];
+	int port = 0, rc;
+
+	if (mc_parse_hostport(bind, eng->ip, sizeof(eng->ip), 0, &port) ||
+	    port || !*eng->ip) {
+		snprintf(err, errlen,
+			 "MC_TCP_BIND_ADDRESS='%s': expected an address or "
+			 "host name, without a port",
+			 bind);
+		return -EINVAL;
+	}
+	rc = mc_net_advertised(eng->ip, adv, sizeof(adv));
+	if (rc) {
+		snprintf(err, errlen,
+			 "MC_TCP_BIND_ADDRESS='%s': no non-loopback address "
+			 "of this host to give peers (%s)",
+			 bind, mc_strerror(rc));
+		return -EINVAL;
+	}
+	snprintf(eng->ip, sizeof(eng->ip), "%s", adv);
+	mc_log_info("te",
+		    "MC_TCP_BIND_ADDRESS: listening on and advertising %s",
+		    eng->ip);
+	return 0;
+}
+
 static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 		       char *err, size_t errlen)
 {
+	const char *bind = getenv("MC_TCP_BIND_ADDRESS");
 	int port = 0;
 
 	if (!cfg->local_server_name || !*cfg->local_server_name ||
@@ -131,6 +168,8 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 	snprintf(eng->name, sizeof(eng->name), "%s", cfg->local_server_name);
 	if (cfg->ip_or_host_name && *cfg->ip_or_host_name) {
 		snprintf(eng->ip, sizeof(eng->ip), "%s", cfg->ip_or_host_name);
+	} else if (bind && *bind) {
+		return bind_address(eng, bind, err, errlen);
 	} else if (mc_parse_hostport(cfg->local_server_name, eng->ip,
 				     sizeof(eng->ip), 0, &port)) {
 		snprintf(err, errlen,

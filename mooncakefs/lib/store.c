@@ -400,14 +400,17 @@ static int master_host(const char *addr, char *host, size_t len, int *port)
  * written) from anywhere else. With the master not on loopback the pool
  * may span hosts: the engine is named (and listens) at this host's
  * address on the route to the master instead. true when host changed.
+ * With MC_TCP_BIND_ADDRESS set the engine listens on and gives peers that
+ * address (libte/engine.c): the name stays as given.
  */
 static bool host_for_peers(const struct mooncake_store *s, char *host,
 			   size_t len)
 {
+	const char *bind = getenv("MC_TCP_BIND_ADDRESS");
 	char mhost[256], src[64];
 	int mport = 0, rc;
 
-	if (!mc_net_is_loopback(host) ||
+	if ((bind && *bind) || !mc_net_is_loopback(host) ||
 	    master_host(s->cfg.master_server_address, mhost, sizeof(mhost),
 			&mport) ||
 	    mc_net_is_loopback(mhost))

@@ -5,8 +5,10 @@ and without a metadata service; the addresses the daemons announce or
 print must be ones the others parse back ("[::1]:port"), never an
 ambiguous "::1:port". And a wildcard local_hostname ("0.0.0.0"), which on
 another host means that host, between two test hosts."""
+import json
 import re
 import subprocess
+import urllib.parse
 
 import pytest
 
@@ -175,3 +177,30 @@ def test_wildcard_ipv6_listener_is_dual_stack(procs, tmp_path):
     for host in ("127.0.0.1", "::1"):
         st, body, _ = request(m.meta_port, "GET", "/health", host=host)
         assert st == 200, (host, body)
+
+
+def test_tcp_bind_address(procs, tmp_path, monkeypatch):
+    """MC_TCP_BIND_ADDRESS (upstream's): the engine listens on that
+    address and gives it to peers (rpc_meta), its name staying as given.
+    It was ignored: a member named 127.0.0.1:PORT listened there. The
+    reader goes over TCP (MC_FORCE_TCP), to the advertised address; a
+    value with a port is refused, naming the variable."""
+    m = Master(procs, tmp_path)
+    name = f"127.0.0.1:{free_port()}"
+    owner = Shell(procs, tmp_path, m, seg="32MB", name=name,
+                  env={"MC_TCP_BIND_ADDRESS": "127.0.0.2"})
+    owner.ok(f"put w0 {1 << 20} 7")
+    key = urllib.parse.quote(f"mooncake/rpc_meta/{name}", safe="")
+    target = f"/metadata?key={key}"
+    st, body, _ = request(m.meta_port, "GET", target)
+    assert st == 200, body
+    assert json.loads(body)["ip_or_host_name"] == "127.0.0.2", body
+    reader = Shell(procs, tmp_path, m, env={"MC_FORCE_TCP": "1"})
+    assert reader.code(f"check w0 {1 << 20} 7") == 0
+    monkeypatch.setenv("MC_TCP_BIND_ADDRESS", "127.0.0.2:80")
+    src = tmp_path / "x"
+    src.write_bytes(b"x" * 4096)
+    p = cli(m, "--local_hostname", "127.0.0.1", "put", str(src), "bad",
+            check=False)
+    assert p.returncode != 0
+    assert "MC_TCP_BIND_ADDRESS='127.0.0.2:80'" in p.stderr, p.stderr
