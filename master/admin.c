@@ -159,6 +159,10 @@ static void metrics(struct master *m, struct mc_sbuf *b)
 	COUNTER(b, "master_put_start_partial_allocations_total",
 		"PutStarts that got fewer replicas than asked.",
 		m->stats.partial_allocations);
+	COUNTER(b, "master_unreachable_segment_reports_total",
+		"Segments a writer reported it could not reach (new replicas "
+		"went elsewhere until their owner pinged).",
+		m->stats.unreachable_reports);
 	COUNTER(b, "master_put_start_discard_cnt",
 		"Unfinished puts pre-empted by a new put.", m->stats.discarded);
 	COUNTER(b, "master_put_start_release_cnt",

@@ -57,6 +57,10 @@ struct mst_segment {
 struct mst_client {
 	uint8_t id[MST_ID_LEN];
 	uint64_t last_seen; /* mono ms */
+	/* A writer reported it could not reach this client's segments (mono
+	 * ms; 0 none): new replicas go elsewhere while there is room, until
+	 * its next ping (mst_note_unreachable). */
+	uint64_t unreachable_at;
 	uint32_t n_slots; /* reserved space held (slots.h) */
 	/* It mounted or re-mounted (with no segment, too) since it was
 	 * made here; one made by another call (a checkpoint's hold) has not,
@@ -181,6 +185,7 @@ struct mst_stats {
 	uint64_t evicted_keys, evicted_bytes;
 	uint64_t eviction_attempts, eviction_successes;
 	uint64_t alloc_failures, partial_allocations;
+	uint64_t unreachable_reports; /* mst_note_unreachable */
 	uint64_t discarded, released, discarded_bytes;
 	uint64_t slot_grants, slot_commits, slot_returns, slot_reclaimed;
 	uint64_t *requests, *failures; /* per method row, mc_rpc_method_at */

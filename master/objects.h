@@ -21,6 +21,9 @@ struct mst_put_cfg {
 	/* Its writer renames it right after the PutEnd (the mount's
 	 * publish): a publish lease keeps it from eviction until then. */
 	bool publish;
+	/* Endpoints its writer could not reach: never placed there. */
+	const char *const *avoid;
+	size_t n_avoid;
 };
 /** Allocate replicas for key (state PROCESSING); *out for the reply.
  *  OBJECT_ALREADY_EXISTS with *out the object there (complete, or a put

@@ -5,11 +5,20 @@
  * random (a random start, walking on), free_ratio_first (most free space
  * first) or local_first (the writer's own segments, then its host's, then
  * random). Replicas of one object always land on distinct segments.
+ *
+ * A writer that could not write to a segment (its member killed, its host
+ * cut off) names it in its next PutStarts (PutStartRequest.unreachable):
+ * that put's replicas never go there, and the segment's owner is marked
+ * so that every put goes elsewhere while there is room, until the owner
+ * pings again (alive after all) or is dropped after client_ttl. Without
+ * it, a dead member took its share of new replicas until client_ttl and
+ * each of those puts failed (TRANSFER_FAIL).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "master.h"
+#include "mc_log.h"
 #include "mst_util.h"
 #include "place.h"
 
@@ -27,12 +36,25 @@ bool mst_seg_placeable(const struct mst_segment *s)
 	return s->owner && (!s->fenced_until || mst_now() >= s->fenced_until);
 }
 
+/* pc's writer could not reach s. */
+static bool avoided(const struct mst_put_cfg *pc, const struct mst_segment *s)
+{
+	for (size_t i = 0; pc && i < pc->n_avoid; i++)
+		if ((s->endpoint && !strcmp(s->endpoint, pc->avoid[i])) ||
+		    (s->name && !strcmp(s->name, pc->avoid[i])))
+			return true;
+	return false;
+}
+
+/* marked: a segment another writer could not reach may be taken. */
 static bool try_seg(struct master *m, struct mst_segment *s, uint64_t size,
+		    const struct mst_put_cfg *pc, bool marked,
 		    struct mst_replica *out, unsigned *n)
 {
 	struct mc_alloc_block *b;
 
-	if (!mst_seg_placeable(s) || taken(out, *n, s))
+	if (!mst_seg_placeable(s) || taken(out, *n, s) ||
+	    (!marked && s->owner->unreachable_at) || avoided(pc, s))
 		return false;
 	if (mc_alloc_alloc(s->alloc, size, &b))
 		return false;
@@ -137,7 +159,7 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 			if ((s->name && !strcmp(s->name, pc->preferred[i])) ||
 			    (s->endpoint &&
 			     !strcmp(s->endpoint, pc->preferred[i])))
-				try_seg(m, s, size, out, &n);
+				try_seg(m, s, size, pc, false, out, &n);
 	if (n >= want)
 		return n;
 	arr = owned(m, &nseg);
@@ -157,10 +179,42 @@ unsigned mst_place(struct master *m, const uint8_t *client, uint64_t size,
 			for (size_t i = 0; i < nseg && n < want; i++) {
 				s = arr[(start + i) % nseg];
 				if (locality(m, s, client, host) == rank)
-					try_seg(m, s, size, out, &n);
+					try_seg(m, s, size, pc, false, out, &n);
 			}
 	}
 	for (size_t i = 0; i < nseg && n < want; i++)
-		try_seg(m, arr[(start + i) % nseg], size, out, &n);
+		try_seg(m, arr[(start + i) % nseg], size, pc, false, out, &n);
+	/* Only segments another writer could not reach have room: one of
+	 * them rather than no room at all (the report may be that writer's
+	 * own trouble). */
+	for (size_t i = 0; i < nseg && !n; i++)
+		try_seg(m, arr[(start + i) % nseg], size, pc, true, out, &n);
 	return n;
+}
+
+void mst_note_unreachable(struct master *m, const char *endpoint)
+{
+	for (struct mst_segment *s = m->segments; s; s = s->next) {
+		if (!s->owner || s->owner->unreachable_at ||
+		    !((s->endpoint && !strcmp(s->endpoint, endpoint)) ||
+		      (s->name && !strcmp(s->name, endpoint))))
+			continue;
+		s->owner->unreachable_at = mst_now();
+		m->stats.unreachable_reports++;
+		mc_log_notice("master",
+			      "a writer could not reach segment %s (%s): new "
+			      "replicas go elsewhere until its owner pings",
+			      s->name ? s->name : "?", endpoint);
+	}
+}
+
+void mst_note_reachable(struct master *m, struct mst_client *c)
+{
+	(void)m;
+	if (!c->unreachable_at)
+		return;
+	c->unreachable_at = 0;
+	mc_log_info("master",
+		    "a client reported unreachable pings again: its segments "
+		    "take new replicas again");
 }

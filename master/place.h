@@ -19,6 +19,12 @@ void mst_replica_free(struct master *m, struct mst_replica *r);
 /** s may take new replicas now: it has an owner and no fence
  *  (master.h, mst_segment.fenced_until). */
 bool mst_seg_placeable(const struct mst_segment *s);
+/** A writer could not write to the segment named (or with the
+ *  transport endpoint) endpoint: its owner's segments take new replicas
+ *  only where nothing else has room, until mst_note_reachable(). */
+void mst_note_unreachable(struct master *m, const char *endpoint);
+/** c pinged: its segments are placeable again. */
+void mst_note_reachable(struct master *m, struct mst_client *c);
 /** Free placement's cache of segments (mst_destroy). */
 void mst_place_cache_free(struct master *m);
 

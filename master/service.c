@@ -31,6 +31,7 @@
 #include "noroom.h"
 #include "objects.h"
 #include "objmap.h"
+#include "place.h"
 #include "segments.h"
 #include "service.h"
 #include "slots.h"
@@ -44,6 +45,9 @@ struct call {
 	size_t method_row;
 	uint64_t items, failed_items;
 };
+
+/* PutStartRequest.unreachable entries read (the rest ignored). */
+#define MAX_UNREACHABLE 16
 
 #define NEW(c, type, init)                                     \
 	({                                                     \
@@ -130,8 +134,10 @@ static int h_ping(struct call *c)
 		return 0;
 	}
 	cl = mst_client_find(c->m, q->client_id.data);
-	if (cl)
+	if (cl) {
 		cl->last_seen = mst_now();
+		mst_note_reachable(c->m, cl);
+	}
 	/* Made anew by a checkpoint call after it expired: its segment is
 	 * gone until it re-mounts (it stayed out of the pool for good). */
 	r->client_status = cl && cl->joined ? 1 : 2;
@@ -442,6 +448,12 @@ static int h_put_start(struct call *c)
 		pc.n_preferred = q->config->n_preferred_segments;
 	}
 	pc.publish = q->publish;
+	/* Endpoints its writer could not reach: not placed there (place.c). */
+	pc.avoid = (const char *const *)q->unreachable;
+	pc.n_avoid = q->n_unreachable < MAX_UNREACHABLE ? q->n_unreachable :
+							  MAX_UNREACHABLE;
+	for (size_t i = 0; i < pc.n_avoid; i++)
+		mst_note_unreachable(c->m, pc.avoid[i]);
 	if (q->attr && q->attr->mode) {
 		attr = mc_rpc_attr_of(q->attr);
 		pc.attr = &attr;

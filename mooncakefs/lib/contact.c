@@ -9,6 +9,7 @@
 #include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "store_int.h"
+#include "util.h"
 #include "xfer.h"
 
 #define RETRY_MS 20 /* between Pings while the master does not answer */
@@ -158,9 +159,17 @@ int mcs_write_placed(struct mooncake_store *s, uint64_t run,
 {
 	struct guard arg = { .s = s, .run = run };
 	struct mcs_xfer_guard g = { .check = guard_check, .arg = &arg };
+	int rc = mcs_xfer_write(s->xfer, ops, n, atomic_load(&s->transfer_ms),
+				&g);
 
-	return mcs_xfer_write(s->xfer, ops, n, atomic_load(&s->transfer_ms),
-			      &g);
+	/* A member killed or cut off: the next puts go elsewhere (the
+	 * master is told; this client's slots there are given back). */
+	for (size_t i = 0; i < n; i++)
+		if (mcs_peer_unreachable(ops[i].result) && ops[i].endpoint) {
+			mcs_master_note_unreachable(s->master, ops[i].endpoint);
+			mcs_slots_drop_endpoint(&s->slots, ops[i].endpoint);
+		}
+	return rc;
 }
 
 int mcs_contact_blame(struct mooncake_store *s, uint64_t run, int rc)

@@ -13,11 +13,23 @@
 #include "master_client.h"
 #include "mc_log.h"
 #include "mc_rpc_client.h"
+#include "mc_time.h"
 #include "mooncake/mc_err.h"
 #include "store_err.h"
 
 #define WATCH_MAX_WAIT_MS 30000u
 #define RESTART_WAIT_MS 3000u /* a master refusing after it answered */
+/* Endpoints this client could not write to, told to the master in every
+ * PutStart for this long after the last failure (mcs_master_note_
+ * unreachable), at most this many at once. */
+#define UNREACH_MS 5000u
+#define UNREACH_MAX 8
+#define UNREACH_NAME 256
+
+struct unreach {
+	char ep[UNREACH_NAME];
+	uint64_t until; /* mono ms; 0: a free entry */
+};
 
 struct mcs_master {
 	struct mc_rpc_client *rpc;
@@ -39,6 +51,9 @@ struct mcs_master {
 	/* PingResponse.view_version of the last ping answered (0: none yet):
 	 * it moves whenever a segment joins, leaves or is re-adopted. */
 	_Atomic uint64_t view;
+	pthread_mutex_t unreach_lock;
+	struct unreach unreach[UNREACH_MAX];
+	atomic_bool any_unreach; /* an entry may be live: lock to look */
 };
 
 int mcs_master_create(const char *addr, unsigned timeout_ms,
@@ -66,6 +81,7 @@ int mcs_master_create(const char *addr, unsigned timeout_ms,
 	if (client_id)
 		memcpy(m->client_id, client_id, MCS_CLIENT_ID_LEN);
 	pthread_mutex_init(&m->long_lock, NULL);
+	pthread_mutex_init(&m->unreach_lock, NULL);
 	*out = m;
 	return 0;
 }
@@ -133,6 +149,7 @@ void mcs_master_destroy(struct mcs_master *m)
 	mc_rpc_client_destroy(m->rpc);
 	mc_rpc_client_destroy(m->rpc_long);
 	pthread_mutex_destroy(&m->long_lock);
+	pthread_mutex_destroy(&m->unreach_lock);
 	mc_auth_key_clear(&m->key);
 	free(m->tenant);
 	free(m->addr);
@@ -461,6 +478,55 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out)
 
 /* ---- objects ----------------------------------------------------------- */
 
+void mcs_master_note_unreachable(struct mcs_master *m, const char *endpoint)
+{
+	uint64_t now = mc_mono_ms();
+	struct unreach *u = NULL;
+
+	if (!endpoint || strlen(endpoint) >= UNREACH_NAME)
+		return;
+	pthread_mutex_lock(&m->unreach_lock);
+	/* Its own entry, else a free or expired one, else the oldest. */
+	for (size_t i = 0; i < UNREACH_MAX; i++) {
+		struct unreach *e = &m->unreach[i];
+
+		if (e->until && !strcmp(e->ep, endpoint)) {
+			u = e;
+			break;
+		}
+		if (!u || (u->until > now && e->until < u->until))
+			u = e;
+	}
+	if (u->until <= now || strcmp(u->ep, endpoint))
+		mc_log_info("store",
+			    "could not write to %s: the master is told to "
+			    "place new replicas elsewhere",
+			    endpoint);
+	snprintf(u->ep, sizeof(u->ep), "%s", endpoint);
+	u->until = now + UNREACH_MS;
+	atomic_store(&m->any_unreach, true);
+	pthread_mutex_unlock(&m->unreach_lock);
+}
+
+/* The live entries into eps (UNREACH_MAX of UNREACH_NAME); how many. */
+static size_t unreachable(struct mcs_master *m, char (*eps)[UNREACH_NAME])
+{
+	uint64_t now;
+	size_t n = 0;
+
+	if (!atomic_load(&m->any_unreach))
+		return 0;
+	now = mc_mono_ms();
+	pthread_mutex_lock(&m->unreach_lock);
+	for (size_t i = 0; i < UNREACH_MAX; i++)
+		if (m->unreach[i].until > now)
+			memcpy(eps[n++], m->unreach[i].ep, UNREACH_NAME);
+	if (!n)
+		atomic_store(&m->any_unreach, false);
+	pthread_mutex_unlock(&m->unreach_lock);
+	return n;
+}
+
 int mcs_master_put_start(struct mcs_master *m, bool batch,
 			 const char *const *keys, const uint64_t *sizes,
 			 size_t n, const Mcrpc__ReplicateConfig *cfg,
@@ -470,6 +536,7 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 {
 	Mcrpc__PutStartRequest req = MCRPC__PUT_START_REQUEST__INIT;
 	Mcrpc__PutStartResponse *resp = NULL;
+	char eps[UNREACH_MAX][UNREACH_NAME], *ep[UNREACH_MAX];
 	struct tkeys tk;
 	int rc;
 
@@ -486,6 +553,10 @@ int mcs_master_put_start(struct mcs_master *m, bool batch,
 	req.attr = (Mcrpc__Attr *)attr;
 	req.reserve = reserve;
 	req.publish = publish;
+	req.n_unreachable = unreachable(m, eps);
+	for (size_t i = 0; i < req.n_unreachable; i++)
+		ep[i] = eps[i];
+	req.unreachable = ep;
 	if (groups) {
 		req.n_group_ids = n;
 		req.group_ids = (char **)groups;

@@ -181,6 +181,15 @@ void mcs_slots_expire(struct mcs_slots *sl)
 	pthread_mutex_unlock(&sl->lock);
 }
 
+void mcs_slots_drop_endpoint(struct mcs_slots *sl, const char *endpoint)
+{
+	pthread_mutex_lock(&sl->lock);
+	for (size_t i = sl->n; i-- > 0;)
+		if (!strcmp(sl->v[i].endpoint, endpoint))
+			remove_at(sl, i, sl->v[i].run == sl->run);
+	pthread_mutex_unlock(&sl->lock);
+}
+
 void mcs_slots_clear(struct mcs_slots *sl)
 {
 	pthread_mutex_lock(&sl->lock);

@@ -75,6 +75,9 @@ void mcs_slots_put_back(struct mcs_slots *sl, struct mcs_slot *s);
 /** A taken slot not to be used again: freed; give: queued to give back
  *  (the master still holds it), else forgotten (the master does not). */
 void mcs_slots_drop(struct mcs_slots *sl, struct mcs_slot *s, bool give);
+/** Slots on endpoint (this client could not write there) leave, queued
+ *  to give back. */
+void mcs_slots_drop_endpoint(struct mcs_slots *sl, const char *endpoint);
 /** Slots past their use_ms leave, queued to give back. */
 void mcs_slots_expire(struct mcs_slots *sl);
 /** Move up to max queued ids into ids; how many. */

@@ -13,7 +13,12 @@
  * stored. The writes go only while the master's run that placed them is
  * in contact (mcs_write_placed, contact.h); keys whose writes stopped
  * because another run serves now (a restart, a takeover) are put again
- * on it from the start, up to GONE_TRIES times.
+ * on it from the start, up to GONE_TRIES times. Keys whose writes failed
+ * because a replica's member could not be reached (killed, cut off) are
+ * revoked and put again, up to AWAY_TRIES times, their PutStart naming
+ * that member to the master, which places them elsewhere
+ * (mcs_master_note_unreachable): a dead member no longer fails the puts
+ * placed on it until client_ttl drops it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,6 +40,8 @@
 #define PENDING 1 /* a result not known yet */
 #define IN_PROGRESS 2 /* another client's put of the key is in progress */
 #define GONE_TRIES 3 /* puts again after MC_EMASTERGONE */
+#define AWAY 3 /* a replica's member could not be reached: put elsewhere */
+#define AWAY_TRIES 2
 
 struct pk {
 	uint64_t size;
@@ -409,6 +416,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 
 	for (size_t j = 0; j < n_live; j++) {
 		size_t i = live[j];
+		bool away = false;
 		int bad = 0;
 
 		if (keys[i].result != PENDING)
@@ -419,6 +427,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 			if (!ops[o].result)
 				continue;
 			bad = ops[o].result;
+			away |= mcs_peer_unreachable(bad);
 			mc_log_debug("store",
 				     "put %s: write to %s at %#llx: %s",
 				     keys[i].key, ops[o].endpoint,
@@ -431,7 +440,7 @@ static void put_round(struct mooncake_store *s, struct mcs_put_key *keys,
 			 * revoke; mcs_put_keys() puts it again. */
 			keys[i].result = bad;
 		} else if (bad) {
-			keys[i].result = MC_ETRANSFER;
+			keys[i].result = away ? AWAY : MC_ETRANSFER;
 			revoked[n_rev++] = i;
 		} else {
 			ended[n_end++] = i;
@@ -571,6 +580,12 @@ int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 	for (int t = 0; t < GONE_TRIES; t++)
 		if (!put_again(s, keys, n, cfg, batch, MC_EMASTERGONE, false))
 			break;
+	for (int t = 0; t < AWAY_TRIES; t++)
+		if (!put_again(s, keys, n, cfg, batch, AWAY, false))
+			break;
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].result == AWAY)
+			keys[i].result = MC_ETRANSFER;
 	wait_others(s, keys, n, cfg, batch);
 	return 0;
 }

@@ -96,6 +96,23 @@ const char *mcs_limit_hint(int rc, char *buf, size_t len)
 	return buf;
 }
 
+bool mcs_peer_unreachable(int rc)
+{
+	switch (rc) {
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -EHOSTDOWN:
+	case -ETIMEDOUT:
+	case -EPIPE:
+	case -ENOTCONN:
+		return true;
+	default:
+		return false;
+	}
+}
+
 void mcs_note_own_limit(int rc)
 {
 	static struct mc_ratelimit rl;

@@ -34,4 +34,9 @@ const char *mcs_limit_hint(int rc, char *buf, size_t len);
  *  fails many). */
 void mcs_note_own_limit(int rc);
 
+/** rc, a transfer's result, says its peer could not be reached or went
+ *  away (refused, reset, unreachable, timed out): not this process's
+ *  limits, not a master's restart. */
+bool mcs_peer_unreachable(int rc);
+
 #endif

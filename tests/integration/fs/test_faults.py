@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from mount import enotconn, random_bytes, umount, wait_for, write_random
+from mount import (Member, cleanup_segments, enotconn, random_bytes, umount,
+                   wait_for, write_random)
 
 
 def test_daemon_killed_then_remounted(mounts, master):
@@ -160,3 +161,28 @@ def test_full_pool_gives_enospc_and_nothing_partial(mounts, tmp_path):
     small = write_random(m.kv / "d", 1 << 20, 3)
     assert open(m.kv / "d", "rb").read() == small
     reader.close()
+
+
+def test_files_written_while_a_member_is_dead(procs, tmp_path, mounts,
+                                              master):
+    """Pool members killed -9 stay in the master's view until client_ttl;
+    the files a mount without memory of its own wrote meanwhile (cp,
+    two replicas) failed to close when placed there (EIO). The mount
+    writes such a file again elsewhere and the master places no more
+    there."""
+    ms = [Member(procs, tmp_path, master, size="32MB") for _ in range(3)]
+    try:
+        wait_for(lambda: len(master.segments()) == 3, what="segments")
+        m = mounts(seg="0", opts="replicas=2")
+        ms[0].kill()
+        src = tmp_path / "src"
+        for i in range(20):
+            data = random_bytes(1 << 20, i)
+            src.write_bytes(data)
+            r = subprocess.run(["cp", str(src), str(m.kv / f"f{i}")],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (i, r.stderr)
+            assert (m.kv / f"f{i}").read_bytes() == data, i
+        assert "could not write to" in m.log(), m.log()[-3000:]
+    finally:
+        cleanup_segments([x.port for x in ms])

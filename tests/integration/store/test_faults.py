@@ -168,6 +168,59 @@ def test_restarted_member_readopts_its_segment(procs, tmp_path):
         cleanup_segments([x.port for x in ms])
 
 
+def metric(master, name):
+    st, body, _ = request(master.admin_port, "GET", "/metrics")
+    assert st == 200, body
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_puts_go_around_a_killed_member(procs, tmp_path):
+    """A member killed -9: until client_ttl (30 s here) the master still
+    places replicas on it. Every put placed there failed (TRANSFER_FAIL:
+    6 of 30 single-replica puts and 22 of 30 two-replica puts on three
+    members, one dead); now the writer puts again elsewhere and names the
+    member to the master, which places no new replica there until it
+    pings: a client that never failed puts around it too, and the member
+    restarted takes new replicas again."""
+    m = Master(procs, tmp_path, "--client_ttl", "30")
+    ms = [Member(procs, tmp_path, m) for _ in range(3)]
+    try:
+        eventually(lambda: len(m.segments()) == 3, what="segments")
+        a = Shell(procs, tmp_path, m)
+        victim = ms[0]
+        victim.kill()
+        for reps in (1, 2):
+            for i in range(30):
+                a.ok(f"put a{reps}/{i} 100000 {i} {reps}")
+                got = owners(a, f"a{reps}/{i}")
+                assert victim.name not in got and len(got) == reps, got
+        assert metric(m, "master_unreachable_segment_reports_total") >= 1
+        assert victim.name in m.segments()  # not dropped: client_ttl
+        # Another client, which never wrote to the dead member.
+        b = Shell(procs, tmp_path, m)
+        for i in range(20):
+            b.ok(f"put b/{i} 100000 {i} 2")
+            assert victim.name not in owners(b, f"b/{i}")
+        assert "could not write" not in b.log_path.read_text()
+        for reps in (1, 2):
+            for i in range(30):
+                b.ok(f"check a{reps}/{i} 100000 {i}")
+        # Back (its segment re-adopted), it pings: placed on again.
+        victim.start()
+        eventually(lambda: "re-adopted" in victim.log(), what="re-adoption")
+        time.sleep(1.5)  # a ping
+        placed = set()
+        for i in range(30):
+            b.ok(f"put c/{i} 100000 {i}")
+            placed.update(owners(b, f"c/{i}"))
+        assert victim.name in placed, placed
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def test_two_replica_read_survives_a_dead_owner(procs, tmp_path):
     m = Master(procs, tmp_path, "--client_ttl", "30")
     ms = [Member(procs, tmp_path, m) for _ in range(3)]
