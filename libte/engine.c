@@ -152,6 +152,43 @@ static int bind_address(struct te_engine *eng, const char *bind, char *err,
 	return 0;
 }
 
+/*
+ * A loopback name ("localhost", 127.0.0.1) with a metadata service on
+ * another host: the pool spans hosts, and a peer there given this address
+ * would reach itself. The engine listens on and gives peers this host's
+ * address on the route to the service instead (upstream gives its LAN
+ * address); its name stays as given. With P2PHANDSHAKE there is no service
+ * to go by, and a service on loopback means one host: nothing changes.
+ */
+static void toward_metadata(struct te_engine *eng, const char *metadata)
+{
+	char host[256], src[64];
+	int port = 0, rc;
+
+	if (!mc_net_is_loopback(eng->ip) ||
+	    te_meta_host(metadata, host, sizeof(host), &port) ||
+	    mc_net_is_loopback(host))
+		return;
+	rc = mc_net_source_addr(host, port, src, sizeof(src));
+	if (rc || strlen(src) >= sizeof(eng->ip)) {
+		mc_log_warn("te",
+			    "local_server_name '%s' names this host only, and "
+			    "no address of this host on the way to the "
+			    "metadata service %s was found (%s): peers on "
+			    "other hosts cannot reach this engine",
+			    eng->name, host,
+			    mc_strerror(rc ? rc : -ENAMETOOLONG));
+		return;
+	}
+	mc_log_notice("te",
+		      "local_server_name '%s' names this host only and the "
+		      "metadata service %s is not on loopback: listening on "
+		      "and giving peers %s, this host's address on the way "
+		      "to it (MC_TCP_BIND_ADDRESS chooses another)",
+		      eng->name, host, src);
+	snprintf(eng->ip, sizeof(eng->ip), "%s", src);
+}
+
 static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 		       char *err, size_t errlen)
 {
@@ -178,8 +215,11 @@ static int setup_names(struct te_engine *eng, const struct te_engine_cfg *cfg,
 			 cfg->local_server_name);
 		return -EINVAL;
 	} else {
-		return advertise(eng, cfg->local_server_name, port, err,
-				 errlen);
+		int rc = advertise(eng, cfg->local_server_name, port, err,
+				   errlen);
+		if (!rc)
+			toward_metadata(eng, cfg->metadata);
+		return rc;
 	}
 	return 0;
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mc_etcd_conn.h"
+#include "mc_parse.h"
 #include "meta.h"
 #include "mooncake/mc_err.h"
 #include "mooncake/te.h"
@@ -33,6 +35,44 @@ static size_t scheme_len(const char *conn)
 static bool is_scheme(const char *conn, size_t n, const char *name)
 {
 	return n == strlen(name) && !strncasecmp(conn, name, n);
+}
+
+/* The first etcd endpoint's host and port (its scheme dropped). */
+static int etcd_host(const char *spec, char *host, size_t len, int *port)
+{
+	struct mc_etcd_conn c;
+	char err[256];
+	const char *ep;
+	int rc = mc_etcd_conn_parse(spec, false, &c, err, sizeof(err));
+
+	if (!rc) {
+		ep = strstr(c.eps[0], "://"); /* always has a scheme */
+		rc = mc_parse_hostport(ep ? ep + 3 : c.eps[0], host, len, 0,
+				       port);
+	}
+	mc_etcd_conn_free(&c);
+	return rc;
+}
+
+int te_meta_host(const char *conn, char *host, size_t len, int *port)
+{
+	char auth[300];
+	size_t n, a;
+
+	if (!conn || !*conn || !strcmp(conn, "P2PHANDSHAKE"))
+		return -EINVAL;
+	n = scheme_len(conn);
+	if (!n || is_scheme(conn, n, "etcd"))
+		return etcd_host(conn, host, len, port);
+	if (!is_scheme(conn, n, "http") && !is_scheme(conn, n, "https"))
+		return -EINVAL;
+	conn += n + 3;
+	a = strcspn(conn, "/?#");
+	if (a >= sizeof(auth))
+		return -ENAMETOOLONG;
+	memcpy(auth, conn, a);
+	auth[a] = '\0';
+	return mc_parse_hostport(auth, host, len, n == 5 ? 443 : 80, port);
 }
 
 int te_meta_open(const char *conn, struct te_meta **out, char *err,

@@ -64,6 +64,15 @@ int te_meta_open_key(const char *conn, const struct mc_auth_key *auth,
 		     struct te_meta **out, char *err,
 		     size_t errlen) MC_MUST_CHECK;
 
+/**
+ * Where the metadata backend conn names is reached: the HTTP service's
+ * host and port, or the first etcd endpoint's. 0; -EINVAL for
+ * P2PHANDSHAKE or a string not understood; -ENAMETOOLONG. Nothing is
+ * contacted.
+ */
+int te_meta_host(const char *conn, char *host, size_t len,
+		 int *port) MC_MUST_CHECK;
+
 /** Backend constructors, for te_meta_open() and tests. */
 int te_meta_http_open(const char *url, const struct mc_auth_key *auth,
 		      struct te_meta **out, char *err,

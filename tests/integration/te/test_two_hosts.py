@@ -46,12 +46,13 @@ def start_etcd(procs, host, tmp_path):
     return f"etcd://{host.addr}:{ETCD_CLIENT_PORT}"
 
 
-def start_peer(procs, host, metadata, tmp_path):
+def start_peer(procs, host, metadata, tmp_path, name=None):
     ready = tmp_path / "peer.ready"
     log_path = tmp_path / "peer.log"
     log = open(log_path, "ab")
     procs.popen(host.cmd([
-        binary(*TE_PEER), "--metadata", metadata, "--name", host.addr,
+        binary(*TE_PEER), "--metadata", metadata, "--name",
+        name or host.addr,
         "--size", "72M", "--shm", "--pattern", "77", "--ready", str(ready)]),
         stdout=log, stderr=log, env=te_env())
     log.close()
@@ -80,10 +81,14 @@ def test_conformance_across_namespaces(procs, hosts, tmp_path, transport):
     p = procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     text=True, env=te_env())
     out, err = p.communicate(timeout=240 * SCALE)
+    check_conformance(p, out, err, CASES)
+
+
+def check_conformance(p, out, err, cases):
     for marker in SANITIZER_MARKERS:
         assert marker not in err, err
     assert p.returncode == 0, f"{out}\n{err}"
-    for case in CASES:
+    for case in cases:
         assert any(line.startswith(f"ok {case} ")
                    for line in out.splitlines()), out
     counters = {}
@@ -96,3 +101,28 @@ def test_conformance_across_namespaces(procs, hosts, tmp_path, transport):
     # Different namespaces are different hosts: shared memory never used.
     assert counters["shm"]["read_bytes"] == 0
     assert counters["shm"]["write_bytes"] == 0
+
+
+def test_a_peer_named_localhost(procs, hosts, tmp_path):
+    """A peer named "localhost" (upstream's examples, vLLM's configs on
+    one host) whose metadata service is on another host: it published
+    rpc_meta's address as "localhost", and an engine on host a reached
+    itself. It now listens on and gives its address on the way to the
+    service (host b's), and the conformance suite on a reads and writes
+    it."""
+    metadata = start_etcd(procs, hosts.a, tmp_path)
+    peer = start_peer(procs, hosts.b, metadata, tmp_path, name="localhost")
+    assert peer["name"] == "localhost"
+    assert "giving peers " + hosts.b.addr in \
+        (tmp_path / "peer.log").read_text()
+    cases = ["sizes", "write_read"]
+    cmd = hosts.a.cmd([
+        binary(*TE_CONFORMANCE), "--metadata", metadata, "--transport",
+        "tcp", "--name", hosts.a.addr, "--target", "localhost",
+        "--target_addr", str(peer["addr"]), "--target_size",
+        str(peer["size"]), "--seed", "77", "--timeout_ms", "20000",
+        "--case", ",".join(cases), "--report_counters"])
+    p = procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, env=te_env())
+    out, err = p.communicate(timeout=240 * SCALE)
+    check_conformance(p, out, err, cases)
