@@ -428,3 +428,20 @@ int mc_etcd_conn_parse(const char *spec, bool use_env, struct mc_etcd_conn *c,
 		rc = finish(c, err, errlen);
 	return rc;
 }
+
+int mc_etcd_conn_first_host(const char *spec, char *host, size_t host_len,
+			    int *port)
+{
+	struct mc_etcd_conn c;
+	char err[256];
+	const char *ep;
+	int rc = mc_etcd_conn_parse(spec, false, &c, err, sizeof(err));
+
+	if (!rc) {
+		ep = strstr(c.eps[0], "://"); /* always has a scheme */
+		rc = mc_parse_hostport(ep ? ep + 3 : c.eps[0], host, host_len,
+				       0, port);
+	}
+	mc_etcd_conn_free(&c);
+	return rc;
+}

@@ -61,4 +61,12 @@ int mc_etcd_conn_parse(const char *spec, bool use_env, struct mc_etcd_conn *c,
 /** Free what *c holds (the password is wiped first) and zero it. */
 void mc_etcd_conn_free(struct mc_etcd_conn *c);
 
+/**
+ * The host and port of spec's first endpoint (where a client goes first):
+ * 0; -EINVAL (spec not understood); -ENAMETOOLONG (host_len too small);
+ * -ENOMEM. The environment is not read; nothing is contacted.
+ */
+int mc_etcd_conn_first_host(const char *spec, char *host, size_t host_len,
+			    int *port) MC_MUST_CHECK;
+
 #endif

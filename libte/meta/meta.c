@@ -37,23 +37,6 @@ static bool is_scheme(const char *conn, size_t n, const char *name)
 	return n == strlen(name) && !strncasecmp(conn, name, n);
 }
 
-/* The first etcd endpoint's host and port (its scheme dropped). */
-static int etcd_host(const char *spec, char *host, size_t len, int *port)
-{
-	struct mc_etcd_conn c;
-	char err[256];
-	const char *ep;
-	int rc = mc_etcd_conn_parse(spec, false, &c, err, sizeof(err));
-
-	if (!rc) {
-		ep = strstr(c.eps[0], "://"); /* always has a scheme */
-		rc = mc_parse_hostport(ep ? ep + 3 : c.eps[0], host, len, 0,
-				       port);
-	}
-	mc_etcd_conn_free(&c);
-	return rc;
-}
-
 int te_meta_host(const char *conn, char *host, size_t len, int *port)
 {
 	char auth[300];
@@ -63,7 +46,7 @@ int te_meta_host(const char *conn, char *host, size_t len, int *port)
 		return -EINVAL;
 	n = scheme_len(conn);
 	if (!n || is_scheme(conn, n, "etcd"))
-		return etcd_host(conn, host, len, port);
+		return mc_etcd_conn_first_host(conn, host, len, port);
 	if (!is_scheme(conn, n, "http") && !is_scheme(conn, n, "https"))
 		return -EINVAL;
 	conn += n + 3;

@@ -376,21 +376,9 @@ static unsigned env_uint(const char *name, unsigned def)
  * read by the one parser of etcd strings. */
 static int master_host(const char *addr, char *host, size_t len, int *port)
 {
-	struct mc_etcd_conn c;
-	char err[256];
-	const char *ep;
-	int rc;
-
 	if (strncmp(addr, "etcd://", 7))
 		return mc_parse_hostport(addr, host, len, 0, port);
-	rc = mc_etcd_conn_parse(addr, false, &c, err, sizeof(err));
-	if (!rc) {
-		ep = strstr(c.eps[0], "://"); /* always has a scheme */
-		rc = mc_parse_hostport(ep ? ep + 3 : c.eps[0], host, len, 0,
-				       port);
-	}
-	mc_etcd_conn_free(&c);
-	return rc;
+	return mc_etcd_conn_first_host(addr, host, len, port);
 }
 
 /*
