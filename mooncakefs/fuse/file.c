@@ -150,6 +150,7 @@ static void publish_attr(struct mcfs *fs, struct mcfs_fh *fh)
  * pages of the version before may be cached. */
 static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 {
+	struct mcfs_inos readers = { 0 };
 	mooncake_obj_stat_t st;
 
 	fh->bound = false;
@@ -159,18 +160,16 @@ static void rebind(struct mcfs *fs, struct mcfs_fh *fh, uint64_t version)
 	 * said the version (the object's mtime is its ms): no Stat. */
 	if (version)
 		fh->bound = mcfs_node_rebind(fs, fh->node, version, fh->size,
-					     version / 1000000, NULL);
+					     version / 1000000, NULL, &readers);
 	else if (!mooncake_store_stat(fs->store, fh->tmp_key, &st))
 		fh->bound = mcfs_node_rebind(fs, fh->node, st.version, st.size,
-					     st.mtime_ms, NULL);
-	uint64_t readers[16];
-	size_t k = mcfs_node_sharers(fs, fh->ino, readers, 16);
-
+					     st.mtime_ms, NULL, &readers);
 	fuse_lowlevel_notify_inval_inode(fs->se, fh->ino, 0, 0);
 	/* Readers' inodes that showed this one's number show their own now
 	 * (inode.c): another file since this publish. */
-	for (size_t i = 0; i < k; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, readers[i], -1, 0);
+	for (size_t i = 0; i < readers.n; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, readers.v[i], -1, 0);
+	free(readers.v);
 }
 
 /* Written: the content's time is the publish's, not an earlier utimensat. */

@@ -770,11 +770,42 @@ void mcfs_node_owner_opened(struct mcfs *fs, struct mcfs_node *n, pid_t pid,
 	pthread_mutex_unlock(&fs->itab_lock);
 }
 
+/* The readers open as one file with n (same_as) into *sharers (grown as
+ * needed; kept short when out of memory: their numbers then show stale
+ * up to the attribute timeout); whether one is of another version than
+ * version. */
+static bool readers_of(struct mcfs *fs, const struct mcfs_node *n,
+		       uint64_t version, struct mcfs_inos *sharers)
+{
+	bool other = false;
+
+	for (const struct mcfs_node *r = fs->open_nodes; r; r = r->op_next) {
+		if (r->same_as != n->ino || !r->n_readers)
+			continue;
+		other |= r->version != version;
+		if (sharers->n == sharers->cap) {
+			size_t cap = sharers->cap ? 2 * sharers->cap : 8;
+			uint64_t *v = realloc(sharers->v, cap * sizeof(*v));
+
+			if (!v)
+				continue;
+			sharers->v = v;
+			sharers->cap = cap;
+		}
+		sharers->v[sharers->n++] = r->ino;
+	}
+	return other;
+}
+
 bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
-		      const mooncake_fs_attr_t *attr)
+		      const mooncake_fs_attr_t *attr, struct mcfs_inos *sharers)
 {
+	struct mcfs_inos none = { 0 };
 	bool bound = false;
+
+	if (!sharers)
+		sharers = &none;
 
 	pthread_mutex_lock(&fs->itab_lock);
 	unlink_name(fs, n);
@@ -787,13 +818,8 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		 * holds another file now: so that a program that follows
 		 * the name (tail -F, which compares the number it saw at
 		 * its open) sees it replaced, the name's number changes. */
-		for (const struct mcfs_node *r = fs->open_nodes; r;
-		     r = r->op_next)
-			if (r->same_as == n->ino && r->n_readers &&
-			    r->version != version) {
-				n->shown = fs->next_ino++;
-				break;
-			}
+		if (readers_of(fs, n, version, sharers))
+			n->shown = fs->next_ino++;
 		n->version = version;
 		n->size = size;
 		n->mtime_ms = mtime_ms;
@@ -806,20 +832,8 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		bound = !n->turned_away;
 	}
 	pthread_mutex_unlock(&fs->itab_lock);
+	free(none.v);
 	return bound;
-}
-
-size_t mcfs_node_sharers(struct mcfs *fs, uint64_t ino, uint64_t *out,
-			 size_t max)
-{
-	size_t k = 0;
-
-	pthread_mutex_lock(&fs->itab_lock);
-	for (struct mcfs_node *n = fs->open_nodes; n && k < max; n = n->op_next)
-		if (n->same_as == ino && n->n_readers)
-			out[k++] = n->ino;
-	pthread_mutex_unlock(&fs->itab_lock);
-	return k;
 }
 
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,

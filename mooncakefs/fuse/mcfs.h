@@ -415,17 +415,22 @@ int mcfs_node_creating_list(struct mcfs *fs, struct mcfs_node *dir,
  *  (mcfs_node.unlinked). Were there any not marked before? */
 bool mcfs_node_unlinked(struct mcfs *fs, struct mcfs_node *dir,
 			const char *name);
+/** Inode numbers, grown by whoever fills it; free(v) after. */
+struct mcfs_inos {
+	uint64_t *v;
+	size_t n, cap;
+};
 /** A node whose writer published version: lookups of its name find it
  *  as that version (see mcfs_node.created); n is retired when it cannot
  *  be. False when the kernel's entry of the name may stand for another
- *  inode (n retired, or a reader was turned away from it): drop it. */
+ *  inode (n retired, or a reader was turned away from it): drop it.
+ *  sharers (NULL: not wanted) gets the nodes open for reading that were
+ *  one file with n (mcfs_node.same_as) when n was rebound: what the
+ *  kernel holds of their attributes (their number) must go. */
 bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      uint64_t size, uint64_t mtime_ms,
-		      const mooncake_fs_attr_t *attr);
-/** Up to max nodes open for reading that are one file with ino
- *  (mcfs_node.same_as), their inode numbers into out; how many. */
-size_t mcfs_node_sharers(struct mcfs *fs, uint64_t ino, uint64_t *out,
-			 size_t max);
+		      const mooncake_fs_attr_t *attr,
+		      struct mcfs_inos *sharers);
 /** Is (dir, name) a created node bound to version (the kernel's entry of
  *  the name already stands for that version)? */
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
