@@ -843,7 +843,17 @@ bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 	bool yes;
 
 	pthread_mutex_lock(&fs->itab_lock);
-	n = find_child(fs, dir, name, version, false);
+	/* Another version of a name being written here (another mount's
+	 * publish): the next lookup gives the kernel's entry of the name an
+	 * inode of that version, which the writer's publish must then drop
+	 * (mcfs_node_rebind). Until 2026-12-07 a created file's publish left
+	 * the entry there: stat and ls -l of the name showed the other
+	 * mount's version up to the attribute timeout. */
+	for (struct mcfs_node *w = fs->open_nodes; w; w = w->op_next)
+		if (w->parent == dir && w->n_writers && w->version != version &&
+		    !strcmp(w->name, name))
+			w->turned_away = true;
+	n = version ? find_child(fs, dir, name, version, false) : NULL;
 	yes = n && n->hashed && n->created && !n->turned_away;
 	pthread_mutex_unlock(&fs->itab_lock);
 	return yes;

@@ -147,8 +147,9 @@ struct mcfs_node {
 	/* created: made by a create. A writer's publishes bind its node to
 	 * the version published (mcfs_node_rebind), so the file keeps its
 	 * inode number; turned_away: a reader was turned away from it while
-	 * it was open for writing (the kernel's entry of the name then went
-	 * to the reader's inode, and each publish must drop it). */
+	 * it was open for writing, or another mount published the name (the
+	 * kernel's entry of the name then went to another inode, and each
+	 * publish must drop it). */
 	bool created, turned_away;
 	/* A created node whose writer's last publish failed before any
 	 * succeeded: lookups no longer find it while the writer closes
@@ -432,7 +433,10 @@ bool mcfs_node_rebind(struct mcfs *fs, struct mcfs_node *n, uint64_t version,
 		      const mooncake_fs_attr_t *attr,
 		      struct mcfs_inos *sharers);
 /** Is (dir, name) a created node bound to version (the kernel's entry of
- *  the name already stands for that version)? */
+ *  the name already stands for that version)? A change event's question
+ *  (version 0: removed): writers of the name open on another version are
+ *  marked (mcfs_node.turned_away), their next publish drops the kernel's
+ *  entry of the name. */
 bool mcfs_node_bound(struct mcfs *fs, struct mcfs_node *dir, const char *name,
 		     uint64_t version);
 /** The inode number of the directory (dir, name) while the kernel holds

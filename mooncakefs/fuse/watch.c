@@ -42,7 +42,7 @@ static void inval_key(struct mcfs *fs, const char *key, uint64_t version,
 		 * asking the daemon (pjdfstest, the own mkdir event of the
 		 * test's directory arriving after its shell entered it). */
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	} else if (!version || !mcfs_node_bound(fs, dir, name, version)) {
+	} else if (!mcfs_node_bound(fs, dir, name, version)) {
 		/* -ENOENT: the kernel had nothing cached; fine. */
 		fuse_lowlevel_notify_inval_entry(fs->se, dir->ino, name,
 						 strlen(name));

@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 
-from mount import random_bytes, write_random
+from mount import random_bytes, wait_for, write_random
 
 MiB = 1 << 20
 
@@ -847,3 +847,40 @@ def test_cp_of_a_file_held_open_for_writing(mnt):
     assert p.returncode == 0 and not err, err
     for i in range(1, n + 1):
         assert (d / f"f{i}.c").read_bytes() == f"a{i}\n".encode()
+
+
+def test_a_writer_publishing_after_another_mounts_version(mounts):
+    """A file created on mount a and held open for writing; mount b
+    publishes the name, and a looks it up (the kernel's entry of the name
+    then names an inode of b's version). a's writer publishes again
+    (fsync, later close): stat on a showed b's version's size until the
+    attribute timeout (60 s), since a created file's own change event
+    left the kernel's entry alone; an open healed it (the stale inode
+    answers ESTALE). Each of a's publishes now drops that entry."""
+    a = mounts(seg="64MiB", name="a")
+    b = mounts(seg="0", name="b")
+    fd = os.open(a.kv / "f", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"v1 from a\n")
+        os.fsync(fd)
+        (b.kv / "f").write_bytes(b"v2 from b\n")
+        wait_for(lambda: (a.kv / "f").read_bytes() == b"v2 from b\n",
+                 what="b's version seen on a")
+        v3 = b"v3 from a, longer than the others\n"
+        os.pwrite(fd, v3, 0)
+        os.fsync(fd)
+        # fsync leaves the entry to the change feed (milliseconds).
+        wait_for(lambda: os.stat(a.kv / "f").st_size == len(v3),
+                 timeout=5, what="a's own version's size on a")
+        assert (a.kv / "f").read_bytes() == v3
+        (b.kv / "f").write_bytes(b"v4 from b\n")
+        wait_for(lambda: (a.kv / "f").read_bytes() == b"v4 from b\n",
+                 what="b's second version seen on a")
+        v5 = b"v5 from a, at its close, longer again\n"
+        os.pwrite(fd, v5, 0)
+    finally:
+        os.close(fd)
+    # close() drops it before it returns.
+    assert os.stat(a.kv / "f").st_size == len(v5)
+    assert (a.kv / "f").read_bytes() == v5
+    assert (b.kv / "f").read_bytes() == v5
