@@ -162,14 +162,19 @@ int mcs_write_placed(struct mooncake_store *s, uint64_t run,
 	int rc = mcs_xfer_write(s->xfer, ops, n, atomic_load(&s->transfer_ms),
 				&g);
 
-	/* A member killed or cut off: the next puts go elsewhere (the
-	 * master is told; this client's slots there are given back). */
 	for (size_t i = 0; i < n; i++)
-		if (mcs_peer_unreachable(ops[i].result) && ops[i].endpoint) {
-			mcs_master_note_unreachable(s->master, ops[i].endpoint);
-			mcs_slots_drop_endpoint(&s->slots, ops[i].endpoint);
-		}
+		mcs_note_transfer(s, ops[i].endpoint, ops[i].result);
 	return rc;
+}
+
+void mcs_note_transfer(struct mooncake_store *s, const char *endpoint, int rc)
+{
+	/* A member killed or cut off: the master is told (the next puts go
+	 * elsewhere); this client's slots there are given back. */
+	if (!endpoint || !mcs_peer_unreachable(rc))
+		return;
+	mcs_master_note_unreachable(s->master, endpoint);
+	mcs_slots_drop_endpoint(&s->slots, endpoint);
 }
 
 int mcs_contact_blame(struct mooncake_store *s, uint64_t run, int rc)

@@ -19,7 +19,7 @@
 
 #define WATCH_MAX_WAIT_MS 30000u
 #define RESTART_WAIT_MS 3000u /* a master refusing after it answered */
-/* Endpoints this client could not write to, told to the master in every
+/* Endpoints this client could not reach, told to the master in every
  * PutStart for this long after the last failure (mcs_master_note_
  * unreachable), at most this many at once. */
 #define UNREACH_MS 5000u
@@ -499,13 +499,30 @@ void mcs_master_note_unreachable(struct mcs_master *m, const char *endpoint)
 	}
 	if (u->until <= now || strcmp(u->ep, endpoint))
 		mc_log_info("store",
-			    "could not write to %s: the master is told to "
-			    "place new replicas elsewhere",
-			    endpoint);
+			    "could not reach %s: the master is told to "
+			    "place new replicas elsewhere, and its "
+			    "replicas are read last, for %u s",
+			    endpoint, UNREACH_MS / 1000);
 	snprintf(u->ep, sizeof(u->ep), "%s", endpoint);
 	u->until = now + UNREACH_MS;
 	atomic_store(&m->any_unreach, true);
 	pthread_mutex_unlock(&m->unreach_lock);
+}
+
+bool mcs_master_unreachable(struct mcs_master *m, const char *endpoint)
+{
+	uint64_t now;
+	bool yes = false;
+
+	if (!endpoint || !atomic_load(&m->any_unreach))
+		return false;
+	now = mc_mono_ms();
+	pthread_mutex_lock(&m->unreach_lock);
+	for (size_t i = 0; i < UNREACH_MAX && !yes; i++)
+		yes = m->unreach[i].until > now &&
+		      !strcmp(m->unreach[i].ep, endpoint);
+	pthread_mutex_unlock(&m->unreach_lock);
+	return yes;
 }
 
 /* The live entries into eps (UNREACH_MAX of UNREACH_NAME); how many. */

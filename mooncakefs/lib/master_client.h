@@ -124,12 +124,14 @@ int mcs_master_get_status(struct mcs_master *m, Mcrpc__GetStatusResponse **out);
 /* ---- objects ----------------------------------------------------------- */
 
 /**
- * This client could not write to endpoint (a replica's transport
+ * This client could not reach endpoint (a replica's transport
  * endpoint): its PutStarts for the next seconds name it to the master,
  * which places their replicas elsewhere (PutStartRequest.unreachable).
  * Thread-safe.
  */
 void mcs_master_note_unreachable(struct mcs_master *m, const char *endpoint);
+/** Was endpoint noted so within the last seconds? Thread-safe. */
+bool mcs_master_unreachable(struct mcs_master *m, const char *endpoint);
 
 /**
  * PutStart (batch false, n == 1) or BatchPutStart: (*out)->results[i] has

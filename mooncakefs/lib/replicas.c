@@ -32,12 +32,19 @@ size_t mcs_replicas_order(const struct mooncake_store *s,
 {
 	size_t n = 0;
 
-	for (int pass = 0; pass < 2; pass++) {
+	/* This host's, then others', then those on members this client
+	 * could not reach lately (a dead member's until client_ttl drops
+	 * it: tried last, not first, by every read). */
+	for (int pass = 0; pass < 3; pass++) {
 		for (size_t r = 0; r < rl->n_replicas; r++) {
 			const Mcrpc__Replica *rep = rl->replicas[r];
+			bool away, local;
 
-			if (!mcs_replica_usable(rep, rl->size) ||
-			    mcs_replica_local(s, rep) != (pass == 0))
+			if (!mcs_replica_usable(rep, rl->size))
+				continue;
+			away = mcs_master_unreachable(s->master, rep->endpoint);
+			local = mcs_replica_local(s, rep);
+			if (pass != (away ? 2 : local ? 0 : 1))
 				continue;
 			out[n++] = rep;
 		}

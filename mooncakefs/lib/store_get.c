@@ -195,6 +195,8 @@ static void read_lists(struct mooncake_store *s, struct mcs_get_key *keys,
 					     "; trying the next replica" :
 					     "");
 			mcs_note_own_limit(bad);
+			mcs_note_transfer(s, g[j].order[g[j].next]->endpoint,
+					  bad);
 			if (++g[j].next == g[j].n_order) {
 				g[j].pending = false;
 				k->result = MC_ETRANSFER;

@@ -128,6 +128,14 @@ int mcs_put_groups(struct mcs_put_key *keys, size_t n,
 int mcs_put_keys(struct mooncake_store *s, struct mcs_put_key *keys, size_t n,
 		 const mooncake_replicate_config_t *cfg, bool batch);
 
+/**
+ * A transfer with endpoint ended in rc: when rc says the peer could not
+ * be reached (mcs_peer_unreachable), the next puts are placed elsewhere
+ * (mcs_master_note_unreachable), this client's slots there are given back
+ * and reads try that endpoint's replicas last, for the next seconds.
+ */
+void mcs_note_transfer(struct mooncake_store *s, const char *endpoint, int rc);
+
 struct mcs_xfer_op;
 /**
  * Write ops into space that the master's run placed (PutStart's

@@ -170,6 +170,7 @@ static int read_replicas(struct mooncake_object *o, uint64_t off, void *local,
 			(unsigned long long)off, (unsigned long long)n,
 			o->repl[r].endpoint, mc_strerror(op.result),
 			i + 1 < o->n_repl ? "; trying the next replica" : "");
+		mcs_note_transfer(s, o->repl[r].endpoint, op.result);
 	}
 	return rc;
 }
