@@ -38,6 +38,19 @@ def pool_of_one(procs, tmp_path, *args):
         cleanup_segments([x.port for x in ms])
 
 
+@contextlib.contextmanager
+def pool_of(procs, tmp_path, n, *args):
+    """A master started with args and n members of 32 MB, their segments
+    mounted; (master, members), their shared memory cleaned up after."""
+    m = Master(procs, tmp_path, *args)
+    ms = [Member(procs, tmp_path, m) for _ in range(n)]
+    try:
+        eventually(lambda: len(m.segments()) == n, what="segments")
+        yield m, ms
+    finally:
+        cleanup_segments([x.port for x in ms])
+
+
 def test_killed_member_loses_replicas_after_client_ttl(procs, tmp_path):
     m = Master(procs, tmp_path, "--client_ttl", "2")
     ms = [Member(procs, tmp_path, m) for _ in range(2)]
@@ -185,10 +198,7 @@ def test_puts_go_around_a_killed_member(procs, tmp_path):
     member to the master, which places no new replica there until it
     pings: a client that never failed puts around it too, and the member
     restarted takes new replicas again."""
-    m = Master(procs, tmp_path, "--client_ttl", "30")
-    ms = [Member(procs, tmp_path, m) for _ in range(3)]
-    try:
-        eventually(lambda: len(m.segments()) == 3, what="segments")
+    with pool_of(procs, tmp_path, 3, "--client_ttl", "30") as (m, ms):
         a = Shell(procs, tmp_path, m)
         victim = ms[0]
         victim.kill()
@@ -217,8 +227,6 @@ def test_puts_go_around_a_killed_member(procs, tmp_path):
             b.ok(f"put c/{i} 100000 {i}")
             placed.update(owners(b, f"c/{i}"))
         assert victim.name in placed, placed
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def test_two_replica_read_survives_a_dead_owner(procs, tmp_path):
@@ -250,10 +258,7 @@ def test_reads_try_a_dead_owner_last(procs, tmp_path):
     rather than refusing, a 5 s connect timeout per read. After one
     failure the client reads that member's replicas last (and tells the
     master, which places no new puts there)."""
-    m = Master(procs, tmp_path, "--client_ttl", "30")
-    ms = [Member(procs, tmp_path, m) for _ in range(3)]
-    try:
-        eventually(lambda: len(m.segments()) == 3, what="segments")
+    with pool_of(procs, tmp_path, 3, "--client_ttl", "30") as (m, ms):
         sh = Shell(procs, tmp_path, m)
         keys = [f"two/{i}" for i in range(24)]
         for i, k in enumerate(keys):
@@ -270,8 +275,6 @@ def test_reads_try_a_dead_owner_last(procs, tmp_path):
         tried = log.count(f"from {victim.name}: ")
         assert tried == 1, (tried, len(first))
         assert "could not reach " + victim.name in log
-    finally:
-        cleanup_segments([x.port for x in ms])
 
 
 def test_master_restart_keeps_acknowledged_objects(procs, tmp_path):
