@@ -49,6 +49,9 @@ mount = frame(3, f_bytes(1, CID) + f_bytes(2, seg), 1)
 remount = frame(4, f_bytes(1, CID) + f_bytes(2, seg), 2)
 
 CID2 = bytes(range(32, 48))
+seg2 = (f_bytes(1, bytes(range(48, 64))) + f_bytes(2, "127.0.0.1:2")
+        + f_bytes(3, "127.0.0.1:2") + f_varint(4, 0x7f1000000000)
+        + f_varint(5, 1 << 20) + f_bytes(6, "tcp") + f_bytes(7, "h2"))
 REG = 0o100644
 CKPT = (f_bytes(2, "c") + f_varint(3, 65536)
         + f_bytes(5, f_bytes(1, "w/a") + f_varint(2, REG)
@@ -76,12 +79,13 @@ ATTR = (f_varint(1, 0o40755) + f_varint(2, 1000) + f_varint(3, 1000)
 
 
 def put_start(method, ks, sizes, rid, replicas=1, groups=(), pin=True,
-              reserve=0):
+              reserve=0, unreachable=()):
     cfg = f_varint(1, replicas) + (f_varint(3, 1) if pin else b"")
     return frame(method, f_bytes(1, CID) + b"".join(f_bytes(2, k) for k in ks)
                  + f_packed(3, sizes) + f_bytes(4, cfg)
                  + b"".join(f_bytes(6, g) for g in groups)
-                 + (f_varint(7, reserve) if reserve else b""), rid)
+                 + (f_varint(7, reserve) if reserve else b"")
+                 + b"".join(f_bytes(9, e) for e in unreachable), rid)
 
 
 def put_commit(key, slot, rid, reserve=0, release=(), cid=CID):
@@ -200,6 +204,17 @@ seeds = {
     + put_commit("s4", 2, 8, release=[3, 99])
     + put_commit("", 0, 9, release=[1, 2, 3])
     + frame(20, keys("s1", "s4"), 10),
+    # A writer that could not reach a segment: placed around it (field 9),
+    # its owner marked until it pings; more names than are read (16).
+    "unreachable": mount
+    + frame(3, f_bytes(1, CID2) + f_bytes(2, seg2), 2)
+    + put_start(10, ["u1"], [4096], 3, replicas=2,
+                unreachable=["127.0.0.1:1"])
+    + put_start(13, ["u2", "u3"], [64, 64], 4, unreachable=["nowhere:9"])
+    + frame(2, f_bytes(1, CID), 5)
+    + put_start(10, ["u4"], [64], 6,
+                unreachable=[f"127.0.0.1:{i}" for i in range(20)])
+    + frame(20, keys("u1", "u2", "u4"), 7),
     "unknown_method": frame(999, b"\x08\x01", 1) + frame(1, b"", 2),
     "bad_body": frame(10, b"\xff\xff\xff", 1),
     # Strings holding a NUL, at the top and nested (-600 before decoding).
