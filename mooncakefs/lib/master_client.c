@@ -512,15 +512,21 @@ void mcs_master_note_unreachable(struct mcs_master *m, const char *endpoint)
 bool mcs_master_unreachable(struct mcs_master *m, const char *endpoint)
 {
 	uint64_t now;
-	bool yes = false;
+	bool yes = false, live = false;
 
 	if (!endpoint || !atomic_load(&m->any_unreach))
 		return false;
 	now = mc_mono_ms();
 	pthread_mutex_lock(&m->unreach_lock);
-	for (size_t i = 0; i < UNREACH_MAX && !yes; i++)
-		yes = m->unreach[i].until > now &&
-		      !strcmp(m->unreach[i].ep, endpoint);
+	for (size_t i = 0; i < UNREACH_MAX; i++) {
+		if (m->unreach[i].until <= now)
+			continue;
+		live = true;
+		yes |= !strcmp(m->unreach[i].ep, endpoint);
+	}
+	/* All expired: a client that only reads takes the lock no more. */
+	if (!live)
+		atomic_store(&m->any_unreach, false);
 	pthread_mutex_unlock(&m->unreach_lock);
 	return yes;
 }
