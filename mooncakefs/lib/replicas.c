@@ -30,21 +30,27 @@ size_t mcs_replicas_order(const struct mooncake_store *s,
 			  const Mcrpc__ReplicaList *rl,
 			  const Mcrpc__Replica **out)
 {
+	uint64_t away = 0; /* bit r: on a member not reached lately */
 	size_t n = 0;
 
+	/* Asked once per replica (the master's lists hold at most 8). */
+	for (size_t r = 0; r < rl->n_replicas && r < 64; r++)
+		if (rl->replicas[r] &&
+		    mcs_master_unreachable(s->master,
+					   rl->replicas[r]->endpoint))
+			away |= 1ull << r;
 	/* This host's, then others', then those on members this client
 	 * could not reach lately (a dead member's until client_ttl drops
 	 * it: tried last, not first, by every read). */
 	for (int pass = 0; pass < 3; pass++) {
 		for (size_t r = 0; r < rl->n_replicas; r++) {
 			const Mcrpc__Replica *rep = rl->replicas[r];
-			bool away, local;
+			bool gone = r < 64 && (away >> r & 1);
 
-			if (!mcs_replica_usable(rep, rl->size))
-				continue;
-			away = mcs_master_unreachable(s->master, rep->endpoint);
-			local = mcs_replica_local(s, rep);
-			if (pass != (away ? 2 : local ? 0 : 1))
+			if (!mcs_replica_usable(rep, rl->size) ||
+			    pass != (gone		       ? 2 :
+				     mcs_replica_local(s, rep) ? 0 :
+								 1))
 				continue;
 			out[n++] = rep;
 		}
